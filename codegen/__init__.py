@@ -1,0 +1,1 @@
+"""Code generation: IR programs to the text of a compiled Python module."""

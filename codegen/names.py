@@ -1,0 +1,27 @@
+"""Python names in generated code: unique within a function, never shadowing what the module uses."""
+
+from __future__ import annotations
+
+import keyword
+
+# Names the generated module binds at top level; locals must not shadow them.
+MODULE_NAMES = {"torch", "F", "math", "Tensor", "Optional", "_guards", "COMPILED"}
+
+
+def function_name(sym_name: str) -> str:
+    """`MyCell.forward` -> `MyCell_forward`."""
+    return sym_name.replace(".", "_")
+
+
+class Namespace:
+    def __init__(self, reserved: set[str]) -> None:
+        self.taken = set(reserved) | MODULE_NAMES
+
+    def take(self, hint: str) -> str:
+        base = hint if hint.isidentifier() and not keyword.iskeyword(hint) else "tmp"
+        name, n = base, 0
+        while name in self.taken:
+            n += 1
+            name = f"{base}_{n}"
+        self.taken.add(name)
+        return name

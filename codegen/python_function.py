@@ -1,0 +1,623 @@
+"""Emit one IR function as a Python function that calls torch.
+
+Planning happens before printing: which values are folded into the expression that uses them
+(`torch.tanh(self.linear(x) + h)` rather than three assignments), and which Python variable holds
+each remaining value. Folding never changes the order in which effects happen; variables of
+loop-carried and branch-merged values are shared so that loops need no copies.
+"""
+
+from __future__ import annotations
+
+import math
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+from pathlib import PurePath
+
+from codegen.names import Namespace, function_name
+from codegen.writer import Writer
+from ir import ops
+from ir.core import PURE, Block, Operation, Value
+from ir.types import (
+    ANY,
+    ListType,
+    ModuleListType,
+    ModuleType,
+    OptionalType,
+    ScalarType,
+    TensorType,
+    TupleType,
+    Type,
+)
+
+# Python operator precedence, loosest first; atoms and calls bind tightest.
+PREC = {
+    "if": 1, "or": 2, "and": 3, "not": 4, "cmp": 5, "|": 6, "^": 7, "&": 8, "<<": 9, ">>": 9,
+    "+": 10, "-": 10, "*": 11, "@": 11, "/": 11, "//": 11, "%": 11, "unary": 12, "**": 13, "atom": 16,
+}
+FUNCTION_ALIASES = (("torch.nn.functional.", "F."),)
+
+
+@dataclass
+class Expr:
+    text: str
+    prec: int
+
+
+def annotation(t: Type) -> str | None:
+    if isinstance(t, TensorType):
+        return "Tensor"
+    if isinstance(t, ScalarType):
+        return {"Any": None, "dtype": "torch.dtype", "device": "torch.device"}.get(t.name, t.name)
+    if isinstance(t, OptionalType):
+        inner = annotation(t.elem)
+        return None if inner is None else f"Optional[{inner}]"
+    if isinstance(t, TupleType):
+        parts = [annotation(e) for e in t.elems]
+        if any(p is None for p in parts):
+            return None
+        return "tuple[" + (", ".join(parts) if parts else "()") + "]"  # type: ignore[arg-type]
+    if isinstance(t, ListType):
+        inner = annotation(t.elem)
+        return None if inner is None else f"list[{inner}]"
+    return None
+
+
+def type_comment(t: Type) -> str:
+    """`# f32[B, 4]` for tensors whose dtype or shape is known; nothing otherwise."""
+    if isinstance(t, TensorType) and t.shape is not None:
+        return f"  # {t}"
+    return ""
+
+
+def is_effect_free(op: Operation) -> bool:
+    return op.has_trait(PURE) and not op.regions
+
+
+class FunctionEmitter:
+    def __init__(self, func: ops.FuncOp, source_lines: list[str] | None, reserved: set[str]) -> None:
+        self.func = func
+        self.source_lines = source_lines
+        self.names = Namespace(reserved)
+        self.var: dict[Value, str] = {}
+        self.folded: set[Operation] = set()  # ops printed inside their user's expression
+        self.w = Writer()
+        self.last_line: int | None = None
+        self.needs: set[str] = set()  # names of imports the text uses ("math", "F", "Optional")
+
+    # -- planning -------------------------------------------------------------------------------
+    def plan(self) -> None:
+        for arg in self.func.args:
+            self.var[arg] = self.names.take(arg.name or "arg")
+        self._plan_block(self.func.body)
+
+    def _plan_block(self, block: Block) -> None:
+        for op in block.ops:
+            for region in op.regions:
+                for inner in region.blocks:
+                    self._plan_block(inner)
+        self._plan_folding(block)
+
+    def _plan_folding(self, block: Block) -> None:
+        """Decide which ops print inside their single user, walking the block backwards so the
+        users' decisions are known."""
+        index = {op: i for i, op in enumerate(block.ops)}
+        for op in reversed(block.ops):
+            if not self._foldable(op):
+                continue
+            use = op.results[0].uses[0]
+            user = use.op
+            if user.parent is not block:
+                continue
+            if isinstance(user, ops.InplaceOp) and use.index == 0:
+                continue  # `x += y` needs a name to update
+            between = block.ops[index[op] + 1: index[user]]
+            ok = True
+            for other in between:
+                if self._folds_into(other, user):
+                    continue
+                if not (is_effect_free(other) and is_effect_free(op)):
+                    ok = False
+                    break
+            if ok:
+                self.folded.add(op)
+
+    def _foldable(self, op: Operation) -> bool:
+        if len(op.results) != 1 or isinstance(op, (ops.InplaceOp, ops.UnpackOp)):
+            return False
+        if op.regions and not self._is_expression_if(op):
+            return False
+        uses = op.results[0].uses
+        if op.results[0].name is not None and not isinstance(op, ops.ConstantOp):
+            return False  # a value the source names keeps its own statement
+        if isinstance(op, (ops.ConstantOp, ops.UninitializedOp)):
+            return len(uses) >= 1 and all(u.op.parent is op.parent for u in uses) and len(uses) == 1
+        return len(uses) == 1
+
+    def _is_expression_if(self, op: Operation) -> bool:
+        """An scf.if with one result whose sides are single expressions: printed as
+        `a if c else b` (or `c and b`, `c or b`)."""
+        if not isinstance(op, ops.IfOp) or len(op.results) != 1:
+            return False
+        for block in (op.then_block, op.else_block):
+            term = block.terminator
+            assert term is not None
+            for inner in block.ops[:-1]:
+                if not is_effect_free(inner) or len(inner.results) != 1 or len(inner.results[0].uses) != 1:
+                    return False
+        return True
+
+    def _folds_into(self, op: Operation, user: Operation) -> bool:
+        while op in self.folded:
+            nxt = op.results[0].uses[0].op
+            if nxt is user:
+                return True
+            op = nxt
+        return False
+
+    # -- names ----------------------------------------------------------------------------------
+    def name_of(self, value: Value, hint: str | None = None) -> str:
+        if value not in self.var:
+            self.var[value] = self.names.take(value.name or hint or "tmp")
+        return self.var[value]
+
+    def share(self, value: Value, name: str) -> None:
+        self.var.setdefault(value, name)
+
+    # -- emission -------------------------------------------------------------------------------
+    def emit(self) -> list[str]:
+        self.plan()
+        f = self.func
+        params = []
+        defaults = f.attributes["defaults"]
+        for arg in f.args:
+            text = self.var[arg]
+            ann = annotation(arg.type) if not isinstance(arg.type, ModuleType) else None
+            if ann:
+                text += f": {ann}"
+                self._note_annotation(ann)
+            if arg.name in defaults:
+                text += (" = " if ann else "=") + self.literal(defaults[arg.name]).text
+            params.append(text)
+        ret = annotation(f.result_type)
+        if ret:
+            self._note_annotation(ret)
+        head = f"def {function_name(f.sym_name)}({', '.join(params)})" + (f" -> {ret}" if ret else "") + ":"
+        self.w.line(head)
+        with self.w.indent():
+            self.guards()
+            self.block(f.body)
+        return self.w.lines
+
+    def _note_annotation(self, text: str) -> None:
+        if "Optional[" in text:
+            self.needs.add("Optional")
+
+    def guards(self) -> None:
+        tensors = [a for a in self.func.args if isinstance(a.type, TensorType)]
+        for arg in tensors:
+            self.w.line(f'_guards.check_tensor({self.var[arg]}, "{arg.name}")')
+
+    def source_comment(self, op: Operation) -> None:
+        loc = op.loc
+        if loc is None or self.source_lines is None or loc.line == self.last_line:
+            return
+        self.last_line = loc.line
+        if not 1 <= loc.line <= len(self.source_lines):
+            return
+        text = self.source_lines[loc.line - 1].strip()
+        self.w.line(f"# {PurePath(loc.file).name}:{loc.line}  {text}")
+
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            if op in self.folded:
+                continue
+            self.statement(op)
+
+    @contextmanager
+    def suite(self) -> Iterator[None]:
+        """An indented suite; `pass` when nothing but comments was written into it."""
+        start = len(self.w.lines)
+        with self.w.indent():
+            yield
+            if all(line.strip().startswith("#") for line in self.w.lines[start:]):
+                self.w.line("pass")
+
+    def statement(self, op: Operation) -> None:
+        if isinstance(op, ops.ReturnOp):
+            self.source_comment(op)
+            value = op.operands[0] if op.operands else None
+            if value is None:
+                self.w.line("return")
+            elif isinstance(value.owner, ops.TupleOp) and value.owner in self.folded and value.owner.operands:
+                self.w.line("return " + self.tuple_text(value.owner.operands))
+            else:
+                self.w.line("return " + self.expr(value).text)
+            return
+        if isinstance(op, (ops.YieldOp, ops.ConditionOp)):
+            return  # printed by the op that owns the region
+        if not op.results and is_effect_free(op):
+            return
+        if op.results and all(not r.uses for r in op.results) and is_effect_free(op):
+            return  # dead and harmless
+        if isinstance(op, ops.RefineOp):
+            self.refine(op)
+            return
+        self.source_comment(op)
+        if isinstance(op, ops.IfOp):
+            self.if_statement(op)
+        elif isinstance(op, (ops.ForRangeOp, ops.ForEachOp)):
+            self.for_statement(op)
+        elif isinstance(op, ops.WhileOp):
+            self.while_statement(op)
+        elif isinstance(op, ops.InplaceOp):
+            target = self.expr(op.operands[0]).text
+            self.w.line(f"{target} {op.attributes['op']}= {self.expr(op.operands[1]).text}")
+            self.share(op.result, target)
+        elif isinstance(op, ops.IndexPutOp):
+            self.w.line(f"{self.index_text(op)} = {self.expr(op.operands[-1]).text}")
+        elif isinstance(op, ops.SetAttrOp):
+            self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.{op.attributes['attr']} = {self.expr(op.operands[1]).text}")
+        elif isinstance(op, ops.ListAppendOp):
+            self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.append({self.expr(op.operands[1]).text})")
+        elif isinstance(op, ops.UnpackOp):
+            targets = [self.name_of(r) if r.uses else "_" for r in op.results]
+            lhs = ", ".join(targets) + ("," if len(targets) == 1 else "")
+            self.w.line(f"{lhs} = {self.expr(op.operands[0]).text}")
+        elif op.results:
+            result = op.results[0]
+            text = self.op_expr(op).text
+            if not result.uses:
+                self.w.line(text)
+            else:
+                self.w.line(f"{self.name_of(result)} = {text}{type_comment(result.type)}")
+        else:
+            self.w.line(self.op_expr(op).text)
+
+    # -- control flow ---------------------------------------------------------------------------
+    def assign_results(self, results: list[Value]) -> list[str]:
+        return [self.name_of(r) for r in results]
+
+    def copies(self, targets: list[str], values: list[Value]) -> None:
+        """Parallel assignment of `values` to `targets`, skipping ones already in place."""
+        pairs = [(t, self.expr(v).text) for t, v in zip(targets, values)]
+        pairs = [(t, e) for t, e in pairs if t != e]
+        if not pairs:
+            return
+        if len(pairs) == 1:
+            self.w.line(f"{pairs[0][0]} = {pairs[0][1]}")
+        else:
+            self.w.line(f"{', '.join(t for t, _ in pairs)} = {', '.join(e for _, e in pairs)}")
+
+    def adopt_yields(self, block: Block, targets: list[str]) -> None:
+        """Let values defined in `block` and only yielded take the result variable directly,
+        unless the variable's current value is still read after that point."""
+        term = block.terminator
+        assert term is not None
+        values = term.operands if isinstance(term, ops.YieldOp) else term.operands[1:]
+        for t, v in zip(targets, values):
+            owner = v.owner
+            if not isinstance(owner, Operation) or owner.parent is not block or v in self.var or owner in self.folded:
+                continue
+            if isinstance(owner, ops.UnpackOp):
+                continue
+            holders = [w for w, name in self.var.items() if name == t and w is not v]
+            if any(self._used_after(w, owner, block) for w in holders):
+                continue
+            self.var[v] = t
+
+    def _used_after(self, value: Value, op: Operation, block: Block) -> bool:
+        """Whether `value` is read by `op`'s successors in `block` (or ops nested in them)."""
+        later = block.ops[block.ops.index(op) + 1:]
+        for use in value.uses:
+            user = use.op
+            while user is not None and user.parent is not block:
+                user = user.parent_op()
+            if user is not None and user in later:
+                return True
+        return False
+
+    def if_statement(self, op: ops.IfOp) -> None:
+        self.reuse_incoming(op)
+        targets = self.assign_results(op.results)
+        for block in (op.then_block, op.else_block):
+            self.adopt_yields(block, targets)
+        self.w.line(f"if {self.expr(op.cond).text}:")
+        for i, block in enumerate((op.then_block, op.else_block)):
+            if i == 1:
+                if not self._has_code(block, targets):
+                    break
+                self.w.line("else:")
+            with self.suite():
+                self.block(block)
+                term = block.terminator
+                assert term is not None
+                self.copies(targets, term.operands)
+
+    def refine(self, op: Operation) -> None:
+        """A narrowed type needs no code: the refined value is the same object."""
+        source = self.expr(op.operands[0]).text
+        if op.result in self.var and self.var[op.result] != source:
+            self.source_comment(op)
+            self.w.line(f"{self.var[op.result]} = {source}")
+        else:
+            self.share(op.result, source)
+
+    def reuse_incoming(self, op: ops.IfOp) -> None:
+        """`if c: x = f(x)`: a result that one side passes through from before the if takes
+        that value's variable, when nothing reads the old value afterwards."""
+        taken = set()
+        for i, r in enumerate(op.results):
+            if r in self.var or r.name is None:
+                continue
+            for block in (op.then_block, op.else_block):
+                y = block.terminator.operands[i]  # type: ignore[union-attr]
+                while isinstance(y.owner, ops.RefineOp):
+                    y = y.owner.operands[0]
+                name = self.var.get(y)
+                if name is None or name in taken or y.name != r.name or self._inside(y, op):
+                    continue
+                if not self._read_after(y, op, nested_ok=True):
+                    self.var[r] = name
+                    taken.add(name)
+                    break
+
+    def _inside(self, value: Value, op: Operation) -> bool:
+        owner = value.owner
+        node = owner if isinstance(owner, Operation) else owner.parent.parent if owner.parent else None  # type: ignore[union-attr]
+        while node is not None:
+            if node is op:
+                return True
+            node = node.parent_op()
+        return False
+
+    def _has_code(self, block: Block, targets: list[str]) -> bool:
+        if any(op not in self.folded and not isinstance(op, (ops.YieldOp, ops.RefineOp)) and not (is_effect_free(op) and not any(r.uses for r in op.results)) for op in block.ops):
+            return True
+        term = block.terminator
+        return any(t != self.expr_peek(v) for t, v in zip(targets, term.operands))  # type: ignore[union-attr]
+
+    def expr_peek(self, value: Value) -> str:
+        return self.var.get(value, "\0")
+
+    def loop_variables(self, op: Operation, body: Block, n_extra: int) -> list[str]:
+        """One variable per carried value, shared by the initial value (when it is not read
+        later), the body argument, the result and the value yielded."""
+        carried_args = body.args[n_extra:]
+        names = []
+        for i, r in enumerate(op.results):
+            init = op.operands[len(op.operands) - len(op.results) + i]
+            name = None
+            if init in self.var and not self._read_after(init, op) and (init.name == r.name or r.name is None):
+                name = self.var[init]
+                if name in [self.var.get(a) for a in op.results if a in self.var]:
+                    name = None
+            if name is None:
+                name = self.name_of(r)
+            self.var[r] = name
+            self.var[carried_args[i]] = name
+            names.append(name)
+        return names
+
+    def _read_after(self, value: Value, op: Operation, nested_ok: bool = False) -> bool:
+        """Whether `value` is read anywhere other than as an operand of `op` or before it
+        (or, with `nested_ok`, inside `op`'s regions)."""
+        block = op.parent
+        assert block is not None
+        position = block.ops.index(op)
+        for use in value.uses:
+            user = use.op
+            if user is op:
+                continue
+            top = user
+            while top is not None and top.parent is not block:
+                top = top.parent_op()
+            if nested_ok and top is op:
+                continue
+            if top is None or block.ops.index(top) >= position:
+                return True
+        return False
+
+    def for_statement(self, op: ops.ForRangeOp | ops.ForEachOp) -> None:
+        body = op.body
+        inits = op.inits
+        names = self.loop_variables(op, body, 1)
+        self.copies(names, inits)
+        self.adopt_yields(body, names)
+        elem = body.args[0]
+        elem_name = self.name_of(elem, "i" if isinstance(op, ops.ForRangeOp) else "item") if elem.uses else "_"
+        if isinstance(op, ops.ForRangeOp):
+            start, stop, step = (self.expr(v) for v in op.operands[:3])
+            if step.text == "1":
+                header = f"range({stop.text})" if start.text == "0" else f"range({start.text}, {stop.text})"
+            else:
+                header = f"range({start.text}, {stop.text}, {step.text})"
+        else:
+            header = self.expr(op.operands[0]).text
+        self.w.line(f"for {elem_name} in {header}:")
+        with self.suite():
+            self.block(body)
+            self.loop_tail(body, names)
+
+    def loop_tail(self, body: Block, names: list[str]) -> None:
+        term = body.terminator
+        if isinstance(term, ops.ConditionOp):
+            self.copies(names, term.operands[1:])
+            self.w.line(f"if not {self.expr(term.operands[0], PREC['not'] + 1).text}:")
+            with self.w.indent():
+                self.w.line("break")
+        else:
+            assert term is not None
+            self.copies(names, term.operands)
+
+    def while_statement(self, op: ops.WhileOp) -> None:
+        names = self.loop_variables(op, op.after, 0)
+        for a in op.before.args:
+            self.var[a] = names[a.index]
+        self.copies(names, op.operands)
+        self.adopt_yields(op.after, names)
+        cond_term = op.before.terminator
+        assert isinstance(cond_term, ops.ConditionOp)
+        simple = all(o in self.folded or isinstance(o, ops.ConditionOp) for o in op.before.ops)
+        if simple:
+            self.w.line(f"while {self.expr(cond_term.operands[0]).text}:")
+            with self.suite():
+                self.block(op.after)
+                self.loop_tail(op.after, names)
+            return
+        self.w.line("while True:")
+        with self.w.indent():
+            self.block(op.before)
+            self.w.line(f"if not {self.expr(cond_term.operands[0], PREC['not'] + 1).text}:")
+            with self.w.indent():
+                self.w.line("break")
+            self.block(op.after)
+            self.loop_tail(op.after, names)
+
+    # -- expressions ----------------------------------------------------------------------------
+    def expr(self, value: Value, min_prec: int = 0) -> Expr:
+        owner = value.owner
+        if isinstance(owner, Operation) and owner in self.folded:
+            e = self.op_expr(owner)
+        elif value in self.var:
+            e = Expr(self.var[value], PREC["atom"])
+        elif isinstance(owner, ops.RefineOp):
+            e = self.expr(owner.operands[0])
+        else:
+            e = Expr(self.name_of(value), PREC["atom"])
+        if e.prec < min_prec:
+            return Expr(f"({e.text})", PREC["atom"])
+        return e
+
+    def tuple_text(self, values: list[Value]) -> str:
+        if len(values) == 1:
+            return self.expr(values[0]).text
+        return ", ".join(self.expr(v, PREC["if"] + 1).text for v in values)
+
+    def args_text(self, values: list[Value], kwnames: tuple[str, ...]) -> str:
+        positional = values[: len(values) - len(kwnames)]
+        keyword = values[len(values) - len(kwnames):]
+        parts = [self.expr(v, PREC["if"]).text for v in positional]
+        parts += [f"{k}={self.expr(v, PREC['if']).text}" for k, v in zip(kwnames, keyword)]
+        return ", ".join(parts)
+
+    def literal(self, value: object) -> Expr:
+        if isinstance(value, float):
+            if math.isnan(value):
+                self.needs.add("math")
+                return Expr("math.nan", PREC["atom"])
+            if math.isinf(value):
+                self.needs.add("math")
+                return Expr("math.inf", PREC["atom"]) if value > 0 else Expr("-math.inf", PREC["unary"])
+            text = repr(value)
+            return Expr(text, PREC["unary"] if text.startswith("-") else PREC["atom"])
+        if isinstance(value, int) and not isinstance(value, bool):
+            return Expr(repr(value), PREC["unary"] if value < 0 else PREC["atom"])
+        if isinstance(value, tuple):
+            inner = ", ".join(self.literal(v).text for v in value)
+            return Expr(f"({inner},)" if len(value) == 1 else f"({inner})", PREC["atom"])
+        return Expr(repr(value), PREC["atom"])
+
+    def op_expr(self, op: Operation) -> Expr:
+        a = op.attributes
+        if isinstance(op, ops.ConstantOp):
+            if a["value"].__class__ is str and op.result.type == ScalarType("dtype"):
+                return Expr(a["value"], PREC["atom"])
+            return self.literal(a["value"])
+        if isinstance(op, ops.UninitializedOp):
+            return Expr("None", PREC["atom"])
+        if isinstance(op, ops.RefineOp):
+            return self.expr(op.operands[0])
+        if isinstance(op, ops.BinaryOp):
+            return self.binary_text(a["op"], op.operands[0], op.operands[1])
+        if isinstance(op, ops.CompareOp):
+            lhs = self.expr(op.operands[0], PREC["cmp"] + 1).text
+            rhs = self.expr(op.operands[1], PREC["cmp"] + 1).text
+            return Expr(f"{lhs} {a['op']} {rhs}", PREC["cmp"])
+        if isinstance(op, ops.UnaryOp):
+            if a["op"] == "not":
+                return Expr(f"not {self.expr(op.operands[0], PREC['not']).text}", PREC["not"])
+            return Expr(f"{a['op']}{self.expr(op.operands[0], PREC['unary']).text}", PREC["unary"])
+        if isinstance(op, ops.TorchCallOp):
+            callee = a["callee"]
+            for long, short in FUNCTION_ALIASES:
+                if callee.startswith(long):
+                    callee = short + callee[len(long):]
+                    self.needs.add("F")
+            return Expr(f"{callee}({self.args_text(op.operands, a.get('kwnames', ()))})", PREC["atom"])
+        if isinstance(op, ops.TensorMethodOp):
+            obj = self.expr(op.operands[0], PREC["atom"]).text
+            return Expr(f"{obj}.{a['method']}({self.args_text(op.operands[1:], a.get('kwnames', ()))})", PREC["atom"])
+        if isinstance(op, ops.ModuleCallOp):
+            obj = self.expr(op.operands[0], PREC["atom"]).text
+            return Expr(f"{obj}({self.args_text(op.operands[1:], a.get('kwnames', ()))})", PREC["atom"])
+        if isinstance(op, ops.FuncCallOp):
+            return Expr(f"{function_name(a['callee'])}({self.args_text(op.operands, ())})", PREC["atom"])
+        if isinstance(op, ops.BuiltinCallOp):
+            if a["callee"].startswith("math."):
+                self.needs.add("math")
+            return Expr(f"{a['callee']}({self.args_text(op.operands, ())})", PREC["atom"])
+        if isinstance(op, ops.GetAttrOp):
+            return Expr(f"{self.expr(op.operands[0], PREC['atom']).text}.{a['attr']}", PREC["atom"])
+        if isinstance(op, ops.TupleOp):
+            if len(op.operands) == 1:
+                return Expr(f"({self.expr(op.operands[0], PREC['if']).text},)", PREC["atom"])
+            return Expr(f"({self.tuple_text(op.operands)})", PREC["atom"])
+        if isinstance(op, ops.ListOp):
+            return Expr("[" + ", ".join(self.expr(v, PREC["if"]).text for v in op.operands) + "]", PREC["atom"])
+        if isinstance(op, ops.GetItemOp):
+            return Expr(f"{self.expr(op.operands[0], PREC['atom']).text}[{self.expr(op.operands[1]).text}]", PREC["atom"])
+        if isinstance(op, ops.IndexOp):
+            return Expr(self.index_text(op), PREC["atom"])
+        if isinstance(op, ops.IfOp):
+            return self.if_expr(op)
+        raise NotImplementedError(f"no Python form for {op.name}")
+
+    def binary_text(self, op: str, lhs: Value, rhs: Value) -> Expr:
+        prec = PREC[op] if op in PREC else PREC["|"]
+        if op == "**":
+            left = self.expr(lhs, PREC["**"] + 1).text
+            right = self.expr(rhs, PREC["unary"]).text
+        else:
+            left = self.expr(lhs, prec).text
+            right = self.expr(rhs, prec + 1).text
+        return Expr(f"{left} {op} {right}", prec)
+
+    def if_expr(self, op: ops.IfOp) -> Expr:
+        then_v = op.then_block.terminator.operands[0]  # type: ignore[union-attr]
+        else_v = op.else_block.terminator.operands[0]  # type: ignore[union-attr]
+        cond = op.cond
+        else_const = else_v.owner if isinstance(else_v.owner, ops.ConstantOp) else None
+        then_const = then_v.owner if isinstance(then_v.owner, ops.ConstantOp) else None
+        if else_const is not None and else_const.value is False and then_v.type == cond.type:
+            return Expr(f"{self.expr(cond, PREC['and']).text} and {self.expr(then_v, PREC['and'] + 1).text}", PREC["and"])
+        if then_const is not None and then_const.value is True and else_v.type == cond.type:
+            return Expr(f"{self.expr(cond, PREC['or']).text} or {self.expr(else_v, PREC['or'] + 1).text}", PREC["or"])
+        return Expr(
+            f"{self.expr(then_v, PREC['if'] + 1).text} if {self.expr(cond, PREC['if'] + 1).text} else {self.expr(else_v, PREC['if']).text}",
+            PREC["if"],
+        )
+
+    def index_text(self, op: Operation) -> str:
+        base = self.expr(op.operands[0], PREC["atom"]).text
+        values = iter(op.operands[1:])
+        parts = []
+        for item in op.attributes["items"]:
+            kind = item[0]
+            if kind == "none":
+                parts.append("None")
+            elif kind == "ellipsis":
+                parts.append("...")
+            elif kind == "value":
+                parts.append(self.expr(next(values), PREC["if"]).text)
+            else:
+                has_start, has_stop, has_step = item[1:]
+                start = self.expr(next(values), PREC["if"]).text if has_start else ""
+                stop = self.expr(next(values), PREC["if"]).text if has_stop else ""
+                text = f"{start}:{stop}"
+                if has_step:
+                    text += ":" + self.expr(next(values), PREC["if"]).text
+                parts.append(text)
+        if not parts:
+            return f"{base}[()]"
+        return f"{base}[{', '.join(parts)}]"

@@ -1,0 +1,1 @@
+"""Example models for torchscribe: each file defines a @script model and make_example()."""

@@ -1,0 +1,1 @@
+"""The typed SSA IR: types, ops with regions and source locations, printer, verifier."""

@@ -1,0 +1,380 @@
+"""The op kinds of the IR, each a small declared class registered by name.
+
+Ops named `py.*` are Python-level values and operators, `torch.*` tensor operations named the way
+the source names them (a later pass decomposes them into aten primitives), `module.*` and
+`func.*` calls and functions, and `scf.*` structured control flow.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ir.core import (
+    OPAQUE,
+    PURE,
+    TERMINATOR,
+    AliasOf,
+    Block,
+    Loc,
+    Mutates,
+    OpResult,
+    Operation,
+    Region,
+    Trait,
+    Value,
+)
+from ir.types import BOOL, Type, is_subtype
+
+
+# -- functions -------------------------------------------------------------------------------
+class FuncOp(Operation):
+    """A compiled function or method. Attributes: `sym_name` (qualified name such as
+    "MyCell.forward"), `result_type`, `defaults` (argument name -> literal default)."""
+
+    name = "func.func"
+
+    @classmethod
+    def build(
+        cls,
+        sym_name: str,
+        arg_types: Sequence[Type],
+        arg_names: Sequence[str],
+        result_type: Type,
+        defaults: dict[str, Any] | None = None,
+        loc: Loc | None = None,
+    ) -> FuncOp:
+        body = Region([Block(arg_types, arg_names)])
+        return cls(
+            attributes={"sym_name": sym_name, "result_type": result_type, "defaults": defaults or {}},
+            regions=[body],
+            loc=loc,
+        )
+
+    @property
+    def sym_name(self) -> str:
+        return self.attributes["sym_name"]
+
+    @property
+    def body(self) -> Block:
+        return self.regions[0].block
+
+    @property
+    def args(self) -> list:
+        return self.body.args
+
+    @property
+    def result_type(self) -> Type:
+        return self.attributes["result_type"]
+
+    def verify_(self) -> list[str]:
+        term = self.body.terminator
+        if not isinstance(term, ReturnOp):
+            return ["function body must end in func.return"]
+        return []
+
+
+class ReturnOp(Operation):
+    name = "func.return"
+    traits = frozenset({TERMINATOR})
+
+
+class FuncCallOp(Operation):
+    """Call of another compiled function (attribute `callee`: its sym_name)."""
+
+    name = "func.call"
+    traits = frozenset({OPAQUE})
+
+
+# -- Python values ---------------------------------------------------------------------------
+class ConstantOp(Operation):
+    """A literal: int, float, bool, str, None, or a dtype/device spelled as a string."""
+
+    name = "py.constant"
+    traits = frozenset({PURE})
+
+    @property
+    def value(self) -> Any:
+        return self.attributes["value"]
+
+
+class BinaryOp(Operation):
+    """`lhs <op> rhs` for the Python operators + - * / // % ** @ & | ^ << >>."""
+
+    name = "py.binary"
+    traits = frozenset({PURE})
+
+
+class UnaryOp(Operation):
+    """`<op> x` for - + ~ not."""
+
+    name = "py.unary"
+    traits = frozenset({PURE})
+
+
+class CompareOp(Operation):
+    """`lhs <op> rhs` for == != < <= > >= is, is not, in, not in."""
+
+    name = "py.compare"
+    traits = frozenset({PURE})
+
+
+class InplaceOp(Operation):
+    """`target <op>= value` on a tensor: writes into operand 0 and returns it."""
+
+    name = "py.inplace"
+    traits = frozenset({Mutates(0), AliasOf(0)})
+
+
+class BuiltinCallOp(Operation):
+    """A call of a Python builtin or `math` function (attribute `callee`: "len", "math.sqrt")."""
+
+    name = "py.call"
+    traits = frozenset({PURE})
+
+
+class GetAttrOp(Operation):
+    """`obj.<attr>`: a module's parameter, buffer, submodule or constant, or a tensor property."""
+
+    name = "py.getattr"
+    traits = frozenset({PURE})
+
+
+class SetAttrOp(Operation):
+    """`obj.<attr> = value` for a module's Python attribute."""
+
+    name = "py.setattr"
+    traits = frozenset({OPAQUE})
+
+
+class TupleOp(Operation):
+    name = "py.tuple"
+    traits = frozenset({PURE})
+
+
+class ListOp(Operation):
+    name = "py.list"
+    traits = frozenset({PURE})
+
+
+class ListAppendOp(Operation):
+    name = "py.list_append"
+    traits = frozenset({Mutates(0)})
+
+
+class GetItemOp(Operation):
+    """`container[index]` on a tuple, list or module list."""
+
+    name = "py.getitem"
+    traits = frozenset({PURE})
+
+
+# -- tensor operations -----------------------------------------------------------------------
+class _CallTraits:
+    """Effects of a torch call depend on what it calls; the front end records them as
+    attributes (`mutates`, `random`, `alias_of`) and the traits follow from those."""
+
+    attributes: dict[str, Any]
+
+    @property
+    def traits(self) -> frozenset[Trait]:  # type: ignore[override]
+        mutates = self.attributes.get("mutates", ())
+        found: set[Trait] = {Mutates(i) for i in mutates}
+        alias = self.attributes.get("alias_of")
+        if alias is not None:
+            found.add(AliasOf(alias))
+        if not mutates and not self.attributes.get("random", False):
+            found.add(PURE)
+        return frozenset(found)
+
+
+class TorchCallOp(_CallTraits, Operation):
+    """A call of a torch function (attribute `callee`: "torch.tanh", "torch.nn.functional.gelu").
+    Operands are the positional arguments, then keyword arguments named by `kwnames`."""
+
+    name = "torch.call"
+
+
+class TensorMethodOp(_CallTraits, Operation):
+    """A tensor method call `self.<method>(...)`; operand 0 is the tensor."""
+
+    name = "torch.method"
+
+
+class IndexOp(Operation):
+    """`base[items]` on a tensor. Attribute `items` describes each index item, in order:
+    ":" slice parts as ("slice", has_start, has_stop, has_step), ("none",), ("ellipsis",),
+    ("value",) for an int / tensor / bool-mask index; the operands after `base` are the slice
+    parts and values that are present, in that order."""
+
+    name = "torch.index"
+    traits = frozenset({PURE, AliasOf(0)})
+
+
+class IndexPutOp(Operation):
+    """`base[items] = value`: items as in IndexOp; the last operand is the value."""
+
+    name = "torch.index_put"
+    traits = frozenset({Mutates(0)})
+
+
+class ModuleCallOp(Operation):
+    """Call of a submodule `module(*args)`; operand 0 is the module."""
+
+    name = "module.call"
+    traits = frozenset({OPAQUE})
+
+
+# -- structured control flow -----------------------------------------------------------------
+class YieldOp(Operation):
+    name = "scf.yield"
+    traits = frozenset({TERMINATOR})
+
+
+class ConditionOp(Operation):
+    """Ends a while loop's condition region: operand 0 decides, the rest are carried on."""
+
+    name = "scf.condition"
+    traits = frozenset({TERMINATOR})
+
+
+class IfOp(Operation):
+    """`if cond` with a then and an else region, each ending in scf.yield of the results."""
+
+    name = "scf.if"
+
+    @property
+    def cond(self) -> Value:
+        return self.operands[0]
+
+    @property
+    def then_block(self) -> Block:
+        return self.regions[0].block
+
+    @property
+    def else_block(self) -> Block:
+        return self.regions[1].block
+
+    def verify_(self) -> list[str]:
+        errors = []
+        if self.cond.type != BOOL:
+            errors.append(f"condition must be bool, got {self.cond.type}")
+        for block in (self.then_block, self.else_block):
+            term = block.terminator
+            if not isinstance(term, YieldOp):
+                errors.append("each region must end in scf.yield")
+            elif not _all_subtypes(term.operands, [r.type for r in self.results]):
+                errors.append("scf.yield types do not fit the results")
+        return errors
+
+
+class ForRangeOp(Operation):
+    """`for iv in range(start, stop, step)` with loop-carried values: operands are start, stop,
+    step and the initial carried values; the body's arguments are iv and the carried values;
+    the body yields the next carried values; results are the final ones."""
+
+    name = "scf.for"
+
+    @property
+    def body(self) -> Block:
+        return self.regions[0].block
+
+    @property
+    def inits(self) -> list[Value]:
+        return self.operands[3:]
+
+    def verify_(self) -> list[str]:
+        return _verify_loop(self, self.inits, 1)
+
+
+class ForEachOp(Operation):
+    """`for elem in iterable` over a list or module list, with loop-carried values: operands
+    are the iterable and the initial carried values; body arguments elem and carried values."""
+
+    name = "scf.for_each"
+
+    @property
+    def body(self) -> Block:
+        return self.regions[0].block
+
+    @property
+    def inits(self) -> list[Value]:
+        return self.operands[1:]
+
+    def verify_(self) -> list[str]:
+        return _verify_loop(self, self.inits, 1)
+
+
+class WhileOp(Operation):
+    """`while`: operands are the initial carried values; region 0 (before) takes the carried
+    values and ends in scf.condition(cond, carried...); region 1 (after) takes those and yields
+    the next carried values; results are the carried values when cond is false."""
+
+    name = "scf.while"
+
+    @property
+    def before(self) -> Block:
+        return self.regions[0].block
+
+    @property
+    def after(self) -> Block:
+        return self.regions[1].block
+
+    def verify_(self) -> list[str]:
+        errors = []
+        term = self.before.terminator
+        if not isinstance(term, ConditionOp):
+            errors.append("the condition region must end in scf.condition")
+        elif not _all_subtypes(term.operands[1:], [r.type for r in self.results]):
+            errors.append("scf.condition carries values whose types differ from the results")
+        elif term.operands[0].type != BOOL:
+            errors.append("the loop condition must be bool")
+        errors += _verify_loop(self, self.operands, 0, block=self.after)
+        return errors
+
+
+def _verify_loop(op: Operation, inits: Sequence[Value], n_extra: int, block: Block | None = None) -> list[str]:
+    body = block or op.regions[0].block
+    errors = []
+    carried = [a.type for a in body.args[n_extra:]]
+    if not _all_subtypes(inits, carried) or [r.type for r in op.results] != carried:
+        errors.append("initial values, body arguments and results must have fitting types")
+    term = body.terminator
+    if isinstance(term, ConditionOp) and op.name != "scf.while":
+        # A loop with an early exit: scf.condition(keep_going, carried...).
+        if term.operands[0].type != BOOL or not _all_subtypes(term.operands[1:], carried):
+            errors.append("scf.condition must carry a bool and the loop-carried values")
+    elif not isinstance(term, YieldOp):
+        errors.append("the loop body must end in scf.yield")
+    elif not _all_subtypes(term.operands, carried):
+        errors.append("scf.yield types do not fit the loop-carried types")
+    return errors
+
+
+def _all_subtypes(values: Sequence[Value], types: Sequence[Type]) -> bool:
+    return len(values) == len(types) and all(is_subtype(v.type, t) for v, t in zip(values, types))
+
+
+def is_pure(op: Operation) -> bool:
+    return op.has_trait(PURE) and not op.regions
+
+
+class UninitializedOp(Operation):
+    """A placeholder of some type on a path where the value is never read (the other side of
+    an early exit)."""
+
+    name = "py.uninitialized"
+    traits = frozenset({PURE})
+
+
+class RefineOp(Operation):
+    """The same object as operand 0 with a narrower type (`x` after `x is not None`)."""
+
+    name = "py.refine"
+    traits = frozenset({PURE, AliasOf(0)})
+
+
+class UnpackOp(Operation):
+    """`a, b, c = container`: one result per element; fails like Python on a length mismatch."""
+
+    name = "py.unpack"
+    traits = frozenset({PURE})

@@ -1,0 +1,216 @@
+"""IR types: frozen dataclasses that compare and hash by value.
+
+A type says what a value is as far as the compiler knows it. Tensor facts that are not known
+(dtype, rank, a dimension, the device) are `None`, never guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+# A dimension is a concrete size, a symbol name ("B"), or unknown (None).
+Dim = Union[int, str, None]
+
+# Short dtype names used in IR text, in the order torch promotes them (roughly).
+DTYPE_SHORT = {
+    "bool": "bool",
+    "uint8": "u8",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "complex64": "c64",
+    "complex128": "c128",
+}
+DTYPE_LONG = {short: long for long, short in DTYPE_SHORT.items()}
+
+
+class Type:
+    """Base of all IR types."""
+
+    def __str__(self) -> str:  # pragma: no cover - every subclass overrides
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class TensorType(Type):
+    dtype: str | None = None  # torch dtype name without "torch.", e.g. "float32"
+    shape: tuple[Dim, ...] | None = None  # None: rank unknown
+    device: str | None = None  # "cpu", "cuda", ... when known
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    def __str__(self) -> str:
+        head = DTYPE_SHORT.get(self.dtype, self.dtype) if self.dtype else "Tensor"
+        if self.shape is not None:
+            head += "[" + ", ".join("?" if d is None else str(d) for d in self.shape) + "]"
+        elif self.dtype:
+            head += "[*]"
+        if self.device:
+            head += "@" + self.device
+        return head
+
+
+@dataclass(frozen=True)
+class ScalarType(Type):
+    """A Python scalar or simple value: int, float, bool, str, None, complex, dtype, device."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+INT = ScalarType("int")
+FLOAT = ScalarType("float")
+BOOL = ScalarType("bool")
+STR = ScalarType("str")
+NONE = ScalarType("None")
+DTYPE = ScalarType("dtype")
+DEVICE = ScalarType("device")
+ANY = ScalarType("Any")  # a dynamic Python value the compiler does not reason about
+NUMBER_TYPES = (INT, FLOAT, BOOL)
+
+
+@dataclass(frozen=True)
+class OptionalType(Type):
+    elem: Type
+
+    def __str__(self) -> str:
+        return f"Optional[{self.elem}]"
+
+
+@dataclass(frozen=True)
+class TupleType(Type):
+    elems: tuple[Type, ...]
+
+    def __str__(self) -> str:
+        if not self.elems:
+            return "tuple[()]"
+        return "tuple[" + ", ".join(str(e) for e in self.elems) + "]"
+
+
+@dataclass(frozen=True)
+class ListType(Type):
+    elem: Type
+
+    def __str__(self) -> str:
+        return f"list[{self.elem}]"
+
+
+@dataclass(frozen=True)
+class ModuleType(Type):
+    """An nn.Module instance of a known class, named by its qualified name."""
+
+    qualname: str
+
+    def __str__(self) -> str:
+        return f"Module[{self.qualname}]"
+
+
+@dataclass(frozen=True)
+class ModuleListType(Type):
+    """nn.ModuleList / nn.Sequential: the element types in order when the length is known,
+    else one element type for all (`length` None)."""
+
+    kind: str  # "ModuleList" or "Sequential"
+    elems: tuple[Type, ...]
+    length_known: bool = True
+
+    def __str__(self) -> str:
+        inner = ", ".join(str(e) for e in self.elems)
+        if not self.length_known:
+            inner += ", ..."
+        return f"{self.kind}[{inner}]"
+
+
+@dataclass(frozen=True)
+class FunctionType(Type):
+    """A reference to a compiled function (for calls), named by its qualified name."""
+
+    qualname: str
+
+    def __str__(self) -> str:
+        return f"Function[{self.qualname}]"
+
+
+TENSOR = TensorType()
+
+
+def is_tensor(t: Type) -> bool:
+    return isinstance(t, TensorType)
+
+
+def is_number(t: Type) -> bool:
+    return t in NUMBER_TYPES
+
+
+def is_subtype(a: Type, b: Type) -> bool:
+    """Whether every value of type `a` is also a value of type `b`."""
+    if a == b or b == ANY:
+        return True
+    if isinstance(a, TensorType) and isinstance(b, TensorType):
+        return (
+            (b.dtype is None or a.dtype == b.dtype)
+            and (b.device is None or a.device == b.device)
+            and (
+                b.shape is None
+                or (
+                    a.shape is not None
+                    and len(a.shape) == len(b.shape)
+                    and all(y is None or x == y for x, y in zip(a.shape, b.shape))
+                )
+            )
+        )
+    if isinstance(b, OptionalType):
+        if a == NONE:
+            return True
+        inner = a.elem if isinstance(a, OptionalType) else a
+        return is_subtype(inner, b.elem)
+    if isinstance(a, TupleType) and isinstance(b, TupleType):
+        return len(a.elems) == len(b.elems) and all(is_subtype(x, y) for x, y in zip(a.elems, b.elems))
+    if isinstance(a, ListType) and isinstance(b, ListType):
+        return a.elem == b.elem or b.elem == ANY
+    return False
+
+
+def unify(a: Type, b: Type) -> Type | None:
+    """The type both `a` and `b` fit, keeping only the facts they share; None if they do not mix."""
+    if a == b:
+        return a
+    if a == ANY or b == ANY:
+        return ANY
+    if isinstance(a, TensorType) and isinstance(b, TensorType):
+        shape: tuple[Dim, ...] | None = None
+        if a.shape is not None and b.shape is not None and len(a.shape) == len(b.shape):
+            shape = tuple(x if x == y else None for x, y in zip(a.shape, b.shape))
+        return TensorType(
+            a.dtype if a.dtype == b.dtype else None,
+            shape,
+            a.device if a.device == b.device else None,
+        )
+    if a == NONE and b != NONE:
+        return b if isinstance(b, OptionalType) else OptionalType(b)
+    if b == NONE and a != NONE:
+        return a if isinstance(a, OptionalType) else OptionalType(a)
+    if isinstance(a, OptionalType) or isinstance(b, OptionalType):
+        ea = a.elem if isinstance(a, OptionalType) else a
+        eb = b.elem if isinstance(b, OptionalType) else b
+        inner = unify(ea, eb)
+        return None if inner is None else OptionalType(inner)
+    if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.elems) == len(b.elems):
+        parts = [unify(x, y) for x, y in zip(a.elems, b.elems)]
+        if any(p is None for p in parts):
+            return None
+        return TupleType(tuple(p for p in parts if p is not None))
+    if isinstance(a, ListType) and isinstance(b, ListType):
+        inner = unify(a.elem, b.elem)
+        return None if inner is None else ListType(inner)
+    return None

@@ -1,0 +1,65 @@
+"""The one IR verifier: structural checks plus each op's own `verify_`.
+
+Run between passes in tests (and on `--verify`). On failure, the error carries the printed IR
+with the offending op marked.
+"""
+
+from __future__ import annotations
+
+from ir.core import TERMINATOR, Block, Operation, Program, Value
+from ir.ops import FuncOp
+from ir.printer import Printer
+
+
+class VerifyError(Exception):
+    pass
+
+
+def verify(program: Program) -> None:
+    problems: list[tuple[Operation, str]] = []
+    for func in program.funcs:
+        if not isinstance(func, FuncOp):
+            problems.append((func, "top-level op must be func.func"))
+            continue
+        _verify_block(func.body, set(), problems)
+        problems += [(func, msg) for msg in func.verify_()]
+    if problems:
+        raise VerifyError(_render(program, problems))
+
+
+def _verify_block(block: Block, visible: set[Value], problems: list[tuple[Operation, str]]) -> None:
+    scope = set(visible) | set(block.args)
+    for arg in block.args:
+        _check_uses(arg, problems)
+    for i, op in enumerate(block.ops):
+        if op.parent is not block:
+            problems.append((op, "op's parent link does not point at its block"))
+        for index, operand in enumerate(op.operands):
+            if operand not in scope:
+                problems.append((op, f"operand #{index} is not defined before this use"))
+        if op.has_trait(TERMINATOR) and i != len(block.ops) - 1:
+            problems.append((op, "terminator in the middle of a block"))
+        for region in op.regions:
+            if len(region.blocks) != 1:
+                problems.append((op, "structured regions hold exactly one block"))
+            for inner in region.blocks:
+                _verify_block(inner, scope, problems)
+        problems += [(op, msg) for msg in op.verify_()]
+        for result in op.results:
+            _check_uses(result, problems)
+            scope.add(result)
+
+
+def _check_uses(value: Value, problems: list[tuple[Operation, str]]) -> None:
+    for use in value.uses:
+        if use.index >= len(use.op.operands) or use.op.operands[use.index] is not value:
+            problems.append((use.op, "use-list entry does not match the operand"))
+
+
+def _render(program: Program, problems: list[tuple[Operation, str]]) -> str:
+    marks: dict[Operation, str] = {}
+    for op, msg in problems:
+        marks[op] = f"{marks[op]}; {msg}" if op in marks else msg
+    text = Printer(marks=marks).print_program(program)
+    summary = "\n".join(f"error: {msg} ({op.name} at {op.loc})" for op, msg in problems)
+    return f"IR verification failed:\n{summary}\n\n{text}"

@@ -1,0 +1,405 @@
+"""``@script`` and the per-call dispatch between compiled and eager code.
+
+Decorating is cheap (no file access): it swaps ``forward`` (or the function) for a small
+dispatcher. On its first call in mode on/strict, the dispatcher finds ``<stem>_compiled.py``
+next to the model file, imports it once per process, checks its header against the model
+source's hash and caches the compiled function; later calls pay a few attribute reads, the
+mode check and one extra Python call. Anything short of fresh compiled code runs the original
+eager code with a single warning (mode on) or raises TorchscribeError (strict).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import threading
+import warnings
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+import torch.fx._symbolic_trace as _fx_trace
+from torch import nn
+
+from runtime import loader, stats
+from runtime.errors import TorchscribeError, TorchscribeWarning
+from runtime.guards import GuardFailure
+from runtime.modes import current_mode
+from runtime.source_hash import file_source_hash
+
+TORCH_VERSION = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+# Under torch.compile/export, torch.jit.trace/script or fx symbolic tracing the tracer must see
+# the user's eager code, never our kernels (so decorated models still compose with them).
+_is_compiling = torch.compiler.is_compiling
+_is_jit_tracing = torch.jit.is_tracing
+_is_fx_tracing: Callable[[], bool] = getattr(
+    _fx_trace, "is_fx_symbolic_tracing", lambda: bool(getattr(_fx_trace, "_is_fx_tracing_flag", False))
+)
+
+Problem = tuple[str, str]  # (what is wrong, what to do), joined differently per mode
+
+
+@dataclass
+class _FileState:
+    """What one model file's compiled module offers: its COMPILED table, or why not."""
+
+    display: str
+    compiled_name: str
+    hint: str
+    table: Mapping[str, Callable[..., Any]] | None = None
+    problem: Problem | None = None
+    note: str | None = None  # warn once, still run (generated with another torch)
+
+
+class _Target:
+    """One decorated class's forward or function: where to look, and what was found."""
+
+    __slots__ = ("module_name", "key", "qualname", "compiled", "problem", "resolved", "__weakref__")
+
+    def __init__(self, module_name: str, key: str) -> None:
+        self.module_name = module_name
+        self.key = key  # the COMPILED key: "<Class>.forward" or "<function>"
+        self.qualname = f"{module_name}.{key}"  # for stats and guard warnings
+        self.compiled: Callable[..., Any] | None = None
+        self.problem: Problem | None = None
+        self.resolved = False
+
+
+# Process-wide caches; one re-entrant lock because importing a compiled module may trigger
+# another decorated model's first call on the same thread.
+_lock = threading.RLock()
+_files: dict[str, _FileState] = {}
+_targets: weakref.WeakSet[_Target] = weakref.WeakSet()
+_loaded_modules: list[str] = []
+_warned: set[str] = set()
+
+
+# ----------------------------------------------------------------------------- the decorator
+
+_NO_OBJECT: Any = object()
+
+
+def script(
+    obj: Any = _NO_OBJECT,
+    /,
+    *,
+    example_inputs: Sequence[Any] | None = None,
+    permissive: bool = False,
+) -> Any:
+    """Mark an ``nn.Module`` subclass or a module-level function for ahead-of-time compilation.
+
+    - ``@script`` / ``@script(permissive=True)`` on a class: returns the class, its ``forward``
+      replaced by a dispatcher to the compiled code in ``<stem>_compiled.py``.
+    - on a function: returns a dispatching wrapper (``__wrapped__`` is the original).
+    - ``script(module_instance, example_inputs=...)``, or a function with ``example_inputs``:
+      compiles now (JIT) through ``transpiler.jit.compile_object`` and returns its result.
+
+    Options are stored as ``__torchscribe_options__`` for the compiler to read.
+    """
+    if not isinstance(permissive, bool):
+        raise TypeError(f"script(permissive=...) takes True or False, not {permissive!r}")
+    options: dict[str, Any] = {"permissive": permissive}
+    if obj is _NO_OBJECT:
+        return lambda target: script(target, example_inputs=example_inputs, permissive=permissive)
+
+    if isinstance(obj, nn.Module) or (inspect.isfunction(obj) and example_inputs is not None):
+        return _compile_now(obj, example_inputs, options)
+    if isinstance(obj, type):
+        if not issubclass(obj, nn.Module):
+            raise TypeError(
+                f"script() takes an nn.Module subclass, an nn.Module instance or a function; "
+                f"class {obj.__qualname__} is not an nn.Module subclass."
+            )
+        if obj.__module__.split(".")[0] == "torch":
+            raise TypeError(
+                f"script() changes the class it decorates, so it does not take torch's own "
+                f"{obj.__qualname__}; compile an instance now with script(instance, example_inputs=...)."
+            )
+        if example_inputs is not None:
+            options["example_inputs"] = example_inputs  # a shape source for the AOT compiler
+        return _script_class(obj, options)
+    if inspect.isfunction(obj):
+        if obj.__name__ == "<lambda>":
+            raise TypeError(
+                "script() cannot compile a lambda ahead of time: define it with `def` at module "
+                "level, or pass example_inputs=... to compile it now."
+            )
+        return _script_function(obj, options)
+    if inspect.ismethod(obj):
+        raise TypeError(
+            f"script() takes a function, not the bound method {obj.__qualname__}; decorate the "
+            f"class instead, or compile the instance now with script(instance, example_inputs=...)."
+        )
+    raise TypeError(
+        f"script() takes an nn.Module subclass, an nn.Module instance or a function, "
+        f"not {type(obj).__name__} ({obj!r:.60})."
+    )
+
+
+def _compile_now(obj: Any, example_inputs: Sequence[Any] | None, options: dict[str, Any]) -> Any:
+    if inspect.isfunction(obj) and obj.__name__ == "<lambda>":
+        try:
+            inspect.getsource(obj)
+        except (OSError, TypeError):
+            raise TypeError("script() cannot compile this lambda: its source code is not available.") from None
+    # The one place the runtime reaches into the compiler, and only when asked to compile.
+    from transpiler.jit import compile_object
+
+    return compile_object(obj, example_inputs=example_inputs, **options)
+
+
+def _script_class(cls: type[nn.Module], options: dict[str, Any]) -> type[nn.Module]:
+    if cls.__dict__.get("__torchscribe__"):  # decorated twice: keep one dispatcher
+        cls.__torchscribe_options__ = options  # type: ignore[attr-defined]
+        return cls
+    eager = cls.__dict__.get("forward")
+    if not inspect.isfunction(eager):
+        raise TypeError(
+            f"script(): class {cls.__qualname__} does not define forward itself; decorate the "
+            f"class that defines it."
+        )
+    target = _Target(cls.__module__, f"{cls.__qualname__}.forward")
+    dispatch = _dispatcher(eager, target)
+
+    @functools.wraps(eager)
+    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
+        # A subclass (or a class swapped in by parametrize) may override what the compiled
+        # code inlined: only instances of exactly this class run it.
+        if type(self) is not cls:
+            return eager(self, *args, **kwargs)
+        return dispatch(self, *args, **kwargs)
+
+    cls.forward = forward  # type: ignore[method-assign]
+    cls.__torchscribe__ = True  # type: ignore[attr-defined]
+    cls.__torchscribe_eager__ = eager  # type: ignore[attr-defined]
+    cls.__torchscribe_options__ = options  # type: ignore[attr-defined]
+    return cls
+
+
+def _script_function(fn: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:
+    if getattr(fn, "__torchscribe__", False):
+        fn.__torchscribe_options__ = options  # type: ignore[attr-defined]
+        return fn
+    wrapper = functools.wraps(fn)(_dispatcher(fn, _Target(fn.__module__, fn.__qualname__)))
+    wrapper.__torchscribe__ = True  # type: ignore[attr-defined]
+    wrapper.__torchscribe_options__ = options  # type: ignore[attr-defined]
+    return wrapper
+
+
+# ----------------------------------------------------------------------------- per call
+
+
+def _dispatcher(eager: Callable[..., Any], target: _Target) -> Callable[..., Any]:
+    _targets.add(target)
+
+    def dispatch(*args: Any, **kwargs: Any) -> Any:
+        if _is_compiling() or _is_jit_tracing() or _is_fx_tracing():
+            return eager(*args, **kwargs)
+        mode = current_mode()
+        if mode == "off":
+            return eager(*args, **kwargs)
+        compiled = target.compiled
+        if compiled is None:
+            compiled = _resolve(target, mode)
+            if compiled is None:
+                return eager(*args, **kwargs)
+        try:
+            return compiled(*args, **kwargs)
+        except GuardFailure as failure:
+            _guard_failed(target, failure, mode)
+        # Outside the except block so an eager error is not chained to the guard failure.
+        return eager(*args, **kwargs)
+
+    return dispatch
+
+
+def compiled_dispatcher(eager: Callable[..., Any], compiled: Callable[..., Any], qualname: str) -> Callable[..., Any]:
+    """A dispatcher around code compiled just now (`script(instance, ...)`): the same modes,
+    guard fallback and reporting as for decorated code, with nothing to look up."""
+    module_name, _, key = qualname.rpartition(":")
+    target = _Target(module_name or "jit", key or qualname)
+    target.compiled = compiled
+    target.resolved = True
+    return _dispatcher(eager, target)
+
+
+def _resolve(target: _Target, mode: str) -> Callable[..., Any] | None:
+    """The compiled function for ``target``, or None after warning (on) / raising (strict)."""
+    note = None
+    if not target.resolved:
+        with _lock:
+            if not target.resolved:
+                target.compiled, target.problem, note = _lookup(target)
+                target.resolved = True
+    if note is not None:
+        _warn_once(note)  # after the lock, and after caching, so -W error cannot corrupt state
+    if target.compiled is not None:
+        return target.compiled
+    assert target.problem is not None
+    what, hint = target.problem
+    if mode == "strict":
+        raise TorchscribeError(f"{what}, and strict mode does not allow running eagerly. {hint}")
+    _warn_once(f"{what}; running eagerly. {hint}")
+    return None
+
+
+def _guard_failed(target: _Target, failure: GuardFailure, mode: str) -> None:
+    if mode == "strict":
+        raise TorchscribeError(
+            f"{target.qualname}: the compiled code does not accept these arguments "
+            f"({failure.reason}), and strict mode does not allow running eagerly. Call it with "
+            f"inputs like those it was compiled for, or unset TORCHSCRIBE=strict."
+        ) from None
+    if stats.count_fallback(target.qualname) == 1:
+        _warn_once(
+            f"{target.qualname}: the compiled code does not accept these arguments "
+            f"({failure.reason}); running eagerly. Later fallbacks are counted in "
+            f"runtime.fallback_counts(), not reported."
+        )
+
+
+# ----------------------------------------------------------------------------- resolution
+
+
+def _lookup(target: _Target) -> tuple[Callable[..., Any] | None, Problem | None, str | None]:
+    """(compiled function, None, torch-version note) or (None, problem, None). Under _lock."""
+    if "<locals>" in target.key:
+        return None, (
+            f"{target.qualname} is defined inside a function, so it has no ahead-of-time "
+            f"compiled code",
+            "Define it at module level, or compile an instance now with script(obj, example_inputs=...).",
+        ), None
+    module = sys.modules.get(target.module_name)
+    path = getattr(module, "__file__", None)
+    if module is None or not path:
+        return None, (
+            f"{target.qualname} comes from a module without a source file, so it has no "
+            f"compiled module",
+            "Define it in a .py file and run torchscribe on it.",
+        ), None
+    source = os.path.abspath(path)
+    state = _files.get(source)
+    if state is None:
+        state = _files[source] = _load_file(source, module)
+    if state.table is None:
+        return None, state.problem, None
+    compiled = state.table.get(target.key)
+    if compiled is None:
+        return None, (
+            f"{state.display}: compiled module {state.compiled_name} has no entry for {target.key!r}",
+            state.hint,
+        ), None
+    return compiled, None, state.note
+
+
+def _load_file(source: str, model_module: ModuleType) -> _FileState:
+    """Import and check the compiled module of one model file (once per process)."""
+    display = _display_path(source)
+    compiled_path = loader.compiled_path_for(source)
+    state = _FileState(display, compiled_path.name, f"Regenerate it with `torchscribe {display}`.")
+
+    def failed(what: str) -> _FileState:
+        state.problem = (f"{display}: compiled module {compiled_path.name} {what}", state.hint)
+        return state
+
+    if not compiled_path.is_file():
+        state.hint = f"Generate it with `torchscribe {display}`."
+        return failed("is missing")
+    try:
+        digest = file_source_hash(source)
+    except (OSError, SyntaxError, UnicodeDecodeError) as error:
+        return failed(f"cannot be checked because the model source cannot be read ({error})")
+    try:
+        module = _import_compiled(compiled_path, _compiled_module_name(model_module, compiled_path))
+    except Exception as error:
+        # A stale module often fails to import; say "stale", the actionable reason, if it is.
+        header = loader.read_header(compiled_path)
+        reason = loader.freshness_problem(header, digest) if header is not None else None
+        return failed(reason or f"failed to import ({type(error).__name__}: {error})")
+    reason = loader.freshness_problem(vars(module), digest)
+    if reason is not None:
+        return failed(reason)
+    table = getattr(module, "COMPILED", None)
+    if not isinstance(table, Mapping):
+        return failed("has no COMPILED table")
+    state.table = table
+    built_with = getattr(module, "TORCH_VERSION", None)
+    if built_with != TORCH_VERSION:
+        state.note = (
+            f"{display}: compiled module {compiled_path.name} was generated with torch "
+            f"{built_with} but this is torch {TORCH_VERSION}; running it anyway. {state.hint}"
+        )
+    return state
+
+
+def _compiled_module_name(model_module: ModuleType, compiled_path: Path) -> str:
+    """``pkg.cell_compiled`` for ``pkg.cell``: a sibling, so relative imports in it work."""
+    name = model_module.__name__
+    package = name if hasattr(model_module, "__path__") else name.rpartition(".")[0]
+    if name == "__main__":
+        package = ""
+    return f"{package}.{compiled_path.stem}" if package else compiled_path.stem
+
+
+def _import_compiled(path: Path, name: str) -> ModuleType:
+    existing = sys.modules.get(name)
+    existing_file = getattr(existing, "__file__", None)
+    if existing is not None and existing_file and os.path.abspath(existing_file) == os.path.abspath(path):
+        return existing  # the user (or a test) imported it already
+    module = loader.load_module_from_path(path, name)
+    _loaded_modules.append(name)
+    return module
+
+
+def _display_path(source: str) -> str:
+    try:
+        return str(Path(source).relative_to(Path.cwd()))
+    except ValueError:
+        return source
+
+
+# ----------------------------------------------------------------------------- warnings, reset
+
+# Frames to skip so a warning points at the user's call, not at the runtime or nn.Module.
+_SKIP_PREFIXES = (os.path.dirname(os.path.abspath(__file__)) + os.sep, os.path.dirname(torch.__file__) + os.sep)
+
+
+def _warn_once(message: str) -> None:
+    if message in _warned:
+        return
+    with _lock:
+        if message in _warned:
+            return
+        _warned.add(message)
+    warnings.warn(TorchscribeWarning(message), stacklevel=_user_stacklevel())
+
+
+def _user_stacklevel() -> int:
+    frame = sys._getframe(2)  # the caller of _warn_once
+    level = 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_SKIP_PREFIXES):
+        frame = frame.f_back
+        level += 1
+    return level
+
+
+def reset() -> None:
+    """Forget loaded compiled modules, warnings given and fallback counts; the next call of
+    every decorated object looks for its compiled module again (tests; notebooks after
+    regenerating)."""
+    with _lock:
+        for target in list(_targets):
+            target.compiled, target.problem, target.resolved = None, None, False
+        _files.clear()
+        _warned.clear()
+        for name in _loaded_modules:
+            sys.modules.pop(name, None)
+        _loaded_modules.clear()
+    stats.reset_fallback_counts()

@@ -1,0 +1,66 @@
+"""Run mode: ``on`` (compiled when fresh, else eager with a warning), ``off`` (always eager),
+``strict`` (anything but fresh compiled code is an error).
+
+The TORCHSCRIBE environment variable is read on every call (it costs well under a
+microsecond) so tests and launchers can change it at any time; ``mode(...)`` overrides it for
+the current thread / async context.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+from types import TracebackType
+
+from runtime.errors import TorchscribeError
+
+ENV_VAR = "TORCHSCRIBE"
+MODES = ("on", "off", "strict")
+
+# A contextvar rather than a global: an override in one thread or task never leaks into another.
+_override: contextvars.ContextVar[str | None] = contextvars.ContextVar("torchscribe_mode", default=None)
+
+
+def current_mode() -> str:
+    """The mode in force now: a ``mode()`` override, else TORCHSCRIBE, else ``"on"``."""
+    override = _override.get()
+    if override is not None:
+        return override
+    raw = os.environ.get(ENV_VAR, "")
+    if raw == "" or raw == "on":
+        return "on"
+    if raw == "off" or raw == "strict":
+        return raw
+    raise TorchscribeError(
+        f"{ENV_VAR}={raw!r} is not a valid setting; use one of 'on' (the default: compiled "
+        f"code when it is fresh, else eager with a warning), 'off' (always eager) or 'strict' "
+        f"(a missing or stale compiled module, or a failed guard, is an error)."
+    )
+
+
+class mode:
+    """``with runtime.mode("off"): ...`` runs the block in the given mode, whatever TORCHSCRIBE says."""
+
+    def __init__(self, value: str) -> None:
+        if value not in MODES:
+            raise TorchscribeError(
+                f"runtime.mode({value!r}): the mode must be one of {', '.join(map(repr, MODES))}."
+            )
+        self.value = value
+        self._tokens: list[contextvars.Token[str | None]] = []
+
+    def __enter__(self) -> mode:
+        # A stack of tokens lets the same object be entered again while already active.
+        self._tokens.append(_override.set(self.value))
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        _override.reset(self._tokens.pop())
+
+    def __repr__(self) -> str:
+        return f"mode({self.value!r})"

@@ -1,0 +1,145 @@
+"""Type annotations (CST) to IR types, resolved through the file's imports."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ir.types import (
+    ANY,
+    BOOL,
+    DEVICE,
+    DTYPE,
+    FLOAT,
+    INT,
+    NONE,
+    STR,
+    TENSOR,
+    Dim,
+    ListType,
+    ModuleType,
+    OptionalType,
+    TensorType,
+    TupleType,
+    Type,
+)
+from transpiler.diagnostics import UserError
+from transpiler.source import SourceFile, literal_value
+
+SIMPLE = {
+    "torch.Tensor": TENSOR,
+    "builtins.int": INT,
+    "builtins.float": FLOAT,
+    "builtins.bool": BOOL,
+    "builtins.str": STR,
+    "torch.device": DEVICE,
+    "torch.dtype": DTYPE,
+    "typing.Any": ANY,
+}
+OPTIONAL = {"typing.Optional"}
+UNION = {"typing.Union"}
+TUPLE = {"typing.Tuple", "builtins.tuple"}
+LIST = {"typing.List", "builtins.list"}
+FINAL = {"typing.Final", "typing_extensions.Final"}
+ANNOTATED = {"typing.Annotated", "typing_extensions.Annotated"}
+# jaxtyping-style `Float[Tensor, "B T C"]`, recognised by name without importing jaxtyping.
+JAXTYPING_DTYPES = {
+    "Float": None, "Int": None, "Integer": None, "Bool": "bool", "Shaped": None, "Num": None,
+    "Float32": "float32", "Float64": "float64", "Float16": "float16", "BFloat16": "bfloat16",
+    "Int64": "int64", "Int32": "int32", "Int8": "int8", "UInt8": "uint8",
+}
+
+SUPPORTED_HINT = (
+    "annotate with Tensor, int, float, bool, str, None, Optional[...], tuple[...], list[...]"
+)
+
+
+def annotation_type(source: SourceFile, node: cst.BaseExpression, module_classes: dict[str, str]) -> Type:
+    """The IR type an annotation names. `module_classes` maps qualified names of nn.Module
+    classes the file knows (its own classes and torch.nn layers) to their IR qualname."""
+    if isinstance(node, cst.Name) and node.value == "None":
+        return NONE
+    if isinstance(node, cst.SimpleString):
+        inner = cst.parse_expression(node.evaluated_value)
+        return annotation_type(source, inner, module_classes)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        left = annotation_type(source, node.left, module_classes)
+        right = annotation_type(source, node.right, module_classes)
+        return _union(source, node, [left, right])
+    if isinstance(node, cst.Subscript):
+        base = source.global_name(node.value)
+        args = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+        if len(args) != len(node.slice):
+            raise UserError("slices are not valid in a type annotation", source.loc(node), SUPPORTED_HINT)
+        if base in OPTIONAL and len(args) == 1:
+            return OptionalType(annotation_type(source, args[0], module_classes))
+        if base in UNION:
+            return _union(source, node, [annotation_type(source, a, module_classes) for a in args])
+        if base in FINAL and len(args) == 1:
+            return annotation_type(source, args[0], module_classes)
+        if base in TUPLE:
+            if len(args) == 1 and isinstance(args[0], cst.Tuple) and not args[0].elements:
+                return TupleType(())
+            if any(isinstance(a, cst.Ellipsis) for a in args):
+                raise UserError(
+                    "variable-length tuple annotations are not supported",
+                    source.loc(node),
+                    "give each element's type, e.g. tuple[Tensor, Tensor], or use list[Tensor]",
+                )
+            return TupleType(tuple(annotation_type(source, a, module_classes) for a in args))
+        if base in LIST and len(args) == 1:
+            return ListType(annotation_type(source, args[0], module_classes))
+        if base in ANNOTATED and args:
+            inner = annotation_type(source, args[0], module_classes)
+            shape = _shape_from(args[1:])
+            if isinstance(inner, TensorType) and shape is not None:
+                return TensorType(inner.dtype, shape, inner.device)
+            return inner
+        last = (base or "").rsplit(".", 1)[-1]
+        if base and base.startswith("jaxtyping.") and last in JAXTYPING_DTYPES and len(args) == 2:
+            shape = _shape_from(args[1:])
+            return TensorType(JAXTYPING_DTYPES[last], shape)
+        raise UserError(
+            f"unsupported type annotation `{source.code(node)}`", source.loc(node), SUPPORTED_HINT
+        )
+    name = source.global_name(node)
+    if name in SIMPLE:
+        return SIMPLE[name]
+    if name in module_classes:
+        return ModuleType(module_classes[name])
+    raise UserError(f"unsupported type annotation `{source.code(node)}`", source.loc(node), SUPPORTED_HINT)
+
+
+def _union(source: SourceFile, node: cst.CSTNode, members: list[Type]) -> Type:
+    others = [m for m in members if m != NONE]
+    if len(others) == 1 and len(members) == 2:
+        return OptionalType(others[0])
+    raise UserError(
+        f"unions other than Optional are not supported: `{source.code(node)}`",
+        source.loc(node),
+        "use Optional[T] (T | None), or split the function by type",
+    )
+
+
+def _shape_from(extra: list[cst.BaseExpression]) -> tuple[Dim, ...] | None:
+    """Dimensions from a shape string such as "B T C" or "B, 4"; None if it names none."""
+    for node in extra:
+        text = literal_value(node)
+        if isinstance(text, str):
+            return parse_shape_string(text)
+    return None
+
+
+def parse_shape_string(text: str) -> tuple[Dim, ...] | None:
+    dims: list[Dim] = []
+    for word in text.replace(",", " ").split():
+        if word in ("...", "*") or word.startswith("*"):
+            return None  # a variadic part: the rank is not fixed
+        if word.isdigit():
+            dims.append(int(word))
+        elif word == "_" or word.startswith("#"):
+            dims.append(None)
+        elif word.isidentifier():
+            dims.append(word)
+        else:
+            return None
+    return tuple(dims)

@@ -1,0 +1,319 @@
+"""What the compiler knows about an nn.Module class: its attributes and methods.
+
+Two sources: the class's own source (class-level annotations and the assignments in `__init__`),
+for the ahead-of-time path; and a live instance, for `script(instance, ...)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+import torch
+from torch import nn
+
+from ir.core import Loc
+from ir.types import (
+    ANY,
+    BOOL,
+    FLOAT,
+    INT,
+    NONE,
+    STR,
+    TENSOR,
+    ModuleListType,
+    ModuleType,
+    OptionalType,
+    TupleType,
+    Type,
+    unify,
+)
+from transpiler.annotations import annotation_type
+from transpiler.diagnostics import UserError
+from transpiler.source import SourceFile, is_literal, literal_value
+
+# Standard torch.nn layers whose call is understood: Tensor in, this type out.
+STD_LAYERS: dict[str, Type] = {
+    f"torch.nn.{name}": TENSOR
+    for name in (
+        "Linear Bilinear Identity Flatten Unflatten Dropout Dropout1d Dropout2d AlphaDropout "
+        "Conv1d Conv2d Conv3d ConvTranspose1d ConvTranspose2d "
+        "BatchNorm1d BatchNorm2d BatchNorm3d LayerNorm GroupNorm InstanceNorm1d InstanceNorm2d RMSNorm "
+        "Embedding MaxPool1d MaxPool2d AvgPool1d AvgPool2d AdaptiveAvgPool1d AdaptiveAvgPool2d "
+        "AdaptiveMaxPool2d Upsample PixelShuffle ZeroPad2d ConstantPad2d "
+        "ReLU ReLU6 GELU SiLU Mish Sigmoid Tanh Hardswish Hardsigmoid Hardtanh LeakyReLU ELU SELU "
+        "CELU PReLU Softplus Softsign Tanhshrink Softmax LogSoftmax Softmin GLU Threshold"
+    ).split()
+}
+STD_LAYERS["torch.nn.MultiheadAttention"] = TupleType((TENSOR, OptionalType(TENSOR)))
+CONTAINERS = {"torch.nn.ModuleList": "ModuleList", "torch.nn.Sequential": "Sequential"}
+PARAMETER = {"torch.nn.Parameter", "torch.nn.parameter.Parameter"}
+TENSOR_FACTORIES = {
+    f"torch.{n}"
+    for n in "tensor zeros ones full empty arange linspace eye rand randn zeros_like ones_like tril triu".split()
+}
+
+
+@dataclass
+class AttrInfo:
+    kind: str  # "parameter", "buffer", "module", "constant", "tensor", "unknown"
+    type: Type
+    loc: Loc | None = None
+    value: Any = None  # a constant's value when known (instances only)
+    has_value: bool = False
+
+
+@dataclass
+class ClassInfo:
+    name: str  # the qualname used in IR types: "MyCell" for the file's own classes
+    node: cst.ClassDef | None
+    source: SourceFile | None
+    attrs: dict[str, AttrInfo] = field(default_factory=dict)
+    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    instance: nn.Module | None = None
+
+
+def std_name(cls: type) -> str:
+    """"torch.nn.Linear" for torch's own layers, else the class name, as the file's own classes
+    are named in IR types."""
+    if getattr(nn, cls.__name__, None) is cls:
+        return f"torch.nn.{cls.__name__}"
+    return cls.__qualname__
+
+
+def module_class_names(source: SourceFile) -> dict[str, str]:
+    """Qualified names of the nn.Module classes an annotation or call may name."""
+    known = {name: name for name in source.classes}
+    known.update({n: n for n in STD_LAYERS})
+    known.update({n: n for n in CONTAINERS})
+    known["torch.nn.Module"] = "torch.nn.Module"
+    return known
+
+
+def class_from_source(source: SourceFile, node: cst.ClassDef) -> ClassInfo:
+    info = ClassInfo(node.name.value, node, source)
+    classes = module_class_names(source)
+    for stmt in node.body.body:
+        if isinstance(stmt, cst.FunctionDef):
+            info.methods[stmt.name.value] = stmt
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    t = annotation_type(source, small.annotation.annotation, classes)
+                    kind = "module" if _is_module_type(t) else "tensor" if t == TENSOR else "constant"
+                    info.attrs[small.target.value] = AttrInfo(kind, t, source.loc(small))
+    info.attrs.setdefault("training", AttrInfo("constant", BOOL))  # every nn.Module has it
+    init = info.methods.get("__init__")
+    if init is not None:
+        _scan_init(source, init, info, classes)
+    return info
+
+
+def _is_module_type(t: Type) -> bool:
+    inner = t.elem if isinstance(t, OptionalType) else t
+    return isinstance(inner, (ModuleType, ModuleListType))
+
+
+def _scan_init(source: SourceFile, init: cst.FunctionDef, info: ClassInfo, classes: dict[str, str]) -> None:
+    param_types: dict[str, Type] = {}
+    for p in init.params.params:
+        if p.annotation is not None:
+            try:
+                param_types[p.name.value] = annotation_type(source, p.annotation.annotation, classes)
+            except UserError:
+                pass
+    declared = set(info.attrs)  # class-level annotations win over inference
+
+    def record(name: str, kind: str, t: Type, node: cst.CSTNode) -> None:
+        if name in declared:
+            return
+        old = info.attrs.get(name)
+        if old is not None and old.type != t:
+            merged = unify(old.type, t)
+            if merged is None or old.kind not in (kind, "constant") and t != NONE:
+                info.attrs[name] = AttrInfo("unknown", ANY, source.loc(node))
+                return
+            kind = old.kind if t == NONE else kind
+            t = merged
+        info.attrs[name] = AttrInfo(kind, t, source.loc(node))
+
+    for node in _walk_statements(init.body):
+        if isinstance(node, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            for target in targets:
+                if _is_self_attr(target):
+                    kind, t = _infer_value(source, node.value, param_types, classes, info)
+                    record(target.attr.value, kind, t, target)  # type: ignore[union-attr]
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+            call = node.value
+            func = call.func
+            if (
+                isinstance(func, cst.Attribute)
+                and isinstance(func.value, cst.Name)
+                and func.value.value == "self"
+                and func.attr.value in ("register_buffer", "register_parameter")
+                and call.args
+            ):
+                name = literal_value(call.args[0].value)
+                if isinstance(name, str):
+                    is_none = len(call.args) > 1 and literal_value(call.args[1].value) is None
+                    kind = "buffer" if func.attr.value == "register_buffer" else "parameter"
+                    record(name, kind, NONE if is_none else TENSOR, call)
+
+
+def _walk_statements(block: cst.BaseSuite) -> list[cst.CSTNode]:
+    """Small statements of a body, descending into if/for/while/with bodies."""
+    out: list[cst.CSTNode] = []
+    body = block.body if isinstance(block, cst.IndentedBlock) else [block]  # type: ignore[list-item]
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            out.extend(stmt.body)
+        elif isinstance(stmt, cst.SimpleStatementSuite):
+            out.extend(stmt.body)
+        elif isinstance(stmt, (cst.If, cst.For, cst.While, cst.With)):
+            out.extend(_walk_statements(stmt.body))
+            orelse = getattr(stmt, "orelse", None)
+            while orelse is not None:
+                out.extend(_walk_statements(orelse.body))
+                orelse = getattr(orelse, "orelse", None)
+    return out
+
+
+def _is_self_attr(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
+def _infer_value(
+    source: SourceFile,
+    value: cst.BaseExpression | None,
+    params: dict[str, Type],
+    classes: dict[str, str],
+    info: ClassInfo,
+) -> tuple[str, Type]:
+    if value is None:
+        return "unknown", ANY
+    literal = literal_value(value)
+    if is_literal(literal):
+        t = _literal_type(literal)
+        return ("constant", t) if t is not None else ("unknown", ANY)
+    if isinstance(value, cst.Name) and value.value in params:
+        t = params[value.value]
+        return ("module" if _is_module_type(t) else "tensor" if t == TENSOR else "constant"), t
+    if isinstance(value, cst.Call):
+        callee = source.global_name(value.func)
+        if callee in PARAMETER:
+            return "parameter", TENSOR
+        if callee in TENSOR_FACTORIES:
+            return "tensor", TENSOR
+        if callee in CONTAINERS:
+            return "module", _container_type(source, value, CONTAINERS[callee], classes)
+        if callee in classes:
+            return "module", ModuleType(classes[callee])
+        if callee is not None and callee.startswith("torch.nn."):
+            return "module", ModuleType(callee)  # another torch.nn layer: an opaque call
+    if isinstance(value, cst.BinaryOperation):
+        left = _infer_value(source, value.left, params, classes, info)[1]
+        right = _infer_value(source, value.right, params, classes, info)[1]
+        if left in (INT, BOOL) and right in (INT, BOOL):
+            return "constant", FLOAT if isinstance(value.operator, cst.Divide) else INT
+        if {left, right} <= {INT, FLOAT, BOOL}:
+            return "constant", FLOAT
+    if _is_self_attr(value):
+        known = info.attrs.get(value.attr.value)  # type: ignore[attr-defined]
+        if known is not None:
+            return known.kind, known.type
+    return "unknown", ANY
+
+
+def _container_type(source: SourceFile, call: cst.Call, kind: str, classes: dict[str, str]) -> Type:
+    """Element types of nn.ModuleList([...]) / nn.Sequential(a, b, ...) from the call's arguments."""
+    items: list[cst.BaseExpression] = []
+    length_known = True
+    if kind == "ModuleList":
+        if not call.args:
+            return ModuleListType(kind, (), True)
+        arg = call.args[0].value
+        if isinstance(arg, (cst.List, cst.Tuple)):
+            items = [e.value for e in arg.elements]
+        elif isinstance(arg, (cst.ListComp, cst.GeneratorExp)):
+            items, length_known = [arg.elt], False
+        else:
+            return ModuleListType(kind, (ModuleType("torch.nn.Module"),), False)
+    else:
+        for a in call.args:
+            if a.star:
+                return ModuleListType(kind, (ModuleType("torch.nn.Module"),), False)
+            items.append(a.value)
+    elems: list[Type] = []
+    for item in items:
+        if isinstance(item, cst.Call):
+            callee = source.global_name(item.func)
+            if callee in CONTAINERS:
+                elems.append(_container_type(source, item, CONTAINERS[callee], classes))
+                continue
+            if callee in classes or (callee or "").startswith("torch.nn."):
+                elems.append(ModuleType(classes.get(callee, callee)))  # type: ignore[arg-type]
+                continue
+        elems.append(ModuleType("torch.nn.Module"))
+    if not length_known:
+        return ModuleListType(kind, tuple(elems), False)
+    return ModuleListType(kind, tuple(elems), True)
+
+
+def _literal_type(value: object) -> Type | None:
+    if value is None:
+        return NONE
+    if isinstance(value, bool):
+        return BOOL
+    if isinstance(value, int):
+        return INT
+    if isinstance(value, float):
+        return FLOAT
+    if isinstance(value, str):
+        return STR
+    if isinstance(value, tuple):
+        elems = [_literal_type(v) for v in value]
+        if any(e is None for e in elems):
+            return None
+        return TupleType(tuple(e for e in elems if e is not None))
+    return None
+
+
+# -- from a live instance ---------------------------------------------------------------------
+def python_value_type(value: object) -> Type | None:
+    if isinstance(value, torch.Tensor):
+        return TENSOR
+    if isinstance(value, (nn.ModuleList, nn.Sequential)):
+        kind = "ModuleList" if isinstance(value, nn.ModuleList) else "Sequential"
+        return ModuleListType(kind, tuple(ModuleType(module_qualname(m)) for m in value), True)
+    if isinstance(value, nn.Module):
+        return ModuleType(module_qualname(value))
+    return _literal_type(value)
+
+
+def module_qualname(module: nn.Module) -> str:
+    return std_name(type(module))
+
+
+def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.ClassDef | None) -> ClassInfo:
+    info = ClassInfo(module_qualname(module), node, source, instance=module)
+    if node is not None:
+        for stmt in node.body.body:
+            if isinstance(stmt, cst.FunctionDef):
+                info.methods[stmt.name.value] = stmt
+    for name, p in module._parameters.items():
+        info.attrs[name] = AttrInfo("parameter", NONE if p is None else TENSOR)
+    for name, b in module._buffers.items():
+        info.attrs[name] = AttrInfo("buffer", NONE if b is None else TENSOR)
+    for name, m in module._modules.items():
+        info.attrs[name] = AttrInfo("module", NONE if m is None else python_value_type(m) or ANY)
+    for name, value in vars(module).items():
+        if name.startswith("_") or name in info.attrs or name == "training":
+            continue
+        t = python_value_type(value)
+        if t is not None:
+            kind = "tensor" if t == TENSOR else "constant"
+            info.attrs[name] = AttrInfo(kind, t, value=value, has_value=kind == "constant")
+    info.attrs["training"] = AttrInfo("constant", BOOL, value=module.training, has_value=True)
+    return info

@@ -1,0 +1,115 @@
+"""The pipeline for one source file: parse, lower every @script object, run the passes, emit."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from codegen.module import Header, emit_module
+from ir.core import Program
+from ir.passes import run_pipeline
+from runtime.loader import VERSION
+from runtime.source_hash import source_hash
+from transpiler.classinfo import ClassInfo
+from transpiler.context import FileContext
+from transpiler.diagnostics import CompileError, Diagnostic, UserError
+from transpiler.lower_stmt import FunctionLowerer
+from transpiler.source import SourceFile, Target
+
+
+@dataclass
+class CompiledFile:
+    program: Program
+    entries: dict[str, str]  # COMPILED key -> function sym_name
+    text: str
+
+
+def torch_version() -> str:
+    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
+
+
+def lower_file(source: SourceFile, targets: list[Target] | None = None,
+               instance_classes: dict[str, ClassInfo] | None = None) -> tuple[Program, dict[str, str]]:
+    """Lower the file's @script objects (and what they call) to IR. Raises CompileError with
+    every diagnostic found."""
+    targets = source.targets() if targets is None else targets
+    ctx = FileContext(source, {t.name for t in targets})
+    if instance_classes:
+        ctx.classes.update(instance_classes)
+    diagnostics: list[Diagnostic] = []
+    entries: dict[str, str] = {}
+    for target in targets:
+        try:
+            if target.name in source.classes:
+                info = ctx.class_named(target.name)
+                assert info is not None
+                if "forward" not in info.methods:
+                    raise UserError(f"`{target.name}` has no forward method to compile",
+                                    source.loc(target.node.name), "define forward(self, ...)")
+                entries[f"{target.name}.forward"] = ctx.method_signature(info, "forward").sym_name
+            else:
+                sig = ctx.function_signature(target.name)
+                assert sig is not None
+                entries[target.name] = sig.sym_name
+        except UserError as e:
+            diagnostics.append(e.diagnostic)
+    funcs = []
+    done = 0
+    while done < len(ctx.worklist):
+        pending = ctx.worklist[done]
+        done += 1
+        try:
+            funcs.append(FunctionLowerer(ctx, pending.node, pending.sig, pending.class_info).lower())
+        except UserError as e:
+            diagnostics.append(e.diagnostic)
+    if diagnostics:
+        raise CompileError(sorted(diagnostics, key=lambda d: (d.loc.line, d.loc.col)), {source.display: source.lines})
+    funcs.sort(key=lambda f: (f.loc.line, f.loc.col) if f.loc else (0, 0))
+    return Program(source.display, funcs), entries
+
+
+def compile_source(
+    source: SourceFile,
+    regenerate: str,
+    source_file_name: str,
+    targets: list[Target] | None = None,
+    instance_classes: dict[str, ClassInfo] | None = None,
+    after_pass: Callable[[str, Program], None] | None = None,
+) -> CompiledFile:
+    program, entries = lower_file(source, targets, instance_classes)
+    if after_pass is not None:
+        after_pass("lower", program)
+    run_pipeline(program, after_pass)
+    header = Header(
+        source_file=source_file_name,
+        source_hash=source_hash(source.text),
+        regenerate=regenerate,
+        torchscribe_version=VERSION,
+        torch_version=torch_version(),
+    )
+    text = emit_module(program, header, entries, source.lines)
+    return CompiledFile(program, entries, text)
+
+
+def project_relative(path: Path) -> str:
+    """`path` relative to the nearest enclosing project (pyproject.toml or .git), so the
+    regenerate command in a header is the same on every machine and from every directory."""
+    resolved = path.resolve()
+    for parent in resolved.parents:
+        if (parent / "pyproject.toml").exists() or (parent / ".git").exists():
+            return resolved.relative_to(parent).as_posix()
+    return path.name
+
+
+def compile_path(path: Path, display: str | None = None,
+                 after_pass: Callable[[str, Program], None] | None = None) -> CompiledFile | None:
+    """Compile a model file for the ahead-of-time path; None when it has no @script objects."""
+    source = SourceFile.read(path, display or os.path.relpath(path))
+    targets = source.targets()
+    if not targets:
+        return None
+    return compile_source(source, f"torchscribe {project_relative(path)}", path.name, targets, None, after_pass)

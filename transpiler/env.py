@@ -1,0 +1,67 @@
+"""SSA environments: which IR value each Python name holds at a point of a function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ir.core import Loc, Value
+
+
+@dataclass(frozen=True)
+class Unbound:
+    """A name that is not bound on every path to here, and why."""
+
+    reason: str
+
+
+@dataclass
+class Env:
+    """Name -> value. Keys are Python names, or "self.<attr>" for refined attribute reads."""
+
+    values: dict[str, Value | Unbound] = field(default_factory=dict)
+
+    def copy(self) -> Env:
+        return Env(dict(self.values))
+
+    def get(self, name: str) -> Value | Unbound | None:
+        return self.values.get(name)
+
+    def set(self, name: str, value: Value | Unbound) -> None:
+        self.values[name] = value
+
+    def names(self) -> list[str]:
+        return list(self.values)
+
+
+@dataclass
+class Exits:
+    """How control may leave a statement list other than by falling through its end.
+
+    Each flag is a constant (False: never; True: always) or a bool IR value decided at run time.
+    `ret_value` holds what a `return` returned, valid where `returned` is true."""
+
+    returned: Value | bool = False
+    ret_value: Value | None = None
+    broke: Value | bool = False
+    continued: Value | bool = False
+
+    def always(self) -> bool:
+        return self.returned is True or self.broke is True or self.continued is True
+
+    def never(self) -> bool:
+        return self.returned is False and self.broke is False and self.continued is False
+
+    def flags(self) -> list[tuple[str, Value | bool]]:
+        return [("returned", self.returned), ("broke", self.broke), ("continued", self.continued)]
+
+
+@dataclass(frozen=True)
+class Signature:
+    """What a caller needs to know of a compiled function."""
+
+    sym_name: str
+    params: tuple[str, ...]
+    types: tuple[object, ...]  # ir.types.Type per parameter
+    defaults: dict[str, object]
+    result: object  # ir.types.Type
+    loc: Loc | None = None

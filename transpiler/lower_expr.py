@@ -1,0 +1,716 @@
+"""Lowering of expressions to IR ops (the statement half is in lower_stmt.py)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, Callable
+
+import libcst as cst
+
+from ir import ops
+from ir.builder import Builder, literal_type
+from ir.core import Value
+from ir.torch_signatures import (
+    SignatureError,
+    binary_result_type,
+    resolve_attribute,
+    resolve_function,
+    resolve_method,
+    unary_result_type,
+)
+from ir.types import (
+    ANY,
+    BOOL,
+    DEVICE,
+    DTYPE,
+    FLOAT,
+    INT,
+    NONE,
+    STR,
+    TENSOR,
+    FunctionType,
+    ListType,
+    ModuleListType,
+    ModuleType,
+    OptionalType,
+    ScalarType,
+    TensorType,
+    TupleType,
+    Type,
+    is_subtype,
+    unify,
+)
+from transpiler.classinfo import STD_LAYERS
+from transpiler.diagnostics import UserError
+from transpiler.env import Env, Signature, Unbound
+from transpiler.source import SourceFile
+
+if TYPE_CHECKING:
+    from transpiler.context import FileContext
+    from transpiler.classinfo import ClassInfo
+
+BINARY_OPS: dict[type, str] = {
+    cst.Add: "+", cst.Subtract: "-", cst.Multiply: "*", cst.Divide: "/", cst.FloorDivide: "//",
+    cst.Modulo: "%", cst.Power: "**", cst.MatrixMultiply: "@", cst.BitAnd: "&", cst.BitOr: "|",
+    cst.BitXor: "^", cst.LeftShift: "<<", cst.RightShift: ">>",
+}
+AUG_OPS: dict[type, str] = {
+    cst.AddAssign: "+", cst.SubtractAssign: "-", cst.MultiplyAssign: "*", cst.DivideAssign: "/",
+    cst.FloorDivideAssign: "//", cst.ModuloAssign: "%", cst.PowerAssign: "**",
+    cst.MatrixMultiplyAssign: "@", cst.BitAndAssign: "&", cst.BitOrAssign: "|",
+    cst.BitXorAssign: "^", cst.LeftShiftAssign: "<<", cst.RightShiftAssign: ">>",
+}
+COMPARE_OPS: dict[type, str] = {
+    cst.Equal: "==", cst.NotEqual: "!=", cst.LessThan: "<", cst.LessThanEqual: "<=",
+    cst.GreaterThan: ">", cst.GreaterThanEqual: ">=", cst.Is: "is", cst.IsNot: "is not",
+    cst.In: "in", cst.NotIn: "not in",
+}
+UNARY_OPS: dict[type, str] = {cst.Minus: "-", cst.Plus: "+", cst.BitInvert: "~", cst.Not: "not"}
+
+MATH_CONSTANTS = {"math.pi": math.pi, "math.e": math.e, "math.inf": math.inf, "math.tau": math.tau, "math.nan": math.nan}
+TORCH_DTYPES = {
+    f"torch.{n}"
+    for n in (
+        "float32 float float64 double float16 half bfloat16 int64 long int32 int int16 short "
+        "int8 uint8 bool complex64 complex128"
+    ).split()
+}
+BUILTIN_CALLS = {"len", "min", "max", "int", "float", "bool", "abs", "round", "isinstance", "range", "str"}
+MATH_INT_RESULTS = {"math.floor", "math.ceil", "math.trunc", "math.gcd", "math.factorial", "math.comb"}
+MATH_BOOL_RESULTS = {"math.isnan", "math.isinf", "math.isfinite"}
+PY_TYPES_FOR_ISINSTANCE = {
+    "torch.Tensor": TENSOR, "builtins.int": INT, "builtins.float": FLOAT, "builtins.bool": BOOL,
+    "builtins.str": STR, "builtins.tuple": None, "builtins.list": None,
+}
+
+
+class ExpressionLowering:
+    """Mixin of FunctionLowerer: everything that turns a CST expression into an IR value."""
+
+    source: SourceFile
+    ctx: FileContext
+    b: Builder
+    env: Env
+    class_info: ClassInfo | None
+    self_value: Value | None
+
+    # -- helpers --------------------------------------------------------------------------------
+    def error(self, node: cst.CSTNode, message: str, hint: str | None = None) -> UserError:
+        return UserError(message, self.source.loc(node), hint)
+
+    def op(self, cls: type[ops.Operation], operands: list[Value], result_types: list[Type], name: str | None = None, **attrs: Any) -> ops.Operation:
+        return self.b.create(cls, operands, result_types, name, **attrs)
+
+    def at(self, node: cst.CSTNode) -> Any:
+        return self.b.located(self.source.loc(node))
+
+    # -- entry ----------------------------------------------------------------------------------
+    def expr(self, node: cst.BaseExpression, name: str | None = None) -> Value:
+        """Lower `node`; `name` is the source name the value is assigned to, if any."""
+        with self.at(node):
+            value = self._expr(node)
+        if name is not None and value.name is None and isinstance(value.owner, ops.Operation):
+            if not isinstance(value.owner, (ops.ConstantOp,)):
+                value.name = name
+        return value
+
+    def _expr(self, node: cst.BaseExpression) -> Value:
+        if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
+            value = node.evaluated_value
+            if not isinstance(value, (int, float, str)):
+                raise self.error(node, "byte strings are not supported")
+            return self.b.constant(value)
+        if isinstance(node, cst.Imaginary):
+            raise self.error(node, "complex literals are not supported")
+        if isinstance(node, cst.Name):
+            return self.name(node)
+        if isinstance(node, cst.Attribute):
+            return self.attribute(node)
+        if isinstance(node, cst.Call):
+            return self.call(node)
+        if isinstance(node, cst.BinaryOperation):
+            return self.binary(BINARY_OPS[type(node.operator)], self.expr(node.left), self.expr(node.right), node)
+        if isinstance(node, cst.UnaryOperation):
+            return self.unary(node)
+        if isinstance(node, cst.Comparison):
+            return self.comparison(node)
+        if isinstance(node, cst.BooleanOperation):
+            return self.boolean(node)
+        if isinstance(node, cst.IfExp):
+            return self.if_expression(node)
+        if isinstance(node, cst.Subscript):
+            return self.subscript(node)
+        if isinstance(node, cst.Tuple):
+            values = [self.element(e) for e in node.elements]
+            return self.op(ops.TupleOp, values, [TupleType(tuple(v.type for v in values))]).result
+        if isinstance(node, cst.List):
+            values = [self.element(e) for e in node.elements]
+            return self.make_list(values, None, node)
+        raise self.error(node, f"{describe(node)} is not supported", hint_for(node))
+
+    def element(self, e: cst.BaseElement) -> Value:
+        if isinstance(e, cst.StarredElement):
+            raise self.error(e, "starred expressions are not supported", "list the elements one by one")
+        return self.expr(e.value)
+
+    def make_list(self, values: list[Value], declared: Type | None, node: cst.CSTNode) -> Value:
+        elem: Type | None = declared.elem if isinstance(declared, ListType) else None
+        for v in values:
+            elem = v.type if elem is None else unify(elem, v.type)
+            if elem is None:
+                raise self.error(node, "list elements have different types", "a list holds one type; use a tuple")
+        if elem is None:
+            raise self.error(node, "the type of an empty list is not known", "annotate it: `xs: list[Tensor] = []`")
+        return self.op(ops.ListOp, values, [ListType(elem)]).result
+
+    # -- names ----------------------------------------------------------------------------------
+    def name(self, node: cst.Name) -> Value:
+        found = self.env.get(node.value)
+        if isinstance(found, Value):
+            return found
+        if isinstance(found, Unbound):
+            raise self.error(node, f"`{node.value}` is not bound on every path to here: {found.reason}",
+                             f"assign `{node.value}` on every path before this use")
+        if node.value in ("True", "False", "None"):
+            return self.b.constant({"True": True, "False": False, "None": None}[node.value])
+        qual = self.source.global_name(node)
+        if qual is not None:
+            return self.global_value(node, qual)
+        raise self.error(node, f"`{node.value}` is not defined here", None)
+
+    def global_value(self, node: cst.CSTNode, qual: str) -> Value:
+        if qual in self.source.constants:
+            value = self.source.constants[qual]
+            try:
+                return self.b.constant(value, literal_type(value))
+            except TypeError:
+                pass
+        if qual in MATH_CONSTANTS:
+            return self.b.constant(MATH_CONSTANTS[qual], FLOAT)
+        if qual in TORCH_DTYPES:
+            return self.b.constant(qual, DTYPE)
+        if qual in ("builtins.True", "builtins.False"):
+            return self.b.constant(qual == "builtins.True")
+        raise self.error(
+            node,
+            f"`{self.source.code(node)}` ({qual}) cannot be used as a value in compiled code",
+            "module-level constants must be literals (NAME = 1.0); pass other values as arguments",
+        )
+
+    def attribute(self, node: cst.Attribute) -> Value:
+        qual = self.source.global_name(node)
+        base_name = node.value.value if isinstance(node.value, cst.Name) else None
+        if qual is not None and base_name is not None and self.env.get(base_name) is None:
+            return self.global_value(node, qual)
+        if isinstance(node.value, cst.Name) and node.value.value == "self" and self.self_value is not None:
+            return self.self_attribute(node)
+        obj = self.expr(node.value)
+        attr = node.attr.value
+        if isinstance(obj.type, TensorType) or obj.type == ANY:
+            try:
+                t = resolve_attribute(attr, obj.type)
+            except SignatureError as e:
+                raise self.error(node.attr, str(e), getattr(e, "hint", None)) from None
+            return self.op(ops.GetAttrOp, [obj], [t], attr=attr).result
+        if isinstance(obj.type, ModuleType) and self.ctx.class_named(obj.type.qualname) is not None:
+            return self.module_attribute(node, obj, self.ctx.class_named(obj.type.qualname))
+        raise self.error(node, f"attribute `{attr}` of a value of type {obj.type} is not supported")
+
+    def self_attribute(self, node: cst.Attribute) -> Value:
+        key = f"self.{node.attr.value}"
+        refined = self.env.get(key)
+        if isinstance(refined, Value):
+            return refined
+        assert self.self_value is not None and self.class_info is not None
+        return self.module_attribute(node, self.self_value, self.class_info)
+
+    def module_attribute(self, node: cst.Attribute, obj: Value, info: ClassInfo) -> Value:
+        attr = node.attr.value
+        if attr in info.methods:
+            raise self.error(node, f"method `{attr}` can only be called here", "call it: self.method(...)")
+        found = info.attrs.get(attr)
+        if found is None:
+            raise self.error(
+                node.attr,
+                f"`{info.name}` has no attribute `{attr}` that the compiler can see",
+                "assign it in __init__ or declare it at class level (e.g. `scale: float`)",
+            )
+        if found.kind == "unknown":
+            raise self.error(
+                node.attr,
+                f"the type of `self.{attr}` cannot be determined from __init__",
+                f"declare it at class level, e.g. `{attr}: int` or `{attr}: Tensor`",
+            )
+        return self.op(ops.GetAttrOp, [obj], [found.type], attr=attr).result
+
+    # -- operators ------------------------------------------------------------------------------
+    def binary(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Value:
+        try:
+            t = binary_result_type(op, lhs.type, rhs.type)
+        except SignatureError as e:
+            raise self.error(node, str(e), getattr(e, "hint", None)) from None
+        return self.op(ops.BinaryOp, [lhs, rhs], [t], op=op).result
+
+    def unary(self, node: cst.UnaryOperation) -> Value:
+        op = UNARY_OPS[type(node.operator)]
+        value = self.expr(node.expression)
+        if op == "not":
+            value = self.truth(value, node.expression)
+            return self.op(ops.UnaryOp, [value], [BOOL], op="not").result
+        try:
+            t = unary_result_type(op, value.type)
+        except SignatureError as e:
+            raise self.error(node, str(e), getattr(e, "hint", None)) from None
+        return self.op(ops.UnaryOp, [value], [t], op=op).result
+
+    def truth(self, value: Value, node: cst.CSTNode) -> Value:
+        """A bool for a condition. Tensors must be converted explicitly, as in TorchScript."""
+        if value.type == BOOL:
+            return value
+        if isinstance(value.type, TensorType):
+            raise self.error(
+                node,
+                "a tensor used as a condition",
+                "write bool(t) (one element), or t.any() / t.all() wrapped in bool(...)",
+            )
+        if value.type in (INT, FLOAT, STR, ANY) or isinstance(value.type, (OptionalType, ListType)):
+            return self.op(ops.BuiltinCallOp, [value], [BOOL], callee="bool").result
+        raise self.error(node, f"a value of type {value.type} used as a condition")
+
+    def comparison(self, node: cst.Comparison) -> Value:
+        left = self.expr(node.left)
+        result: Value | None = None
+        pieces: list[Callable[[], Value]] = []
+        for i, target in enumerate(node.comparisons):
+            op = COMPARE_OPS[type(target.operator)]
+            pieces.append(self._compare_piece(op, target, i, node, left))
+        # `a < b < c` is `a < b and b < c`, with b evaluated once and c only if needed.
+        result = pieces[0]()
+        for piece in pieces[1:]:
+            result = self.short_circuit("and", result, piece, node)
+        return result
+
+    def _compare_piece(self, op: str, target: cst.ComparisonTarget, i: int, node: cst.Comparison, left: Value) -> Callable[[], Value]:
+        state = {"left": left}
+
+        def piece() -> Value:
+            lhs = state["left"] if i == 0 else self._chain_left
+            rhs = self.expr(target.comparator)
+            self._chain_left = rhs
+            return self.compare(op, lhs, rhs, target)
+
+        return piece
+
+    def compare(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Value:
+        if op in ("is", "is not"):
+            if NONE not in (lhs.type, rhs.type):
+                raise self.error(node, f"`{op}` is only supported against None", "use == for values")
+            return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
+        if op in ("in", "not in"):
+            if not isinstance(rhs.type, (ListType, TupleType)):
+                raise self.error(node, f"`{op}` is only supported on lists and tuples")
+            return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
+        try:
+            t = binary_result_type(op, lhs.type, rhs.type)
+        except SignatureError as e:
+            raise self.error(node, str(e), getattr(e, "hint", None)) from None
+        return self.op(ops.CompareOp, [lhs, rhs], [t], op=op).result
+
+    def boolean(self, node: cst.BooleanOperation) -> Value:
+        op = "and" if isinstance(node.operator, cst.And) else "or"
+        left = self.truth(self.expr(node.left), node.left)
+        return self.short_circuit(op, left, lambda: self.truth(self.expr(node.right), node.right), node)
+
+    def short_circuit(self, op: str, left: Value, right: Callable[[], Value], node: cst.CSTNode) -> Value:
+        """`left and right()` / `left or right()`: right is evaluated only when needed."""
+        if_op = ops.IfOp([left], [BOOL], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
+        self.b.insert(if_op)
+        lazy, const = (if_op.then_block, if_op.else_block) if op == "and" else (if_op.else_block, if_op.then_block)
+        with self.b.at_end_of(lazy):
+            value = right()
+            self.b.create(ops.YieldOp, [value])
+        with self.b.at_end_of(const):
+            self.b.create(ops.YieldOp, [self.b.constant(op == "or")])
+        return if_op.result
+
+    def if_expression(self, node: cst.IfExp) -> Value:
+        cond = self.truth(self.expr(node.test), node.test)
+        if_op = ops.IfOp([cond], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
+        self.b.insert(if_op)
+        with self.b.at_end_of(if_op.then_block):
+            a = self.expr(node.body)
+        with self.b.at_end_of(if_op.else_block):
+            c = self.expr(node.orelse)
+        t = unify(a.type, c.type)
+        if t is None:
+            raise self.error(node, f"the two sides of the conditional expression have types {a.type} and {c.type}")
+        with self.b.at_end_of(if_op.then_block):
+            self.b.create(ops.YieldOp, [a])
+        with self.b.at_end_of(if_op.else_block):
+            self.b.create(ops.YieldOp, [c])
+        result = ops.OpResult(t, if_op, 0)
+        if_op.results = [result]
+        return result
+
+    # -- subscripts -----------------------------------------------------------------------------
+    def subscript(self, node: cst.Subscript) -> Value:
+        base = self.expr(node.value)
+        if isinstance(base.type, (TensorType,)) or base.type == ANY and False:
+            items, operands = self.index_items(node.slice)
+            return self.op(ops.IndexOp, [base, *operands], [TENSOR], items=items).result
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            raise self.error(node, f"slicing a value of type {base.type} is not supported", "index it with one int")
+        index_node = node.slice[0].slice.value
+        index = self.expr(index_node)
+        if index.type not in (INT, BOOL):
+            raise self.error(index_node, f"index of type {index.type}; expected int")
+        t = base.type
+        if isinstance(t, TupleType):
+            position = self.constant_int(index)
+            if position is None:
+                raise self.error(index_node, "a tuple index must be a constant", "index tuples with a literal")
+            if not -len(t.elems) <= position < len(t.elems):
+                raise self.error(index_node, f"tuple index {position} out of range for {t}")
+            elem = t.elems[position]
+        elif isinstance(t, ListType):
+            elem = t.elem
+        elif isinstance(t, ModuleListType):
+            position = self.constant_int(index)
+            if t.length_known and position is not None:
+                elem = t.elems[position]
+            else:
+                elem = unify_all(t.elems) or ANY
+        elif t == ANY:
+            elem = ANY
+        else:
+            raise self.error(node, f"a value of type {t} cannot be indexed")
+        return self.op(ops.GetItemOp, [base, index], [elem]).result
+
+    def constant_int(self, value: Value) -> int | None:
+        owner = value.owner
+        if isinstance(owner, ops.ConstantOp) and isinstance(owner.value, int):
+            return int(owner.value)
+        if isinstance(owner, ops.UnaryOp) and owner.attributes["op"] == "-":
+            inner = self.constant_int(owner.operands[0])
+            return None if inner is None else -inner
+        return None
+
+    def index_items(self, elements: tuple[cst.SubscriptElement, ...] | list) -> tuple[tuple, list[Value]]:
+        items: list[tuple] = []
+        operands: list[Value] = []
+        for element in elements:
+            s = element.slice
+            if isinstance(s, cst.Slice):
+                parts = [s.lower, s.upper, s.step]
+                for part in parts:
+                    if part is not None:
+                        v = self.expr(part)
+                        if v.type not in (INT, BOOL, NONE, ANY) and not isinstance(v.type, (OptionalType, TensorType)):
+                            raise self.error(part, f"slice bound of type {v.type}; expected int")
+                        operands.append(v)
+                items.append(("slice", *(p is not None for p in parts)))
+            else:
+                value_node = s.value
+                if isinstance(value_node, cst.Name) and value_node.value == "None":
+                    items.append(("none",))
+                elif isinstance(value_node, cst.Ellipsis):
+                    items.append(("ellipsis",))
+                elif isinstance(value_node, cst.Tuple):
+                    raise self.error(value_node, "nested tuples in an index are not supported", "flatten the index")
+                else:
+                    v = self.expr(value_node)
+                    if not (v.type in (INT, BOOL, ANY) or isinstance(v.type, (TensorType, ListType))):
+                        raise self.error(value_node, f"index of type {v.type}; expected int, a tensor, or a bool mask")
+                    operands.append(v)
+                    items.append(("value",))
+        return tuple(items), operands
+
+    # -- calls ----------------------------------------------------------------------------------
+    def call_arguments(self, node: cst.Call) -> tuple[list[Value], list[str], list[Value], list[cst.Arg]]:
+        args: list[Value] = []
+        kwnames: list[str] = []
+        kwargs: list[Value] = []
+        for arg in node.args:
+            if arg.star:
+                raise self.error(arg, f"`{arg.star}` arguments are not supported", "pass the arguments one by one")
+            if arg.keyword is None:
+                if kwnames:
+                    raise self.error(arg, "positional argument after a keyword argument")
+                args.append(self.expr(arg.value))
+            else:
+                kwnames.append(arg.keyword.value)
+                kwargs.append(self.expr(arg.value))
+        return args, kwnames, kwargs, list(node.args)
+
+    def call(self, node: cst.Call) -> Value:
+        func = node.func
+        # self.method(...) and self.submodule(...)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
+                and self.class_info is not None and func.attr.value in self.class_info.methods \
+                and self.env.get("self") is not None:
+            return self.call_method_of_self(node, func.attr.value)
+        qual = self.source.global_name(func)
+        base_is_local = isinstance(func, (cst.Name, cst.Attribute)) and self._root_is_local(func)
+        if qual is not None and not base_is_local:
+            return self.call_global(node, qual)
+        if isinstance(func, cst.Attribute):
+            if isinstance(func.value, cst.Name) and func.value.value == "self" and self.self_value is not None:
+                callee = self.expr(func)
+                if isinstance(callee.type, (ModuleType, ModuleListType)) or callee.type == ANY:
+                    return self.module_call(node, callee)
+                raise self.error(func, f"`self.{func.attr.value}` is a {callee.type} and cannot be called")
+            obj = self.expr(func.value)
+            if isinstance(obj.type, (TensorType,)):
+                return self.tensor_method(node, obj, func.attr.value)
+            if isinstance(obj.type, ListType) and func.attr.value == "append":
+                args, kwnames, kwargs, _ = self.call_arguments(node)
+                if len(args) != 1 or kwnames:
+                    raise self.error(node, "list.append takes one argument")
+                if not is_subtype(args[0].type, obj.type.elem):
+                    raise self.error(node.args[0], f"appending a {args[0].type} to a list of {obj.type.elem}")
+                self.op(ops.ListAppendOp, [obj, args[0]], [])
+                return self.b.constant(None)
+            if isinstance(obj.type, ModuleType):
+                raise self.error(func, f"calling a method of submodule ({obj.type}) is not supported",
+                                 "call the submodule itself, or move the code into this module")
+            if obj.type == ANY:
+                raise self.error(func, "calling a method of a value whose type is not known")
+            raise self.error(func, f"method `{func.attr.value}` of a value of type {obj.type} is not supported")
+        callee = self.expr(func)
+        if isinstance(callee.type, (ModuleType, ModuleListType)) or callee.type == ANY:
+            return self.module_call(node, callee)
+        raise self.error(func, f"a value of type {callee.type} cannot be called")
+
+    def _root_is_local(self, node: cst.BaseExpression) -> bool:
+        while isinstance(node, cst.Attribute):
+            node = node.value
+        return isinstance(node, cst.Name) and self.env.get(node.value) is not None
+
+    def call_global(self, node: cst.Call, qual: str) -> Value:
+        if qual.startswith("builtins."):
+            return self.call_builtin(node, qual[len("builtins."):])
+        signature = self.ctx.function_signature(qual)
+        if signature is not None:
+            args, kwnames, kwargs, _ = self.call_arguments(node)
+            return self.call_compiled(node, signature, None, args, kwnames, kwargs)
+        if qual in self.source.functions or qual in self.source.classes:
+            raise self.error(node.func, f"`{qual}` is not compiled",
+                             f"decorate `{qual}` with @script, or create it outside the compiled code")
+        if qual.startswith("math."):
+            return self.call_math(node, qual)
+        if qual.startswith("torch."):
+            return self.call_torch(node, qual)
+        raise self.error(node.func, f"calls of `{qual}` are not supported in compiled code",
+                         "only torch.*, torch.nn.functional.*, math.*, builtins and @script code can be called")
+
+    def call_torch(self, node: cst.Call, qual: str) -> Value:
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        consts = self.constant_arguments(args, kwnames, kwargs)
+        try:
+            info = resolve_function(qual, [a.type for a in args], dict(zip(kwnames, (k.type for k in kwargs))), consts)
+        except SignatureError as e:
+            raise self.error(node, str(e), getattr(e, "hint", None)) from None
+        return self.torch_op(ops.TorchCallOp, info, args + kwargs, kwnames, callee=qual)
+
+    def tensor_method(self, node: cst.Call, obj: Value, method: str) -> Value:
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        consts = self.constant_arguments(args, kwnames, kwargs)
+        try:
+            info = resolve_method(method, obj.type, [a.type for a in args], dict(zip(kwnames, (k.type for k in kwargs))), consts)
+        except SignatureError as e:
+            raise self.error(node, str(e), getattr(e, "hint", None)) from None
+        return self.torch_op(ops.TensorMethodOp, info, [obj] + args + kwargs, kwnames, method=method)
+
+    def torch_op(self, cls: type[ops.Operation], info: Any, operands: list[Value], kwnames: list[str], **attrs: Any) -> Value:
+        attrs = dict(attrs)
+        if kwnames:
+            attrs["kwnames"] = tuple(kwnames)
+        if info.mutates:
+            attrs["mutates"] = tuple(info.mutates)
+        if info.alias_of is not None:
+            attrs["alias_of"] = info.alias_of
+        if info.random:
+            attrs["random"] = True
+        if info.aten:
+            attrs["aten"] = info.aten
+        result_types = [] if info.result == NONE else [info.result]
+        op = self.op(cls, operands, result_types, **attrs)
+        return op.result if op.results else self.b.constant(None)
+
+    def constant_arguments(self, args: list[Value], kwnames: list[str], kwargs: list[Value]) -> dict:
+        consts: dict[int | str, object] = {}
+        for i, a in enumerate(args):
+            if isinstance(a.owner, ops.ConstantOp):
+                consts[i] = a.owner.value
+        for k, v in zip(kwnames, kwargs):
+            if isinstance(v.owner, ops.ConstantOp):
+                consts[k] = v.owner.value
+        return consts
+
+    def call_math(self, node: cst.Call, qual: str) -> Value:
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        if kwnames:
+            raise self.error(node, f"{qual} takes no keyword arguments")
+        for a, arg_node in zip(args, node.args):
+            if a.type not in (INT, FLOAT, BOOL, ANY):
+                raise self.error(arg_node, f"{qual} takes numbers, not {a.type}", "use the torch function for tensors")
+        t = INT if qual in MATH_INT_RESULTS else BOOL if qual in MATH_BOOL_RESULTS else FLOAT
+        import math as _math
+        if not callable(getattr(_math, qual[len("math."):], None)):
+            raise self.error(node.func, f"`{qual}` is not a function of the math module")
+        return self.op(ops.BuiltinCallOp, args, [t], callee=qual).result
+
+    def call_builtin(self, node: cst.Call, name: str) -> Value:
+        if name not in BUILTIN_CALLS:
+            raise self.error(node.func, f"the builtin `{name}` is not supported in compiled code")
+        if name == "range":
+            raise self.error(node, "range() is only supported as the iterable of a for loop")
+        if name == "isinstance":
+            return self.isinstance_call(node)
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        if kwnames:
+            raise self.error(node, f"{name}() keyword arguments are not supported")
+        types = [a.type for a in args]
+        if name in ("float", "int", "bool", "str") and len(args) == 1:
+            owner = args[0].owner
+            if name == "float" and isinstance(owner, ops.ConstantOp) and isinstance(owner.value, str):
+                try:
+                    return self.b.constant(float(owner.value), FLOAT)
+                except ValueError:
+                    raise self.error(node, f"float({owner.value!r}) is not a number") from None
+            if isinstance(types[0], TensorType) or types[0] in (INT, FLOAT, BOOL, ANY) or (name == "str"):
+                t = {"float": FLOAT, "int": INT, "bool": BOOL, "str": STR}[name]
+                return self.op(ops.BuiltinCallOp, args, [t], callee=name).result
+            raise self.error(node, f"{name}() of a {types[0]}")
+        if name == "len" and len(args) == 1:
+            if isinstance(types[0], (ListType, TupleType, TensorType, ModuleListType)) or types[0] in (STR, ANY):
+                return self.op(ops.BuiltinCallOp, args, [INT], callee="len").result
+            raise self.error(node, f"len() of a {types[0]}")
+        if name == "abs" and len(args) == 1 and types[0] in (INT, FLOAT, BOOL):
+            return self.op(ops.BuiltinCallOp, args, [INT if types[0] == BOOL else types[0]], callee="abs").result
+        if name == "round" and 1 <= len(args) <= 2 and types[0] in (INT, FLOAT):
+            t = INT if len(args) == 1 else types[0]
+            return self.op(ops.BuiltinCallOp, args, [t], callee="round").result
+        if name in ("min", "max") and len(args) >= 2 and all(t in (INT, FLOAT, BOOL) for t in types):
+            t = FLOAT if FLOAT in types else INT
+            if all(x == BOOL for x in types):
+                t = BOOL
+            if t == FLOAT and INT in types:
+                t = ANY  # Python keeps the winner's type: max(1, 0.5) is the int 1
+            return self.op(ops.BuiltinCallOp, args, [t], callee=name).result
+        if name in ("min", "max") and len(args) == 1 and isinstance(types[0], (ListType,)) and types[0].elem in (INT, FLOAT):
+            return self.op(ops.BuiltinCallOp, args, [types[0].elem], callee=name).result
+        raise self.error(node, f"this use of {name}() is not supported",
+                         "min/max take numbers (use torch.minimum/maximum or .amin/.amax for tensors)")
+
+    def isinstance_call(self, node: cst.Call) -> Value:
+        if len(node.args) != 2:
+            raise self.error(node, "isinstance takes two arguments")
+        value = self.expr(node.args[0].value)
+        kinds = node.args[1].value
+        names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        result = False
+        for n in names:
+            qual = self.source.global_name(n)
+            if qual not in PY_TYPES_FOR_ISINSTANCE:
+                raise self.error(n, "isinstance is supported for Tensor, int, float, bool, str, tuple and list")
+            want = PY_TYPES_FOR_ISINSTANCE[qual]
+            t = value.type
+            if isinstance(t, OptionalType) or t == ANY:
+                raise self.error(node, "isinstance on a value whose type is not fixed is not supported",
+                                 "use `is None` / `is not None` for Optional values")
+            if qual == "builtins.tuple":
+                result = result or isinstance(t, TupleType)
+            elif qual == "builtins.list":
+                result = result or isinstance(t, ListType)
+            elif want == INT:
+                result = result or t in (INT, BOOL)
+            elif want == TENSOR:
+                result = result or isinstance(t, TensorType)
+            else:
+                result = result or t == want
+        return self.b.constant(result, BOOL)
+
+    def call_method_of_self(self, node: cst.Call, method: str) -> Value:
+        assert self.class_info is not None and self.self_value is not None
+        signature = self.ctx.method_signature(self.class_info, method, node)
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        return self.call_compiled(node, signature, self.self_value, args, kwnames, kwargs)
+
+    def call_compiled(self, node: cst.Call, sig: Signature, self_value: Value | None,
+                      args: list[Value], kwnames: list[str], kwargs: list[Value]) -> Value:
+        """A call of a compiled function: bind arguments to parameters, fill in defaults."""
+        params = list(sig.params)
+        types = list(sig.types)
+        if self_value is not None:
+            params, types = params[1:], types[1:]
+        bound: dict[str, Value] = {}
+        if len(args) > len(params):
+            raise self.error(node, f"{sig.sym_name}() takes {len(params)} arguments, {len(args)} given")
+        for p, a in zip(params, args):
+            bound[p] = a
+        for k, v in zip(kwnames, kwargs):
+            if k not in params:
+                raise self.error(node, f"{sig.sym_name}() has no parameter `{k}`")
+            if k in bound:
+                raise self.error(node, f"{sig.sym_name}() got two values for `{k}`")
+            bound[k] = v
+        operands: list[Value] = [] if self_value is None else [self_value]
+        for p, t in zip(params, types):
+            if p not in bound:
+                if p not in sig.defaults:
+                    raise self.error(node, f"{sig.sym_name}() is missing the argument `{p}`")
+                bound[p] = self.b.constant(sig.defaults[p])
+            if not is_subtype(bound[p].type, t) and not (t == FLOAT and bound[p].type in (INT, BOOL)):  # type: ignore[arg-type]
+                raise self.error(node, f"argument `{p}` of {sig.sym_name}() is {t}, got {bound[p].type}")
+            operands.append(bound[p])
+        result_types = [] if sig.result == NONE else [sig.result]
+        op = self.op(ops.FuncCallOp, operands, result_types, callee=sig.sym_name)  # type: ignore[list-item]
+        return op.result if op.results else self.b.constant(None)
+
+    def module_call(self, node: cst.Call, module: Value) -> Value:
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        t = module.type
+        result: Type
+        if isinstance(t, ModuleListType):
+            if t.kind != "Sequential":
+                raise self.error(node.func, "an nn.ModuleList cannot be called", "iterate over it")
+            result = TENSOR
+        elif isinstance(t, ModuleType):
+            result = self.ctx.module_result_type(t.qualname, node)
+        else:
+            result = ANY
+        attrs: dict[str, Any] = {"kwnames": tuple(kwnames)} if kwnames else {}
+        op = self.op(ops.ModuleCallOp, [module, *args, *kwargs], [] if result == NONE else [result], **attrs)
+        return op.result if op.results else self.b.constant(None)
+
+
+def unify_all(types: tuple[Type, ...] | list[Type]) -> Type | None:
+    out: Type | None = None
+    for t in types:
+        out = t if out is None else unify(out, t)
+        if out is None:
+            return None
+    return out
+
+
+def describe(node: cst.CSTNode) -> str:
+    names = {
+        cst.Lambda: "lambda expressions", cst.ListComp: "list comprehensions", cst.DictComp: "dict comprehensions",
+        cst.SetComp: "set comprehensions", cst.GeneratorExp: "generator expressions", cst.Dict: "dict displays",
+        cst.Set: "set displays", cst.FormattedString: "f-strings", cst.Await: "await", cst.Yield: "yield",
+        cst.NamedExpr: "assignment expressions (:=)", cst.StarredElement: "starred expressions",
+        cst.Ellipsis: "`...`",
+    }
+    return names.get(type(node), type(node).__name__)
+
+
+def hint_for(node: cst.CSTNode) -> str | None:
+    hints = {
+        cst.ListComp: "write a for loop that appends to a list",
+        cst.GeneratorExp: "write a for loop",
+        cst.Lambda: "define a function decorated with @script",
+        cst.Dict: "return a tuple, or pass values as separate arguments",
+        cst.FormattedString: "compiled code cannot build strings; compute values and format outside",
+    }
+    return hints.get(type(node))

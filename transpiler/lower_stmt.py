@@ -1,0 +1,835 @@
+"""Lowering of a function body: statements, SSA construction and structured control flow.
+
+Names assigned in a branch become `scf.if` results; names assigned in a loop body that existed
+before it become loop-carried values. `return`, `break` and `continue` that leave a block early are
+rewritten into that form: when one branch of an `if` always leaves, the statements after the `if`
+move into the other branch; otherwise bool flags say at run time whether to skip the rest.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Sequence
+
+import libcst as cst
+
+from ir import ops
+from ir.builder import Builder
+from ir.core import Block, Region, Value
+from ir.types import (
+    BOOL,
+    INT,
+    NONE,
+    ListType,
+    ModuleListType,
+    ModuleType,
+    OptionalType,
+    TensorType,
+    TupleType,
+    Type,
+    is_subtype,
+    unify,
+)
+from transpiler.annotations import annotation_type
+from transpiler.classinfo import module_class_names
+from transpiler.diagnostics import UserError
+from transpiler.env import Env, Exits, Signature, Unbound
+from transpiler.lower_expr import AUG_OPS, ExpressionLowering, unify_all
+from transpiler.source import SourceFile
+
+if TYPE_CHECKING:
+    from transpiler.classinfo import ClassInfo
+    from transpiler.context import FileContext
+
+FLAG_NAMES = ("returned", "broke", "continued")
+
+
+class FunctionLowerer(ExpressionLowering):
+    def __init__(self, ctx: FileContext, node: cst.FunctionDef, sig: Signature, class_info: ClassInfo | None):
+        self.ctx = ctx
+        self.source: SourceFile = ctx.source
+        self.node = node
+        self.sig = sig
+        self.class_info = class_info
+        self.func = ops.FuncOp.build(
+            sig.sym_name, list(sig.types), list(sig.params), sig.result, sig.defaults, self.source.loc(node)  # type: ignore[arg-type]
+        )
+        self.b = Builder(self.func.body)
+        self.env = Env({name: arg for name, arg in zip(sig.params, self.func.args)})
+        self.self_value = self.func.args[0] if class_info is not None else None
+        self.loop_depth = 0
+        self._chain_left: Value | None = None
+
+    # -- entry ----------------------------------------------------------------------------------
+    def lower(self) -> ops.FuncOp:
+        body = statements_of(self.node.body)
+        exits = self.stmts(body)
+        if not exits.always():
+            if self.sig.result != NONE:
+                # Python returns None when falling off the end; that only fits Optional results.
+                if not is_subtype(NONE, self.sig.result):  # type: ignore[arg-type]
+                    raise UserError(
+                        f"`{self.sig.sym_name}` can reach its end without returning a {self.sig.result}",
+                        self.source.loc(self.node.name),
+                        "add a return statement at the end",
+                    )
+            none = self.b.constant(None)
+            self.finish_return(exits, none)
+        else:
+            assert exits.ret_value is not None
+            self.b.create(ops.ReturnOp, [exits.ret_value])
+        return self.func
+
+    def finish_return(self, exits: Exits, fallthrough: Value) -> None:
+        value = fallthrough
+        if exits.returned is not False:
+            assert exits.ret_value is not None and isinstance(exits.returned, Value)
+            value = self.select(exits.returned, exits.ret_value, fallthrough, self.sig.result)  # type: ignore[arg-type]
+        self.b.create(ops.ReturnOp, [value])
+
+    def select(self, cond: Value, a: Value, c: Value, t: Type) -> Value:
+        if_op = self.new_if(cond, [t])
+        with self.b.at_end_of(if_op.then_block):
+            self.b.create(ops.YieldOp, [a])
+        with self.b.at_end_of(if_op.else_block):
+            self.b.create(ops.YieldOp, [c])
+        return if_op.result
+
+    def new_if(self, cond: Value, result_types: Sequence[Type], names: Sequence[str | None] | None = None) -> ops.IfOp:
+        op = ops.IfOp([cond], list(result_types), regions=[Region([Block()]), Region([Block()])], result_names=names)
+        self.b.insert(op)
+        return op  # type: ignore[return-value]
+
+    # -- statement lists ------------------------------------------------------------------------
+    def stmts(self, stmts: Sequence[cst.BaseStatement]) -> Exits:
+        """Lower a statement list into the current block; self.env holds the fall-through state."""
+        for i, stmt in enumerate(stmts):
+            rest = list(stmts[i + 1:])
+            if isinstance(stmt, cst.If):
+                then_leaves = always_leaves(statements_of(stmt.body))
+                else_leaves = always_leaves(else_statements(stmt))
+                if rest and then_leaves != else_leaves:
+                    # The statements after the if run only on the side that falls through.
+                    return self.if_stmt(stmt, rest_then=[] if then_leaves else rest, rest_else=rest if then_leaves else [])
+                exits = self.if_stmt(stmt)
+            elif isinstance(stmt, (cst.For, cst.While)):
+                exits = self.loop_stmt(stmt)
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                exits = self.simple_line(stmt)
+            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+                raise self.error(stmt, "nested function and class definitions are not supported",
+                                 "define it at module level (decorated with @script)")
+            elif isinstance(stmt, cst.Try):
+                raise self.error(stmt, "try statements are not supported", "move error handling outside the compiled code")
+            elif isinstance(stmt, cst.With):
+                raise self.error(stmt, "with statements are not supported", "move the context manager outside the compiled code")
+            else:
+                raise self.error(stmt, f"{type(stmt).__name__} statements are not supported")
+            if exits.always():
+                return exits  # anything after is unreachable
+            if not exits.never() and rest:
+                return self.guard_rest(exits, rest)
+            if not exits.never():
+                return exits
+        return Exits()
+
+    def simple_line(self, line: cst.SimpleStatementLine) -> Exits:
+        for small in line.body:
+            with self.at(small):
+                exits = self.small_stmt(small)
+            if not exits.never():
+                return exits
+        return Exits()
+
+    def guard_rest(self, exits: Exits, rest: list[cst.BaseStatement]) -> Exits:
+        """Run `rest` only where no flag of `exits` is set."""
+        flags = [v for _, v in exits.flags() if isinstance(v, Value)]
+        any_flag = flags[0]
+        for f in flags[1:]:
+            any_flag = self.op(ops.BinaryOp, [any_flag, f], [BOOL], op="|").result
+        go_on = self.op(ops.UnaryOp, [any_flag], [BOOL], op="not").result
+        if len(flags) == 1:
+            # The skipping side is taken only when that one flag is set.
+            exits = Exits(**{name: (True if v is flags[0] else v) for name, v in exits.flags()}, ret_value=exits.ret_value)
+        return self.branch(go_on, lambda: self.stmts(rest), lambda: Exits(), incoming=exits)
+
+    # -- if -------------------------------------------------------------------------------------
+    def if_stmt(self, node: cst.If, rest_then: list | None = None, rest_else: list | None = None) -> Exits:
+        with self.at(node.test):
+            cond = self.truth(self.expr(node.test), node.test)
+        refine_then, refine_else = self.refinements(node.test)
+        then_stmts = statements_of(node.body) + (rest_then or [])
+        else_stmts = else_statements(node) + (rest_else or [])
+
+        def then() -> Exits:
+            self.apply_refinements(refine_then, node.test)
+            return self.stmts(then_stmts)
+
+        def orelse() -> Exits:
+            self.apply_refinements(refine_else, node.test)
+            return self.stmts(else_stmts)
+
+        with self.at(node):
+            return self.branch(cond, then, orelse)
+
+    def branch(self, cond: Value, then: Callable[[], Exits], orelse: Callable[[], Exits], incoming: Exits | None = None) -> Exits:
+        """Build an scf.if whose sides are lowered by `then`/`orelse`, merging names and exits.
+        `incoming` are exits already taken before (the else side of a guard passes them on)."""
+        before = self.env
+        if_op = self.new_if(cond, [])
+        sides: list[tuple[Env, Exits, Block]] = []
+        for fn, block in ((then, if_op.then_block), (orelse, if_op.else_block)):
+            self.env = before.copy()
+            with self.b.at_end_of(block):
+                exits = fn()
+            if incoming is not None and block is if_op.else_block:
+                exits = incoming
+            sides.append((self.env, exits, block))
+        self.env = before
+        return self.merge(if_op, before, sides)
+
+    def merge(self, if_op: ops.IfOp, before: Env, sides: list[tuple[Env, Exits, Block]]) -> Exits:
+        (env_a, ex_a, block_a), (env_b, ex_b, block_b) = sides
+        yields_a: list[Value] = []
+        yields_b: list[Value] = []
+        types: list[Type] = []
+        names: list[str | None] = []
+        keys: list[str] = []
+
+        def add(key: str, a: Value | None, c: Value | None, t: Type) -> None:
+            with self.b.at_end_of(block_a):
+                yields_a.append(a if a is not None else self.uninitialized(t))
+            with self.b.at_end_of(block_b):
+                yields_b.append(c if c is not None else self.uninitialized(t))
+            types.append(t)
+            keys.append(key)
+            names.append(None if key.startswith("self.") or key.startswith("%") else key)
+
+        # Names: a side that always returns contributes nothing; one that breaks or continues
+        # carries its values to the end of the loop body.
+        live = [(env, ex) for env, ex, _ in sides if ex.returned is not True]
+        all_names = list(dict.fromkeys(env_a.names() + env_b.names()))
+        merged_env = before.copy()
+        for key in all_names:
+            va = env_a.get(key) if ex_a.returned is not True else None
+            vb = env_b.get(key) if ex_b.returned is not True else None
+            if not live:
+                break
+            if va is vb and va is not None:
+                merged_env.set(key, va)
+                continue
+            if len(live) == 1:
+                v = va if ex_a.returned is not True else vb
+                if isinstance(v, Value):
+                    add(key, v if v is va else None, v if v is vb else None, v.type)
+                elif v is not None:
+                    merged_env.set(key, v)
+                elif key in merged_env.values:
+                    del merged_env.values[key]
+                continue
+            if isinstance(va, Value) and isinstance(vb, Value):
+                t = unify(va.type, vb.type)
+                if t is None:
+                    raise self.error_at_if(if_op, f"`{key}` is a {va.type} on one side of the if and a {vb.type} on the other",
+                                           "give it the same type on both sides (Optional[T] for None)")
+                add(key, va, vb, t)
+            elif isinstance(va, Value) or isinstance(vb, Value):
+                if key.startswith("self."):
+                    merged_env.values.pop(key, None)  # a refinement that holds on one side only
+                else:
+                    merged_env.set(key, Unbound(f"it is assigned on only one side of the if at line {if_op.loc.line if if_op.loc else '?'}"))
+            else:
+                merged_env.set(key, va or vb)  # type: ignore[arg-type]
+        # Exit flags and the returned value.
+        exits = Exits()
+        flag_keys: list[str] = []
+        for flag in FLAG_NAMES:
+            fa, fb = getattr(ex_a, flag), getattr(ex_b, flag)
+            if fa is False and fb is False:
+                continue
+            if fa is True and fb is True:
+                setattr(exits, flag, True)
+                continue
+            with self.b.at_end_of(block_a):
+                va_flag = fa if isinstance(fa, Value) else self.b.constant(bool(fa))
+            with self.b.at_end_of(block_b):
+                vb_flag = fb if isinstance(fb, Value) else self.b.constant(bool(fb))
+            add("%" + flag, va_flag, vb_flag, BOOL)
+            flag_keys.append(flag)
+        ret_index = None
+        if ex_a.ret_value is not None or ex_b.ret_value is not None:
+            add("%ret", ex_a.ret_value, ex_b.ret_value, self.sig.result)  # type: ignore[arg-type]
+            ret_index = len(types) - 1
+        for block, values in ((block_a, yields_a), (block_b, yields_b)):
+            with self.b.at_end_of(block):
+                self.b.create(ops.YieldOp, values)
+        results = [ops.OpResult(t, if_op, i, n) for i, (t, n) in enumerate(zip(types, names))]
+        if_op.results = results
+        for key, r in zip(keys, results):
+            if not key.startswith("%"):
+                merged_env.set(key, r)
+        for flag in flag_keys:
+            setattr(exits, flag, results[keys.index("%" + flag)])
+        if ret_index is not None:
+            exits.ret_value = results[ret_index]
+        self.env = merged_env
+        return exits
+
+    def error_at_if(self, if_op: ops.Operation, message: str, hint: str) -> UserError:
+        assert if_op.loc is not None
+        return UserError(message, if_op.loc, hint)
+
+    def uninitialized(self, t: Type) -> Value:
+        return self.op(ops.UninitializedOp, [], [t]).result
+
+    def refinements(self, test: cst.BaseExpression) -> tuple[list[tuple[str, bool]], list[tuple[str, bool]]]:
+        """`x is None` / `x is not None` (also on self.attr): names whose Optional is decided in
+        each branch; (key, is_none)."""
+        if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+            return [], []
+        target = test.comparisons[0]
+        if not (isinstance(target.comparator, cst.Name) and target.comparator.value == "None"):
+            return [], []
+        key = None
+        if isinstance(test.left, cst.Name):
+            key = test.left.value
+        elif isinstance(test.left, cst.Attribute) and isinstance(test.left.value, cst.Name) and test.left.value.value == "self":
+            key = f"self.{test.left.attr.value}"
+        if key is None:
+            return [], []
+        if isinstance(target.operator, cst.Is):
+            return [(key, True)], [(key, False)]
+        if isinstance(target.operator, cst.IsNot):
+            return [(key, False)], [(key, True)]
+        return [], []
+
+    def apply_refinements(self, refinements: list[tuple[str, bool]], node: cst.BaseExpression) -> None:
+        for key, is_none in refinements:
+            if key.startswith("self."):
+                attr_node = node.left  # type: ignore[attr-defined]
+                with self.at(attr_node):
+                    current = self.self_attribute(attr_node)
+            else:
+                found = self.env.get(key)
+                if not isinstance(found, Value):
+                    continue
+                current = found
+            if not isinstance(current.type, OptionalType):
+                continue
+            with self.at(node):
+                if is_none:
+                    refined = self.b.constant(None)
+                else:
+                    refined = self.op(ops.RefineOp, [current], [current.type.elem], name=None if key.startswith("self.") else key).result
+            self.env.set(key, refined)
+
+    # -- loops ----------------------------------------------------------------------------------
+    def loop_stmt(self, node: cst.For | cst.While) -> Exits:
+        if node.orelse is not None:
+            raise self.error(node.orelse, "`else` on a loop is not supported", "use a flag variable")
+        if isinstance(node, cst.For):
+            return self.for_stmt(node)
+        return self.while_stmt(node)
+
+    def carried_names(self, node: cst.For | cst.While) -> list[str]:
+        assigned = assigned_names(statements_of(node.body))
+        return [n for n in self.env.names() if n in assigned and isinstance(self.env.get(n), Value)]
+
+    def for_stmt(self, node: cst.For) -> Exits:
+        with self.at(node.iter):
+            it = node.iter
+            if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.range" and self.env.get("range") is None:
+                args, kwnames, _, _ = self.call_arguments(it)
+                if kwnames or not 1 <= len(args) <= 3 or any(a.type not in (INT, BOOL) for a in args):
+                    raise self.error(it, "range() takes one to three int arguments")
+                start, stop, step = (
+                    (self.b.constant(0), args[0], self.b.constant(1)) if len(args) == 1
+                    else (args[0], args[1], self.b.constant(1)) if len(args) == 2 else tuple(args)
+                )
+                return self.build_loop(node, ops.ForRangeOp, [start, stop, step], INT)
+            iterable = self.expr(it)
+        t = iterable.type
+        if isinstance(t, ListType):
+            return self.build_loop(node, ops.ForEachOp, [iterable], t.elem)
+        if isinstance(t, ModuleListType) and (not t.length_known or len(set(t.elems)) <= 1):
+            return self.build_loop(node, ops.ForEachOp, [iterable], unify_all(t.elems) or ModuleType("torch.nn.Module"))
+        if isinstance(t, (TupleType, ModuleListType)):
+            return self.unrolled_loop(node, iterable)
+        if isinstance(t, TensorType):
+            raise self.error(it, "iterating over a tensor is not supported", "loop over range(t.size(0)) and index")
+        raise self.error(it, f"iterating over a value of type {t} is not supported")
+
+    def unrolled_loop(self, node: cst.For, iterable: Value) -> Exits:
+        """A loop over a tuple or a mixed module list runs its body once per element."""
+        if has_jump(statements_of(node.body)):
+            raise self.error(node, "break, continue and return in a loop over a tuple or a mixed module list are not supported",
+                             "loop over a list of one type instead")
+        t = iterable.type
+        count = len(t.elems)  # type: ignore[attr-defined]
+        for i in range(count):
+            with self.at(node.iter):
+                index = self.b.constant(i)
+                elem_type = t.elems[i]  # type: ignore[attr-defined]
+                elem = self.op(ops.GetItemOp, [iterable, index], [elem_type]).result
+            self.bind_target(node.target, elem)
+            exits = self.stmts(statements_of(node.body))
+            assert exits.never()
+        return Exits()
+
+    def build_loop(self, node: cst.For | cst.While, op_class: type[ops.Operation], head: list[Value], elem_type: Type | None) -> Exits:
+        """Build a loop op; lowering the body twice when its carried types must widen."""
+        carried = self.carried_names(node)
+        body_stmts = statements_of(node.body)
+        returns = contains(body_stmts, cst.Return)
+        breaks = contains(body_stmts, cst.Break, stop_at_loops=True)
+        before = self.env
+        inits = [before.get(n) for n in carried]
+        carried_types = [v.type for v in inits]  # type: ignore[union-attr]
+        extra_inits: list[Value] = []
+        extra_types: list[Type] = []
+        with self.at(node):
+            if returns:
+                extra_inits = [self.b.constant(False), self.uninitialized(self.sig.result)]  # type: ignore[arg-type]
+                extra_types = [BOOL, self.sig.result]  # type: ignore[list-item]
+        for _attempt in range(3):
+            op, yielded_types = self.try_loop(node, op_class, head, elem_type, carried, inits, carried_types,
+                                              extra_inits, extra_types, returns, breaks)  # type: ignore[arg-type]
+            widened = [unify(a, y) for a, y in zip(carried_types, yielded_types)]
+            for name, w, a, y in zip(carried, widened, carried_types, yielded_types):
+                if w is None:
+                    raise self.error(node, f"`{name}` is a {a} before the loop and a {y} inside it",
+                                     "keep one type (declare Optional[T] before the loop if it starts as None)")
+            if widened == carried_types:
+                break
+            op.erase()
+            carried_types = widened  # type: ignore[assignment]
+        self.env = before.copy()
+        results = op.results
+        for name, r in zip(carried, results):
+            self.env.set(name, r)
+        for name in assigned_names(body_stmts):
+            if name not in carried and self.env.get(name) is None:
+                self.env.set(name, Unbound("it is assigned only inside the loop"))
+        if isinstance(node.target if isinstance(node, cst.For) else None, cst.Name):
+            target_name = node.target.value  # type: ignore[union-attr]
+            if target_name not in carried and self.env.get(target_name) is None:
+                self.env.set(target_name, Unbound("it is the variable of a loop that may not run"))
+        if returns:
+            flag, value = results[len(carried)], results[len(carried) + 1]
+            return Exits(returned=flag, ret_value=value)
+        return Exits()
+
+    def try_loop(self, node, op_class, head, elem_type, carried, inits, carried_types, extra_inits, extra_types,
+                 returns, breaks):
+        """One attempt at building a for / plain while loop. For loops that may leave early end
+        their body in scf.condition(keep_going, ...)."""
+        all_types = list(carried_types) + list(extra_types)
+        is_while = op_class is ops.WhileOp
+        block = Block(([] if is_while else [elem_type]) + all_types)
+        regions = [Region([Block(all_types)]), Region([block])] if is_while else [Region([block])]
+        op = op_class([*head, *inits, *extra_inits], all_types, regions=regions, loc=self.source.loc(node),
+                      result_names=list(carried) + ["returned", "result"][: len(extra_types)])
+        self.b.insert(op)
+        before = self.env
+        offset = 0 if is_while else 1
+        if is_while:
+            cond_block = regions[0].block
+            self.env = before.copy()
+            for name, arg in zip(carried, cond_block.args):
+                arg.name = name
+                self.env.set(name, arg)
+            with self.b.at_end_of(cond_block), self.at(node.test):
+                cond = self.truth(self.expr(node.test), node.test)
+                self.b.create(ops.ConditionOp, [cond, *cond_block.args])
+        self.env = before.copy()
+        for name, arg in zip(carried, block.args[offset:]):
+            arg.name = name
+            self.env.set(name, arg)
+        extra_args = block.args[offset + len(carried):]
+        for arg, name in zip(extra_args, ("returned", "result")):
+            arg.name = name
+        yielded_types: list[Type] = []
+        self.loop_depth += 1
+        with self.b.at_end_of(block):
+            if not is_while:
+                if isinstance(node.target, cst.Name):
+                    block.args[0].name = node.target.value
+                self.bind_target(node.target, block.args[0])
+            exits = self.stmts(statements_of(node.body))
+            yields = []
+            for name in carried:
+                v = self.env.get(name)
+                if not isinstance(v, Value):
+                    raise self.error(node, f"`{name}` is not bound at the end of the loop body")
+                yields.append(v)
+                yielded_types.append(v.type)
+            tail: list[Value] = []
+            if returns:
+                ret_flag = exits.returned if isinstance(exits.returned, Value) else self.b.constant(bool(exits.returned))
+                tail = [ret_flag, exits.ret_value if exits.ret_value is not None else extra_args[1]]
+            if breaks or returns:
+                keep = self.keep_going([f for f in (exits.broke, exits.returned) if f is not False])
+                self.b.create(ops.ConditionOp, [keep, *yields, *tail])
+            else:
+                self.b.create(ops.YieldOp, yields + tail)
+        self.loop_depth -= 1
+        self.env = before
+        return op, yielded_types
+
+    def any_of(self, flags: list) -> Value:
+        values = [f if isinstance(f, Value) else self.b.constant(bool(f)) for f in flags]
+        out = values[0]
+        for v in values[1:]:
+            out = self.op(ops.BinaryOp, [out, v], [BOOL], op="|").result
+        return out
+
+    def keep_going(self, stop: list) -> Value:
+        if not stop:
+            return self.b.constant(True)
+        return self.op(ops.UnaryOp, [self.any_of(stop)], [BOOL], op="not").result
+
+    def while_stmt(self, node: cst.While) -> Exits:
+        body_stmts = statements_of(node.body)
+        breaks = contains(body_stmts, cst.Break, stop_at_loops=True)
+        returns = contains(body_stmts, cst.Return)
+        if breaks or returns:
+            return self.while_with_exits(node, breaks, returns)
+        return self.build_loop(node, ops.WhileOp, [], None)
+
+    def while_with_exits(self, node: cst.While, breaks: bool, returns: bool) -> Exits:
+        """`while c: ... break/return ...` as a while loop whose carried `stop` flag is checked
+        before the condition, so the condition is not evaluated after an exit."""
+        carried = self.carried_names(node)
+        body_stmts = statements_of(node.body)
+        before = self.env
+        inits = [before.get(n) for n in carried]
+        carried_types = [v.type for v in inits]  # type: ignore[union-attr]
+        with self.at(node):
+            extra_inits = [self.b.constant(False)]
+            extra_types: list[Type] = [BOOL]
+            if returns:
+                extra_inits += [self.b.constant(False), self.uninitialized(self.sig.result)]  # type: ignore[arg-type]
+                extra_types += [BOOL, self.sig.result]  # type: ignore[list-item]
+        for _attempt in range(3):
+            op, yielded = self._while_exits_once(node, carried, inits, carried_types, extra_inits, extra_types, returns)
+            widened = [unify(a, y) for a, y in zip(carried_types, yielded)]
+            for name, w, a, y in zip(carried, widened, carried_types, yielded):
+                if w is None:
+                    raise self.error(node, f"`{name}` is a {a} before the loop and a {y} inside it",
+                                     "keep one type (declare Optional[T] before the loop if it starts as None)")
+            if widened == carried_types:
+                break
+            op.erase()
+            carried_types = widened  # type: ignore[assignment]
+        self.env = before.copy()
+        for name, r in zip(carried, op.results):
+            self.env.set(name, r)
+        for name in assigned_names(body_stmts):
+            if name not in carried and self.env.get(name) is None:
+                self.env.set(name, Unbound("it is assigned only inside the loop"))
+        if returns:
+            n = len(carried)
+            return Exits(returned=op.results[n + 1], ret_value=op.results[n + 2])
+        return Exits()
+
+    def _while_exits_once(self, node, carried, inits, carried_types, extra_inits, extra_types, returns):
+        all_types = list(carried_types) + list(extra_types)
+        cond_block, body = Block(all_types), Block(all_types)
+        extra_names = ["done", "returned", "result"][: len(extra_types)]
+        op = ops.WhileOp([*inits, *extra_inits], all_types, regions=[Region([cond_block]), Region([body])],
+                         loc=self.source.loc(node), result_names=list(carried) + extra_names)
+        self.b.insert(op)
+        before = self.env
+        n = len(carried)
+        for block in (cond_block, body):
+            for name, arg in zip(list(carried) + extra_names, block.args):
+                arg.name = name
+        # Condition: stop ? False : <test>
+        self.env = before.copy()
+        for name, arg in zip(carried, cond_block.args):
+            self.env.set(name, arg)
+        with self.b.at_end_of(cond_block):
+            with self.at(node.test):
+                stop = cond_block.args[n]
+                go_on = self.op(ops.UnaryOp, [stop], [BOOL], op="not").result
+                test = self.short_circuit("and", go_on, lambda: self.truth(self.expr(node.test), node.test), node.test)
+                self.b.create(ops.ConditionOp, [test, *cond_block.args])
+        # Body
+        self.env = before.copy()
+        for name, arg in zip(carried, body.args):
+            self.env.set(name, arg)
+        yielded: list[Type] = []
+        self.loop_depth += 1
+        with self.b.at_end_of(body):
+            exits = self.stmts(statements_of(node.body))
+            values = []
+            for name in carried:
+                v = self.env.get(name)
+                if not isinstance(v, Value):
+                    raise self.error(node, f"`{name}` is not bound at the end of the loop body")
+                values.append(v)
+                yielded.append(v.type)
+            stop_flags = [f for f in (exits.broke, exits.returned) if f is not False]
+            stop_value = self.any_of(stop_flags) if stop_flags else self.b.constant(False)
+            extra = [stop_value]
+            if returns:
+                ret_flag = exits.returned if isinstance(exits.returned, Value) else self.b.constant(bool(exits.returned))
+                extra += [ret_flag, exits.ret_value if exits.ret_value is not None else body.args[n + 2]]
+            self.b.create(ops.YieldOp, values + extra)
+        self.loop_depth -= 1
+        self.env = before
+        return op, yielded
+
+    # -- simple statements ----------------------------------------------------------------------
+    def small_stmt(self, node: cst.BaseSmallStatement) -> Exits:
+        if isinstance(node, cst.Return):
+            value = self.expr(node.value) if node.value is not None else self.b.constant(None)
+            value = self.coerce_return(value, node)
+            return Exits(returned=True, ret_value=value)
+        if isinstance(node, cst.Break):
+            if not self.loop_depth:
+                raise self.error(node, "break outside a loop")
+            return Exits(broke=True)
+        if isinstance(node, cst.Continue):
+            if not self.loop_depth:
+                raise self.error(node, "continue outside a loop")
+            return Exits(continued=True)
+        if isinstance(node, cst.Pass):
+            return Exits()
+        if isinstance(node, cst.Expr):
+            if isinstance(node.value, (cst.SimpleString, cst.ConcatenatedString, cst.Ellipsis)):
+                return Exits()  # docstrings and `...`
+            self.expr(node.value)
+            return Exits()
+        if isinstance(node, cst.Assign):
+            value = self.expr(node.value, name=_single_name(node.targets))
+            for target in node.targets:
+                self.assign(target.target, value)
+            return Exits()
+        if isinstance(node, cst.AnnAssign):
+            declared = annotation_type(self.source, node.annotation.annotation, module_class_names(self.source))
+            if node.value is None:
+                raise self.error(node, "a declaration without a value is not supported", "assign a value")
+            if isinstance(node.value, cst.List) and not node.value.elements:
+                value = self.make_list([], declared, node.value)
+            else:
+                value = self.expr(node.value, name=node.target.value if isinstance(node.target, cst.Name) else None)
+            if not is_subtype(value.type, declared) and not (declared.__class__ is type(value.type) and unify(declared, value.type)):
+                raise self.error(node.value, f"value of type {value.type} assigned to a name declared {declared}")
+            if value.type != declared and isinstance(declared, OptionalType):
+                value = self.op(ops.RefineOp, [value], [declared]).result
+            self.assign(node.target, value)
+            return Exits()
+        if isinstance(node, cst.AugAssign):
+            self.aug_assign(node)
+            return Exits()
+        if isinstance(node, cst.Assert):
+            raise self.error(node, "assert statements are not supported yet", "check inputs before calling the model")
+        if isinstance(node, cst.Raise):
+            raise self.error(node, "raise statements are not supported", "validate inputs outside the compiled code")
+        if isinstance(node, (cst.Global, cst.Nonlocal)):
+            raise self.error(node, f"{type(node).__name__.lower()} statements are not supported")
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            raise self.error(node, "imports inside compiled functions are not supported", "import at module level")
+        if isinstance(node, cst.Del):
+            raise self.error(node, "del statements are not supported", "let the name go out of use")
+        raise self.error(node, f"{type(node).__name__} statements are not supported")
+
+    def coerce_return(self, value: Value, node: cst.CSTNode) -> Value:
+        want = self.sig.result
+        if is_subtype(value.type, want):  # type: ignore[arg-type]
+            return value
+        if isinstance(value.type, TensorType) and isinstance(want, TensorType):
+            return value
+        raise self.error(node, f"returns a {value.type}, but `{self.sig.sym_name}` is declared to return {want}",
+                         "fix the return annotation or the returned value")
+
+    def assign(self, target: cst.BaseExpression, value: Value) -> None:
+        self.bind_target(target, value)
+
+    def bind_target(self, target: cst.BaseExpression, value: Value) -> None:
+        if isinstance(target, cst.Name):
+            if value.name is None and isinstance(value.owner, ops.Operation) and not isinstance(value.owner, ops.ConstantOp):
+                value.name = target.value
+            self.env.set(target.value, value)
+            return
+        if isinstance(target, (cst.Tuple, cst.List)):
+            elements = target.elements
+            if any(isinstance(e, cst.StarredElement) for e in elements):
+                raise self.error(target, "starred assignment targets are not supported")
+            t = value.type
+            n = len(elements)
+            if isinstance(t, TupleType):
+                if len(t.elems) != n:
+                    raise self.error(target, f"cannot unpack a tuple of {len(t.elems)} values into {n} names")
+                types = list(t.elems)
+            elif isinstance(t, ListType):
+                types = [t.elem] * n
+            elif isinstance(t, TensorType):
+                raise self.error(target, "unpacking a tensor is not supported", "use t.unbind(0) or index it")
+            else:
+                raise self.error(target, f"cannot unpack a value of type {t}")
+            names = [e.value.value if isinstance(e.value, cst.Name) else None for e in elements]
+            unpack = self.op(ops.UnpackOp, [value], types)
+            for r, nm in zip(unpack.results, names):
+                r.name = nm
+            for e, r in zip(elements, unpack.results):
+                self.bind_target(e.value, r)
+            return
+        if isinstance(target, cst.Subscript):
+            base = self.expr(target.value)
+            if not isinstance(base.type, TensorType):
+                raise self.error(target, f"item assignment on a {base.type} is not supported",
+                                 "only tensors support index assignment in compiled code")
+            items, operands = self.index_items(target.slice)
+            self.op(ops.IndexPutOp, [base, *operands, value], [], items=items)
+            return
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self" \
+                and self.self_value is not None and self.class_info is not None:
+            attr = target.attr.value
+            found = self.class_info.attrs.get(attr)
+            if found is None or found.kind == "module":
+                raise self.error(target, f"assigning `self.{attr}` is not supported",
+                                 "only existing tensor and Python attributes can be assigned")
+            if not is_subtype(value.type, found.type) and not (isinstance(found.type, TensorType) and isinstance(value.type, TensorType)):
+                raise self.error(target, f"assigning a {value.type} to `self.{attr}` of type {found.type}")
+            self.op(ops.SetAttrOp, [self.self_value, value], [], attr=attr)
+            self.env.values.pop(f"self.{attr}", None)
+            return
+        raise self.error(target, "unsupported assignment target")
+
+    def aug_assign(self, node: cst.AugAssign) -> None:
+        op = AUG_OPS[type(node.operator)]
+        target = node.target
+        if isinstance(target, cst.Subscript):
+            # y[i] += v is: t = y[i]; t += v; y[i] = t (in place on the selected part).
+            base = self.expr(target.value)
+            if not isinstance(base.type, TensorType):
+                raise self.error(target, f"augmented item assignment on a {base.type} is not supported")
+            items, operands = self.index_items(target.slice)
+            part = self.op(ops.IndexOp, [base, *operands], [base.type if False else TensorType()], items=items).result
+            rhs = self.expr(node.value)
+            updated = self.inplace(op, part, rhs, node)
+            self.op(ops.IndexPutOp, [base, *operands, updated], [], items=items)
+            return
+        current = self.expr(target)
+        rhs = self.expr(node.value)
+        if isinstance(current.type, TensorType):
+            result = self.inplace(op, current, rhs, node)
+            if isinstance(target, cst.Attribute):
+                return  # the tensor attribute was updated in place; Python's re-set is a no-op
+        else:
+            result = self.binary(op, current, rhs, node)
+            if result.type != current.type and not is_subtype(result.type, current.type):
+                if isinstance(target, cst.Name):
+                    pass
+        if isinstance(target, cst.Name):
+            result.name = target.value
+            self.env.set(target.value, result)
+        else:
+            self.bind_target(target, result)
+
+    def inplace(self, op: str, target: Value, rhs: Value, node: cst.CSTNode) -> Value:
+        t = self.binary_type_checked(op, target, rhs, node)
+        if isinstance(t, TensorType) and isinstance(target.type, TensorType):
+            if t.dtype is not None and target.type.dtype is not None and t.dtype != target.type.dtype:
+                promoted = t.dtype
+                # torch refuses to write a float result into an integer tensor in place.
+                if target.type.dtype.startswith(("int", "uint", "bool")) and promoted.startswith(("float", "bfloat", "complex")):
+                    raise self.error(node, f"in-place `{op}=` would store a {promoted} result in a {target.type.dtype} tensor",
+                                     "convert the tensor first (x = x.float()) or use the out-of-place operator")
+        return self.op(ops.InplaceOp, [target, rhs], [target.type], op=op).result
+
+    def binary_type_checked(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Type:
+        from ir.torch_signatures import SignatureError, binary_result_type
+
+        try:
+            return binary_result_type(op, lhs.type, rhs.type)
+        except SignatureError as e:
+            raise self.error(node, str(e), getattr(e, "hint", None)) from None
+
+
+# -- syntactic helpers -----------------------------------------------------------------------------
+def statements_of(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
+    if isinstance(suite, cst.IndentedBlock):
+        return list(suite.body)
+    return [cst.SimpleStatementLine(body=list(suite.body))]  # type: ignore[attr-defined]
+
+
+def else_statements(node: cst.If) -> list[cst.BaseStatement]:
+    if node.orelse is None:
+        return []
+    if isinstance(node.orelse, cst.If):
+        return [node.orelse]  # elif
+    return statements_of(node.orelse.body)
+
+
+def always_leaves(stmts: list[cst.BaseStatement]) -> bool:
+    """Whether every path through `stmts` ends in return, break or continue."""
+    for stmt in stmts:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if any(isinstance(s, (cst.Return, cst.Break, cst.Continue, cst.Raise)) for s in stmt.body):
+                return True
+        elif isinstance(stmt, cst.If):
+            if always_leaves(statements_of(stmt.body)) and stmt.orelse is not None and always_leaves(else_statements(stmt)):
+                return True
+    return False
+
+
+def contains(stmts: list[cst.BaseStatement], kind: type, stop_at_loops: bool = False) -> bool:
+    found = False
+
+    class Finder(cst.CSTVisitor):
+        def visit_For(self, node: cst.For) -> bool:
+            return not stop_at_loops
+
+        def visit_While(self, node: cst.While) -> bool:
+            return not stop_at_loops
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            nonlocal found
+            if isinstance(node, kind):
+                found = True
+            return super().on_visit(node)
+
+    for s in stmts:
+        s.visit(Finder())
+    return found
+
+
+def has_jump(stmts: list[cst.BaseStatement]) -> bool:
+    return contains(stmts, cst.Return) or contains(stmts, cst.Break, True) or contains(stmts, cst.Continue, True)
+
+
+def assigned_names(stmts: list[cst.BaseStatement]) -> set[str]:
+    names: set[str] = set()
+
+    def add_target(t: cst.BaseExpression) -> None:
+        if isinstance(t, cst.Name):
+            names.add(t.value)
+        elif isinstance(t, (cst.Tuple, cst.List)):
+            for e in t.elements:
+                add_target(e.value)
+
+    class Collector(cst.CSTVisitor):
+        def visit_Assign(self, node: cst.Assign) -> None:
+            for t in node.targets:
+                add_target(t.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            add_target(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            add_target(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            add_target(node.target)
+
+    for s in stmts:
+        s.visit(Collector())
+    return names
+
+
+def _single_name(targets: Sequence[cst.AssignTarget]) -> str | None:
+    if len(targets) == 1 and isinstance(targets[0].target, cst.Name):
+        return targets[0].target.value
+    return None

@@ -1,0 +1,180 @@
+"""A parsed model file: libcst module, metadata, and what its top level defines."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import (
+    MetadataWrapper,
+    PositionProvider,
+    QualifiedName,
+    QualifiedNameProvider,
+    QualifiedNameSource,
+)
+
+from ir.core import Loc
+from transpiler.diagnostics import Diagnostic, UserError
+
+# Qualified names under which the decorator may be imported.
+SCRIPT_NAMES = {"transpiler.script", "runtime.script", "runtime.dispatch.script"}
+
+
+@dataclass
+class Target:
+    """A module-level class or function decorated with @script."""
+
+    name: str
+    node: cst.ClassDef | cst.FunctionDef
+    options: dict[str, object] = field(default_factory=dict)
+
+
+class SourceFile:
+    def __init__(self, path: Path, text: str, display: str | None = None) -> None:
+        self.path = path
+        self.display = display or str(path)  # how locations name the file
+        self.text = text
+        self.lines = text.splitlines()
+        try:
+            self.wrapper = MetadataWrapper(cst.parse_module(text))
+        except cst.ParserSyntaxError as e:
+            loc = Loc(self.display, e.raw_line, e.raw_column, e.raw_line, e.raw_column + 1)
+            raise UserError(f"syntax error: {e.message}", loc, "fix the Python syntax first") from None
+        self.module = self.wrapper.module
+        self.positions = self.wrapper.resolve(PositionProvider)
+        self.qualnames = self.wrapper.resolve(QualifiedNameProvider)
+        self.classes: dict[str, cst.ClassDef] = {}
+        self.functions: dict[str, cst.FunctionDef] = {}
+        self.constants: dict[str, object] = {}  # NAME = <literal> at module level
+        self._scan_top_level()
+
+    @classmethod
+    def read(cls, path: Path, display: str | None = None) -> SourceFile:
+        return cls(path, path.read_text(encoding="utf-8"), display)
+
+    def loc(self, node: cst.CSTNode) -> Loc:
+        pos = self.positions[node]
+        return Loc(self.display, pos.start.line, pos.start.column, pos.end.line, pos.end.column)
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def qualified_names(self, node: cst.CSTNode) -> set[QualifiedName]:
+        found = self.qualnames.get(node, ())
+        if callable(found):  # libcst computes qualified names lazily
+            found = found()
+        return set(found)
+
+    def global_name(self, node: cst.CSTNode) -> str | None:
+        """The qualified name of a Name/Attribute chain that refers to an import, a builtin or a
+        module-level definition; None for locals and anything else."""
+        root = node
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if not isinstance(root, cst.Name):
+            return None
+        for q in self.qualified_names(node):
+            if q.source in (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN):
+                return q.name
+            if q.source == QualifiedNameSource.LOCAL and "<locals>" not in q.name:
+                return q.name
+        return None
+
+    def _scan_top_level(self) -> None:
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.ClassDef):
+                self.classes[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.FunctionDef):
+                self.functions[stmt.name.value] = stmt
+            elif isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    target, value = _simple_assignment(small)
+                    if target is not None:
+                        literal = literal_value(value)
+                        if literal is not _NOT_LITERAL:
+                            self.constants[target] = literal
+                        else:
+                            self.constants.pop(target, None)
+
+    def targets(self) -> list[Target]:
+        found = []
+        for stmt in self.module.body:
+            if isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+                for deco in stmt.decorators:
+                    options = self._script_decorator(deco.decorator)
+                    if options is not None:
+                        found.append(Target(stmt.name.value, stmt, options))
+        return found
+
+    def _script_decorator(self, expr: cst.BaseExpression) -> dict[str, object] | None:
+        call_args: list[cst.Arg] = []
+        if isinstance(expr, cst.Call):
+            call_args = list(expr.args)
+            expr = expr.func
+        if self.global_name(expr) not in SCRIPT_NAMES:
+            return None
+        options: dict[str, object] = {}
+        for arg in call_args:
+            value = literal_value(arg.value)
+            if arg.keyword is None or value is _NOT_LITERAL:
+                raise UserError(
+                    "@script options must be keyword arguments with literal values",
+                    self.loc(arg),
+                    "write e.g. @script(permissive=True)",
+                )
+            options[arg.keyword.value] = value
+        return options
+
+
+def _simple_assignment(small: cst.BaseSmallStatement) -> tuple[str | None, cst.BaseExpression | None]:
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        target = small.targets[0].target
+        if isinstance(target, cst.Name):
+            return target.value, small.value
+    if isinstance(small, cst.AnnAssign) and small.value is not None and isinstance(small.target, cst.Name):
+        return small.target.value, small.value
+    return None, None
+
+
+class _NotLiteral:
+    def __repr__(self) -> str:
+        return "<not a literal>"
+
+
+_NOT_LITERAL = _NotLiteral()
+
+
+def literal_value(node: cst.BaseExpression | None) -> object:
+    """The Python value of a literal expression (numbers, strings, True/False/None, unary minus,
+    tuples of literals), or _NOT_LITERAL."""
+    if node is None:
+        return _NOT_LITERAL
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return node.evaluated_value
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value
+    if isinstance(node, cst.ConcatenatedString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else _NOT_LITERAL
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        inner = literal_value(node.expression)
+        if isinstance(inner, (int, float)) and not isinstance(inner, bool):
+            return -inner if isinstance(node.operator, cst.Minus) else inner
+        return _NOT_LITERAL
+    if isinstance(node, cst.Tuple):
+        items = [literal_value(e.value) for e in node.elements if isinstance(e, cst.Element)]
+        if len(items) != len(node.elements) or any(i is _NOT_LITERAL for i in items):
+            return _NOT_LITERAL
+        return tuple(items)
+    return _NOT_LITERAL
+
+
+def is_literal(value: object) -> bool:
+    return value is not _NOT_LITERAL
+
+
+def diagnostic_at(source: SourceFile, node: cst.CSTNode, message: str, hint: str | None = None) -> Diagnostic:
+    return Diagnostic(message, source.loc(node), hint)
