@@ -77,11 +77,20 @@ def module_state(model: object) -> dict[str, torch.Tensor]:
 
 
 def observe(model: object, inputs: tuple, outputs: Any) -> dict[str, Any]:
-    """Everything a caller can see after a call: outputs, inputs (may be mutated), module state."""
+    """Everything a caller can see after a call: outputs, inputs (may be mutated), module state,
+    and which output tensors share storage with each other or with inputs and state."""
     seen = flatten(outputs, "output")
     flatten(tuple(inputs), "input", seen)
     for name, tensor in module_state(model).items():
         seen[f"state.{name}"] = tensor
+    storages: dict[int, list[str]] = {}
+    for path, value in seen.items():
+        if isinstance(value, torch.Tensor) and value.untyped_storage().nbytes():
+            storages.setdefault(value.untyped_storage().data_ptr(), []).append(path)
+    for path, value in list(seen.items()):
+        if path.startswith("output") and isinstance(value, torch.Tensor) and value.untyped_storage().nbytes():
+            shared = tuple(p for p in storages[value.untyped_storage().data_ptr()] if p != path)
+            seen[f"alias.{path}"] = shared
     return seen
 
 

@@ -145,6 +145,8 @@ class FunctionEmitter:
             for inner in block.ops[:-1]:
                 if not is_effect_free(inner) or len(inner.results) != 1 or len(inner.results[0].uses) != 1:
                     return False
+                if inner not in self.folded:
+                    return False  # it keeps its own statement (a named value), which an expression cannot hold
         return True
 
     def _folds_into(self, op: Operation, user: Operation) -> bool:

@@ -167,7 +167,7 @@ class _Plan:
         if t == FLOAT:
             return ("value", 1.0)
         if t == BOOL:
-            return ("value", False)
+            return ("value", True)  # True, not False: x // flag must not divide by zero
         if t == NONE:
             return ("value", None)
         if t == DEVICE:
@@ -239,7 +239,7 @@ def infer(
     `invoke` receives placeholder values for the operands and must make the call; exceptions it
     raises mean "torch rejects this combination".
     """
-    status, desc, _ = infer_status(invoke, args, kwargs, consts, random=random, int_hints=int_hints)
+    status, desc, _, _ = infer_status(invoke, args, kwargs, consts, random=random, int_hints=int_hints)
     return desc if status == "ok" else None
 
 
@@ -251,10 +251,13 @@ def infer_status(
     *,
     random: bool = False,
     int_hints: dict[int | str, int] | None = None,
-) -> tuple[str, Any, str | None]:
-    """(status, dtype structure, last error). status: "ok"; "ambiguous" (placeholders that torch
-    accepts disagree); "failed" (torch rejected every placeholder); "unknowable" (an argument has
-    no placeholder, or too many combinations)."""
+) -> tuple[str, Any, str | None, bool]:
+    """(status, dtype structure, first error, cpu_rejected).
+
+    status: "ok"; "ambiguous" (placeholders that torch accepts disagree); "failed" (torch rejected
+    every placeholder); "unknowable" (an argument has no placeholder, or too many combinations).
+    cpu_rejected: the CPU kernels rejected every combination (meta kernels check less: they may
+    still have accepted some)."""
     consts = consts or {}
     int_hints = int_hints or {}
     key = getattr(invoke, "cache_key", None)
@@ -287,16 +290,16 @@ def _freeze(d: dict) -> tuple:
     return tuple(sorted(out, key=repr))
 
 
-_CACHE: dict[tuple, tuple[str, Any, str | None]] = {}
+_CACHE: dict[tuple, tuple[str, Any, str | None, bool]] = {}
 
 
-def _infer_uncached(invoke, args, kwargs, consts, random, int_hints) -> tuple[str, Any, str | None]:
+def _infer_uncached(invoke, args, kwargs, consts, random, int_hints) -> tuple[str, Any, str | None, bool]:
     plan = _Plan(int_hints, consts)
     try:
         arg_specs = [plan.build(t, i, consts.get(i), i in consts) for i, t in enumerate(args)]
         kw_specs = {k: plan.build(t, k, consts.get(k), k in consts) for k, t in kwargs.items()}
     except Unknowable:
-        return "unknowable", None, None
+        return "unknowable", None, None, False
     # Zero-dim vs dimensioned only changes the dtype when tensors of different dtypes meet.
     known = {d for d in plan.tensor_dtypes if d is not None}
     dimness_matters = len(plan.tensor_dtypes) > 1 and (len(known) > 1 or None in plan.tensor_dtypes)
@@ -310,40 +313,43 @@ def _infer_uncached(invoke, args, kwargs, consts, random, int_hints) -> tuple[st
     for c in choices:
         total *= len(c)
     if total > MAX_COMBINATIONS:
-        return "unknowable", None, None
+        return "unknowable", None, None, False
     devices = ("meta",) if random or plan.big_constant else ("cpu", "meta")
     found: Any = None
     ok = False
     error: list[str] = []
+    on_cpu: list[bool] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for choice in itertools.product(*choices):
-            got = _run(invoke, arg_specs, kw_specs, choice, devices, plan.unknown_rank > 0, plan.ints > 0, error)
+            got = _run(invoke, arg_specs, kw_specs, choice, devices, plan.unknown_rank > 0, plan.ints > 0, error, on_cpu)
             if got is _FAILED:
                 continue
             if ok and got != found:
-                return "ambiguous", None, None
+                return "ambiguous", None, None, False
             found, ok = got, True
         if not ok and not dimness_matters and plan.unknown_rank:
             # Dimensioned placeholders did not fit; an unknown rank may also be zero-dim.
             for choice in itertools.product(*[s.choices for s in plan.slots]):
                 if "zero" not in choice:
                     continue
-                got = _run(invoke, arg_specs, kw_specs, choice, devices, True, plan.ints > 0, error)
+                got = _run(invoke, arg_specs, kw_specs, choice, devices, True, plan.ints > 0, error, on_cpu)
                 if got is _FAILED:
                     continue
                 if ok and got != found:
-                    return "ambiguous", None, None
+                    return "ambiguous", None, None, False
                 found, ok = got, True
+    cpu_rejected = "cpu" in devices and not any(on_cpu)
     if not ok:
-        return "failed", None, error[0] if error else None
-    return "ok", found, None
+        return "failed", None, error[0] if error else None, cpu_rejected
+    return "ok", found, error[0] if error else None, cpu_rejected
 
 
 _FAILED = object()
 
 
-def _run(invoke, arg_specs, kw_specs, choice, devices, vary_rank: bool, ints: bool, error: list[str]) -> Any:
+def _run(invoke, arg_specs, kw_specs, choice, devices, vary_rank: bool, ints: bool, error: list[str],
+         on_cpu: list[bool]) -> Any:
     ranks = (1, 2, 3, 4) if vary_rank else (1,)
     for device in devices:
         for concrete in ((False, True) if device == "meta" else (False,)):
@@ -358,6 +364,7 @@ def _run(invoke, arg_specs, kw_specs, choice, devices, vary_rank: bool, ints: bo
                             text = str(e).strip()
                             error.append(text.splitlines()[0] if text else type(e).__name__)
                         continue
+                    on_cpu.append(device == "cpu")
                     return _describe(result)
     return _FAILED
 

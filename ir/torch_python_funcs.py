@@ -471,15 +471,16 @@ _REJECTED_METHODS = {
 }
 
 
-def _bind_fixed(display: str, sigs: tuple[Sig, ...], self_type: Type, args: list[Type], kwargs: dict[str, Type]) -> Bound:
+def _bind_fixed(display: str, sigs: tuple[Sig, ...], self_type: Type, args: list[Type], kwargs: dict[str, Type],
+                numbers_as_tensors: bool = False) -> Bound:
     reasons = []
     for s in sigs:
-        got = bind(s, True, args, kwargs, False, self_type)
+        got = bind(s, True, args, kwargs, numbers_as_tensors, self_type)
         if isinstance(got, Bound):
             return got
         reasons.append(got)
     raise SignatureError(
-        f"{display}{arg_desc(args, kwargs)}: {reasons[0] if len(reasons) == 1 else 'no overload matches'}",
+        f"{display}{arg_desc(args, kwargs)}: {max(reasons, key=lambda r: getattr(r, 'score', 0))}",
         "accepted: " + " | ".join(s.render(display, True) for s in sigs),
     )
 
@@ -509,13 +510,17 @@ def _type_at(b: Bound, pname: str, self_type: Type, args: list[Type], kwargs: di
 
 
 def _method_to(self_type: TensorType, args: list[Type], kwargs: dict[str, Type], consts: Consts) -> CallInfo:
-    b = _bind_fixed("Tensor.to", _TO_SIGS, self_type, args, kwargs)
+    # "to" is one of the ops where torch lets a Python number stand for a tensor: x.to(0.5)
+    # converts x to float64 (the dtype of a wrapped Python float), as to(tensor) would.
+    b = _bind_fixed("Tensor.to", _TO_SIGS, self_type, args, kwargs, numbers_as_tensors=True)
     copy = _const_at(b, "copy", args, kwargs, consts)
     alias = None if copy is True else 0
     if b.sig.aten == "aten::to.other":
         other = _type_at(b, "tensor", self_type, args, kwargs)
-        assert isinstance(other, TensorType)
-        return CallInfo(TensorType(other.dtype, None, other.device), b.sig.aten, (), False, alias)
+        if isinstance(other, TensorType):
+            return CallInfo(TensorType(other.dtype, None, other.device), b.sig.aten, (), False, alias)
+        wrapped = {INT: "int64", FLOAT: "float64", BOOL: "bool", dt.COMPLEX: "complex128"}.get(other)  # type: ignore[arg-type]
+        return CallInfo(TensorType(wrapped, None, None), b.sig.aten, (), False, alias)
     dtype: str | None = self_type.dtype
     if any(p.name == "dtype" and pi in b.slots for pi, p in enumerate(b.sig.params)):
         value = _const_at(b, "dtype", args, kwargs, consts)
@@ -555,6 +560,8 @@ def _method_device(name: str) -> Callable:
 
 def _method_size(name: str) -> Callable:
     def handler(self_type: TensorType, args: list[Type], kwargs: dict[str, Type], consts: Consts) -> CallInfo | None:
+        if args == [NONE] and not kwargs or not args and kwargs == {"dim": NONE}:
+            args, kwargs = [], {}  # x.size(None): the Python binding's `int? dim=None`
         if args or kwargs:
             return None  # size(dim): the schema
         return CallInfo(shape_type(self_type) if name == "size" else ListType(INT) if self_type.shape is None

@@ -115,7 +115,7 @@ class Sig:
                 parts.append("*")
                 star = True
             kind = _SHOW.get(p.kind, p.kind) + ("?" if p.optional else "")
-            text = f"{kind} {p.name}"
+            text = f"{kind} {_python_name(p, method)}"
             if p.has_default:
                 text += f"={_show_default(p.default)}"
             parts.append(text)
@@ -288,6 +288,18 @@ def _match_kind(p: Param, t: Type, numbers_as_tensors: bool) -> int | None:
 
 
 # -- binding a call -----------------------------------------------------------------------------
+class Mismatch(str):
+    """Why a call does not bind to an overload; `score` says how far binding got (the message of
+    the overload that got furthest is the most useful one to show)."""
+
+    score: int
+
+    def __new__(cls, text: str, score: int) -> "Mismatch":
+        obj = super().__new__(cls, text)
+        obj.score = score
+        return obj
+
+
 @dataclass
 class Bound:
     sig: Sig
@@ -304,7 +316,7 @@ def bind(
     kwargs: dict[str, Type],
     numbers_as_tensors: bool,
     self_type: Type | None = None,
-) -> Bound | str:
+) -> Bound | Mismatch:
     """Bind the call to `sig`; a Bound, or the reason it does not bind (for messages).
 
     Operand numbering: methods: 0 self, 1.. positional, then kwargs; functions: 0.. positional,
@@ -319,11 +331,11 @@ def bind(
     if method:
         self_idx = next((i for i, p in enumerate(params) if p.schema_name == "self"), None)
         if self_idx is None or params[self_idx].kind != "Tensor":
-            return "not a method"
+            return Mismatch("not a method", 0)
         assert self_type is not None
         c = match(params[self_idx], self_type, False)
         if c is None:
-            return "self is not a tensor"
+            return Mismatch("self is not a tensor", 0)
         slots[self_idx] = 0
         visible.remove(self_idx)
     positional = [i for i in visible if not params[i].kwarg_only]
@@ -339,13 +351,13 @@ def bind(
         pi = positional[0]
         for a in args:
             if a not in (INT, ANY):
-                return f"argument of type {a} in a list of ints"
+                return Mismatch(f"argument of type {a} in a list of ints", 3)
             cost += 8 if a == ANY else 0
         slots[pi] = tuple(offset + i for i in pos_args)
         pos_args = []
         positional = []
     if len(pos_args) > len(positional):
-        return f"takes {len(positional)} positional arguments but {len(pos_args)} were given"
+        return Mismatch(f"takes {len(positional)} positional arguments but {len(pos_args)} were given", 1)
     for i, pi in zip(pos_args, positional):
         slots[pi] = offset + i
     by_name: dict[str, int] = {}
@@ -355,15 +367,15 @@ def bind(
         key = kw if kw in by_name else _NUMPY_NAMES.get(kw, kw)
         pi_opt = by_name.get(key)
         if pi_opt is None:
-            return f"unexpected keyword argument '{kw}'"
+            return Mismatch(f"unexpected keyword argument '{kw}'", 1)
         if pi_opt in slots:
-            return f"got multiple values for argument '{kw}'"
+            return Mismatch(f"got multiple values for argument '{kw}'", 1)
         slots[pi_opt] = offset + len(args) + n
     hints: dict[int | str, int] = {}
     for pi, p in enumerate(params):
         if pi not in slots:
             if not p.has_default:  # `Tensor? weight` without a default is required in Python too
-                return f"missing required argument '{_python_name(p, method)}'"
+                return Mismatch(f"missing required argument '{_python_name(p, method)}'", 2)
             continue
         where = slots[pi]
         if isinstance(where, tuple):
@@ -371,7 +383,7 @@ def bind(
         t = _operand_type(where, method, self_type, args, kwargs)
         c = match(p, t, numbers_as_tensors)
         if c is None:
-            return f"argument '{_python_name(p, method)}' must be {_SHOW.get(p.kind, p.kind)}, not {t}"
+            return Mismatch(f"argument '{_python_name(p, method)}' must be {_SHOW.get(p.kind, p.kind)}, not {t}", 3)
         cost += c
         if t == INT:
             key = _const_key(where, method, args, kwargs)

@@ -191,7 +191,7 @@ def resolve_schema_call(
             reasons.append(got)
     if not candidates:
         shown = [s.render(display, method) for s in sigs if not method or any(p.schema_name == "self" for p in s.params)]
-        why = reasons[0] if len(reasons) == 1 else "no overload matches"
+        why = max(reasons, key=lambda r: getattr(r, "score", 0)) if reasons else "no overload matches"
         raise SignatureError(
             f"{display}{arg_desc(args, kwargs)}: {why}",
             "accepted: " + " | ".join(shown) if shown else None,
@@ -587,11 +587,12 @@ def _tensor_binary(op: str, a: Type, b: Type, inplace: bool) -> CallInfo:
     if op == "@" and not isinstance(other, TensorType):
         raise SignatureError(f"unsupported operand types for @: {a} and {b}", "use * to scale a tensor")
     fn = _INPLACE_OPERATORS[op] if inplace else _OPERATORS[op]
-    status, desc, error = dt.infer_status(dt.keyed(lambda x, k: fn(x[0], x[1]), ("op", op, inplace)), [a, b], {}, {})
+    status, desc, error, cpu_rejected = dt.infer_status(
+        dt.keyed(lambda x, k: fn(x[0], x[1]), ("op", op, inplace)), [a, b], {}, {})
     both_known = all(
         not isinstance(t, TensorType) or (t.dtype is not None and t.shape is not None) for t in (a, b)
     )
-    if status == "failed" and both_known:
+    if both_known and _rejected(status, cpu_rejected, [a, b]):
         raise SignatureError(f"unsupported operand types for {op}: {a} and {b}: {error}")
     dtype = desc if status == "ok" and isinstance(desc, str) else None
     if inplace and isinstance(a, TensorType) and a.dtype is not None and status != "failed":
@@ -609,6 +610,14 @@ def _tensor_binary(op: str, a: Type, b: Type, inplace: bool) -> CallInfo:
     return CallInfo(
         TensorType(dtype, None, device), aten, (0,) if inplace else (), False, 0 if inplace else None
     )
+
+
+def _rejected(status: str, cpu_rejected: bool, operands: list[Type]) -> bool:
+    """Torch rejects the operation: every placeholder failed, or, for tensors known to live on
+    the CPU, every CPU kernel refused (meta kernels skip some dtype checks)."""
+    if status == "failed":
+        return True
+    return cpu_rejected and tensor_devices(operands) == "cpu"
 
 
 def binary_result_type(op: str, a: Type, b: Type) -> Type:
@@ -629,8 +638,8 @@ def resolve_unary(op: str, t: Type) -> CallInfo:
                              "check `x is not None` first")
     if isinstance(t, TensorType):
         fn = _UNARY_FN[op]
-        status, desc, error = dt.infer_status(dt.keyed(lambda x, k: fn(x[0]), ("unary", op)), [t], {}, {})
-        if status == "failed" and t.dtype is not None:
+        status, desc, error, cpu_rejected = dt.infer_status(dt.keyed(lambda x, k: fn(x[0]), ("unary", op)), [t], {}, {})
+        if t.dtype is not None and _rejected(status, cpu_rejected, [t]):
             raise SignatureError(f"bad operand type for unary {op}: {t}: {error}")
         dtype = desc if status == "ok" and isinstance(desc, str) else None
         return CallInfo(TensorType(dtype, None, t.device), _UNARY_ATEN[op], (), False, None)

@@ -465,6 +465,8 @@ CASES: list[tuple] = [
     ("m", "to", lambda: [x23()], lambda: {"dtype": torch.bfloat16, "non_blocking": True}, (), False),
     ("m", "to", lambda: [x23(), torch.float32], lambda: {"copy": True}, (), False),
     ("m", "to", lambda: [x23(), torch.float32], dict, (), False),
+    ("m", "to", lambda: [x23(), 1.5], dict, (), False),  # a number stands for a float64 tensor
+    ("m", "to", lambda: [i23(), True], dict, (), False),
     ("m", "type_as", lambda: [i23(), x23()], dict, (), False),
     ("m", "type", lambda: [i23()], dict, (), False),
     ("m", "type", lambda: [i23(), torch.float64], dict, (), False),
@@ -773,7 +775,7 @@ BAD: list[tuple] = [
     ("f", "torch.nn.functional.relu", lambda: [x23()], lambda: {"inplac": True}, "inplac"),
     ("f", "torch.tanh", lambda: [x23(), x23()], dict, "positional"),
     ("f", "torch.tanh", lambda: ["s"], dict, "must be"),
-    ("f", "torch.add", lambda: [x23(), "s"], dict, "no overload"),
+    ("f", "torch.add", lambda: [x23(), "s"], dict, "must be"),
     ("f", "torch.add", lambda: [x23(), x23()], lambda: {"out": x23()}, "out="),
     ("f", "torch.cat", lambda: [x23()], dict, "cat"),
     ("f", "torch.maximum", lambda: [x23(), 1], dict, "other"),
@@ -798,9 +800,9 @@ BAD: list[tuple] = [
     ("m", "nope", lambda: [x23()], dict, "no method"),
     ("m", "add", lambda: [x23(), x23()], lambda: {"out": x23()}, "out="),
     ("m", "masked_fill", lambda: [x23(), b23()], dict, "missing"),
-    ("m", "to", lambda: [x23(), 1.5], dict, "no overload"),
     ("m", "float", lambda: [x23(), 1], dict, "positional"),
-    ("m", "sum", lambda: [x23()], lambda: {"dim": 1.5}, "no overload"),
+    ("m", "sum", lambda: [x23()], lambda: {"dim": 1.5}, "must be"),
+    ("m", "to", lambda: [x23(), "s", 1.5], dict, "must be"),
 ]
 
 
@@ -813,7 +815,8 @@ def test_rejections(case: tuple) -> None:
     message = str(info.value)
     assert "\n" not in message and fragment in message, message
     assert info.value.hint is None or "\n" not in info.value.hint
-    if name not in ("torch.finfo", "torch.manual_seed") and "out" not in kwargs:
+    policy = ("torch.finfo", "torch.manual_seed", "tolist", "numpy")  # torch runs these; we refuse them
+    if name not in policy and "out" not in kwargs:
         with pytest.raises((TypeError, RuntimeError, AttributeError, ValueError)):
             run_real(kind, name, args, kwargs)
 
@@ -847,8 +850,10 @@ def test_optional_and_any_arguments() -> None:
         resolve_function("torch.tanh", [OptionalType(F32)], {})
     # A dynamic value fits any parameter; when it makes overloads tie, the result is joined.
     r = resolve_function("torch.max", [F32, ANY], {})
-    assert r.aten is None and r.result == ANY
-    assert resolve_method("view", F32, [ANY], {}).aten == "aten::view"
+    assert r.aten is None and r.result == ANY  # max.other (Tensor) or max.dim (tuple)
+    r = resolve_method("view", F32, [ANY], {})  # view(size) or view(dtype)
+    assert r.aten is None and r.result == TensorType() and r.alias_of == 0
+    assert resolve_method("view", F32, [ANY, INT], {}).aten == "aten::view"
     assert resolve_method("anything", ANY, [INT], {}).result == ANY
 
 
@@ -893,7 +898,11 @@ def test_binary_operators_match_torch(op: str, a: tuple, b: tuple, forget_dtype:
     tx = forget(ir_type(x), forget_dtype, forget_rank)
     ty = forget(ir_type(y), forget_dtype, forget_rank)
     if error is not None:
-        if not forget_dtype and not forget_rank:
+        # Type errors are compile errors. A missing CPU kernel ("not implemented for 'Bool'") is
+        # the device's business: the compiler may accept the call.
+        # Errors that depend on values (x ** -1 on integers) are not type errors either.
+        value_dependent = "negative integer powers" in str(error) or isinstance(error, ZeroDivisionError)
+        if not forget_dtype and not forget_rank and "not implemented for" not in str(error) and not value_dependent:
             with pytest.raises(SignatureError):
                 resolve_binary(op, tx, ty)
         return
@@ -917,9 +926,10 @@ def test_inplace_operators_match_torch(op: str, a: tuple, b: tuple) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             real = fn(x, y)
-    except (RuntimeError, TypeError, ValueError, ZeroDivisionError):
-        with pytest.raises(SignatureError):
-            resolve_binary(op, ir_type(x), ir_type(y), inplace=True)
+    except (RuntimeError, TypeError, ValueError, ZeroDivisionError) as e:
+        if "negative integer powers" not in str(e) and not isinstance(e, ZeroDivisionError):
+            with pytest.raises(SignatureError):
+                resolve_binary(op, ir_type(x), ir_type(y), inplace=True)
         return
     info = resolve_binary(op, ir_type(x), ir_type(y), inplace=True)
     check_type(real, info.result)
@@ -936,10 +946,12 @@ def test_python_scalar_operators(op: str) -> None:
             try:
                 real = PYFN[op](x, y)
                 error = None
-            except ZeroDivisionError:
-                continue
+            except (ZeroDivisionError, ValueError, OverflowError):
+                continue  # run-time value errors (negative shift count)
             except TypeError as e:
                 error = e
+            if error is not None and isinstance(x, str) and op == "%":
+                continue  # "ab" % 3 fails or not depending on the format string's value
             if error is not None:
                 with pytest.raises(SignatureError):
                     binary_result_type(op, ir_type(x), ir_type(y))
@@ -948,6 +960,10 @@ def test_python_scalar_operators(op: str) -> None:
             if op == "**" and isinstance(x, int) and isinstance(y, int) and y < 0:
                 # int ** int is typed int (the exponent's sign is not known): documented exception.
                 assert t == INT
+                continue
+            if op == "**" and isinstance(real, complex):
+                # negative ** fractional is complex in Python; typed float: documented exception.
+                assert t == FLOAT
                 continue
             check_type(real, t, f"{x!r} {op} {y!r}")
 
@@ -960,8 +976,11 @@ def test_operator_rejections() -> None:
         binary_result_type("@", F32, FLOAT)
     with pytest.raises(SignatureError):
         binary_result_type("+", OptionalType(F32), F32)
+    cpu_f32 = TensorType("float32", (None,), "cpu")
     with pytest.raises(SignatureError):
-        binary_result_type("&", TensorType("float32", (None,)), TensorType("float32", (None,)))
+        binary_result_type("&", cpu_f32, cpu_f32)
+    with pytest.raises(SignatureError):
+        unary_result_type("-", TensorType("bool", (2,), "cpu"))
     with pytest.raises(SignatureError):
         binary_result_type("+", NONE, INT)
     assert binary_result_type("==", F32, NONE) == BOOL
@@ -1061,10 +1080,15 @@ BINDING_FUNCTIONS = [
 ]
 
 
-def _parser_accepts(kind: str, name: str, args: list, kwargs: dict) -> bool:
-    """Whether torch's argument parser binds the call (later value errors still count as bound)."""
+def _parser_accepts(kind: str, name: str, args: list, kwargs: dict) -> bool | None:
+    """Whether torch's argument parser binds the call (later value errors still count as bound);
+    None for torch's deprecated signatures (x.add(1, y): alpha before other), which we reject."""
     try:
-        run_real(kind, name, args, kwargs)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            getattr(args[0], name)(*args[1:], **kwargs) if kind == "m" else run_real(kind, name, args, kwargs)
+        if any("deprecated" in str(w.message) for w in caught):
+            return None
     except TypeError as e:
         text = str(e)
         # A TypeError raised after binding (e.g. from the kernel) still means "bound".
@@ -1086,6 +1110,8 @@ def test_binding_matches_torch_argument_parser(target: tuple, codes: list, kw: t
         args = [torch.ones(2, 3)] + args
     kwargs = {kw[0]: ARG_VALUES[kw[1]]()} if kw else {}
     accepted_by_torch = _parser_accepts(kind, name, list(args), dict(kwargs))
+    if accepted_by_torch is None:
+        return
     try:
         resolve(kind, name, args, kwargs)
         ours = True
