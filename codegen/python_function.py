@@ -114,8 +114,8 @@ class FunctionEmitter:
             between = block.ops[index[op] + 1: index[user]]
             ok = True
             for other in between:
-                if self._folds_into(other, user):
-                    continue
+                if self._folds_into(other, user) or isinstance(other, (ops.ConstantOp, ops.UninitializedOp)):
+                    continue  # literals print where they are used and evaluate to themselves
                 if not (is_effect_free(other) and is_effect_free(op)):
                     ok = False
                     break
@@ -123,15 +123,13 @@ class FunctionEmitter:
                 self.folded.add(op)
 
     def _foldable(self, op: Operation) -> bool:
-        if len(op.results) != 1 or isinstance(op, (ops.InplaceOp, ops.UnpackOp)):
+        if len(op.results) != 1 or isinstance(op, (ops.InplaceOp, ops.UnpackOp, ops.ConstantOp, ops.UninitializedOp)):
             return False
         if op.regions and not self._is_expression_if(op):
             return False
         uses = op.results[0].uses
         if op.results[0].name is not None and not isinstance(op, ops.ConstantOp):
             return False  # a value the source names keeps its own statement
-        if isinstance(op, (ops.ConstantOp, ops.UninitializedOp)):
-            return len(uses) >= 1 and all(u.op.parent is op.parent for u in uses) and len(uses) == 1
         return len(uses) == 1
 
     def _is_expression_if(self, op: Operation) -> bool:
@@ -160,8 +158,38 @@ class FunctionEmitter:
     # -- names ----------------------------------------------------------------------------------
     def name_of(self, value: Value, hint: str | None = None) -> str:
         if value not in self.var:
-            self.var[value] = self.names.take(value.name or hint or "tmp")
+            name = value.name or hint or "tmp"
+            if value.name and self._can_reuse(value, name):
+                self.var[value] = name
+            else:
+                self.var[value] = self.names.take(name)
         return self.var[value]
+
+    def _can_reuse(self, value: Value, name: str) -> bool:
+        """`q = q.view(...)`: a new value may take the name of older ones that nobody reads
+        after it is defined (reads folded into later statements count where they print)."""
+        op = value.owner
+        if not isinstance(op, Operation) or op.parent is None:
+            return False
+        block = op.parent
+        holders = [w for w, n in self.var.items() if n == name]
+        if not holders:
+            return False
+        position = block.ops.index(op)
+        for w in holders:
+            for use in w.uses:
+                user = self._printed_at(use.op)
+                while user is not None and user.parent is not block:
+                    user = user.parent_op()
+                if user is None or block.ops.index(user) > position:
+                    return False
+        return True
+
+    def _printed_at(self, op: Operation) -> Operation:
+        """The statement an op is printed in (itself, or the user it folds into)."""
+        while op in self.folded:
+            op = op.results[0].uses[0].op
+        return op
 
     def share(self, value: Value, name: str) -> None:
         self.var.setdefault(value, name)
@@ -211,10 +239,50 @@ class FunctionEmitter:
         self.w.line(f"# {PurePath(loc.file).name}:{loc.line}  {text}")
 
     def block(self, block: Block) -> None:
+        skip: set[Operation] = set()
         for op in block.ops:
-            if op in self.folded:
+            if op in self.folded or op in skip or isinstance(op, (ops.ConstantOp, ops.UninitializedOp)):
+                continue
+            sugared = self.augmented_assignment(op, block)
+            if sugared:
+                skip.update(sugared)
                 continue
             self.statement(op)
+
+    def augmented_assignment(self, op: Operation, block: Block) -> list[Operation]:
+        """`y[i] += v` and `self.count += 1` were lowered to read, update in place, (write
+        back); print them as the one statement they came from. Returns the ops printed."""
+        if not isinstance(op, (ops.IndexOp, ops.GetAttrOp)) or len(op.result.uses) != 1:
+            return []
+        update = op.result.uses[0].op
+        if not isinstance(update, ops.InplaceOp) or update.parent is not block or op.result.uses[0].index != 0:
+            return []
+        if self._next_statement(op, block) is not update:
+            return []
+        rhs = self.expr(update.operands[1]).text
+        if isinstance(op, ops.GetAttrOp):
+            if update.result.uses:
+                return []
+            self.source_comment(update)
+            self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.{op.attributes['attr']} {update.attributes['op']}= {rhs}")
+            return [op, update]
+        if len(update.result.uses) != 1:
+            return []
+        put = update.result.uses[0].op
+        if not (isinstance(put, ops.IndexPutOp) and put.operands[:-1] == op.operands
+                and put.attributes["items"] == op.attributes["items"] and self._next_statement(update, block) is put):
+            return []
+        self.source_comment(update)
+        self.w.line(f"{self.index_text(op)} {update.attributes['op']}= {rhs}")
+        return [op, update, put]
+
+    def _next_statement(self, op: Operation, block: Block) -> Operation | None:
+        """The next op of `block` after `op` that prints as a statement of its own."""
+        for other in block.ops[block.ops.index(op) + 1:]:
+            if other in self.folded or isinstance(other, (ops.ConstantOp, ops.UninitializedOp)):
+                continue
+            return other
+        return None
 
     @contextmanager
     def suite(self) -> Iterator[None]:
@@ -479,7 +547,7 @@ class FunctionEmitter:
     # -- expressions ----------------------------------------------------------------------------
     def expr(self, value: Value, min_prec: int = 0) -> Expr:
         owner = value.owner
-        if isinstance(owner, Operation) and owner in self.folded:
+        if isinstance(owner, Operation) and (owner in self.folded or isinstance(owner, (ops.ConstantOp, ops.UninitializedOp))):
             e = self.op_expr(owner)
         elif value in self.var:
             e = Expr(self.var[value], PREC["atom"])

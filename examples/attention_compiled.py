@@ -24,24 +24,24 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     # attention.py:24  q, k, v = self.qkv(x).split(C, dim=2)
     q, k, v = self.qkv(x).split(C, dim=2)
     # attention.py:25  q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    q_1 = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+    q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     # attention.py:26  k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    k_1 = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+    k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     # attention.py:27  v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    v_1 = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+    v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     # attention.py:29  scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    scores = q_1 @ k_1.transpose(-2, -1) / math.sqrt(self.head_dim)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
     # attention.py:30  scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
-    scores_1 = scores.masked_fill(self.mask[:T, :T] == 0, -math.inf)
+    scores = scores.masked_fill(self.mask[:T, :T] == 0, -math.inf)
     # attention.py:31  weights = F.softmax(scores, dim=-1)
-    weights = F.softmax(scores_1, dim=-1)
+    weights = F.softmax(scores, dim=-1)
     # attention.py:32  weights = self.dropout(weights)
-    weights_1 = self.dropout(weights)
+    weights = self.dropout(weights)
     # attention.py:34  y = weights @ v
-    y = weights_1 @ v_1
+    y = weights @ v
     # attention.py:35  y = y.transpose(1, 2).contiguous().view(B, T, C)
-    y_1 = y.transpose(1, 2).contiguous().view(B, T, C)
-    return self.proj(y_1)
+    y = y.transpose(1, 2).contiguous().view(B, T, C)
+    return self.proj(y)
 
 
 COMPILED = {

@@ -32,10 +32,7 @@ def indexing(x: Tensor, acc: Tensor, threshold: float = 0.5) -> tuple[Tensor, Te
     # indexing.py:19  y[:, :4] = last[:, None]
     y[:, :4] = last[:, None]
     # indexing.py:20  y[0] += 1.0
-    tmp = 0
-    tmp_1 = y[tmp]
-    tmp_1 += 1.0
-    y[tmp] = tmp_1
+    y[0] += 1.0
     # indexing.py:23  acc.mul_(2)
     acc.mul_(2)
     # indexing.py:24  acc += evens.sum(dim=1, keepdim=True)

@@ -27,17 +27,17 @@ def LSTM_forward(self, x: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor,
         # lstm_cell.py:21  i, f, g, o = gates.chunk(4, dim=1)
         i, f, g, o = gates.chunk(4, dim=1)
         # lstm_cell.py:22  i = torch.sigmoid(i)
-        i_1 = torch.sigmoid(i)
+        i = torch.sigmoid(i)
         # lstm_cell.py:23  f = torch.sigmoid(f)
-        f_1 = torch.sigmoid(f)
+        f = torch.sigmoid(f)
         # lstm_cell.py:24  g = torch.tanh(g)
-        g_1 = torch.tanh(g)
+        g = torch.tanh(g)
         # lstm_cell.py:25  o = torch.sigmoid(o)
-        o_1 = torch.sigmoid(o)
+        o = torch.sigmoid(o)
         # lstm_cell.py:26  c = f * c + i * g
-        c = f_1 * c + i_1 * g_1
+        c = f * c + i * g
         # lstm_cell.py:27  h = o * torch.tanh(c)
-        h = o_1 * torch.tanh(c)
+        h = o * torch.tanh(c)
         # lstm_cell.py:28  outputs.append(h)
         outputs.append(h)
     return torch.stack(outputs), (h, c)

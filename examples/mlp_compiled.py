@@ -20,8 +20,8 @@ def MLP_forward(self, x: Tensor) -> Tensor:
     # mlp.py:18  h = F.gelu(self.fc1(x))
     h = F.gelu(self.fc1(x))
     # mlp.py:19  h = self.fc2(h)
-    h_1 = self.fc2(h)
-    return self.norm(x + h_1)
+    h = self.fc2(h)
+    return self.norm(x + h)
 
 
 COMPILED = {

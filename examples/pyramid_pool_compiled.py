@@ -20,17 +20,17 @@ def pyramid_pool(x: Tensor, sizes: list[int], pad: tuple[int, int] = (0, 0)) -> 
     # pyramid_pool.py:12  left, right = pad
     left, right = pad
     # pyramid_pool.py:13  x = F.pad(x, (left, right))
-    x_1 = F.pad(x, (left, right))
+    x = F.pad(x, (left, right))
     # pyramid_pool.py:14  length = x.size(-1)
-    length = x_1.size(-1)
+    length = x.size(-1)
     # pyramid_pool.py:15  pooled: list[Tensor] = []
     pooled = []
     # pyramid_pool.py:16  for size in sizes:
     for size in sizes:
         # pyramid_pool.py:17  size = max(1, min(size, length))
-        size_1 = max(1, min(size, length))
+        size = max(1, min(size, length))
         # pyramid_pool.py:18  pooled.append(F.adaptive_avg_pool1d(x, size))
-        pooled.append(F.adaptive_avg_pool1d(x_1, size_1))
+        pooled.append(F.adaptive_avg_pool1d(x, size))
     return torch.cat(pooled, dim=-1), len(pooled)
 
 

@@ -19,13 +19,13 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     # residual_block.py:29  out = self.conv1(x)
     out = self.conv1(x)
     # residual_block.py:30  out = self.bn1(out)
-    out_1 = self.bn1(out)
+    out = self.bn1(out)
     # residual_block.py:31  out = self.relu(out)
-    out_2 = self.relu(out_1)
+    out = self.relu(out)
     # residual_block.py:33  out = self.conv2(out)
-    out_3 = self.conv2(out_2)
+    out = self.conv2(out)
     # residual_block.py:34  out = self.bn2(out)
-    out_4 = self.bn2(out_3)
+    out = self.bn2(out)
     # residual_block.py:36  if self.downsample is not None:
     if self.downsample is not None:
         # residual_block.py:37  identity = self.downsample(x)
@@ -33,10 +33,10 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     else:
         identity = x
     # residual_block.py:39  out += identity
-    out_4 += identity
+    out += identity
     # residual_block.py:40  out = self.relu(out)
-    out_5 = self.relu(out_4)
-    return out_5
+    out = self.relu(out)
+    return out
 
 
 def ResNetStage_forward(self, x: Tensor) -> Tensor:

@@ -27,8 +27,7 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
         # running_stats.py:24  self.var.lerp_(batch_var, self.momentum)
         self.var.lerp_(batch_var, self.momentum)
         # running_stats.py:25  self.count += 1
-        tmp = self.count
-        tmp += 1
+        self.count += 1
     return (x - self.mean) / torch.sqrt(self.var + self.eps)
 
 

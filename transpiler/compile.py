@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import libcst as cst
 import torch
 
 from codegen.module import Header, emit_module
@@ -14,6 +15,7 @@ from ir.core import Program
 from ir.passes import run_pipeline
 from runtime.loader import VERSION
 from runtime.source_hash import source_hash
+from transpiler.check import CheckResult, check_file
 from transpiler.classinfo import ClassInfo
 from transpiler.context import FileContext
 from transpiler.diagnostics import CompileError, Diagnostic, UserError
@@ -37,6 +39,9 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     """Lower the file's @script objects (and what they call) to IR. Raises CompileError with
     every diagnostic found."""
     targets = source.targets() if targets is None else targets
+    # The check pass reports every unsupported construct at once; a function it rejected is not
+    # lowered, so its errors are not reported twice.
+    check = check_file(source, targets)
     ctx = FileContext(source, {t.name for t in targets})
     if instance_classes:
         ctx.classes.update(instance_classes)
@@ -50,8 +55,12 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                 if "forward" not in info.methods:
                     raise UserError(f"`{target.name}` has no forward method to compile",
                                     source.loc(target.node.name), "define forward(self, ...)")
+                if check.has_errors(info.methods["forward"]):
+                    continue
                 entries[f"{target.name}.forward"] = ctx.method_signature(info, "forward").sym_name
             else:
+                if isinstance(target.node, cst.FunctionDef) and check.has_errors(target.node):
+                    continue
                 sig = ctx.function_signature(target.name)
                 assert sig is not None
                 entries[target.name] = sig.sym_name
@@ -62,14 +71,30 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     while done < len(ctx.worklist):
         pending = ctx.worklist[done]
         done += 1
+        if check.has_errors(pending.node):
+            continue
         try:
             funcs.append(FunctionLowerer(ctx, pending.node, pending.sig, pending.class_info).lower())
         except UserError as e:
             diagnostics.append(e.diagnostic)
-    if diagnostics:
-        raise CompileError(sorted(diagnostics, key=lambda d: (d.loc.line, d.loc.col)), {source.display: source.lines})
+    if diagnostics or check.diagnostics:
+        raise CompileError(merge_diagnostics(check, diagnostics, source), {source.display: source.lines})
     funcs.sort(key=lambda f: (f.loc.line, f.loc.col) if f.loc else (0, 0))
     return Program(source.display, funcs), entries
+
+
+def merge_diagnostics(check: CheckResult, lowering: list[Diagnostic], source: SourceFile) -> list[Diagnostic]:
+    """The check's diagnostics and lowering's, sorted by position. Lowering's inside a function
+    the check rejected (a caller asking for its signature) would repeat or precede the check's
+    report on it, so they are left out; so are exact duplicates."""
+    rejected = [source.loc(f) for f in check.failed]
+
+    def inside_rejected(d: Diagnostic) -> bool:
+        return any((r.line, r.col) <= (d.loc.line, d.loc.col) <= (r.end_line, r.end_col) for r in rejected)
+
+    merged = list(check.diagnostics) + [d for d in lowering if not inside_rejected(d)]
+    unique = list(dict.fromkeys(merged))
+    return sorted(unique, key=lambda d: (d.loc.line, d.loc.col, d.loc.end_line, d.loc.end_col))
 
 
 def compile_source(

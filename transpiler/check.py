@@ -1,0 +1,224 @@
+"""The check pass: every construct outside the compiled subset, reported before lowering.
+
+Lowering stops at the first error of a function; this pass walks every function that will be
+compiled with one read-only visitor and reports all unsupported syntax at once, each with the span
+of the construct and what to write instead. Semantic errors (types, unknown names, bindings) are
+lowering's business; this pass only looks at the shape of the code.
+
+Which functions are compiled: every @script function, and for every @script class its `forward`
+and the methods that code reaches through `self.<method>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import PositionProvider, QualifiedNameProvider
+
+from ir.core import Loc
+from transpiler.diagnostics import Diagnostic
+from transpiler.source import SCRIPT_NAMES, SourceFile, Target, is_literal, literal_value
+
+# Statements rejected wherever they appear in a compiled function: (message, hint).
+STATEMENTS: dict[type, tuple[str, str]] = {
+    cst.Try: ("try statements are not supported", "move error handling outside the compiled code"),
+    cst.TryStar: ("try statements are not supported", "move error handling outside the compiled code"),
+    cst.With: ("with statements are not supported",
+               "move the context manager outside the compiled code (e.g. call the model under torch.no_grad())"),
+    cst.Raise: ("raise statements are not supported", "validate inputs outside the compiled code"),
+    cst.Assert: ("assert statements are not supported", "check inputs before calling the model"),
+    cst.Global: ("global statements are not supported", "pass the value as an argument, or keep it on self"),
+    cst.Nonlocal: ("nonlocal statements are not supported", "pass the value as an argument and return the result"),
+    cst.Del: ("del statements are not supported", "let the name go out of use (or assign None to it)"),
+    cst.Import: ("imports inside compiled functions are not supported", "import at module level"),
+    cst.ImportFrom: ("imports inside compiled functions are not supported", "import at module level"),
+    cst.Match: ("match statements are not supported", "use if/elif/else"),
+    cst.TypeAlias: ("type alias statements are not supported", "define the alias at module level"),
+}
+
+# Expressions rejected wherever they appear; the pass does not look inside them.
+EXPRESSIONS: dict[type, tuple[str, str]] = {
+    cst.Lambda: ("lambda expressions are not supported", "define a module-level function decorated with @script"),
+    cst.ListComp: ("list comprehensions are not supported", "write a for loop that appends to a list"),
+    cst.SetComp: ("set comprehensions are not supported", "compiled code has no sets; use a list and a for loop"),
+    cst.DictComp: ("dict comprehensions are not supported",
+                   "compiled code has no dicts; use a list or a tuple, or separate values"),
+    cst.GeneratorExp: ("generator expressions are not supported",
+                       "write a for loop (e.g. accumulate a sum in a variable)"),
+    cst.Dict: ("dict displays are not supported", "return a tuple, or pass the values as separate arguments"),
+    cst.Set: ("set displays are not supported", "use a list or a tuple; `x in (a, b)` works for tests"),
+    cst.FormattedString: ("f-strings are not supported",
+                          "compiled code cannot build strings; compute values and format them outside"),
+    cst.StarredElement: ("starred expressions (`*x`) are not supported",
+                         "list the elements one by one, or index the sequence"),
+    cst.Await: ("await is not supported", "compiled functions are synchronous; await outside the model"),
+    cst.Yield: ("yield is not supported: compiled functions cannot be generators",
+                "build a list in a for loop and return it"),
+    cst.NamedExpr: ("assignment expressions (:=) are not supported", "assign to the name in a statement before"),
+    cst.Imaginary: ("complex literals are not supported", "build complex tensors with torch.complex(real, imag)"),
+}
+
+DECORATOR_HINTS = {
+    "builtins.property": "make it a method and call it: self.{name}()",
+    "builtins.staticmethod": "make it a method taking self, or a module-level function decorated with @script",
+    "builtins.classmethod": "make it a method taking self, or a module-level function decorated with @script",
+}
+
+
+@dataclass
+class CheckResult:
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    failed: list[cst.FunctionDef] = field(default_factory=list)  # functions with at least one diagnostic
+
+    def has_errors(self, node: cst.FunctionDef) -> bool:
+        return any(f is node for f in self.failed)
+
+
+def check_file(source: SourceFile, targets: list[Target]) -> CheckResult:
+    """Report every unsupported construct in the functions that `targets` compile."""
+    functions = compiled_functions(source, targets)
+    checker = SubsetChecker(source.display, functions)
+    source.wrapper.visit(checker)
+    return CheckResult(checker.diagnostics, [f for f in functions if f in checker.failed])
+
+
+def compiled_functions(source: SourceFile, targets: list[Target]) -> dict[cst.FunctionDef, bool]:
+    """The functions lowering will compile, each mapped to whether it is a method."""
+    found: dict[cst.FunctionDef, bool] = {}
+    for target in targets:
+        if isinstance(target.node, cst.FunctionDef):
+            found[target.node] = False
+            continue
+        methods = {s.name.value: s for s in target.node.body.body if isinstance(s, cst.FunctionDef)}
+        pending = [methods["forward"]] if "forward" in methods else []
+        while pending:
+            method = pending.pop()
+            if method in found:
+                continue
+            found[method] = True
+            pending.extend(methods[name] for name in _self_attributes(method) if name in methods and name != "__init__")
+    return found
+
+
+def _self_attributes(func: cst.FunctionDef) -> list[str]:
+    """Names of `self.<name>` in a function body, in source order."""
+    names: list[str] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if isinstance(node.value, cst.Name) and node.value.value == "self":
+                names.append(node.attr.value)
+
+    func.body.visit(Finder())
+    return names
+
+
+class SubsetChecker(cst.CSTVisitor):
+    """Read-only visitor over the whole module that reports, inside the functions to compile,
+    every construct lowering does not support."""
+
+    METADATA_DEPENDENCIES = (PositionProvider, QualifiedNameProvider)
+
+    def __init__(self, display: str, functions: dict[cst.FunctionDef, bool]) -> None:
+        super().__init__()
+        self.display = display
+        self.functions = functions
+        self.diagnostics: list[Diagnostic] = []
+        self.failed: set[cst.FunctionDef] = set()
+        self.current: cst.FunctionDef | None = None
+
+    # -- reporting ------------------------------------------------------------------------------
+    def loc(self, node: cst.CSTNode) -> Loc:
+        pos = self.get_metadata(PositionProvider, node)
+        return Loc(self.display, pos.start.line, pos.start.column, pos.end.line, pos.end.column)
+
+    def report(self, node: cst.CSTNode, message: str, hint: str | None) -> None:
+        assert self.current is not None
+        loc = self.loc(node)
+        if isinstance(node, (cst.ParamSlash, cst.ParamStar)):  # their span runs on over the comma
+            loc = Loc(loc.file, loc.line, loc.col, loc.line, loc.col + 1)
+        self.diagnostics.append(Diagnostic(message, loc, hint))
+        self.failed.add(self.current)
+
+    # -- traversal ------------------------------------------------------------------------------
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.current is None:
+            if isinstance(node, cst.FunctionDef) and node in self.functions:
+                self.current = node
+                self.check_definition(node, self.functions[node])
+            return True
+        if isinstance(node, (cst.Decorator, cst.Parameters, cst.Annotation)):
+            return False  # checked by check_definition; annotations are lowering's business
+        kind = type(node)
+        if kind in EXPRESSIONS:
+            self.report(node, *EXPRESSIONS[kind])
+            return False
+        if kind in STATEMENTS:
+            self.report(node, *STATEMENTS[kind])
+            return kind is not cst.Import and kind is not cst.ImportFrom
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            what = "function" if isinstance(node, cst.FunctionDef) else "class"
+            self.report(node.name, f"nested {what} definitions are not supported",
+                        f"define `{node.name.value}` at module level"
+                        + (" and decorate it with @script" if what == "function" else ""))
+            return False
+        self.check_node(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if original_node is self.current:
+            self.current = None
+
+    # -- rules ----------------------------------------------------------------------------------
+    def check_node(self, node: cst.CSTNode) -> None:
+        if isinstance(node, (cst.For, cst.While)):
+            if node.orelse is not None:
+                loop = "for" if isinstance(node, cst.For) else "while"
+                self.report(node.orelse, f"`else` on a {loop} loop is not supported",
+                            "set a flag before the loop, clear it where you break, and test it after the loop")
+            if isinstance(node, cst.For) and node.asynchronous is not None:
+                self.report(node.asynchronous, "async for loops are not supported", "use a plain for loop")
+        elif isinstance(node, cst.Arg) and node.star:
+            self.report(node, f"`{node.star}` arguments in a call are not supported",
+                        "pass the arguments one by one")
+        elif isinstance(node, cst.SimpleString) and "b" in node.prefix.lower():
+            self.report(node, "byte strings are not supported", "use a str, or a uint8 tensor for raw bytes")
+        elif isinstance(node, cst.AnnAssign) and node.value is None:
+            self.report(node, "a declaration without a value is not supported",
+                        f"assign a value: `{_code(node.target)}: ... = <value>`")
+
+    def check_definition(self, func: cst.FunctionDef, is_method: bool) -> None:
+        what = "method" if is_method else "function"
+        if func.asynchronous is not None:
+            self.report(func.asynchronous, f"async {what}s cannot be compiled", "remove `async`")
+        for deco in func.decorators:
+            expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+            found = self.get_metadata(QualifiedNameProvider, expr, set())
+            names = {q.name for q in (found() if callable(found) else found)}
+            if not is_method and names & SCRIPT_NAMES:
+                continue
+            known = sorted(names & DECORATOR_HINTS.keys())
+            hint = (DECORATOR_HINTS[known[0]].format(name=func.name.value) if known
+                    else "remove it; compiled code does not apply decorators")
+            self.report(deco, f"decorator `@{_code(deco.decorator)}` on a compiled {what} is not supported", hint)
+        params = func.params
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.report(star, f"`{star.star}{star.name.value}` parameters are not supported",
+                            "declare each parameter with its type")
+        if params.posonly_params:
+            self.report(params.posonly_ind if isinstance(params.posonly_ind, cst.ParamSlash) else params.posonly_params[0],
+                        "positional-only parameters are not supported", "remove the `/` and use ordinary parameters")
+        if params.kwonly_params:
+            marker = params.star_arg if isinstance(params.star_arg, cst.ParamStar) else params.kwonly_params[0]
+            self.report(marker, "keyword-only parameters are not supported",
+                        "remove the `*` and use ordinary parameters")
+        for p in [*params.posonly_params, *params.params, *params.kwonly_params]:
+            if p.default is not None and not is_literal(literal_value(p.default)):
+                self.report(p.default, "default values must be literals",
+                            "use None as the default and compute the value in the body")
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
