@@ -41,6 +41,7 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     y = weights @ v
     # attention.py:35  y = y.transpose(1, 2).contiguous().view(B, T, C)
     y = y.transpose(1, 2).contiguous().view(B, T, C)
+    # attention.py:36  return self.proj(y)
     return self.proj(y)
 
 

@@ -16,6 +16,7 @@ TORCH_VERSION = "2.13"
 
 def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    # conv_bn_relu.py:18  return self.relu(self.bn(self.conv(x)))
     return self.relu(self.bn(self.conv(x)))
 
 

@@ -39,6 +39,7 @@ def indexing(x: Tensor, acc: Tensor, threshold: float = 0.5) -> tuple[Tensor, Te
     acc += evens.sum(dim=1, keepdim=True)
     # indexing.py:25  acc[:, 0] = 0.0
     acc[:, 0] = 0.0
+    # indexing.py:27  return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
     return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
 
 

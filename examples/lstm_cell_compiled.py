@@ -40,6 +40,7 @@ def LSTM_forward(self, x: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor,
         h = o * torch.tanh(c)
         # lstm_cell.py:28  outputs.append(h)
         outputs.append(h)
+    # lstm_cell.py:29  return torch.stack(outputs), (h, c)
     return torch.stack(outputs), (h, c)
 
 

@@ -21,6 +21,7 @@ def MLP_forward(self, x: Tensor) -> Tensor:
     h = F.gelu(self.fc1(x))
     # mlp.py:19  h = self.fc2(h)
     h = self.fc2(h)
+    # mlp.py:20  return self.norm(x + h)
     return self.norm(x + h)
 
 

@@ -17,6 +17,7 @@ TORCH_VERSION = "2.13"
 
 def Block_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    # module_list.py:17  return F.silu(self.fc(self.norm(x)))
     return F.silu(self.fc(self.norm(x)))
 
 
@@ -26,6 +27,7 @@ def Stack_forward(self, x: Tensor) -> Tensor:
     for layer in self.layers:
         # module_list.py:30  x = x + self.residual_scale * layer(x)
         x = x + self.residual_scale * layer(x)
+    # module_list.py:31  return self.head(x)
     return self.head(x)
 
 

@@ -43,6 +43,7 @@ def MaskedPool_forward(self, x: Tensor, mask: Optional[Tensor] = None, reduction
     if temperature is not None:
         # optional_args.py:35  out = out / temperature
         out = out / temperature
+    # optional_args.py:36  return out
     return out
 
 

@@ -31,6 +31,7 @@ def pyramid_pool(x: Tensor, sizes: list[int], pad: tuple[int, int] = (0, 0)) -> 
         size = max(1, min(size, length))
         # pyramid_pool.py:18  pooled.append(F.adaptive_avg_pool1d(x, size))
         pooled.append(F.adaptive_avg_pool1d(x, size))
+    # pyramid_pool.py:19  return torch.cat(pooled, dim=-1), len(pooled)
     return torch.cat(pooled, dim=-1), len(pooled)
 
 

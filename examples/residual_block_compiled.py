@@ -36,11 +36,13 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     out += identity
     # residual_block.py:40  out = self.relu(out)
     out = self.relu(out)
+    # residual_block.py:41  return out
     return out
 
 
 def ResNetStage_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    # residual_block.py:54  return self.block2(self.block1(x))
     return self.block2(self.block1(x))
 
 

@@ -19,6 +19,7 @@ def MyCell_forward(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
     _guards.check_tensor(h, "h")
     # rnn_cell.py:15  new_h = torch.tanh(self.linear(x) + h)
     new_h = torch.tanh(self.linear(x) + h)
+    # rnn_cell.py:16  return new_h, new_h
     return new_h, new_h
 
 

@@ -28,6 +28,7 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
         self.var.lerp_(batch_var, self.momentum)
         # running_stats.py:25  self.count += 1
         self.count += 1
+    # running_stats.py:26  return (x - self.mean) / torch.sqrt(self.var + self.eps)
     return (x - self.mean) / torch.sqrt(self.var + self.eps)
 
 

@@ -67,6 +67,7 @@ def shrink_until(x: Tensor, limit: float, max_steps: int = 64) -> tuple[Tensor, 
                 # while_loop.py:35  x = x * 0.5
                 x = x * 0.5
             done = False
+    # while_loop.py:36  return x, steps
     return x, steps
 
 

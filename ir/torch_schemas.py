@@ -349,10 +349,19 @@ def bind(
         and (len(args) > 1 or args[0] == INT)
     ):
         pi = positional[0]
-        for a in args:
-            if a not in (INT, ANY):
+        for n, a in enumerate(args):
+            # torch checks the elements after the first more leniently: x.permute(0, True) and
+            # x.view(2, zero_dim_int_tensor) bind (x.view(True, 2) and x.view([2, True]) do not).
+            if a == INT:
+                continue
+            if a == ANY:
+                cost += 8
+            elif n > 0 and a == BOOL:
+                cost += 1
+            elif n > 0 and isinstance(a, TensorType) and _zero_dim_ok(a, integral=True):
+                cost += 12
+            else:
                 return Mismatch(f"argument of type {a} in a list of ints", 3)
-            cost += 8 if a == ANY else 0
         slots[pi] = tuple(offset + i for i in pos_args)
         pos_args = []
         positional = []

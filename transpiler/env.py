@@ -44,6 +44,7 @@ class Exits:
     ret_value: Value | None = None
     broke: Value | bool = False
     continued: Value | bool = False
+    ret_loc: Loc | None = None  # where a single unconditional `return` stands
 
     def always(self) -> bool:
         return self.returned is True or self.broke is True or self.continued is True

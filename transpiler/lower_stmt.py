@@ -76,7 +76,8 @@ class FunctionLowerer(ExpressionLowering):
             self.finish_return(exits, none)
         else:
             assert exits.ret_value is not None
-            self.b.create(ops.ReturnOp, [exits.ret_value])
+            with self.b.located(exits.ret_loc or self.b.loc):
+                self.b.create(ops.ReturnOp, [exits.ret_value])
         return self.func
 
     def finish_return(self, exits: Exits, fallthrough: Value) -> None:
@@ -584,7 +585,7 @@ class FunctionLowerer(ExpressionLowering):
         if isinstance(node, cst.Return):
             value = self.expr(node.value) if node.value is not None else self.b.constant(None)
             value = self.coerce_return(value, node)
-            return Exits(returned=True, ret_value=value)
+            return Exits(returned=True, ret_value=value, ret_loc=self.source.loc(node))
         if isinstance(node, cst.Break):
             if not self.loop_depth:
                 raise self.error(node, "break outside a loop")
