@@ -36,6 +36,7 @@ PREC = {
     "+": 10, "-": 10, "*": 11, "@": 11, "/": 11, "//": 11, "%": 11, "unary": 12, "**": 13, "atom": 16,
 }
 FUNCTION_ALIASES = (("torch.nn.functional.", "F."),)
+LINE_LENGTH = 100
 
 
 @dataclass
@@ -61,6 +62,14 @@ def annotation(t: Type) -> str | None:
         inner = annotation(t.elem)
         return None if inner is None else f"list[{inner}]"
     return None
+
+
+def string_literal(text: str) -> str:
+    """A double-quoted Python string literal, as formatters write them."""
+    r = repr(text)
+    if r.startswith("'") and '"' not in text:
+        r = '"' + r[1:-1].replace("\\'", "'") + '"'
+    return r
 
 
 def type_comment(t: Type) -> str:
@@ -212,8 +221,16 @@ class FunctionEmitter:
         ret = annotation(f.result_type)
         if ret:
             self._note_annotation(ret)
-        head = f"def {function_name(f.sym_name)}({', '.join(params)})" + (f" -> {ret}" if ret else "") + ":"
-        self.w.line(head)
+        tail = (f" -> {ret}" if ret else "") + ":"
+        head = f"def {function_name(f.sym_name)}({', '.join(params)}){tail}"
+        if len(head) <= LINE_LENGTH:
+            self.w.line(head)
+        else:  # one parameter a line, as formatters lay out long signatures
+            self.w.line(f"def {function_name(f.sym_name)}(")
+            with self.w.indent():
+                for p in params:
+                    self.w.line(p + ",")
+            self.w.line(")" + tail)
         with self.w.indent():
             self.guards()
             self.block(f.body)
@@ -586,6 +603,8 @@ class FunctionEmitter:
         if isinstance(value, tuple):
             inner = ", ".join(self.literal(v).text for v in value)
             return Expr(f"({inner},)" if len(value) == 1 else f"({inner})", PREC["atom"])
+        if isinstance(value, str):
+            return Expr(string_literal(value), PREC["atom"])
         return Expr(repr(value), PREC["atom"])
 
     def op_expr(self, op: Operation) -> Expr:

@@ -14,7 +14,11 @@ SOURCE_HASH = "sha256:92d61544d35bbd22412ac1a56c4592a4600b785b74395921fe2d0f0f73
 TORCH_VERSION = "2.13"
 
 
-def LSTM_forward(self, x: Tensor, state: tuple[Tensor, Tensor]) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+def LSTM_forward(
+    self,
+    x: Tensor,
+    state: tuple[Tensor, Tensor],
+) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     _guards.check_tensor(x, "x")
     # lstm_cell.py:17  h, c = state
     h, c = state

@@ -17,7 +17,13 @@ SOURCE_HASH = "sha256:ea610e23fdda7b730bfef3f60ee0a86d6813ac444db426a8651a1a294f
 TORCH_VERSION = "2.13"
 
 
-def MaskedPool_forward(self, x: Tensor, mask: Optional[Tensor] = None, reduction: str = 'mean', temperature: Optional[float] = None) -> Tensor:
+def MaskedPool_forward(
+    self,
+    x: Tensor,
+    mask: Optional[Tensor] = None,
+    reduction: str = "mean",
+    temperature: Optional[float] = None,
+) -> Tensor:
     _guards.check_tensor(x, "x")
     # optional_args.py:24  if mask is None:
     if mask is None:
@@ -26,12 +32,12 @@ def MaskedPool_forward(self, x: Tensor, mask: Optional[Tensor] = None, reduction
     # optional_args.py:26  weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)
     # optional_args.py:27  if reduction == "sum":
-    if reduction == 'sum':
+    if reduction == "sum":
         # optional_args.py:28  pooled = (x * weights).sum(dim=1)
         pooled = (x * weights).sum(dim=1)
     else:
         # optional_args.py:29  elif reduction == "mean":
-        if reduction == 'mean':
+        if reduction == "mean":
             # optional_args.py:30  pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
         else:

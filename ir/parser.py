@@ -122,11 +122,12 @@ class _Parser:
         return m.group(0)
 
     def until(self, stops: str, what: str) -> str:
-        """Raw text up to the first of `stops` outside brackets, stripped."""
+        """Raw text up to the first of `stops` outside brackets (or an unmatched closing
+        bracket), stripped."""
         start, depth = self.pos, 0
         while not self.at_end() and self.peek() != "\n":
             c = self.peek()
-            if depth == 0 and c in stops:
+            if depth == 0 and (c in stops or c in ")]"):
                 break
             if c in "([":
                 depth += 1
@@ -139,7 +140,8 @@ class _Parser:
             self.fail(f"expected {what}")
         return found
 
-    def fail(self, message: str, pos: int | None = None) -> None:
+    def fail(self, message: str, pos: int | None = None, show_found: bool = True) -> None:
+        """Raise a ParseError at `pos` (default: here); `show_found` names what stands there."""
         pos = self.pos if pos is None else pos
         line_start = self.text.rfind("\n", 0, pos) + 1
         line_end = self.text.find("\n", pos)
@@ -152,7 +154,7 @@ class _Parser:
             m = _TOKEN.match(self.text, pos)
             found = repr(m.group(0)) if m else repr(self.text[pos])
         raise ParseError(
-            f"{message}, found {found}",
+            f"{message}, found {found}" if show_found else message,
             self.text.count("\n", 0, pos) + 1,
             pos - line_start + 1,
             self.text[line_start:line_end],
@@ -185,7 +187,7 @@ class _Parser:
             end = len(self.text) if end < 0 else end
             m = _LOC.fullmatch(self.text[self.pos : end].strip())
             if m is None:
-                self.fail("expected a location 'file:line:col' after '#'", start)
+                self.fail("expected a location 'file:line:col' after '#'", start, show_found=False)
             loc = Loc(m.group(1), int(m.group(2)), int(m.group(3)) - 1)
             self.pos = end
         if self.peek() == "\n":
@@ -210,7 +212,7 @@ class _Parser:
 
     def define(self, name: str, pos: int, value: Value) -> None:
         if name in self.values:
-            self.fail(f"redefinition of %{name}", pos)
+            self.fail(f"redefinition of %{name}", pos - 1, show_found=False)
         value.name = None if name.isdigit() else name
         self.values[name] = value
         if name in self.pending:
@@ -228,6 +230,7 @@ class _Parser:
 
     def func(self) -> FuncOp:
         self.values, self.pending = {}, {}
+        self.skip_spaces()
         start = self.pos
         if self.match(_IDENT, "'func'") != "func":
             self.fail("expected 'func'", start)
@@ -263,7 +266,7 @@ class _Parser:
         self.end_of_line()
         if self.pending:
             name, (_, pos) = min(self.pending.items(), key=lambda item: item[1][1])
-            self.fail(f"use of undefined value %{name}", pos - 1)
+            self.fail(f"use of undefined value %{name}", pos - 1, show_found=False)
         return func
 
     def block_body(self, block: Block) -> None:
@@ -287,11 +290,12 @@ class _Parser:
                 if not self.accept(","):
                     break
             self.expect("=", "'=' after the results")
+        self.skip_spaces()
         name_pos = self.pos
         op_name = self.match(_OP_NAME, "an op name")
         op_class = Operation.registry.get(op_name)
         if op_class is None:
-            self.fail(f"unknown op {op_name!r}", name_pos)
+            self.fail(f"unknown op {op_name!r}", name_pos, show_found=False)
         self.expect("(", "'(' and the operands")
         operands = []
         if not self.accept(")"):
@@ -354,10 +358,11 @@ class _Parser:
         self.expect("{")
         attributes: dict[str, Any] = {}
         while True:
+            self.skip_spaces()
             key_pos = self.pos
             key = self.match(_IDENT, "an attribute name")
             if key in attributes:
-                self.fail(f"attribute {key!r} given twice", key_pos)
+                self.fail(f"attribute {key!r} given twice", key_pos, show_found=False)
             self.expect("=")
             attributes[key] = self.attr_value()
             if self.accept("}"):
@@ -420,7 +425,7 @@ class _Parser:
         while True:
             c = self.peek()
             if c in ("", "\n"):
-                self.fail("unterminated string", start)
+                self.fail("unterminated string", start, show_found=False)
             self.pos += 1
             if c == '"':
                 return "".join(out)

@@ -1110,9 +1110,9 @@ def test_binding_matches_torch_argument_parser(target: tuple, codes: list, kw: t
         args = [torch.ones(2, 3)] + args
     kwargs = {kw[0]: ARG_VALUES[kw[1]]()} if kw else {}
     accepted_by_torch = _parser_accepts(kind, name, list(args), dict(kwargs))
-    deprecated = (  # torch's deprecated add(input, alpha, other): we reject it
-        name.split(".")[-1] in ("add", "sub") and len(args) == 3 and isinstance(args[0], torch.Tensor)
-        and isinstance(args[1], (int, float)) and isinstance(args[2], torch.Tensor)
+    deprecated = (  # torch's deprecated add(input, Number alpha, other): we reject it
+        name.split(".")[-1] in ("add", "sub") and len(args) >= 2 and isinstance(args[1], (int, float))
+        and (len(args) >= 3 or "other" in kwargs)
     )
     if accepted_by_torch is None or deprecated:
         return

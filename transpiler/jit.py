@@ -53,14 +53,12 @@ def _compile_module(instance: nn.Module) -> nn.Module:
         raise TypeError(f"{cls.__qualname__} is not defined at module level of {path}; it cannot be compiled")
     infos = {}
     _collect_infos(instance, source, infos)
-    info = infos[cls.__name__]
     target = Target(cls.__name__, node)
     compiled = compile_source(source, "script(instance, example_inputs=...)", Path(path).name, [target], infos)
     module = _load(compiled.text, cls.__name__)
     forward = module.COMPILED[f"{cls.__name__}.forward"]
-    del info
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
-    eager = cls.forward.__get__(scripted)
+    eager = cls.__dict__.get("__torchscribe_eager__", cls.forward).__get__(scripted)  # never the AOT dispatcher
     compiled_forward: Callable[..., Any] = types.MethodType(forward, scripted)
     scripted.forward = compiled_dispatcher(eager, compiled_forward, f"{cls.__module__}:{cls.__name__}.forward")
     return scripted

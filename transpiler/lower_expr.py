@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -13,6 +14,7 @@ from ir.core import Value
 from ir.torch_signatures import (
     SignatureError,
     binary_result_type,
+    is_known_function,
     resolve_attribute,
     resolve_function,
     resolve_method,
@@ -191,10 +193,13 @@ class ExpressionLowering:
             return self.b.constant(qual, DTYPE)
         if qual in ("builtins.True", "builtins.False"):
             return self.b.constant(qual == "builtins.True")
+        code = self.source.code(node)
+        shown = f"`{code}`" if qual in (code, f"builtins.{code}") else f"`{code}` ({qual})"
         raise self.error(
             node,
-            f"`{self.source.code(node)}` ({qual}) cannot be used as a value in compiled code",
-            "module-level constants must be literals (NAME = 1.0); pass other values as arguments",
+            f"{shown} cannot be used as a value in compiled code",
+            "module-level constants must be literals (NAME = 1.0); pass other values as arguments "
+            "or keep them on the module (self.NAME, set in __init__)",
         )
 
     def attribute(self, node: cst.Attribute) -> Value:
@@ -230,10 +235,12 @@ class ExpressionLowering:
             raise self.error(node, f"method `{attr}` can only be called here", "call it: self.method(...)")
         found = info.attrs.get(attr)
         if found is None:
+            close = difflib.get_close_matches(attr, [*info.attrs, *info.methods], n=1)
             raise self.error(
                 node.attr,
                 f"`{info.name}` has no attribute `{attr}` that the compiler can see",
-                "assign it in __init__ or declare it at class level (e.g. `scale: float`)",
+                f"did you mean `{close[0]}`?" if close
+                else "assign it in __init__ or declare it at class level (e.g. `scale: float`)",
             )
         if found.kind == "unknown":
             raise self.error(
@@ -270,7 +277,7 @@ class ExpressionLowering:
         if isinstance(value.type, TensorType):
             raise self.error(
                 node,
-                "a tensor used as a condition",
+                "a tensor cannot be used as a condition",
                 "write bool(t) (one element), or t.any() / t.all() wrapped in bool(...)",
             )
         if value.type in (INT, FLOAT, STR, ANY) or isinstance(value.type, (OptionalType, ListType)):
@@ -370,7 +377,8 @@ class ExpressionLowering:
             if position is None:
                 raise self.error(index_node, "a tuple index must be a constant", "index tuples with a literal")
             if not -len(t.elems) <= position < len(t.elems):
-                raise self.error(index_node, f"tuple index {position} out of range for {t}")
+                raise self.error(index_node, f"tuple index {position} out of range for {t}",
+                                 f"the indices of this tuple are 0 to {len(t.elems) - 1}" if t.elems else "the tuple is empty")
             elem = t.elems[position]
         elif isinstance(t, ListType):
             elem = t.elem
@@ -509,7 +517,8 @@ class ExpressionLowering:
         try:
             info = resolve_function(qual, [a.type for a in args], dict(zip(kwnames, (k.type for k in kwargs))), consts)
         except SignatureError as e:
-            raise self.error(node, str(e), getattr(e, "hint", None)) from None
+            at = node.func if not is_known_function(qual) else self.argument_named_in(node, str(e))
+            raise self.error(at, str(e), getattr(e, "hint", None)) from None
         return self.torch_op(ops.TorchCallOp, info, args + kwargs, kwnames, callee=qual)
 
     def tensor_method(self, node: cst.Call, obj: Value, method: str) -> Value:
@@ -518,8 +527,15 @@ class ExpressionLowering:
         try:
             info = resolve_method(method, obj.type, [a.type for a in args], dict(zip(kwnames, (k.type for k in kwargs))), consts)
         except SignatureError as e:
-            raise self.error(node, str(e), getattr(e, "hint", None)) from None
+            raise self.error(self.argument_named_in(node, str(e)), str(e), getattr(e, "hint", None)) from None
         return self.torch_op(ops.TensorMethodOp, info, [obj] + args + kwargs, kwnames, method=method)
+
+    def argument_named_in(self, node: cst.Call, message: str) -> cst.CSTNode:
+        """The keyword argument a signature error complains about, else the whole call."""
+        for arg in node.args:
+            if arg.keyword is not None and f"keyword argument '{arg.keyword.value}'" in message:
+                return arg
+        return node
 
     def torch_op(self, cls: type[ops.Operation], info: Any, operands: list[Value], kwnames: list[str], **attrs: Any) -> Value:
         attrs = dict(attrs)
@@ -562,7 +578,9 @@ class ExpressionLowering:
 
     def call_builtin(self, node: cst.Call, name: str) -> Value:
         if name not in BUILTIN_CALLS:
-            raise self.error(node.func, f"the builtin `{name}` is not supported in compiled code")
+            raise self.error(node.func, f"the builtin `{name}` is not supported in compiled code",
+                             f"compiled code can call {', '.join(sorted(BUILTIN_CALLS))}"
+                             + ("; print outside the model" if name == "print" else ""))
         if name == "range":
             raise self.error(node, "range() is only supported as the iterable of a for loop")
         if name == "isinstance":
@@ -683,6 +701,11 @@ class ExpressionLowering:
         attrs: dict[str, Any] = {"kwnames": tuple(kwnames)} if kwnames else {}
         op = self.op(ops.ModuleCallOp, [module, *args, *kwargs], [] if result == NONE else [result], **attrs)
         return op.result if op.results else self.b.constant(None)
+
+
+def a_type(t: object) -> str:
+    """`t` with its indefinite article: "an int", "a Tensor"."""
+    return f"an {t}" if str(t)[:1].lower() in "aeiou" else f"a {t}"
 
 
 def unify_all(types: tuple[Type, ...] | list[Type]) -> Type | None:

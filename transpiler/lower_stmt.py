@@ -33,7 +33,7 @@ from transpiler.annotations import annotation_type
 from transpiler.classinfo import module_class_names
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
-from transpiler.lower_expr import AUG_OPS, ExpressionLowering, unify_all
+from transpiler.lower_expr import AUG_OPS, ExpressionLowering, a_type, unify_all
 from transpiler.source import SourceFile
 
 if TYPE_CHECKING:
@@ -230,7 +230,7 @@ class FunctionLowerer(ExpressionLowering):
             if isinstance(va, Value) and isinstance(vb, Value):
                 t = unify(va.type, vb.type)
                 if t is None:
-                    raise self.error_at_if(if_op, f"`{key}` is a {va.type} on one side of the if and a {vb.type} on the other",
+                    raise self.error_at_if(if_op, f"`{key}` is {a_type(va.type)} on one side of the if and {a_type(vb.type)} on the other",
                                            "give it the same type on both sides (Optional[T] for None)")
                 add(key, va, vb, t)
             elif isinstance(va, Value) or isinstance(vb, Value):
@@ -340,7 +340,11 @@ class FunctionLowerer(ExpressionLowering):
             it = node.iter
             if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.range" and self.env.get("range") is None:
                 args, kwnames, _, _ = self.call_arguments(it)
-                if kwnames or not 1 <= len(args) <= 3 or any(a.type not in (INT, BOOL) for a in args):
+                bad = [(a, arg) for a, arg in zip(args, it.args) if a.type not in (INT, BOOL)]
+                if bad:
+                    raise self.error(bad[0][1], f"range() takes ints, not {a_type(bad[0][0].type)}",
+                                     "convert it with int(...), or loop over an int count")
+                if kwnames or not 1 <= len(args) <= 3:
                     raise self.error(it, "range() takes one to three int arguments")
                 start, stop, step = (
                     (self.b.constant(0), args[0], self.b.constant(1)) if len(args) == 1
@@ -356,7 +360,9 @@ class FunctionLowerer(ExpressionLowering):
         if isinstance(t, (TupleType, ModuleListType)):
             return self.unrolled_loop(node, iterable)
         if isinstance(t, TensorType):
-            raise self.error(it, "iterating over a tensor is not supported", "loop over range(t.size(0)) and index")
+            name = self.source.code(it) if isinstance(it, (cst.Name, cst.Attribute)) else "t"
+            raise self.error(it, "iterating over a tensor is not supported",
+                             f"loop over range({name}.size(0)) and index {name}[i], or over {name}.unbind(0)")
         raise self.error(it, f"iterating over a value of type {t} is not supported")
 
     def unrolled_loop(self, node: cst.For, iterable: Value) -> Exits:
@@ -397,8 +403,7 @@ class FunctionLowerer(ExpressionLowering):
             widened = [unify(a, y) for a, y in zip(carried_types, yielded_types)]
             for name, w, a, y in zip(carried, widened, carried_types, yielded_types):
                 if w is None:
-                    raise self.error(node, f"`{name}` is a {a} before the loop and a {y} inside it",
-                                     "keep one type (declare Optional[T] before the loop if it starts as None)")
+                    raise self.loop_type_error(node, name, a, y)
             if widened == carried_types:
                 break
             op.erase()
@@ -418,6 +423,13 @@ class FunctionLowerer(ExpressionLowering):
             flag, value = results[len(carried)], results[len(carried) + 1]
             return Exits(returned=flag, ret_value=value)
         return Exits()
+
+    def loop_type_error(self, node: cst.For | cst.While, name: str, before: Type, inside: Type) -> UserError:
+        """A loop-carried name whose type the body changes, shown where the body assigns it."""
+        at = assignment_of(statements_of(node.body), name) or node
+        return self.error(at, f"`{name}` is {a_type(before)} before the loop and becomes {a_type(inside)} in its body",
+                          f"give `{name}` one type: start it as {a_type(inside)} before the loop "
+                          "(or declare Optional[T] there if it starts as None)")
 
     def try_loop(self, node, op_class, head, elem_type, carried, inits, carried_types, extra_inits, extra_types,
                  returns, breaks):
@@ -515,8 +527,7 @@ class FunctionLowerer(ExpressionLowering):
             widened = [unify(a, y) for a, y in zip(carried_types, yielded)]
             for name, w, a, y in zip(carried, widened, carried_types, yielded):
                 if w is None:
-                    raise self.error(node, f"`{name}` is a {a} before the loop and a {y} inside it",
-                                     "keep one type (declare Optional[T] before the loop if it starts as None)")
+                    raise self.loop_type_error(node, name, a, y)
             if widened == carried_types:
                 break
             op.erase()
@@ -584,15 +595,15 @@ class FunctionLowerer(ExpressionLowering):
     def small_stmt(self, node: cst.BaseSmallStatement) -> Exits:
         if isinstance(node, cst.Return):
             value = self.expr(node.value) if node.value is not None else self.b.constant(None)
-            value = self.coerce_return(value, node)
+            value = self.coerce_return(value, node.value or node)
             return Exits(returned=True, ret_value=value, ret_loc=self.source.loc(node))
         if isinstance(node, cst.Break):
             if not self.loop_depth:
-                raise self.error(node, "break outside a loop")
+                raise self.error(node, "break outside a loop", "break can only leave a for or while loop; use return here")
             return Exits(broke=True)
         if isinstance(node, cst.Continue):
             if not self.loop_depth:
-                raise self.error(node, "continue outside a loop")
+                raise self.error(node, "continue outside a loop", "continue can only be used inside a for or while loop")
             return Exits(continued=True)
         if isinstance(node, cst.Pass):
             return Exits()
@@ -641,7 +652,7 @@ class FunctionLowerer(ExpressionLowering):
             return value
         if isinstance(value.type, TensorType) and isinstance(want, TensorType):
             return value
-        raise self.error(node, f"returns a {value.type}, but `{self.sig.sym_name}` is declared to return {want}",
+        raise self.error(node, f"returns {a_type(value.type)}, but `{self.sig.sym_name}` is declared to return {want}",
                          "fix the return annotation or the returned value")
 
     def assign(self, target: cst.BaseExpression, value: Value) -> None:
@@ -661,7 +672,8 @@ class FunctionLowerer(ExpressionLowering):
             n = len(elements)
             if isinstance(t, TupleType):
                 if len(t.elems) != n:
-                    raise self.error(target, f"cannot unpack a tuple of {len(t.elems)} values into {n} names")
+                    raise self.error(target, f"cannot unpack a tuple of {len(t.elems)} values into {n} names",
+                                     f"write {len(t.elems)} names on the left, or index the tuple")
                 types = list(t.elems)
             elif isinstance(t, ListType):
                 types = [t.elem] * n
@@ -828,6 +840,35 @@ def assigned_names(stmts: list[cst.BaseStatement]) -> set[str]:
     for s in stmts:
         s.visit(Collector())
     return names
+
+
+def assignment_of(stmts: list[cst.BaseStatement], name: str) -> cst.CSTNode | None:
+    """The first target in `stmts` (loops and branches included) that assigns `name`."""
+    found: list[cst.CSTNode] = []
+
+    def visit_target(t: cst.BaseExpression) -> None:
+        if isinstance(t, cst.Name) and t.value == name:
+            found.append(t)
+        elif isinstance(t, (cst.Tuple, cst.List)):
+            for e in t.elements:
+                visit_target(e.value)
+
+    class Finder(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            visit_target(node.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            visit_target(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            visit_target(node.target)
+
+        def visit_For(self, node: cst.For) -> None:
+            visit_target(node.target)
+
+    for s in stmts:
+        s.visit(Finder())
+    return found[0] if found else None
 
 
 def _single_name(targets: Sequence[cst.AssignTarget]) -> str | None:

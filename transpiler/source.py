@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,8 +40,7 @@ class SourceFile:
         try:
             self.wrapper = MetadataWrapper(cst.parse_module(text))
         except cst.ParserSyntaxError as e:
-            loc = Loc(self.display, e.raw_line, e.raw_column, e.raw_line, e.raw_column + 1)
-            raise UserError(f"syntax error: {e.message}", loc, "fix the Python syntax first") from None
+            raise _syntax_error(self.display, text, e) from None
         self.module = self.wrapper.module
         self.positions = self.wrapper.resolve(PositionProvider)
         self.qualnames = self.wrapper.resolve(QualifiedNameProvider)
@@ -178,3 +178,18 @@ def is_literal(value: object) -> bool:
 
 def diagnostic_at(source: SourceFile, node: cst.CSTNode, message: str, hint: str | None = None) -> Diagnostic:
     return Diagnostic(message, source.loc(node), hint)
+
+
+def _syntax_error(display: str, text: str, error: cst.ParserSyntaxError) -> UserError:
+    """The syntax error as Python itself words and places it; libcst's parser reports the
+    position of the next token and lists what it expected, which reads poorly."""
+    try:
+        compile(text, display, "exec", flags=ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as e:
+        if e.lineno is not None:
+            col = max(0, (e.offset or 1) - 1)
+            end = (e.end_offset or 0) - 1 if e.end_lineno == e.lineno else -1
+            loc = Loc(display, e.lineno, col, e.lineno, end if end > col else col + 1)
+            return UserError(f"syntax error: {e.msg}", loc, "fix the Python syntax first")
+    loc = Loc(display, error.raw_line, error.raw_column, error.raw_line, error.raw_column + 1)
+    return UserError(f"syntax error: {error.message}", loc, "fix the Python syntax first")
