@@ -18,7 +18,7 @@ The round trip `print_program(parse_program(text)) == text` holds for what the p
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NoReturn
 
 import ir.ops  # noqa: F401  (registers the op kinds)
 from ir.core import Block, Loc, Operation, Program, Region, Value
@@ -96,7 +96,7 @@ class _Parser:
         return self.text[self.pos] if self.pos < len(self.text) else ""
 
     def skip_spaces(self) -> None:
-        while self.peek() in (" ", "\t") and self.peek():
+        while self.peek() in (" ", "\t", "\r") and not self.at_end():
             self.pos += 1
 
     def looking_at(self, literal: str) -> bool:
@@ -140,7 +140,7 @@ class _Parser:
             self.fail(f"expected {what}")
         return found
 
-    def fail(self, message: str, pos: int | None = None, show_found: bool = True) -> None:
+    def fail(self, message: str, pos: int | None = None, show_found: bool = True) -> NoReturn:
         """Raise a ParseError at `pos` (default: here); `show_found` names what stands there."""
         pos = self.pos if pos is None else pos
         line_start = self.text.rfind("\n", 0, pos) + 1

@@ -4,7 +4,6 @@ line in the printed IR (`<-- error: ...`). Bad cases are written as IR text."""
 from __future__ import annotations
 
 import sys
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -24,16 +23,6 @@ EXAMPLES = sorted(
 )
 
 
-@lru_cache(maxsize=None)
-def example_ir(stem: str) -> str:
-    from transpiler.compile import lower_file
-    from transpiler.source import SourceFile
-
-    path = ROOT / "examples" / f"{stem}.py"
-    program, _ = lower_file(SourceFile.read(path, path.name))
-    return print_program(program)
-
-
 def lowered(stem: str) -> Program:
     from transpiler.compile import lower_file
     from transpiler.source import SourceFile
@@ -46,8 +35,9 @@ def lowered(stem: str) -> Program:
 def test_verifier_accepts_examples(stem: str) -> None:
     program = lowered(stem)
     verify(program)
+    verify(parse_program(print_program(program)))
     run_pipeline(program, check=True)
-    verify(parse_program(example_ir(stem)))
+    verify(parse_program(print_program(program)))
 
 
 def rejection(text: str) -> str:
