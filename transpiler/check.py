@@ -70,6 +70,9 @@ DECORATOR_HINTS = {
 class CheckResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     failed: list[cst.FunctionDef] = field(default_factory=list)  # functions with at least one diagnostic
+    # Spans of the functions in `failed` and of their uses (`self.helper(x)`), where lowering's
+    # errors would only be consequences of what the check reported.
+    covered: list[Loc] = field(default_factory=list)
 
     def has_errors(self, node: cst.FunctionDef) -> bool:
         return any(f is node for f in self.failed)
@@ -77,15 +80,19 @@ class CheckResult:
 
 def check_file(source: SourceFile, targets: list[Target]) -> CheckResult:
     """Report every unsupported construct in the functions that `targets` compile."""
-    functions = compiled_functions(source, targets)
+    functions, uses = compiled_functions(targets)
     checker = SubsetChecker(source.display, functions)
     source.wrapper.visit(checker)
-    return CheckResult(checker.diagnostics, [f for f in functions if f in checker.failed])
+    failed = [f for f in functions if f in checker.failed]
+    covered = [source.loc(node) for f in failed for node in [f, *uses.get(f, [])]]
+    return CheckResult(checker.diagnostics, failed, covered)
 
 
-def compiled_functions(source: SourceFile, targets: list[Target]) -> dict[cst.FunctionDef, bool]:
-    """The functions lowering will compile, each mapped to whether it is a method."""
+def compiled_functions(targets: list[Target]) -> tuple[dict[cst.FunctionDef, bool], dict[cst.FunctionDef, list[cst.CSTNode]]]:
+    """The functions lowering will compile, each mapped to whether it is a method; and for each
+    method, its uses (`self.name` and `self.name(...)`) in the others."""
     found: dict[cst.FunctionDef, bool] = {}
+    uses: dict[cst.FunctionDef, list[cst.CSTNode]] = {}
     for target in targets:
         if isinstance(target.node, cst.FunctionDef):
             found[target.node] = False
@@ -97,21 +104,32 @@ def compiled_functions(source: SourceFile, targets: list[Target]) -> dict[cst.Fu
             if method in found:
                 continue
             found[method] = True
-            pending.extend(methods[name] for name in _self_attributes(method) if name in methods and name != "__init__")
+            for name, use in _self_references(method):
+                if name in methods and name != "__init__":
+                    pending.append(methods[name])
+                    uses.setdefault(methods[name], []).append(use)
+    return found, uses
+
+
+def _self_references(func: cst.FunctionDef) -> list[tuple[str, cst.CSTNode]]:
+    """`self.<name>` in a function body, as the call `self.<name>(...)` where it is called."""
+    found: list[tuple[str, cst.CSTNode]] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if _is_self_attribute(node.func):
+                found.append((node.func.attr.value, node))  # type: ignore[attr-defined]
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            if _is_self_attribute(node):
+                found.append((node.attr.value, node))
+
+    func.body.visit(Finder())
     return found
 
 
-def _self_attributes(func: cst.FunctionDef) -> list[str]:
-    """Names of `self.<name>` in a function body, in source order."""
-    names: list[str] = []
-
-    class Finder(cst.CSTVisitor):
-        def visit_Attribute(self, node: cst.Attribute) -> None:
-            if isinstance(node.value, cst.Name) and node.value.value == "self":
-                names.append(node.attr.value)
-
-    func.body.visit(Finder())
-    return names
+def _is_self_attribute(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
 class SubsetChecker(cst.CSTVisitor):
@@ -133,12 +151,24 @@ class SubsetChecker(cst.CSTVisitor):
         pos = self.get_metadata(PositionProvider, node)
         return Loc(self.display, pos.start.line, pos.start.column, pos.end.line, pos.end.column)
 
+    def header_loc(self, node: cst.CSTNode) -> Loc:
+        """The span to underline: a compound statement's header (`with torch.no_grad()`, `try`),
+        not its whole body; `/` and `*` without the comma their span runs on over."""
+        loc = self.loc(node)
+        if isinstance(node, cst.With):
+            end = self.loc(node.items[-1])
+            return Loc(loc.file, loc.line, loc.col, end.end_line, end.end_col)
+        if isinstance(node, cst.Match):
+            end = self.loc(node.subject)
+            return Loc(loc.file, loc.line, loc.col, end.end_line, end.end_col)
+        keyword = {cst.Try: "try", cst.TryStar: "try", cst.Else: "else", cst.ParamSlash: "/", cst.ParamStar: "*"}
+        if type(node) in keyword:
+            return Loc(loc.file, loc.line, loc.col, loc.line, loc.col + len(keyword[type(node)]))
+        return loc
+
     def report(self, node: cst.CSTNode, message: str, hint: str | None) -> None:
         assert self.current is not None
-        loc = self.loc(node)
-        if isinstance(node, (cst.ParamSlash, cst.ParamStar)):  # their span runs on over the comma
-            loc = Loc(loc.file, loc.line, loc.col, loc.line, loc.col + 1)
-        self.diagnostics.append(Diagnostic(message, loc, hint))
+        self.diagnostics.append(Diagnostic(message, self.header_loc(node), hint))
         self.failed.add(self.current)
 
     # -- traversal ------------------------------------------------------------------------------

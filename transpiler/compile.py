@@ -78,21 +78,21 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
         except UserError as e:
             diagnostics.append(e.diagnostic)
     if diagnostics or check.diagnostics:
-        raise CompileError(merge_diagnostics(check, diagnostics, source), {source.display: source.lines})
+        raise CompileError(merge_diagnostics(check, diagnostics), {source.display: source.lines})
     funcs.sort(key=lambda f: (f.loc.line, f.loc.col) if f.loc else (0, 0))
     return Program(source.display, funcs), entries
 
 
-def merge_diagnostics(check: CheckResult, lowering: list[Diagnostic], source: SourceFile) -> list[Diagnostic]:
+def merge_diagnostics(check: CheckResult, lowering: list[Diagnostic]) -> list[Diagnostic]:
     """The check's diagnostics and lowering's, sorted by position. Lowering's inside a function
-    the check rejected (a caller asking for its signature) would repeat or precede the check's
-    report on it, so they are left out; so are exact duplicates."""
-    rejected = [source.loc(f) for f in check.failed]
+    the check rejected (a caller asking for its signature) or at a use of one (`self.helper(x)`
+    of a @staticmethod helper) are consequences of what the check reported, so they are left
+    out; so are exact duplicates."""
 
-    def inside_rejected(d: Diagnostic) -> bool:
-        return any((r.line, r.col) <= (d.loc.line, d.loc.col) <= (r.end_line, r.end_col) for r in rejected)
+    def covered(d: Diagnostic) -> bool:
+        return any((r.line, r.col) <= (d.loc.line, d.loc.col) < (r.end_line, r.end_col) for r in check.covered)
 
-    merged = list(check.diagnostics) + [d for d in lowering if not inside_rejected(d)]
+    merged = list(check.diagnostics) + [d for d in lowering if not covered(d)]
     unique = list(dict.fromkeys(merged))
     return sorted(unique, key=lambda d: (d.loc.line, d.loc.col, d.loc.end_line, d.loc.end_col))
 

@@ -304,7 +304,8 @@ class ExpressionLowering:
             lhs = state["left"] if i == 0 else self._chain_left
             rhs = self.expr(target.comparator)
             self._chain_left = rhs
-            return self.compare(op, lhs, rhs, target)
+            # Errors underline `a is 3`; in a chain `a < b < c`, the comparand of the failing link.
+            return self.compare(op, lhs, rhs, node if len(node.comparisons) == 1 else target.comparator)
 
         return piece
 
@@ -705,7 +706,7 @@ class ExpressionLowering:
 
 def a_type(t: object) -> str:
     """`t` with its indefinite article: "an int", "a Tensor"."""
-    return f"an {t}" if str(t)[:1].lower() in "aeiou" else f"a {t}"
+    return f"an {t}" if str(t)[:1].lower() in tuple("aeiou") else f"a {t}"
 
 
 def unify_all(types: tuple[Type, ...] | list[Type]) -> Type | None:
