@@ -152,7 +152,7 @@ class FunctionEmitter:
             for inner in block.ops[:-1]:
                 if not is_effect_free(inner) or len(inner.results) != 1 or len(inner.results[0].uses) != 1:
                     return False
-                if inner not in self.folded:
+                if inner not in self.folded and not isinstance(inner, (ops.ConstantOp, ops.UninitializedOp)):
                     return False  # it keeps its own statement (a named value), which an expression cannot hold
         return True
 
@@ -316,7 +316,8 @@ class FunctionEmitter:
             value = op.operands[0] if op.operands else None
             if value is None:
                 self.w.line("return")
-            elif isinstance(value.owner, ops.TupleOp) and value.owner in self.folded and value.owner.operands:
+            elif isinstance(value.owner, ops.TupleOp) and value.owner in self.folded and len(value.owner.operands) > 1:
+                # (a 1-tuple goes through expr(), which keeps its trailing comma)
                 self.w.line("return " + self.tuple_text(value.owner.operands))
             else:
                 self.w.line("return " + self.expr(value).text)
@@ -530,7 +531,13 @@ class FunctionEmitter:
         term = body.terminator
         if isinstance(term, ops.ConditionOp):
             self.copies(names, term.operands[1:])
-            self.w.line(f"if not {self.expr(term.operands[0], PREC['not'] + 1).text}:")
+            keep = term.operands[0]
+            negated = keep.owner
+            if isinstance(negated, ops.UnaryOp) and negated.attributes["op"] == "not" and negated in self.folded:
+                stop = self.expr(negated.operands[0]).text  # `if broke: break`, not `if not not broke`
+            else:
+                stop = "not " + self.expr(keep, PREC["not"] + 1).text
+            self.w.line(f"if {stop}:")
             with self.w.indent():
                 self.w.line("break")
         else:

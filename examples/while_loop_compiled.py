@@ -20,13 +20,7 @@ def newton_sqrt(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Tensor:
     y = torch.where(x > 1.0, x, torch.ones_like(x))
     # while_loop.py:13  while i < max_iter:
     i, done, returned, result = 0, False, False, None
-    while True:
-        if not done:
-            tmp = i < max_iter
-        else:
-            tmp = False
-        if not tmp:
-            break
+    while not done and i < max_iter:
         # while_loop.py:14  y_next = 0.5 * (y + x / y)
         y_next = 0.5 * (y + x / y)
         # while_loop.py:15  if bool(((y_next - y).abs() < tol).all()):
@@ -37,20 +31,16 @@ def newton_sqrt(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Tensor:
             i = i + 1
             y, done, result = y_next, False, None
         returned = done
-    return y if not returned else result
+    if not returned:
+        result = y
+    return result
 
 
 def shrink_until(x: Tensor, limit: float, max_steps: int = 64) -> tuple[Tensor, int]:
     _guards.check_tensor(x, "x")
     # while_loop.py:26  while steps < max_steps:
     steps, done = 0, False
-    while True:
-        if not done:
-            tmp = steps < max_steps
-        else:
-            tmp = False
-        if not tmp:
-            break
+    while not done and steps < max_steps:
         # while_loop.py:27  peak = x.abs().max()
         peak = x.abs().max()
         # while_loop.py:28  if bool(peak <= limit):

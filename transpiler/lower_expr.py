@@ -326,8 +326,27 @@ class ExpressionLowering:
 
     def boolean(self, node: cst.BooleanOperation) -> Value:
         op = "and" if isinstance(node.operator, cst.And) else "or"
-        left = self.truth(self.expr(node.left), node.left)
-        return self.short_circuit(op, left, lambda: self.truth(self.expr(node.right), node.right), node)
+        value = self.expr(node.left)
+        left = self.truth(value, node.left)
+        if value.type == BOOL:
+            return self.short_circuit(op, left, lambda: self.truth(self.expr(node.right), node.right), node)
+        # Python's `a or b` / `a and b` give one of the operands, not a bool: `n or 7` is an int.
+        if_op = ops.IfOp([left], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
+        self.b.insert(if_op)
+        lazy, const = (if_op.then_block, if_op.else_block) if op == "and" else (if_op.else_block, if_op.then_block)
+        with self.b.at_end_of(lazy):
+            right = self.expr(node.right)
+        t = unify(value.type, right.type)
+        if t is None:
+            raise self.error(node, f"the operands of `{op}` have types {value.type} and {right.type}",
+                             "give both operands the same type, or write a conditional expression")
+        with self.b.at_end_of(lazy):
+            self.b.create(ops.YieldOp, [right])
+        with self.b.at_end_of(const):
+            self.b.create(ops.YieldOp, [value])
+        result = ops.OpResult(t, if_op, 0)
+        if_op.results = [result]
+        return result
 
     def short_circuit(self, op: str, left: Value, right: Callable[[], Value], node: cst.CSTNode) -> Value:
         """`left and right()` / `left or right()`: right is evaluated only when needed."""

@@ -203,7 +203,8 @@ class FunctionLowerer(ExpressionLowering):
                 yields_b.append(c if c is not None else self.uninitialized(t))
             types.append(t)
             keys.append(key)
-            names.append(None if key.startswith("self.") or key.startswith("%") else key)
+            flag_name = {"%ret": "result"}.get(key, key[1:])  # %returned -> returned
+            names.append(None if key.startswith("self.") else flag_name if key.startswith("%") else key)
 
         # Names: a side that always returns contributes nothing; one that breaks or continues
         # carries its values to the end of the loop body.
