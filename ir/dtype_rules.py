@@ -52,7 +52,6 @@ ALL_DTYPES: tuple[str, ...] = (
 )
 _TORCH_DTYPE = {name: getattr(torch, name) for name in ALL_DTYPES}
 INTEGRAL_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
-FLOAT_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
 COMPLEX_DTYPES = frozenset({"complex64", "complex128"})
 
 MAX_COMBINATIONS = 1024  # placeholder combinations tried for one call before giving up
@@ -93,19 +92,6 @@ def as_device_name(value: object) -> str | None:
     return None
 
 
-def scalar_type_for_dtype(dtype: str | None) -> Type:
-    """The Python type of `t.item()` for a tensor of this dtype."""
-    if dtype is None:
-        return ANY
-    if dtype == "bool":
-        return BOOL
-    if dtype in INTEGRAL_DTYPES:
-        return INT
-    if dtype in COMPLEX_DTYPES:
-        return COMPLEX
-    return FLOAT
-
-
 # -- placeholders -------------------------------------------------------------------------------
 class _Slot:
     """One place in the arguments where a choice is enumerated."""
@@ -118,10 +104,9 @@ class _Slot:
 class _Plan:
     """Arguments as a tree of placeholders, with the slots to enumerate."""
 
-    def __init__(self, int_hints: dict[object, int], consts: dict[object, object]) -> None:
+    def __init__(self, int_hints: dict[object, int]) -> None:
         self.slots: list[_Slot] = []
         self.int_hints = int_hints
-        self.consts = consts
         self.tensor_dtypes: list[str | None] = []
         self.unknown_rank = 0
         self.big_constant = False
@@ -294,7 +279,7 @@ _CACHE: dict[tuple, tuple[str, Any, str | None, bool]] = {}
 
 
 def _infer_uncached(invoke, args, kwargs, consts, random, int_hints) -> tuple[str, Any, str | None, bool]:
-    plan = _Plan(int_hints, consts)
+    plan = _Plan(int_hints)
     try:
         arg_specs = [plan.build(t, i, consts.get(i), i in consts) for i, t in enumerate(args)]
         kw_specs = {k: plan.build(t, k, consts.get(k), k in consts) for k, t in kwargs.items()}
@@ -322,7 +307,8 @@ def _infer_uncached(invoke, args, kwargs, consts, random, int_hints) -> tuple[st
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for choice in itertools.product(*choices):
-            got = _run(invoke, arg_specs, kw_specs, choice, devices, plan.unknown_rank > 0, plan.ints > 0, error, on_cpu)
+            got = _run(invoke, arg_specs, kw_specs, choice, devices, plan.unknown_rank > 0, plan.ints > 0,
+                       error, on_cpu)
             if got is _FAILED:
                 continue
             if ok and got != found:

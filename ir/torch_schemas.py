@@ -96,6 +96,7 @@ class Return:
     kind: str
     optional: bool
     alias: frozenset[str]  # for lists: the elements' alias set
+    name: str = ""  # named returns come back as torch.return_types namedtuples (r.values)
 
 
 @dataclass(frozen=True)
@@ -189,7 +190,7 @@ def schemas(name: str) -> tuple[Sig, ...]:
             if kind[0] == "Tensor[]" and not alias:
                 m = _LIST_ALIAS.search(str(s).split(" -> ", 1)[1])
                 alias = frozenset({m.group(1)}) if m else frozenset()
-            returns.append(Return(kind[0], kind[1], alias))
+            returns.append(Return(kind[0], kind[1], alias, r.name))
         if not usable:
             continue
         try:
@@ -232,13 +233,20 @@ def _zero_dim_ok(t: TensorType, integral: bool = False) -> bool:
     return not integral or t.dtype is None or t.dtype in INTEGRAL_DTYPES
 
 
+def _int_tensor(t: Type) -> bool:
+    """A tensor that may be a zero-dim integer tensor (passes where Python wants an int index)."""
+    return isinstance(t, TensorType) and _zero_dim_ok(t, integral=True)
+
+
 def _match_kind(p: Param, t: Type, numbers_as_tensors: bool) -> int | None:
     k = p.kind
     if k == "Tensor":
         if isinstance(t, TensorType):
             return 0
         if numbers_as_tensors and t in (INT, FLOAT, BOOL, COMPLEX):
-            return 2
+            # No dearer than a Scalar overload: torch's parser tries the Tensor overloads first,
+            # so torch.div(x, 2, rounding_mode="floor") dispatches div.Tensor_mode.
+            return 0
         return None
     if isinstance(t, TensorType):
         # A zero-dim tensor (without grad; checked at run time) passes as a number.
@@ -246,6 +254,8 @@ def _match_kind(p: Param, t: Type, numbers_as_tensors: bool) -> int | None:
             return 12
         if k == "int" and _zero_dim_ok(t, integral=True):
             return 12
+        if k == "int[]" and p.size and _zero_dim_ok(t, integral=True):
+            return 12  # x.sum(torch.tensor(1)): a lone index where int[1] is expected
         return None
     if k == "int":
         return 0 if t == INT else None
@@ -316,12 +326,14 @@ def bind(
     kwargs: dict[str, Type],
     numbers_as_tensors: bool,
     self_type: Type | None = None,
+    numpy_names: bool = True,
 ) -> Bound | Mismatch:
     """Bind the call to `sig`; a Bound, or the reason it does not bind (for messages).
 
     Operand numbering: methods: 0 self, 1.. positional, then kwargs; functions: 0.. positional,
     then kwargs. `int_hints` (keys as in const_values) suggests placeholder values for unknown
-    ints (0 for dims, 1 otherwise).
+    ints (0 for dims, 1 otherwise). `numpy_names`: accept axis=/keepdims= (torch's C++ parser
+    does; methods written in Python, like Tensor.split, do not).
     """
     params = list(sig.params)
     slots: dict[int, int | tuple[int, ...]] = {}
@@ -341,12 +353,14 @@ def bind(
     positional = [i for i in visible if not params[i].kwarg_only]
     pos_args = list(range(len(args)))
     # x.view(B, T, C): one positional int list takes varargs when the first argument is an int.
+    # Not an int[N] list: a lone int already fits it, so x.std(1, 1) is an error, not dim=(1, 1).
     if (
         len(positional) == 1
         and params[positional[0]].kind == "int[]"
+        and not params[positional[0]].size
         and args
-        and args[0] in (INT, ANY)
-        and (len(args) > 1 or args[0] == INT)
+        and (args[0] in (INT, ANY) or _int_tensor(args[0]))
+        and (len(args) > 1 or args[0] != ANY)
     ):
         pi = positional[0]
         for n, a in enumerate(args):
@@ -358,7 +372,7 @@ def bind(
                 cost += 8
             elif n > 0 and a == BOOL:
                 cost += 1
-            elif n > 0 and isinstance(a, TensorType) and _zero_dim_ok(a, integral=True):
+            elif _int_tensor(a):
                 cost += 12
             else:
                 return Mismatch(f"argument of type {a} in a list of ints", 3)
@@ -373,7 +387,7 @@ def bind(
     for i in visible:
         by_name[_python_name(params[i], method)] = i
     for n, (kw, t) in enumerate(kwargs.items()):
-        key = kw if kw in by_name else _NUMPY_NAMES.get(kw, kw)
+        key = kw if kw in by_name or not numpy_names else _NUMPY_NAMES.get(kw, kw)
         pi_opt = by_name.get(key)
         if pi_opt is None:
             return Mismatch(f"unexpected keyword argument '{kw}'", 1)

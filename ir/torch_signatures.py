@@ -25,134 +25,41 @@ their input itself).
 from __future__ import annotations
 
 import functools
-import math
-import operator
-from dataclasses import dataclass
+import inspect
 from typing import Any, Callable
 
 import torch
 
 from ir import dtype_rules as dt
-from ir.torch_schemas import NUMBERS_AS_TENSORS, Bound, Param, Sig, bind, operand_key, schemas
+from ir.torch_callinfo import (
+    CallInfo,
+    Consts,
+    SignatureError,
+    arg_desc,
+    call_function,
+    call_method,
+    has_tensor,
+    shape_type,
+    tensor_devices,
+    tensor_operands,
+    type_from_desc,
+)
+from ir.torch_operators import binary_result_type, resolve_binary, resolve_unary, unary_result_type
+from ir.torch_schemas import NUMBERS_AS_TENSORS, Bound, bind, operand_key, schemas
 from ir.types import (
     ANY,
     BOOL,
     DEVICE,
     DTYPE,
-    FLOAT,
     INT,
     NONE,
-    STR,
     ListType,
     OptionalType,
-    ScalarType,
     TensorType,
     TupleType,
     Type,
     unify,
 )
-
-
-@dataclass(frozen=True)
-class CallInfo:
-    result: Type  # IR type of the result (TupleType for multiple returns, NONE for none)
-    aten: str | None  # "aten::name.overload" when the call binds to one aten overload
-    mutates: tuple[int, ...]  # operands written in place
-    random: bool  # consumes the global RNG: never reorder, CSE or drop
-    alias_of: int | None  # operand the result may alias (views, in-place ops)
-    # Every operand the result (or an element of a list/tuple result) may share storage with;
-    # includes alias_of. More than one for e.g. torch.broadcast_tensors(a, b), einsum.
-    aliases: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.alias_of is not None and self.alias_of not in self.aliases:
-            object.__setattr__(self, "aliases", tuple(sorted({*self.aliases, self.alias_of})))
-
-
-class SignatureError(Exception):
-    """A call the compiler does not accept. str(): a one-line message; .hint: what to do."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
-
-
-Consts = dict  # dict[int | str, object]
-
-
-# -- helpers shared with torch_python_funcs -------------------------------------------------------
-def tensor_devices(types: list[Type]) -> str | None:
-    """The device all tensor operands share, when every one of them is known and equal."""
-    found: set[str | None] = set()
-
-    def walk(t: Type) -> None:
-        if isinstance(t, TensorType):
-            found.add(t.device)
-        elif isinstance(t, OptionalType):
-            walk(t.elem)
-        elif isinstance(t, (TupleType, ListType)):
-            for e in (t.elems if isinstance(t, TupleType) else (t.elem,)):
-                walk(e)
-        elif t == ANY:
-            found.add(None)
-
-    for t in types:
-        walk(t)
-    if len(found) == 1:
-        return next(iter(found))
-    return None
-
-
-def _has_tensor(types: list[Type]) -> bool:
-    def walk(t: Type) -> bool:
-        if isinstance(t, TensorType):
-            return True
-        if isinstance(t, OptionalType):
-            return walk(t.elem)
-        if isinstance(t, TupleType):
-            return any(walk(e) for e in t.elems)
-        if isinstance(t, ListType):
-            return walk(t.elem)
-        return False
-
-    return any(walk(t) for t in types)
-
-
-def type_from_desc(kind: str, desc: Any, device: str | None, optional: bool = False) -> Type:
-    """IR type of a result of schema kind `kind`, with dtypes from the oracle's `desc`."""
-    if kind == "Tensor":
-        t: Type = TensorType(desc if isinstance(desc, str) else None, None, device)
-    elif kind == "Tensor[]":
-        elem = None
-        if isinstance(desc, tuple) and desc and all(d == desc[0] for d in desc) and isinstance(desc[0], str):
-            elem = desc[0]
-        t = ListType(TensorType(elem, None, device))
-    elif kind == "Scalar":
-        t = {int: INT, float: FLOAT, bool: BOOL, complex: dt.COMPLEX}.get(desc, ANY)  # type: ignore[arg-type]
-    else:
-        t = {"int": INT, "float": FLOAT, "bool": BOOL, "complex": dt.COMPLEX, "str": STR,
-             "dtype": DTYPE, "device": DEVICE, "int[]": ListType(INT), "float[]": ListType(FLOAT),
-             "bool[]": ListType(BOOL)}.get(kind, ANY)
-    return OptionalType(t) if optional and t != ANY else t
-
-
-def shape_type(self_type: Type) -> Type:
-    """x.shape / x.size(): a tuple of ints when the rank is known (torch.Size is a tuple)."""
-    if isinstance(self_type, TensorType) and self_type.shape is not None:
-        return TupleType((INT,) * len(self_type.shape))
-    return ListType(INT)
-
-
-def arg_desc(args: list[Type], kwargs: dict[str, Type], self_type: Type | None = None) -> str:
-    parts = [str(a) for a in args] + [f"{k}={v}" for k, v in kwargs.items()]
-    return "(" + ", ".join(parts) + ")"
-
-
-def const_of(consts: Consts, key: int | str | None, default: object = None) -> object:
-    if key is None:
-        return default
-    return consts.get(key, default)
-
 
 # Ops whose schema declares a fresh result but which return their input itself (or a view of it)
 # in some cases: dropout when not training, type_as to the same type, einsum("ij->ji"),
@@ -162,10 +69,6 @@ UNANNOTATED_ALIASES = frozenset({
     "atleast_1d", "atleast_2d", "atleast_3d", "einsum", "sum_to_size", "meshgrid",
     "broadcast_tensors", "cartesian_prod", "to_dense",
 })
-
-
-def tensor_operands(types: list[Type | None]) -> tuple[int, ...]:
-    return tuple(i for i, t in enumerate(types) if t is not None and _has_tensor([t]))
 
 
 # -- schema-bound calls -------------------------------------------------------------------------
@@ -178,19 +81,21 @@ def resolve_schema_call(
     kwargs: dict[str, Type],
     consts: Consts,
     invoke: Callable[[list[Any], dict[str, Any]], Any],
+    numpy_names: bool = True,
 ) -> CallInfo:
     """Bind a call of aten::<name> (function form, or method when `method`) and describe it."""
     sigs = schemas(name)
     candidates: list[Bound] = []
     reasons: list[str] = []
     for sig in sigs:
-        got = bind(sig, method, args, kwargs, name in NUMBERS_AS_TENSORS, self_type)
+        got = bind(sig, method, args, kwargs, name in NUMBERS_AS_TENSORS, self_type, numpy_names)
         if isinstance(got, Bound):
             candidates.append(got)
         else:
             reasons.append(got)
     if not candidates:
-        shown = [s.render(display, method) for s in sigs if not method or any(p.schema_name == "self" for p in s.params)]
+        shown = [s.render(display, method) for s in sigs
+                 if not method or any(p.schema_name == "self" for p in s.params)]
         why = max(reasons, key=lambda r: getattr(r, "score", 0)) if reasons else "no overload matches"
         raise SignatureError(
             f"{display}{arg_desc(args, kwargs)}: {why}",
@@ -199,8 +104,12 @@ def resolve_schema_call(
     best = min(c.cost for c in candidates)
     chosen = [c for c in candidates if c.cost == best]
     infos = [_describe_bound(c, method, self_type, args, kwargs, consts, invoke) for c in chosen]
-    if len(infos) == 1:
+    dynamic = _mentions_any(list(args) + list(kwargs.values()))
+    if not dynamic and all(_same_effect(i, infos[0]) for i in infos[1:]):
+        # One call, several spellings (std.dim / std.correction, all / all.dims, conv1d /
+        # conv1d.padding with the padding left out): the first registered, as torch's parser.
         return infos[0]
+    # A dynamic (Any) argument fits several overloads (x.view(n): sizes or a dtype?): join them.
     result: Type | None = infos[0].result
     for other in infos[1:]:
         result = unify(result, other.result) if result is not None else None
@@ -213,7 +122,26 @@ def resolve_schema_call(
         any(i.random for i in infos),
         infos[0].alias_of if all(i.alias_of == infos[0].alias_of for i in infos) else None,
         tuple(sorted({a for i in infos for a in i.aliases})),
+        infos[0].result_fields if all(i.result_fields == infos[0].result_fields for i in infos) else (),
     )
+
+
+def _mentions_any(types: list[Type]) -> bool:
+    for t in types:
+        if t == ANY:
+            return True
+        if isinstance(t, TupleType) and _mentions_any(list(t.elems)):
+            return True
+        if isinstance(t, (ListType, OptionalType)) and _mentions_any([t.elem]):
+            return True
+    return False
+
+
+def _same_effect(a: CallInfo, b: CallInfo) -> bool:
+    def effect(i: CallInfo) -> tuple:
+        return (i.result, i.mutates, i.random, i.alias_of, i.aliases)
+
+    return effect(a) == effect(b)
 
 
 def _param_value(b: Bound, pi: int, method: bool, args: list[Type], kwargs: dict[str, Type], consts: Consts) -> object:
@@ -269,9 +197,9 @@ def _describe_bound(
     if dev_idx is not None and dev_idx in b.slots:
         value = _param_value(b, dev_idx, method, args, kwargs, consts)
         device = dt.as_device_name(value) if value is not ... else None
-        if value is None and _has_tensor(operands):
+        if value is None and has_tensor(operands):
             device = tensor_devices(operands)
-    elif _has_tensor(operands):
+    elif has_tensor(operands):
         device = tensor_devices(operands)
     # Result dtypes: run the call on placeholders.
     desc = None
@@ -285,7 +213,10 @@ def _describe_bound(
     else:
         descs = desc if isinstance(desc, tuple) and len(desc) == len(sig.returns) else (None,) * len(sig.returns)
         result = TupleType(tuple(type_from_desc(r.kind, d, device, r.optional) for r, d in zip(sig.returns, descs)))
-    return CallInfo(result, sig.aten, tuple(mutates), random, alias_of, aliases)
+    fields: tuple[str, ...] = ()
+    if len(sig.returns) > 1 and all(r.name for r in sig.returns):
+        fields = tuple(r.name for r in sig.returns)
+    return CallInfo(result, sig.aten, tuple(mutates), random, alias_of, aliases, fields)
 
 
 def _is_random(b: Bound, method: bool, args: list[Type], kwargs: dict[str, Type], consts: Consts) -> bool:
@@ -309,14 +240,6 @@ def _infer(invoke, method, self_type, args, kwargs, consts, random, int_hints) -
     return dt.infer(invoke, list(args), kwargs, consts, random=random, int_hints=int_hints)
 
 
-def call_function(fn: Callable) -> Callable[[list[Any], dict[str, Any]], Any]:
-    return dt.keyed(lambda a, k: fn(*a, **k), ("fn", fn))
-
-
-def call_method(name: str) -> Callable[[list[Any], dict[str, Any]], Any]:
-    return dt.keyed(lambda a, k: getattr(a[0], name)(*a[1:], **k), ("method", name))
-
-
 # -- entry points -------------------------------------------------------------------------------
 def _check_out(kwargs: dict[str, Type], display: str) -> None:
     if "out" in kwargs:
@@ -333,13 +256,20 @@ def resolve_function(
     const_values: Consts | None = None,
 ) -> CallInfo:
     from ir import torch_python_funcs as pf
+    from ir import torch_special as sp
 
     consts = const_values or {}
     display = qualname
     _check_out(kwargs, display)
     if qualname.startswith("math."):
-        return pf.resolve_math(qualname, args, kwargs)
-    special = pf.SPECIAL_FUNCTIONS.get(qualname)
+        return sp.resolve_math(qualname, args, kwargs)
+    if qualname.startswith("torch.Tensor.") and qualname.count(".") == 2:
+        # torch.Tensor.add(x, y) is x.add(y); operand numbering is the same either way.
+        if not args:
+            raise SignatureError(f"{qualname}() needs the tensor as its first argument")
+        shifted = {(k - 1 if isinstance(k, int) else k): v for k, v in consts.items() if k != 0}
+        return resolve_method(qualname.rsplit(".", 1)[1], args[0], list(args[1:]), kwargs, shifted)
+    special = sp.SPECIAL_FUNCTIONS.get(qualname)
     if special is not None:
         return special(args, kwargs, consts)
     fn = _lookup(qualname)
@@ -362,6 +292,7 @@ def resolve_method(
     const_values: Consts | None = None,
 ) -> CallInfo:
     from ir import torch_python_funcs as pf
+    from ir import torch_special as sp
 
     consts = const_values or {}
     display = f"Tensor.{name}"
@@ -372,7 +303,7 @@ def resolve_method(
     if not isinstance(self_type, TensorType):
         raise SignatureError(f"method `{name}` of a value of type {self_type} is not supported")
     _check_out(kwargs, display)
-    special = pf.SPECIAL_METHODS.get(name)
+    special = sp.SPECIAL_METHODS.get(name)
     if special is not None:
         got = special(self_type, args, kwargs, consts)
         if got is not None:
@@ -389,17 +320,28 @@ def resolve_method(
     sigs = [s for s in schemas(name) if any(p.schema_name == "self" and p.kind == "Tensor" for p in s.params)]
     if not sigs:
         raise SignatureError(f"`{display}` is not supported in compiled code")
-    return resolve_schema_call(name, display, True, self_type, args, kwargs, consts, call_method(name))
+    written_in_python = inspect.isfunction(attr)  # Tensor.split: no axis= alias
+    return resolve_schema_call(name, display, True, self_type, args, kwargs, consts, call_method(name),
+                               numpy_names=not written_in_python)
 
 
 def is_known_function(qualname: str) -> bool:
     """Whether resolve_function knows `qualname` at all (torch.*, torch.nn.functional.*, math.*)."""
     from ir import torch_python_funcs as pf
+    from ir import torch_special as sp
 
     if qualname.startswith("math."):
-        return qualname in pf.MATH_FUNCTIONS
-    if qualname in pf.SPECIAL_FUNCTIONS:
-        return qualname not in pf.REJECTED
+        return qualname in sp.MATH_FUNCTIONS
+    if qualname.startswith("torch.Tensor.") and qualname.count(".") == 2:
+        name = qualname.rsplit(".", 1)[1]
+        if name in sp.SPECIAL_METHODS:
+            return name not in sp.REJECTED_METHODS
+        return callable(getattr(torch.Tensor, name, None)) and (
+            pf.python_method_spec(name) is not None
+            or any(any(p.schema_name == "self" for p in s.params) for s in schemas(name))
+        )
+    if qualname in sp.SPECIAL_FUNCTIONS:
+        return qualname not in sp.REJECTED
     fn = _lookup(qualname)
     if fn is None:
         return False
@@ -487,170 +429,6 @@ def resolve_attribute_info(name: str, self_type: Type) -> CallInfo:
 def resolve_attribute(name: str, self_type: Type) -> Type:
     return resolve_attribute_info(name, self_type).result
 
-
-# -- Python operators ---------------------------------------------------------------------------
-_OPERATORS: dict[str, Callable] = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,
-    "//": operator.floordiv, "%": operator.mod, "**": operator.pow, "@": operator.matmul,
-    "&": operator.and_, "|": operator.or_, "^": operator.xor, "<<": operator.lshift,
-    ">>": operator.rshift, "==": operator.eq, "!=": operator.ne, "<": operator.lt,
-    "<=": operator.le, ">": operator.gt, ">=": operator.ge,
-}
-_INPLACE_OPERATORS: dict[str, Callable] = {
-    "+": operator.iadd, "-": operator.isub, "*": operator.imul, "/": operator.itruediv,
-    "//": operator.ifloordiv, "%": operator.imod, "**": operator.ipow, "@": operator.imatmul,
-    "&": operator.iand, "|": operator.ior, "^": operator.ixor, "<<": operator.ilshift,
-    ">>": operator.irshift,
-}
-# The aten overload each operator reaches: (tensor op tensor, tensor op number, number op tensor).
-_OP_ATEN: dict[str, tuple[str | None, str | None, str | None]] = {
-    "+": ("add.Tensor", "add.Tensor", "add.Tensor"),
-    "-": ("sub.Tensor", "sub.Tensor", "rsub.Scalar"),
-    "*": ("mul.Tensor", "mul.Tensor", "mul.Tensor"),
-    "/": ("div.Tensor", "div.Tensor", None),
-    "//": ("floor_divide", "floor_divide", "floor_divide"),
-    "%": ("remainder.Tensor", "remainder.Scalar", "remainder.Scalar_Tensor"),
-    "**": ("pow.Tensor_Tensor", "pow.Tensor_Scalar", "pow.Scalar"),
-    "@": ("matmul", None, None),
-    "&": ("bitwise_and.Tensor", "bitwise_and.Scalar", "bitwise_and.Scalar"),
-    "|": ("bitwise_or.Tensor", "bitwise_or.Scalar", "bitwise_or.Scalar"),
-    "^": ("bitwise_xor.Tensor", "bitwise_xor.Scalar", "bitwise_xor.Scalar"),
-    "<<": ("__lshift__.Tensor", "__lshift__.Scalar", "bitwise_left_shift.Scalar_Tensor"),
-    ">>": ("__rshift__.Tensor", "__rshift__.Scalar", "bitwise_right_shift.Scalar_Tensor"),
-    "==": ("eq.Tensor", "eq.Scalar", "eq.Scalar"),
-    "!=": ("ne.Tensor", "ne.Scalar", "ne.Scalar"),
-    "<": ("lt.Tensor", "lt.Scalar", "gt.Scalar"),
-    "<=": ("le.Tensor", "le.Scalar", "ge.Scalar"),
-    ">": ("gt.Tensor", "gt.Scalar", "lt.Scalar"),
-    ">=": ("ge.Tensor", "ge.Scalar", "le.Scalar"),
-}
-_NUMERIC = (INT, FLOAT, BOOL, dt.COMPLEX)
-
-
-def resolve_binary(op: str, a: Type, b: Type, inplace: bool = False) -> CallInfo:
-    """`a op b` (or `a op= b` when inplace) for the Python operators and comparisons."""
-    if op in ("is", "is not", "in", "not in"):
-        return CallInfo(BOOL, None, (), False, None)
-    if op not in _OPERATORS:
-        raise SignatureError(f"unknown operator `{op}`")
-    if isinstance(a, OptionalType) or isinstance(b, OptionalType):
-        if op in ("==", "!="):
-            return CallInfo(BOOL if not (_tensorish(a) or _tensorish(b)) else ANY, None, (), False, None)
-        raise SignatureError(
-            f"unsupported operand types for {op}: {a} and {b} (a value may be None)",
-            "check `x is not None` first; the compiler narrows the type inside the `if`",
-        )
-    if isinstance(a, TensorType) or isinstance(b, TensorType):
-        return _tensor_binary(op, a, b, inplace)
-    result = _scalar_binary(op, a, b, inplace)
-    if result is None:
-        raise SignatureError(f"unsupported operand types for {op}: {a} and {b}")
-    mutates = (0,) if inplace and isinstance(a, ListType) and op in ("+", "*") else ()
-    return CallInfo(result, None, mutates, False, 0 if mutates else None)
-
-
-def _tensorish(t: Type) -> bool:
-    return isinstance(t, TensorType) or (isinstance(t, OptionalType) and isinstance(t.elem, TensorType))
-
-
-def _scalar_binary(op: str, a: Type, b: Type, inplace: bool) -> Type | None:
-    if op in ("==", "!="):
-        return BOOL
-    if ANY in (a, b):
-        return ANY
-    if isinstance(a, TupleType) and isinstance(b, TupleType) and op == "+":
-        return TupleType(a.elems + b.elems)
-    if isinstance(a, ListType) and isinstance(b, ListType) and op == "+":
-        return unify(a, b)
-    if isinstance(a, (TupleType, ListType)) and b in (INT, BOOL) and op == "*":
-        return a if isinstance(a, ListType) else ANY  # a tuple of unknown length
-    if isinstance(a, (TupleType, ListType)) and isinstance(b, type(a)) and op in ("<", "<=", ">", ">="):
-        return BOOL
-    return dt.python_binary(op, a, b)
-
-
-def _tensor_binary(op: str, a: Type, b: Type, inplace: bool) -> CallInfo:
-    tensor_left = isinstance(a, TensorType)
-    other = b if tensor_left else a
-    if op in ("==", "!=") and (other == NONE or other in (STR, DTYPE, DEVICE)):
-        return CallInfo(BOOL, None, (), False, None)
-    if inplace and not tensor_left:
-        # number += tensor rebinds the name to a new tensor: same as number + tensor.
-        inplace = False
-    if other == ANY:
-        return CallInfo(TensorType(), None, (0,) if inplace else (), False, 0 if inplace else None)
-    if not (isinstance(other, TensorType) or other in _NUMERIC):
-        raise SignatureError(
-            f"unsupported operand types for {op}: {a} and {b}",
-            "tensors combine with tensors and Python numbers only",
-        )
-    if op == "@" and not isinstance(other, TensorType):
-        raise SignatureError(f"unsupported operand types for @: {a} and {b}", "use * to scale a tensor")
-    fn = _INPLACE_OPERATORS[op] if inplace else _OPERATORS[op]
-    status, desc, error, cpu_rejected = dt.infer_status(
-        dt.keyed(lambda x, k: fn(x[0], x[1]), ("op", op, inplace)), [a, b], {}, {})
-    both_known = all(
-        not isinstance(t, TensorType) or (t.dtype is not None and t.shape is not None) for t in (a, b)
-    )
-    if both_known and _rejected(status, cpu_rejected, [a, b]):
-        raise SignatureError(f"unsupported operand types for {op}: {a} and {b}: {error}")
-    dtype = desc if status == "ok" and isinstance(desc, str) else None
-    if inplace and isinstance(a, TensorType) and a.dtype is not None and status != "failed":
-        dtype = a.dtype
-    device = tensor_devices([a, b])
-    which = 0 if isinstance(a, TensorType) and isinstance(b, TensorType) else (1 if tensor_left else 2)
-    aten_name = _OP_ATEN[op][which]
-    if inplace and aten_name is not None:
-        base, _, overload = aten_name.partition(".")
-        base = {"__lshift__": "__ilshift__", "__rshift__": "__irshift__"}.get(base, base + "_")
-        aten_name = base + ("." + overload if overload else "")
-        if not schemas(aten_name.partition(".")[0]):
-            aten_name = None
-    aten = None if aten_name is None else "aten::" + aten_name
-    return CallInfo(
-        TensorType(dtype, None, device), aten, (0,) if inplace else (), False, 0 if inplace else None
-    )
-
-
-def _rejected(status: str, cpu_rejected: bool, operands: list[Type]) -> bool:
-    """Torch rejects the operation: every placeholder failed, or, for tensors known to live on
-    the CPU, every CPU kernel refused (meta kernels skip some dtype checks)."""
-    if status == "failed":
-        return True
-    return cpu_rejected and tensor_devices(operands) == "cpu"
-
-
-def binary_result_type(op: str, a: Type, b: Type) -> Type:
-    return resolve_binary(op, a, b).result
-
-
-_UNARY_ATEN = {"-": "aten::neg", "+": "aten::positive", "~": "aten::bitwise_not"}
-_UNARY_FN = {"-": operator.neg, "+": operator.pos, "~": operator.invert}
-
-
-def resolve_unary(op: str, t: Type) -> CallInfo:
-    if op == "not":
-        return CallInfo(BOOL, None, (), False, None)
-    if op not in _UNARY_FN:
-        raise SignatureError(f"unknown unary operator `{op}`")
-    if isinstance(t, OptionalType):
-        raise SignatureError(f"bad operand type for unary {op}: {t} (the value may be None)",
-                             "check `x is not None` first")
-    if isinstance(t, TensorType):
-        fn = _UNARY_FN[op]
-        status, desc, error, cpu_rejected = dt.infer_status(dt.keyed(lambda x, k: fn(x[0]), ("unary", op)), [t], {}, {})
-        if t.dtype is not None and _rejected(status, cpu_rejected, [t]):
-            raise SignatureError(f"bad operand type for unary {op}: {t}: {error}")
-        dtype = desc if status == "ok" and isinstance(desc, str) else None
-        return CallInfo(TensorType(dtype, None, t.device), _UNARY_ATEN[op], (), False, None)
-    result = dt.python_unary(op, t)
-    if result is None:
-        raise SignatureError(f"bad operand type for unary {op}: {t}")
-    return CallInfo(result, None, (), False, None)
-
-
-def unary_result_type(op: str, t: Type) -> Type:
-    return resolve_unary(op, t).result
 
 
 __all__ = [

@@ -17,7 +17,6 @@ from dataclasses import FrozenInstanceError
 
 import pytest
 import torch
-import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -574,6 +573,14 @@ def check_case(case: tuple, forget_dtype: bool = False, forget_shape: bool = Fal
     before_storages = [storages(o) for o in operands]
     real = run_real(kind, name, args, kwargs)
     check_type(real, info.result)
+    # Named tuples (torch.return_types.max): the field names, in order.
+    if isinstance(real, tuple) and type(real) is not tuple and info.result_fields:
+        for i, field in enumerate(info.result_fields):
+            assert getattr(real, field) is real[i]
+    elif isinstance(real, tuple) and type(real).__module__ == "torch.return_types":
+        pytest.fail(f"{type(real).__name__} is a named tuple; result_fields is empty")
+    else:
+        assert info.result_fields == ()
     # Written: the version counter moved, or the values changed (batch_norm's running stats are
     # updated by the kernel without a version bump).
     changed = tuple(
@@ -635,6 +642,59 @@ def test_non_constant_numbers_still_bind() -> None:
         check_type(real, without.result, name)
 
 
+def _dispatched_ops(kind: str, name: str, args: list, kwargs: dict) -> set[str]:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: set[str] = set()
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            overload = func._overloadname
+            seen.add(f"{func._schema.name}" + ("" if overload == "default" else f".{overload}"))
+            return func(*args, **(kwargs or {}))
+
+    with Record():
+        run_real(kind, name, args, kwargs)
+    return seen
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+def test_aten_names_are_real_and_dispatched(case: tuple) -> None:
+    """`aten` names an overload in the dispatcher; unless it is a composite op (which decomposes
+    before dispatch modes see it), the real call dispatches exactly that overload."""
+    kind, name, make_args, make_kwargs = case[:4]
+    torch.manual_seed(0)
+    args, kwargs = make_args(), make_kwargs()
+    info = resolve(kind, name, args, kwargs)
+    if info.aten is None:
+        return
+    op, _, overload = info.aten.partition(".")
+    torch._C._dispatch_find_schema_or_throw(op, overload)  # raises if it does not exist
+    if torch._C._dispatch_has_kernel_for_dispatch_key(info.aten, "CompositeImplicitAutograd"):
+        return
+    assert info.aten in _dispatched_ops(kind, name, args, kwargs)
+
+
+def test_every_functional_wrapper_names_a_real_op() -> None:
+    """Each torch.nn.functional function resolves on a plain 4-d tensor call or rejects it cleanly,
+    and any aten name it gives exists."""
+    img_t = TensorType("float32", (2, 4, 8, 8))
+    for name in dir(torch.nn.functional):
+        qual = f"torch.nn.functional.{name}"
+        if not is_known_function(qual):
+            continue
+        for kwargs in ({}, {"return_indices": BOOL}):
+            try:
+                info = resolve_function(qual, [img_t, INT], kwargs, {"return_indices": True})
+            except SignatureError:
+                continue
+            if info.aten is not None:
+                op, _, overload = info.aten.partition(".")
+                torch._C._dispatch_find_schema_or_throw(op, overload)
+    info = resolve_function("torch.nn.functional.adaptive_max_pool2d", [img_t, INT], {})
+    assert info.aten is None and isinstance(info.result, TensorType)
+
+
 # -- specific expectations ----------------------------------------------------------------------
 F32 = TensorType("float32", (None, None))
 I64 = TensorType("int64", (None,))
@@ -653,6 +713,7 @@ def test_api_examples_from_the_brief() -> None:
     assert r.aten == "aten::cat" and r.result == TensorType("float32")
     r = resolve_function("torch.max", [F32], {"dim": INT}, {"dim": 1})
     assert r.aten == "aten::max.dim" and r.result == TupleType((TensorType("float32"), TensorType("int64")))
+    assert r.result_fields == ("values", "indices")
     assert resolve_function("torch.max", [F32], {}).aten == "aten::max"
     assert resolve_function("torch.max", [F32, F32], {}).aten == "aten::max.other"
     assert resolve_method("size", F32, [INT], {}).result == INT
@@ -666,6 +727,15 @@ def test_api_examples_from_the_brief() -> None:
     assert r.mutates == (0,) and r.alias_of == 0 and r.aten == "aten::relu_"
     r = resolve_function("torch.nn.functional.relu", [F32], {"inplace": BOOL}, {"inplace": False})
     assert r.mutates == () and r.aten == "aten::relu"
+
+
+def test_equivalent_overloads_pick_the_first() -> None:
+    # Several overloads bind with the same effect: the first registered one, never "unknown".
+    assert resolve_function("torch.std", [F32], {"dim": INT}, {"dim": 1}).aten == "aten::std.dim"
+    assert resolve_method("all", F32, [], {}).aten == "aten::all"
+    x4 = TensorType("float32", (1, 2, 3))
+    assert resolve_function("torch.nn.functional.conv1d", [x4, x4], {}).aten == "aten::conv1d"
+    assert resolve_function("torch.arange", [INT, INT], {"device": STR}, {"device": "cpu"}).aten == "aten::arange.start"
 
 
 def test_add_binds_tensor_overload_for_numbers() -> None:
@@ -761,6 +831,11 @@ def test_is_known_function() -> None:
                  "torch.linalg.norm", "torch.special.erf", "torch.fft.rfft", "torch.tensor",
                  "torch.nn.functional.max_pool2d", "torch.nn.functional.scaled_dot_product_attention"):
         assert is_known_function(name), name
+    assert is_known_function("torch.Tensor.add") and is_known_function("torch.Tensor.view")
+    assert not is_known_function("torch.Tensor.tolist") and not is_known_function("torch.Tensor.nope")
+    r = resolve_function("torch.Tensor.add_", [F32, F32], {})
+    assert r.mutates == (0,) and r.aten == "aten::add_.Tensor"
+    assert resolve_function("torch.Tensor.size", [F32, INT], {}, {1: 0}).result == INT
     for name in ("torch.not_a_function", "torch.finfo", "torch.save", "torch.compile", "math.pi",
                  "math.nope", "numpy.sum", "torch.nn.functional.nope", "torch._C", "torch.Tensor",
                  "torch.nn.Linear", "torch.view", "torch.manual_seed"):
@@ -1067,6 +1142,7 @@ def test_function_promotion_matches_torch(fn: str, a: tuple, b: tuple, forget_ra
 ARG_VALUES = {
     "T": lambda: torch.ones(2, 3), "I": lambda: 1, "F": lambda: 0.5, "B": lambda: True,
     "S": lambda: "a", "N": lambda: None, "L": lambda: [1], "D": lambda: torch.float16,
+    "Z": lambda: torch.tensor(1), "P": lambda: (1, 0), "TL": lambda: [torch.ones(2, 3), torch.ones(2, 3)],
 }
 BINDING_FUNCTIONS = [
     ("f", "torch.add"), ("f", "torch.mul"), ("f", "torch.clamp"), ("f", "torch.where"), ("f", "torch.sum"),
@@ -1077,6 +1153,10 @@ BINDING_FUNCTIONS = [
     ("m", "view"), ("m", "reshape"), ("m", "permute"), ("m", "expand"), ("m", "repeat"), ("m", "size"),
     ("m", "masked_fill"), ("m", "sum"), ("m", "add"), ("m", "to"), ("m", "max"), ("m", "clamp"),
     ("m", "unsqueeze"), ("m", "float"), ("m", "type_as"), ("m", "new_zeros"), ("m", "chunk"),
+    ("f", "torch.stack"), ("m", "index_select"), ("m", "new_full"), ("m", "narrow"), ("m", "split"),
+    ("m", "repeat_interleave"), ("f", "torch.nn.functional.softplus"), ("f", "torch.nn.functional.one_hot"),
+    ("m", "masked_fill_"), ("m", "fill_"), ("m", "pow"), ("f", "torch.div"), ("m", "scatter"),
+    ("f", "torch.full_like"), ("m", "argmax"), ("m", "std"), ("f", "torch.randn"), ("m", "flip"),
 ]
 
 
@@ -1102,7 +1182,8 @@ def _parser_accepts(kind: str, name: str, args: list, kwargs: dict) -> bool | No
 @given(target=st.sampled_from(BINDING_FUNCTIONS),
        codes=st.lists(st.sampled_from(list(ARG_VALUES)), max_size=3),
        kw=st.sampled_from([None, ("dim", "I"), ("dtype", "D"), ("keepdim", "B"), ("alpha", "I"),
-                           ("other", "T"), ("dim", "L"), ("min", "F"), ("bogus", "I")]))
+                           ("other", "T"), ("dim", "L"), ("min", "F"), ("bogus", "I"), ("dim", "N"),
+                           ("value", "F"), ("input", "T"), ("axis", "I"), ("size", "P")]))
 def test_binding_matches_torch_argument_parser(target: tuple, codes: list, kw: tuple | None) -> None:
     kind, name = target
     args = [ARG_VALUES[c]() for c in codes]
@@ -1111,7 +1192,8 @@ def test_binding_matches_torch_argument_parser(target: tuple, codes: list, kw: t
     kwargs = {kw[0]: ARG_VALUES[kw[1]]()} if kw else {}
     accepted_by_torch = _parser_accepts(kind, name, list(args), dict(kwargs))
     deprecated = (  # torch's deprecated add(input, Number alpha, other): we reject it
-        name.split(".")[-1] in ("add", "sub") and len(args) >= 2 and isinstance(args[1], (int, float))
+        name.split(".")[-1] in ("add", "sub") and len(args) >= 2
+        and (isinstance(args[1], (int, float)) or (isinstance(args[1], torch.Tensor) and args[1].dim() == 0))
         and (len(args) >= 3 or "other" in kwargs)
     )
     if accepted_by_torch is None or deprecated:
