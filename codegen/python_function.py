@@ -342,6 +342,11 @@ class FunctionEmitter:
             target = self.expr(op.operands[0]).text
             self.w.line(f"{target} {op.attributes['op']}= {self.expr(op.operands[1]).text}")
             self.share(op.result, target)
+        elif isinstance(op, ops.GuardOp):
+            cond = self.expr(op.operands[0], PREC["not"] + 1).text
+            self.w.line(f"if not {cond}:")
+            with self.w.indent():
+                self.w.line(f"raise _guards.GuardFailure({string_literal(op.attributes['reason'])})")
         elif isinstance(op, ops.IndexPutOp):
             self.w.line(f"{self.index_text(op)} = {self.expr(op.operands[-1]).text}")
         elif isinstance(op, ops.SetAttrOp):

@@ -378,3 +378,12 @@ class UnpackOp(Operation):
 
     name = "py.unpack"
     traits = frozenset({PURE})
+
+
+class GuardOp(Operation):
+    """An entry check: when operand 0 (a bool) is false, the compiled code does not apply and
+    the call runs eagerly instead (attribute `reason` says why). Guards stand at the start of a
+    function, before any effect."""
+
+    name = "py.guard"
+    traits = frozenset({OPAQUE})

@@ -19,12 +19,13 @@ def run_pipeline(
     program: Program,
     after_pass: Callable[[str, Program], None] | None = None,
     check: bool = False,
+    passes: list[tuple[str, Pass]] | None = None,
 ) -> Program:
-    """Run every pass in order; `after_pass(name, program)` sees the IR after each one, and
-    `check` runs the verifier between passes."""
+    """Run every pass in order (PIPELINE unless `passes` is given); `after_pass(name, program)`
+    sees the IR after each one, and `check` runs the verifier between passes."""
     if check:
         verify(program)
-    for name, fn in PIPELINE:
+    for name, fn in PIPELINE if passes is None else passes:
         fn(program)
         if check:
             verify(program)
