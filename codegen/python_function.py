@@ -392,7 +392,9 @@ class FunctionEmitter:
             owner = v.owner
             if not isinstance(owner, Operation) or owner.parent is not block or v in self.var or owner in self.folded:
                 continue
-            if isinstance(owner, ops.UnpackOp):
+            if isinstance(owner, (ops.UnpackOp, ops.InplaceOp, ops.RefineOp)):
+                # `x += y` rebinds x whatever variable its result is given, and a refined value
+                # has no statement of its own: the copy at the end of the block assigns it.
                 continue
             holders = [w for w, name in self.var.items() if name == t and w is not v]
             if any(self._used_after(w, owner, block) for w in holders):
@@ -471,6 +473,8 @@ class FunctionEmitter:
         return any(t != self.expr_peek(v) for t, v in zip(targets, term.operands))  # type: ignore[union-attr]
 
     def expr_peek(self, value: Value) -> str:
+        while value not in self.var and isinstance(value.owner, ops.RefineOp):
+            value = value.owner.operands[0]  # printed as what it refines
         return self.var.get(value, "\0")
 
     def loop_variables(self, op: Operation, body: Block, n_extra: int) -> list[str]:

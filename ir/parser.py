@@ -36,6 +36,7 @@ from ir.types import (
     TensorType,
     TupleType,
     Type,
+    parse_dim,
 )
 
 _IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -509,7 +510,11 @@ class _Parser:
                     elif _INT_DIM.match(self.text, self.pos):
                         dims.append(int(self.match(_INT_DIM, "a dimension")))
                     else:
-                        dims.append(self.until(",]", "a dimension"))
+                        start = self.pos
+                        try:
+                            dims.append(parse_dim(self.until(",]", "a dimension")))
+                        except ValueError:
+                            self.fail("expected a dimension (an int, '?', or a size expression)", start)
                     if self.accept("]"):
                         break
                     self.expect(",", "',' or ']'")

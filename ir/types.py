@@ -6,11 +6,61 @@ A type says what a value is as far as the compiler knows it. Tensor facts that a
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass
 from typing import Union
 
-# A dimension is a concrete size, a symbol name ("B"), or unknown (None).
-Dim = Union[int, str, None]
+import sympy
+
+# A dimension is a concrete size, a symbolic size (a sympy expression over positive integer
+# symbols: `B`, `T*C`, `floor(T/2) + 1`), or unknown (None). A symbol name given as a str ("B",
+# as annotations spell it) becomes `sym("B")`; a sympy integer becomes an int.
+Dim = Union[int, sympy.Expr, None]
+
+
+@functools.lru_cache(maxsize=None)
+def sym(name: str) -> sympy.Symbol:
+    """The size symbol `name`: a positive integer, the same object for the same name."""
+    return sympy.Symbol(name, integer=True, positive=True)
+
+
+_DIM_FUNCTIONS = {"floor": sympy.floor, "ceiling": sympy.ceiling, "Min": sympy.Min, "Max": sympy.Max,
+                  "Mod": sympy.Mod}
+_DIM_NAME = re.compile(r"[A-Za-z_]\w*")
+_DIM_TEXT = re.compile(r"[\w\s+\-*/(),]*")
+
+
+def parse_dim(text: str) -> Dim:
+    """A dimension as IR text writes it: "?", "4", "B", "T*C", "floor((T - 1)/2) + 1"."""
+    text = text.strip()
+    if text == "?":
+        return None
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if not _DIM_TEXT.fullmatch(text):
+        raise ValueError(f"not a dimension: {text!r}")
+    names = {n: _DIM_FUNCTIONS.get(n) or sym(n) for n in _DIM_NAME.findall(text)}
+    try:
+        expr = sympy.sympify(text, locals=names)
+    except (sympy.SympifyError, SyntaxError, TypeError) as e:
+        raise ValueError(f"not a dimension: {text!r}") from e
+    if not isinstance(expr, sympy.Expr):
+        raise ValueError(f"not a dimension: {text!r}")
+    return as_dim(expr)
+
+
+def as_dim(d: object) -> Dim:
+    """Normalize a dimension: str names become symbols, sympy integers become ints."""
+    if d is None or (isinstance(d, int) and not isinstance(d, bool)):
+        return d  # type: ignore[return-value]
+    if isinstance(d, str):
+        return sym(d) if d.isidentifier() else parse_dim(d)
+    if isinstance(d, sympy.Expr):
+        if d.is_Integer:
+            return int(d)
+        return d
+    raise TypeError(f"not a dimension: {d!r}")
 
 # Short dtype names used in IR text, in the order torch promotes them (roughly).
 DTYPE_SHORT = {
@@ -42,6 +92,10 @@ class TensorType(Type):
     dtype: str | None = None  # torch dtype name without "torch.", e.g. "float32"
     shape: tuple[Dim, ...] | None = None  # None: rank unknown
     device: str | None = None  # "cpu", "cuda", ... when known
+
+    def __post_init__(self) -> None:
+        if self.shape is not None and not all(d is None or type(d) is int for d in self.shape):
+            object.__setattr__(self, "shape", tuple(as_dim(d) for d in self.shape))
 
     @property
     def rank(self) -> int | None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn as _nn
+from torch.nn.modules import module as _module_globals
 
 
 class GuardFailure(Exception):
@@ -65,6 +67,28 @@ def check_size(value: torch.Tensor, dim: int, size: int, name: str) -> None:
         raise GuardFailure(f"argument {name!r}: expected size {size} in dimension {dim}, got {value.size(dim)}")
 
 
+def check_min_size(value: torch.Tensor, dim: int, minimum: int, name: str) -> None:
+    """A size the compiled code treats as a symbol (a positive integer) is at least `minimum`."""
+    if value.size(dim) < minimum:
+        raise GuardFailure(f"argument {name!r}: expected size >= {minimum} in dimension {dim}, got {value.size(dim)}")
+
+
+def check_same_size(value: torch.Tensor, dim: int, other: torch.Tensor, other_dim: int, name: str,
+                    other_name: str) -> None:
+    """Two sizes the compiled code assumes equal (the same size symbol) are equal."""
+    if value.size(dim) != other.size(other_dim):
+        raise GuardFailure(
+            f"argument {name!r}: expected size {other.size(other_dim)} in dimension {dim} (as {other_name!r} "
+            f"in dimension {other_dim}), got {value.size(dim)}"
+        )
+
+
+def check_value(value: Any, expected: Any, name: str) -> None:
+    """A Python value the compiled code was specialised to (a module attribute) is unchanged."""
+    if value is not expected and (expected is None or value != expected):
+        raise GuardFailure(f"{name}: expected {expected!r}, got {value!r}")
+
+
 def check_contiguous(value: torch.Tensor, name: str) -> None:
     if not value.is_contiguous():
         raise GuardFailure(f"argument {name!r}: expected a contiguous tensor")
@@ -85,3 +109,100 @@ def check_annotation(value: Any, annotation: Any, name: str) -> None:
 
 def _dtype(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
+
+
+# -- submodules the compiled code inlined or lowered --------------------------------------------
+# Calling a submodule runs nn.Module.__call__ (hooks) and then the module's forward. Compiled code
+# that inlined the forward of one of the file's classes, or replaced a torch layer by the torch
+# function its forward calls, is only right when that call would do exactly that: the module is of
+# the class the compiler assumed (not a subclass, nor a class swapped in by parametrize), it does
+# not carry a forward of its own, no hooks are registered on it or globally, and the condition
+# the lowering relied on holds (`plain_module`'s `conditions`, by name).
+
+_LAYER_CONDITIONS: dict[str, Any] = {
+    "eval": lambda m: not m.training,
+    # BatchNorm's buffers (a torch class, so they live in _buffers; read past nn.Module.__getattr__).
+    "running_stats": lambda m: m._buffers["running_mean"] is not None and m._buffers["running_var"] is not None,
+    "zeros_padding": lambda m: m.padding_mode == "zeros",
+    "no_max_norm": lambda m: m.max_norm is None,
+    "no_indices": lambda m: not m.return_indices,
+    "valid_p": lambda m: not (m.p < 0.0 or m.p > 1.0),  # as F.dropout tests it (a NaN passes)
+}
+_class_matches: dict[tuple[type, str], bool] = {}  # only matches
+_paths: dict[str, tuple[tuple[str | int, bool], ...]] = {}
+_class_attrs: dict[tuple[type, str], bool] = {}
+_NOTHING: dict[str, Any] = {}
+
+
+def _class_is(cls: type, qualname: str) -> bool:
+    """Whether `cls` is torch's `torch.nn.<X>` itself, or a class with this qualified name that
+    keeps nn.Module's __call__. Matches are cached (this sits on every call's path); misses are
+    not, so classes made on the fly (parametrize makes one per module) are not kept alive."""
+    key = (cls, qualname)
+    if key in _class_matches:
+        return True
+    if qualname.startswith("torch.nn."):
+        found = getattr(_nn, qualname[len("torch.nn."):], None) is cls
+    else:
+        found = cls.__qualname__ == qualname and cls.__call__ is _nn.Module.__call__
+    if found:
+        _class_matches[key] = True
+    return found
+
+
+def _path(path: str) -> tuple[tuple[str | int, bool], ...]:
+    """Parse a path once: "a.b?.0" is (("a", False), ("b", True), (0, False)); True: may be None."""
+    parts = _paths.get(path)
+    if parts is None:
+        parts = tuple(
+            (int(p.rstrip("?")) if p.rstrip("?").lstrip("-").isdigit() else p.rstrip("?"), p.endswith("?"))
+            for p in (path.split(".") if path else ())
+        )
+        _paths[path] = parts
+    return parts
+
+
+def _child(module: Any, step: str | int) -> Any:
+    """`module.<step>` (or `module[step]`) as Python reads it, a submodule without going through
+    nn.Module.__getattr__ (slow on this path)."""
+    if type(step) is int:
+        return module[step]
+    modules = getattr(module, "__dict__", _NOTHING).get("_modules", _NOTHING)
+    if step in modules:
+        key = (type(module), step)
+        shadowed = _class_attrs.get(key)
+        if shadowed is None:  # a class attribute (a property) wins over a submodule
+            shadowed = _class_attrs[key] = hasattr(key[0], step)
+        if not shadowed:
+            return modules[step]
+    return getattr(module, step)
+
+
+def plain_module(root: Any, path: str, qualname: str, *conditions: str) -> bool:
+    """Whether calling the submodule at `path` below `root` ("block1.conv1"; "layers.0" indexes
+    a ModuleList or Sequential) runs exactly the code the compiled module put in its place: its
+    class is `qualname` ("torch.nn.Linear", or a class of the model file), no forward set on the
+    instance, no hooks on it nor global ones, and each named condition holds. A part written
+    "downsample?" may be None: the compiled code calls the module only after checking that it is
+    not, so the check passes. Never raises: a missing attribute is a failed check."""
+    g = _module_globals
+    if g._global_forward_hooks or g._global_forward_pre_hooks or g._global_backward_hooks or g._global_backward_pre_hooks:
+        return False
+    module = root
+    try:
+        for step, optional in _path(path):
+            module = _child(module, step)
+            if module is None and optional:
+                return True
+        if not isinstance(module, _nn.Module) or not _class_is(type(module), qualname):
+            return False
+        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks:
+            return False
+        if "forward" in module.__dict__:
+            return False
+        for c in conditions:
+            if not _LAYER_CONDITIONS[c](module):
+                return False
+        return True
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return False

@@ -42,7 +42,9 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     # The check pass reports every unsupported construct at once; a function it rejected is not
     # lowered, so its errors are not reported twice.
     check = check_file(source, targets)
-    ctx = FileContext(source, {t.name for t in targets})
+    # What the file decorates is compiled code the targets may call, also when one object is
+    # compiled now (script(fn, example_inputs=...) passes just that target).
+    ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets()})
     if instance_classes:
         ctx.classes.update(instance_classes)
     diagnostics: list[Diagnostic] = []

@@ -624,17 +624,17 @@ class ExpressionLowering:
             if isinstance(types[0], (ListType, TupleType, TensorType, ModuleListType)) or types[0] in (STR, ANY):
                 return self.op(ops.BuiltinCallOp, args, [INT], callee="len").result
             raise self.error(node, f"len() of a {types[0]}")
-        if name == "abs" and len(args) == 1 and types[0] in (INT, FLOAT, BOOL):
+        if name == "abs" and len(args) == 1 and types[0] in (INT, FLOAT, BOOL, ANY):
             return self.op(ops.BuiltinCallOp, args, [INT if types[0] == BOOL else types[0]], callee="abs").result
-        if name == "round" and 1 <= len(args) <= 2 and types[0] in (INT, FLOAT):
-            t = INT if len(args) == 1 else types[0]
+        if name == "round" and 1 <= len(args) <= 2 and types[0] in (INT, FLOAT, ANY):
+            t = INT if len(args) == 1 else types[0]  # round(t.item(), 1) is Any: the float or int it rounds
             return self.op(ops.BuiltinCallOp, args, [t], callee="round").result
-        if name in ("min", "max") and len(args) >= 2 and all(t in (INT, FLOAT, BOOL) for t in types):
+        if name in ("min", "max") and len(args) >= 2 and all(t in (INT, FLOAT, BOOL, ANY) for t in types):
             t = FLOAT if FLOAT in types else INT
             if all(x == BOOL for x in types):
                 t = BOOL
-            if t == FLOAT and INT in types:
-                t = ANY  # Python keeps the winner's type: max(1, 0.5) is the int 1
+            if t == FLOAT and INT in types or ANY in types:
+                t = ANY  # Python keeps the winner's type: max(1, 0.5) is the int 1; t.item() is either
             return self.op(ops.BuiltinCallOp, args, [t], callee=name).result
         if name in ("min", "max") and len(args) == 1 and isinstance(types[0], (ListType,)) and types[0].elem in (INT, FLOAT):
             return self.op(ops.BuiltinCallOp, args, [types[0].elem], callee=name).result
@@ -699,7 +699,8 @@ class ExpressionLowering:
                 if p not in sig.defaults:
                     raise self.error(node, f"{sig.sym_name}() is missing the argument `{p}`")
                 bound[p] = self.b.constant(sig.defaults[p])
-            if not is_subtype(bound[p].type, t) and not (t == FLOAT and bound[p].type in (INT, BOOL)):  # type: ignore[arg-type]
+            if not is_subtype(bound[p].type, t) and not (t == FLOAT and bound[p].type in (INT, BOOL)) \
+                    and bound[p].type != ANY:  # type: ignore[arg-type]
                 raise self.error(node, f"argument `{p}` of {sig.sym_name}() is {t}, got {bound[p].type}")
             operands.append(bound[p])
         result_types = [] if sig.result == NONE else [sig.result]
