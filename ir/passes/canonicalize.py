@@ -1,0 +1,592 @@
+"""Canonicalization: small exact rewrites run to a fixpoint, then common subexpressions merged.
+
+Each rule is a function `rule(op, rewriter) -> bool` that looks at one op and rewrites it (and
+returns True) or leaves the IR alone; a worklist visits every op and revisits what a rewrite may
+have made foldable. The rules:
+
+- constants (ir/passes/fold.py): Python operators, comparisons and builtins on constants,
+  tuples of constants, items and unpacking of tuples the compiler sees, len() of them, sizes
+  and ranks of tensors whose type fixes them, `x is None` decided by x's type;
+- control flow: an if on a constant runs one side; loops that never run; a while whose
+  condition is constant False; results that both sides of an if yield alike; loop-carried
+  values passed on unchanged or never read;
+- dead code: pure ops and ifs and for loops with nothing observable and no results read;
+- algebra (ir/passes/fold.py) on values that are certainly Python ints or bools (x + 0,
+  x * 1, not not b, ...), never on floats (x + 0.0 turns -0.0 into 0.0) or tensors (x * 1 is
+  a new tensor).
+
+Then `cse` merges a pure op into an identical earlier one that dominates it, when nothing that
+might write what it reads runs in between (mutation is still in the IR before
+functionalization) and the two results cannot be told apart (see `_may_merge`).
+
+Every rewrite keeps what eager Python computes, raises and returns exactly: what would raise at
+run time (1 // 0, an unpack of the wrong length, a size out of range) is left in place, unless
+nothing reads it: dead pure code goes, raising or not, as ir/passes/dce.py removes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ir import ops
+from ir.core import PURE, TERMINATOR, Block, Operation, Program, Use, Value
+from ir.ops import is_pure
+from ir.passes.fold import (
+    UNKNOWN,
+    constant_key,
+    constant_value,
+    exact_bool,
+    fold_binary,
+    fold_builtin,
+    fold_compare,
+    fold_constant_tuple,
+    fold_is_none_by_type,
+    fold_len,
+    fold_tensor_size,
+    fold_unary,
+    forward_tuple_item,
+    forward_tuple_unpack,
+    known_elements,
+    private,
+    same_constant,
+    simplify_double_not,
+    simplify_int_identity,
+    simplify_int_times_zero,
+    simplify_redundant_conversion,
+)
+from ir.types import BOOL, INT, FunctionType, ListType, ModuleListType, OptionalType, ScalarType, TensorType, TupleType, Type, is_subtype
+
+MAX_ROUNDS = 50  # rule sweeps + CSE; real programs settle in two or three
+
+
+def canonicalize(program: Program) -> None:
+    for func in program.funcs:
+        for _ in range(MAX_ROUNDS):
+            changed = apply_rules(func, RULES)
+            changed |= cse(func)
+            if not changed:
+                break
+
+
+# -- the rewriter ---------------------------------------------------------------------------------
+class Rewriter:
+    """Changes the IR on behalf of the rules and queues the ops a change may make foldable."""
+
+    def __init__(self) -> None:
+        self.stack: list[Operation] = []
+        self.queued: set[Operation] = set()
+
+    def push(self, op: Operation | None) -> None:
+        if op is not None and op not in self.queued:
+            self.queued.add(op)
+            self.stack.append(op)
+
+    def pop(self) -> Operation:
+        op = self.stack.pop()
+        self.queued.discard(op)
+        return op
+
+    def _touched(self, op: Operation) -> None:
+        self.push(op)
+        self.push(op.parent_op())  # a yield or a loop body changed: the op owning it may fold
+
+    def replace_use(self, use: Use, new: Value) -> None:
+        self._touched(use.op)
+        use.op.set_operand(use.index, new)
+
+    def replace_value(self, old: Value, new: Value) -> None:
+        for use in list(old.uses):
+            self.replace_use(use, new)
+
+    def replace_op(self, op: Operation, values: list[Value]) -> None:
+        """Every use of op's results reads `values` instead; op goes."""
+        assert len(values) == len(op.results)
+        for result, value in zip(op.results, values):
+            self.replace_value(result, value)
+        self.erase(op)
+
+    def erase(self, op: Operation) -> None:
+        for inner in op.walk():
+            for value in inner.operands:
+                self.push_owner(value)
+        self.push(op.parent_op())
+        op.erase()
+
+    def push_owner(self, value: Value) -> None:
+        owner = value.owner
+        if isinstance(owner, Operation):
+            self.push(owner)
+        elif owner.parent is not None:
+            self.push(owner.parent.parent)  # a block argument: its loop may drop it
+
+    def insert_before(self, anchor: Operation, op: Operation) -> Operation:
+        assert anchor.parent is not None
+        anchor.parent.insert_before(anchor, op)
+        self.push(op)
+        return op
+
+    def constant(self, anchor: Operation, value: Any, type: Type) -> Value:
+        """A new py.constant just before `anchor` (so it dominates whatever anchor's results did)."""
+        return self.insert_before(anchor, ops.ConstantOp([], [type], {"value": value}, loc=anchor.loc)).result
+
+    def inline_before(self, block: Block, anchor: Operation, args: list[Value]) -> list[Value]:
+        """Move the ops of `block` (its arguments bound to `args`), all but the terminator, in
+        front of `anchor`; return the terminator's operands."""
+        for arg, value in zip(block.args, args):
+            self.replace_value(arg, value)
+        assert anchor.parent is not None
+        for op in list(block.ops[:-1]):
+            block.ops.remove(op)
+            op.parent = None
+            self.insert_before(anchor, op)
+        return list(block.ops[-1].operands)
+
+
+Rule = Callable[[Operation, Rewriter], bool]
+
+
+def apply_rules(func: Operation, rules: list[Rule]) -> bool:
+    """Run `rules` over every op of `func` until none applies; True if any did."""
+    rw = Rewriter()
+    for op in reversed(list(func.walk())[1:]):
+        rw.push(op)  # popped in program order
+    changed = False
+    budget = 1000 + 200 * len(rw.stack)
+    while rw.stack:
+        op = rw.pop()
+        if not _attached(op, func):
+            continue
+        for rule in rules:
+            if rule(op, rw):
+                changed = True
+                if _attached(op, func):
+                    rw.push(op)  # another rule may apply to what is left of it
+                break
+        budget -= 1
+        assert budget > 0, f"canonicalize does not settle (last rule on {op.name})"
+    return changed
+
+
+def _attached(op: Operation, func: Operation) -> bool:
+    node = op
+    while node is not func:
+        block = node.parent
+        if block is None or block.parent is None or block.parent.parent is None:
+            return False
+        node = block.parent.parent
+    return True
+
+
+# -- control flow ---------------------------------------------------------------------------------
+def inline_constant_if(op: Operation, rw: Rewriter) -> bool:
+    """An if on a constant runs one side: its ops move before the if, its yields replace the results."""
+    if not isinstance(op, ops.IfOp):
+        return False
+    cond = constant_value(op.cond)
+    if type(cond) is not bool:
+        return False
+    values = rw.inline_before(op.then_block if cond else op.else_block, op, [])
+    rw.replace_op(op, values)
+    return True
+
+
+def forward_if_same_yields(op: Operation, rw: Rewriter) -> bool:
+    """A result that both sides yield alike (one outer value, or equal constants) is that value."""
+    if not isinstance(op, ops.IfOp):
+        return False
+    changed = False
+    for i, result in enumerate(op.results):
+        a, b = (_yielded(block, i) for block in (op.then_block, op.else_block))
+        if not result.uses:
+            continue
+        if a is b:  # one value yielded by both sides is defined outside the if
+            new = a
+        else:
+            ca, cb = constant_value(a), constant_value(b)
+            if ca is UNKNOWN or cb is UNKNOWN or a.type != b.type or not same_constant(ca, cb):
+                continue
+            if not is_subtype(a.type, result.type):
+                continue
+            new = rw.constant(op, ca, a.type)
+        rw.replace_value(result, new)
+        changed = True
+    return changed
+
+
+def if_to_condition(op: Operation, rw: Rewriter) -> bool:
+    """`True if c else False` is c (when c is surely a bool); `False if c else True` is `not c`."""
+    if not isinstance(op, ops.IfOp):
+        return False
+    changed = False
+    for i, result in enumerate(op.results):
+        pair = (constant_value(_yielded(op.then_block, i)), constant_value(_yielded(op.else_block, i)))
+        if result.type != BOOL or not result.uses or not all(type(v) is bool for v in pair):
+            continue
+        if pair == (True, False) and exact_bool(op.cond):
+            rw.replace_value(result, op.cond)
+            changed = True
+        elif pair == (False, True):
+            negated = ops.UnaryOp([op.cond], [BOOL], {"op": "not"}, loc=op.loc)
+            rw.replace_value(result, rw.insert_before(op, negated).result)
+            changed = True
+    return changed
+
+
+def remove_zero_trip_loop(op: Operation, rw: Rewriter) -> bool:
+    """A for loop over an empty range or an empty tuple never runs: its results are the initial values."""
+    if isinstance(op, ops.ForRangeOp):
+        bounds = [constant_value(v) for v in op.operands[:3]]
+        if not all(type(b) in (int, bool) for b in bounds) or bounds[2] == 0:
+            return False  # range(a, b, 0) raises
+        if len(range(*bounds)) != 0:
+            return False
+    elif isinstance(op, ops.ForEachOp):
+        if known_elements(op.operands[0]) != []:
+            return False
+    else:
+        return False
+    rw.replace_op(op, list(op.inits))
+    return True
+
+
+def remove_while_false(op: Operation, rw: Rewriter) -> bool:
+    """A while whose condition is constant False runs its condition region once, then stops."""
+    if not isinstance(op, ops.WhileOp):
+        return False
+    term = op.before.terminator
+    if term is None or constant_value(term.operands[0]) is not False:
+        return False
+    values = rw.inline_before(op.before, op, list(op.operands))
+    rw.replace_op(op, values[1:])
+    return True
+
+
+def condition_true_to_yield(op: Operation, rw: Rewriter) -> bool:
+    """A for-loop body ending in scf.condition(True, ...) never leaves early: it yields."""
+    if not isinstance(op, ops.ConditionOp) or not isinstance(op.parent_op(), (ops.ForRangeOp, ops.ForEachOp)):
+        return False
+    if constant_value(op.operands[0]) is not True:
+        return False
+    rw.insert_before(op, ops.YieldOp(op.operands[1:], loc=op.loc))
+    rw.erase(op)
+    return True
+
+
+def _yielded(block: Block, index: int) -> Value:
+    term = block.terminator
+    assert term is not None
+    return term.operands[index]
+
+
+# -- loop-carried values --------------------------------------------------------------------------
+def _loop_layout(op: Operation) -> tuple[int, list[tuple[Block, int, int]]] | None:
+    """Where a loop keeps carried value j: operand `first + j` is its initial value, and in each
+    (block, arg0, term0) it is block argument `arg0 + j` and terminator operand `term0 + j`."""
+    if isinstance(op, ops.ForRangeOp):
+        first, blocks = 3, [op.body]
+    elif isinstance(op, ops.ForEachOp):
+        first, blocks = 1, [op.body]
+    elif isinstance(op, ops.WhileOp):
+        return 0, [(op.before, 0, 1), (op.after, 0, 0)]
+    else:
+        return None
+    return first, [(b, 1, 1 if isinstance(b.terminator, ops.ConditionOp) else 0) for b in blocks]
+
+
+def forward_loop_invariant(op: Operation, rw: Rewriter) -> bool:
+    """A loop-carried value that every iteration passes on unchanged is its initial value."""
+    layout = _loop_layout(op)
+    if layout is None:
+        return False
+    first, blocks = layout
+    changed = False
+    for j, result in enumerate(op.results):
+        if not all(_terminator(b).operands[t + j] is b.args[a + j] for b, a, t in blocks):
+            continue
+        init = op.operands[first + j]
+        for block, a, t in blocks:
+            term = _terminator(block)
+            for use in list(block.args[a + j].uses):
+                if not (use.op is term and use.index == t + j):
+                    rw.replace_use(use, init)
+                    changed = True
+        if result.uses:
+            rw.replace_value(result, init)
+            changed = True
+    return changed
+
+
+def drop_unused_carried(op: Operation, rw: Rewriter) -> bool:
+    """A loop-carried value that nothing reads but the loop computing its next value goes."""
+    layout = _loop_layout(op)
+    if layout is None:
+        return False
+    dead = [j for j, r in enumerate(op.results) if not r.uses and all(
+        _feeds_only(b.args[a + j], _terminator(b), t + j) for b, a, t in layout[1])]
+    if not dead or _pass_on_unchanged(op, layout, dead, rw):
+        return bool(dead)
+    ready = [j for j in dead if all(
+        all(u.op is _terminator(b) and u.index == t + j for u in b.args[a + j].uses) for b, a, t in layout[1])]
+    if ready:  # else the ops that computed the next values go first
+        _remove_carried(op, layout, ready, rw)
+    return bool(ready)
+
+
+def _pass_on_unchanged(op: Operation, layout: tuple[int, list[tuple[Block, int, int]]], dead: list[int],
+                       rw: Rewriter) -> bool:
+    """Let each body pass the dead values on unchanged, so that what computed them dies."""
+    rewired = False
+    for block, a, t in layout[1]:
+        term = _terminator(block)
+        for j in dead:
+            arg = block.args[a + j]
+            if term.operands[t + j] is not arg and is_subtype(arg.type, op.results[j].type):
+                rw.push_owner(term.operands[t + j])
+                term.set_operand(t + j, arg)
+                rewired = True
+    return rewired
+
+
+def _remove_carried(op: Operation, layout: tuple[int, list[tuple[Block, int, int]]], dead: list[int],
+                    rw: Rewriter) -> None:
+    first, blocks = layout
+    for block, a, t in blocks:
+        term = _terminator(block)
+        _set_operands(term, [v for i, v in enumerate(term.operands) if i - t not in dead])
+        block.args = [arg for i, arg in enumerate(block.args) if i - a not in dead]
+        for index, arg in enumerate(block.args):
+            arg.index = index
+    for j in dead:
+        rw.push_owner(op.operands[first + j])
+    _set_operands(op, [v for i, v in enumerate(op.operands) if i - first not in dead])
+    op.results = [r for j, r in enumerate(op.results) if j not in dead]
+    for index, r in enumerate(op.results):
+        r.index = index
+
+
+def _feeds_only(value: Value, term: Operation, index: int, seen: dict[Value, bool] | None = None) -> bool:
+    """Whether `value` reaches nothing but operand `index` of `term`, through pure ops."""
+    seen = {} if seen is None else seen
+    if value not in seen:
+        seen[value] = all(
+            use.index == index if use.op is term
+            else is_pure(use.op) and all(_feeds_only(r, term, index, seen) for r in use.op.results)
+            for use in value.uses
+        )
+    return seen[value]
+
+
+def _terminator(block: Block) -> Operation:
+    term = block.terminator
+    assert term is not None
+    return term
+
+
+def _set_operands(op: Operation, values: list[Value]) -> None:
+    op.drop_operands()
+    for v in values:
+        op._add_operand(v)
+
+
+# -- dead code ------------------------------------------------------------------------------------
+def erase_dead_pure_op(op: Operation, rw: Rewriter) -> bool:
+    """A pure op whose results nobody reads goes."""
+    if not is_pure(op) or any(r.uses for r in op.results):
+        return False
+    rw.erase(op)
+    return True
+
+
+def drop_unused_if_results(op: Operation, rw: Rewriter) -> bool:
+    """Results of an if that nobody reads go, with their yields."""
+    if not isinstance(op, ops.IfOp) or all(r.uses for r in op.results):
+        return False
+    keep = [i for i, r in enumerate(op.results) if r.uses]
+    for block in (op.then_block, op.else_block):
+        term = _terminator(block)
+        for value in term.operands:
+            rw.push_owner(value)
+        _set_operands(term, [term.operands[i] for i in keep])
+    op.results = [op.results[i] for i in keep]
+    for index, r in enumerate(op.results):
+        r.index = index
+    return True
+
+
+def erase_empty_if(op: Operation, rw: Rewriter) -> bool:
+    """An if without results whose sides only yield goes."""
+    if not isinstance(op, ops.IfOp) or op.results:
+        return False
+    if any(len(b.ops) != 1 for b in (op.then_block, op.else_block)):
+        return False
+    rw.erase(op)
+    return True
+
+
+def erase_effect_free_loop(op: Operation, rw: Rewriter) -> bool:
+    """A for loop without results whose body does nothing observable goes."""
+    # (A while loop stays, even an empty one: it may not end.)
+    if not isinstance(op, (ops.ForRangeOp, ops.ForEachOp)) or op.results:
+        return False
+    if not all(_effect_free(inner) for inner in op.walk()):
+        return False
+    rw.erase(op)
+    return True
+
+
+def _effect_free(op: Operation) -> bool:
+    """The op does nothing observable but compute its results (or raise like a pure op)."""
+    if isinstance(op, ops.ForRangeOp):
+        step = constant_value(op.operands[2])
+        return all(v.type in (INT, BOOL) for v in op.operands[:3]) and type(step) in (int, bool) and step != 0
+    if isinstance(op, ops.ForEachOp):
+        return isinstance(op.operands[0].type, (TupleType, ListType, ModuleListType))
+    if isinstance(op, ops.IfOp) or op.has_trait(TERMINATOR):
+        return True
+    return is_pure(op)
+
+
+# Removing dead code also removes what would raise in it (a dead `1 // 0`, an unused view of
+# the wrong size), as ir/passes/dce.py does; the other rules never remove a raise.
+DEAD_CODE_RULES: list[Rule] = [erase_dead_pure_op, drop_unused_if_results, erase_empty_if, erase_effect_free_loop]
+
+RULES: list[Rule] = [
+    erase_dead_pure_op,
+    fold_binary,
+    fold_unary,
+    fold_compare,
+    fold_builtin,
+    fold_constant_tuple,
+    fold_is_none_by_type,
+    forward_tuple_item,
+    forward_tuple_unpack,
+    fold_len,
+    fold_tensor_size,
+    simplify_int_identity,
+    simplify_int_times_zero,
+    simplify_double_not,
+    simplify_redundant_conversion,
+    inline_constant_if,
+    forward_if_same_yields,
+    if_to_condition,
+    drop_unused_if_results,
+    erase_empty_if,
+    remove_zero_trip_loop,
+    remove_while_false,
+    condition_true_to_yield,
+    forward_loop_invariant,
+    drop_unused_carried,
+    erase_effect_free_loop,
+]
+
+
+# -- common subexpressions ------------------------------------------------------------------------
+def cse(func: Operation) -> bool:
+    """Merge each pure op into an identical one that dominates it, where that is safe."""
+    sweep = _Cse(func)
+    sweep.block(func.regions[0].block)
+    return sweep.changed
+
+
+class _Cse:
+    """One walk in program order with a scope of seen ops per block and a count of the ops that
+    might write (an op seen at count n has no write between it and any op seen at count n)."""
+
+    def __init__(self, func: Operation) -> None:
+        self.writes = 0
+        self.scopes: list[dict[Any, tuple[Operation, int]]] = [{}]
+        self.changed = False
+        self.func_writes = any(_may_write(op) for op in func.walk())
+
+    def block(self, block: Block) -> None:
+        for op in list(block.ops):
+            if op.regions and not isinstance(op, ops.IfOp) and any(_may_write(o) for o in op.walk()):
+                self.writes += 1  # a loop: its later iterations run its writes before its first ops
+            if self.merge(op):
+                continue
+            if _may_write(op):
+                self.writes += 1
+            for region in op.regions:
+                for inner in region.blocks:
+                    self.scopes.append({})
+                    self.block(inner)
+                    self.scopes.pop()
+
+    def merge(self, op: Operation) -> bool:
+        key = _cse_key(op)
+        if key is None:
+            return False
+        seen = next((scope[key] for scope in reversed(self.scopes) if key in scope), None)
+        if seen is None or not self._may_merge(seen[0], op, seen[1]):
+            self.scopes[-1][key] = (op, self.writes)
+            return False
+        for old, new in zip(op.results, seen[0].results):
+            old.replace_all_uses_with(new)
+        op.erase()
+        self.changed = True
+        return True
+
+    def _may_merge(self, earlier: Operation, later: Operation, writes_then: int) -> bool:
+        if _reads_mutable(later) and writes_then != self.writes:
+            return False  # something in between may have changed what both read
+        if _makes_new_object(later):
+            # Two new tensors (lists, views) become one object: only when nothing could ever
+            # tell: no writes in the function, and neither result escapes or is kept.
+            if self.func_writes:
+                return False
+            return all(private(r) for r in earlier.results + later.results)
+        return True
+
+
+def _cse_key(op: Operation) -> Any:
+    if op.regions or not op.results or not op.has_trait(PURE) or op.attributes.get("random"):
+        return None
+    if isinstance(op, ops.UninitializedOp):
+        return None
+    return (op.name, tuple(op.operands), _freeze(op.attributes), tuple(r.type for r in op.results))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, dict):
+        return ("dict", tuple((str(k), _freeze(v)) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))))
+    if isinstance(value, (tuple, list)):
+        return ("seq", tuple(_freeze(v) for v in value))
+    if isinstance(value, Type):
+        return value
+    return constant_key(value)
+
+
+def _may_write(op: Operation) -> bool:
+    """An op that might change some object: anything not pure (a mutation, a call the compiler
+    does not see into), except control flow (its ops count), entry guards and random ops that
+    only advance the random number generator (which no pure op reads)."""
+    if op.regions or op.has_trait(PURE) or op.has_trait(TERMINATOR) or isinstance(op, ops.GuardOp):
+        return False
+    return not (op.attributes.get("random") and not op.attributes.get("mutates"))  # only the RNG state
+
+
+_IMMUTABLE = {"int", "float", "bool", "str", "None", "dtype", "device"}
+
+
+def _immutable(t: Type) -> bool:
+    if isinstance(t, ScalarType):
+        return t.name in _IMMUTABLE
+    if isinstance(t, TupleType):
+        return all(_immutable(e) for e in t.elems)
+    if isinstance(t, OptionalType):
+        return _immutable(t.elem)
+    return isinstance(t, FunctionType)
+
+
+def _reads_mutable(op: Operation) -> bool:
+    return any(not _immutable(v.type) for v in op.operands)
+
+
+def _makes_new_object(op: Operation) -> bool:
+    """Whether the op's results may hold a mutable object made by the op (a tensor, a view, a
+    list), rather than one that exists already (an item, an attribute of a module)."""
+    if isinstance(op, (ops.RefineOp, ops.GetItemOp, ops.UnpackOp, ops.TupleOp, ops.ConstantOp)):
+        return False  # the same objects (a tuple of them is immutable)
+    if isinstance(op, ops.GetAttrOp) and not isinstance(op.operands[0].type, TensorType):
+        return False  # a module's attribute is one object (x.T of a tensor is a new view)
+    return any(not _immutable(r.type) for r in op.results)
