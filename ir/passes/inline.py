@@ -1,0 +1,413 @@
+"""Inlining: calls of compiled functions and of submodules whose forward is compiled in the same
+file are replaced by a copy of the callee's body.
+
+- `func.call` of a function of the program: the callee's body, its arguments bound to the call's
+  operands. The caller runs only where the dispatcher chose compiled code, and so would the call.
+- `module.call` of a module typed `Module[C]` where the program holds `C.forward`: the body of
+  `C.forward` with `self` bound to the module value. Calling a module runs `nn.Module.__call__`
+  (hooks) and whatever forward the instance really has, so this needs an entry guard: the module
+  is exactly a `C` without hooks (`runtime.guards.plain_module`). A guard reads the module at
+  function entry, so the module value must be a chain of attribute reads (and constant indices)
+  from a module argument of the function (`module_path`); a module reached through a loop over a
+  ModuleList cannot be checked there, and its call stays.
+
+Recursive functions are not inlined (into themselves or elsewhere). The callee's ops keep their
+locations: the compiled code says which source lines it runs. Guards of an inlined callee move to
+the caller's entry, their module paths extended by where the callee's `self` lives. Functions
+that are no longer called stay: the runtime's COMPILED table may name them.
+
+The module-guard helpers here (`module_path`, `add_module_guard`) are shared with the layer
+lowering (ir/passes/layers.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from ir import ops
+from ir.builder import literal_type
+from ir.core import BlockArg, Loc, Operation, Program, Value
+from ir.rewrite import clone_op
+from ir.types import BOOL, STR, ModuleListType, ModuleType, OptionalType, is_subtype
+
+GUARD_HELPER = "_guards.plain_module"  # runtime/guards.py; how the generated module names it
+
+# What each condition a guard may name (runtime/guards.py _LAYER_CONDITIONS) means, for reasons.
+CONDITION_TEXT = {
+    "eval": "in eval mode",
+    "running_stats": "with running statistics",
+    "zeros_padding": "with padding_mode 'zeros'",
+    "no_max_norm": "without max_norm",
+    "no_indices": "without return_indices",
+    "valid_p": "with 0 <= p <= 1",
+}
+
+
+# -- module paths and entry guards -----------------------------------------------------------------
+@dataclass(frozen=True)
+class ModulePath:
+    """Where a module value lives at function entry: `root` (a module argument of the function)
+    and the attribute names / constant indices below it. A part ending in "?" was Optional and
+    is used only after a `not None` check."""
+
+    root: BlockArg
+    parts: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        return ".".join(self.parts)
+
+    def display(self) -> str:
+        out = self.root.name or "module"
+        for part in self.parts:
+            name = part.rstrip("?")
+            out += f"[{name}]" if name.lstrip("-").isdigit() else f".{name}"
+        return out
+
+    def extended(self, more: tuple[str, ...]) -> ModulePath:
+        return ModulePath(self.root, self.parts + more)
+
+
+def assigned_attributes(program: Program) -> set[str]:
+    """Names the program assigns with `obj.<name> = ...`: a module path through one of them may
+    not hold at entry what it holds later, so no guard is built on it."""
+    return {op.attributes["attr"] for op in program.walk() if isinstance(op, ops.SetAttrOp)}
+
+
+def module_path(value: Value, func: ops.FuncOp, assigned: set[str]) -> ModulePath | None:
+    """The path of a module value from a module argument of `func`, or None when it is not a
+    chain of attribute reads, constant indices and `not None` refinements from one."""
+    parts: list[str] = []
+    optional = False
+    while True:
+        if isinstance(value, BlockArg):
+            if value.block is not func.body or optional:
+                return None
+            if not isinstance(value.type, (ModuleType, ModuleListType)):
+                return None
+            return ModulePath(value, tuple(reversed(parts)))
+        op = value.owner
+        if isinstance(op, ops.RefineOp) and isinstance(op.operands[0].type, OptionalType) and not optional:
+            optional = True
+            value = op.operands[0]
+            continue
+        if isinstance(op, ops.GetAttrOp):
+            name = op.attributes["attr"]
+            if name in assigned or not _is_module_like(op.operands[0].type):
+                return None
+            parts.append(name + ("?" if optional else ""))
+        elif isinstance(op, ops.GetItemOp) and isinstance(op.operands[0].type, ModuleListType):
+            index = op.operands[1].owner
+            if optional or not isinstance(index, ops.ConstantOp) or type(index.value) is not int:
+                return None
+            parts.append(str(index.value))
+        else:
+            return None
+        optional = False
+        value = op.operands[0]
+
+
+def _is_module_like(t: object) -> bool:
+    return isinstance(t, (ModuleType, ModuleListType))
+
+
+@dataclass(frozen=True)
+class ModuleGuard:
+    """A guard `plain_module(root, path, qualname, *conditions)` found in a function."""
+
+    op: ops.GuardOp
+    path: ModulePath
+    qualname: str
+    conditions: tuple[str, ...]
+
+    @property
+    def key(self) -> tuple:
+        return (self.path, self.qualname, self.conditions)
+
+
+def module_guards(func: ops.FuncOp) -> list[ModuleGuard] | None:
+    """The module guards of `func`; None when it has a guard of another kind (which this pass
+    cannot move into a caller)."""
+    found = []
+    for op in func.walk():
+        if not isinstance(op, ops.GuardOp):
+            continue
+        guard = _as_module_guard(op, func)
+        if guard is None:
+            return None
+        found.append(guard)
+    return found
+
+
+def _as_module_guard(op: ops.GuardOp, func: ops.FuncOp) -> ModuleGuard | None:
+    call = op.operands[0].owner
+    if not (isinstance(call, ops.BuiltinCallOp) and call.attributes["callee"] == GUARD_HELPER):
+        return None
+    root, *rest = call.operands
+    consts = [v.owner for v in rest]
+    if not isinstance(root, BlockArg) or root.block is not func.body or op.parent is not func.body:
+        return None
+    if len(consts) < 2 or not all(isinstance(c, ops.ConstantOp) and isinstance(c.value, str) for c in consts):
+        return None
+    values = [c.value for c in consts]  # type: ignore[union-attr]
+    parts = tuple(values[0].split(".")) if values[0] else ()
+    return ModuleGuard(op, ModulePath(root, parts), values[1], tuple(values[2:]))
+
+
+def guard_reason(path: ModulePath, qualname: str, conditions: tuple[str, ...]) -> str:
+    text = f"{path.display()} is not an unhooked {qualname}"
+    for c in conditions:
+        text += " " + CONDITION_TEXT.get(c, f"with {c}")
+    return text
+
+
+def add_module_guard(func: ops.FuncOp, path: ModulePath, qualname: str,
+                     conditions: tuple[str, ...] = (), loc: Loc | None = None) -> None:
+    """Add `py.guard(plain_module(root, "a.b", qualname, *conditions))` at the entry of `func`,
+    after the guards already there; nothing if the same guard is there."""
+    existing = module_guards(func) or []
+    if any(g.key == (path, qualname, conditions) for g in existing):
+        return
+    body = func.body
+    anchor = body.ops[_guard_prefix_end(func)]
+    consts = []
+    for text in (path.text, qualname, *conditions):
+        c = ops.ConstantOp([], [STR], {"value": text}, loc=loc)
+        body.insert_before(anchor, c)
+        consts.append(c.result)
+    call = ops.BuiltinCallOp([path.root, *consts], [BOOL], {"callee": GUARD_HELPER}, loc=loc)
+    body.insert_before(anchor, call)
+    guard = ops.GuardOp([call.result], [], {"reason": guard_reason(path, qualname, conditions)}, loc=loc)
+    body.insert_before(anchor, guard)
+
+
+def name_shared_modules(func: ops.FuncOp) -> None:
+    """Give a submodule whose attributes are read several times (and which is used for nothing
+    else) its attribute's name, so the generated code reads `bn1 = self.bn1` once and then
+    `bn1.weight`, `bn1.bias` (`gates_module` where the source names a value `gates`)."""
+    taken = {v.name for v in _values(func) if v.name is not None and not _is_module_like(v.type)}
+    for op in func.walk():
+        if isinstance(op, ops.GetAttrOp) and _is_module_like(op.result.type) and op.result.name is None:
+            uses = op.result.uses
+            if len(uses) > 1 and all(isinstance(u.op, ops.GetAttrOp) for u in uses):
+                name = op.attributes["attr"]
+                op.result.name = f"{name}_module" if name in taken else name
+
+
+def _values(func: ops.FuncOp) -> Iterator[Value]:
+    yield from func.args
+    for op in func.walk():
+        yield from op.results
+        for region in op.regions:
+            for block in region.blocks:
+                yield from block.args
+
+
+def _guard_prefix_end(func: ops.FuncOp) -> int:
+    """Index after the last guard of the run of guard computations that opens the body."""
+    end = 0
+    for i, op in enumerate(func.body.ops):
+        if isinstance(op, ops.GuardOp):
+            end = i + 1
+        elif isinstance(op, ops.ConstantOp) or (
+            isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"].startswith("_guards.")
+        ):
+            continue
+        else:
+            break
+    return end
+
+
+# -- the pass --------------------------------------------------------------------------------------
+def inline(program: Program) -> None:
+    funcs = {f.sym_name: f for f in program.funcs if isinstance(f, ops.FuncOp)}
+    graph = {name: _callees(f, funcs) for name, f in funcs.items()}
+    recursive = {name for name in funcs if _reaches(graph, name, name)}
+    assigned = assigned_attributes(program)
+    for name in _callees_first(graph, list(funcs)):
+        if _inline_into(funcs[name], funcs, recursive, assigned):
+            name_shared_modules(funcs[name])
+
+
+def _callee_of(op: Operation, funcs: dict[str, ops.FuncOp]) -> ops.FuncOp | None:
+    if isinstance(op, ops.FuncCallOp):
+        return funcs.get(op.attributes["callee"])
+    if isinstance(op, ops.ModuleCallOp) and isinstance(op.operands[0].type, ModuleType):
+        return funcs.get(f"{op.operands[0].type.qualname}.forward")
+    return None
+
+
+def _callees(func: ops.FuncOp, funcs: dict[str, ops.FuncOp]) -> list[str]:
+    out: list[str] = []
+    for op in func.walk():
+        callee = _callee_of(op, funcs)
+        if callee is not None and callee.sym_name not in out:
+            out.append(callee.sym_name)
+    return out
+
+
+def _reaches(graph: dict[str, list[str]], start: str, goal: str) -> bool:
+    seen: set[str] = set()
+    stack = list(graph[start])
+    while stack:
+        name = stack.pop()
+        if name == goal:
+            return True
+        if name not in seen:
+            seen.add(name)
+            stack.extend(graph[name])
+    return False
+
+
+def _callees_first(graph: dict[str, list[str]], names: list[str]) -> list[str]:
+    """Every function after the functions it calls (cycles broken where first met), so that
+    what is copied into a caller has already had its own calls inlined."""
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str) -> None:
+        if name in state:
+            return
+        state[name] = 0
+        for callee in graph[name]:
+            visit(callee)
+        order.append(name)
+
+    for name in names:
+        visit(name)
+    return order
+
+
+def _inline_into(func: ops.FuncOp, funcs: dict[str, ops.FuncOp], recursive: set[str], assigned: set[str]) -> bool:
+    """Inline every call in `func` that can be (also those copied in); whether any was."""
+    rejected: set[Operation] = set()
+    changed = False
+    while True:
+        site = next((op for op in _calls(func, funcs) if op not in rejected), None)
+        if site is None:
+            return changed
+        if _inline_call(func, site, funcs, recursive, assigned):
+            changed = True
+        else:
+            rejected.add(site)
+
+
+def _calls(func: ops.FuncOp, funcs: dict[str, ops.FuncOp]) -> Iterator[Operation]:
+    for op in func.walk():
+        if op is not func and _callee_of(op, funcs) is not None:
+            yield op
+
+
+def _inline_call(func: ops.FuncOp, call: Operation, funcs: dict[str, ops.FuncOp],
+                 recursive: set[str], assigned: set[str]) -> bool:
+    """Inline one call if every condition holds; False (and nothing changed) otherwise."""
+    callee = _callee_of(call, funcs)
+    assert callee is not None
+    if callee.sym_name in recursive or callee is func or not _single_return(callee):
+        return False
+    bound = _bind(call, callee)
+    if bound is None:
+        return False
+    guards = module_guards(callee)
+    if guards is None:
+        return False
+    # Where the module and every module a callee guard starts from live in the caller.
+    entry_guards: list[tuple[ModulePath, str, tuple[str, ...], Loc | None]] = []
+    if isinstance(call, ops.ModuleCallOp):
+        path = module_path(call.operands[0], func, assigned)
+        if path is None:
+            return False
+        entry_guards.append((path, callee.sym_name.rsplit(".", 1)[0], (), call.loc))
+    for g in guards:
+        value = bound[g.path.root.index]
+        base = module_path(value, func, assigned) if isinstance(value, Value) else None
+        if base is None:
+            return False
+        entry_guards.append((base.extended(g.path.parts), g.qualname, g.conditions, g.op.loc))
+    ret = callee.body.ops[-1]
+    results = ret.operands[: len(call.results)]
+    if len(results) != len(call.results):
+        return False
+    if not all(is_subtype(v.type, r.type) for v, r in zip(results, call.results)):
+        return False
+
+    for path, qualname, conditions, loc in entry_guards:
+        add_module_guard(func, path, qualname, conditions, loc)
+    skip = _guard_ops(callee, guards)
+    mapping: dict[Value, Value] = {}
+    block = call.parent
+    assert block is not None
+    for arg, value in zip(callee.args, bound):
+        if isinstance(value, ops.ConstantOp):  # a default filled in
+            block.insert_before(call, value)
+            value = value.result
+        mapping[arg] = value
+    for op in callee.body.ops[:-1]:
+        if op not in skip:
+            block.insert_before(call, clone_op(op, mapping))
+    for old, new in zip(call.results, results):
+        old.replace_all_uses_with(mapping.get(new, new))
+    call.erase()
+    return True
+
+
+def _single_return(callee: ops.FuncOp) -> bool:
+    """The body ends in its only func.return (early returns are already structured)."""
+    body = callee.body
+    if not body.ops or not isinstance(body.ops[-1], ops.ReturnOp):
+        return False
+    return sum(isinstance(op, ops.ReturnOp) for op in callee.walk()) == 1
+
+
+def _bind(call: Operation, callee: ops.FuncOp) -> list | None:
+    """The value for each callee argument (a ConstantOp not yet inserted for a default), or None
+    when the call does not bind exactly, or a value's type does not fit its parameter's."""
+    params = callee.args
+    if isinstance(call, ops.FuncCallOp):
+        if len(call.operands) != len(params):
+            return None
+        bound: list = list(call.operands)
+    else:
+        kwnames = call.attributes.get("kwnames", ())
+        values = call.operands[1:]
+        positional = values[: len(values) - len(kwnames)]
+        by_name = dict(zip(kwnames, values[len(values) - len(kwnames):]))
+        if len(positional) + 1 > len(params):
+            return None
+        bound = [call.operands[0], *positional]
+        defaults = callee.attributes["defaults"]
+        for arg in params[len(bound):]:
+            if arg.name in by_name:
+                bound.append(by_name.pop(arg.name))
+            elif arg.name in defaults:
+                try:
+                    t = literal_type(defaults[arg.name])
+                except TypeError:
+                    return None
+                bound.append(ops.ConstantOp([], [t], {"value": defaults[arg.name]}, loc=call.loc))
+            else:
+                return None
+        if by_name:
+            return None
+    for arg, value in zip(params, bound):
+        t = value.results[0].type if isinstance(value, ops.ConstantOp) else value.type
+        if not is_subtype(t, arg.type):
+            return None
+    return bound
+
+
+def _guard_ops(callee: ops.FuncOp, guards: list[ModuleGuard]) -> set[Operation]:
+    """The callee's guards and what only they use: they are rebuilt at the caller's entry."""
+    skip: set[Operation] = set()
+    for g in guards:
+        skip.add(g.op)
+        call = g.op.operands[0].owner
+        assert isinstance(call, Operation)
+        if all(u.op in skip for u in call.results[0].uses):
+            skip.add(call)
+            for v in call.operands:
+                owner = v.owner
+                if isinstance(owner, ops.ConstantOp) and all(u.op in skip for u in owner.result.uses):
+                    skip.add(owner)
+    return skip

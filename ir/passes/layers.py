@@ -1,0 +1,315 @@
+"""Standard layers become the torch calls their forward makes, so later passes see tensor ops
+instead of opaque module calls.
+
+`module.call(%m, %x)` on a `Module[torch.nn.X]` in the table below becomes what
+`torch.nn.X.forward` computes (torch/nn/modules/*.py), reading the layer's configuration from the
+module at run time: `Linear` -> `F.linear(x, m.weight, m.bias)`, and so on. Each lowering adds an
+entry guard (`runtime.guards.plain_module`) that the module is exactly that torch class without
+hooks, plus the conditions under which its forward is that call:
+
+- BatchNorm: in eval mode with running statistics (in training it updates its buffers: the guard
+  fails and the call runs eagerly); the momentum is then unused and passed as 0.0.
+- Dropout: in eval mode it returns its input itself, so the call becomes the input value;
+  `p` outside [0, 1] raises in eager, so it is checked too.
+- Conv: padding_mode "zeros" (other modes pad first); string padding goes to F.conv* as is.
+- Embedding: no max_norm (which renormalises the weight in place); pooling: no return_indices.
+- An activation with `inplace` reads it at run time: `F.relu(x, inplace=True) if m.inplace else
+  F.relu(x)`, as an scf.if, so the in-place write is explicit in the IR exactly when eager makes it.
+
+The guard reads the module at entry, so it must be reachable from a module argument by attribute
+reads (ir/passes/inline.py `module_path`); a layer reached through a loop over a ModuleList keeps
+its call. Layers not in the table keep their call (of the layers the front end knows: Bilinear,
+Unflatten, AlphaDropout, ConvTranspose1d/2d, InstanceNorm1d/2d, Upsample, PixelShuffle,
+ZeroPad2d, ConstantPad2d, MultiheadAttention; and nn.Sequential), as do calls with other
+arguments than one tensor.
+
+Where the module itself looks at the input's rank (BatchNorm's _check_input_dim; Dropout1d/2d,
+which in eval return a view of an unbatched input and warn about odd ranks) and the IR knows the
+rank, any other rank keeps the call. When the rank is not known the lowering assumes the batched
+rank: an input eager rejects with a ValueError (BatchNorm) or a RuntimeError (Dropout1d) is not
+rejected, Dropout2d does not warn, and an unbatched Dropout1d input comes back as itself rather
+than as a view of itself. Values are the same wherever eager returns any.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from ir import ops
+from ir.builder import Builder
+from ir.core import Block, Operation, Program, Region, Value
+from ir.passes.inline import add_module_guard, assigned_attributes, module_path, name_shared_modules
+from ir.rewrite import clone_op
+from ir.torch_callinfo import SignatureError
+from ir.torch_signatures import resolve_function, resolve_method
+from ir.types import ANY, BOOL, NONE, TENSOR, ModuleType, OptionalType, TensorType, Type, unify
+
+F = "torch.nn.functional."
+OPTIONAL_TENSOR = OptionalType(TENSOR)
+
+
+@dataclass(frozen=True)
+class Const:
+    """A constant argument (what the guard's conditions make of an attribute)."""
+
+    value: object
+
+
+# An argument: a module attribute read at run time (its IR type from ATTR_TYPES, else Any), a
+# (name, type) pair, or a constant.
+Arg = Union[str, tuple[str, Type], Const]
+ATTR_TYPES: dict[str, Type] = {
+    "weight": OPTIONAL_TENSOR,  # LayerNorm, GroupNorm, BatchNorm without affine: None
+    "bias": OPTIONAL_TENSOR,
+    "running_mean": TENSOR,  # the "running_stats" condition
+    "running_var": TENSOR,
+    "inplace": BOOL,
+}
+WEIGHT = ("weight", TENSOR)
+
+
+@dataclass(frozen=True)
+class Call:
+    """`callee(x, *args, **kwargs)`; with `inplace`, the module's `inplace` picks between the
+    call with `inplace=True` and the call without."""
+
+    callee: str
+    args: tuple[Arg, ...] = ()
+    kwargs: tuple[tuple[str, Arg], ...] = ()
+    inplace: bool = False
+    method: bool = False  # x.callee(*args) rather than a function
+
+
+@dataclass(frozen=True)
+class Layer:
+    lowering: Call | None  # None: the layer returns its input
+    conditions: tuple[str, ...] = ()  # runtime/guards.py _LAYER_CONDITIONS
+    ranks: tuple[int, ...] | None = None  # input ranks the lowering is exact for (see above)
+
+
+def _conv(n: int) -> Layer:
+    return Layer(Call(F + f"conv{n}d", (WEIGHT, "bias", "stride", "padding", "dilation", "groups")), ("zeros_padding",))
+
+
+def _batch_norm(rank: tuple[int, ...]) -> Layer:
+    args = ("running_mean", "running_var", "weight", "bias", Const(False), Const(0.0), "eps")
+    return Layer(Call(F + "batch_norm", args), ("eval", "running_stats"), rank)
+
+
+def _max_pool(n: int) -> Layer:
+    return Layer(Call(F + f"max_pool{n}d", ("kernel_size", "stride", "padding", "dilation"), (("ceil_mode", "ceil_mode"),)),
+                 ("no_indices",))
+
+
+LAYERS: dict[str, Layer] = {
+    "torch.nn.Linear": Layer(Call(F + "linear", (WEIGHT, "bias"))),
+    "torch.nn.Conv1d": _conv(1),
+    "torch.nn.Conv2d": _conv(2),
+    "torch.nn.Conv3d": _conv(3),
+    "torch.nn.BatchNorm1d": _batch_norm((2, 3)),
+    "torch.nn.BatchNorm2d": _batch_norm((4,)),
+    "torch.nn.BatchNorm3d": _batch_norm((5,)),
+    "torch.nn.LayerNorm": Layer(Call(F + "layer_norm", ("normalized_shape", "weight", "bias", "eps"))),
+    "torch.nn.GroupNorm": Layer(Call(F + "group_norm", ("num_groups", "weight", "bias", "eps"))),
+    "torch.nn.RMSNorm": Layer(Call(F + "rms_norm", ("normalized_shape", "weight", "eps"))),
+    "torch.nn.Dropout": Layer(None, ("eval", "valid_p")),
+    "torch.nn.Dropout1d": Layer(None, ("eval", "valid_p"), (3,)),  # 2-d: eager returns a view
+    "torch.nn.Dropout2d": Layer(None, ("eval", "valid_p"), (4,)),  # other ranks: eager warns
+    "torch.nn.Identity": Layer(None),
+    "torch.nn.Flatten": Layer(Call("flatten", ("start_dim", "end_dim"), method=True)),
+    "torch.nn.Embedding": Layer(
+        Call(F + "embedding", (WEIGHT, "padding_idx", Const(None), "norm_type", "scale_grad_by_freq", "sparse")),
+        ("no_max_norm",),
+    ),
+    "torch.nn.MaxPool1d": _max_pool(1),
+    "torch.nn.MaxPool2d": _max_pool(2),
+    "torch.nn.AvgPool1d": Layer(Call(F + "avg_pool1d", ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"))),
+    "torch.nn.AvgPool2d": Layer(Call(F + "avg_pool2d", (
+        "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"))),
+    "torch.nn.AdaptiveAvgPool1d": Layer(Call(F + "adaptive_avg_pool1d", ("output_size",))),
+    "torch.nn.AdaptiveAvgPool2d": Layer(Call(F + "adaptive_avg_pool2d", ("output_size",))),
+    "torch.nn.AdaptiveMaxPool2d": Layer(Call(F + "adaptive_max_pool2d", ("output_size", Const(False))), ("no_indices",)),
+    # Activations, as each forward calls its function.
+    "torch.nn.ReLU": Layer(Call(F + "relu", inplace=True)),
+    "torch.nn.ReLU6": Layer(Call(F + "hardtanh", ("min_val", "max_val"), inplace=True)),  # Hardtanh.forward
+    "torch.nn.Hardtanh": Layer(Call(F + "hardtanh", ("min_val", "max_val"), inplace=True)),
+    "torch.nn.LeakyReLU": Layer(Call(F + "leaky_relu", ("negative_slope",), inplace=True)),
+    "torch.nn.ELU": Layer(Call(F + "elu", ("alpha",), inplace=True)),
+    "torch.nn.CELU": Layer(Call(F + "celu", ("alpha",), inplace=True)),
+    "torch.nn.SELU": Layer(Call(F + "selu", inplace=True)),
+    "torch.nn.SiLU": Layer(Call(F + "silu", inplace=True)),
+    "torch.nn.Mish": Layer(Call(F + "mish", inplace=True)),
+    "torch.nn.Hardswish": Layer(Call(F + "hardswish", inplace=True)),
+    "torch.nn.Hardsigmoid": Layer(Call(F + "hardsigmoid", inplace=True)),
+    "torch.nn.Threshold": Layer(Call(F + "threshold", ("threshold", "value"), inplace=True)),
+    "torch.nn.GELU": Layer(Call(F + "gelu", kwargs=(("approximate", "approximate"),))),
+    "torch.nn.Sigmoid": Layer(Call("torch.sigmoid")),
+    "torch.nn.Tanh": Layer(Call("torch.tanh")),
+    "torch.nn.Softplus": Layer(Call(F + "softplus", ("beta", "threshold"))),
+    "torch.nn.Softsign": Layer(Call(F + "softsign")),
+    "torch.nn.Tanhshrink": Layer(Call(F + "tanhshrink")),
+    "torch.nn.GLU": Layer(Call(F + "glu", ("dim",))),
+    "torch.nn.PReLU": Layer(Call(F + "prelu", (WEIGHT,))),
+    "torch.nn.Softmax": Layer(Call(F + "softmax", ("dim",))),
+    "torch.nn.LogSoftmax": Layer(Call(F + "log_softmax", ("dim",))),
+    "torch.nn.Softmin": Layer(Call(F + "softmin", ("dim",))),
+}
+
+
+def lower_layers(program: Program) -> None:
+    assigned = assigned_attributes(program)
+    for func in program.funcs:
+        assert isinstance(func, ops.FuncOp)
+        sites = [op for op in func.walk() if isinstance(op, ops.ModuleCallOp)]
+        lowered = [_lower(func, call, assigned) for call in sites]
+        if any(lowered):
+            name_shared_modules(func)
+
+
+def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str]) -> bool:
+    module = call.operands[0]
+    if not isinstance(module.type, ModuleType) or module.type.qualname not in LAYERS:
+        return False
+    layer = LAYERS[module.type.qualname]
+    if call.attributes.get("kwnames") or len(call.operands) != 2 or len(call.results) != 1:
+        return False
+    x = call.operands[1]
+    if not isinstance(x.type, TensorType):
+        return False
+    if layer.ranks is not None and x.type.rank is not None and x.type.rank not in layer.ranks:
+        return False
+    path = module_path(module, func, assigned)
+    if path is None:
+        return False
+    site = _Site(call, module, x)
+    site.read_module_here()
+    try:
+        result = x if layer.lowering is None else site.build(layer.lowering)
+    except SignatureError:
+        site.discard()
+        return False
+    site.commit()
+    old = call.result
+    if result is not x and result.name is None:
+        result.name = old.name
+    old.replace_all_uses_with(result)
+    call.erase()
+    if site.module is not module and not module.uses and isinstance(module.owner, Operation):
+        module.owner.erase()  # the read the lowering repeated next to the call
+    add_module_guard(func, path, module.type.qualname, layer.conditions, call.loc)
+    return True
+
+
+@dataclass
+class _Site:
+    """Builds a lowering in a scratch block, then moves it in front of the call."""
+
+    call: ops.ModuleCallOp
+    module: Value
+    x: Value
+    scratch: Block = field(default_factory=Block)
+    blocks: list[Block] = field(default_factory=list)  # region blocks built so far
+
+    def read_module_here(self) -> None:
+        """Read the module (its last attribute or index step) again next to the call, so each
+        lowering reads its layer where it runs (`fc = self.fc` just before `F.linear(x, fc.weight,
+        fc.bias)`); the earlier read goes once the call is replaced."""
+        owner = self.module.owner
+        if isinstance(owner, (ops.GetAttrOp, ops.GetItemOp)):
+            fresh = clone_op(owner, {})
+            fresh.loc = self.call.loc
+            self.scratch.append(fresh)
+            self.module = fresh.result
+
+    def builder(self, block: Block) -> Builder:
+        b = Builder(block)
+        b.loc = self.call.loc
+        return b
+
+    def build(self, spec: Call) -> Value:
+        b = self.builder(self.scratch)
+        if not spec.inplace:
+            return self.emit(b, spec, False)
+        cond = self.read(b, "inplace")
+        blocks = [Block(), Block()]
+        self.blocks += blocks
+        results = []
+        for block, inplace in zip(blocks, (True, False)):
+            inner = self.builder(block)
+            results.append(self.emit(inner, spec, inplace))
+            inner.create(ops.YieldOp, [results[-1]])
+        t = unify(results[0].type, results[1].type) or TENSOR
+        if_op = b.create(ops.IfOp, [cond], [t])
+        for block in blocks:
+            if_op.add_region(Region([block]))
+        return if_op.result
+
+    def emit(self, b: Builder, spec: Call, inplace: bool) -> Value:
+        args = [self.arg(b, a) for a in spec.args]
+        kwargs = [(k, self.arg(b, a)) for k, a in spec.kwargs]
+        if inplace:
+            kwargs.append(("inplace", b.constant(True)))
+        if spec.method:
+            return _torch_op(b, ops.TensorMethodOp, spec.callee, [self.x, *args], kwargs, method=True)
+        return _torch_op(b, ops.TorchCallOp, spec.callee, [self.x, *args], kwargs)
+
+    def arg(self, b: Builder, arg: Arg) -> Value:
+        if isinstance(arg, Const):
+            return b.constant(arg.value)
+        if isinstance(arg, tuple):
+            return self.read(b, arg[0], arg[1])
+        return self.read(b, arg)
+
+    def read(self, b: Builder, name: str, t: Type | None = None) -> Value:
+        return b.create(ops.GetAttrOp, [self.module], [t or ATTR_TYPES.get(name, ANY)], attr=name).result
+
+    def commit(self) -> None:
+        block = self.call.parent
+        assert block is not None
+        for op in list(self.scratch.ops):
+            self.scratch.ops.remove(op)
+            op.parent = None
+            block.insert_before(self.call, op)
+
+    def discard(self) -> None:
+        """Drop what was built (a signature did not bind), unlinking it from the values it used."""
+        for block in [self.scratch, *self.blocks]:
+            for op in reversed(list(block.ops)):
+                for r in op.results:
+                    r.uses.clear()
+                if op.parent is block:
+                    op.erase()
+
+
+def _torch_op(b: Builder, cls: type[Operation], callee: str, operands: list[Value],
+              kwargs: list[tuple[str, Value]], method: bool = False) -> Value:
+    """A torch.call / torch.method with the effects torch's signature gives it (as the front end
+    builds them: transpiler/lower_expr.py torch_op)."""
+    positional = operands[1:] if method else operands
+    consts: dict[int | str, object] = {
+        i: v.owner.value for i, v in enumerate(positional) if isinstance(v.owner, ops.ConstantOp)
+    }
+    consts.update({k: v.owner.value for k, v in kwargs if isinstance(v.owner, ops.ConstantOp)})
+    kw_types = {k: v.type for k, v in kwargs}
+    if method:
+        info = resolve_method(callee, operands[0].type, [v.type for v in positional], kw_types, consts)
+    else:
+        info = resolve_function(callee, [v.type for v in positional], kw_types, consts)
+    attrs: dict[str, object] = {"method" if method else "callee": callee}
+    if kwargs:
+        attrs["kwnames"] = tuple(k for k, _ in kwargs)
+    if info.mutates:
+        attrs["mutates"] = tuple(info.mutates)
+    if info.alias_of is not None:
+        attrs["alias_of"] = info.alias_of
+    if info.random:
+        attrs["random"] = True
+    if info.aten:
+        attrs["aten"] = info.aten
+    if info.result == NONE:
+        raise SignatureError(f"{callee} returns nothing")
+    op = cls([*operands, *(v for _, v in kwargs)], [info.result], attrs, loc=b.loc)
+    b.insert(op)
+    return op.result
+
