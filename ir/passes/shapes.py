@@ -1,0 +1,796 @@
+"""Shape and dtype propagation: an abstract interpreter over the IR.
+
+Every tensor value gets its dtype, rank, symbolic shape (sympy) and device where they can be
+known; what cannot be known stays unknown (None), never guessed. Sources, strongest first: the
+argument types given to `propagate_shapes` (from example inputs: `example_input_types`), shape
+strings in annotations (already in the argument types), the live module when one is given
+(parameter and buffer shapes, Python attributes, submodules), and propagation through every op.
+
+The interpreter walks each function in program order with a table of per-op rules (`OP_RULES`
+here for Python values and control flow; ir/shape_rules*.py for torch calls). Branches are joined
+(`ir.shape_rules.join`: facts that differ become unknown); loops are iterated until their
+carried values stop changing; a loop over a live nn.ModuleList / nn.Sequential is unrolled.
+Calls of other compiled functions (`func.call`, `module.call` of a class compiled in the same
+program) are analysed per call context and their facts joined over contexts.
+
+The result is written into the IR (`Value.type`, each function's `result_type`) and returned as
+a typed side table, `ShapeFacts`: symbolic values of ints (`x.size(0)` is `B`) and the facts
+read from live modules. `shape_guards(func, facts)` lists what the refined types assume about the
+function's arguments (dtype, device, rank, sizes, equal sizes) and module attributes: the checks
+generated code runs at entry.
+
+Soundness notes. Size symbols are positive integers: a guard checks each symbol's size is >= 1.
+Live-module settings that are not tensors or Python constants read through `py.getattr`
+(a Conv2d's stride, which submodule is which) are taken as part of the module's identity and
+not guarded. `self.training` is never specialised. A function with an in-place op that changes
+shapes (`x.unsqueeze_(0)`) is left as the front end typed it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import sympy
+import torch
+
+from ir import ops
+from ir.core import Block, Operation, Program, Value
+from ir.shape_rules import (
+    AV,
+    BOTTOM,
+    UNKNOWN,
+    TorchCall,
+    const_av,
+    infer_call,
+    is_bottom,
+    join,
+    join_all,
+    refine_type,
+    size_of,
+    tensor_type_of,
+)
+from ir.shape_rules_nn import layer_call
+from ir.shape_rules_python import OP_RULES, _declared
+from ir.types import (
+    ANY,
+    INT,
+    Dim,
+    ListType,
+    ModuleListType,
+    ModuleType,
+    OptionalType,
+    TensorType,
+    TupleType,
+    Type,
+    is_subtype,
+    sym,
+    unify,
+)
+
+DEBUG = False  # let rule errors propagate (tests)
+# In-place ops that change their target's shape: the SSA types of the target would lie after them.
+SHAPE_CHANGING_INPLACE = frozenset({
+    "unsqueeze_", "squeeze_", "transpose_", "t_", "swapdims_", "swapaxes_", "resize_", "resize_as_",
+    "as_strided_", "set_",
+})
+
+Path = tuple  # tuple[str | int, ...]
+
+
+# -- results --------------------------------------------------------------------------------------
+@dataclass
+class ShapeFacts:
+    """What propagate_shapes found, besides the refined types it wrote into the IR."""
+
+    values: dict[Value, AV] = field(default_factory=dict)  # joined over every call context
+    # sym_name -> attribute path (("self", "qkv", "weight")) -> what was read from the live module
+    attrs: dict[str, dict[Path, AV]] = field(default_factory=dict)
+
+    def int_value(self, value: Value) -> Dim:
+        """The value of an int as a size (an int or a sympy expression), None if unknown."""
+        av = self.values.get(value)
+        return size_of(av) if av is not None and av.type == INT else None
+
+
+# -- the interpreter ------------------------------------------------------------------------------
+class _Frame:
+    def __init__(self, func: ops.FuncOp, parent: "_Frame | None", arg_origins: dict[str, Path | None]):
+        self.func = func
+        self.parent = parent
+        self.env: dict[Value, AV] = {}
+        self.facts: dict[Path, AV] = {}  # attribute facts, paths from this function's arguments
+        self.arg_origins = arg_origins  # argument name -> where the caller got it (for facts)
+
+
+class _Interpreter:
+    def __init__(self, program: Program) -> None:
+        self.funcs = {f.sym_name: f for f in program.funcs if isinstance(f, ops.FuncOp)}
+        self.summary: dict[Value, AV] = {}
+        self.returns: dict[ops.FuncOp, AV] = {}
+        self.attr_facts: dict[ops.FuncOp, dict[Path, AV]] = {}
+        self.cache: dict[tuple, tuple[AV, dict[Path, AV]]] = {}
+        self.active: set[tuple] = set()
+        self.analysed: set[ops.FuncOp] = set()
+        self.setattr_names = {op.attributes.get("attr") for op in program.walk() if isinstance(op, ops.SetAttrOp)}
+        self.appends: dict[Value, list[Value]] = {}
+        self.escaped: set[Value] = set()
+        self.frozen: set[ops.FuncOp] = set()
+        for func in self.funcs.values():
+            self._scan(func)
+
+    def _scan(self, func: ops.FuncOp) -> None:
+        for op in func.walk():
+            if isinstance(op, ops.ListAppendOp):
+                self.appends.setdefault(op.operands[0], []).append(op.operands[1])
+                if isinstance(op.operands[1].type, ListType):
+                    self.escaped.add(op.operands[1])
+            elif not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp, ops.GetItemOp, ops.UnpackOp,
+                                     ops.BuiltinCallOp, ops.ForEachOp)):
+                for v in op.operands:
+                    if isinstance(v.type, ListType) and not isinstance(op, (ops.YieldOp, ops.ConditionOp)):
+                        self.escaped.add(v)
+            if isinstance(op, ops.TensorMethodOp) and op.attributes.get("method") in SHAPE_CHANGING_INPLACE \
+                    and op.attributes.get("mutates"):
+                self.frozen.add(func)
+            if isinstance(op, (ops.YieldOp, ops.ConditionOp, ops.ReturnOp)):
+                for v in op.operands:
+                    if isinstance(v.type, ListType):
+                        self.escaped.add(v)
+
+    # -- functions --------------------------------------------------------------------------
+    def run_function(self, func: ops.FuncOp, args: Sequence[AV], parent: _Frame | None = None,
+                     origins: Sequence[Path | None] | None = None) -> AV:
+        names = [a.name or f"arg{i}" for i, a in enumerate(func.args)]
+        rebased = _checkable([_rebase(av, (n,)) for av, n in zip(args, names)])
+        key = (func, tuple(rebased))
+        arg_origins = dict(zip(names, origins or [None] * len(names)))
+        if key in self.active:
+            return AV(func.result_type)
+        if key in self.cache:
+            result, facts = self.cache[key]
+            self._replay(parent, arg_origins, facts)
+            return result
+        self.active.add(key)
+        self.analysed.add(func)
+        frame = _Frame(func, parent, arg_origins)
+        try:
+            for arg, av in zip(func.args, rebased):
+                self.record(frame, arg, av)
+            if func in self.frozen:
+                result = AV(func.result_type)
+            else:
+                outs = self.run_block(frame, func.body)
+                result = outs[0] if outs else const_av(None)
+                if is_bottom(result):
+                    result = AV(func.result_type)
+        finally:
+            self.active.discard(key)
+        self.returns[func] = join(self.returns.get(func, BOTTOM), result)
+        self.cache[key] = (result, dict(frame.facts))
+        self._replay(parent, arg_origins, frame.facts)
+        return result
+
+    def _replay(self, parent: _Frame | None, arg_origins: dict[str, Path | None], facts: dict[Path, AV]) -> None:
+        if parent is None:
+            return
+        for path, av in facts.items():
+            origin = arg_origins.get(path[0])
+            if origin is not None:
+                self.record_fact(parent, origin + tuple(path[1:]), av)
+
+    def record_fact(self, frame: _Frame, path: Path, av: AV) -> None:
+        frame.facts[path] = join(frame.facts.get(path, BOTTOM), av)
+        table = self.attr_facts.setdefault(frame.func, {})
+        table[path] = join(table.get(path, BOTTOM), av)
+
+    # -- blocks and values ------------------------------------------------------------------
+    def record(self, frame: _Frame, value: Value, av: AV) -> None:
+        frame.env[value] = av
+        self.summary[value] = join(self.summary.get(value, BOTTOM), av)
+
+    def read(self, frame: _Frame, value: Value) -> AV:
+        av = frame.env.get(value)
+        if av is None or is_bottom(av):
+            return AV(value.type)
+        return av
+
+    def read_raw(self, frame: _Frame, value: Value) -> AV:
+        av = frame.env.get(value)
+        return AV(value.type) if av is None else av
+
+    def run_block(self, frame: _Frame, block: Block) -> list[AV]:
+        for op in block.ops:
+            if op is block.terminator:
+                return [self.read_raw(frame, v) for v in op.operands]
+            handler = OP_RULES.get(op.name, _declared)
+            try:
+                results = handler(self, frame, op)
+            except (TypeError, ValueError, ZeroDivisionError, AttributeError, IndexError, KeyError,
+                    RecursionError):
+                if DEBUG:
+                    raise
+                results = [AV(r.type) for r in op.results]
+            for r, av in zip(op.results, results):
+                self.record(frame, r, av)
+        return []
+
+    def list_elem(self, frame: _Frame, value: Value, av: AV) -> AV:
+        """What an element of a list that is appended to may be: its first elements and every
+        value appended to it anywhere (as far as analysed; the declared type otherwise)."""
+        declared_elem = AV(av.type.elem if isinstance(av.type, ListType) else ANY)
+        if value in self.escaped or not isinstance(value.owner, ops.ListOp):
+            return declared_elem
+        out = join_all(self.read(frame, v) for v in value.owner.operands)
+        for appended in self.appends.get(value, []):
+            seen = self.summary.get(appended)
+            out = join(out, seen if seen is not None and not is_bottom(seen) else AV(appended.type))
+        return declared_elem if is_bottom(out) else out
+
+    def operand(self, frame: _Frame, value: Value) -> AV:
+        """An operand as a torch op sees it (lists that are appended to: their element facts)."""
+        av = self.read(frame, value)
+        if isinstance(av.type, ListType) and (value in self.appends or value in self.escaped):
+            elem = self.list_elem(frame, value, av)
+            return AV(ListType(refine_type(av.type.elem, elem.type)))
+        return av
+
+    # -- modules ----------------------------------------------------------------------------
+    def attr(self, frame: _Frame, mod: AV, name: str, declared: Type = ANY) -> AV:
+        """`mod.<name>` of a live module; recorded as a fact about the module's argument."""
+        m = mod.value
+        if not isinstance(m, torch.nn.Module) or name in self.setattr_names or name == "training":
+            return AV(declared)
+        path = mod.origin + (name,) if mod.origin is not None else None
+        if name in m._parameters:
+            value: Any = m._parameters[name]
+        elif name in m._buffers:
+            value = m._buffers[name]
+        elif name in m._modules:
+            value = m._modules[name]
+        elif name in m.__dict__:
+            value = m.__dict__[name]
+        else:
+            return AV(declared)
+        if isinstance(value, torch.nn.Module):
+            return module_av(value, declared, path)
+        if isinstance(value, torch.Tensor):
+            av = AV(tensor_type_of(value), origin=path)
+        elif value is None or isinstance(value, (bool, int, float, str)):
+            av = AV(refine_type(declared, const_av(value).type), const_av(value).value, origin=path)
+        elif isinstance(value, tuple) and all(isinstance(v, (bool, int, float, str)) for v in value):
+            c = const_av(value)
+            av = AV(c.type, UNKNOWN, c.items, origin=path)
+        else:
+            return AV(declared)
+        if path is not None:
+            self.record_fact(frame, path, av)
+        return av
+
+    def call_module(self, frame: _Frame, mod: AV, args: list[AV], kw: dict[str, AV], declared: Type,
+                    arg_origins: list[Path | None]) -> AV:
+        m = mod.value
+        t = mod.type
+        if isinstance(m, torch.nn.Module):
+            qualname = module_qualname(m)
+        elif isinstance(t, ModuleType):
+            qualname = t.qualname
+        elif isinstance(t, ModuleListType) and t.kind == "Sequential":
+            qualname = "torch.nn.Sequential"
+        else:
+            return AV(declared)
+        if qualname == "torch.nn.Sequential":
+            if mod.items is None or kw or len(args) != 1:
+                return AV(declared)
+            x = args[0]
+            for item in mod.items:
+                x = self.call_module(frame, item, [x], {}, TensorType(), [None])
+            return AV(refine_type(declared, x.type), x.value, x.items)
+        callee = self.funcs.get(f"{qualname}.forward")
+        if callee is not None:
+            bound = _bind_compiled(callee, [mod] + args, kw)
+            if bound is None:
+                return AV(declared)
+            origins = [mod.origin] + arg_origins + [None] * (len(bound) - 1 - len(arg_origins))
+            return self.run_function(callee, bound, frame, origins)
+        if kw:
+            return AV(declared)
+        got = layer_call(_AttrReader(self, frame), qualname, mod, args, declared)
+        if got is None:
+            return AV(declared)
+        if isinstance(got, TorchCall):
+            return infer_call(got)
+        return AV(refine_type(declared, got.type), got.value, got.items)
+
+
+class _AttrReader:
+    """What the layer table gets to read a live module's parameters."""
+
+    def __init__(self, interp: _Interpreter, frame: _Frame) -> None:
+        self.interp = interp
+        self.frame = frame
+
+    def attr(self, mod: AV, name: str) -> AV:
+        return self.interp.attr(self.frame, mod, name, OptionalType(TensorType()))
+
+
+def _rebase(av: AV, path: Path) -> AV:
+    """A live module passed as an argument: its attribute paths start at the parameter now."""
+    if not isinstance(av.value, torch.nn.Module):
+        return AV(av.type, av.value, av.items)
+    items = None if av.items is None else tuple(_rebase(i, path + (k,)) for k, i in enumerate(av.items))
+    return AV(av.type, av.value, items, path)
+
+
+def _checkable(args: list[AV]) -> list[AV]:
+    """Argument facts an entry guard can check: live modules (their identity is assumed), tensor
+    types whose sizes are ints or symbols that some non-Optional tensor argument defines, and
+    expressions of those. Other Python values are not specialised (nothing checks them)."""
+    defined: set[sympy.Symbol] = set()
+
+    def collect(t: Type) -> None:
+        if isinstance(t, TensorType) and t.shape is not None:
+            defined.update(d for d in t.shape if isinstance(d, sympy.Symbol))
+        elif isinstance(t, TupleType):
+            for e in t.elems:
+                collect(e)
+
+    for av in args:
+        collect(av.type)
+
+    def clean(t: Type) -> Type:
+        if isinstance(t, TensorType) and t.shape is not None:
+            shape = tuple(d if d is None or type(d) is int or d.free_symbols <= defined else None  # type: ignore[union-attr]
+                          for d in t.shape)
+            return TensorType(t.dtype, shape, t.device)
+        if isinstance(t, OptionalType):
+            return OptionalType(clean(t.elem))
+        if isinstance(t, TupleType):
+            return TupleType(tuple(clean(e) for e in t.elems))
+        if isinstance(t, ListType):
+            return ListType(clean(t.elem))
+        return t
+
+    out = []
+    for av in args:
+        if isinstance(av.value, torch.nn.Module):
+            out.append(av)
+        else:
+            out.append(AV(clean(av.type)))
+    return out
+
+
+def module_qualname(m: torch.nn.Module) -> str:
+    cls = type(m)
+    if getattr(torch.nn, cls.__name__, None) is cls:
+        return f"torch.nn.{cls.__name__}"
+    return cls.__qualname__
+
+
+def module_av(m: torch.nn.Module, declared: Type, path: Path | None) -> AV:
+    if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
+        items = tuple(module_av(child, ModuleType(module_qualname(child)),
+                                path + (i,) if path is not None else None) for i, child in enumerate(m))
+        t = declared if isinstance(declared, (ModuleListType, OptionalType)) else ModuleListType(
+            "Sequential" if isinstance(m, torch.nn.Sequential) else "ModuleList",
+            tuple(i.type for i in items), True)
+        if isinstance(t, OptionalType):
+            t = t.elem
+        return AV(t, m, items, path)
+    t = declared if isinstance(declared, ModuleType) else ModuleType(module_qualname(m))
+    return AV(t, m, None, path)
+
+
+def _bind_compiled(func: ops.FuncOp, pos: list[AV], kw: dict[str, AV]) -> list[AV] | None:
+    names = [a.name for a in func.args]
+    if len(pos) > len(names):
+        return None
+    bound: dict[str, AV] = dict(zip(names, pos))
+    for k, v in kw.items():
+        if k not in names or k in bound:
+            return None
+        bound[k] = v
+    defaults = func.attributes.get("defaults", {})
+    out = []
+    for n, arg in zip(names, func.args):
+        if n in bound:
+            out.append(bound[n])
+        elif n in defaults:
+            out.append(AV(arg.type, const_av(defaults[n]).value, const_av(defaults[n]).items))
+        else:
+            return None
+    return out
+
+
+# -- the pass -------------------------------------------------------------------------------------
+def propagate_shapes(program: Program, inputs: dict[str, Sequence[Any]] | None = None) -> ShapeFacts:
+    """Refine every value's type in place with the facts found; return the side table.
+
+    `inputs` maps a function's sym_name to what its arguments are: one entry per argument (the
+    `self` of a method may be left out), each a Type (see `example_input_types`), a live
+    nn.Module (for `self`: its parameters, buffers, submodules and Python attributes are read),
+    or None for the declared type. Functions not named and not called from a named one are
+    analysed with their declared argument types.
+    """
+    interp = _Interpreter(program)
+    inputs = inputs or {}
+    for name, given in inputs.items():
+        func = interp.funcs.get(name)
+        if func is None:
+            raise KeyError(f"no function {name!r} in the program")
+        interp.run_function(func, _entry_args(func, list(given)))
+    for func in interp.funcs.values():
+        if func not in interp.analysed:
+            interp.run_function(func, [AV(a.type) for a in func.args])
+    _commit(program, interp)
+    facts = ShapeFacts(dict(interp.summary), {f.sym_name: dict(t) for f, t in interp.attr_facts.items()})
+    return facts
+
+
+def _entry_args(func: ops.FuncOp, given: list[Any]) -> list[AV]:
+    args = list(func.args)
+    if len(given) == len(args) - 1 and args and isinstance(args[0].type, ModuleType):
+        given = [None] + given
+    if len(given) != len(args):
+        raise ValueError(f"{func.sym_name} takes {len(args)} arguments, {len(given)} types were given")
+    out = []
+    for arg, g in zip(args, given):
+        name = arg.name or "arg"
+        if g is None:
+            out.append(AV(arg.type))
+        elif isinstance(g, torch.nn.Module):
+            out.append(module_av(g, arg.type, (name,)))
+        elif isinstance(g, Type):
+            out.append(AV(refine_type(arg.type, g)))
+        else:
+            raise TypeError(f"inputs of {func.sym_name}: expected a Type, an nn.Module or None, got {g!r}")
+    return out
+
+
+def _commit(program: Program, interp: _Interpreter) -> None:
+    declared: dict[Value, Type] = {}
+    for value, av in interp.summary.items():
+        if is_bottom(av):
+            continue
+        declared[value] = value.type
+        value.type = refine_type(value.type, av.type)
+    for value in interp.appends:  # a list built by appends: what was put in it
+        if value in interp.summary and isinstance(value.owner, ops.ListOp) and value not in interp.escaped:
+            parts = [interp.summary.get(v, AV(v.type)) for v in list(value.owner.operands) + interp.appends[value]]
+            elem = join_all(parts)
+            if not is_bottom(elem) and isinstance(value.type, ListType):
+                value.type = ListType(refine_type(value.type.elem, elem.type))
+    for func in program.funcs:
+        if not isinstance(func, ops.FuncOp):
+            continue
+        ret = interp.returns.get(func)
+        if ret is not None and not is_bottom(ret):
+            func.attributes["result_type"] = refine_type(func.result_type, ret.type)
+        for op in _post_order(func):
+            _harmonize(op, declared)
+        term = func.body.terminator
+        if term is not None and term.operands and not is_subtype(term.operands[0].type, func.result_type):
+            merged = unify(func.result_type, term.operands[0].type)
+            func.attributes["result_type"] = merged if merged is not None else func.result_type
+
+
+def _post_order(op: Operation) -> list[Operation]:
+    out: list[Operation] = []
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.ops:
+                out.extend(_post_order(inner))
+    out.append(op)
+    return out
+
+
+def _unify_values(values: list[Value], declared: dict[Value, Type]) -> Type:
+    """The type all of `values` fit. Placeholders (py.uninitialized: never read) do not count;
+    they get the result."""
+    real = [v for v in values if not _is_placeholder(v)] or values[:1]
+    t: Type | None = None
+    for v in real:
+        t = v.type if t is None else unify(t, v.type)
+        if t is None:
+            break
+    if t is None:
+        t = declared.get(real[0], real[0].type)
+    for v in values:
+        if _is_placeholder(v):
+            v.type = t
+    return t
+
+
+def _is_placeholder(v: Value) -> bool:
+    return isinstance(v.owner, ops.UninitializedOp)
+
+
+def _harmonize(op: Operation, declared: dict[Value, Type]) -> None:
+    """Make control-flow types agree again, as the verifier wants (results fit what flows in)."""
+    if isinstance(op, ops.IfOp):
+        for i, r in enumerate(op.results):
+            group = [r] + [b.terminator.operands[i] for b in (op.then_block, op.else_block)
+                           if b.terminator is not None and i < len(b.terminator.operands)]
+            if not all(is_subtype(v.type, r.type) for v in group if not _is_placeholder(v)):
+                r.type = _unify_values(group, declared)
+            else:
+                for v in group:
+                    if _is_placeholder(v):
+                        v.type = r.type
+    elif isinstance(op, (ops.ForRangeOp, ops.ForEachOp)):
+        body = op.body
+        term = body.terminator
+        offset = 1 if isinstance(term, ops.ConditionOp) else 0
+        for i, r in enumerate(op.results):
+            group = [r, body.args[1 + i], op.inits[i]]
+            if term is not None and offset + i < len(term.operands):
+                group.append(term.operands[offset + i])
+            t = _unify_values(group, declared)
+            r.type = t
+            body.args[1 + i].type = t
+    elif isinstance(op, ops.WhileOp):
+        cond_term = op.before.terminator
+        after_term = op.after.terminator
+        for i, r in enumerate(op.results):
+            before = [op.before.args[i], op.operands[i]]
+            if after_term is not None and i < len(after_term.operands):
+                before.append(after_term.operands[i])
+            t = _unify_values(before, declared)
+            op.before.args[i].type = t
+            group = [r, op.after.args[i]]
+            if cond_term is not None and 1 + i < len(cond_term.operands):
+                group.append(cond_term.operands[1 + i])
+            t = _unify_values(group, declared)
+            r.type = t
+            op.after.args[i].type = t
+        # The after region's yields must fit the before region's arguments.
+        if after_term is not None:
+            for i, v in enumerate(after_term.operands):
+                if i < len(op.before.args) and not is_subtype(v.type, op.before.args[i].type):
+                    op.before.args[i].type = _unify_values([op.before.args[i], v], declared)
+
+
+# -- example inputs -------------------------------------------------------------------------------
+def example_input_types(func: ops.FuncOp, example_inputs: Sequence[Any], symbolic_batch: bool = True,
+                        batch_symbol: str = "B") -> list[Type]:
+    """Argument types from example inputs (the `self` of a method left out): dtype, device and
+    the example's sizes, except that sizes the annotation names with a symbol stay symbolic and,
+    with `symbolic_batch`, the leading size of every tensor input that has the first tensor's
+    leading size (when it is not 0 or 1) becomes one symbol, so one compiled module serves every
+    batch size. Python numbers and None are not specialised: their declared type is kept."""
+    args = list(func.args)
+    if args and isinstance(args[0].type, ModuleType):
+        args = args[1:]
+    defaults = func.attributes.get("defaults", {})
+    if len(example_inputs) > len(args) or any(a.name not in defaults for a in args[len(example_inputs):]):
+        raise ValueError(f"{func.sym_name} takes {len(args)} arguments, {len(example_inputs)} examples were given")
+    used = _annotation_symbols(func)
+    first = next((t for t in _tensors(example_inputs) if t.dim() >= 1), None)
+    batch = int(first.shape[0]) if first is not None and symbolic_batch and first.shape[0] > 1 else None
+    name = batch_symbol
+    n = 0
+    while name in used and not _leading_symbol(func, name):
+        n += 1
+        name = f"{batch_symbol}{n}"
+    return [_example_type(arg.type, value, batch, sym(name)) for arg, value in zip(args, example_inputs)] + [
+        arg.type for arg in args[len(example_inputs):]]
+
+
+def _tensors(values: Sequence[Any]) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, (tuple, list)):
+            out.extend(_tensors(v))
+    return out
+
+
+def _annotation_symbols(func: ops.FuncOp) -> set[str]:
+    names: set[str] = set()
+
+    def walk(t: Type) -> None:
+        if isinstance(t, TensorType) and t.shape is not None:
+            for d in t.shape:
+                if isinstance(d, sympy.Expr):
+                    names.update(s.name for s in d.free_symbols)  # type: ignore[attr-defined]
+        elif isinstance(t, (OptionalType, ListType)):
+            walk(t.elem)
+        elif isinstance(t, TupleType):
+            for e in t.elems:
+                walk(e)
+
+    for a in func.args:
+        walk(a.type)
+    return names
+
+
+def _leading_symbol(func: ops.FuncOp, name: str) -> bool:
+    """Whether every annotation that names `name` uses it for a leading size."""
+    for a in func.args:
+        t = a.type.elem if isinstance(a.type, OptionalType) else a.type
+        if isinstance(t, TensorType) and t.shape:
+            for i, d in enumerate(t.shape):
+                if d == sym(name) and i != 0:
+                    return False
+    return True
+
+
+def _example_type(declared: Type, value: Any, batch: int | None, batch_sym: sympy.Symbol) -> Type:
+    if isinstance(value, torch.Tensor):
+        t = tensor_type_of(value)
+        ann = declared.elem if isinstance(declared, OptionalType) else declared
+        dims = list(t.shape)  # type: ignore[arg-type]
+        ann_shape = ann.shape if isinstance(ann, TensorType) and ann.shape is not None \
+            and len(ann.shape) == len(dims) else None
+        for i in range(len(dims)):
+            if ann_shape is not None and isinstance(ann_shape[i], sympy.Expr):
+                dims[i] = ann_shape[i]
+            elif i == 0 and batch is not None and dims[0] == batch:
+                dims[0] = batch_sym
+        out: Type = TensorType(t.dtype, tuple(dims), t.device)
+        return OptionalType(out) if isinstance(declared, OptionalType) else out
+    if isinstance(value, (tuple, list)) and isinstance(declared, TupleType) and len(declared.elems) == len(value):
+        return TupleType(tuple(_example_type(d, v, batch, batch_sym) for d, v in zip(declared.elems, value)))
+    return declared
+
+
+# -- guards ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ShapeGuard:
+    """One fact the refined types assume at a function's entry.
+
+    kind:
+      "dtype"      the tensor at `path` has dtype `expected` ("float32")
+      "device"     its device type is `expected` ("cpu", "cuda")
+      "rank"       it has `expected` dimensions
+      "size"       its size in dimension `dim` is the int `expected`
+      "symbol"     its size in dimension `dim` defines the size symbol `expected` (a name); the
+                   size must be >= 1 (symbols are positive)
+      "same_size"  its size in dimension `dim` equals the size at `expected` = (path, dim)
+      "size_expr"  its size in dimension `dim` equals the sympy expression `expected` over symbols
+                   defined by "symbol" guards
+      "value"      the Python value at `path` (a module attribute) equals `expected`
+    path: where the value is, from the function's arguments: ("x",), ("state", 0),
+      ("self", "qkv", "weight"), ("self", "layers", 0, "weight").
+    optional: the path goes through an Optional: check only when the value is not None.
+    """
+
+    kind: str
+    path: Path
+    expected: Any
+    dim: int | None = None
+    optional: bool = False
+
+    def python(self, symbols: dict[str, tuple[Path, int]] | None = None) -> str:
+        """A Python expression that is true when the guard holds."""
+        where = render_path(self.path)
+        if self.kind == "dtype":
+            return f"{where}.dtype == torch.{self.expected}"
+        if self.kind == "device":
+            return f"{where}.device.type == {self.expected!r}"
+        if self.kind == "rank":
+            return f"{where}.dim() == {self.expected}"
+        if self.kind == "size":
+            return f"{where}.size({self.dim}) == {self.expected}"
+        if self.kind == "symbol":
+            return f"{where}.size({self.dim}) >= 1"
+        if self.kind == "same_size":
+            other, d = self.expected
+            return f"{where}.size({self.dim}) == {render_path(other)}.size({d})"
+        if self.kind == "size_expr":
+            expr = self.expected
+            text = str(expr)
+            for s in sorted(expr.free_symbols, key=lambda s: -len(s.name)):
+                p, d = (symbols or {}).get(s.name, ((s.name,), None))
+                text = text.replace(s.name, f"{render_path(p)}.size({d})" if d is not None else s.name)
+            return f"{where}.size({self.dim}) == {text}"
+        if self.kind == "value":
+            return f"{where} is None" if self.expected is None else f"{where} == {self.expected!r}"
+        raise ValueError(self.kind)
+
+    def statement(self, symbols: dict[str, tuple[Path, int]] | None = None, module: str = "_guards") -> str:
+        """The check as a call of a runtime/guards.py helper (raises GuardFailure when it fails).
+        A guard with `optional` set belongs inside `if <path> is not None:`."""
+        where = render_path(self.path)
+        name = f'"{where}"'
+        if self.kind == "dtype":
+            return f"{module}.check_dtype({where}, torch.{self.expected}, {name})"
+        if self.kind == "device":
+            return f'{module}.check_device_type({where}, "{self.expected}", {name})'
+        if self.kind == "rank":
+            return f"{module}.check_dim({where}, {self.expected}, {name})"
+        if self.kind == "size":
+            return f"{module}.check_size({where}, {self.dim}, {self.expected}, {name})"
+        if self.kind == "symbol":
+            return f"{module}.check_min_size({where}, {self.dim}, 1, {name})"
+        if self.kind == "same_size":
+            other, d = self.expected
+            return (f'{module}.check_same_size({where}, {self.dim}, {render_path(other)}, {d}, {name}, '
+                    f'"{render_path(other)}")')
+        if self.kind == "size_expr":
+            expected = self.python(symbols).split(" == ", 1)[1]
+            return f"{module}.check_size({where}, {self.dim}, {expected}, {name})"
+        if self.kind == "value":
+            return f"{module}.check_value({where}, {self.expected!r}, {name})"
+        raise ValueError(self.kind)
+
+    def __str__(self) -> str:
+        text = self.python()
+        if self.kind == "symbol":
+            text += f"  # {self.expected} := {render_path(self.path)}.size({self.dim})"
+        return text + ("  (when not None)" if self.optional else "")
+
+
+def render_path(path: Path) -> str:
+    out = str(path[0])
+    for p in path[1:]:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def shape_guards(func: ops.FuncOp, facts: ShapeFacts | None = None) -> list[ShapeGuard]:
+    """The entry checks the refined types of `func` rely on: its tensor arguments' dtype, device,
+    rank and sizes (a size symbol is defined where it first occurs and later occurrences must be
+    equal), and, given the facts of propagate_shapes, what was read from live modules."""
+    guards: list[ShapeGuard] = []
+    bound: dict[sympy.Symbol, tuple[Path, int]] = {}
+    pending: list[tuple[Path, int, sympy.Expr, bool]] = []
+
+    def tensor(t: TensorType, path: Path, optional: bool) -> None:
+        if t.dtype is not None:
+            guards.append(ShapeGuard("dtype", path, t.dtype, None, optional))
+        if t.device is not None:
+            guards.append(ShapeGuard("device", path, t.device.split(":")[0], None, optional))
+        if t.shape is None:
+            return
+        guards.append(ShapeGuard("rank", path, len(t.shape), None, optional))
+        for i, d in enumerate(t.shape):
+            if d is None:
+                continue
+            if type(d) is int:
+                guards.append(ShapeGuard("size", path, d, i, optional))
+            elif isinstance(d, sympy.Symbol):
+                if d in bound:
+                    guards.append(ShapeGuard("same_size", path, bound[d], i, optional))
+                elif not optional:
+                    bound[d] = (path, i)
+                    guards.append(ShapeGuard("symbol", path, d.name, i, optional))
+                else:
+                    pending.append((path, i, d, optional))
+            else:
+                pending.append((path, i, d, optional))
+
+    def walk(t: Type, path: Path, optional: bool) -> None:
+        if isinstance(t, TensorType):
+            tensor(t, path, optional)
+        elif isinstance(t, OptionalType):
+            walk(t.elem, path, True)
+        elif isinstance(t, TupleType):
+            for i, e in enumerate(t.elems):
+                walk(e, path + (i,), optional)
+
+    for arg in func.args:
+        walk(arg.type, (arg.name or "arg",), False)
+    for path, av in sorted(((facts.attrs.get(func.sym_name, {}) if facts else {}).items()), key=lambda kv: str(kv[0])):
+        if av.tensor is not None:
+            tensor(av.tensor, path, False)
+        elif av.known and (av.value is None or isinstance(av.value, (bool, int, float, str))):
+            guards.append(ShapeGuard("value", path, av.value))
+        elif av.items is not None and all(i.known for i in av.items):
+            guards.append(ShapeGuard("value", path, tuple(i.value for i in av.items)))
+    for path, i, expr, optional in pending:
+        if isinstance(expr, sympy.Symbol) and expr not in bound:
+            continue  # defined only where the value may be None: nothing to compare with
+        if all(s in bound for s in expr.free_symbols):
+            guards.append(ShapeGuard("size_expr", path, expr, i, optional))
+    return guards
+
+
+def symbol_bindings(guards: Sequence[ShapeGuard]) -> dict[str, tuple[Path, int]]:
+    """Where each size symbol is read at entry: name -> (path, dim)."""
+    return {g.expected: (g.path, g.dim) for g in guards if g.kind == "symbol"}  # type: ignore[misc]
+
+
+__all__ = ["propagate_shapes", "ShapeFacts", "ShapeGuard", "shape_guards", "symbol_bindings",
+           "example_input_types", "render_path"]
