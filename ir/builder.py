@@ -7,7 +7,7 @@ from typing import Any, Iterator, Sequence
 
 from ir.core import Block, Loc, Operation, Value
 from ir.ops import ConstantOp
-from ir.types import BOOL, FLOAT, INT, NONE, STR, Type
+from ir.types import BOOL, FLOAT, INT, NONE, STR, TupleType, Type
 
 
 class Builder:
@@ -65,4 +65,6 @@ def literal_type(value: Any) -> Type:
         return FLOAT
     if isinstance(value, str):
         return STR
+    if isinstance(value, tuple):
+        return TupleType(tuple(literal_type(v) for v in value))
     raise TypeError(f"no IR type for literal {value!r}")

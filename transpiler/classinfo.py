@@ -29,6 +29,7 @@ from ir.types import (
     Type,
     unify,
 )
+from ir.builder import literal_type
 from transpiler.annotations import annotation_type
 from transpiler.diagnostics import UserError
 from transpiler.source import SourceFile, is_literal, literal_value
@@ -262,20 +263,10 @@ def _container_type(source: SourceFile, call: cst.Call, kind: str, classes: dict
 
 
 def _literal_type(value: object) -> Type | None:
-    if value is None:
-        return NONE
-    if isinstance(value, bool):
-        return BOOL
-    if isinstance(value, int):
-        return INT
-    if isinstance(value, float):
-        return FLOAT
-    if isinstance(value, str):
-        return STR
-    if isinstance(value, tuple):
-        elems = [_literal_type(v) for v in value]
-        if any(e is None for e in elems):
-            return None
+    try:
+        return literal_type(value)
+    except TypeError:
+        return None
         return TupleType(tuple(e for e in elems if e is not None))
     return None
 

@@ -825,20 +825,20 @@ def has_jump(stmts: list[cst.BaseStatement]) -> bool:
     return contains(stmts, cst.Return) or contains(stmts, cst.Break, True) or contains(stmts, cst.Continue, True)
 
 
-def assigned_names(stmts: list[cst.BaseStatement]) -> set[str]:
-    names: set[str] = set()
+def assignment_targets(stmts: list[cst.BaseStatement]) -> list[tuple[str, cst.Name]]:
+    """Every name `stmts` assign (loops and branches included), with its target, in order."""
+    found: list[tuple[str, cst.Name]] = []
 
     def add_target(t: cst.BaseExpression) -> None:
         if isinstance(t, cst.Name):
-            names.add(t.value)
+            found.append((t.value, t))
         elif isinstance(t, (cst.Tuple, cst.List)):
             for e in t.elements:
                 add_target(e.value)
 
     class Collector(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign) -> None:
-            for t in node.targets:
-                add_target(t.target)
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            add_target(node.target)
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             add_target(node.target)
@@ -851,36 +851,16 @@ def assigned_names(stmts: list[cst.BaseStatement]) -> set[str]:
 
     for s in stmts:
         s.visit(Collector())
-    return names
+    return found
+
+
+def assigned_names(stmts: list[cst.BaseStatement]) -> set[str]:
+    return {name for name, _ in assignment_targets(stmts)}
 
 
 def assignment_of(stmts: list[cst.BaseStatement], name: str) -> cst.CSTNode | None:
     """The first target in `stmts` (loops and branches included) that assigns `name`."""
-    found: list[cst.CSTNode] = []
-
-    def visit_target(t: cst.BaseExpression) -> None:
-        if isinstance(t, cst.Name) and t.value == name:
-            found.append(t)
-        elif isinstance(t, (cst.Tuple, cst.List)):
-            for e in t.elements:
-                visit_target(e.value)
-
-    class Finder(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            visit_target(node.target)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            visit_target(node.target)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            visit_target(node.target)
-
-        def visit_For(self, node: cst.For) -> None:
-            visit_target(node.target)
-
-    for s in stmts:
-        s.visit(Finder())
-    return found[0] if found else None
+    return next((node for n, node in assignment_targets(stmts) if n == name), None)
 
 
 def _single_name(targets: Sequence[cst.AssignTarget]) -> str | None:
