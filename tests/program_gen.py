@@ -147,6 +147,8 @@ UNARY_ANY_RANK = [
     "{a}.square()", "F.leaky_relu({}, 0.1)", "torch.clamp({}, min=-1.5, max=1.5)", "{a}.clamp(min=0.0)",
     "{a}.clamp(max=0.5)", "torch.floor({})", "torch.sign({})", "{a}.exp().clamp(max=8.0)", "{a}.tanh()",
     "{a} * {a}", "{a}.clone()", "{a}.detach()", "{a}.float()" , "torch.neg({})",
+    "{a}.double()", "{a}.to(torch.float64)", "{a}.half().float()", "{a}.bfloat16().float()",
+    "{a}.to(dtype=torch.float32)",
 ]
 UNARY_RANKED = [  # need rank >= 1
     "torch.softmax({}, dim=-1)", "F.softmax({}, dim=0)", "{a}.cumsum(0)", "{a}.flip(0)",
@@ -179,6 +181,7 @@ class Gen:
         self.n_bools_out = 0
         self.single_tensor = False
         self.returns_none = False
+        self.nested_out = False  # a (Tensor, int) tuple as the last result
         self.features: set[str] = set()
         self.dtype_float32 = True
         self.helpers: list[str] = []  # @script functions (a: Tensor[R, C], k: int = ..) -> Tensor[R, C]
@@ -321,9 +324,11 @@ class Gen:
     def safe_denominator(self, e: E) -> E:
         """`e`, or something like it that is never zero."""
         if isinstance(e, ScalarE):
-            if e.text.lstrip("-").replace(".", "", 1).isdigit():
-                return e if float(e.text) != 0 else lit(2.0)
-            return E(f"abs({e.text}) + 1", P_ADD)
+            try:
+                value = float(e.text)
+            except ValueError:  # not a plain literal (a name, `--0.5`, ...)
+                return E(f"abs({e.text}) + 1", P_ADD)
+            return e if value != 0 else lit(2.0)
         return E(f"{e.at(P_ATOM)}.abs() + 1", P_ADD)
 
     def partner(self, shape: tuple[int, ...], d: int) -> E:
@@ -373,13 +378,17 @@ class Gen:
                        (S, f"{{a}}.reshape(-1).reshape({R}, {C})"), (S, "{a}.contiguous()"),
                        ((1, R, C), "{a}.squeeze(0)"), ((1, R, C), "{a}[0]"), (S, "{a}[:, :]"),
                        ((C, R), "{a}.T"), (S, "{a}[..., :]"), (S, f"{{a}}.reshape({C}, {R}).reshape({R}, {C})"),
-                       ((1, R, C), "{a}.sum(0)"), (S, "{a}[::1]")]
+                       ((1, R, C), "{a}.sum(0)"), (S, "{a}[::1]"),
+                       (S, "torch.stack([{a}, {a} * 2], dim=-1).amax(-1)"), (S, f"torch.cat([{{a}}, {{a}}], dim=1)[:, {C}:]"),
+                       (S, "{a}.reshape({a}.shape[0], -1)"), (S, f"(({{a}} @ {{a}}.t() / {C}) @ {{a}})"),
+                       ((C, R), f"(torch.matmul({{a}}.t(), {{a}}) @ {{a}}.t() / {R})")]
         elif shape == (R, 1):
             options = [(S, "{a}.sum(dim=1, keepdim=True)"), (S, "{a}.mean(-1, keepdim=True)"),
                        (S, "{a}.amax(1, keepdim=True)"), (S, "{a}.amin(dim=-1, keepdim=True)"),
                        ((R,), "{a}.unsqueeze(1)"), ((R,), "{a}[:, None]"), (S, "{a}[:, 0:1]"), (S, "{a}[:, -1:]"),
                        (S, "{a}.norm(dim=1, keepdim=True)"), (S, "{a}.logsumexp(-1, keepdim=True)"),
-                       (S, "{a}.max(dim=1, keepdim=True)[0]"), ((R,), f"{{a}}.reshape({R}, 1)")]
+                       (S, "{a}.max(dim=1, keepdim=True)[0]"), ((R,), f"{{a}}.reshape({R}, 1)"),
+                       (S, "torch.sum({a}, dim=1, keepdim=True)"), (S, "torch.mean({a}, -1, True)")]
         elif shape == (1, C):
             options = [(S, "{a}.sum(dim=0, keepdim=True)"), (S, "{a}.mean(0, keepdim=True)"),
                        (S, "{a}.amax(0, keepdim=True)"), ((C,), "{a}.unsqueeze(0)"), ((C,), "{a}[None]"),
@@ -390,11 +399,13 @@ class Gen:
             options = [(S, "{a}.sum(1)"), (S, "{a}.mean(dim=-1)"), (S, "{a}.amax(1)"), (S, "{a}[:, 0]"),
                        (S, "{a}[:, -1]"), ((R, 1), "{a}.squeeze(1)"), ((R, 1), "{a}.squeeze(-1)"),
                        ((R, 1), "{a}.reshape(-1)"), ((R, 1), "{a}[:, 0]"), (S, "{a}.select(1, 0)"),
-                       ((C, R), "{a}[0]"), (S, "{a}.min(dim=1)[0]"), ((R, 1), "{a}.flatten()")]
+                       ((C, R), "{a}[0]"), (S, "{a}.min(dim=1)[0]"), ((R, 1), "{a}.flatten()"),
+                       (S, f"({{a}} @ torch.linspace(-1.0, 1.0, {C}, dtype={{a}}.dtype))"), (S, "torch.amax({a}, dim=-1)")]
         elif shape == (C,):
             options = [(S, "{a}.sum(0)"), (S, "{a}.mean(dim=0)"), (S, "{a}[0]"), (S, "{a}[-1]"),
                        ((1, C), "{a}.squeeze(0)"), ((1, C), "{a}[0]"), ((1, C), "{a}.reshape(-1)"),
-                       (S, "{a}.amin(0)"), (S, "{a}[1]"), ((C, R), "{a}[:, 0]")]
+                       (S, "{a}.amin(0)"), (S, "{a}[1]"), ((C, R), "{a}[:, 0]"),
+                       (S, f"(torch.ones({R}, dtype={{a}}.dtype) @ {{a}})"), (S, "torch.mean({a}, dim=0)")]
         elif shape == ():
             options = [(S, "{a}.sum()"), (S, "{a}.mean()"), (S, "{a}.amax()"), (S, "{a}[0, 0]"), ((R,), "{a}[0]"),
                        (S, "{a}.max()"), (S, "{a}.min()"), ((C,), "{a}.sum()"), ((R, 1), "{a}.mean()"),
@@ -759,7 +770,15 @@ class Gen:
             self.stmt_assign(indent, depth)
             return
         name, shape = self.pick(targets)
-        self.emit(indent, self.inplace_text(name, shape))
+        text = self.inplace_text(name, shape)
+        if text.startswith(f"{name}.") and text.endswith(")") and self.chance(0.2):
+            # an in-place method returns its target: the new name aliases it
+            alias = self.fresh("t")
+            self.emit(indent, f"{alias} = {text}")
+            self.scope[alias] = Var(alias, "tensor", shape)
+            self.features.add("inplace_result")
+            return
+        self.emit(indent, text)
         if name in ("x", "y", "z"):
             self.features.add("input_mutation")
         else:
@@ -801,7 +820,8 @@ class Gen:
             if m == "add_alpha":
                 return f"{t}.add_({self.operand(self.texpr(self.pick(self.partner_shapes(shape)), d)).text}, alpha={self.pick(['0.5', '-2', '2.0'])})"
             if m == "lerp_":
-                return f"{t}.lerp_({self.operand(self.texpr(shape, d)).text}, {self.pick(['0.25', '0.5'])})"
+                # lerp_ does not promote: the end must have the target's dtype
+                return f"{t}.lerp_({method(self.texpr(shape, d), 'to', f'{t}.dtype').text}, {self.pick(['0.25', '0.5'])})"
             return f"{t}.{m}()"
         if kind == "aug":
             op = self.pick(["+=", "*=", "-=", "/="])
@@ -831,8 +851,8 @@ class Gen:
             masks = self.vars("mask", shape)
             if masks:
                 m = self.pick([v.name for v in masks])
-                src = self.texpr(shape, d)
-                return f"{t}[{m}] = {src.at(P_ATOM)}[{m}]"
+                src = self.texpr(shape, d)  # index_put_ wants the target's dtype
+                return f"{t}[{m}] = {src.at(P_ATOM)}[{m}].to({t}.dtype)"
             return f"{t}[{self.mexpr(shape, d).text}] = {self.scalar_literal().text}"
         if o == "first":
             return f"{t}[0] = {self.scalar_operand(0).text}"
@@ -957,8 +977,17 @@ class Gen:
 
     def stmt_buffer(self, indent: int, depth: int) -> None:
         self.features.add("buffer_update")
-        self.emit(indent, self.pick(["self.count += 1", "self.count += 1",
-                                     self.inplace_text("self.total", (self.C,))]))
+        kind = self.pick(["count", "inplace", "calls", "rebind", "count"])
+        if kind == "calls":
+            self.features.add("attr_assign")
+            self.emit(indent, self.pick(["self.calls += 1", f"self.calls = self.calls + {self.iexpr(1).at(P_ADD + 1)}"]))
+        elif kind == "rebind":
+            self.features.add("attr_assign")
+            self.emit(indent, f"self.total = {self.texpr((self.C,), 1).text} * 0.5")
+        elif kind == "inplace":
+            self.emit(indent, self.inplace_text("self.total", (self.C,)))
+        else:
+            self.emit(indent, "self.count += 1")
 
     def stmt_tuple(self, indent: int, depth: int) -> None:
         self.features.add("tuple")
@@ -1019,13 +1048,20 @@ class Gen:
     def ret_tuple(self) -> str:
         parts = []
         for _ in range(self.n_tensors_out):
+            if not self.ret_shape and self.chance(0.1):
+                self.features.add("mask_out")
+                parts.append(self.mexpr(self.pick(self.U[:6]), 1).text)
+                continue
             parts.append(self.texpr(self.ret_shape or self.shape(), self.count(0, 1)).text)
+
         for _ in range(self.n_ints_out):
             parts.append(self.iexpr(1).text)
         for _ in range(self.n_floats_out):
             parts.append(self.fexpr(1).at(P_IF))
         for _ in range(self.n_bools_out):
             parts.append(self.cond(1).at(P_IF))
+        if self.nested_out and not self.single_tensor:
+            parts.append(f"({self.texpr(self.shape(), 1).text}, {self.iexpr(1).text})")
         if self.single_tensor:
             return parts[0]
         if len(parts) == 1:
@@ -1233,8 +1269,10 @@ def programs(draw: Callable[[Any], Any], mutate_inputs: bool = False, decorate: 
     g.n_bools_out = draw(st.sampled_from([0, 0, 1]))
     g.single_tensor = g.n_tensors_out == 1 and g.n_ints_out + g.n_floats_out + g.n_bools_out == 0 and draw(st.booleans())
     g.returns_none = mutate_inputs and draw(st.integers(0, 3)) == 3  # only the mutations are observable
+    g.nested_out = not g.single_tensor and draw(st.integers(0, 5)) == 5
     ret = "None" if g.returns_none else "Tensor" if g.single_tensor else "tuple[" + ", ".join(
-        ["Tensor"] * g.n_tensors_out + ["int"] * g.n_ints_out + ["float"] * g.n_floats_out + ["bool"] * g.n_bools_out) + "]"
+        ["Tensor"] * g.n_tensors_out + ["int"] * g.n_ints_out + ["float"] * g.n_floats_out + ["bool"] * g.n_bools_out
+        + (["tuple[Tensor, int]"] if g.nested_out else [])) + "]"
     g.block(1, 2, draw(st.integers(1, max_statements)), top=True)
     if not g.returns_none or draw(st.booleans()):  # a None function may fall off its end
         g.emit(1, f"return{g.ret_value()}")
@@ -1338,6 +1376,7 @@ def module_programs(draw: Callable[[Any], Any], max_statements: int = 6) -> Prog
         f"        self.alpha = {draw(st.sampled_from([0.5, -0.25, 1.0]))!r}",
         '        self.register_buffer("count", torch.zeros((), dtype=torch.long))',
         f'        self.register_buffer("total", torch.zeros({C}))',
+        "        self.calls = 0",
         *([f"        self.layers = nn.ModuleList([nn.Linear({C}, {C}), nn.Linear({C}, {C})])",
            f"        self.seq = nn.Sequential(nn.Linear({C}, {C}), nn.ReLU())"] if g.layers else []),
         *(["        self.inner = Inner()"] if inner_source else []),

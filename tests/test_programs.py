@@ -235,6 +235,7 @@ def test_generated_modules(program_dir: Path, prog: pg.Program) -> None:
         for k, (e, c) in enumerate(zip(outs_e, outs_c)):
             assert_same(e, c, f"call {k} result")
         assert_same(call_e, call_c, "arguments after the call")
+        assert compiled_model.calls == eager_model.calls, "the Python attribute self.calls differs"
         state_e, state_c = eager_model.state_dict(), compiled_model.state_dict()
         assert list(state_c) == list(state_e)
         for key in state_e:
@@ -353,6 +354,14 @@ REGRESSIONS = {
             return x, -n
         return x - bias, 0
     """, params="x: Tensor, n: int = 3, bias: Optional[Tensor] = None", kw_tensors=("bias",)),
+    # A list display was typed by its first element (a float64 tensor), so appending a tensor of
+    # another (or an unknown) dtype or shape was rejected.
+    "list_holds_any_tensor": hand_written("""
+        xs = [x.double()]
+        xs.append(x * 2)
+        xs.append(x[0:1])
+        return torch.cat(xs, dim=0).sum(0), len(xs)
+    """),
 }
 
 

@@ -163,6 +163,8 @@ class ExpressionLowering:
                 raise self.error(node, "list elements have different types", "a list holds one type; use a tuple")
         if elem is None:
             raise self.error(node, "the type of an empty list is not known", "annotate it: `xs: list[Tensor] = []`")
+        if declared is None and isinstance(elem, TensorType):
+            elem = TENSOR  # a list may be appended any tensor later, whatever its dtype or shape
         return self.op(ops.ListOp, values, [ListType(elem)]).result
 
     # -- names ----------------------------------------------------------------------------------
