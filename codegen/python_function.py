@@ -9,6 +9,7 @@ loop-carried and branch-merged values are shared so that loops need no copies.
 from __future__ import annotations
 
 import math
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
@@ -61,6 +62,30 @@ def annotation(t: Type) -> str | None:
     if isinstance(t, ListType):
         inner = annotation(t.elem)
         return None if inner is None else f"list[{inner}]"
+    return None
+
+
+def _literal(value: object) -> str:
+    """A Python literal for an attribute value (str, int, float, bool, None, tuples of them)."""
+    if isinstance(value, str):
+        return string_literal(value)
+    if isinstance(value, tuple):
+        inner = ", ".join(_literal(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    return repr(value)
+
+
+def optional_prefix(root_type: Type, path: tuple) -> int | None:
+    """How many parts of `path` lead to the first value that may be None, when that is not the
+    whole path: a check of the value then belongs under `if <prefix> is not None:`."""
+    t = root_type
+    for i, part in enumerate(path):
+        if isinstance(t, OptionalType):
+            return i
+        if isinstance(t, TupleType) and isinstance(part, int) and 0 <= part < len(t.elems):
+            t = t.elems[part]
+        else:
+            return None
     return None
 
 
@@ -241,9 +266,63 @@ class FunctionEmitter:
             self.needs.add("Optional")
 
     def guards(self) -> None:
-        tensors = [a for a in self.func.args if isinstance(a.type, TensorType)]
-        for arg in tensors:
-            self.w.line(f'_guards.check_tensor({self.var[arg]}, "{arg.name}")')
+        """`check_tensor` for each tensor argument that no entry check of the body covers."""
+        checked = {op.operands[0] for op in self.func.body.ops
+                   if isinstance(op, ops.CheckTensorOp) and not op.attributes["path"]}
+        for arg in self.func.args:
+            if isinstance(arg.type, TensorType) and arg not in checked:
+                self.w.line(f'_guards.check_tensor({self.var[arg]}, "{arg.name}")')
+
+    def path_text(self, root: Value, path: tuple) -> str:
+        out = self.var[root]
+        for part in path:
+            out += f"[{part}]" if isinstance(part, int) else f".{part}"
+        return out
+
+    def entry_check(self, op: ops.EntryCheck) -> None:
+        a = op.attributes
+        root = op.operands[0]
+        where = self.path_text(root, a["path"])
+        name = string_literal(self.path_text(root, a["path"]) if root.name is None
+                              else where.replace(self.var[root], root.name, 1))
+        if isinstance(op, ops.CheckTensorOp):
+            args = [where, name]
+            named = {"dtype": f"torch.{a['dtype']}" if a["dtype"] else None,
+                     "device_type": string_literal(a["device"]) if a["device"] else None,
+                     "shape": _literal(a["shape"]) if a["shape"] is not None else None}
+            positional = True
+            for key, text in named.items():
+                if text is None:
+                    positional = False
+                elif positional:
+                    args.append(text)
+                else:
+                    args.append(f"{key}={text}")
+            prefix = optional_prefix(root.type, a["path"])
+            if a["optional"] and prefix is None:
+                args.append("optional=True")
+            line = f"_guards.check_tensor({', '.join(args)})"
+        elif isinstance(op, ops.CheckSizeOp):
+            expected = a["expected"]
+            for sym_name, index, path, dim in sorted(a["symbols"], key=lambda s: -len(s[0])):
+                expected = re.sub(rf"\b{re.escape(sym_name)}\b",
+                                  f"{self.path_text(op.operands[index], path)}.size({dim})", expected)
+            line = f"_guards.check_size({where}, {a['dim']}, {expected}, {name})"
+            prefix = optional_prefix(root.type, a["path"]) if a["optional"] else None
+            if a["optional"] and prefix is None:
+                self.w.line(f"if {where} is not None:")
+                with self.w.indent():
+                    self.w.line(line)
+                return
+        else:
+            line = f"_guards.check_value({where}, {_literal(a['expected'])}, {name})"
+            prefix = None
+        if prefix is not None:
+            self.w.line(f"if {self.path_text(root, a['path'][:prefix])} is not None:")
+            with self.w.indent():
+                self.w.line(line)
+        else:
+            self.w.line(line)
 
     def source_comment(self, op: Operation) -> None:
         loc = op.loc
@@ -331,7 +410,11 @@ class FunctionEmitter:
         if isinstance(op, ops.RefineOp):
             self.refine(op)
             return
-        self.source_comment(op)
+        if isinstance(op, ops.EntryCheck):  # right after the def line: no source comment
+            self.entry_check(op)
+            return
+        if not isinstance(op, ops.GuardOp):
+            self.source_comment(op)
         if isinstance(op, ops.IfOp):
             self.if_statement(op)
         elif isinstance(op, (ops.ForRangeOp, ops.ForEachOp)):

@@ -19,30 +19,42 @@ TORCH_VERSION = "2.13"
 
 def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    if not _guards.plain_module(self, "qkv", "torch.nn.Linear"):
+        raise _guards.GuardFailure("self.qkv is not an unhooked torch.nn.Linear")
+    if not _guards.plain_module(self, "dropout", "torch.nn.Dropout", "valid_p"):
+        raise _guards.GuardFailure("self.dropout is not an unhooked torch.nn.Dropout with 0 <= p <= 1")
+    if not _guards.plain_module(self, "proj", "torch.nn.Linear"):
+        raise _guards.GuardFailure("self.proj is not an unhooked torch.nn.Linear")
     # attention.py:23  B, T, C = x.size()
     B, T, C = x.size()
     # attention.py:24  q, k, v = self.qkv(x).split(C, dim=2)
-    q, k, v = self.qkv(x).split(C, dim=2)
+    qkv = self.qkv
+    q, k, v = F.linear(x, qkv.weight, qkv.bias).split(C, dim=2)
     # attention.py:25  q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+    tmp = self.num_heads
+    tmp_1 = self.head_dim
+    q = q.view(B, T, tmp, tmp_1).transpose(1, 2)  # Tensor[?, ?, ?, ?]
     # attention.py:26  k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+    k = k.view(B, T, tmp, tmp_1).transpose(1, 2)  # Tensor[?, ?, ?, ?]
     # attention.py:27  v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+    v = v.view(B, T, tmp, tmp_1).transpose(1, 2)  # Tensor[?, ?, ?, ?]
     # attention.py:29  scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(tmp_1)  # Tensor[?, ?, ?, ?]
     # attention.py:30  scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     scores = scores.masked_fill(self.mask[:T, :T] == 0, -math.inf)
     # attention.py:31  weights = F.softmax(scores, dim=-1)
     weights = F.softmax(scores, dim=-1)
     # attention.py:32  weights = self.dropout(weights)
-    weights = self.dropout(weights)
+    dropout = self.dropout
+    if dropout.training:
+        weights = dropout(weights)
     # attention.py:34  y = weights @ v
     y = weights @ v
     # attention.py:35  y = y.transpose(1, 2).contiguous().view(B, T, C)
-    y = y.transpose(1, 2).contiguous().view(B, T, C)
+    y = y.transpose(1, 2).contiguous().view(B, T, C)  # Tensor[?, ?, ?]
     # attention.py:36  return self.proj(y)
-    return self.proj(y)
+    proj = self.proj
+    return F.linear(y, proj.weight, proj.bias)
 
 
 COMPILED = {

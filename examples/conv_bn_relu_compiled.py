@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
@@ -16,8 +17,25 @@ TORCH_VERSION = "2.13"
 
 def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    if not _guards.plain_module(self, "conv", "torch.nn.Conv2d", "zeros_padding"):
+        raise _guards.GuardFailure("self.conv is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
+    if not _guards.plain_module(self, "bn", "torch.nn.BatchNorm2d", "running_stats"):
+        raise _guards.GuardFailure("self.bn is not an unhooked torch.nn.BatchNorm2d with running statistics")
+    if not _guards.plain_module(self, "relu", "torch.nn.ReLU"):
+        raise _guards.GuardFailure("self.relu is not an unhooked torch.nn.ReLU")
     # conv_bn_relu.py:18  return self.relu(self.bn(self.conv(x)))
-    return self.relu(self.bn(self.conv(x)))
+    conv = self.conv
+    tmp = F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+    bn = self.bn
+    if bn.training:
+        tmp_1 = bn(tmp)
+    else:
+        tmp_1 = F.batch_norm(tmp, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps)
+    if self.relu.inplace:
+        tmp_2 = F.relu(tmp_1, inplace=True)
+    else:
+        tmp_2 = F.relu(tmp_1)
+    return tmp_2
 
 
 COMPILED = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
@@ -20,6 +21,8 @@ def LSTM_forward(
     state: tuple[Tensor, Tensor],
 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     _guards.check_tensor(x, "x")
+    if not _guards.plain_module(self, "gates", "torch.nn.Linear"):
+        raise _guards.GuardFailure("self.gates is not an unhooked torch.nn.Linear")
     # lstm_cell.py:17  h, c = state
     h, c = state
     # lstm_cell.py:18  outputs: list[Tensor] = []
@@ -27,7 +30,8 @@ def LSTM_forward(
     # lstm_cell.py:19  for t in range(x.size(0)):
     for t in range(x.size(0)):
         # lstm_cell.py:20  gates = self.gates(torch.cat([x[t], h], dim=1))
-        gates = self.gates(torch.cat([x[t], h], dim=1))
+        gates_module = self.gates
+        gates = F.linear(torch.cat([x[t], h], dim=1), gates_module.weight, gates_module.bias)
         # lstm_cell.py:21  i, f, g, o = gates.chunk(4, dim=1)
         i, f, g, o = gates.chunk(4, dim=1)
         # lstm_cell.py:22  i = torch.sigmoid(i)

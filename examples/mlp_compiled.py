@@ -17,12 +17,21 @@ TORCH_VERSION = "2.13"
 
 def MLP_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    if not _guards.plain_module(self, "fc1", "torch.nn.Linear"):
+        raise _guards.GuardFailure("self.fc1 is not an unhooked torch.nn.Linear")
+    if not _guards.plain_module(self, "fc2", "torch.nn.Linear"):
+        raise _guards.GuardFailure("self.fc2 is not an unhooked torch.nn.Linear")
+    if not _guards.plain_module(self, "norm", "torch.nn.LayerNorm"):
+        raise _guards.GuardFailure("self.norm is not an unhooked torch.nn.LayerNorm")
     # mlp.py:18  h = F.gelu(self.fc1(x))
-    h = F.gelu(self.fc1(x))
+    fc1 = self.fc1
+    h = F.gelu(F.linear(x, fc1.weight, fc1.bias))
     # mlp.py:19  h = self.fc2(h)
-    h = self.fc2(h)
+    fc2 = self.fc2
+    h = F.linear(h, fc2.weight, fc2.bias)
     # mlp.py:20  return self.norm(x + h)
-    return self.norm(x + h)
+    norm = self.norm
+    return F.layer_norm(x + h, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
 
 
 COMPILED = {

@@ -17,18 +17,27 @@ TORCH_VERSION = "2.13"
 
 def Block_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    if not _guards.plain_module(self, "norm", "torch.nn.LayerNorm"):
+        raise _guards.GuardFailure("self.norm is not an unhooked torch.nn.LayerNorm")
+    if not _guards.plain_module(self, "fc", "torch.nn.Linear"):
+        raise _guards.GuardFailure("self.fc is not an unhooked torch.nn.Linear")
     # module_list.py:17  return F.silu(self.fc(self.norm(x)))
-    return F.silu(self.fc(self.norm(x)))
+    norm = self.norm
+    fc = self.fc
+    return F.silu(F.linear(F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps), fc.weight, fc.bias))
 
 
 def Stack_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    if not _guards.plain_module(self, "head", "torch.nn.Linear"):
+        raise _guards.GuardFailure("self.head is not an unhooked torch.nn.Linear")
     # module_list.py:29  for layer in self.layers:
     for layer in self.layers:
         # module_list.py:30  x = x + self.residual_scale * layer(x)
         x = x + self.residual_scale * layer(x)
     # module_list.py:31  return self.head(x)
-    return self.head(x)
+    head = self.head
+    return F.linear(x, head.weight, head.bias)
 
 
 COMPILED = {

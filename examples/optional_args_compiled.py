@@ -6,6 +6,7 @@ import math
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
@@ -25,10 +26,12 @@ def MaskedPool_forward(
     temperature: Optional[float] = None,
 ) -> Tensor:
     _guards.check_tensor(x, "x")
+    if not _guards.plain_module(self, "proj", "torch.nn.Linear"):
+        raise _guards.GuardFailure("self.proj is not an unhooked torch.nn.Linear")
     # optional_args.py:24  if mask is None:
     if mask is None:
         # optional_args.py:25  mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
-        mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
+        mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)  # bool[?, ?]
     # optional_args.py:26  weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)
     # optional_args.py:27  if reduction == "sum":
@@ -44,7 +47,8 @@ def MaskedPool_forward(
             # optional_args.py:32  pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
             pooled = x.masked_fill(weights == 0, -math.inf).amax(dim=1)
     # optional_args.py:33  out = self.proj(pooled)
-    out = self.proj(pooled)
+    proj = self.proj
+    out = F.linear(pooled, proj.weight, proj.bias)
     # optional_args.py:34  if temperature is not None:
     if temperature is not None:
         # optional_args.py:35  out = out / temperature

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
@@ -16,34 +17,162 @@ TORCH_VERSION = "2.13"
 
 def BasicBlock_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    if not _guards.plain_module(self, "conv1", "torch.nn.Conv2d", "zeros_padding"):
+        raise _guards.GuardFailure("self.conv1 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
+    if not _guards.plain_module(self, "bn1", "torch.nn.BatchNorm2d", "running_stats"):
+        raise _guards.GuardFailure("self.bn1 is not an unhooked torch.nn.BatchNorm2d with running statistics")
+    if not _guards.plain_module(self, "relu", "torch.nn.ReLU"):
+        raise _guards.GuardFailure("self.relu is not an unhooked torch.nn.ReLU")
+    if not _guards.plain_module(self, "conv2", "torch.nn.Conv2d", "zeros_padding"):
+        raise _guards.GuardFailure("self.conv2 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
+    if not _guards.plain_module(self, "bn2", "torch.nn.BatchNorm2d", "running_stats"):
+        raise _guards.GuardFailure("self.bn2 is not an unhooked torch.nn.BatchNorm2d with running statistics")
     # residual_block.py:29  out = self.conv1(x)
-    out = self.conv1(x)
+    conv1 = self.conv1
+    out = F.conv2d(x, conv1.weight, conv1.bias, conv1.stride, conv1.padding, conv1.dilation, conv1.groups)
     # residual_block.py:30  out = self.bn1(out)
-    out = self.bn1(out)
+    bn1 = self.bn1
+    if bn1.training:
+        out = bn1(out)
+    else:
+        out = F.batch_norm(out, bn1.running_mean, bn1.running_var, bn1.weight, bn1.bias, False, 0.0, bn1.eps)
     # residual_block.py:31  out = self.relu(out)
-    out = self.relu(out)
+    if self.relu.inplace:
+        out = F.relu(out, inplace=True)
+    else:
+        out = F.relu(out)
     # residual_block.py:33  out = self.conv2(out)
-    out = self.conv2(out)
+    conv2 = self.conv2
+    out = F.conv2d(out, conv2.weight, conv2.bias, conv2.stride, conv2.padding, conv2.dilation, conv2.groups)
     # residual_block.py:34  out = self.bn2(out)
-    out = self.bn2(out)
+    bn2 = self.bn2
+    if bn2.training:
+        out = bn2(out)
+    else:
+        out = F.batch_norm(out, bn2.running_mean, bn2.running_var, bn2.weight, bn2.bias, False, 0.0, bn2.eps)
     # residual_block.py:36  if self.downsample is not None:
-    if self.downsample is not None:
+    tmp = self.downsample
+    if tmp is not None:
         # residual_block.py:37  identity = self.downsample(x)
-        identity = self.downsample(x)
+        identity = tmp(x)
     else:
         identity = x
     # residual_block.py:39  out += identity
     out += identity
     # residual_block.py:40  out = self.relu(out)
-    out = self.relu(out)
+    if self.relu.inplace:
+        out = F.relu(out, inplace=True)
+    else:
+        out = F.relu(out)
     # residual_block.py:41  return out
     return out
 
 
 def ResNetStage_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    if not _guards.plain_module(self, "block1", "BasicBlock"):
+        raise _guards.GuardFailure("self.block1 is not an unhooked BasicBlock")
+    if not _guards.plain_module(self, "block2", "BasicBlock"):
+        raise _guards.GuardFailure("self.block2 is not an unhooked BasicBlock")
+    if not _guards.plain_module(self, "block1.conv1", "torch.nn.Conv2d", "zeros_padding"):
+        raise _guards.GuardFailure("self.block1.conv1 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
+    if not _guards.plain_module(self, "block1.bn1", "torch.nn.BatchNorm2d", "running_stats"):
+        raise _guards.GuardFailure("self.block1.bn1 is not an unhooked torch.nn.BatchNorm2d with running statistics")
+    if not _guards.plain_module(self, "block1.relu", "torch.nn.ReLU"):
+        raise _guards.GuardFailure("self.block1.relu is not an unhooked torch.nn.ReLU")
+    if not _guards.plain_module(self, "block1.conv2", "torch.nn.Conv2d", "zeros_padding"):
+        raise _guards.GuardFailure("self.block1.conv2 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
+    if not _guards.plain_module(self, "block1.bn2", "torch.nn.BatchNorm2d", "running_stats"):
+        raise _guards.GuardFailure("self.block1.bn2 is not an unhooked torch.nn.BatchNorm2d with running statistics")
+    if not _guards.plain_module(self, "block2.conv1", "torch.nn.Conv2d", "zeros_padding"):
+        raise _guards.GuardFailure("self.block2.conv1 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
+    if not _guards.plain_module(self, "block2.bn1", "torch.nn.BatchNorm2d", "running_stats"):
+        raise _guards.GuardFailure("self.block2.bn1 is not an unhooked torch.nn.BatchNorm2d with running statistics")
+    if not _guards.plain_module(self, "block2.relu", "torch.nn.ReLU"):
+        raise _guards.GuardFailure("self.block2.relu is not an unhooked torch.nn.ReLU")
+    if not _guards.plain_module(self, "block2.conv2", "torch.nn.Conv2d", "zeros_padding"):
+        raise _guards.GuardFailure("self.block2.conv2 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
+    if not _guards.plain_module(self, "block2.bn2", "torch.nn.BatchNorm2d", "running_stats"):
+        raise _guards.GuardFailure("self.block2.bn2 is not an unhooked torch.nn.BatchNorm2d with running statistics")
     # residual_block.py:54  return self.block2(self.block1(x))
-    return self.block2(self.block1(x))
+    block2 = self.block2
+    block1 = self.block1
+    # residual_block.py:29  out = self.conv1(x)
+    conv1 = block1.conv1
+    out = F.conv2d(x, conv1.weight, conv1.bias, conv1.stride, conv1.padding, conv1.dilation, conv1.groups)
+    # residual_block.py:30  out = self.bn1(out)
+    bn1 = block1.bn1
+    if bn1.training:
+        out = bn1(out)
+    else:
+        out = F.batch_norm(out, bn1.running_mean, bn1.running_var, bn1.weight, bn1.bias, False, 0.0, bn1.eps)
+    # residual_block.py:31  out = self.relu(out)
+    if block1.relu.inplace:
+        out = F.relu(out, inplace=True)
+    else:
+        out = F.relu(out)
+    # residual_block.py:33  out = self.conv2(out)
+    conv2 = block1.conv2
+    out = F.conv2d(out, conv2.weight, conv2.bias, conv2.stride, conv2.padding, conv2.dilation, conv2.groups)
+    # residual_block.py:34  out = self.bn2(out)
+    bn2 = block1.bn2
+    if bn2.training:
+        out = bn2(out)
+    else:
+        out = F.batch_norm(out, bn2.running_mean, bn2.running_var, bn2.weight, bn2.bias, False, 0.0, bn2.eps)
+    # residual_block.py:36  if self.downsample is not None:
+    tmp = block1.downsample
+    if tmp is not None:
+        # residual_block.py:37  identity = self.downsample(x)
+        identity = tmp(x)
+    else:
+        identity = x
+    # residual_block.py:39  out += identity
+    out += identity
+    # residual_block.py:40  out = self.relu(out)
+    if block1.relu.inplace:
+        out = F.relu(out, inplace=True)
+    else:
+        out = F.relu(out)
+    # residual_block.py:29  out = self.conv1(x)
+    conv1 = block2.conv1
+    out_1 = F.conv2d(out, conv1.weight, conv1.bias, conv1.stride, conv1.padding, conv1.dilation, conv1.groups)
+    # residual_block.py:30  out = self.bn1(out)
+    bn1 = block2.bn1
+    if bn1.training:
+        out_2 = bn1(out_1)
+    else:
+        out_2 = F.batch_norm(out_1, bn1.running_mean, bn1.running_var, bn1.weight, bn1.bias, False, 0.0, bn1.eps)
+    # residual_block.py:31  out = self.relu(out)
+    if block2.relu.inplace:
+        out_3 = F.relu(out_2, inplace=True)
+    else:
+        out_3 = F.relu(out_2)
+    # residual_block.py:33  out = self.conv2(out)
+    conv2 = block2.conv2
+    out_4 = F.conv2d(out_3, conv2.weight, conv2.bias, conv2.stride, conv2.padding, conv2.dilation, conv2.groups)
+    # residual_block.py:34  out = self.bn2(out)
+    bn2 = block2.bn2
+    if bn2.training:
+        out_5 = bn2(out_4)
+    else:
+        out_5 = F.batch_norm(out_4, bn2.running_mean, bn2.running_var, bn2.weight, bn2.bias, False, 0.0, bn2.eps)
+    # residual_block.py:36  if self.downsample is not None:
+    tmp_1 = block2.downsample
+    if tmp_1 is not None:
+        # residual_block.py:37  identity = self.downsample(x)
+        identity = tmp_1(out)
+    else:
+        identity = out
+    # residual_block.py:39  out += identity
+    out_5 += identity
+    # residual_block.py:40  out = self.relu(out)
+    if block2.relu.inplace:
+        out = F.relu(out_5, inplace=True)
+    else:
+        out = F.relu(out_5)
+    # residual_block.py:54  return self.block2(self.block1(x))
+    return out
 
 
 COMPILED = {

@@ -24,12 +24,13 @@ def newton_sqrt(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Tensor:
         # while_loop.py:14  y_next = 0.5 * (y + x / y)
         y_next = 0.5 * (y + x / y)
         # while_loop.py:15  if bool(((y_next - y).abs() < tol).all()):
-        if bool(((y_next - y).abs() < tol).all()):
-            y, i, done, result = None, None, True, y_next
+        done = bool(((y_next - y).abs() < tol).all())
+        if done:
+            y, i, result = None, None, y_next
         else:
             # while_loop.py:18  i += 1
             i = i + 1
-            y, done, result = y_next, False, None
+            y, result = y_next, None
         returned = done
     if not returned:
         result = y
@@ -42,10 +43,11 @@ def shrink_until(x: Tensor, limit: float, max_steps: int = 64) -> tuple[Tensor, 
     steps, done = 0, False
     while not done and steps < max_steps:
         # while_loop.py:27  peak = x.abs().max()
-        peak = x.abs().max()
+        peak = x.abs().max()  # Tensor[]
         # while_loop.py:28  if bool(peak <= limit):
-        if bool(peak <= limit):
-            done = True
+        done = bool(peak <= limit)
+        if done:
+            pass
         else:
             # while_loop.py:30  steps += 1
             steps = steps + 1
@@ -56,7 +58,6 @@ def shrink_until(x: Tensor, limit: float, max_steps: int = 64) -> tuple[Tensor, 
             else:
                 # while_loop.py:35  x = x * 0.5
                 x = x * 0.5
-            done = False
     # while_loop.py:36  return x, steps
     return x, steps
 

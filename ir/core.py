@@ -277,6 +277,9 @@ class Program:
     def __init__(self, source_file: str, funcs: Sequence[Operation] = ()) -> None:
         self.source_file = source_file  # as written in locations and headers, e.g. "cell.py"
         self.funcs: list[Operation] = list(funcs)
+        # sym_name -> what the entry function is called with when compiling for a live instance
+        # (see ir/passes/shapes.propagate_shapes `inputs`); empty ahead of time
+        self.entry_inputs: dict[str, list] = {}
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

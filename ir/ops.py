@@ -387,3 +387,33 @@ class GuardOp(Operation):
 
     name = "py.guard"
     traits = frozenset({OPAQUE})
+
+
+class EntryCheck(Operation):
+    """A check of one fact the compiled code relies on, at function entry, before any effect.
+    Operand 0 is the function argument the fact is about; attribute `path` leads from it to the
+    value (attribute names and constant indices: ("fc1", "weight"), (0,)). When the check fails,
+    the runtime helper it calls raises GuardFailure and the call runs eagerly."""
+
+    traits = frozenset({OPAQUE})
+
+
+class CheckTensorOp(EntryCheck):
+    """The value is a tensor with `dtype` ("float32"), device type `device` ("cpu") and `shape`
+    (one entry per dimension: an int size, a size symbol's name for a size >= 1 that the code
+    keeps symbolic, None for anything), each None when not relied on; `optional`: None passes."""
+
+    name = "py.check_tensor"
+
+
+class CheckSizeOp(EntryCheck):
+    """The value's size in dimension `dim` equals `expected`, a sympy expression (as text) over
+    size symbols; `symbols` says where each is read: (name, operand index, path, dim)."""
+
+    name = "py.check_size"
+
+
+class CheckValueOp(EntryCheck):
+    """The Python value (a module attribute the code was specialised to) equals `expected`."""
+
+    name = "py.check_value"

@@ -37,9 +37,31 @@ def _names(types: type | tuple[type, ...]) -> str:
     return " or ".join("Tensor" if t is torch.Tensor else "None" if t is type(None) else t.__name__ for t in types)
 
 
-def check_tensor(value: Any, name: str) -> None:
+def check_tensor(value: Any, name: str, dtype: torch.dtype | None = None, device_type: str | None = None,
+                 shape: tuple[int | str | None, ...] | None = None, optional: bool = False) -> None:
+    """`value` is a tensor (or None, when `optional`) with the dtype, device type and sizes the
+    compiled code was specialised to. `shape` has one entry per dimension: an int size, the name
+    of a size symbol (the code keeps that size symbolic and assumes it is at least 1), or None."""
     if not isinstance(value, torch.Tensor):
+        if optional and value is None:
+            return
         raise GuardFailure(f"argument {name!r}: expected Tensor, got {type_name(value)}")
+    if dtype is not None and value.dtype != dtype:
+        raise GuardFailure(f"argument {name!r}: expected dtype {_dtype(dtype)}, got {_dtype(value.dtype)}")
+    if device_type is not None and value.device.type != device_type:
+        raise GuardFailure(f"argument {name!r}: expected a {device_type} tensor, got {value.device.type}")
+    if shape is None:
+        return
+    if value.dim() != len(shape):
+        raise GuardFailure(f"argument {name!r}: expected {len(shape)} dimensions, got {value.dim()}")
+    for dim, (size, expected) in enumerate(zip(value.shape, shape)):
+        if expected is None or size == expected:
+            continue
+        if isinstance(expected, str):
+            if size >= 1:
+                continue
+            expected = f"{expected} >= 1"
+        raise GuardFailure(f"argument {name!r}: expected size {expected} in dimension {dim}, got {size}")
 
 
 def check_type(value: Any, expected: type | tuple[type, ...], name: str) -> None:

@@ -85,9 +85,32 @@ def test_refuses_to_overwrite_a_file_it_did_not_write(model: Path, capsys) -> No
 def test_dump_ir_prints_and_writes_nothing(model: Path, capsys) -> None:
     assert main(["--dump-ir", str(model)]) == 0
     out = capsys.readouterr().out
+    assert out.startswith("// after dce\n")
     assert "func @Cell.forward(%self: Module[Cell], %x: Tensor) -> Tensor {" in out
-    assert "torch.call(%1) {callee = \"torch.relu\"" in out
+    assert 'callee = "torch.nn.functional.linear"' in out  # the layer was lowered
     assert not compiled(model).exists()
+
+
+def test_dump_ir_after_a_pass(model: Path, capsys) -> None:
+    assert main(["--dump-ir=after:lower", str(model)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("// after lower\n")
+    assert "module.call(%0, %x)" in out and "torch.call(%1) {callee = \"torch.relu\"" in out
+    assert main(["--dump-ir=after:lower_layers", str(model)]) == 0
+    assert "module.call" not in capsys.readouterr().out
+    assert main(["--dump-ir=all", str(model)]) == 0
+    out = capsys.readouterr().out
+    from ir.passes import PASS_NAMES
+
+    assert [line[len("// after "):] for line in out.splitlines() if line.startswith("// after ")] == ["lower", *PASS_NAMES]
+    assert not compiled(model).exists()
+
+
+def test_dump_ir_names_an_unknown_pass(model: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["--dump-ir=after:nope", str(model)])
+    assert exit.value.code == 2
+    assert "expected after:PASS with PASS one of lower, inline" in capsys.readouterr().err
 
 
 def test_missing_path(tmp_path: Path, capsys) -> None:

@@ -12,6 +12,10 @@ import sys
 import tempfile
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ir.core import Program
 
 SKIP_DIRS = {".git", ".hg", ".venv", "venv", "__pycache__", "node_modules", "build", "dist", ".tox", ".eggs"}
 
@@ -62,6 +66,9 @@ def comparable(text: str) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    from ir.passes import PASS_NAMES
+
+    DUMP_POINTS = ["lower", *PASS_NAMES]
     parser = argparse.ArgumentParser(
         prog="torchscribe",
         description="Compile @script models into <stem>_compiled.py modules next to their source.",
@@ -69,9 +76,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("paths", nargs="+", metavar="PATH", help="model files or directories (searched recursively)")
     parser.add_argument("--check", action="store_true",
                         help="write nothing; exit 1 if any compiled module is missing or stale")
-    parser.add_argument("--dump-ir", action="store_true", help="print the IR of each file instead of writing")
+    parser.add_argument("--dump-ir", metavar="after:PASS",
+                        help="write nothing; print the IR of each file after the pass PASS (one of: "
+                             f"{', '.join(DUMP_POINTS)}; 'all' prints it after each), by default after the last")
     parser.add_argument("--quiet", "-q", action="store_true", help="print only errors")
-    return parser.parse_args(argv)
+    # A bare --dump-ir means after the last pass (and must not take the next PATH as its value).
+    argv = sys.argv[1:] if argv is None else argv
+    argv = [f"--dump-ir=after:{PASS_NAMES[-1]}" if a == "--dump-ir" else a for a in argv]
+    args = parser.parse_args(argv)
+    if args.dump_ir is not None and args.dump_ir != "all" and args.dump_ir.removeprefix("after:") not in DUMP_POINTS:
+        parser.error(f"--dump-ir={args.dump_ir}: expected after:PASS with PASS one of {', '.join(DUMP_POINTS)}, "
+                     "or all")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,8 +122,14 @@ def run(args: argparse.Namespace) -> int:
     for path in sources:
         if not mentions_script(path):
             continue
+        dumps: list[str] = []
+
+        def dump(name: str, program: "Program") -> None:
+            if args.dump_ir in ("all", f"after:{name}"):
+                dumps.append(f"// after {name}\n" + print_program(program))
+
         try:
-            compiled = compile_path(path)
+            compiled = compile_path(path, after_pass=dump if args.dump_ir else None)
         except CompileError as e:
             print(e.render(), file=sys.stderr)
             print(file=sys.stderr)
@@ -121,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         if compiled is None:
             continue
         if args.dump_ir:
-            print(print_program(compiled.program), end="")
+            print("".join(dumps), end="")
             continue
         outputs.append((path, compiled.text))
     if failed:

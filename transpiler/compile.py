@@ -5,13 +5,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Sequence
 
 import libcst as cst
 import torch
 
 from codegen.module import Header, emit_module
 from ir.core import Program
+from ir.ops import FuncOp
+from ir.passes.shapes import example_input_types
 from ir.passes import run_pipeline
 from runtime.loader import VERSION
 from runtime.source_hash import source_hash
@@ -106,8 +108,23 @@ def compile_source(
     targets: list[Target] | None = None,
     instance_classes: dict[str, ClassInfo] | None = None,
     after_pass: Callable[[str, Program], None] | None = None,
+    instance: Any = None,
+    example_inputs: Sequence[Any] | None = None,
 ) -> CompiledFile:
+    """`instance` (an nn.Module) and `example_inputs` specialise the single target to what it
+    will be called with (script(instance, example_inputs=...)); entry checks guard that."""
     program, entries = lower_file(source, targets, instance_classes)
+    if instance is not None or example_inputs is not None:
+        assert targets is not None and len(targets) == 1
+        entry = next(iter(entries.values()), None)
+        func = next((f for f in program.funcs if isinstance(f, FuncOp) and f.sym_name == entry), None)
+        if func is not None:
+            given: list[Any] = [instance] if instance is not None else []
+            if example_inputs is not None:
+                given += example_input_types(func, example_inputs)
+            elif instance is not None:
+                given += [None] * (len(func.args) - 1)
+            program.entry_inputs[func.sym_name] = given
     if after_pass is not None:
         after_pass("lower", program)
     run_pipeline(program, after_pass)

@@ -32,9 +32,9 @@ def cache_dir() -> Path:
 
 def compile_object(obj: Any, example_inputs: Sequence[Any] | None = None, permissive: bool = False, **_: Any) -> Any:
     if isinstance(obj, nn.Module):
-        return _compile_module(obj)
+        return _compile_module(obj, example_inputs)
     if inspect.isfunction(obj):
-        return _compile_function(inspect.unwrap(obj))
+        return _compile_function(inspect.unwrap(obj), example_inputs)
     raise TypeError(f"script() compiles nn.Module instances and functions, not {type(obj).__name__}")
 
 
@@ -45,7 +45,7 @@ def _source_of(obj: Any) -> tuple[SourceFile, str]:
     return SourceFile.read(Path(path), os.path.relpath(path)), path
 
 
-def _compile_module(instance: nn.Module) -> nn.Module:
+def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None) -> nn.Module:
     cls = type(instance)
     source, path = _source_of(cls)
     node = source.classes.get(cls.__name__)
@@ -54,7 +54,8 @@ def _compile_module(instance: nn.Module) -> nn.Module:
     infos = {}
     _collect_infos(instance, source, infos)
     target = Target(cls.__name__, node)
-    compiled = compile_source(source, "script(instance, example_inputs=...)", Path(path).name, [target], infos)
+    compiled = compile_source(source, "script(instance, example_inputs=...)", Path(path).name, [target], infos,
+                              instance=instance, example_inputs=example_inputs)
     module = _load(compiled.text, cls.__name__)
     forward = module.COMPILED[f"{cls.__name__}.forward"]
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
@@ -83,13 +84,13 @@ def _module_name_of(source: SourceFile) -> str | None:
     return None
 
 
-def _compile_function(fn: Callable[..., Any]) -> Callable[..., Any]:
+def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | None) -> Callable[..., Any]:
     source, path = _source_of(fn)
     node = source.functions.get(fn.__name__)
     if node is None or fn.__qualname__ != fn.__name__:
         raise TypeError(f"{fn.__qualname__} is not defined at module level of {path}; it cannot be compiled")
     compiled = compile_source(source, "script(function, example_inputs=...)", Path(path).name,
-                              [Target(fn.__name__, node)])
+                              [Target(fn.__name__, node)], example_inputs=example_inputs)
     module = _load(compiled.text, fn.__name__)
     return compiled_dispatcher(fn, module.COMPILED[fn.__name__], f"{fn.__module__}:{fn.__name__}")
 

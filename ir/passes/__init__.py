@@ -5,14 +5,23 @@ from __future__ import annotations
 from typing import Callable
 
 from ir.core import Program
+from ir.passes.canonicalize import canonicalize
 from ir.passes.dce import dce
+from ir.passes.inline import inline
+from ir.passes.layers import lower_layers
+from ir.passes.specialize import specialize
 from ir.verifier import verify
 
 Pass = Callable[[Program], None]
 
 PIPELINE: list[tuple[str, Pass]] = [
+    ("inline", inline),  # compiled callees and submodules whose class is known
+    ("lower_layers", lower_layers),  # standard layers to torch ops
+    ("specialize", specialize),  # shapes and dtypes; entry checks for what they assume
+    ("canonicalize", canonicalize),  # folding (sizes too), CSE, constant branches, dead code
     ("dce", dce),
 ]
+PASS_NAMES = [name for name, _ in PIPELINE]
 
 
 def run_pipeline(

@@ -560,7 +560,7 @@ def _may_write(op: Operation) -> bool:
     """An op that might change some object: anything not pure (a mutation, a call the compiler
     does not see into), except control flow (its ops count), entry guards and random ops that
     only advance the random number generator (which no pure op reads)."""
-    if op.regions or op.has_trait(PURE) or op.has_trait(TERMINATOR) or isinstance(op, ops.GuardOp):
+    if op.regions or op.has_trait(PURE) or op.has_trait(TERMINATOR) or isinstance(op, (ops.GuardOp, ops.EntryCheck)):
         return False
     return not (op.attributes.get("random") and not op.attributes.get("mutates"))  # only the RNG state
 

@@ -190,7 +190,8 @@ def name_shared_modules(func: ops.FuncOp) -> None:
     for op in func.walk():
         if isinstance(op, ops.GetAttrOp) and _is_module_like(op.result.type) and op.result.name is None:
             uses = op.result.uses
-            if len(uses) > 1 and all(isinstance(u.op, ops.GetAttrOp) for u in uses):
+            if len(uses) > 1 and all(isinstance(u.op, ops.GetAttrOp) or (isinstance(u.op, ops.ModuleCallOp) and u.index == 0)
+                                     for u in uses):
                 name = op.attributes["attr"]
                 op.result.name = f"{name}_module" if name in taken else name
 

@@ -7,10 +7,11 @@ module at run time: `Linear` -> `F.linear(x, m.weight, m.bias)`, and so on. Each
 entry guard (`runtime.guards.plain_module`) that the module is exactly that torch class without
 hooks, plus the conditions under which its forward is that call:
 
-- BatchNorm: in eval mode with running statistics (in training it updates its buffers: the guard
-  fails and the call runs eagerly); the momentum is then unused and passed as 0.0.
-- Dropout: in eval mode it returns its input itself, so the call becomes the input value;
-  `p` outside [0, 1] raises in eager, so it is checked too.
+- BatchNorm and Dropout: `scf.if m.training` keeps the module call in training (BatchNorm updates
+  its buffers, Dropout draws random numbers) and lowers the eval side: BatchNorm with running
+  statistics (a guard condition) to F.batch_norm, the momentum unused and passed as 0.0; Dropout
+  to its input itself (`p` outside [0, 1] raises in eager, so the guard checks it too).
+  Specialised to an instance, the branch folds away under a check of `training`.
 - Conv: padding_mode "zeros" (other modes pad first); string padding goes to F.conv* as is.
 - Embedding: no max_norm (which renormalises the weight in place); pooling: no return_indices.
 - An activation with `inplace` reads it at run time: `F.relu(x, inplace=True) if m.inplace else
@@ -172,7 +173,7 @@ def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str]) -> bool
     if not isinstance(module.type, ModuleType) or module.type.qualname not in LAYERS:
         return False
     layer = LAYERS[module.type.qualname]
-    if call.attributes.get("kwnames") or len(call.operands) != 2 or len(call.results) != 1:
+    if call.attributes.get("kept") or call.attributes.get("kwnames") or len(call.operands) != 2 or len(call.results) != 1:
         return False
     x = call.operands[1]
     if not isinstance(x.type, TensorType):
@@ -184,8 +185,13 @@ def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str]) -> bool
         return False
     site = _Site(call, module, x)
     site.read_module_here()
+    conditions = layer.conditions
     try:
-        result = x if layer.lowering is None else site.build(layer.lowering)
+        if "eval" in conditions:  # training is a run-time branch, not a reason to run eagerly
+            conditions = tuple(c for c in conditions if c != "eval")
+            result = site.build_eval_only(layer.lowering)
+        else:
+            result = x if layer.lowering is None else site.build(layer.lowering, site.scratch)
     except SignatureError:
         site.discard()
         return False
@@ -197,7 +203,7 @@ def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str]) -> bool
     call.erase()
     if site.module is not module and not module.uses and isinstance(module.owner, Operation):
         module.owner.erase()  # the read the lowering repeated next to the call
-    add_module_guard(func, path, module.type.qualname, layer.conditions, call.loc)
+    add_module_guard(func, path, module.type.qualname, conditions, call.loc)
     return True
 
 
@@ -227,8 +233,27 @@ class _Site:
         b.loc = self.call.loc
         return b
 
-    def build(self, spec: Call) -> Value:
+    def build_eval_only(self, spec: Call | None) -> Value:
+        """`module.training` picks: the module call itself in training (what eager runs: a
+        BatchNorm updates its statistics, a Dropout draws), the lowering (or the input itself
+        when `spec` is None) in eval mode."""
         b = self.builder(self.scratch)
+        cond = self.read(b, "training", BOOL)
+        train, evaluate = Block(), Block()
+        self.blocks += [train, evaluate]
+        call = clone_op(self.call, {self.call.operands[0]: self.module})
+        call.attributes["kept"] = "training"  # not to be lowered again
+        train.append(call)
+        self.builder(train).create(ops.YieldOp, [call.result])
+        result = self.x if spec is None else self.build(spec, evaluate)
+        self.builder(evaluate).create(ops.YieldOp, [result])
+        if_op = b.create(ops.IfOp, [cond], [unify(call.result.type, result.type) or TENSOR])
+        for block in (train, evaluate):
+            if_op.add_region(Region([block]))
+        return if_op.result
+
+    def build(self, spec: Call, block: Block) -> Value:
+        b = self.builder(block)
         if not spec.inplace:
             return self.emit(b, spec, False)
         cond = self.read(b, "inplace")

@@ -239,7 +239,7 @@ class _Interpreter:
     def attr(self, frame: _Frame, mod: AV, name: str, declared: Type = ANY) -> AV:
         """`mod.<name>` of a live module; recorded as a fact about the module's argument."""
         m = mod.value
-        if not isinstance(m, torch.nn.Module) or name in self.setattr_names or name == "training":
+        if not isinstance(m, torch.nn.Module) or name in self.setattr_names:
             return AV(declared)
         path = mod.origin + (name,) if mod.origin is not None else None
         if name in m._parameters:

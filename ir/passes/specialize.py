@@ -1,0 +1,128 @@
+"""Specialisation: shape and dtype propagation, then entry checks for every fact it assumed.
+
+`propagate_shapes` refines each value's type from what the function's arguments are: the declared
+annotations (symbolic shapes from `Annotated`/jaxtyping-style strings) and, when the program was
+compiled for a live instance with example inputs (`Program.entry_inputs`), the instance's
+parameters, buffers and attributes and the examples' dtypes and sizes. Later passes fold sizes and
+branches and choose kernels from those types, so each fact about an argument becomes an entry
+check (`py.check_tensor`, `py.check_size`, `py.check_value`): an input that breaks one takes the
+eager path. The checks of one tensor are one op (one runtime call): dtype, device and every size.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import sympy
+
+from ir import ops
+from ir.core import Operation, Program
+from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings
+from ir.types import ScalarType
+
+
+def specialize(program: Program) -> None:
+    facts = propagate_shapes(program, program.entry_inputs)
+    for func in program.funcs:
+        if isinstance(func, ops.FuncOp):
+            guards = shape_guards(func, facts)
+            add_entry_checks(func, guards)
+            fold_checked_attributes(func, facts, {g.path for g in guards if g.kind == "value"})
+
+
+_SCALARS = (int, float, bool, str, type(None))
+
+
+def fold_checked_attributes(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]) -> None:
+    """A module attribute read whose value an entry check pins (`self.num_heads == 4`) becomes
+    that constant, so canonicalization folds what depends on it."""
+    for op in list(func.walk()):
+        if not isinstance(op, ops.GetAttrOp) or not isinstance(op.result.type, ScalarType):
+            continue
+        av = facts.values.get(op.result)
+        if av is None or not av.known or type(av.value) not in _SCALARS or av.origin not in checked:
+            continue
+        const = ops.ConstantOp([], [op.result.type], {"value": av.value}, loc=op.loc)
+        assert op.parent is not None
+        op.parent.insert_before(op, const)
+        op.result.replace_all_uses_with(const.result)
+
+
+def add_entry_checks(func: ops.FuncOp, guards: list[ShapeGuard]) -> None:
+    """Insert the checks for `guards` at the entry of `func`, after the guards already there (a
+    module guard says that the attributes these checks read exist)."""
+    args = {a.name: a for a in func.args}
+    symbols = symbol_bindings(guards)
+    body = func.body
+    at = _after_entry_guards(func)
+    anchor = body.ops[at] if at < len(body.ops) else None
+    loc = func.loc
+
+    def insert(op: Operation) -> None:
+        if anchor is None:
+            body.append(op)
+        else:
+            body.insert_before(anchor, op)
+
+    tensors: dict[tuple, dict] = defaultdict(dict)  # path -> facts, in the order first seen
+    later: list[ShapeGuard] = []
+    for g in guards:
+        if g.path[0] not in args:
+            continue
+        if g.kind in ("dtype", "device", "rank", "size", "symbol"):
+            facts = tensors[(g.path, g.optional)]
+            if g.kind == "dtype":
+                facts["dtype"] = g.expected
+            elif g.kind == "device":
+                facts["device"] = g.expected
+            elif g.kind == "rank":
+                facts["shape"] = [None] * g.expected
+            else:
+                facts["shape"][g.dim] = g.expected
+        else:
+            later.append(g)
+    for (path, optional), facts in tensors.items():
+        shape = facts.get("shape")
+        attrs = {"path": path[1:], "dtype": facts.get("dtype"), "device": facts.get("device"),
+                 "shape": tuple(shape) if shape is not None else None, "optional": optional}
+        insert(ops.CheckTensorOp([args[path[0]]], [], attrs, loc=loc))
+    for g in later:
+        if g.kind == "value":
+            insert(ops.CheckValueOp([args[g.path[0]]], [], {"path": g.path[1:], "expected": g.expected}, loc=loc))
+            continue
+        if g.kind == "same_size":  # equal to a size read elsewhere: name it by its symbol
+            other, d = g.expected
+            name = next((n for n, where in symbols.items() if where == (other, d)), "size")
+            expr: sympy.Expr = sympy.Symbol(name)
+            binding = {name: (other, d)}
+        else:
+            expr = g.expected
+            binding = {s.name: symbols[s.name] for s in expr.free_symbols}
+        operands = [args[g.path[0]]]
+        refs = []
+        for name in sorted(binding):
+            where, d = binding[name]
+            root = args[where[0]]
+            if root not in operands:
+                operands.append(root)
+            refs.append((name, operands.index(root), where[1:], d))
+        attrs = {"path": g.path[1:], "dim": g.dim, "expected": str(expr), "symbols": tuple(refs),
+                 "optional": g.optional}
+        insert(ops.CheckSizeOp(operands, [], attrs, loc=loc))
+
+
+def _after_entry_guards(func: ops.FuncOp) -> int:
+    end = 0
+    for i, op in enumerate(func.body.ops):
+        if isinstance(op, (ops.GuardOp, ops.EntryCheck)):
+            end = i + 1
+        elif isinstance(op, ops.ConstantOp) or (
+            isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"].startswith("_guards.")
+        ):
+            continue
+        else:
+            break
+    return end
+
+
+__all__ = ["specialize", "add_entry_checks"]
