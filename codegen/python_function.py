@@ -273,6 +273,15 @@ class FunctionEmitter:
             if isinstance(arg.type, TensorType) and arg not in checked:
                 self.w.line(f'_guards.check_tensor({self.var[arg]}, "{arg.name}")')
 
+    def module_check(self, cond: Value) -> str | None:
+        """`_guards.check_module(...)` for a guard on `_guards.plain_module(...)`: one line that
+        raises GuardFailure itself."""
+        call = cond.owner
+        if not (isinstance(call, ops.BuiltinCallOp) and call.attributes["callee"] == "_guards.plain_module"
+                and call in self.folded):
+            return None
+        return f"_guards.check_module({self.args_text(list(call.operands), ())})"
+
     def path_text(self, root: Value, path: tuple) -> str:
         out = self.var[root]
         for part in path:
@@ -425,6 +434,8 @@ class FunctionEmitter:
             target = self.expr(op.operands[0]).text
             self.w.line(f"{target} {op.attributes['op']}= {self.expr(op.operands[1]).text}")
             self.share(op.result, target)
+        elif isinstance(op, ops.GuardOp) and self.module_check(op.operands[0]) is not None:
+            self.w.line(self.module_check(op.operands[0]))  # type: ignore[arg-type]
         elif isinstance(op, ops.GuardOp):
             cond = self.expr(op.operands[0], PREC["not"] + 1).text
             self.w.line(f"if not {cond}:")

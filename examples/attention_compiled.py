@@ -19,12 +19,9 @@ TORCH_VERSION = "2.13"
 
 def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    if not _guards.plain_module(self, "qkv", "torch.nn.Linear"):
-        raise _guards.GuardFailure("self.qkv is not an unhooked torch.nn.Linear")
-    if not _guards.plain_module(self, "dropout", "torch.nn.Dropout", "valid_p"):
-        raise _guards.GuardFailure("self.dropout is not an unhooked torch.nn.Dropout with 0 <= p <= 1")
-    if not _guards.plain_module(self, "proj", "torch.nn.Linear"):
-        raise _guards.GuardFailure("self.proj is not an unhooked torch.nn.Linear")
+    _guards.check_module(self, "qkv", "torch.nn.Linear")
+    _guards.check_module(self, "dropout", "torch.nn.Dropout", "valid_p")
+    _guards.check_module(self, "proj", "torch.nn.Linear")
     # attention.py:23  B, T, C = x.size()
     B, T, C = x.size()
     # attention.py:24  q, k, v = self.qkv(x).split(C, dim=2)

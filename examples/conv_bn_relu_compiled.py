@@ -17,12 +17,9 @@ TORCH_VERSION = "2.13"
 
 def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    if not _guards.plain_module(self, "conv", "torch.nn.Conv2d", "zeros_padding"):
-        raise _guards.GuardFailure("self.conv is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
-    if not _guards.plain_module(self, "bn", "torch.nn.BatchNorm2d", "running_stats"):
-        raise _guards.GuardFailure("self.bn is not an unhooked torch.nn.BatchNorm2d with running statistics")
-    if not _guards.plain_module(self, "relu", "torch.nn.ReLU"):
-        raise _guards.GuardFailure("self.relu is not an unhooked torch.nn.ReLU")
+    _guards.check_module(self, "conv", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self, "bn", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self, "relu", "torch.nn.ReLU")
     # conv_bn_relu.py:18  return self.relu(self.bn(self.conv(x)))
     conv = self.conv
     tmp = F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation, conv.groups)

@@ -21,8 +21,7 @@ def LSTM_forward(
     state: tuple[Tensor, Tensor],
 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     _guards.check_tensor(x, "x")
-    if not _guards.plain_module(self, "gates", "torch.nn.Linear"):
-        raise _guards.GuardFailure("self.gates is not an unhooked torch.nn.Linear")
+    _guards.check_module(self, "gates", "torch.nn.Linear")
     # lstm_cell.py:17  h, c = state
     h, c = state
     # lstm_cell.py:18  outputs: list[Tensor] = []

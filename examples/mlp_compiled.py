@@ -17,12 +17,9 @@ TORCH_VERSION = "2.13"
 
 def MLP_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    if not _guards.plain_module(self, "fc1", "torch.nn.Linear"):
-        raise _guards.GuardFailure("self.fc1 is not an unhooked torch.nn.Linear")
-    if not _guards.plain_module(self, "fc2", "torch.nn.Linear"):
-        raise _guards.GuardFailure("self.fc2 is not an unhooked torch.nn.Linear")
-    if not _guards.plain_module(self, "norm", "torch.nn.LayerNorm"):
-        raise _guards.GuardFailure("self.norm is not an unhooked torch.nn.LayerNorm")
+    _guards.check_module(self, "fc1", "torch.nn.Linear")
+    _guards.check_module(self, "fc2", "torch.nn.Linear")
+    _guards.check_module(self, "norm", "torch.nn.LayerNorm")
     # mlp.py:18  h = F.gelu(self.fc1(x))
     fc1 = self.fc1
     h = F.gelu(F.linear(x, fc1.weight, fc1.bias))

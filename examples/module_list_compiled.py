@@ -17,10 +17,8 @@ TORCH_VERSION = "2.13"
 
 def Block_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    if not _guards.plain_module(self, "norm", "torch.nn.LayerNorm"):
-        raise _guards.GuardFailure("self.norm is not an unhooked torch.nn.LayerNorm")
-    if not _guards.plain_module(self, "fc", "torch.nn.Linear"):
-        raise _guards.GuardFailure("self.fc is not an unhooked torch.nn.Linear")
+    _guards.check_module(self, "norm", "torch.nn.LayerNorm")
+    _guards.check_module(self, "fc", "torch.nn.Linear")
     # module_list.py:17  return F.silu(self.fc(self.norm(x)))
     norm = self.norm
     fc = self.fc
@@ -29,8 +27,7 @@ def Block_forward(self, x: Tensor) -> Tensor:
 
 def Stack_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    if not _guards.plain_module(self, "head", "torch.nn.Linear"):
-        raise _guards.GuardFailure("self.head is not an unhooked torch.nn.Linear")
+    _guards.check_module(self, "head", "torch.nn.Linear")
     # module_list.py:29  for layer in self.layers:
     for layer in self.layers:
         # module_list.py:30  x = x + self.residual_scale * layer(x)

@@ -26,8 +26,7 @@ def MaskedPool_forward(
     temperature: Optional[float] = None,
 ) -> Tensor:
     _guards.check_tensor(x, "x")
-    if not _guards.plain_module(self, "proj", "torch.nn.Linear"):
-        raise _guards.GuardFailure("self.proj is not an unhooked torch.nn.Linear")
+    _guards.check_module(self, "proj", "torch.nn.Linear")
     # optional_args.py:24  if mask is None:
     if mask is None:
         # optional_args.py:25  mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)

@@ -17,16 +17,11 @@ TORCH_VERSION = "2.13"
 
 def BasicBlock_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    if not _guards.plain_module(self, "conv1", "torch.nn.Conv2d", "zeros_padding"):
-        raise _guards.GuardFailure("self.conv1 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
-    if not _guards.plain_module(self, "bn1", "torch.nn.BatchNorm2d", "running_stats"):
-        raise _guards.GuardFailure("self.bn1 is not an unhooked torch.nn.BatchNorm2d with running statistics")
-    if not _guards.plain_module(self, "relu", "torch.nn.ReLU"):
-        raise _guards.GuardFailure("self.relu is not an unhooked torch.nn.ReLU")
-    if not _guards.plain_module(self, "conv2", "torch.nn.Conv2d", "zeros_padding"):
-        raise _guards.GuardFailure("self.conv2 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
-    if not _guards.plain_module(self, "bn2", "torch.nn.BatchNorm2d", "running_stats"):
-        raise _guards.GuardFailure("self.bn2 is not an unhooked torch.nn.BatchNorm2d with running statistics")
+    _guards.check_module(self, "conv1", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self, "bn1", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self, "relu", "torch.nn.ReLU")
+    _guards.check_module(self, "conv2", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self, "bn2", "torch.nn.BatchNorm2d", "running_stats")
     # residual_block.py:29  out = self.conv1(x)
     conv1 = self.conv1
     out = F.conv2d(x, conv1.weight, conv1.bias, conv1.stride, conv1.padding, conv1.dilation, conv1.groups)
@@ -70,30 +65,18 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
 
 def ResNetStage_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    if not _guards.plain_module(self, "block1", "BasicBlock"):
-        raise _guards.GuardFailure("self.block1 is not an unhooked BasicBlock")
-    if not _guards.plain_module(self, "block2", "BasicBlock"):
-        raise _guards.GuardFailure("self.block2 is not an unhooked BasicBlock")
-    if not _guards.plain_module(self, "block1.conv1", "torch.nn.Conv2d", "zeros_padding"):
-        raise _guards.GuardFailure("self.block1.conv1 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
-    if not _guards.plain_module(self, "block1.bn1", "torch.nn.BatchNorm2d", "running_stats"):
-        raise _guards.GuardFailure("self.block1.bn1 is not an unhooked torch.nn.BatchNorm2d with running statistics")
-    if not _guards.plain_module(self, "block1.relu", "torch.nn.ReLU"):
-        raise _guards.GuardFailure("self.block1.relu is not an unhooked torch.nn.ReLU")
-    if not _guards.plain_module(self, "block1.conv2", "torch.nn.Conv2d", "zeros_padding"):
-        raise _guards.GuardFailure("self.block1.conv2 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
-    if not _guards.plain_module(self, "block1.bn2", "torch.nn.BatchNorm2d", "running_stats"):
-        raise _guards.GuardFailure("self.block1.bn2 is not an unhooked torch.nn.BatchNorm2d with running statistics")
-    if not _guards.plain_module(self, "block2.conv1", "torch.nn.Conv2d", "zeros_padding"):
-        raise _guards.GuardFailure("self.block2.conv1 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
-    if not _guards.plain_module(self, "block2.bn1", "torch.nn.BatchNorm2d", "running_stats"):
-        raise _guards.GuardFailure("self.block2.bn1 is not an unhooked torch.nn.BatchNorm2d with running statistics")
-    if not _guards.plain_module(self, "block2.relu", "torch.nn.ReLU"):
-        raise _guards.GuardFailure("self.block2.relu is not an unhooked torch.nn.ReLU")
-    if not _guards.plain_module(self, "block2.conv2", "torch.nn.Conv2d", "zeros_padding"):
-        raise _guards.GuardFailure("self.block2.conv2 is not an unhooked torch.nn.Conv2d with padding_mode 'zeros'")
-    if not _guards.plain_module(self, "block2.bn2", "torch.nn.BatchNorm2d", "running_stats"):
-        raise _guards.GuardFailure("self.block2.bn2 is not an unhooked torch.nn.BatchNorm2d with running statistics")
+    _guards.check_module(self, "block1", "BasicBlock")
+    _guards.check_module(self, "block2", "BasicBlock")
+    _guards.check_module(self, "block1.conv1", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self, "block1.bn1", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self, "block1.relu", "torch.nn.ReLU")
+    _guards.check_module(self, "block1.conv2", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self, "block1.bn2", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self, "block2.conv1", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self, "block2.bn1", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self, "block2.relu", "torch.nn.ReLU")
+    _guards.check_module(self, "block2.conv2", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self, "block2.bn2", "torch.nn.BatchNorm2d", "running_stats")
     # residual_block.py:54  return self.block2(self.block1(x))
     block2 = self.block2
     block1 = self.block1

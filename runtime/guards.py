@@ -228,3 +228,11 @@ def plain_module(root: Any, path: str, qualname: str, *conditions: str) -> bool:
         return True
     except (AttributeError, IndexError, KeyError, TypeError):
         return False
+
+
+def check_module(root: Any, path: str, qualname: str, *conditions: str) -> None:
+    """`plain_module` as an entry check: raises GuardFailure naming the module when it fails."""
+    if not plain_module(root, path, qualname, *conditions):
+        wanted = f" with {', '.join(conditions)}" if conditions else ""
+        where = f"submodule {path.replace('?', '')!r}" if path else "the module"
+        raise GuardFailure(f"{where} is not an unhooked {qualname}{wanted}")

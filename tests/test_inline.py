@@ -645,9 +645,8 @@ def test_each_layer_lowers_to_its_forwards_torch_call(name: str) -> None:
     lines = [line[4:] for line in FunctionEmitter(func, None, set()).emit()[2:]]  # after check_tensor
     layer = LAYERS[qualname]
     args = ", ".join(f'"{a}"' for a in ("m", qualname, *layer.conditions) if a != "eval")
-    assert lines[0] == f"if not _guards.plain_module(self, {args}):"
-    assert lines[1].startswith("    raise _guards.GuardFailure(")
-    body = lines[2:] if lines[-1] == "return x" else lines[2:-1]
+    assert lines[0] == f"_guards.check_module(self, {args})"
+    body = lines[1:] if lines[-1] == "return x" else lines[1:-1]
     assert body == EXPECTED_PYTHON[name]
 
 
@@ -935,8 +934,8 @@ def test_the_compiled_models_call_torch_functions_not_layers(models_module) -> N
     for call in ("self.conv(", "self.bn(", "self.fc(", "self.relu(", "self.pair(", "self.first(", "self.extra("):
         assert call not in code, call
     # Inlined Pair.forward and Block.forward into Tower.forward: its layers are read through paths.
-    assert '_guards.plain_module(self, "pair.first.fc", "torch.nn.Linear")' in compiled
-    assert '_guards.plain_module(self, "extra?.norm", "torch.nn.LayerNorm")' in compiled
+    assert '_guards.check_module(self, "pair.first.fc", "torch.nn.Linear")' in compiled
+    assert '_guards.check_module(self, "extra?.norm", "torch.nn.LayerNorm")' in compiled
     assert "layer(h)" in compiled  # the ModuleList's elements are still called
     # The method and the @script function Pair calls are inlined too (and still compiled).
     pair = code[code.index("def Pair_forward"):code.index("def Pair_mix")]
@@ -979,7 +978,7 @@ def test_a_hook_on_a_lowered_layer_makes_the_call_eager(models_module) -> None:
     got = run_model(model, inputs, "on")
     assert len(seen) == 1 and runtime.fallback_counts() == {"inline_models_all.Vision.forward": 1}
     assert compare(expected, got, atol=0.0, rtol=0.0).ok
-    with pytest.raises(runtime.TorchscribeError, match="self.fc is not an unhooked torch.nn.Linear"):
+    with pytest.raises(runtime.TorchscribeError, match="submodule 'fc' is not an unhooked torch.nn.Linear"):
         run_model(model, inputs, "strict")
 
 
@@ -1066,6 +1065,8 @@ def test_plain_module_checks_class_hooks_and_conditions() -> None:
     assert guards.plain_module(holder, "net.1", "torch.nn.Linear")
     handle = net[1].register_full_backward_hook(lambda *a: None)
     assert not guards.plain_module(holder, "net.1", "torch.nn.Linear")
+    with pytest.raises(guards.GuardFailure, match="submodule .net.1. is not an unhooked torch.nn.Linear"):
+        guards.check_module(holder, "net.1", "torch.nn.Linear")
     handle.remove()
 
 
