@@ -217,3 +217,17 @@ def test_the_pipeline_specializes_every_example(tmp_path: Path) -> None:
     """The committed examples went through the pass (ahead of time: annotations only)."""
     root = Path(__file__).resolve().parent.parent / "examples"
     assert any("_guards.check_tensor(" in p.read_text() for p in root.glob("*_compiled.py"))
+
+
+def test_an_instance_inlines_its_submodules_of_the_same_file(tmp_path, monkeypatch) -> None:
+    """script(instance) compiles the submodules' classes of the model's file too, so their
+    bodies are inlined and their configuration (strides, eps, None biases) is folded."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    model, inputs = residual_block.make_example()
+    compiled = script(model, example_inputs=inputs)
+    text = next((tmp_path / "jit").glob("*.py")).read_text()
+    forward = text[text.index("def ResNetStage_forward"):]
+    assert "self.block1(" not in forward and "block1(x)" not in forward
+    assert "F.conv2d(x, conv1.weight, None, (2, 2), (1, 1), (1, 1), 1)" in forward
+    with torch.no_grad(), runtime.mode("strict"):
+        torch.testing.assert_close(compiled(*inputs), model(*inputs), rtol=0, atol=0)

@@ -111,12 +111,12 @@ def compile_source(
     instance: Any = None,
     example_inputs: Sequence[Any] | None = None,
 ) -> CompiledFile:
-    """`instance` (an nn.Module) and `example_inputs` specialise the single target to what it
+    """`instance` (an nn.Module) and `example_inputs` specialise the first target to what it
     will be called with (script(instance, example_inputs=...)); entry checks guard that."""
     program, entries = lower_file(source, targets, instance_classes)
     if instance is not None or example_inputs is not None:
-        assert targets is not None and len(targets) == 1
-        entry = next(iter(entries.values()), None)
+        assert targets
+        entry = entries.get(f"{targets[0].name}.forward", entries.get(targets[0].name))
         func = next((f for f in program.funcs if isinstance(f, FuncOp) and f.sym_name == entry), None)
         if func is not None:
             given: list[Any] = [instance] if instance is not None else []

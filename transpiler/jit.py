@@ -53,8 +53,10 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None) -
         raise TypeError(f"{cls.__qualname__} is not defined at module level of {path}; it cannot be compiled")
     infos = {}
     _collect_infos(instance, source, infos)
-    target = Target(cls.__name__, node)
-    compiled = compile_source(source, "script(instance, example_inputs=...)", Path(path).name, [target], infos,
+    # The submodules' classes of the same file are compiled too, so that inlining sees them.
+    targets = [Target(cls.__name__, node)] + [Target(name, source.classes[name]) for name in infos
+                                              if name != cls.__name__ and "forward" in infos[name].methods]
+    compiled = compile_source(source, "script(instance, example_inputs=...)", Path(path).name, targets, infos,
                               instance=instance, example_inputs=example_inputs)
     module = _load(compiled.text, cls.__name__)
     forward = module.COMPILED[f"{cls.__name__}.forward"]

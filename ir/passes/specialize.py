@@ -18,7 +18,7 @@ import sympy
 from ir import ops
 from ir.core import Operation, Program
 from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings
-from ir.types import ScalarType
+from ir.passes.fold import fits, literal_type
 
 
 def specialize(program: Program) -> None:
@@ -30,19 +30,25 @@ def specialize(program: Program) -> None:
             fold_checked_attributes(func, facts, {g.path for g in guards if g.kind == "value"})
 
 
-_SCALARS = (int, float, bool, str, type(None))
-
-
 def fold_checked_attributes(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]) -> None:
     """A module attribute read whose value an entry check pins (`self.num_heads == 4`) becomes
     that constant, so canonicalization folds what depends on it."""
     for op in list(func.walk()):
-        if not isinstance(op, ops.GetAttrOp) or not isinstance(op.result.type, ScalarType):
+        if not isinstance(op, ops.GetAttrOp):
             continue
         av = facts.values.get(op.result)
-        if av is None or not av.known or type(av.value) not in _SCALARS or av.origin not in checked:
+        if av is None or av.origin not in checked:
             continue
-        const = ops.ConstantOp([], [op.result.type], {"value": av.value}, loc=op.loc)
+        if av.known:
+            value = av.value
+        elif av.items is not None and all(i.known for i in av.items):
+            value = tuple(i.value for i in av.items)  # conv strides, normalized_shape
+        else:
+            continue
+        t = literal_type(value)
+        if t is None or not fits(value, t):
+            continue
+        const = ops.ConstantOp([], [t], {"value": value}, loc=op.loc)
         assert op.parent is not None
         op.parent.insert_before(op, const)
         op.result.replace_all_uses_with(const.result)
