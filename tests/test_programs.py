@@ -242,6 +242,35 @@ def test_generated_modules(program_dir: Path, prog: pg.Program) -> None:
             assert_same(state_e[key], state_c[key], f"state_dict[{key!r}]")
 
 
+@pytest.mark.filterwarnings("ignore:Converting a tensor with requires_grad=True to a scalar")
+@settings(max_examples=12, **SETTINGS)
+@given(prog=pg.module_programs())
+def test_generated_modules_jit(program_dir: Path, jit_cache: Path, prog: pg.Program) -> None:
+    """script(instance, example_inputs=...): specialised to the instance (its attributes, the
+    inputs' dtypes and sizes, a symbolic batch), still eager's values and effects, call after
+    call (the module's Python attributes and buffers change between calls)."""
+    from transpiler import script
+
+    record_features(prog)
+    with generated_module(program_dir, prog.source, compile_it=False) as (_, module):
+        eager_model = prog.make_module(module)
+        compiled_model = copy.deepcopy(eager_model)
+        call_e, call_c = prog.make_call(), prog.make_call()
+        scripted = script(compiled_model, example_inputs=tuple(prog.make_call()[0]))
+        outs_e, err_e = run(eager_model, call_e, "off", prog.calls)
+        outs_c, err_c = run(scripted, call_c, "strict", prog.calls)
+        if err_e is not None:
+            raise AssertionError(f"the generated module fails eagerly: {err_e!r}") from err_e
+        if err_c is not None:
+            raise AssertionError(f"compiled forward raised {err_c!r}, eager did not") from err_c
+        for k, (e, c) in enumerate(zip(outs_e, outs_c)):
+            assert_same(e, c, f"call {k} result")
+        assert_same(call_e, call_c, "arguments after the call")
+        state_e, state_c = eager_model.state_dict(), compiled_model.state_dict()
+        for key in state_e:
+            assert_same(state_e[key], state_c[key], f"state_dict[{key!r}]")
+
+
 @settings(max_examples=15, **SETTINGS)
 @given(prog=pg.programs(decorate=False, mutate_inputs=True))
 def test_generated_functions_jit(program_dir: Path, jit_cache: Path, prog: pg.Program) -> None:
