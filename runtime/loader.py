@@ -131,3 +131,13 @@ def load_module_from_path(path: str | os.PathLike[str], module_name: str) -> Mod
             sys.modules[module_name] = previous
         raise
     return module
+
+
+def cache_dir() -> Path:
+    """Where compiled-now modules and kernel builds live: $TORCHSCRIBE_CACHE_DIR, else
+    $XDG_CACHE_HOME/torchscribe, else ~/.cache/torchscribe."""
+    root = os.environ.get("TORCHSCRIBE_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "torchscribe"

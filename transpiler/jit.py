@@ -15,19 +15,11 @@ from typing import Any, Callable, Sequence
 from torch import nn
 
 from runtime.dispatch import compiled_dispatcher
-from runtime.loader import load_module_from_path
+from runtime.loader import cache_dir, load_module_from_path
 from transpiler.classinfo import class_from_instance
 from transpiler.compile import compile_source
 from transpiler.diagnostics import UserError
 from transpiler.source import SourceFile, Target
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("TORCHSCRIBE_CACHE_DIR")
-    if root:
-        return Path(root)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "torchscribe"
 
 
 def compile_object(obj: Any, example_inputs: Sequence[Any] | None = None, permissive: bool = False, **_: Any) -> Any:

@@ -1,0 +1,227 @@
+"""Build and load generated C++ kernels.
+
+A compiled module holds its kernels' C++ source as text. `load(source)` returns the shared
+library built from it, through a cache keyed by the content: the source, the compiler's identity
+(its path and version line), the flags and the CPU model (`-march=native` code runs only where it
+was built). A cache entry is a directory `cpp/<key>` holding `kernels.cpp`, `kernels.so` and
+`digest`, the SHA-256 of the library written last: an entry without a matching digest (a build
+killed half way, a truncated file) is rebuilt, never loaded. Builds run in a private temporary
+directory and are moved into place with one rename, under a file lock per key, so processes
+building the same kernels at once do the work once and never see each other's partial files.
+
+The kernels use a plain C ABI (pointers, sizes and strides) and are called through ctypes: no
+torch headers, so a build takes a fraction of a second and loading a cached one milliseconds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.errors import TorchscribeError
+from runtime.loader import cache_dir
+
+CACHE_FORMAT = "1"  # bump when the entry layout or the build recipe changes
+BASE_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-std=c++17", "-shared", "-fPIC")
+COMPILERS = ("c++", "g++", "clang++")
+
+
+class CompilerNotFound(TorchscribeError):
+    """No C++ compiler, and no cached build of the kernels a compiled module needs."""
+
+
+class BuildError(TorchscribeError):
+    """The compiler rejected generated code: a bug in torchscribe, reported with its output."""
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    cxx: str  # path of the compiler
+    version: str  # its --version line
+    flags: tuple[str, ...]
+
+    @property
+    def identity(self) -> str:
+        return f"{self.cxx}\n{self.version}\n{' '.join(self.flags)}"
+
+
+@functools.lru_cache(maxsize=None)
+def toolchain() -> Toolchain | None:
+    """The C++ compiler ($CXX, else the first of c++, g++, clang++ on PATH) with its version and
+    flags (OpenMP when it supports it); None when there is none. What the probe found is kept
+    in the cache directory per compiler binary (path, size, mtime), so a warm start runs no
+    subprocess."""
+    cxx = _find_compiler()
+    if cxx is None:
+        return None
+    st = os.stat(cxx)
+    probe_key = hashlib.sha256(f"{CACHE_FORMAT}\n{cxx}\n{st.st_size}\n{st.st_mtime_ns}".encode()).hexdigest()[:32]
+    record = cache_dir() / "cpp" / "toolchains" / probe_key
+    try:
+        version, openmp = record.read_text(encoding="utf-8").splitlines()[:2]
+    except (OSError, ValueError):
+        version, openmp = _probe(cxx)
+        _write_atomic(record, f"{version}\n{openmp}\n")
+    flags = BASE_FLAGS + (("-fopenmp",) if openmp == "openmp" else ())
+    return Toolchain(cxx, version, flags)
+
+
+def _find_compiler() -> str | None:
+    wanted = os.environ.get("CXX")
+    if wanted:
+        return shutil.which(wanted)
+    for name in COMPILERS:
+        found = shutil.which(name)
+        if found is not None:
+            return found
+    return None
+
+
+def _probe(cxx: str) -> tuple[str, str]:
+    try:
+        done = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=60)
+    except OSError as error:
+        raise CompilerNotFound(f"the C++ compiler {cxx!r} cannot be run ({error}); set CXX to a working "
+                               "compiler (g++ or clang++)") from None
+    lines = (done.stdout or done.stderr).splitlines()
+    version = lines[0].strip() if lines else "unknown"
+    probe = "#include <omp.h>\nint main() { return omp_get_max_threads() > 0 ? 0 : 1; }\n"
+    with tempfile.TemporaryDirectory(prefix="torchscribe-omp-") as tmp:
+        src = Path(tmp) / "probe.cpp"
+        src.write_text(probe)
+        done = subprocess.run([cxx, "-fopenmp", str(src), "-o", str(Path(tmp) / "probe")], capture_output=True,
+                              timeout=120)
+    return version, "openmp" if done.returncode == 0 else "no-openmp"
+
+
+@functools.lru_cache(maxsize=None)
+def _machine() -> str:
+    """What -march=native code depends on: the architecture and the CPU model."""
+    model = platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith(("model name", "Model", "cpu model")):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{platform.machine()}\n{model}"
+
+
+def _hash(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+_loaded: dict[str, ctypes.CDLL] = {}
+
+
+def load(source: str) -> ctypes.CDLL:
+    """The shared library built from `source` (C++). Built now when the cache has no valid entry
+    for this source, compiler and flags; without a compiler, the entry last built from this
+    source on this machine is used (CompilerNotFound when there is none)."""
+    source_key = _hash(CACHE_FORMAT, _machine(), source)
+    lib = _loaded.get(source_key)
+    if lib is not None:
+        return lib
+    root = cache_dir() / "cpp"
+    latest = root / "by-source" / source_key  # names the entry last built from this source
+    chain = toolchain()
+    if chain is None:
+        try:
+            entry = root / latest.read_text(encoding="utf-8").strip()
+        except OSError:
+            entry = None
+        if entry is None or not _valid(entry):
+            raise CompilerNotFound(_no_compiler_message()) from None
+    else:
+        entry = root / _hash(source_key, chain.identity)
+        if not _valid(entry):
+            root.mkdir(parents=True, exist_ok=True)
+            with _locked(root / f"{entry.name}.lock"):
+                if not _valid(entry):  # another process may have built it while we waited
+                    _build(source, chain, entry)
+            _write_atomic(latest, entry.name + "\n")
+    lib = ctypes.CDLL(str(entry / "kernels.so"))
+    _loaded[source_key] = lib
+    return lib
+
+
+def _no_compiler_message() -> str:
+    wanted = os.environ.get("CXX")
+    looked = f"CXX={wanted!r} is not an executable on PATH" if wanted else \
+        "looked for c++, g++ and clang++ on PATH"
+    return (f"no C++ compiler found ({looked}), and the kernels of this compiled module are not in the cache "
+            f"({cache_dir() / 'cpp'}). Install a C++ compiler (for example `apt install g++` or "
+            "`xcode-select --install`) or set CXX to one, or run the model eagerly with TORCHSCRIBE=off.")
+
+
+def _valid(entry: Path) -> bool:
+    try:
+        digest = (entry / "digest").read_text().strip()
+        data = (entry / "kernels.so").read_bytes()
+    except OSError:
+        return False
+    return hashlib.sha256(data).hexdigest() == digest
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+class _locked:
+    """An exclusive lock on a file (held by the process until released or the process ends)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> None:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+
+    def __exit__(self, *exc: object) -> None:
+        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        os.close(self.fd)
+
+
+def _build(source: str, chain: Toolchain, entry: Path) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+    try:
+        src = tmp / "kernels.cpp"
+        src.write_text(source, encoding="utf-8")
+        out = tmp / "kernels.so"
+        command = [chain.cxx, *chain.flags, str(src), "-o", str(out)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            kept = entry.parent / f"{entry.name}.failed.cpp"
+            shutil.copyfile(src, kept)
+            errors = "\n".join(done.stderr.splitlines()[:30])
+            raise BuildError(f"the C++ compiler rejected generated kernels (a torchscribe bug; please report "
+                             f"it with {kept}):\n$ {' '.join(command)}\n{errors}")
+        (tmp / "digest").write_text(hashlib.sha256(out.read_bytes()).hexdigest() + "\n")
+        if entry.exists():  # an invalid entry: replace it whole
+            shutil.rmtree(entry, ignore_errors=True)
+        os.replace(tmp, entry)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+__all__ = ["BuildError", "CompilerNotFound", "Toolchain", "load", "toolchain"]
