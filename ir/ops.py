@@ -23,7 +23,7 @@ from ir.core import (
     Trait,
     Value,
 )
-from ir.types import BOOL, Type, is_subtype
+from ir.types import BOOL, Type, fits, is_subtype
 
 
 # -- functions -------------------------------------------------------------------------------
@@ -351,7 +351,7 @@ def _verify_loop(op: Operation, inits: Sequence[Value], n_extra: int, block: Blo
 
 
 def _all_subtypes(values: Sequence[Value], types: Sequence[Type]) -> bool:
-    return len(values) == len(types) and all(is_subtype(v.type, t) for v, t in zip(values, types))
+    return len(values) == len(types) and all(fits(v.type, t) for v, t in zip(values, types))
 
 
 def is_pure(op: Operation) -> bool:

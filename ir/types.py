@@ -235,6 +235,17 @@ def is_subtype(a: Type, b: Type) -> bool:
     return False
 
 
+def fits(t: Type, want: Type) -> bool:
+    """A value of type `t` may flow where `want` is expected: a subtype, or Any where the type is
+    not known (`return x.sum().item()` from a function declared to return float: Python does
+    not check, so neither do we)."""
+    if t == ANY or is_subtype(t, want):
+        return True
+    if isinstance(t, TupleType) and isinstance(want, TupleType) and len(t.elems) == len(want.elems):
+        return all(fits(a, b) for a, b in zip(t.elems, want.elems))
+    return False
+
+
 def unify(a: Type, b: Type) -> Type | None:
     """The type both `a` and `b` fit, keeping only the facts they share; None if they do not mix."""
     if a == b:

@@ -127,7 +127,8 @@ def compile_source(
             program.entry_inputs[func.sym_name] = given
     if after_pass is not None:
         after_pass("lower", program)
-    run_pipeline(program, after_pass)
+    # TORCHSCRIBE_VERIFY=1 (the test suite sets it) runs the verifier before and after each pass.
+    run_pipeline(program, after_pass, check=os.environ.get("TORCHSCRIBE_VERIFY") == "1")
     header = Header(
         source_file=source_file_name,
         source_hash=source_hash(source.text),

@@ -16,6 +16,7 @@ from ir import ops
 from ir.builder import Builder
 from ir.core import Block, Region, Value
 from ir.types import (
+    fits,
     ANY,
     BOOL,
     INT,
@@ -650,7 +651,7 @@ class FunctionLowerer(ExpressionLowering):
 
     def coerce_return(self, value: Value, node: cst.CSTNode) -> Value:
         want = self.sig.result
-        if is_subtype(value.type, want) or _fits_unknown(value.type, want):  # type: ignore[arg-type]
+        if fits(value.type, want):  # type: ignore[arg-type]
             return value
         if isinstance(value.type, TensorType) and isinstance(want, TensorType):
             return value
@@ -761,16 +762,6 @@ class FunctionLowerer(ExpressionLowering):
             return binary_result_type(op, lhs.type, rhs.type)
         except SignatureError as e:
             raise self.error(node, str(e), getattr(e, "hint", None)) from None
-
-
-def _fits_unknown(t: Type, want: Type) -> bool:
-    """`t` matches `want` where it is known and is Any elsewhere (`return x.sum().item()` from a
-    function declared to return float: Python does not check, so neither do we)."""
-    if t == ANY or is_subtype(t, want):
-        return True
-    if isinstance(t, TupleType) and isinstance(want, TupleType) and len(t.elems) == len(want.elems):
-        return all(_fits_unknown(a, b) for a, b in zip(t.elems, want.elems))
-    return isinstance(t, TensorType) and isinstance(want, TensorType)
 
 
 # -- syntactic helpers -----------------------------------------------------------------------------
