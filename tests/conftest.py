@@ -3,3 +3,4 @@
 import os
 
 os.environ.setdefault("TORCHSCRIBE_VERIFY", "1")
+

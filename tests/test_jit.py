@@ -6,6 +6,7 @@ from torch import nn
 
 import runtime
 from examples import attention, conv_bn_relu, lstm_cell, while_loop
+from closeness import assert_close_to_eager
 from transpiler import script
 
 
@@ -17,7 +18,7 @@ def test_instance_shares_parameters_and_matches_eager(tmp_path, monkeypatch) -> 
         expected = model(*inputs)
     with torch.no_grad():
         got = scripted(*inputs)
-    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert_close_to_eager(got, expected)
     # Same parameter objects, same state_dict keys; an update is seen by both.
     assert scripted.state_dict().keys() == model.state_dict().keys()
     for (n1, p1), (n2, p2) in zip(model.named_parameters(), scripted.named_parameters()):
@@ -26,7 +27,7 @@ def test_instance_shares_parameters_and_matches_eager(tmp_path, monkeypatch) -> 
         next(model.parameters()).add_(1.0)
         with runtime.mode("off"):
             expected = model(*inputs)
-        torch.testing.assert_close(scripted(*inputs), expected, rtol=0, atol=0)
+        assert_close_to_eager(scripted(*inputs), expected)
     assert list(tmp_path.rglob("*.py")), "the generated module goes to the cache directory"
 
 
@@ -42,7 +43,7 @@ def test_instance_buffers_update_like_eager(tmp_path, monkeypatch) -> None:
         expected = eager_model(*inputs)
     with torch.no_grad():
         got = scripted(*inputs)
-    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    assert_close_to_eager(got, expected)
     for (k, a), (_, b) in zip(eager_model.state_dict().items(), model.state_dict().items()):
         assert torch.equal(a, b), k
 
@@ -53,14 +54,14 @@ def test_function_and_loops(tmp_path, monkeypatch) -> None:
     compiled = script(fn, example_inputs=inputs)
     with runtime.mode("off"):
         expected = fn(*inputs)
-    torch.testing.assert_close(compiled(*inputs), expected, rtol=0, atol=0)
+    assert_close_to_eager(compiled(*inputs), expected)
 
     model, inputs = lstm_cell.make_example()
     scripted = script(model, example_inputs=inputs)
     with torch.no_grad(), runtime.mode("off"):
         expected = model(*inputs)
     with torch.no_grad():
-        torch.testing.assert_close(scripted(*inputs), expected, rtol=0, atol=0)
+        assert_close_to_eager(scripted(*inputs), expected)
 
 
 def test_undecorated_module(tmp_path, monkeypatch) -> None:
@@ -69,7 +70,7 @@ def test_undecorated_module(tmp_path, monkeypatch) -> None:
     model = Plain().eval()
     x = torch.randn(3, 4)
     scripted = script(model, example_inputs=(x,))
-    torch.testing.assert_close(scripted(x), model(x), rtol=0, atol=0)
+    assert_close_to_eager(scripted(x), model(x))
 
 
 class Plain(nn.Module):

@@ -21,6 +21,7 @@ from ir.passes.specialize import specialize
 from ir.printer import print_program
 from ir.verifier import verify
 from runtime.errors import TorchscribeError
+from closeness import assert_close_to_eager
 from transpiler import script
 
 
@@ -128,7 +129,7 @@ def test_one_module_serves_batch_1_3_and_64(name: str, tmp_path, monkeypatch) ->
             expected = model(*args)
         with torch.no_grad(), runtime.mode("strict"):  # strict: a failed check would raise
             got = compiled(*args)
-        torch.testing.assert_close(got, expected, rtol=0, atol=0, msg=f"batch {n}")
+        assert_close_to_eager(got, expected, f"batch {n}")
     generated = next((tmp_path / "jit").glob("*.py")).read_text()
     assert '"B"' in generated, "the batch size stays symbolic"
 
@@ -231,4 +232,4 @@ def test_an_instance_inlines_its_submodules_of_the_same_file(tmp_path, monkeypat
     assert "self.block1(" not in forward and "block1(x)" not in forward
     assert "F.conv2d(x, conv1.weight, None, (2, 2), (1, 1), (1, 1), 1)" in forward
     with torch.no_grad(), runtime.mode("strict"):
-        torch.testing.assert_close(compiled(*inputs), model(*inputs), rtol=0, atol=0)
+        assert_close_to_eager(compiled(*inputs), model(*inputs))

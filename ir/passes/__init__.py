@@ -7,6 +7,7 @@ from typing import Callable
 from ir.core import Program
 from ir.passes.canonicalize import canonicalize
 from ir.passes.dce import dce
+from ir.passes.decompose import decompose
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
 from ir.passes.specialize import specialize
@@ -19,6 +20,8 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("lower_layers", lower_layers),  # standard layers to torch ops
     ("specialize", specialize),  # shapes and dtypes; entry checks for what they assume
     ("canonicalize", canonicalize),  # folding (sizes too), CSE, constant branches, dead code
+    ("decompose", decompose),  # composite ops to the primitives of ir/primitives.py
+    ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions
     ("dce", dce),
 ]
 PASS_NAMES = [name for name, _ in PIPELINE]

@@ -1,0 +1,24 @@
+"""Comparing compiled results with eager's."""
+
+from __future__ import annotations
+
+
+def assert_close_to_eager(got, expected, msg: str = "") -> None:
+    """Compiled against eager within the tolerance of decomposed (and fused) code
+    (ir/primitives.TOLERANCE); exact for integer and bool results."""
+    import torch
+
+    from ir.primitives import TOLERANCE
+
+    def check(g, e) -> None:
+        if isinstance(e, torch.Tensor):
+            atol, rtol = TOLERANCE.get(str(e.dtype).removeprefix("torch."), (0.0, 0.0))
+            torch.testing.assert_close(g, e, atol=atol, rtol=rtol, msg=msg or None)
+        elif isinstance(e, (tuple, list)):
+            assert type(g) is type(e) and len(g) == len(e), msg
+            for a, b in zip(g, e):
+                check(a, b)
+        else:
+            assert g == e, msg
+
+    check(got, expected)
