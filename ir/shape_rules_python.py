@@ -170,7 +170,11 @@ def _getattr(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     name = op.attributes.get("attr") or op.attributes.get("name")
     declared = op.results[0].type
     if isinstance(obj.value, torch.nn.Module):
-        return [_with_declared(op, interp.attr(frame, obj, name, declared))]
+        av = interp.attr(frame, obj, name, declared)
+        if isinstance(declared, OptionalType) and av.origin is not None and isinstance(av.type, TensorType):
+            # a tensor of the live module (`Linear.bias`): its entry check says it is not None
+            return [AV(refine_type(declared.elem, av.type), av.value, av.items, av.origin)]
+        return [_with_declared(op, av)]
     t = obj.tensor
     if t is None:
         return [AV(declared)]

@@ -453,7 +453,10 @@ def _commit(program: Program, interp: _Interpreter) -> None:
         if is_bottom(av):
             continue
         declared[value] = value.type
-        value.type = refine_type(value.type, av.type)
+        t = value.type
+        if isinstance(t, OptionalType) and av.origin is not None and isinstance(av.type, TensorType):
+            t = t.elem  # a tensor read from the live module: its entry check says it is not None
+        value.type = refine_type(t, av.type)
     for value in interp.appends:  # a list built by appends: what was put in it
         if value in interp.summary and isinstance(value.owner, ops.ListOp) and value not in interp.escaped:
             parts = [interp.summary.get(v, AV(v.type)) for v in list(value.owner.operands) + interp.appends[value]]
