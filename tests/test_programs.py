@@ -320,6 +320,18 @@ def hand_written(body: str, params: str = "x: Tensor, n: int = 3", ret: str = "t
 
 
 REGRESSIONS = {
+    # Shape propagation refined a list display to list[Tensor[]]; the if and the loop it flows
+    # through kept list[Tensor], which a list does not fit (lists are invariant): the verifier
+    # rejected the IR after specialisation.
+    "refined_list_through_a_loop_exit": hand_written("""
+        for i in range(2):
+            xs = [x.sum(), x.sum() + n]
+            if 4 % 2 == 1:
+                if float(x.sum()) <= 0.5:
+                    continue
+                return x, 1
+        return x, n
+    """),
     # An early return made the statements after the `if` its else side, printed as a conditional
     # expression: a named value in it (z) was never computed (NameError).
     "early_return_then_named_value": hand_written("""

@@ -471,10 +471,36 @@ def _commit(program: Program, interp: _Interpreter) -> None:
             func.attributes["result_type"] = refine_type(func.result_type, ret.type)
         for op in _post_order(func):
             _harmonize(op, declared)
+        _widen_lists(func)
         term = func.body.terminator
         if term is not None and term.operands and not is_subtype(term.operands[0].type, func.result_type):
             merged = unify(func.result_type, term.operands[0].type)
             func.attributes["result_type"] = merged if merged is not None else func.result_type
+
+
+def _widen_lists(func: Operation) -> None:
+    """A list's type names its element type exactly (lists are mutable, so list[Tensor[]] does
+    not fit list[Tensor]): where a refined list flows into a control-flow result of a wider list
+    type, the list's own type is widened to it (always sound), until nothing changes."""
+    changed = True
+    while changed:
+        changed = False
+        for op in func.walk():
+            if not isinstance(op, (ops.YieldOp, ops.ConditionOp)) or op.parent is None:
+                continue
+            owner = op.parent_op()
+            if owner is None:
+                continue
+            values = op.operands[1:] if isinstance(op, ops.ConditionOp) else op.operands
+            targets = [r.type for r in owner.results]  # scf.if; a loop's condition
+            if isinstance(owner, (ops.ForRangeOp, ops.ForEachOp)):
+                targets = [a.type for a in owner.body.args[1:]]
+            elif isinstance(owner, ops.WhileOp) and isinstance(op, ops.YieldOp):
+                targets = [a.type for a in owner.before.args]
+            for v, t in zip(values, targets):
+                if isinstance(v.type, ListType) and isinstance(t, ListType) and v.type != t and is_subtype(v.type.elem, t.elem):
+                    v.type = t
+                    changed = True
 
 
 def _post_order(op: Operation) -> list[Operation]:
