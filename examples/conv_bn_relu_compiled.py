@@ -28,11 +28,7 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
         tmp_1 = bn(tmp)
     else:
         tmp_1 = F.batch_norm(tmp, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps)
-    if self.relu.inplace:
-        tmp_2 = F.relu(tmp_1, inplace=True)
-    else:
-        tmp_2 = F.relu(tmp_1)
-    return tmp_2
+    return F.relu(tmp_1) if self.relu.inplace else F.relu(tmp_1)
 
 
 COMPILED = {

@@ -17,6 +17,8 @@ TORCH_VERSION = "2.13"
 def indexing(x: Tensor, acc: Tensor, threshold: float = 0.5) -> tuple[Tensor, Tensor, Tensor]:
     _guards.check_tensor(x, "x")
     _guards.check_tensor(acc, "acc")
+    if not _guards.no_overlap((acc,), (x,)):
+        raise _guards.GuardFailure("`acc` (written) may share memory with another tensor argument or attribute")
     # indexing.py:11  evens = x[:, ::2]
     evens = x[:, ::2]
     # indexing.py:12  last = x[..., -1]
@@ -28,19 +30,22 @@ def indexing(x: Tensor, acc: Tensor, threshold: float = 0.5) -> tuple[Tensor, Te
     # indexing.py:17  y = x.clone()
     y = x.clone()
     # indexing.py:18  y[y < 0] = 0.0
-    y[y < 0] = 0.0
+    y = y.index_put((y < 0,), y.new_full((), 0.0))
     # indexing.py:19  y[:, :4] = last[:, None]
-    y[:, :4] = last[:, None]
+    tmp = y[:, :4]
+    y = torch.slice_scatter(y, last[:, None].expand_as(tmp).to(tmp.dtype, copy=True), 1, None, 4, 1)
     # indexing.py:20  y[0] += 1.0
-    y[0] += 1.0
+    y = torch.select_scatter(y, y[0] + 1.0, 0, 0)
     # indexing.py:23  acc.mul_(2)
-    acc.mul_(2)
+    acc_1 = acc.mul(2)
     # indexing.py:24  acc += evens.sum(dim=1, keepdim=True)
-    acc += evens.sum(dim=1, keepdim=True)
+    acc_2 = (acc_1 + evens.sum(dim=1, keepdim=True)).to(acc_1.dtype).expand_as(acc_1)
     # indexing.py:25  acc[:, 0] = 0.0
-    acc[:, 0] = 0.0
+    acc_3 = torch.select_scatter(acc_2, torch.full_like(acc_2[:, 0], 0.0), 1, 0)
     # indexing.py:27  return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
-    return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
+    tmp_1 = (evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked)
+    acc.copy_(acc_3)
+    return tmp_1
 
 
 COMPILED = {

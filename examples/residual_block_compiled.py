@@ -33,7 +33,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
         out = F.batch_norm(out, bn1.running_mean, bn1.running_var, bn1.weight, bn1.bias, False, 0.0, bn1.eps)
     # residual_block.py:31  out = self.relu(out)
     if self.relu.inplace:
-        out = F.relu(out, inplace=True)
+        out = F.relu(out)
     else:
         out = F.relu(out)
     # residual_block.py:33  out = self.conv2(out)
@@ -53,10 +53,10 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     else:
         identity = x
     # residual_block.py:39  out += identity
-    out += identity
+    out = (out + identity).to(out.dtype).expand_as(out)
     # residual_block.py:40  out = self.relu(out)
     if self.relu.inplace:
-        out = F.relu(out, inplace=True)
+        out = F.relu(out)
     else:
         out = F.relu(out)
     # residual_block.py:41  return out
@@ -91,7 +91,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         out = F.batch_norm(out, bn1.running_mean, bn1.running_var, bn1.weight, bn1.bias, False, 0.0, bn1.eps)
     # residual_block.py:31  out = self.relu(out)
     if block1.relu.inplace:
-        out = F.relu(out, inplace=True)
+        out = F.relu(out)
     else:
         out = F.relu(out)
     # residual_block.py:33  out = self.conv2(out)
@@ -111,10 +111,10 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     else:
         identity = x
     # residual_block.py:39  out += identity
-    out += identity
+    out = (out + identity).to(out.dtype).expand_as(out)
     # residual_block.py:40  out = self.relu(out)
     if block1.relu.inplace:
-        out = F.relu(out, inplace=True)
+        out = F.relu(out)
     else:
         out = F.relu(out)
     # residual_block.py:29  out = self.conv1(x)
@@ -128,7 +128,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         out_2 = F.batch_norm(out_1, bn1.running_mean, bn1.running_var, bn1.weight, bn1.bias, False, 0.0, bn1.eps)
     # residual_block.py:31  out = self.relu(out)
     if block2.relu.inplace:
-        out_3 = F.relu(out_2, inplace=True)
+        out_3 = F.relu(out_2)
     else:
         out_3 = F.relu(out_2)
     # residual_block.py:33  out = self.conv2(out)
@@ -148,12 +148,12 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     else:
         identity = out
     # residual_block.py:39  out += identity
-    out_5 += identity
+    out = (out_5 + identity).to(out_5.dtype).expand_as(out_5)
     # residual_block.py:40  out = self.relu(out)
     if block2.relu.inplace:
-        out = F.relu(out_5, inplace=True)
+        out = F.relu(out)
     else:
-        out = F.relu(out_5)
+        out = F.relu(out)
     # residual_block.py:54  return self.block2(self.block1(x))
     return out
 

@@ -16,6 +16,12 @@ TORCH_VERSION = "2.13"
 
 def RunningNorm_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    # running_stats.py:18  def forward(self, x: Tensor) -> Tensor:
+    mean = self.mean
+    var = self.var
+    count = self.count
+    if not _guards.no_overlap((mean, var, count), (x,)):
+        raise _guards.GuardFailure("`self.mean`, `self.var`, `self.count` (written) may share memory with another tensor argument or attribute")
     # running_stats.py:20  if self.training:
     if self.training:
         # running_stats.py:21  batch_mean = x.mean(dim=0)
@@ -23,13 +29,21 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
         # running_stats.py:22  batch_var = x.var(dim=0, unbiased=False)
         batch_var = x.var(dim=0, unbiased=False)
         # running_stats.py:23  self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
-        self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
+        tmp = self.momentum
+        mean_2 = mean.mul(1.0 - tmp)
+        mean_1 = mean_2.add(batch_mean, alpha=tmp).to(mean_2.dtype).expand_as(mean_2)
         # running_stats.py:24  self.var.lerp_(batch_var, self.momentum)
-        self.var.lerp_(batch_var, self.momentum)
+        var_1 = var.lerp(batch_var, tmp).to(var.dtype).expand_as(var)
         # running_stats.py:25  self.count += 1
-        self.count += 1
+        count_1 = count + 1
+    else:
+        mean_1, var_1, count_1 = mean, var, count
     # running_stats.py:26  return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    return (x - self.mean) / torch.sqrt(self.var + self.eps)
+    tmp_1 = (x - mean_1) / torch.sqrt(var_1 + self.eps)
+    mean.copy_(mean_1)
+    var.copy_(var_1)
+    count.copy_(count_1)
+    return tmp_1
 
 
 COMPILED = {

@@ -236,3 +236,38 @@ def check_module(root: Any, path: str, qualname: str, *conditions: str) -> None:
         wanted = f" with {', '.join(conditions)}" if conditions else ""
         where = f"submodule {path.replace('?', '')!r}" if path else "the module"
         raise GuardFailure(f"{where} is not an unhooked {qualname}{wanted}")
+
+
+# -- memory shared between what the caller passes ---------------------------------------------------
+# Compiled code computes writes into its inputs out of place and copies the results back at the
+# end, so a read of another input (or buffer) that shares memory with a written one would not see
+# the write. `no_overlap` is the entry check for that: it fails when memory may be shared, and the
+# call runs eagerly.
+
+
+def _spans(values: Any, out: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The byte ranges [first, last + 1) the tensors in `values` (tensors, None, nested tuples
+    and lists) can touch; empty tensors touch nothing, sparse ones anything."""
+    if isinstance(values, torch.Tensor):
+        if values.layout != torch.strided:
+            out.append((0, 1 << 64))  # no strides to tell: may share memory with anything
+        elif values.numel():
+            extent = sum((size - 1) * stride for size, stride in zip(values.shape, values.stride()))
+            start = values.data_ptr()
+            out.append((start, start + (extent + 1) * values.element_size()))
+    elif isinstance(values, (tuple, list)):
+        for v in values:
+            _spans(v, out)
+    return out
+
+
+def no_overlap(written: Any, others: Any) -> bool:
+    """Whether no tensor in `written` may share memory with another one of `written` or with a
+    tensor in `others` (ranges of addresses, so interleaved views count as sharing)."""
+    mine = _spans(written, [])
+    rest = _spans(others, [])
+    for i, (start, end) in enumerate(mine):
+        for other_start, other_end in mine[i + 1:] + rest:
+            if start < other_end and other_start < end:
+                return False
+    return True

@@ -7,6 +7,7 @@ from typing import Callable
 from ir.core import Program
 from ir.passes.canonicalize import canonicalize
 from ir.passes.dce import dce
+from ir.passes.functionalize import functionalize
 from ir.passes.decompose import decompose
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
@@ -20,6 +21,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("lower_layers", lower_layers),  # standard layers to torch ops
     ("specialize", specialize),  # shapes and dtypes; entry checks for what they assume
     ("canonicalize", canonicalize),  # folding (sizes too), CSE, constant branches, dead code
+    ("functionalize", functionalize),  # in-place writes to functional ops plus final write-backs
     ("decompose", decompose),  # composite ops to the primitives of ir/primitives.py
     ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions
     ("dce", dce),
