@@ -44,6 +44,21 @@ class CallInfo:
             object.__setattr__(self, "aliases", tuple(sorted({*self.aliases, self.alias_of})))
 
 
+def effect_attributes(info: CallInfo) -> dict[str, Any]:
+    """The attributes a torch.call / torch.method op carries for what `info` says of its
+    effects: `mutates`, `alias_of`, `random`, `aten` (ir/ops.py derives its traits from them)."""
+    attrs: dict[str, Any] = {}
+    if info.mutates:
+        attrs["mutates"] = tuple(info.mutates)
+    if info.alias_of is not None:
+        attrs["alias_of"] = info.alias_of
+    if info.random:
+        attrs["random"] = True
+    if info.aten:
+        attrs["aten"] = info.aten
+    return attrs
+
+
 class SignatureError(Exception):
     """A call the compiler does not accept. str(): a one-line message; .hint: what to do."""
 

@@ -11,6 +11,7 @@ import libcst as cst
 from ir import ops
 from ir.builder import Builder, literal_type
 from ir.core import Value
+from ir.torch_callinfo import effect_attributes
 from ir.torch_signatures import (
     SignatureError,
     binary_result_type,
@@ -563,14 +564,7 @@ class ExpressionLowering:
         attrs = dict(attrs)
         if kwnames:
             attrs["kwnames"] = tuple(kwnames)
-        if info.mutates:
-            attrs["mutates"] = tuple(info.mutates)
-        if info.alias_of is not None:
-            attrs["alias_of"] = info.alias_of
-        if info.random:
-            attrs["random"] = True
-        if info.aten:
-            attrs["aten"] = info.aten
+        attrs.update(effect_attributes(info))
         result_types = [] if info.result == NONE else [info.result]
         op = self.op(cls, operands, result_types, **attrs)
         return op.result if op.results else self.b.constant(None)

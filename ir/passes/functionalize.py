@@ -76,7 +76,8 @@ from ir import ops
 from ir.builder import literal_type
 from ir.core import OPAQUE, BlockArg, Block, Loc, OpResult, Operation, Program, Value
 from ir.rewrite import clone_op
-from ir.torch_callinfo import SignatureError
+from ir.passes.inline import guard_prefix_end
+from ir.torch_callinfo import SignatureError, effect_attributes
 from ir.torch_signatures import UNANNOTATED_ALIASES, binary_result_type, resolve_function, resolve_method
 from ir.types import (
     ANY,
@@ -478,14 +479,7 @@ class Emitter:
                   **attrs: Any) -> Value:
         if kwnames:
             attrs["kwnames"] = tuple(kwnames)
-        if info.mutates:
-            attrs["mutates"] = tuple(info.mutates)
-        if info.alias_of is not None:
-            attrs["alias_of"] = info.alias_of
-        if info.random:
-            attrs["random"] = True
-        if info.aten:
-            attrs["aten"] = info.aten
+        attrs.update(effect_attributes(info))
         writeback = attrs.pop("writeback", None)
         if writeback:
             attrs["writeback"] = True  # after the effects, so that it prints last
@@ -1120,7 +1114,7 @@ class _Trial:
     # -- entry: reads of what the caller passes, and the overlap guard ---------------------------
     def _enter(self) -> None:
         body = self.func.body
-        em = Emitter(body.ops[_guard_prefix_end(body)], self.func.loc, self.pool)
+        em = Emitter(body.ops[guard_prefix_end(self.func)], self.func.loc, self.pool)
         cache: dict[tuple, Value] = {}
         for key in self.tracked:
             root = self.roots[key]
@@ -1468,18 +1462,6 @@ def _at(op: Operation) -> str:
 def _describe(op: Operation) -> str:
     a = op.attributes
     return a.get("callee") or a.get("method") or a.get("attr") or op.name
-
-
-def _guard_prefix_end(block: Block) -> int:
-    """Index after the run of entry guards (and what they compute) that opens the body."""
-    end = 0
-    for i, op in enumerate(block.ops):
-        if isinstance(op, ops.GuardOp):
-            end = i + 1
-        elif not (isinstance(op, ops.ConstantOp) or (
-                isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"].startswith("_guards."))):
-            break
-    return end
 
 
 # -- functional forms of writes -------------------------------------------------------------------

@@ -170,7 +170,7 @@ def add_module_guard(func: ops.FuncOp, path: ModulePath, qualname: str,
     if any(g.key == (path, qualname, conditions) for g in existing):
         return
     body = func.body
-    anchor = body.ops[_guard_prefix_end(func)]
+    anchor = body.ops[guard_prefix_end(func)]
     consts = []
     for text in (path.text, qualname, *conditions):
         c = ops.ConstantOp([], [STR], {"value": text}, loc=loc)
@@ -205,11 +205,12 @@ def _values(func: ops.FuncOp) -> Iterator[Value]:
                 yield from block.args
 
 
-def _guard_prefix_end(func: ops.FuncOp) -> int:
-    """Index after the last guard of the run of guard computations that opens the body."""
+def guard_prefix_end(func: ops.FuncOp) -> int:
+    """Index after the last guard of the run of guards and entry checks (and what computes
+    them) that opens the body."""
     end = 0
     for i, op in enumerate(func.body.ops):
-        if isinstance(op, ops.GuardOp):
+        if isinstance(op, (ops.GuardOp, ops.EntryCheck)):
             end = i + 1
         elif isinstance(op, ops.ConstantOp) or (
             isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"].startswith("_guards.")

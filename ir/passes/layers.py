@@ -42,7 +42,7 @@ from ir.builder import Builder
 from ir.core import Block, Operation, Program, Region, Value
 from ir.passes.inline import add_module_guard, assigned_attributes, module_path, name_shared_modules
 from ir.rewrite import clone_op
-from ir.torch_callinfo import SignatureError
+from ir.torch_callinfo import SignatureError, effect_attributes
 from ir.torch_signatures import resolve_function, resolve_method
 from ir.types import ANY, BOOL, NONE, TENSOR, ModuleType, OptionalType, TensorType, Type, unify
 
@@ -324,14 +324,7 @@ def _torch_op(b: Builder, cls: type[Operation], callee: str, operands: list[Valu
     attrs: dict[str, object] = {"method" if method else "callee": callee}
     if kwargs:
         attrs["kwnames"] = tuple(k for k, _ in kwargs)
-    if info.mutates:
-        attrs["mutates"] = tuple(info.mutates)
-    if info.alias_of is not None:
-        attrs["alias_of"] = info.alias_of
-    if info.random:
-        attrs["random"] = True
-    if info.aten:
-        attrs["aten"] = info.aten
+    attrs.update(effect_attributes(info))
     if info.result == NONE:
         raise SignatureError(f"{callee} returns nothing")
     op = cls([*operands, *(v for _, v in kwargs)], [info.result], attrs, loc=b.loc)

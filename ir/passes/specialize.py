@@ -19,6 +19,7 @@ from ir import ops
 from ir.core import Operation, Program
 from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings
 from ir.passes.fold import fits, literal_type
+from ir.passes.inline import guard_prefix_end
 
 
 def specialize(program: Program) -> None:
@@ -60,7 +61,7 @@ def add_entry_checks(func: ops.FuncOp, guards: list[ShapeGuard]) -> None:
     args = {a.name: a for a in func.args}
     symbols = symbol_bindings(guards)
     body = func.body
-    at = _after_entry_guards(func)
+    at = guard_prefix_end(func)
     anchor = body.ops[at] if at < len(body.ops) else None
     loc = func.loc
 
@@ -115,20 +116,6 @@ def add_entry_checks(func: ops.FuncOp, guards: list[ShapeGuard]) -> None:
         attrs = {"path": g.path[1:], "dim": g.dim, "expected": str(expr), "symbols": tuple(refs),
                  "optional": g.optional}
         insert(ops.CheckSizeOp(operands, [], attrs, loc=loc))
-
-
-def _after_entry_guards(func: ops.FuncOp) -> int:
-    end = 0
-    for i, op in enumerate(func.body.ops):
-        if isinstance(op, (ops.GuardOp, ops.EntryCheck)):
-            end = i + 1
-        elif isinstance(op, ops.ConstantOp) or (
-            isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"].startswith("_guards.")
-        ):
-            continue
-        else:
-            break
-    return end
 
 
 __all__ = ["specialize", "add_entry_checks"]
