@@ -9,7 +9,8 @@ from codegen.names import function_name
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from ir.core import Program
-from ir.ops import FuncOp
+from ir.ops import FuncOp, PointwiseKernelOp
+from codegen.kernel_launchers import emit_kernels
 
 FORMAT = 1
 
@@ -25,7 +26,9 @@ class Header:
 
 def emit_module(program: Program, header: Header, entries: dict[str, str], source_lines: list[str] | None) -> str:
     """`entries` maps the runtime's COMPILED keys ("MyCell.forward") to function sym_names."""
+    kernels = [op for op in program.walk() if isinstance(op, PointwiseKernelOp)]
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
+    reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
     bodies: list[list[str]] = []
     needs: set[str] = set()
     for func in program.funcs:
@@ -50,12 +53,16 @@ def emit_module(program: Program, header: Header, entries: dict[str, str], sourc
     w.line("from torch import Tensor")
     w.blank()
     w.line("from runtime import guards as _guards")
+    if kernels:
+        w.line("from runtime import kernels as _kernels")
     w.blank()
     w.line(f"TORCHSCRIBE_FORMAT = {FORMAT}")
     w.line(f'TORCHSCRIBE_VERSION = "{header.torchscribe_version}"')
     w.line(f'SOURCE_FILE = "{header.source_file}"')
     w.line(f'SOURCE_HASH = "{header.source_hash}"')
     w.line(f'TORCH_VERSION = "{header.torch_version}"')
+    if kernels:
+        emit_kernels(w, kernels, source_lines is not None and header.source_file)
     for body in bodies:
         w.blank(2)
         w.lines.extend(body)

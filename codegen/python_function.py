@@ -105,7 +105,8 @@ def type_comment(t: Type) -> str:
 
 
 def is_effect_free(op: Operation) -> bool:
-    return op.has_trait(PURE) and not op.regions
+    # (a kernel's region is C++, not control flow)
+    return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.PointwiseKernelOp))
 
 
 class FunctionEmitter:
@@ -127,6 +128,8 @@ class FunctionEmitter:
 
     def _plan_block(self, block: Block) -> None:
         for op in block.ops:
+            if isinstance(op, ops.PointwiseKernelOp):
+                continue  # its body is the kernel's C++
             for region in op.regions:
                 for inner in region.blocks:
                     self._plan_block(inner)
@@ -159,7 +162,7 @@ class FunctionEmitter:
     def _foldable(self, op: Operation) -> bool:
         if len(op.results) != 1 or isinstance(op, (ops.InplaceOp, ops.UnpackOp, ops.ConstantOp, ops.UninitializedOp)):
             return False
-        if op.regions and not self._is_expression_if(op):
+        if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.PointwiseKernelOp):
             return False
         uses = op.results[0].uses
         if op.results[0].name is not None and not isinstance(op, ops.ConstantOp):
@@ -447,6 +450,9 @@ class FunctionEmitter:
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.{op.attributes['attr']} = {self.expr(op.operands[1]).text}")
         elif isinstance(op, ops.ListAppendOp):
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.append({self.expr(op.operands[1]).text})")
+        elif isinstance(op, ops.PointwiseKernelOp) and len(op.results) > 1:
+            targets = [self.name_of(r) if r.uses else "_" for r in op.results]
+            self.w.line(f"{', '.join(targets)} = {self.op_expr(op).text}")
         elif isinstance(op, ops.UnpackOp):
             targets = [self.name_of(r) if r.uses else "_" for r in op.results]
             lhs = ", ".join(targets) + ("," if len(targets) == 1 else "")
@@ -750,6 +756,8 @@ class FunctionEmitter:
         if isinstance(op, ops.ModuleCallOp):
             obj = self.expr(op.operands[0], PREC["atom"]).text
             return Expr(f"{obj}({self.args_text(op.operands[1:], a.get('kwnames', ()))})", PREC["atom"])
+        if isinstance(op, ops.PointwiseKernelOp):  # the module's launcher of the kernel
+            return Expr(f"{a['name']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.FuncCallOp):
             return Expr(f"{function_name(a['callee'])}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.BuiltinCallOp):

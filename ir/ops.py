@@ -23,7 +23,7 @@ from ir.core import (
     Trait,
     Value,
 )
-from ir.types import BOOL, Type, fits, is_subtype
+from ir.types import BOOL, TensorType, Type, fits, is_subtype
 
 
 # -- functions -------------------------------------------------------------------------------
@@ -378,6 +378,41 @@ class UnpackOp(Operation):
 
     name = "py.unpack"
     traits = frozenset({PURE})
+
+
+# -- kernels --------------------------------------------------------------------------------
+class PointwiseKernelOp(Operation):
+    """A fused pointwise kernel (ir/passes/fuse.py). Operands: the input tensors, then the
+    scalar inputs (Python numbers); results: the output tensors, each of the iteration shape
+    (the broadcast of the inputs). The region computes one element: its block takes one 0-d
+    element per tensor input and the scalars, and ends in scf.yield of one element per output.
+    Attribute `name`: the kernel's name in the generated code; `inputs`: how many operands are
+    tensors."""
+
+    name = "kernel.pointwise"
+    traits = frozenset({PURE})
+
+    @property
+    def body(self) -> Block:
+        return self.regions[0].block
+
+    def verify_(self) -> list[str]:
+        errors = []
+        n = self.attributes.get("inputs", 0)
+        if len(self.body.args) != len(self.operands):
+            errors.append("the body takes one argument per operand")
+        for v, a in zip(self.operands[:n], self.body.args):
+            if not isinstance(v.type, TensorType) or not isinstance(a.type, TensorType) or a.type.shape != ():
+                errors.append("a tensor input's element must be a 0-d tensor")
+                break
+        term = self.body.terminator
+        if not isinstance(term, YieldOp) or len(term.operands) != len(self.results):
+            errors.append("the body must end in scf.yield of one element per result")
+        for r in self.results:
+            if not isinstance(r.type, TensorType) or r.type.dtype is None or r.type.shape is None:
+                errors.append("results must be tensors of known dtype and rank")
+                break
+        return errors
 
 
 class GuardOp(Operation):

@@ -13,7 +13,7 @@ def assert_close_to_eager(got, expected, msg: str = "") -> None:
     def check(g, e) -> None:
         if isinstance(e, torch.Tensor):
             atol, rtol = TOLERANCE.get(str(e.dtype).removeprefix("torch."), (0.0, 0.0))
-            torch.testing.assert_close(g, e, atol=atol, rtol=rtol, msg=msg or None)
+            torch.testing.assert_close(g, e, atol=atol, rtol=rtol, equal_nan=True, msg=msg or None)
         elif isinstance(e, (tuple, list)):
             assert type(g) is type(e) and len(g) == len(e), msg
             for a, b in zip(g, e):

@@ -8,6 +8,7 @@ from ir.core import Program
 from ir.passes.canonicalize import canonicalize
 from ir.passes.dce import dce
 from ir.passes.functionalize import functionalize
+from ir.passes.fuse import fuse
 from ir.passes.decompose import decompose
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
@@ -24,6 +25,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("functionalize", functionalize),  # in-place writes to functional ops plus final write-backs
     ("decompose", decompose),  # composite ops to the primitives of ir/primitives.py
     ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions
+    ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
     ("dce", dce),
 ]
 PASS_NAMES = [name for name, _ in PIPELINE]

@@ -1,0 +1,197 @@
+"""Fusion of pointwise ops into kernels.
+
+After decomposition, chains of pointwise primitives (`x * 0.5 * (1 + erf(x * c))`) are separate
+torch calls, each reading and writing a whole tensor. This pass groups them into
+`kernel.pointwise` ops: one loop over the iteration shape computing every op of the group per
+element, reading each input once and writing only the values used outside the group.
+
+An op joins a group when it is a pointwise primitive the kernel emitters implement (`FUSIBLE`),
+its tensors have a known dtype (`DTYPES`), a known rank and dims that are ints or size symbols,
+and it runs on the CPU. Groups grow along data dependences; a group stops growing once one of its
+values is used by an op outside it (the kernel stands where its last op stood, so such a use would
+come before the value exists) and at any op that may write (a write-back, an op functionalization
+left alone): a read must not move past a write. Every output must have the full iteration shape
+(the broadcast of every value of the group); a group whose outputs do not is not formed. Groups of
+one op are left as they are: a kernel of one op saves no memory traffic.
+
+Constants become constants of the kernel body; other non-tensor operands (Python numbers) become
+scalar inputs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from ir import ops
+from ir.core import PURE, TERMINATOR, Block, Operation, Program, Region, Value
+from ir.primitives import Primitive, classify, op_name
+from ir.rewrite import clone_op
+from ir.types import BOOL, FLOAT, INT, ScalarType, TensorType
+
+# Pointwise primitives both kernel emitters implement (codegen/cpp_kernels.py keeps in step).
+FUSIBLE = frozenset({
+    "add", "sub", "mul", "div", "neg", "abs", "exp", "expm1", "log", "log1p", "tanh", "erf", "sqrt",
+    "rsqrt", "reciprocal", "sin", "cos", "floor", "ceil", "trunc", "maximum", "minimum", "clamp_min",
+    "clamp_max", "where", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "to", "pow",
+})
+DTYPES = frozenset({"float32", "float64", "int32", "int64", "bool"})
+SCALARS = (INT, FLOAT, BOOL)
+
+
+@dataclass(eq=False)  # identity: groups are merged and looked up by object
+class _Group:
+    ops: list[Operation] = field(default_factory=list)
+    values: set[Value] = field(default_factory=set)
+    closed: bool = False
+
+    def add(self, op: Operation) -> None:
+        self.ops.append(op)
+        self.values.update(op.results)
+
+
+def fuse(program: Program) -> None:
+    counter = [0]
+    for func in program.funcs:
+        _fuse_block(func.regions[0].block, counter, func)
+
+
+def _fuse_block(block: Block, counter: list[int], func: Operation) -> None:
+    groups: list[_Group] = []
+    owner: dict[Value, _Group] = {}
+    for op in list(block.ops):
+        for region in op.regions:
+            for inner in region.blocks:
+                _fuse_block(inner, counter, func)
+        if _may_write(op):
+            for g in groups:
+                g.closed = True
+        if fusible(op):
+            joined = list(dict.fromkeys(owner[v] for v in op.operands if v in owner))
+            if any(g.closed for g in joined):  # a producer is final: its values are inputs here
+                for g in joined:
+                    g.closed = True
+                joined = []
+            if joined:
+                target = joined[0]
+                for g in joined[1:]:
+                    target.ops.extend(g.ops)
+                    target.values |= g.values
+                    for v in g.values:
+                        owner[v] = target
+                    groups.remove(g)
+                target.ops.sort(key=block.ops.index)
+            else:
+                target = _Group()
+                groups.append(target)
+            target.add(op)
+            for r in op.results:
+                owner[r] = target
+            continue
+        for v in _used_values(op):
+            if v in owner:
+                owner[v].closed = True
+    for g in groups:
+        if len(g.ops) >= 2:
+            _build_kernel(block, g, counter)
+
+
+def _used_values(op: Operation) -> list[Value]:
+    """What `op` reads, including inside its regions (values captured from outside)."""
+    found = list(op.operands)
+    for region in op.regions:
+        for block in region.blocks:
+            for inner in block.ops:
+                found.extend(_used_values(inner))
+    return found
+
+
+def _may_write(op: Operation) -> bool:
+    if op.has_trait(PURE) or op.has_trait(TERMINATOR) or op.regions:
+        return False
+    return not isinstance(op, (ops.GuardOp, ops.EntryCheck, ops.ConstantOp))
+
+
+def _known_tensor(t: object) -> bool:
+    return (isinstance(t, TensorType) and t.dtype in DTYPES and t.shape is not None and t.device == "cpu"
+            and all(type(d) is int or isinstance(d, sympy.Symbol) for d in t.shape))
+
+
+def fusible(op: Operation) -> bool:
+    """A pointwise primitive the emitters implement, on tensors whose facts are known."""
+    if op.regions or len(op.results) != 1 or not op.has_trait(PURE) or op.attributes.get("kwnames"):
+        return False
+    prim = classify(op)
+    if not isinstance(prim, Primitive) or prim.kind != "pointwise" or op_name(op) not in FUSIBLE:
+        return False
+    if not _known_tensor(op.result.type):
+        return False
+    for v in op.operands[1:] if op_name(op) == "to" else op.operands:
+        if not (_known_tensor(v.type) or v.type in SCALARS):
+            return False
+    if op_name(op) == "to":  # x.to(dtype) / x.float(): the dtype must be a constant
+        return all(isinstance(v.owner, ops.ConstantOp) for v in op.operands[1:])
+    return any(isinstance(v.type, TensorType) for v in op.operands)
+
+
+def iteration_shape(values: list[Value]) -> tuple | None:
+    """The broadcast of the shapes of `values`, when it is known (equal dims or 1s)."""
+    rank = max(len(v.type.shape) for v in values)  # type: ignore[union-attr]
+    out: list = [1] * rank
+    for v in values:
+        shape = v.type.shape  # type: ignore[union-attr]
+        for i, d in enumerate(shape, start=rank - len(shape)):
+            if d == 1 or d == out[i]:
+                continue
+            if out[i] == 1:
+                out[i] = d
+            else:
+                return None
+    return tuple(out)
+
+
+def _build_kernel(block: Block, g: _Group, counter: list[int]) -> None:
+    inside = g.values
+    tensor_inputs: list[Value] = []
+    scalar_inputs: list[Value] = []
+    for op in g.ops:
+        operands = op.operands[1:] if op_name(op) == "to" else op.operands
+        for v in operands:
+            if v in inside or isinstance(v.owner, ops.ConstantOp):
+                continue
+            target = tensor_inputs if isinstance(v.type, TensorType) else scalar_inputs
+            if v not in target:
+                target.append(v)
+    outputs = [r for op in g.ops for r in op.results if any(u.op not in g.ops for u in r.uses)]
+    shape = iteration_shape(tensor_inputs + [r for op in g.ops for r in op.results])
+    if shape is None or not outputs or any(tuple(r.type.shape) != shape for r in outputs):  # type: ignore[union-attr]
+        return
+    last = g.ops[-1]
+    element_types = [TensorType(v.type.dtype, (), "cpu") for v in tensor_inputs] + [v.type for v in scalar_inputs]
+    body = Block(element_types, [v.name for v in tensor_inputs + scalar_inputs])
+    mapping: dict[Value, Value] = dict(zip(tensor_inputs + scalar_inputs, body.args))
+    for op in g.ops:
+        for v in op.operands:
+            if isinstance(v.owner, ops.ConstantOp) and v not in mapping:
+                const = clone_op(v.owner, {})
+                body.append(const)
+                mapping[v] = const.result
+        inner = clone_op(op, mapping)
+        for r in inner.results:
+            r.type = TensorType(r.type.dtype, (), "cpu")  # type: ignore[union-attr]
+        body.append(inner)
+    body.append(ops.YieldOp([mapping[r] for r in outputs], [], {}, loc=last.loc))
+    name = f"k{counter[0]}_" + "_".join(list(dict.fromkeys(op_name(op) for op in g.ops))[:3])
+    counter[0] += 1
+    kernel = ops.PointwiseKernelOp(tensor_inputs + scalar_inputs, [r.type for r in outputs],
+                                   {"name": name, "inputs": len(tensor_inputs)}, regions=[Region([body])], loc=last.loc)
+    block.insert_before(last, kernel)
+    for old, new in zip(outputs, kernel.results):
+        new.name = old.name
+        old.replace_all_uses_with(new)
+    for op in reversed(g.ops):
+        op.erase()
+
+
+__all__ = ["fuse", "fusible", "iteration_shape", "FUSIBLE", "DTYPES"]

@@ -1,0 +1,188 @@
+"""Pointwise fusion into C++ kernels: which ops group (IR in, IR out), and the generated kernels
+against eager over dtypes, broadcasting, strides, storage offsets, zero sizes and sizes that are
+not a multiple of the vector width."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from closeness import assert_close_to_eager
+from ir import ops
+from ir.parser import parse_program
+from ir.passes.dce import dce
+from ir.passes.fuse import fuse
+from ir.printer import print_program
+from ir.verifier import verify
+
+CHAIN = """\
+func @f(%x: f32[B, 8]@cpu, %y: f32[8]@cpu) -> f32[B, 8]@cpu {
+  %0 : f32[B, 8]@cpu = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : f32[B, 8]@cpu = py.binary(%0, %y) {op = "*"}
+  %2 : float = py.constant() {value = 0.5}
+  %3 : f32[B, 8]@cpu = py.binary(%1, %2) {op = "+"}
+  func.return(%3)
+}
+"""
+
+
+def fused(text: str) -> str:
+    program = parse_program(text)
+    fuse(program)
+    dce(program)  # (as the pipeline does next: the constants the kernel copied)
+    verify(program)
+    out = print_program(program, with_locs=False)
+    assert print_program(parse_program(out), with_locs=False) == out
+    return out
+
+
+def test_a_chain_becomes_one_kernel() -> None:
+    out = fused(CHAIN)
+    assert out == """\
+func @f(%x: f32[B, 8]@cpu, %y: f32[8]@cpu) -> f32[B, 8]@cpu {
+  %0 : f32[B, 8]@cpu = kernel.pointwise(%x, %y) {name = "k0_exp_mul_add", inputs = 2} {
+    ^(%x_1: f32[]@cpu, %y_1: f32[]@cpu):
+    %1 : f32[]@cpu = torch.call(%x_1) {callee = "torch.exp", aten = "aten::exp"}
+    %2 : f32[]@cpu = py.binary(%1, %y_1) {op = "*"}
+    %3 : float = py.constant() {value = 0.5}
+    %4 : f32[]@cpu = py.binary(%2, %3) {op = "+"}
+    scf.yield(%4)
+  }
+  func.return(%0)
+}
+"""
+
+
+def test_unknown_facts_and_single_ops_stay() -> None:
+    unknown = CHAIN.replace("f32[B, 8]@cpu", "Tensor").replace("f32[8]@cpu", "Tensor")
+    assert fused(unknown) == print_program(parse_program(unknown), with_locs=False)
+    single = """\
+func @f(%x: f32[4]@cpu) -> f32[4]@cpu {
+  %0 : f32[4]@cpu = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  func.return(%0)
+}
+"""
+    assert fused(single) == single
+
+
+def test_a_value_used_outside_is_an_output_and_ends_the_group() -> None:
+    text = """\
+func @f(%x: f32[4]@cpu) -> tuple[f32[4]@cpu, f32[]@cpu] {
+  %0 : f32[4]@cpu = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : f32[4]@cpu = py.binary(%0, %x) {op = "*"}
+  %2 : f32[]@cpu = torch.method(%1) {method = "sum", aten = "aten::sum"}
+  %3 : f32[4]@cpu = py.binary(%1, %2) {op = "/"}
+  %4 : f32[4]@cpu = torch.call(%3) {callee = "torch.tanh", aten = "aten::tanh"}
+  %5 : tuple[f32[4]@cpu, f32[]@cpu] = py.tuple(%4, %2)
+  func.return(%5)
+}
+"""
+    out = fused(text)
+    program = parse_program(out)
+    kernels = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
+    assert len(kernels) == 2, out  # exp*x, then (/ sum, tanh) after the reduction
+    assert kernels[0].attributes["name"].startswith("k0_exp_mul")
+
+
+def test_no_read_moves_past_a_write() -> None:
+    text = """\
+func @f(%x: f32[4]@cpu) -> f32[4]@cpu {
+  %0 : f32[4]@cpu = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : int = py.constant() {value = 1}
+  %2 : f32[4]@cpu = torch.method(%x, %1) {method = "add_", mutates = (0,), alias_of = 0, aten = "aten::add_.Tensor"}
+  %3 : f32[4]@cpu = py.binary(%0, %x) {op = "*"}
+  func.return(%3)
+}
+"""
+    assert fused(text) == print_program(parse_program(text), with_locs=False)
+
+
+# -- generated kernels against eager --------------------------------------------------------------
+SOURCE = '''
+import torch
+from torch import Tensor
+
+
+def chain(x: Tensor, y: Tensor) -> Tensor:
+    a = torch.exp(-x * x) + y
+    b = torch.tanh(a) * 0.5 + torch.sigmoid(x)
+    c = torch.where(b > 0.1, b, y - 1.0)
+    return torch.maximum(c, x.abs()) / (1.0 + x * x)
+
+
+def compare(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    m = (x > y) & (x < 2.0)
+    return m, (x * 2 + y).to(torch.float64) - 1.5
+
+
+def ints(x: Tensor, y: Tensor) -> Tensor:
+    return (x * 3 + y - 1) * (x > 0).to(x.dtype)
+'''
+
+
+@pytest.fixture(scope="module")
+def fns(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("fuse_models")
+    (root / "fuse_models.py").write_text(textwrap.dedent(SOURCE))
+    sys.path.insert(0, str(root))
+    try:
+        yield importlib.import_module("fuse_models")
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("fuse_models", None)
+
+
+def compiled(fn, example, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    out = script(fn, example_inputs=example)
+    text = next((tmp_path / "jit").glob("*.py")).read_text()
+    assert "kernel" in text and "_lib." in text, "nothing was fused"
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float_chain_matches_eager(fns, dtype, tmp_path, monkeypatch) -> None:
+    x, y = torch.randn(5, 37, dtype=dtype), torch.randn(37, dtype=dtype)
+    f = compiled(fns.chain, (x, y), tmp_path, monkeypatch)
+    for n in (1, 3, 64, 0):  # 0: a zero-size batch
+        x, y = torch.randn(n, 37, dtype=dtype), torch.randn(37, dtype=dtype)
+        assert_close_to_eager(f(x, y), fns.chain(x, y), f"batch {n}")
+    x = torch.randn(37, 300, dtype=dtype).t()  # strided (transposed) input
+    assert_close_to_eager(f(x, y), fns.chain(x, y), "transposed")
+    big = torch.randn(1000, 37, dtype=dtype)[1:]  # a storage offset; parallel loops
+    assert_close_to_eager(f(big, y), fns.chain(big, y), "offset")
+    special = torch.tensor([[float("nan"), float("inf"), -float("inf"), 0.0, -0.0] * 7 + [1.0, -1.0]], dtype=dtype)
+    assert_close_to_eager(f(special, y), fns.chain(special, y), "NaN and inf")
+
+
+def test_comparisons_casts_and_two_outputs(fns, tmp_path, monkeypatch) -> None:
+    x, y = torch.randn(4, 9), torch.randn(4, 9)
+    f = compiled(fns.compare, (x, y), tmp_path, monkeypatch)
+    for n in (1, 7):
+        x, y = torch.randn(n, 9), torch.randn(n, 9)
+        assert_close_to_eager(f(x, y), fns.compare(x, y))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_integer_kernels(fns, dtype, tmp_path, monkeypatch) -> None:
+    x, y = torch.randint(-50, 50, (6, 11), dtype=dtype), torch.randint(-50, 50, (11,), dtype=dtype)
+    f = compiled(fns.ints, (x, y), tmp_path, monkeypatch)
+    x = torch.randint(-50, 50, (3, 11), dtype=dtype)
+    assert torch.equal(f(x, y), fns.ints(x, y))
+
+
+def test_every_fusible_op_has_cpp() -> None:
+    """The emitter implements every op the pass may fuse (codegen keeps in step with FUSIBLE)."""
+    from codegen import cpp_kernels
+    from ir.passes.fuse import FUSIBLE
+
+    source = Path(cpp_kernels.__file__).read_text()
+    for name in FUSIBLE:
+        assert f'"{name}"' in source, name
