@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import runtime
 from closeness import assert_close_to_eager
 from ir import ops
 from ir.parser import parse_program
@@ -151,7 +152,7 @@ def compiled(fn, example, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 def test_float_chain_matches_eager(fns, dtype, tmp_path, monkeypatch) -> None:
     x, y = torch.randn(5, 37, dtype=dtype), torch.randn(37, dtype=dtype)
     f = compiled(fns.chain, (x, y), tmp_path, monkeypatch)
-    for n in (1, 3, 64, 0):  # 0: a zero-size batch
+    for n in (1, 3, 64, 0):  # 0: a zero-size batch (runs eagerly: size symbols are >= 1)
         x, y = torch.randn(n, 37, dtype=dtype), torch.randn(37, dtype=dtype)
         assert_close_to_eager(f(x, y), fns.chain(x, y), f"batch {n}")
     x = torch.randn(37, 300, dtype=dtype).t()  # strided (transposed) input
@@ -186,3 +187,11 @@ def test_every_fusible_op_has_cpp() -> None:
     source = Path(cpp_kernels.__file__).read_text()
     for name in FUSIBLE:
         assert f'"{name}"' in source, name
+
+
+def test_zero_size_kernels(fns, tmp_path, monkeypatch) -> None:
+    x, y = torch.randn(4, 0), torch.randn(0)
+    f = compiled(fns.chain, (x, y), tmp_path, monkeypatch)
+    with runtime.mode("strict"):  # the kernel itself runs, with no elements
+        got = f(torch.randn(2, 0), y)
+    assert got.shape == (2, 0) and got.dtype == torch.float32
