@@ -20,6 +20,7 @@ import torch
 
 from ir import ops
 from ir.core import Operation, Value
+from codegen.cpp_math import MATH_HEADER
 from ir.passes.fuse import FUSIBLE
 from ir.primitives import op_name
 from ir.types import BOOL, FLOAT, INT, TensorType
@@ -28,12 +29,15 @@ CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "
 FLOATING = {"float32", "float64"}
 PARALLEL_MIN = 32768  # elements: below this, threads cost more than they save
 
-PRELUDE = """\
-#include <cmath>
-#include <cstdint>
-
+PRELUDE = MATH_HEADER + """
+// Selects are bit-mask blends (math_detail::sel) so that loops with them still vectorise.
+using torchscribe::math_detail::sel;
 template <typename T> static inline T ts_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 template <typename T> static inline T ts_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+static inline float ts_max(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
+static inline double ts_max(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
+static inline float ts_min(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
+static inline double ts_min(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
 """
 
 
@@ -199,8 +203,11 @@ def compute_dtype(op: Operation) -> str:
     return str(result).removeprefix("torch.")
 
 
-_UNARY_FLOAT = {"exp": "std::exp", "expm1": "std::expm1", "log": "std::log", "log1p": "std::log1p",
-                "tanh": "std::tanh", "erf": "std::erf", "sqrt": "std::sqrt", "sin": "std::sin", "cos": "std::cos",
+# Transcendentals from codegen/cpp_math.py (vectorisable, within 2 ulp of the correctly rounded
+# result; docs/cpp_math.md); what the hardware does exactly stays std::.
+_UNARY_FLOAT = {"exp": "torchscribe::ts_exp", "expm1": "torchscribe::ts_expm1", "log": "torchscribe::ts_log",
+                "log1p": "torchscribe::ts_log1p", "tanh": "torchscribe::ts_tanh", "erf": "torchscribe::ts_erf",
+                "sin": "torchscribe::ts_sin", "cos": "torchscribe::ts_cos", "sqrt": "std::sqrt",
                 "floor": "std::floor", "ceil": "std::ceil", "trunc": "std::trunc"}
 _COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
@@ -231,11 +238,13 @@ def element(op: Operation, names: dict[Value, str]) -> str:
     if name == "reciprocal":
         return f"{rt}(1) / {args[0]}"
     if name in ("maximum", "clamp_min"):
-        return f"ts_max<{rt}>({args[0]}, {args[1]})"
+        return f"ts_max({args[0]}, {args[1]})"
     if name in ("minimum", "clamp_max"):
-        return f"ts_min<{rt}>({args[0]}, {args[1]})"
+        return f"ts_min({args[0]}, {args[1]})"
     if name == "where":
         cond = names[op.operands[0]]
+        if result in FLOATING:
+            return f"sel({cond}, {args[1]}, {args[2]})"
         return f"({cond} ? {args[1]} : {args[2]})"
     if name == "logical_not":
         return f"!({names[op.operands[0]]} != 0)"

@@ -195,3 +195,21 @@ def test_zero_size_kernels(fns, tmp_path, monkeypatch) -> None:
     with runtime.mode("strict"):  # the kernel itself runs, with no elements
         got = f(torch.randn(2, 0), y)
     assert got.shape == (2, 0) and got.dtype == torch.float32
+
+
+def test_the_unit_stride_loop_vectorises() -> None:
+    """The compiler's own report: the inner loop of a fused chain with exp, tanh and a select
+    is vectorised (the transcendentals are codegen/cpp_math.py's, not libm calls)."""
+    from codegen.cpp_kernels import PRELUDE, emit_kernel
+    from codegen.cpp_math import vectorization_report, vectorized_lines
+
+    program = parse_program(CHAIN.replace('{op = "+"}', '{op = "+"}\n  %9 : f32[B, 8]@cpu = torch.call(%3) '
+                                          '{callee = "torch.tanh", aten = "aten::tanh"}').replace(
+        "func.return(%3)", "func.return(%9)"))
+    fuse(program)
+    [kernel] = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
+    text, _ = emit_kernel(kernel)
+    source = PRELUDE + text
+    unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "for (int64_t j" in line)
+    # (gcc names the loop by its `for` line or by the first line of its body)
+    assert vectorized_lines(vectorization_report(source)) & {unit_loop, unit_loop + 1}, text
