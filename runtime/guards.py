@@ -48,10 +48,14 @@ def check_tensor(value: Any, name: str, dtype: torch.dtype | None = None, device
         raise GuardFailure(f"argument {name!r}: expected Tensor, got {type_name(value)}")
     if dtype is not None and value.dtype != dtype:
         raise GuardFailure(f"argument {name!r}: expected dtype {_dtype(dtype)}, got {_dtype(value.dtype)}")
-    if device_type is not None and value.device.type != device_type:
+    if device_type is not None and not (value.is_cpu if device_type == "cpu" else value.device.type == device_type):
         raise GuardFailure(f"argument {name!r}: expected a {device_type} tensor, got {value.device.type}")
-    if shape is None:
+    if shape is None or value.shape == shape:  # (a fixed shape: one comparison)
         return
+    _check_shape(value, name, shape)
+
+
+def _check_shape(value: torch.Tensor, name: str, shape: tuple[int | str | None, ...]) -> None:
     if value.dim() != len(shape):
         raise GuardFailure(f"argument {name!r}: expected {len(shape)} dimensions, got {value.dim()}")
     for dim, (size, expected) in enumerate(zip(value.shape, shape)):
