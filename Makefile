@@ -1,12 +1,13 @@
 # Quickstart: `make demo` (transpile the examples, compare them with eager) and `make test`.
-# Both create .venv at the repository root when it is missing.
+# Both create .venv at the repository root when it is missing. `make bench` runs the benchmarks
+# and rewrites benchmarks/RESULTS.md (`make bench BENCH_ARGS=--quick` for a shorter run).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow setup regen check clean
+.PHONY: demo bench test test-slow setup regen check clean
 
 setup: $(STAMP)
 
@@ -20,6 +21,10 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/python -m benchmarks.demo
+
+BENCH_ARGS ?=
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.bench --write-results $(BENCH_ARGS)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

@@ -1,0 +1,145 @@
+"""The benchmark runner's helpers (benchmarks/bench.py): arithmetic, formatting, tables, cases.
+Nothing here times anything against a threshold."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from benchmarks import bench, micro
+from benchmarks.first_call import resolve
+
+
+def test_geomean_and_speedup_ignore_missing_values() -> None:
+    assert math.isclose(bench.geomean([2.0, 8.0]), 4.0)
+    assert math.isclose(bench.geomean([4.0, math.nan, 0.0, math.inf]), 4.0)
+    assert math.isnan(bench.geomean([]))
+    assert bench.speedup(3.0, 1.5) == 2.0
+    assert math.isnan(bench.speedup(math.nan, 1.0)) and math.isnan(bench.speedup(1.0, 0.0))
+
+
+def test_formatting() -> None:
+    assert bench.fmt_ms(0.0123456) == "12.3"
+    assert bench.fmt_ms(0.25) == "250"
+    assert bench.fmt_ms(7.1e-6) == "0.0071"
+    assert bench.fmt_ms(math.nan) == "-"
+    assert bench.fmt_x(1.234) == "1.23x" and bench.fmt_x(math.nan) == "-"
+    assert bench.fmt_s(None) == "-" and bench.fmt_s(1.005) == "1.00"
+    assert math.isclose(bench.bandwidth_gbs(2_000_000_000, 0.5), 4.0)
+
+
+def test_target_status() -> None:
+    assert bench.target_status(">=3x eager", 3.0, 3.0) == "met >=3x eager"
+    assert bench.target_status(">=3x eager", 2.9, 3.0) == "MISS >=3x eager"
+    assert bench.target_status("<0.5 s", 0.4, 0.5, higher_is_better=False) == "met <0.5 s"
+    assert bench.target_status("<0.5 s", 0.5, 0.5, higher_is_better=False) == "MISS <0.5 s"
+    assert bench.target_status("x", math.nan, 1.0) == "n/a x"
+
+
+def test_notes_number_each_text_once() -> None:
+    notes = bench.Notes()
+    assert notes.ref("a") == "[1]" and notes.ref("b") == "[2]" and notes.ref("a") == "[1]"
+    assert notes.texts == ["a", "b"]
+
+
+def test_table_text_and_markdown() -> None:
+    table = bench.Table("T", ["name", "ms", "note"], [["mlp", "1.5", "a|b"], ["x", "10", ""]], "lrl", "legend")
+    lines = table.text().splitlines()
+    assert lines[0] == "T" and lines[-1] == "legend"
+    assert lines[1] == "name |  ms | note"
+    assert lines[3] == "mlp  | 1.5 | a|b"
+    md = table.markdown().splitlines()
+    assert md[0] == "### T"
+    assert md[3] == "| :-- | --: | :-- |"
+    assert md[4] == "| mlp | 1.5 | a\\|b |"
+
+
+def test_ratios_leave_out_a_wrong_torchscribe_result() -> None:
+    case = bench.Case("m", "B=1", "example", lambda: (None, ()))
+    row = bench.Row(case, {"eager": bench.Cell(seconds=2.0), "jit": bench.Cell(error="no"),
+                           "compile": bench.Cell(seconds=1.0), "torchscribe": bench.Cell(seconds=0.5)})
+    r = bench.ratios(row)
+    assert r["compile"] == 2.0 and r["torchscribe"] == 4.0 and r["ts_vs_compile"] == 2.0 and math.isnan(r["jit"])
+    assert bench.row_targets(row) == "met >=1.2x eager, met >=1x compile"
+    row.cells["torchscribe"].mismatch = "differs"
+    assert math.isnan(bench.ratios(row)["torchscribe"])
+    assert bench.row_targets(row) == "FAIL (torchscribe)"
+
+
+def test_batch_detection_and_resizing() -> None:
+    x, mask = torch.arange(6.0).reshape(3, 2), torch.tensor([[True], [False], [True]])
+    assert bench.batch_problem((x, (mask,), "max", 2.0)) is None
+    assert "disagree" in bench.batch_problem((torch.zeros(12, 3, 4), (torch.zeros(3, 5),)))
+    assert bench.batch_problem((1.0,)) == "no tensor input"
+    assert "0-d" in bench.batch_problem((torch.tensor(1.0),))
+    x8, (mask8,), mode, t = bench.with_batch((x, (mask,), "max", 2.0), 8)
+    assert x8.shape == (8, 2) and mask8.shape == (8, 1) and (mode, t) == ("max", 2.0)
+    assert torch.equal(x8[3], x[0]) and torch.equal(bench.with_batch((x,), 1)[0], x[:1])
+
+
+def test_selected() -> None:
+    assert bench.selected("conv_bn_relu[train]", ["conv_bn_relu"])
+    assert bench.selected("mlp", [])
+    assert not bench.selected("mlp", ["softmax"])
+
+
+def test_mismatches_use_the_dtype_tolerance() -> None:
+    from ir.primitives import TOLERANCE
+
+    atol, rtol = TOLERANCE["float32"]
+    e = {"output": torch.ones(3)}
+    assert bench.mismatches(e, {"output": torch.ones(3) + atol / 2}) == []
+    assert bench.mismatches(e, {"output": torch.ones(3) + 10 * (atol + rtol)})
+    assert bench.mismatches({"output": torch.ones(3, dtype=torch.long)}, {"output": torch.ones(3, dtype=torch.long) * 2})
+    assert bench.mismatches(e, {}) == ["output: missing"]
+
+
+def test_undecorated_examples_have_no_dispatcher() -> None:
+    from examples import indexing, module_list
+
+    model, _ = module_list.make_example()
+    plain = bench.undecorated(model)
+    for module in plain.modules():  # a decorated class's forward is its eager one
+        cls = type(module)
+        assert getattr(cls, "__torchscribe_eager__", cls.forward) is cls.forward
+    assert type(model.layers[0]).forward is not type(plain.layers[0]).forward  # the original is untouched
+    assert bench.undecorated(indexing.indexing) is indexing.indexing.__wrapped__
+
+
+def test_time_in_turns_times_every_entry_and_restores() -> None:
+    restored = []
+    timed = {
+        "a": bench.Timed(lambda: None, ()),
+        "b": bench.Timed(lambda: None, (), restore=lambda: restored.append(1)),
+    }
+    bench.time_in_turns(timed, budget_s=0.001)
+    assert all(len(t.times) >= bench.MIN_RUNS for t in timed.values())
+    assert len(restored) >= len(timed["b"].times)
+
+
+def test_noisy_cells_get_a_footnote() -> None:
+    notes = bench.Notes()
+    assert bench.time_cell(bench.Cell(seconds=0.002, fastest_s=0.0015), notes) == "2"
+    assert bench.time_cell(bench.Cell(seconds=0.010, fastest_s=0.001), notes) == "10[1]"
+    assert notes.texts == [bench.NOISY_NOTE]
+    assert bench.time_cell(bench.Cell(error="boom"), notes) == "n/a[2]"
+
+
+def test_cases_cover_examples_and_micro_benchmarks() -> None:
+    examples, refs = bench.example_cases()
+    names = {c.name for c in examples}
+    assert {"mlp", "conv_bn_relu[train]", "lstm_cell"} <= names and set(refs) == names
+    assert {c.size for c in examples if c.name == "mlp"} == {f"B={b}" for b in bench.BATCHES}
+    assert [c.size for c in examples if c.name == "lstm_cell"] == ["example"]  # time-major input
+    model, inputs = [c for c in examples if c.name == "mlp" and c.size == "B=1"][0].make()
+    assert inputs[0].shape[0] == 1
+    micros, micro_refs = bench.micro_cases()
+    assert len(micros) == len(micro.BENCHMARKS) * len(micro.SIZES) and set(micro_refs) == set(micro.BENCHMARKS)
+    model, (x,) = resolve(micro_refs["softmax"])()
+    assert isinstance(model, micro.Softmax) and x.shape == (micro.SIZES["b8"], micro.SEQ, micro.WIDTH)
+
+
+def test_ideal_bytes_count_inputs_parameters_and_outputs_once() -> None:
+    model, (x,) = micro.make("layer_norm_gelu", "b1")
+    params = sum(p.numel() for p in model.parameters()) * 4
+    assert bench.ideal_bytes(model, (x,), torch.empty_like(x)) == 2 * x.numel() * 4 + params
