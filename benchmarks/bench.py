@@ -42,7 +42,7 @@ from torch import nn  # noqa: E402
 
 import runtime  # noqa: E402
 from benchmarks import micro  # noqa: E402
-from benchmarks.compare import compare, factories, flatten, module_state, observe, snapshot, tensors_in  # noqa: E402
+from benchmarks.compare import compare, factories, flatten, module_state, observe, restorer, snapshot, tensors_in  # noqa: E402
 from benchmarks.demo import example_stems  # noqa: E402
 from benchmarks.first_call import FirstCall, first_call_seconds  # noqa: E402
 
@@ -356,22 +356,6 @@ def mismatches(expected: dict[str, Any], actual: dict[str, Any]) -> list[str]:
             atol, rtol = tolerance(value) if isinstance(value, torch.Tensor) else (0.0, 0.0)
             problems += compare({path: value}, {path: actual[path]}, atol=atol, rtol=rtol).mismatches
     return problems
-
-
-def restorer(inputs: tuple, owner: Any) -> Callable[[], None]:
-    """Puts inputs and module state back as they are now (for models that update them)."""
-    tensors = list(tensors_in(inputs))
-    saved = [t.detach().clone() for t in tensors]
-    state = {k: v.detach().clone() for k, v in module_state(owner).items()}
-
-    def restore() -> None:
-        with torch.no_grad():
-            for tensor, value in zip(tensors, saved):
-                tensor.copy_(value)
-        if state:
-            owner.load_state_dict(state)
-
-    return restore
 
 
 @dataclass

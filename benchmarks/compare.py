@@ -181,3 +181,19 @@ def tensors_in(obj: Any) -> Iterable[torch.Tensor]:
     for leaf in flatten(obj, "").values():
         if isinstance(leaf, torch.Tensor):
             yield leaf
+
+
+def restorer(inputs: tuple, owner: Any) -> Callable[[], None]:
+    """Puts inputs and module state back as they are now (for models that update them)."""
+    tensors = list(tensors_in(inputs))
+    saved = [t.detach().clone() for t in tensors]
+    state = {k: v.detach().clone() for k, v in module_state(owner).items()}
+
+    def restore() -> None:
+        with torch.no_grad():
+            for tensor, value in zip(tensors, saved):
+                tensor.copy_(value)
+        if state:
+            owner.load_state_dict(state)
+
+    return restore

@@ -31,10 +31,9 @@ import torch  # noqa: E402
 from benchmarks.compare import (  # noqa: E402
     compare,
     factories,
-    module_state,
     observe,
+    restorer,
     snapshot,
-    tensors_in,
 )
 
 EXAMPLES_DIR = ROOT / "examples"
@@ -84,17 +83,7 @@ def call(model: Callable[..., Any], inputs: tuple, mode: str) -> Any:
 
 def time_calls(model: Callable[..., Any], inputs: tuple, mode: str, budget_s: float) -> float:
     """Median milliseconds of one call; inputs and module state are restored before each call."""
-    input_tensors = list(tensors_in(inputs))
-    saved_inputs = [t.detach().clone() for t in input_tensors]
-    saved_state = {k: v.detach().clone() for k, v in module_state(model).items()}
-
-    def restore() -> None:
-        with torch.no_grad():
-            for tensor, saved in zip(input_tensors, saved_inputs):
-                tensor.copy_(saved)
-        if saved_state:
-            model.load_state_dict(saved_state)
-
+    restore = restorer(inputs, model)
     for _ in range(3):  # warm-up
         restore()
         call(model, inputs, mode)
