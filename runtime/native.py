@@ -31,8 +31,10 @@ from runtime.errors import TorchscribeError
 from runtime.loader import cache_dir
 
 CACHE_FORMAT = "1"  # bump when the entry layout or the build recipe changes
-BASE_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-std=c++17", "-shared", "-fPIC")
-# -ffp-contract=off: no fused multiply-adds across ops, so `a * b + c` rounds twice, like eager
+BASE_FLAGS = ("-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-std=c++17", "-shared",
+              "-fPIC")
+# -ffp-contract=off: no fused multiply-adds across ops, so `a * b + c` rounds twice, like eager;
+# -fwrapv: signed integer overflow wraps around, as torch's integer ops do (C++ leaves it undefined)
 COMPILERS = ("c++", "g++", "clang++")
 
 

@@ -213,3 +213,54 @@ def test_the_unit_stride_loop_vectorises() -> None:
     unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "for (int64_t j" in line)
     # (gcc names the loop by its `for` line or by the first line of its body)
     assert vectorized_lines(vectorization_report(source)) & {unit_loop, unit_loop + 1}, text
+
+
+def test_no_read_moves_past_a_write_inside_a_loop() -> None:
+    """A write nested in a loop between two ops of a chain ends the group: the kernel would
+    otherwise stand after the loop and read `x` after the write."""
+    text = """\
+func @f(%x: f32[4]@cpu) -> f32[4]@cpu {
+  %0 : f32[4]@cpu = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : f32[4]@cpu = py.binary(%0, %x) {op = "*"}
+  %2 : int = py.constant() {value = 0}
+  %3 : int = py.constant() {value = 2}
+  %4 : int = py.constant() {value = 1}
+  scf.for(%2, %3, %4) {
+    ^(%i: int):
+    %5 : f32[4]@cpu = torch.method(%x, %4) {method = "add_", mutates = (0,), alias_of = 0, aten = "aten::add_.Tensor"}
+    scf.yield()
+  }
+  %6 : f32[4]@cpu = py.binary(%1, %x) {op = "+"}
+  %7 : f32[4]@cpu = torch.call(%6) {callee = "torch.tanh", aten = "aten::tanh"}
+  func.return(%7)
+}
+"""
+    out = fused(text)
+    program = parse_program(out)
+    body = program.funcs[0].regions[0].block.ops
+    kinds = [op.name for op in body if op.name in ("kernel.pointwise", "scf.for")]
+    assert kinds == ["kernel.pointwise", "scf.for", "kernel.pointwise"], out
+
+
+def test_identity_casts_and_integer_powers_stay() -> None:
+    """`x.float()` of a float32 tensor is `x` itself in eager (an alias, not a copy), and integer
+    `pow` is exact in torch: neither goes into a kernel."""
+    text = """\
+func @f(%x: f32[4]@cpu, %n: i64[4]@cpu) -> tuple[f32[4]@cpu, i64[4]@cpu] {
+  %0 : f32[4]@cpu = torch.method(%x) {method = "float", alias_of = 0, aten = "aten::to.dtype"}
+  %1 : f32[4]@cpu = torch.call(%0) {callee = "torch.exp", aten = "aten::exp"}
+  %2 : int = py.constant() {value = 3}
+  %3 : i64[4]@cpu = py.binary(%n, %2) {op = "**"}
+  %4 : i64[4]@cpu = py.binary(%3, %2) {op = "+"}
+  %5 : tuple[f32[4]@cpu, i64[4]@cpu] = py.tuple(%1, %4)
+  func.return(%5)
+}
+"""
+    assert "kernel.pointwise" not in fused(text)
+
+
+def test_integer_overflow_wraps_like_torch(fns, tmp_path, monkeypatch) -> None:
+    x = torch.tensor([[2**31 - 1, -(2**31), 2**30, 5]], dtype=torch.int32)
+    y = torch.tensor([7, -7, 2**30, 1], dtype=torch.int32)
+    f = compiled(fns.ints, (x.repeat(3, 1), y), tmp_path, monkeypatch)
+    assert torch.equal(f(x.repeat(2, 1), y), fns.ints(x.repeat(2, 1), y))

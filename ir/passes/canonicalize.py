@@ -496,15 +496,15 @@ class _Cse:
         self.writes = 0
         self.scopes: list[dict[Any, tuple[Operation, int]]] = [{}]
         self.changed = False
-        self.func_writes = any(_may_write(op) for op in func.walk())
+        self.func_writes = any(may_write(op) for op in func.walk())
 
     def block(self, block: Block) -> None:
         for op in list(block.ops):
-            if op.regions and not isinstance(op, ops.IfOp) and any(_may_write(o) for o in op.walk()):
+            if op.regions and not isinstance(op, ops.IfOp) and any(may_write(o) for o in op.walk()):
                 self.writes += 1  # a loop: its later iterations run its writes before its first ops
             if self.merge(op):
                 continue
-            if _may_write(op):
+            if may_write(op):
                 self.writes += 1
             for region in op.regions:
                 for inner in region.blocks:
@@ -556,7 +556,7 @@ def _freeze(value: Any) -> Any:
     return constant_key(value)
 
 
-def _may_write(op: Operation) -> bool:
+def may_write(op: Operation) -> bool:
     """An op that might change some object: anything not pure (a mutation, a call the compiler
     does not see into), except control flow (its ops count), entry guards and random ops that
     only advance the random number generator (which no pure op reads)."""

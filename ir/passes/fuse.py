@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 import sympy
 
 from ir import ops
-from ir.core import PURE, TERMINATOR, Block, Operation, Program, Region, Value
+from ir.core import PURE, Block, Operation, Program, Region, Value
+from ir.passes.canonicalize import may_write
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
 from ir.types import BOOL, FLOAT, INT, ScalarType, TensorType
@@ -64,7 +65,7 @@ def _fuse_block(block: Block, counter: list[int], func: Operation) -> None:
         for region in op.regions:
             for inner in region.blocks:
                 _fuse_block(inner, counter, func)
-        if _may_write(op):
+        if any(may_write(inner) for inner in op.walk()):  # (a loop or branch: the writes in it)
             for g in groups:
                 g.closed = True
         if fusible(op):
@@ -89,28 +90,12 @@ def _fuse_block(block: Block, counter: list[int], func: Operation) -> None:
             for r in op.results:
                 owner[r] = target
             continue
-        for v in _used_values(op):
+        for v in (v for inner in op.walk() for v in inner.operands):  # (inside its regions too)
             if v in owner:
                 owner[v].closed = True
     for g in groups:
         if len(g.ops) >= 2:
             _build_kernel(block, g, counter)
-
-
-def _used_values(op: Operation) -> list[Value]:
-    """What `op` reads, including inside its regions (values captured from outside)."""
-    found = list(op.operands)
-    for region in op.regions:
-        for block in region.blocks:
-            for inner in block.ops:
-                found.extend(_used_values(inner))
-    return found
-
-
-def _may_write(op: Operation) -> bool:
-    if op.has_trait(PURE) or op.has_trait(TERMINATOR) or op.regions:
-        return False
-    return not isinstance(op, (ops.GuardOp, ops.EntryCheck, ops.ConstantOp))
 
 
 def _known_tensor(t: object) -> bool:
@@ -130,8 +115,12 @@ def fusible(op: Operation) -> bool:
     for v in op.operands[1:] if op_name(op) == "to" else op.operands:
         if not (_known_tensor(v.type) or v.type in SCALARS):
             return False
-    if op_name(op) == "to":  # x.to(dtype) / x.float(): the dtype must be a constant
-        return all(isinstance(v.owner, ops.ConstantOp) for v in op.operands[1:])
+    if op_name(op) == "to":  # x.to(dtype) / x.float(): a constant dtype, and a real conversion
+        # (to the tensor's own dtype, eager returns the tensor itself: an alias, not a copy)
+        return (all(isinstance(v.owner, ops.ConstantOp) for v in op.operands[1:])
+                and op.operands[0].type.dtype != op.result.type.dtype)  # type: ignore[union-attr]
+    if op_name(op) == "pow" and op.result.type.dtype not in ("float32", "float64"):  # type: ignore[union-attr]
+        return False  # integer powers are exact in torch; std::pow goes through double
     return any(isinstance(v.type, TensorType) for v in op.operands)
 
 
