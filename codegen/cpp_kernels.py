@@ -1,4 +1,5 @@
-"""C++ source for fused kernels (`kernel.pointwise` ops of ir/passes/fuse.py).
+"""C++ source for fused kernels (`kernel.pointwise` and `kernel.reduction` ops of
+ir/passes/fuse.py).
 
 One `extern "C"` function per kernel, called through ctypes (runtime/native.py builds and loads
 the library). Arguments, in order: the iteration sizes n0..n{N-1}; each output's data pointer
@@ -6,6 +7,10 @@ the library). Arguments, in order: the iteration sizes n0..n{N-1}; each output's
 iteration dims where it is not broadcast (a broadcast dim has stride 0 and no argument); the
 scalar inputs (int64_t or double). The outer dims are one parallel loop nest; the innermost loop
 has a unit-stride version the compiler vectorises and a strided one for other layouts.
+
+A reduction kernel runs one row (the last dim) per iteration of the outer loop nest: the values
+that depend on the row only are computed once, and each level of reductions is one pass over the
+row (vectorised reductions; see _reduction_pass for how sums stay accurate and maxima exact).
 
 The body computes one element with torch's semantics: operands are converted to the op's
 computation dtype (torch.result_type of the operands, found with meta tensors), NaN propagates
@@ -15,13 +20,14 @@ through maximum/minimum/clamp, casts to bool test `!= 0`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
 from ir import ops
 from ir.core import Operation, Value
 from codegen.cpp_math import MATH_HEADER
-from ir.passes.fuse import FUSIBLE
+from ir.passes.fuse import FUSIBLE, kernel_shape
 from ir.primitives import op_name
 from ir.types import BOOL, FLOAT, INT, TensorType
 
@@ -30,6 +36,9 @@ FLOATING = {"float32", "float64"}
 PARALLEL_MIN = 32768  # elements: below this, threads cost more than they save
 
 PRELUDE = MATH_HEADER + """
+#include <algorithm>
+#include <vector>
+
 // Selects are bit-mask blends (math_detail::sel) so that loops with them still vectorise.
 using torchscribe::math_detail::sel;
 template <typename T> static inline T ts_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
@@ -52,10 +61,10 @@ class Signature:
     scalars: tuple[str, ...]  # "int64_t" or "double"
 
 
-def emit_kernel(op: ops.PointwiseKernelOp) -> tuple[str, Signature]:
+def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
     """The C++ function of one kernel, and its signature for the launcher."""
-    rank = len(op.results[0].type.shape)  # type: ignore[union-attr]
-    shape = op.results[0].type.shape  # type: ignore[union-attr]
+    shape = kernel_shape(op)
+    rank = len(shape)
     n_in = op.attributes["inputs"]
     tensors, scalars = op.operands[:n_in], op.operands[n_in:]
     strided = [_strided_dims(v.type, shape) for v in tensors]  # type: ignore[arg-type]
@@ -69,7 +78,11 @@ def emit_kernel(op: ops.PointwiseKernelOp) -> tuple[str, Signature]:
     params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
     body = _Body(op)
     lines = [f'extern "C" void {name}({", ".join(params)}) {{']
-    if rank == 0:
+    if isinstance(op, ops.ReductionKernelOp):
+        plan = _RowPlan(op, [rank - 1 in dims for dims in strided])
+        row, call = _row_function(name, rank, op, strided, scalar_types, plan)
+        lines = row + [""] + lines + _row_driver(rank, n_in, strided, plan, call)
+    elif rank == 0:
         loads = {k: f"in{k}[0]" for k in range(n_in)}
         lines += ["  " + line for line in body.statements(loads, "0")]
     else:
@@ -136,31 +149,282 @@ def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body") -> lis
 class _Body:
     """The element computation: one C++ statement per op of the kernel's region."""
 
-    def __init__(self, op: ops.PointwiseKernelOp) -> None:
+    def __init__(self, op: ops.KernelOp) -> None:
         self.op = op
         self.n_in = op.attributes["inputs"]
+        self.names: dict[Value, str] = {}
+        for k, a in enumerate(op.body.args):
+            self.names[a] = f"a{k}" if k < self.n_in else f"s{k - self.n_in}"
+        for n, inner in enumerate(op.body.ops):
+            if isinstance(inner, ops.ConstantOp):
+                self.names[inner.result] = _literal(inner.attributes["value"])
+            elif inner.results:
+                self.names[inner.result] = f"v{n}"
+
+    def load(self, k: int, at: str) -> str:
+        a = self.op.body.args[k]
+        return f"const {CTYPE[a.type.dtype]} a{k} = {at};"  # type: ignore[union-attr]
+
+    def compute(self, inner: Operation) -> str:
+        return f"const {CTYPE[inner.result.type.dtype]} {self.names[inner.result]} = {element(inner, self.names)};"  # type: ignore[union-attr]
 
     def statements(self, loads: dict[int, str], index: str) -> list[str]:
-        names: dict[Value, str] = {}
-        out: list[str] = []
-        args = self.op.body.args
-        for k, a in enumerate(args):
-            if k < self.n_in:
-                names[a] = f"a{k}"
-                out.append(f"const {CTYPE[a.type.dtype]} a{k} = {loads[k]};")  # type: ignore[union-attr]
-            else:
-                names[a] = f"s{k - self.n_in}"
-        for n, inner in enumerate(self.op.body.ops):
+        out = [self.load(k, at) for k, at in loads.items()]
+        for inner in self.op.body.ops:
             if isinstance(inner, ops.YieldOp):
-                for k, v in enumerate(inner.operands):
-                    out.append(f"out{k}[{index}] = {names[v]};")
-                continue
-            if isinstance(inner, ops.ConstantOp):
-                names[inner.result] = _literal(inner.attributes["value"])
-                continue
-            names[inner.result] = f"v{n}"
-            out.append(f"const {CTYPE[inner.result.type.dtype]} v{n} = {element(inner, names)};")  # type: ignore[union-attr]
+                out += [f"out{k}[{index}] = {self.names[v]};" for k, v in enumerate(inner.operands)]
+            elif not isinstance(inner, ops.ConstantOp):
+                out.append(self.compute(inner))
         return out
+
+
+class _RowPlan:
+    """When each value of a reduction kernel is computed. Element values (those that vary along
+    the row) belong to a pass: the first pass after every row value they use exists. Row values
+    have a depth: the number of passes that must come before them (a reduction's is one more
+    than its operand's pass). A transcendental element value a later pass needs again is kept in
+    a row buffer rather than computed twice (softmax: exp once)."""
+
+    def __init__(self, op: ops.ReductionKernelOp, varies: list[bool]) -> None:
+        self.body = _Body(op)
+        level: dict[Value, int] = {}  # pass of an element value, depth of a row value
+        self.elem: set[Value] = set()
+        for k, a in enumerate(op.body.args):
+            level[a] = 0
+            if k < len(varies) and varies[k]:
+                self.elem.add(a)
+        self.ops = [o for o in op.body.ops if not isinstance(o, (ops.ConstantOp, ops.YieldOp))]
+        for o in self.ops:
+            operands = [v for v in o.operands if v in level]
+            if isinstance(o, ops.ReduceOp):
+                level[o.result] = level[o.operands[0]] + 1
+                continue
+            level[o.result] = max((level[v] for v in operands), default=0)
+            if any(v in self.elem for v in operands):
+                self.elem.add(o.result)
+        self.level = level
+        self.yielded = op.body.terminator.operands
+        self.element_outputs: dict[int, list[int]] = {}  # pass -> output numbers
+        self.row_outputs: list[int] = []
+        for k, (v, r) in enumerate(zip(self.yielded, op.results)):
+            if v not in self.elem and r.type.shape[-1] == 1:  # type: ignore[union-attr]
+                self.row_outputs.append(k)
+            else:
+                self.element_outputs.setdefault(level.get(v, 0), []).append(k)
+        self.reductions: dict[int, list[ops.ReduceOp]] = {}
+        for o in self.ops:
+            if isinstance(o, ops.ReduceOp):
+                self.reductions.setdefault(level[o.operands[0]], []).append(o)
+        self.passes = sorted(set(self.reductions) | set(self.element_outputs))
+        # What each pass computes, and the values it stores for later passes.
+        self.computed: dict[int, list[Operation]] = {}
+        self.stored: dict[int, list[Value]] = {}
+        available: set[Value] = set()
+        for i, p in enumerate(self.passes):
+            computed = self._closure(self.roots(p), available)
+            later = self._closure([v for q in self.passes[i + 1:] for v in self.roots(q)], set())
+            later_values = {o.result for o in later}
+            self.computed[p] = computed
+            self.stored[p] = [o.result for o in computed if op_name(o) in _EXPENSIVE and o.result in later_values]
+            available |= set(self.stored[p])
+        self.available_before = {p: {v for q in self.passes if q < p for v in self.stored[q]} for p in self.passes}
+
+    def roots(self, p: int) -> list[Value]:
+        return ([r.operands[0] for r in self.reductions.get(p, [])]
+                + [self.yielded[k] for k in self.element_outputs.get(p, [])])
+
+    def _closure(self, roots: list[Value], available: set[Value]) -> list[Operation]:
+        """The element ops computing `roots` (values in `available` are read from their buffer),
+        in body order."""
+        seen: set[Value] = set()
+        stack = [v for v in roots if v in self.elem]
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if isinstance(v.owner, Operation) and v not in available:
+                stack += [u for u in v.owner.operands if u in self.elem]
+        return [o for o in self.ops if o.result in seen]
+
+    def row_statements(self, depth: int, varies_inputs: set[int]) -> list[str]:
+        """Row values of `depth` (the loads of row inputs at depth 0), except reductions."""
+        out = []
+        if depth == 0:
+            out += [self.body.load(k, f"p{k}[0]") for k in range(self.body.n_in) if k not in varies_inputs]
+        for o in self.ops:
+            if o.result not in self.elem and not isinstance(o, ops.ReduceOp) and self.level[o.result] == depth:
+                out.append(self.body.compute(o))
+        return out
+
+
+# Element values worth a row buffer when a later pass needs them again.
+_EXPENSIVE = frozenset({"exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow"})
+_IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}
+
+
+def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[list[int]],
+                  scalar_types: list[str], plan: _RowPlan) -> tuple[list[str], str]:
+    """`static void <name>_row(...)`: the kernel on one row, its pointers already at the row (a
+    function of its own, so that the compiler sees restrict pointers and local sizes, which it
+    does not inside an OpenMP region). Returns its lines and the call text the driver uses."""
+    inner = rank - 1
+    n = f"n{inner}"
+    n_in = op.attributes["inputs"]
+    varies = {k for k in range(n_in) if inner in strided[k]}
+    body = plan.body
+    names = body.names
+    params = [f"int64_t {n}"]
+    params += [f"{CTYPE[r.type.dtype]}* __restrict out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
+    for k, v in enumerate(op.operands[:n_in]):
+        params.append(f"const {CTYPE[v.type.dtype]}* __restrict p{k}")  # type: ignore[union-attr]
+        if k in varies:
+            params.append(f"int64_t in{k}_s{inner}")
+    params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
+    lines = [f"static void {name}_row({', '.join(params)}) {{"]
+    unit = " && ".join(f"in{k}_s{inner} == 1" for k in sorted(varies)) or "true"
+    lines.append(f"  const bool unit = {unit};")
+    pad = "  "
+    for p in plan.passes:
+        for v in plan.stored[p]:
+            ct = CTYPE[v.type.dtype]  # type: ignore[union-attr]
+            buf = f"b{names[v][1:]}"
+            lines.append(f"{pad}static thread_local std::vector<{ct}> {buf};  // {names[v]} along the row, for a later pass")
+            lines.append(f"{pad}if ((int64_t){buf}.size() < {n}) {buf}.resize({n});")
+            lines.append(f"{pad}{ct}* __restrict {buf}p = {buf}.data();")
+
+    def element_lines(p: int, unit_stride: bool, roots: list[Value] | None = None, effects: bool = True) -> list[str]:
+        """The loads, the computation and (with `effects`) the buffer stores of pass `p` at element j."""
+        available = plan.available_before[p]
+        needed = plan.computed[p] if roots is None else plan._closure(roots, available)
+        used = {v for o in needed if o.result not in available for v in o.operands} | set(plan.roots(p))
+        out = [body.load(k, f"p{k}[j]" if unit_stride else f"p{k}[j * in{k}_s{inner}]")
+               for k in sorted(varies) if body.op.body.args[k] in used]
+        for o in needed:
+            if o.result in available:
+                out.append(f"const {CTYPE[o.result.type.dtype]} {names[o.result]} = b{names[o.result][1:]}p[j];")  # type: ignore[union-attr]
+            else:
+                out.append(body.compute(o))
+        if effects:
+            out += [f"b{names[v][1:]}p[j] = {names[v]};" for v in plan.stored[p]]
+            out += [f"out{k}[j] = {names[plan.yielded[k]]};" for k in plan.element_outputs.get(p, [])]
+        return out
+
+    depth_done = -1
+    for p in plan.passes:
+        for d in range(depth_done + 1, p + 1):
+            lines += [pad + t for t in plan.row_statements(d, varies)]
+        depth_done = p
+        reds = plan.reductions.get(p, [])
+        what = ", ".join([f"{r.attributes['kind']} {names[r.result]}" for r in reds]
+                         + [f"out{k}" for k in plan.element_outputs.get(p, [])])
+        lines.append(f"{pad}// pass {plan.passes.index(p) + 1} over the row: {what}")
+        if not reds:
+            lines.append(f"{pad}if (unit) {{")
+            lines.append(f"{pad}  #pragma omp simd")
+            lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
+            lines += [f"{pad}    {t}" for t in element_lines(p, True)]
+            lines.append(f"{pad}  }}")
+            lines.append(f"{pad}}} else {{")
+            lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
+            lines += [f"{pad}    {t}" for t in element_lines(p, False)]
+            lines.append(f"{pad}  }}")
+            lines.append(f"{pad}}}")
+            continue
+        lines += _reduction_pass(pad, n, p, reds, names, element_lines)
+    for d in range(depth_done + 1, max(plan.level.values(), default=0) + 1):
+        lines += [pad + t for t in plan.row_statements(d, varies)]
+    for k in plan.row_outputs:
+        lines.append(f"{pad}out{k}[0] = {names[plan.yielded[k]]};")
+    lines.append("}")
+    args = [n]
+    row_outputs = set(plan.row_outputs)
+    args += [f"out{k} + r" if k in row_outputs else f"out{k} + r * {n}" for k in range(len(op.results))]
+    for k in range(n_in):
+        args.append(f"p{k}")
+        if k in varies:
+            args.append(f"in{k}_s{inner}")
+    args += [f"s{k}" for k in range(len(scalar_types))]
+    return lines, f"{name}_row({', '.join(args)});"
+
+
+def _row_driver(rank: int, n_in: int, strided: list[list[int]], plan: _RowPlan, call: str) -> list[str]:
+    """The extern "C" function's body: the rows in parallel (when there is enough work)."""
+    outer = list(range(rank - 1))
+    total = " * ".join(f"n{i}" for i in range(rank))
+    lines: list[str] = []
+    pad = "  "
+    if outer:
+        collapse = f" collapse({len(outer)})" if len(outer) > 1 else ""
+        lines.append(f"  #pragma omp parallel for{collapse} if({total} >= {PARALLEL_MIN})")
+        for i in outer:
+            lines.append(f"{pad}for (int64_t i{i} = 0; i{i} < n{i}; ++i{i}) {{")
+            pad += "  "
+    flat = "0"
+    for i in outer:
+        flat = f"i{i}" if flat == "0" else f"({flat}) * n{i} + i{i}"
+    lines.append(f"{pad}const int64_t r = {flat};  // the row")
+    for k in range(n_in):
+        base = " + ".join([f"in{k}"] + [f"i{i} * in{k}_s{i}" for i in outer if i in strided[k]])
+        lines.append(f"{pad}const auto* p{k} = {base};")
+    lines.append(f"{pad}{call}")
+    for _ in outer:
+        pad = pad[:-2]
+        lines.append(f"{pad}}}")
+    return lines
+
+
+def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],
+                    element_lines: Callable[..., list[str]]) -> list[str]:
+    """One pass over the row that accumulates `reds`, in one vectorised loop. Sums accumulate
+    in double (more accurate than torch's float sums; a float accumulator is not accurate
+    enough on long rows). A maximum or minimum is the plain vectorised one, checked by adding
+    x - x over the row: 0 unless an infinity or a NaN is in the row, which then takes the exact
+    NaN-propagating loop."""
+    lines: list[str] = []
+    clauses, updates = [], []
+    for r in reds:
+        acc, x, kind = f"acc{names[r.result][1:]}", names[r.operands[0]], r.attributes["kind"]
+        if kind == "sum":
+            lines.append(f"{pad}double {acc} = 0;")
+            clauses.append(f"reduction(+:{acc})")
+            updates.append(f"{acc} += {_widen(r, x)};")
+        else:
+            lines.append(f"{pad}{CTYPE[r.result.type.dtype]} {acc} = {_IDENTITY[kind]}, {acc}_check = 0;")  # type: ignore[union-attr]
+            clauses.append(f"reduction({'max' if kind == 'amax' else 'min'}:{acc}) reduction(+:{acc}_check)")
+            cmp = ">" if kind == "amax" else "<"
+            updates += [f"{acc} = {x} {cmp} {acc} ? {x} : {acc};", f"{acc}_check += {x} - {x};"]
+    lines.append(f"{pad}if (unit) {{")
+    lines.append(f"{pad}  #pragma omp simd {' '.join(clauses)}")
+    lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
+    lines += [f"{pad}    {t}" for t in element_lines(p, True) + updates]
+    lines.append(f"{pad}  }}")
+    lines.append(f"{pad}}} else {{")
+    lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
+    lines += [f"{pad}    {t}" for t in element_lines(p, False) + updates]
+    lines.append(f"{pad}  }}")
+    lines.append(f"{pad}}}")
+    for r in reds:
+        if r.attributes["kind"] == "sum":
+            continue
+        acc, x = f"acc{names[r.result][1:]}", names[r.operands[0]]
+        lines.append(f"{pad}if ({acc}_check != 0) {{  // an infinity or NaN in the row: the exact, NaN-propagating loop")
+        lines.append(f"{pad}  {acc} = {_IDENTITY[r.attributes['kind']]};")
+        lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
+        lines += [f"{pad}    {t}" for t in element_lines(p, False, [r.operands[0]], effects=False)]
+        lines.append(f"{pad}    {acc} = {'ts_max' if r.attributes['kind'] == 'amax' else 'ts_min'}({acc}, {x});")
+        lines.append(f"{pad}  }}")
+        lines.append(f"{pad}}}")
+    for r in reds:
+        v, acc, ct = names[r.result], f"acc{names[r.result][1:]}", CTYPE[r.result.type.dtype]  # type: ignore[union-attr]
+        sum_cast = r.attributes["kind"] == "sum" and ct != "double"
+        lines.append(f"{pad}const {ct} {v} = " + (f"static_cast<{ct}>({acc});" if sum_cast else f"{acc};"))
+    return lines
+
+
+def _widen(red: ops.ReduceOp, value: str) -> str:
+    """An element of a summed float row, as the double it is accumulated in."""
+    return value if red.result.type.dtype == "float64" else f"static_cast<double>({value})"  # type: ignore[union-attr]
 
 
 def _literal(value: object) -> str:

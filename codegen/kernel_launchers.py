@@ -10,11 +10,12 @@ import sympy
 from codegen.cpp_kernels import PRELUDE, Signature, emit_kernel
 from codegen.writer import Writer
 from ir import ops
+from ir.passes.fuse import kernel_shape
 from ir.primitives import op_name
 from ir.types import TensorType
 
 
-def emit_kernels(w: Writer, kernels: list[ops.PointwiseKernelOp], source_file: str | bool) -> None:
+def emit_kernels(w: Writer, kernels: list[ops.KernelOp], source_file: str | bool) -> None:
     sources, signatures = [], []
     for k in kernels:
         text, sig = emit_kernel(k)
@@ -44,7 +45,7 @@ def _kinds(sig: Signature) -> str:
     return kinds + "".join("d" if t == "double" else "i" for t in sig.scalars)
 
 
-def _launcher(w: Writer, k: ops.PointwiseKernelOp, sig: Signature, source_file: str | bool) -> None:
+def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | bool) -> None:
     n_in = k.attributes["inputs"]
     params = [f"in{i}: Tensor" for i in range(n_in)]
     params += [f"s{i}: {'float' if t == 'double' else 'int'}" for i, t in enumerate(sig.scalars)]
@@ -52,11 +53,17 @@ def _launcher(w: Writer, k: ops.PointwiseKernelOp, sig: Signature, source_file: 
     w.line(f"def {sig.name}({', '.join(params)}) -> {result}:")
     with w.indent():
         w.line(f'"""{_describe(k, source_file)}"""')
-        shape = _shape_text(k)
+        shape = kernel_shape(k)
         outs = [f"out{i}" for i in range(len(sig.outputs))]
-        for name, dtype in zip(outs, sig.outputs):
-            w.line(f"{name} = torch.empty({shape}, dtype=torch.{dtype})")
-        args = ["*out0.shape"] if sig.rank else []
+        for name, dtype, r in zip(outs, sig.outputs, k.results):
+            w.line(f"{name} = torch.empty({_shape_text(k, r.type.shape)}, dtype=torch.{dtype})")  # type: ignore[union-attr]
+        full = next((o for o, r in zip(outs, k.results) if r.type.shape == shape), None)  # type: ignore[union-attr]
+        if not sig.rank:
+            args = []
+        elif full is not None:
+            args = [f"*{full}.shape"]
+        else:
+            args = [_shape_text(k, shape)[1:-1].rstrip(",")]
         args += [f"{o}.data_ptr()" for o in outs]
         for i, (_, dims) in enumerate(sig.inputs):
             args.append(f"in{i}.data_ptr()")
@@ -67,9 +74,8 @@ def _launcher(w: Writer, k: ops.PointwiseKernelOp, sig: Signature, source_file: 
         w.line(f"return {', '.join(outs)}")
 
 
-def _shape_text(k: ops.PointwiseKernelOp) -> str:
-    """The iteration shape as Python: literal sizes, symbolic ones read from an input."""
-    shape = k.results[0].type.shape  # type: ignore[union-attr]
+def _shape_text(k: ops.KernelOp, shape: tuple) -> str:
+    """`shape` as Python: literal sizes, symbolic ones read from an input."""
     n_in = k.attributes["inputs"]
     rank = len(shape)
     parts = []
@@ -91,8 +97,9 @@ def _shape_text(k: ops.PointwiseKernelOp) -> str:
     return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
 
 
-def _describe(k: ops.PointwiseKernelOp, source_file: str | bool) -> str:
-    names = ", ".join(dict.fromkeys(op_name(op) for op in k.body.ops if not isinstance(op, (ops.YieldOp, ops.ConstantOp))))
+def _describe(k: ops.KernelOp, source_file: str | bool) -> str:
+    names = ", ".join(dict.fromkeys(op.attributes["kind"] if isinstance(op, ops.ReduceOp) else op_name(op)
+                                    for op in k.body.ops if not isinstance(op, (ops.YieldOp, ops.ConstantOp))))
     lines = sorted({op.loc.line for op in k.body.ops if op.loc is not None})
     where = ""
     if lines and isinstance(source_file, str):

@@ -9,7 +9,7 @@ from codegen.names import function_name
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from ir.core import Program
-from ir.ops import FuncOp, PointwiseKernelOp
+from ir.ops import FuncOp, KernelOp
 from codegen.kernel_launchers import emit_kernels
 
 FORMAT = 1
@@ -26,7 +26,7 @@ class Header:
 
 def emit_module(program: Program, header: Header, entries: dict[str, str], source_lines: list[str] | None) -> str:
     """`entries` maps the runtime's COMPILED keys ("MyCell.forward") to function sym_names."""
-    kernels = [op for op in program.walk() if isinstance(op, PointwiseKernelOp)]
+    kernels = [op for op in program.walk() if isinstance(op, KernelOp)]
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
     bodies: list[list[str]] = []

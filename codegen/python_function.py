@@ -106,7 +106,7 @@ def type_comment(t: Type) -> str:
 
 def is_effect_free(op: Operation) -> bool:
     # (a kernel's region is C++, not control flow)
-    return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.PointwiseKernelOp))
+    return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.KernelOp))
 
 
 class FunctionEmitter:
@@ -128,7 +128,7 @@ class FunctionEmitter:
 
     def _plan_block(self, block: Block) -> None:
         for op in block.ops:
-            if isinstance(op, ops.PointwiseKernelOp):
+            if isinstance(op, ops.KernelOp):
                 continue  # its body is the kernel's C++
             for region in op.regions:
                 for inner in region.blocks:
@@ -162,7 +162,7 @@ class FunctionEmitter:
     def _foldable(self, op: Operation) -> bool:
         if len(op.results) != 1 or isinstance(op, (ops.InplaceOp, ops.UnpackOp, ops.ConstantOp, ops.UninitializedOp)):
             return False
-        if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.PointwiseKernelOp):
+        if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.KernelOp):
             return False
         uses = op.results[0].uses
         if op.results[0].name is not None and not isinstance(op, ops.ConstantOp):
@@ -450,7 +450,7 @@ class FunctionEmitter:
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.{op.attributes['attr']} = {self.expr(op.operands[1]).text}")
         elif isinstance(op, ops.ListAppendOp):
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.append({self.expr(op.operands[1]).text})")
-        elif isinstance(op, ops.PointwiseKernelOp) and len(op.results) > 1:
+        elif isinstance(op, ops.KernelOp) and len(op.results) > 1:
             targets = [self.name_of(r) if r.uses else "_" for r in op.results]
             self.w.line(f"{', '.join(targets)} = {self.op_expr(op).text}")
         elif isinstance(op, ops.UnpackOp):
@@ -756,7 +756,7 @@ class FunctionEmitter:
         if isinstance(op, ops.ModuleCallOp):
             obj = self.expr(op.operands[0], PREC["atom"]).text
             return Expr(f"{obj}({self.args_text(op.operands[1:], a.get('kwnames', ()))})", PREC["atom"])
-        if isinstance(op, ops.PointwiseKernelOp):  # the module's launcher of the kernel
+        if isinstance(op, ops.KernelOp):  # the module's launcher of the kernel
             return Expr(f"{a['name']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.FuncCallOp):
             return Expr(f"{function_name(a['callee'])}({self.args_text(op.operands, ())})", PREC["atom"])

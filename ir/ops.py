@@ -381,15 +381,13 @@ class UnpackOp(Operation):
 
 
 # -- kernels --------------------------------------------------------------------------------
-class PointwiseKernelOp(Operation):
-    """A fused pointwise kernel (ir/passes/fuse.py). Operands: the input tensors, then the
-    scalar inputs (Python numbers); results: the output tensors, each of the iteration shape
-    (the broadcast of the inputs). The region computes one element: its block takes one 0-d
-    element per tensor input and the scalars, and ends in scf.yield of one element per output.
-    Attribute `name`: the kernel's name in the generated code; `inputs`: how many operands are
-    tensors."""
+class KernelOp(Operation):
+    """A fused kernel (ir/passes/fuse.py): one generated loop nest in place of a group of ops.
+    Operands: the input tensors, then the scalar inputs (Python numbers); results: the output
+    tensors. The region computes one element: its block takes one 0-d element per tensor input
+    and the scalars, and ends in scf.yield of one element per output. Attribute `name`: the
+    kernel's name in the generated code; `inputs`: how many operands are tensors."""
 
-    name = "kernel.pointwise"
     traits = frozenset({PURE})
 
     @property
@@ -413,6 +411,44 @@ class PointwiseKernelOp(Operation):
                 errors.append("results must be tensors of known dtype and rank")
                 break
         return errors
+
+
+class PointwiseKernelOp(KernelOp):
+    """A fused pointwise kernel: every result has the iteration shape (the broadcast of the
+    inputs), and the body computes each element independently."""
+
+    name = "kernel.pointwise"
+
+
+class ReductionKernelOp(KernelOp):
+    """A fused row-reduction kernel: the iteration shape's last dim is reduced. The body holds
+    `kernel.reduce` ops, each turning an element value into the value of its row; a result has
+    either the iteration shape (an element output) or its rows' shape, the last dim 1 (a row
+    output: a yielded value that depends on the row only). Code runs one row at a time: a pass
+    over the row per level of reductions, then the element outputs."""
+
+    name = "kernel.reduction"
+
+    def verify_(self) -> list[str]:
+        errors = super().verify_()
+        if not any(isinstance(op, ReduceOp) for op in self.body.ops):
+            errors.append("a reduction kernel holds at least one kernel.reduce")
+        return errors
+
+
+class ReduceOp(Operation):
+    """Inside a reduction kernel: operand 0, an element value, reduced over the kernel's row
+    (attribute `kind`: "sum", "amax" or "amin", with torch's semantics: amax and amin propagate
+    NaN). The result is the row's value."""
+
+    name = "kernel.reduce"
+    traits = frozenset({PURE})
+    KINDS = ("sum", "amax", "amin")
+
+    def verify_(self) -> list[str]:
+        if self.attributes.get("kind") not in self.KINDS or len(self.operands) != 1:
+            return [f"kernel.reduce takes one operand and a kind in {self.KINDS}"]
+        return []
 
 
 class GuardOp(Operation):

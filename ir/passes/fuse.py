@@ -1,9 +1,14 @@
-"""Fusion of pointwise ops into kernels.
+"""Fusion of pointwise ops and row reductions into kernels.
 
 After decomposition, chains of pointwise primitives (`x * 0.5 * (1 + erf(x * c))`) are separate
 torch calls, each reading and writing a whole tensor. This pass groups them into
 `kernel.pointwise` ops: one loop over the iteration shape computing every op of the group per
 element, reading each input once and writing only the values used outside the group.
+
+Reductions over the last dim with keepdim (`sum`, `amax`, `amin`: what softmax, log_softmax,
+layer norm, mean and var decompose into) join groups too; a group holding one becomes a
+`kernel.reduction`, which runs a row at a time: the row's reductions, then the pointwise ops
+that use them, without writing the intermediates (softmax: one kernel instead of four calls).
 
 An op joins a group when it is a pointwise primitive the kernel emitters implement (`FUSIBLE`),
 its tensors have a known dtype (`DTYPES`), a known rank and dims that are ints or size symbols,
@@ -38,6 +43,9 @@ FUSIBLE = frozenset({
     "clamp_max", "where", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "to", "pow",
 })
 DTYPES = frozenset({"float32", "float64", "int32", "int64", "bool"})
+# Row reductions the emitters implement, on floating tensors only (integer sums widen in torch).
+REDUCTIONS = frozenset({"sum", "amax", "amin"})
+REDUCTION_DTYPES = frozenset({"float32", "float64"})
 SCALARS = (INT, FLOAT, BOOL)
 
 
@@ -104,6 +112,54 @@ def _known_tensor(t: object) -> bool:
 
 
 def fusible(op: Operation) -> bool:
+    """A pointwise primitive or row reduction the emitters implement, on tensors whose facts
+    are known."""
+    return pointwise_fusible(op) or row_reduction(op) is not None
+
+
+def row_reduction(op: Operation) -> str | None:
+    """The kind of reduction `op` is ("sum", "amax", "amin") when it reduces a known floating
+    tensor over its last dim with keepdim=True (dim given as an int or a one-int tuple), else
+    None. amax and amin need the dim to be a known size of at least 1 (eager raises on empty)."""
+    if op.regions or len(op.results) != 1 or not op.has_trait(PURE) or op_name(op) not in REDUCTIONS:
+        return None
+    if not isinstance(classify(op), Primitive):
+        return None
+    kwnames = op.attributes.get("kwnames", ())
+    positional = op.operands[:len(op.operands) - len(kwnames)]
+    args = dict(zip(("self", "dim", "keepdim"), positional))
+    if len(positional) > 3:
+        return None
+    for name, v in zip(kwnames, op.operands[len(positional):]):
+        if name in args:
+            return None
+        args[name] = v
+    if set(args) != {"self", "dim", "keepdim"}:
+        return None  # (dtype=, out=, a reduction over every dim)
+    x, result = args["self"].type, op.result.type
+    if not (_known_tensor(x) and _known_tensor(result) and x.dtype in REDUCTION_DTYPES  # type: ignore[union-attr]
+            and result.dtype == x.dtype and len(x.shape) >= 1):  # type: ignore[union-attr]
+        return None
+    dim, keepdim = _constant(args["dim"]), _constant(args["keepdim"])
+    if isinstance(dim, (tuple, list)) and len(dim) == 1:
+        dim = dim[0]
+    rank = len(x.shape)  # type: ignore[union-attr]
+    if keepdim is not True or type(dim) is not int or dim not in (rank - 1, -1):
+        return None
+    size = x.shape[-1]  # type: ignore[union-attr]
+    if op_name(op) != "sum" and not (type(size) is int and size >= 1):
+        return None
+    return op_name(op)
+
+
+_MISSING = object()
+
+
+def _constant(v: Value) -> object:
+    return v.owner.attributes.get("value", _MISSING) if isinstance(v.owner, ops.ConstantOp) else _MISSING
+
+
+def pointwise_fusible(op: Operation) -> bool:
     """A pointwise primitive the emitters implement, on tensors whose facts are known."""
     if op.regions or len(op.results) != 1 or not op.has_trait(PURE) or op.attributes.get("kwnames"):
         return False
@@ -140,12 +196,21 @@ def iteration_shape(values: list[Value]) -> tuple | None:
     return tuple(out)
 
 
+def kernel_shape(kernel: ops.KernelOp) -> tuple:
+    """A kernel's iteration shape: the broadcast of its inputs and results."""
+    n = kernel.attributes["inputs"]
+    shape = iteration_shape(list(kernel.operands[:n]) + list(kernel.results))
+    assert shape is not None
+    return shape
+
+
 def _build_kernel(block: Block, g: _Group, counter: list[int]) -> None:
     inside = g.values
+    reductions = {op: row_reduction(op) for op in g.ops if not pointwise_fusible(op)}
     tensor_inputs: list[Value] = []
     scalar_inputs: list[Value] = []
     for op in g.ops:
-        operands = op.operands[1:] if op_name(op) == "to" else op.operands
+        operands = _element_operands(op, reductions)
         for v in operands:
             if v in inside or isinstance(v.owner, ops.ConstantOp):
                 continue
@@ -154,27 +219,41 @@ def _build_kernel(block: Block, g: _Group, counter: list[int]) -> None:
                 target.append(v)
     outputs = [r for op in g.ops for r in op.results if any(u.op not in g.ops for u in r.uses)]
     shape = iteration_shape(tensor_inputs + [r for op in g.ops for r in op.results])
-    if shape is None or not outputs or any(tuple(r.type.shape) != shape for r in outputs):  # type: ignore[union-attr]
+    if shape is None or not outputs:
+        return
+    allowed = {shape}
+    if reductions:
+        row = shape[:-1] + (1,)
+        if shape[-1] == 1 or any(tuple(op.operands[0].type.shape) != shape or tuple(op.result.type.shape) != row  # type: ignore[union-attr]
+                                 for op in reductions):
+            return
+        allowed.add(row)
+    if any(tuple(r.type.shape) not in allowed for r in outputs):  # type: ignore[union-attr]
         return
     last = g.ops[-1]
     element_types = [TensorType(v.type.dtype, (), "cpu") for v in tensor_inputs] + [v.type for v in scalar_inputs]
     body = Block(element_types, [v.name for v in tensor_inputs + scalar_inputs])
     mapping: dict[Value, Value] = dict(zip(tensor_inputs + scalar_inputs, body.args))
     for op in g.ops:
-        for v in op.operands:
+        for v in op.operands[:1] if op in reductions else op.operands:
             if isinstance(v.owner, ops.ConstantOp) and v not in mapping:
                 const = clone_op(v.owner, {})
                 body.append(const)
                 mapping[v] = const.result
-        inner = clone_op(op, mapping)
-        for r in inner.results:
-            r.type = TensorType(r.type.dtype, (), "cpu")  # type: ignore[union-attr]
+        if op in reductions:
+            inner = ops.ReduceOp([mapping[op.operands[0]]], [op.result.type], {"kind": reductions[op]}, loc=op.loc)
+        else:
+            inner = clone_op(op, mapping)
+        for old, new in zip(op.results, inner.results):
+            new.type = TensorType(old.type.dtype, (), "cpu")  # type: ignore[union-attr]
+            mapping[old] = new
         body.append(inner)
     body.append(ops.YieldOp([mapping[r] for r in outputs], [], {}, loc=last.loc))
     name = f"k{counter[0]}_" + "_".join(list(dict.fromkeys(op_name(op) for op in g.ops))[:3])
     counter[0] += 1
-    kernel = ops.PointwiseKernelOp(tensor_inputs + scalar_inputs, [r.type for r in outputs],
-                                   {"name": name, "inputs": len(tensor_inputs)}, regions=[Region([body])], loc=last.loc)
+    kind = ops.ReductionKernelOp if reductions else ops.PointwiseKernelOp
+    kernel = kind(tensor_inputs + scalar_inputs, [r.type for r in outputs],
+                  {"name": name, "inputs": len(tensor_inputs)}, regions=[Region([body])], loc=last.loc)
     block.insert_before(last, kernel)
     for old, new in zip(outputs, kernel.results):
         new.name = old.name
@@ -183,4 +262,13 @@ def _build_kernel(block: Block, g: _Group, counter: list[int]) -> None:
         op.erase()
 
 
-__all__ = ["fuse", "fusible", "iteration_shape", "FUSIBLE", "DTYPES"]
+def _element_operands(op: Operation, reductions: dict[Operation, str | None]) -> list[Value]:
+    """The operands that may be kernel inputs: a reduction's input (its dim and keepdim are the
+    kernel's structure), a conversion's input (its dtype operands are constants)."""
+    if op in reductions or op_name(op) == "to":
+        return op.operands[:1]
+    return list(op.operands)
+
+
+__all__ = ["fuse", "fusible", "pointwise_fusible", "row_reduction", "iteration_shape", "kernel_shape", "FUSIBLE", "DTYPES",
+           "REDUCTIONS"]

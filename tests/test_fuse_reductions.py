@@ -1,0 +1,218 @@
+"""Row reductions fused with their pointwise prologues and epilogues (`kernel.reduction`): which
+ops group (IR in, IR out), and the generated kernels against eager over dtypes, strides, storage
+offsets, row lengths that are not a multiple of the vector width, infinities and NaNs."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import runtime
+from closeness import assert_close_to_eager
+from ir import ops
+from ir.parser import parse_program
+from test_fuse import compiled, fused
+
+SOFTMAX = """\
+func @f(%x: f32[B, 40]@cpu) -> f32[B, 40]@cpu {
+  %0 : int = py.constant() {value = 1}
+  %1 : bool = py.constant() {value = True}
+  %2 : f32[B, 1]@cpu = torch.call(%x, %0, %1) {callee = "torch.amax", kwnames = ("keepdim",), aten = "aten::amax"}
+  %3 : f32[B, 40]@cpu = py.binary(%x, %2) {op = "-"}
+  %4 : f32[B, 40]@cpu = torch.call(%3) {callee = "torch.exp", aten = "aten::exp"}
+  %5 : f32[B, 1]@cpu = torch.call(%4, %0, %1) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
+  %6 : f32[B, 40]@cpu = py.binary(%4, %5) {op = "/"}
+  func.return(%6)
+}
+"""
+
+
+def test_softmax_is_one_reduction_kernel() -> None:
+    assert fused(SOFTMAX) == """\
+func @f(%x: f32[B, 40]@cpu) -> f32[B, 40]@cpu {
+  %0 : f32[B, 40]@cpu = kernel.reduction(%x) {name = "k0_amax_sub_exp", inputs = 1} {
+    ^(%x_1: f32[]@cpu):
+    %1 : f32[]@cpu = kernel.reduce(%x_1) {kind = "amax"}
+    %2 : f32[]@cpu = py.binary(%x_1, %1) {op = "-"}
+    %3 : f32[]@cpu = torch.call(%2) {callee = "torch.exp", aten = "aten::exp"}
+    %4 : f32[]@cpu = kernel.reduce(%3) {kind = "sum"}
+    %5 : f32[]@cpu = py.binary(%3, %4) {op = "/"}
+    scf.yield(%5)
+  }
+  func.return(%0)
+}
+"""
+
+
+@pytest.mark.parametrize("change", [
+    ("%0 : int = py.constant() {value = 1}", "%0 : int = py.constant() {value = 0}"),  # not the last dim
+    ("%1 : bool = py.constant() {value = True}", "%1 : bool = py.constant() {value = False}"),  # no keepdim
+    ("f32[B, 40]@cpu) -> f32[B, 40]@cpu {", "f32[B, N]@cpu) -> f32[B, N]@cpu {"),  # amax of a maybe-empty row
+])
+def test_reductions_that_stay(change: tuple[str, str]) -> None:
+    """Only reductions over the last dim with keepdim join a kernel, and amax/amin only over a
+    known nonempty dim (eager raises on an empty one)."""
+    text = SOFTMAX.replace(*change)
+    if "N]" in text:
+        text = text.replace("f32[B, 40]", "f32[B, N]")
+    if "value = 0}" in text:
+        text = text.replace("f32[B, 1]", "f32[1, 40]")
+    if "False" in text:
+        text = text.replace("f32[B, 1]", "f32[B]").replace("f32[B, 40]@cpu = py.binary(%x, %2)", "f32[B, 40]@cpu = py.binary(%x, %2)")
+    out = fused(text)
+    assert "kernel.reduce(" not in out.split("kernel.reduction")[0]
+    program = parse_program(out)
+    amax = [op for op in program.walk() if op.attributes.get("callee") == "torch.amax"]
+    assert amax, out  # the amax stays a torch call
+
+
+# -- generated kernels against eager --------------------------------------------------------------
+SOURCE = '''
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def softmax(x: Tensor) -> Tensor:
+    return F.softmax(x, dim=-1)
+
+
+def log_softmax(x: Tensor) -> Tensor:
+    return F.log_softmax(x, dim=-1)
+
+
+def layer_norm_gelu(x: Tensor, w: Tensor, b: Tensor) -> Tensor:
+    return F.gelu(F.layer_norm(x, (x.shape[-1],), w, b))
+
+
+def stats(x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    mean = x.mean(-1, keepdim=True)
+    var = x.var(-1, keepdim=True)
+    return mean, var, (x - mean) * torch.rsqrt(var + 1e-5)
+
+
+def rms_norm(x: Tensor, w: Tensor) -> Tensor:
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def extrema(x: Tensor) -> Tensor:
+    return x.amax(-1, keepdim=True) - x.amin(-1, keepdim=True) + x
+
+
+def centered(x: Tensor) -> Tensor:
+    return x - x.sum(-1, keepdim=True) / 3
+'''
+
+
+@pytest.fixture(scope="module")
+def fns(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("reduction_models")
+    (root / "reduction_models.py").write_text(textwrap.dedent(SOURCE))
+    sys.path.insert(0, str(root))
+    try:
+        yield importlib.import_module("reduction_models")
+    finally:
+        sys.path.remove(str(root))
+        sys.modules.pop("reduction_models", None)
+
+
+def _kernel_text(tmp_path: Path) -> str:
+    return next((tmp_path / "jit").glob("*.py")).read_text()
+
+
+def _inputs(name: str, n: int, width: int, dtype: torch.dtype) -> tuple:
+    x = torch.randn(n, 3, width, dtype=dtype)
+    if name == "layer_norm_gelu":
+        return x, torch.randn(width, dtype=dtype), torch.randn(width, dtype=dtype)
+    if name == "rms_norm":
+        return x, torch.randn(width, dtype=dtype)
+    return (x,)
+
+
+NAMES = ["softmax", "log_softmax", "layer_norm_gelu", "stats", "rms_norm", "extrema", "centered"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", NAMES)
+def test_reduction_kernels_match_eager(fns, name, dtype, tmp_path, monkeypatch) -> None:
+    fn = getattr(fns, name)
+    width = 37  # not a multiple of any vector width
+    f = compiled(fn, _inputs(name, 2, width, dtype), tmp_path, monkeypatch)
+    assert "_row(" in _kernel_text(tmp_path)  # a reduction kernel's row function
+    with runtime.mode("strict"):  # a guard failure raises rather than running eagerly
+        for n in (1, 5, 400):  # 400 * 3 * 37 elements: the parallel loop
+            args = _inputs(name, n, width, dtype)
+            assert_close_to_eager(f(*args), fn(*args), f"batch {n}")
+        x, *rest = _inputs(name, 4, width, dtype)
+        strided = torch.randn(width, 3, 4, dtype=dtype).permute(2, 1, 0)  # the row is not unit-stride
+        assert_close_to_eager(f(strided, *rest), fn(strided, *rest), "strided rows")
+        offset = torch.randn(5, 3, width, dtype=dtype)[1:]  # a storage offset
+        assert_close_to_eager(f(offset, *rest), fn(offset, *rest), "offset")
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "extrema", "layer_norm_gelu"])
+def test_infinities_and_nans_in_rows(fns, name, tmp_path, monkeypatch) -> None:
+    """A row with an infinity or a NaN takes the exact loop for its maximum; the others the
+    vectorised one. Every row here matches eager, NaNs included."""
+    fn = getattr(fns, name)
+    width = 21
+    f = compiled(fn, _inputs(name, 2, width, torch.float32), tmp_path, monkeypatch)
+    x, *rest = _inputs(name, 4, width, torch.float32)
+    x[0, 0, 3] = float("inf")
+    x[0, 1, 20] = -float("inf")
+    x[1, 0, :] = -float("inf")
+    x[1, 1, 7] = float("nan")
+    x[2, 2, :] = float("inf")
+    with runtime.mode("strict"):
+        assert_close_to_eager(f(x, *rest), fn(x, *rest), "inf and NaN rows")
+
+
+def test_a_whole_tensor_row_of_symbolic_length(fns, tmp_path, monkeypatch) -> None:
+    """A 1-d input: the row is the whole tensor, its length the batch symbol; the sum is fused
+    (it is 0 for an empty row) and the kernel has no outer loop."""
+    f = compiled(fns.centered, (torch.randn(6),), tmp_path, monkeypatch)
+    with runtime.mode("strict"):
+        for n in (1, 17, 5000):
+            x = torch.randn(n)
+            assert_close_to_eager(f(x), fns.centered(x), f"length {n}")
+
+
+def test_long_rows_sum_accurately(fns, tmp_path, monkeypatch) -> None:
+    """Sums accumulate in double: a long float32 row of large values with a small mean."""
+    x = torch.randn(1, 3, 100_000) * 1000 + 0.5
+    f = compiled(fns.stats, (x,), tmp_path, monkeypatch)
+    with runtime.mode("strict"):
+        assert_close_to_eager(f(x), fns.stats(x), "long rows")
+
+
+def test_softmax_kernel_computes_exp_once_and_vectorises(fns, tmp_path, monkeypatch) -> None:
+    """exp(x - max) is kept in a row buffer for the normalising pass, not computed twice; the
+    unit-stride loops of every pass are vectorised (the compiler's own report)."""
+    from codegen.cpp_math import vectorization_report, vectorized_lines
+
+    compiled(fns.softmax, (torch.randn(2, 3, 16),), tmp_path, monkeypatch)
+    text = _kernel_text(tmp_path)
+    source = text[text.index('KERNELS_CPP = r"""') + len('KERNELS_CPP = r"""'):text.index('"""\n_lib')]
+    row = source[source.index("static void"):source.index('extern "C"', source.index("static void"))]
+    assert row.count("torchscribe::ts_exp(") == 2, row  # pass 2: the unit-stride and strided loops
+    assert "std::vector<float>" in row
+    lines = source.splitlines()
+    start = next(i for i, line in enumerate(lines, start=1) if line.startswith("static void"))
+    simd = [i for i, line in enumerate(lines, start=1) if i > start and "#pragma omp simd" in line]
+    assert len(simd) == 3, row  # one vectorised loop per pass
+    report = vectorized_lines(vectorization_report(source))
+    for pragma in simd:
+        assert report & {pragma + 1, pragma + 2}, (pragma, row)
+
+
+def test_every_reduce_kind_is_emitted() -> None:
+    from codegen import cpp_kernels
+
+    source = Path(cpp_kernels.__file__).read_text()
+    for kind in ops.ReduceOp.KINDS:
+        assert f'"{kind}"' in source, kind
