@@ -9,8 +9,13 @@ killed half way, a truncated file) is rebuilt, never loaded. Builds run in a pri
 directory and are moved into place with one rename, under a file lock per key, so processes
 building the same kernels at once do the work once and never see each other's partial files.
 
-The kernels use a plain C ABI (pointers, sizes and strides) and are called through ctypes: no
-torch headers, so a build takes a fraction of a second and loading a cached one milliseconds.
+The kernels use a plain C ABI (pointers, sizes and strides): no torch headers, so a build takes
+a fraction of a second and loading a cached one milliseconds. `load(source)` returns the library
+for ctypes; `load_extension(source, name)` builds the same way a CPython extension module (the
+kernels plus the bindings of runtime/pyext.py) and imports it. Its cache key adds this
+interpreter's ABI (cache tag, extension suffix) and its flags add Python's include directories,
+which `python_flags()` finds usable once per compiler and Python (a cached probe); a machine
+without Python's headers keeps the ctypes path (runtime/kernels.py chooses).
 """
 
 from __future__ import annotations
@@ -19,13 +24,18 @@ import ctypes
 import fcntl
 import functools
 import hashlib
+import importlib.machinery
+import importlib.util
 import os
 import platform
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 from runtime.errors import TorchscribeError
 from runtime.loader import cache_dir
@@ -129,7 +139,56 @@ def _hash(*parts: str) -> str:
     return h.hexdigest()[:32]
 
 
-_loaded: dict[str, ctypes.CDLL] = {}
+@functools.lru_cache(maxsize=None)
+def python_flags() -> tuple[str, ...] | None:
+    """The flags that build a CPython extension module for this interpreter (its include
+    directories, and what the platform needs), when its headers are installed and the C++
+    compiler accepts them; None otherwise, or without a compiler. The probe's answer is kept in
+    the cache directory per compiler, interpreter and Python.h, so a warm start runs nothing."""
+    chain = toolchain()
+    if chain is None:
+        return None
+    include = _python_include()
+    flags = tuple(f for d in include for f in ("-I", d)) + ("-fvisibility=hidden",)
+    # hidden: only PyInit_<name> is exported, so kernels of the same name in two libraries of
+    # one process, or in a library loaded RTLD_GLOBAL, never stand in for each other
+    if sys.platform == "darwin":
+        flags += ("-undefined", "dynamic_lookup")  # Python's symbols come from the interpreter
+    try:
+        st = os.stat(Path(include[0]) / "Python.h")
+    except (OSError, IndexError):
+        return None
+    probe_key = _hash(CACHE_FORMAT, chain.identity, _python_abi(), *flags, f"{st.st_size} {st.st_mtime_ns}")
+    record = cache_dir() / "cpp" / "toolchains" / f"python-{probe_key}"
+    try:
+        found = record.read_text(encoding="utf-8").strip()
+    except OSError:
+        found = _probe_python(chain, flags)
+        _write_atomic(record, found + "\n")
+    return flags if found == "python" else None
+
+
+def _probe_python(chain: Toolchain, flags: tuple[str, ...]) -> str:
+    probe = "#include <Python.h>\nstatic PyModuleDef probe = {PyModuleDef_HEAD_INIT, \"probe\", nullptr, -1};\n"
+    with tempfile.TemporaryDirectory(prefix="torchscribe-python-") as tmp:
+        src = Path(tmp) / "probe.cpp"
+        src.write_text(probe)
+        done = subprocess.run([chain.cxx, "-std=c++17", "-fsyntax-only", *flags, str(src)], capture_output=True,
+                              timeout=120)
+    return "python" if done.returncode == 0 else "no-python"
+
+
+def _python_include() -> list[str]:
+    paths = sysconfig.get_paths()
+    return list(dict.fromkeys(paths[k] for k in ("include", "platinclude") if paths.get(k)))
+
+
+def _python_abi() -> str:
+    """What an extension module built here depends on: the interpreter's ABI."""
+    return f"{sys.implementation.cache_tag} {sysconfig.get_config_var('EXT_SUFFIX')} {sys.abiflags}"
+
+
+_loaded: dict[str, object] = {}  # by source key: what load or load_extension returned
 
 
 def load(source: str) -> ctypes.CDLL:
@@ -138,8 +197,39 @@ def load(source: str) -> ctypes.CDLL:
     source on this machine is used (CompilerNotFound when there is none)."""
     source_key = _hash(CACHE_FORMAT, _machine(), source)
     lib = _loaded.get(source_key)
-    if lib is not None:
-        return lib
+    if lib is None:
+        lib = ctypes.CDLL(str(_entry(source, source_key, ()) / "kernels.so"))
+        _loaded[source_key] = lib
+    return lib  # type: ignore[return-value]
+
+
+def load_extension(source: str, name: str) -> ModuleType:
+    """The CPython extension module `name` built from `source`, which defines `PyInit_<name>`
+    (runtime/pyext.py writes it); cached as `load` does, with the interpreter's ABI in the key.
+    Not entered in sys.modules. `name` should be derived from the source: a process can load
+    any number of these, but not two different ones of one name."""
+    source_key = _hash(CACHE_FORMAT, _machine(), _python_abi(), source)
+    module = _loaded.get(source_key)
+    if module is None:
+        if toolchain() is None:
+            flags: tuple[str, ...] = ()  # only a cached build can be loaded: no flags needed
+        else:
+            flags = python_flags()  # type: ignore[assignment]
+            if flags is None:
+                raise BuildError(f"cannot build a Python extension module: the headers of this Python "
+                                 f"(Python.h in {' or '.join(_python_include())}) are missing or do not compile")
+        path = _entry(source, source_key, flags) / "kernels.so"
+        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        assert spec is not None
+        module = importlib.util.module_from_spec(spec)
+        loader.exec_module(module)
+        _loaded[source_key] = module
+    return module  # type: ignore[return-value]
+
+
+def _entry(source: str, source_key: str, extra_flags: tuple[str, ...]) -> Path:
+    """The valid cache entry built from `source` (see the module docstring), built now if need be."""
     root = cache_dir() / "cpp"
     latest = root / "by-source" / source_key  # names the entry last built from this source
     chain = toolchain()
@@ -150,17 +240,15 @@ def load(source: str) -> ctypes.CDLL:
             entry = None
         if entry is None or not _valid(entry):
             raise CompilerNotFound(_no_compiler_message()) from None
-    else:
-        entry = root / _hash(source_key, chain.identity)
-        if not _valid(entry):
-            root.mkdir(parents=True, exist_ok=True)
-            with _locked(root / f"{entry.name}.lock"):
-                if not _valid(entry):  # another process may have built it while we waited
-                    _build(source, chain, entry)
-            _write_atomic(latest, entry.name + "\n")
-    lib = ctypes.CDLL(str(entry / "kernels.so"))
-    _loaded[source_key] = lib
-    return lib
+        return entry
+    entry = root / _hash(source_key, chain.identity, *extra_flags)
+    if not _valid(entry):
+        root.mkdir(parents=True, exist_ok=True)
+        with _locked(root / f"{entry.name}.lock"):
+            if not _valid(entry):  # another process may have built it while we waited
+                _build(source, chain, extra_flags, entry)
+        _write_atomic(latest, entry.name + "\n")
+    return entry
 
 
 def _no_compiler_message() -> str:
@@ -204,13 +292,13 @@ class _locked:
         os.close(self.fd)
 
 
-def _build(source: str, chain: Toolchain, entry: Path) -> None:
+def _build(source: str, chain: Toolchain, extra_flags: tuple[str, ...], entry: Path) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
     try:
         src = tmp / "kernels.cpp"
         src.write_text(source, encoding="utf-8")
         out = tmp / "kernels.so"
-        command = [chain.cxx, *chain.flags, str(src), "-o", str(out)]
+        command = [chain.cxx, *chain.flags, *extra_flags, str(src), "-o", str(out)]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             kept = entry.parent / f"{entry.name}.failed.cpp"
@@ -227,4 +315,4 @@ def _build(source: str, chain: Toolchain, entry: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["BuildError", "CompilerNotFound", "Toolchain", "load", "toolchain"]
+__all__ = ["BuildError", "CompilerNotFound", "Toolchain", "load", "load_extension", "python_flags", "toolchain"]

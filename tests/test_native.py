@@ -3,15 +3,17 @@ partial entry, usable without a compiler once built, clear errors otherwise."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from runtime import native
+from runtime import kernels, native
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,9 +27,11 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
     native._loaded.clear()
     native.toolchain.cache_clear()
+    native.python_flags.cache_clear()
     yield tmp_path
     native._loaded.clear()
     native.toolchain.cache_clear()
+    native.python_flags.cache_clear()
 
 
 def entries(cache: Path) -> list[Path]:
@@ -124,3 +128,176 @@ def test_a_compiler_error_is_reported_as_a_bug(cache: Path) -> None:
     with pytest.raises(native.BuildError, match="rejected generated kernels"):
         native.load('extern "C" int broken( { return 0; }\n')
     assert not entries(cache)
+
+
+# -- runtime/kernels.Library: the fastcall extension module, and the ctypes fallback ------------
+
+KERNELS = """#include <cstdint>
+extern "C" void k0_axpb(int64_t n, double* __restrict out, const double* __restrict x, int64_t x_s0, double a,
+                        int64_t b) {
+  for (int64_t i = 0; i < n; i++) out[i] = a * x[i * x_s0] + b;
+}
+extern "C" void k1_sum(int64_t n, int64_t* __restrict out, const int64_t* __restrict x) {
+  int64_t s = 0;
+  for (int64_t i = 0; i < n; i++) s += x[i];
+  out[0] = s;
+}
+"""
+SIGNATURES = {"k0_axpb": "ippidi", "k1_sum": "ipp"}
+
+
+def needs_python_headers() -> None:
+    if native.python_flags() is None:
+        pytest.skip("Python's headers are not installed: only the ctypes binding can be built")
+
+
+def run_kernels(lib: kernels.Library) -> None:
+    x = (ctypes.c_double * 6)(0, 1, 2, 3, 4, 5)
+    out = (ctypes.c_double * 3)()
+    lib.k0_axpb(3, ctypes.addressof(out), ctypes.addressof(x), 2, 0.5, -1)  # x[::2] * 0.5 - 1
+    assert list(out) == [-1.0, 0.0, 1.0]
+    lib.k0_axpb(3, ctypes.addressof(out), ctypes.addressof(x), 1, 3, 7)  # a Python int for the double
+    assert list(out) == [7.0, 10.0, 13.0]
+    ints = (ctypes.c_int64 * 4)(1, 2, 3, 1 << 40)
+    total = (ctypes.c_int64 * 1)()
+    lib.k1_sum(4, ctypes.addressof(total), ctypes.addressof(ints))
+    assert total[0] == 6 + (1 << 40)
+
+
+def test_fastcall_binding_calls_kernels(cache: Path) -> None:
+    needs_python_headers()
+    lib = kernels.Library(KERNELS, SIGNATURES)
+    assert lib.binding == "fastcall"
+    assert type(lib.k0_axpb).__name__ == "builtin_function_or_method"
+    run_kernels(lib)
+    assert kernels.Library(KERNELS, SIGNATURES).k0_axpb is lib.k0_axpb, "built or loaded twice"
+    [entry] = entries(cache)
+    assert native._valid(entry)
+    assert "PyInit_ts_kernels_" in (entry / "kernels.cpp").read_text()
+
+
+def test_fastcall_checks_its_arguments(cache: Path) -> None:
+    needs_python_headers()
+    lib = kernels.Library(KERNELS, SIGNATURES)
+    out = (ctypes.c_double * 3)()
+    x = ctypes.addressof(out)
+    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) takes 6 arguments \(5 given\)"):
+        lib.k0_axpb(3, x, x, 1, 0.5)
+    with pytest.raises(TypeError, match=r"kernel k1_sum\(\) takes 3 arguments \(4 given\)"):
+        lib.k1_sum(1, x, x, 0)
+    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 0: .*float"):
+        lib.k0_axpb(3.0, x, x, 1, 0.5, 0)
+    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 4"):
+        lib.k0_axpb(3, x, x, 1, "0.5", 0)
+    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 1"):
+        lib.k0_axpb(3, "x", x, 1, 0.5, 0)
+    with pytest.raises(OverflowError, match=r"kernel k0_axpb\(\) argument 5"):
+        lib.k0_axpb(3, x, x, 1, 0.5, 1 << 64)
+    with pytest.raises(TypeError, match="keyword"):
+        lib.k1_sum(1, x, x=x)
+    lib.k0_axpb(0, x, x, 1, 0.5, 0)  # still callable after the errors
+
+
+def test_ctypes_fallback(cache: Path) -> None:
+    lib = kernels.Library(KERNELS, SIGNATURES, fastcall=False)
+    assert lib.binding == "ctypes"
+    run_kernels(lib)
+    native._loaded.clear()
+    with pytest.MonkeyPatch.context() as m:  # a machine without Python's headers: ctypes by default
+        m.setattr(native, "python_flags", lambda: None)
+        lib = kernels.Library(KERNELS, SIGNATURES)
+    assert lib.binding == "ctypes"
+    run_kernels(lib)
+    assert len(entries(cache)) == 1  # the same build both times, no extension module
+
+
+@pytest.mark.parametrize("fastcall", [True, False])
+def test_two_libraries_in_one_process(cache: Path, fastcall: bool) -> None:
+    if fastcall:
+        needs_python_headers()
+    other = KERNELS.replace("a * x[i * x_s0] + b", "a * x[i * x_s0] - b")  # same kernel names
+    first = kernels.Library(KERNELS, SIGNATURES, fastcall=fastcall)
+    second = kernels.Library(other, SIGNATURES, fastcall=fastcall)
+    x = (ctypes.c_double * 2)(1, 2)
+    out = (ctypes.c_double * 2)()
+    for lib, expected in [(first, [11.0, 12.0]), (second, [-9.0, -8.0]), (first, [11.0, 12.0])]:
+        assert lib.binding == ("fastcall" if fastcall else "ctypes")
+        lib.k0_axpb(2, ctypes.addressof(out), ctypes.addressof(x), 1, 1.0, 10)
+        assert list(out) == expected
+    assert len(entries(cache)) == 2
+
+
+def test_extension_cache_key_has_the_python_abi(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    needs_python_headers()
+    assert sysconfig.get_config_var("EXT_SUFFIX") in native._python_abi()
+    assert sys.implementation.cache_tag in native._python_abi()
+    kernels.Library(KERNELS, SIGNATURES)
+    [built] = entries(cache)
+    native._loaded.clear()
+    monkeypatch.setattr(native, "_python_abi", lambda: "cpython-399 .cpython-399-x86_64-linux-gnu.so")
+    run_kernels(kernels.Library(KERNELS, SIGNATURES))  # another interpreter: its own build
+    assert len(entries(cache)) == 2
+    assert len(list((cache / "cpp" / "by-source").iterdir())) == 2
+
+
+def test_no_compiler_needed_once_the_extension_is_built(cache: Path) -> None:
+    needs_python_headers()
+    kernels.Library(KERNELS, SIGNATURES)
+    code = f"""
+        import ctypes
+        from runtime import kernels
+        lib = kernels.Library({KERNELS!r}, {SIGNATURES!r})
+        ints = (ctypes.c_int64 * 2)(20, 22)
+        total = (ctypes.c_int64 * 1)()
+        lib.k1_sum(2, ctypes.addressof(total), ctypes.addressof(ints))
+        print(lib.binding, total[0])
+    """
+    done = in_fresh_process(code, cache, CXX="no-such-compiler-anywhere")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fastcall", "42"]
+    # only a ctypes build in the cache (built where the headers were missing): that one is used
+    other = KERNELS + "// another library\n"
+    kernels.Library(other, SIGNATURES, fastcall=False)
+    done = in_fresh_process(code.replace(repr(KERNELS), repr(other)), cache, CXX="no-such-compiler-anywhere")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ctypes", "42"]
+
+
+def test_the_python_headers_probe(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    include = cache / "include"
+    include.mkdir()
+    monkeypatch.setattr(native, "_python_include", lambda: [str(include)])
+    assert native.python_flags() is None  # no Python.h
+    (include / "Python.h").write_text("#error not a usable Python.h\n")
+    native.python_flags.cache_clear()
+    assert native.python_flags() is None  # one that does not compile
+    [record] = (cache / "cpp" / "toolchains").glob("python-*")
+    assert record.read_text() == "no-python\n"
+    native.python_flags.cache_clear()
+    lib = kernels.Library(KERNELS, SIGNATURES)
+    assert lib.binding == "ctypes"
+    run_kernels(lib)
+    with pytest.raises(native.BuildError, match="Python.h"):
+        kernels.Library(KERNELS, SIGNATURES, fastcall=True)
+
+
+def test_a_corrupt_extension_entry_is_rebuilt(cache: Path) -> None:
+    needs_python_headers()
+    code = f"""
+        import ctypes
+        from runtime import kernels
+        lib = kernels.Library({KERNELS!r}, {SIGNATURES!r})
+        ints = (ctypes.c_int64 * 2)(20, 22)
+        total = (ctypes.c_int64 * 1)()
+        lib.k1_sum(2, ctypes.addressof(total), ctypes.addressof(ints))
+        print(lib.binding, total[0])
+    """
+    done = in_fresh_process(code, cache)  # not here: truncating a library this process maps would crash it
+    assert done.returncode == 0, done.stderr
+    [entry] = entries(cache)
+    so = entry / "kernels.so"
+    so.write_bytes(so.read_bytes()[:100])
+    done = in_fresh_process(code, cache)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["fastcall", "42"]
+    assert native._valid(entry)
