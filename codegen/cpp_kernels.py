@@ -1,11 +1,11 @@
 """C++ source for fused kernels (`kernel.pointwise` and `kernel.reduction` ops of
 ir/passes/fuse.py).
 
-One `extern "C"` function per kernel, called through ctypes (runtime/native.py builds and loads
-the library). Arguments, in order: the iteration sizes n0..n{N-1}; each output's data pointer
-(outputs are fresh row-major tensors); each tensor input's data pointer and its strides in the
-iteration dims where it is not broadcast (a broadcast dim has stride 0 and no argument); the
-scalar inputs (int64_t or double). The outer dims are one parallel loop nest; the innermost loop
+One `extern "C"` function per kernel (runtime/kernels.py builds the library and binds the
+functions to Python). Arguments, in order: the iteration sizes n0..n{N-1}; each output's data
+pointer (outputs are fresh row-major tensors); each tensor input's data pointer and all its
+strides (`*x.stride()` in the launcher; a broadcast dim's stride is not read); the scalar
+inputs (int64_t or double). The outer dims are one parallel loop nest; the innermost loop
 has a unit-stride version the compiler vectorises and a strided one for other layouts.
 
 A reduction kernel runs one row (the last dim) per iteration of the outer loop nest: the values
@@ -57,7 +57,7 @@ class Signature:
     name: str
     rank: int
     outputs: tuple[str, ...]  # dtype names
-    inputs: tuple[tuple[str, tuple[int, ...]], ...]  # dtype, iteration dims it has a stride for
+    inputs: tuple[tuple[str, tuple[int, ...]], ...]  # dtype, the iteration dims of its strides
     scalars: tuple[str, ...]  # "int64_t" or "double"
 
 
@@ -73,7 +73,7 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
     params += [f"{CTYPE[r.type.dtype]}* __restrict out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
     for k, (v, dims) in enumerate(zip(tensors, strided)):
         params.append(f"const {CTYPE[v.type.dtype]}* __restrict in{k}")  # type: ignore[union-attr]
-        params += [f"int64_t in{k}_s{d}" for d in dims]
+        params += [f"int64_t in{k}_s{d}" for d in range(rank - len(v.type.shape), rank)]  # type: ignore[union-attr]
     scalar_types = ["double" if v.type == FLOAT else "int64_t" for v in scalars]
     params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
     body = _Body(op)
@@ -89,7 +89,7 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
         lines += _loops(rank, n_in, strided, body)
     lines.append("}")
     sig = Signature(name, rank, tuple(r.type.dtype for r in op.results),  # type: ignore[union-attr]
-                    tuple((v.type.dtype, tuple(dims)) for v, dims in zip(tensors, strided)),  # type: ignore[union-attr]
+                    tuple((v.type.dtype, tuple(range(rank - len(v.type.shape), rank))) for v in tensors),  # type: ignore[union-attr]
                     tuple(scalar_types))
     return "\n".join(lines) + "\n", sig
 

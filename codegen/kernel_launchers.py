@@ -55,27 +55,31 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
         w.line(f'"""{_describe(k, source_file)}"""')
         shape = kernel_shape(k)
         outs = [f"out{i}" for i in range(len(sig.outputs))]
+        sizes = _size_texts(k, shape)
+        if sizes is None:  # (a size only the broadcast of the inputs gives)
+            w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(k.attributes["inputs"])) + ")")
+            sizes = [f"shape[{i}]" for i in range(len(shape))]
+        for i, text in enumerate(sizes):
+            if not text.isdigit():
+                w.line(f"n{i} = {text}")
+                sizes[i] = f"n{i}"
         for name, dtype, r in zip(outs, sig.outputs, k.results):
-            w.line(f"{name} = torch.empty({_shape_text(k, r.type.shape)}, dtype=torch.{dtype})")  # type: ignore[union-attr]
-        full = next((o for o, r in zip(outs, k.results) if r.type.shape == shape), None)  # type: ignore[union-attr]
-        if not sig.rank:
-            args = []
-        elif full is not None:
-            args = [f"*{full}.shape"]
-        else:
-            args = [_shape_text(k, shape)[1:-1].rstrip(",")]
+            dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
+            w.line(f"{name} = torch.empty({', '.join(dims) or '()'}, dtype=torch.{dtype})")
+        args = list(sizes)
         args += [f"{o}.data_ptr()" for o in outs]
-        for i, (_, dims) in enumerate(sig.inputs):
+        for i, v in enumerate(k.operands[:len(sig.inputs)]):
             args.append(f"in{i}.data_ptr()")
-            offset = sig.rank - len(k.operands[i].type.shape)  # type: ignore[union-attr]
-            args += [f"in{i}.stride({d - offset})" for d in dims]
+            if v.type.shape:  # type: ignore[union-attr]
+                args.append(f"*in{i}.stride()")
         args += [f"s{i}" for i in range(len(sig.scalars))]
         w.line(f"_lib.{sig.name}({', '.join(args)})")
         w.line(f"return {', '.join(outs)}")
 
 
-def _shape_text(k: ops.KernelOp, shape: tuple) -> str:
-    """`shape` as Python: literal sizes, symbolic ones read from an input."""
+def _size_texts(k: ops.KernelOp, shape: tuple) -> list[str] | None:
+    """The sizes of `shape` as Python: literals, symbolic ones read from an input; None when a
+    size is not one of an input's."""
     n_in = k.attributes["inputs"]
     rank = len(shape)
     parts = []
@@ -89,12 +93,12 @@ def _shape_text(k: ops.KernelOp, shape: tuple) -> str:
             assert isinstance(t, TensorType) and t.shape is not None
             at = i - (rank - len(t.shape))
             if at >= 0 and t.shape[at] == d:
-                found = f"in{j}.size({at})"
+                found = f"in{j}.shape[{at}]"
                 break
         if found is None or not isinstance(d, sympy.Symbol):
-            return "torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(n_in)) + ")"
+            return None
         parts.append(found)
-    return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    return parts
 
 
 def _describe(k: ops.KernelOp, source_file: str | bool) -> str:
