@@ -216,3 +216,25 @@ def test_every_reduce_kind_is_emitted() -> None:
     source = Path(cpp_kernels.__file__).read_text()
     for kind in ops.ReduceOp.KINDS:
         assert f'"{kind}"' in source, kind
+
+
+BATCH_NORM = """\
+func @f(%x: f32[B, 4, 3]@cpu, %var: f32[4]@cpu) -> f32[B, 4, 3]@cpu {
+  %0 : float = py.constant() {value = 1e-05}
+  %1 : f32[4]@cpu = py.binary(%var, %0) {op = "+"}
+  %2 : f32[4]@cpu = torch.call(%1) {callee = "torch.rsqrt", aten = "aten::rsqrt"}
+  %3 : tuple[int, int] = py.constant() {value = (4, 1)}
+  %4 : f32[4, 1]@cpu = torch.method(%2, %3) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %5 : f32[B, 4, 3]@cpu = py.binary(%x, %4) {op = "*"}
+  func.return(%5)
+}
+"""
+
+
+def test_a_reshape_moves_to_the_input_of_a_pointwise_chain() -> None:
+    """`rsqrt(var + eps).reshape(C, 1)` becomes `rsqrt(var.reshape(C, 1) + eps)`: the chain then
+    joins the kernel that uses it instead of being a kernel (or two torch calls) of its own."""
+    out = fused(BATCH_NORM)
+    assert out.count("kernel.pointwise") == 1, out
+    assert 'torch.method(%var, %0) {method = "reshape"' in out, out
+    assert "f32[4]@cpu = " not in out, out  # nothing computed on the unshaped vector

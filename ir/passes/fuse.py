@@ -25,6 +25,7 @@ scalar inputs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import sympy
@@ -63,7 +64,43 @@ class _Group:
 def fuse(program: Program) -> None:
     counter = [0]
     for func in program.funcs:
+        for op in list(func.walk()):
+            if op.parent is not None:
+                _sink_reshape(op)
         _fuse_block(func.regions[0].block, counter, func)
+
+
+RESHAPES = frozenset({"reshape", "view", "unsqueeze", "squeeze", "flatten"})
+
+
+def _sink_reshape(op: Operation) -> None:
+    """`reshape(f(a))` -> `f(reshape(a))` for a pointwise `f` of one tensor (other operands
+    numbers) used only by the reshape, repeated down the chain: the pointwise ops then meet
+    their consumers in the reshaped space and fuse with them (batch norm's
+    `(1 / sqrt(var + eps)).reshape(C, 1, 1)` joins the kernel that normalises). Elementwise ops
+    commute with reshapes, and `f(a)` was a fresh tensor, so no alias changes."""
+    while op_name(op) in RESHAPES and len(op.results) == 1 and isinstance(op.result.type, TensorType):
+        source = op.operands[0].owner
+        if not (isinstance(source, Operation) and pointwise_fusible(source) and len(op.operands[0].uses) == 1
+                and source.parent is op.parent):
+            return
+        tensors = [v for v in source.operands if isinstance(v.type, TensorType)]
+        if op_name(source) == "to" or len(tensors) != 1 or tensors[0].type.shape != source.result.type.shape:  # type: ignore[union-attr]
+            return
+        a = tensors[0]
+        # the reshape now reads `a` (of a's dtype), and `f` computes in the reshaped space
+        reshape = clone_op(op, {op.operands[0]: a})
+        reshape.result.type = dataclasses.replace(op.result.type, dtype=a.type.dtype)  # type: ignore[union-attr]
+        reshape.result.name = None
+        op.parent.insert_before(op, reshape)  # type: ignore[union-attr]
+        moved = clone_op(source, {a: reshape.result})
+        moved.result.type = op.result.type
+        moved.result.name = op.result.name
+        op.parent.insert_before(op, moved)  # type: ignore[union-attr]
+        op.result.replace_all_uses_with(moved.result)
+        op.erase()
+        source.erase()
+        op = reshape
 
 
 def _fuse_block(block: Block, counter: list[int], func: Operation) -> None:
