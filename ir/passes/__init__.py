@@ -29,6 +29,9 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("dce", dce),
 ]
 PASS_NAMES = [name for name, _ in PIPELINE]
+# PIPELINE as defined here: script()'s cache (transpiler/jit_cache.py) tells a pipeline patched in
+# memory (tests swap passes) from this one, which the compiler's source files determine.
+STANDARD_PIPELINE = tuple(PIPELINE)
 
 
 def run_pipeline(
