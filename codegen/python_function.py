@@ -104,6 +104,32 @@ def type_comment(t: Type) -> str:
     return ""
 
 
+def _reads_attributes(path: tuple) -> bool:
+    """Whether an entry check's path reads attributes (of a module), not only indexes a tuple."""
+    return any(isinstance(part, str) for part in path)
+
+
+def _module_check_path(call: Operation) -> tuple[Value, tuple] | None:
+    """(root, path) of the submodule a `plain_module` call checks; None where a part of the path
+    may be None ("downsample?.0") or the path is not a constant."""
+    path = call.operands[1].owner
+    if not (isinstance(path, ops.ConstantOp) and isinstance(path.attributes["value"], str)) \
+            or "?" in path.attributes["value"] or not path.attributes["value"]:
+        return None
+    return call.operands[0], tuple(int(p) if p.lstrip("-").isdigit() else p for p in path.attributes["value"].split("."))
+
+
+def _read_text(base: str, steps: tuple) -> str:
+    """`base` followed by `steps` as entry checks read it: indices as indexing, an attribute past
+    nn.Module.__getattr__ (`_guards.attr(self_layers[0], "fc")`), a path with more attributes
+    than one with `_guards.at(base, "block1.downsample.0")`."""
+    if sum(isinstance(step, str) for step in steps) > 1:
+        return f"_guards.at({base}, {string_literal('.'.join(str(step) for step in steps))})"
+    for step in steps:
+        base = f"{base}[{step}]" if isinstance(step, int) else f"_guards.attr({base}, {string_literal(step)})"
+    return base
+
+
 def is_effect_free(op: Operation) -> bool:
     # (a kernel's region is C++, not control flow)
     return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.KernelOp))
@@ -119,6 +145,8 @@ class FunctionEmitter:
         self.w = Writer()
         self.last_line: int | None = None
         self.needs: set[str] = set()  # names of imports the text uses ("math", "F", "Optional")
+        self.bound: dict[tuple[Value, tuple], str] = {}  # (root, path) -> the local an entry check read it into
+        self._entry_plan: dict[tuple[Value, tuple], bool] | None = None
 
     # -- planning -------------------------------------------------------------------------------
     def plan(self) -> None:
@@ -278,12 +306,98 @@ class FunctionEmitter:
 
     def module_check(self, cond: Value) -> str | None:
         """`_guards.check_module(...)` for a guard on `_guards.plain_module(...)`: one line that
-        raises GuardFailure itself."""
-        call = cond.owner
-        if not (isinstance(call, ops.BuiltinCallOp) and call.attributes["callee"] == "_guards.plain_module"
-                and call in self.folded):
+        raises GuardFailure itself. It returns the submodule: when entry checks below read
+        through it (`self.fc1.bias`), the line binds it (`self_fc1 = _guards.check_module(self,
+        "fc1", ...)`) and they read on from there."""
+        call = self._module_check_call(cond)
+        if call is None:
             return None
-        return f"_guards.check_module({self.args_text(list(call.operands), ())})"
+        text = f"_guards.check_module({self.args_text(list(call.operands), ())})"
+        key = _module_check_path(call)
+        if key is None or key not in self.entry_plan() or key in self.bound:
+            return text
+        name = self.bound[key] = self.names.take(self._bound_name(*key))
+        return f"{name} = {text}"
+
+    def _module_check_call(self, cond: Value) -> Operation | None:
+        call = cond.owner
+        if isinstance(call, ops.BuiltinCallOp) and call.attributes["callee"] == "_guards.plain_module" \
+                and call in self.folded:
+            return call
+        return None
+
+    # -- entry checks ---------------------------------------------------------------------------
+    # Entry checks of parameters and attributes read them past nn.Module.__getattr__
+    # (`_guards.attr(self_fc1, "bias")`; a plain `self.fc1.bias` costs about 0.4 us a step), and
+    # each submodule on the way once: the one a module check returned, or, when two checks or
+    # more read through the same submodule, a local read once.
+
+    def entry_plan(self) -> dict[tuple[Value, tuple], bool]:
+        """Which (root, path)s the entry checks hold in locals: False for a submodule that its
+        module check returns and a check reads through; True for an object two reads or more go
+        through (`self.layers[0].fc` for `.weight` and `.bias`, then `self.layers[0]` for `.fc`
+        and `.norm`), read into a local before the first check that needs it."""
+        if self._entry_plan is not None:
+            return self._entry_plan
+        modules = set()
+        reads: list[tuple[Value, tuple]] = []
+        for op in self.func.body.ops:
+            call = self._module_check_call(op.operands[0]) if isinstance(op, ops.GuardOp) else None
+            if call is not None and _module_check_path(call) is not None:
+                modules.add(_module_check_path(call))
+            elif isinstance(op, ops.EntryCheck):
+                reads.append((op.operands[0], op.attributes["path"]))
+                if isinstance(op, ops.CheckSizeOp):
+                    reads += [(op.operands[index], path) for _, index, path, _ in op.attributes["symbols"]]
+        reads = [(root, path) for root, path in reads if _reads_attributes(path)]
+        prefixes = sorted({(root, path[:n]) for root, path in reads for n in range(1, len(path))},
+                          key=lambda key: -len(key[1]))
+        plan: dict[tuple[Value, tuple], bool] = {}
+        for root, prefix in prefixes:  # the longest first: `reads` are what is still read from further up
+            through = [(r, p) for r, p in reads if r is root and p[:len(prefix)] == prefix and len(p) > len(prefix)]
+            if (root, prefix) in modules and through:
+                plan[(root, prefix)] = False  # (its module check reads it from the root)
+                reads = [read for read in reads if read not in through]
+            elif len(through) > 1:
+                plan[(root, prefix)] = True
+                reads = [read for read in reads if read not in through] + [(root, prefix)]
+        self._entry_plan = plan
+        return plan
+
+    def _bound_name(self, root: Value, path: tuple) -> str:
+        return "_".join([self.var[root], *(str(part) for part in path)])
+
+    def _nearest(self, root: Value, path: tuple) -> tuple[str, tuple]:
+        """The local holding the longest bound prefix of `path` (the root's own name when none
+        is), and the rest of the path."""
+        for n in range(len(path), 0, -1):
+            name = self.bound.get((root, path[:n]))
+            if name is not None:
+                return name, path[n:]
+        return self.var[root], path
+
+    def bind_prefixes(self, root: Value, path: tuple) -> None:
+        """Before the first check that reads through an object the entry plan holds in a local,
+        read it (after the ones it is read through)."""
+        plan = self.entry_plan()
+        for n in range(1, len(path)):
+            key = (root, path[:n])
+            if plan.get(key) and key not in self.bound:
+                name = self.names.take(self._bound_name(*key))
+                self.w.line(f"{name} = {self.read_text(*key)}")
+                self.bound[key] = name
+
+    def read_text(self, root: Value, path: tuple, plain_last: bool = False) -> str:
+        """An expression for `root.<path>` for an entry check: from the nearest bound local on,
+        attributes read with `_guards.attr` (`_guards.at` for several), or the last one with a
+        plain read when `plain_last` (a Python attribute of the instance, which Python finds
+        first); indices print as indexing."""
+        if not _reads_attributes(path):
+            return self.path_text(root, path)
+        base, rest = self._nearest(root, path)
+        if plain_last and rest and isinstance(rest[-1], str):
+            return f"{_read_text(base, rest[:-1])}.{rest[-1]}"
+        return _read_text(base, rest)
 
     def path_text(self, root: Value, path: tuple) -> str:
         out = self.var[root]
@@ -294,9 +408,13 @@ class FunctionEmitter:
     def entry_check(self, op: ops.EntryCheck) -> None:
         a = op.attributes
         root = op.operands[0]
-        where = self.path_text(root, a["path"])
+        self.bind_prefixes(root, a["path"])
+        # (a Python value: read as Python does; one pinned to None may be a parameter, buffer or
+        # submodule set to None, which a plain read finds only through nn.Module.__getattr__)
+        plain_last = isinstance(op, ops.CheckValueOp) and a["expected"] is not None
+        where = self.read_text(root, a["path"], plain_last)
         name = string_literal(self.path_text(root, a["path"]) if root.name is None
-                              else where.replace(self.var[root], root.name, 1))
+                              else self.path_text(root, a["path"]).replace(self.var[root], root.name, 1))
         if isinstance(op, ops.CheckTensorOp):
             args = [where, name]
             named = {"dtype": f"torch.{a['dtype']}" if a["dtype"] else None,
@@ -317,8 +435,9 @@ class FunctionEmitter:
         elif isinstance(op, ops.CheckSizeOp):
             expected = a["expected"]
             for sym_name, index, path, dim in sorted(a["symbols"], key=lambda s: -len(s[0])):
+                self.bind_prefixes(op.operands[index], path)
                 expected = re.sub(rf"\b{re.escape(sym_name)}\b",
-                                  f"{self.path_text(op.operands[index], path)}.size({dim})", expected)
+                                  f"{self.read_text(op.operands[index], path)}.size({dim})", expected)
             line = f"_guards.check_size({where}, {a['dim']}, {expected}, {name})"
             prefix = optional_prefix(root.type, a["path"]) if a["optional"] else None
             if a["optional"] and prefix is None:
@@ -437,8 +556,8 @@ class FunctionEmitter:
             target = self.expr(op.operands[0]).text
             self.w.line(f"{target} {op.attributes['op']}= {self.expr(op.operands[1]).text}")
             self.share(op.result, target)
-        elif isinstance(op, ops.GuardOp) and self.module_check(op.operands[0]) is not None:
-            self.w.line(self.module_check(op.operands[0]))  # type: ignore[arg-type]
+        elif isinstance(op, ops.GuardOp) and (check := self.module_check(op.operands[0])) is not None:
+            self.w.line(check)
         elif isinstance(op, ops.GuardOp):
             cond = self.expr(op.operands[0], PREC["not"] + 1).text
             self.w.line(f"if not {cond}:")

@@ -7,7 +7,8 @@ The helpers are deliberately tiny: they sit on every compiled call's path.
 
 from __future__ import annotations
 
-from typing import Any
+from operator import itemgetter
+from typing import Any, Callable
 
 import torch
 from torch import nn as _nn
@@ -41,7 +42,42 @@ def check_tensor(value: Any, name: str, dtype: torch.dtype | None = None, device
                  shape: tuple[int | str | None, ...] | None = None, optional: bool = False) -> None:
     """`value` is a tensor (or None, when `optional`) with the dtype, device type and sizes the
     compiled code was specialised to. `shape` has one entry per dimension: an int size, the name
-    of a size symbol (the code keeps that size symbolic and assumes it is at least 1), or None."""
+    of a size symbol (the code keeps that size symbolic and assumes it is at least 1), or None.
+
+    The test that passes is the fast one below; anything it does not accept goes to the full check
+    (`_check_tensor`), which passes what the fast test was too strict for or raises naming what is
+    wrong, so the fast test only has to imply the full one."""
+    cls = type(value)
+    if ((cls is _Tensor or cls is _Parameter) and (dtype is None or value.dtype is dtype)
+            and (device_type is None or (value.is_cpu if device_type == "cpu" else value.device.type == device_type))):
+        if shape is None:
+            return
+        sizes = value.shape
+        if sizes == shape:  # a fixed shape: one comparison
+            return
+        if type(shape) is tuple:  # the rank, the fixed sizes, and no size 0 (so every symbol's is >= 1)
+            plan = _shape_plans.get(shape) or _shape_plan(shape)
+            if len(sizes) == plan[0] and (plan[1] is None or plan[1](sizes) == plan[2]) and 0 not in sizes:
+                return
+    _check_tensor(value, name, dtype, device_type, shape, optional)
+
+
+_Tensor = torch.Tensor
+_Parameter = _nn.Parameter
+_shape_plans: dict[tuple, tuple[int, Callable[[Any], Any] | None, Any]] = {}
+
+
+def _shape_plan(shape: tuple[int | str | None, ...]) -> tuple[int, Callable[[Any], Any] | None, Any]:
+    """(rank, a getter of the fixed sizes, what it returns for `shape`), once per shape."""
+    fixed = [i for i, size in enumerate(shape) if size is not None and not isinstance(size, str)]
+    getter = itemgetter(*fixed) if fixed else None
+    plan = _shape_plans[shape] = (len(shape), getter, getter(shape) if getter else None)
+    return plan
+
+
+def _check_tensor(value: Any, name: str, dtype: torch.dtype | None, device_type: str | None,
+                  shape: tuple[int | str | None, ...] | None, optional: bool) -> None:
+    """`check_tensor` in full, dimension by dimension: raises GuardFailure saying what fails."""
     if not isinstance(value, torch.Tensor):
         if optional and value is None:
             return
@@ -50,7 +86,7 @@ def check_tensor(value: Any, name: str, dtype: torch.dtype | None = None, device
         raise GuardFailure(f"argument {name!r}: expected dtype {_dtype(dtype)}, got {_dtype(value.dtype)}")
     if device_type is not None and not (value.is_cpu if device_type == "cpu" else value.device.type == device_type):
         raise GuardFailure(f"argument {name!r}: expected a {device_type} tensor, got {value.device.type}")
-    if shape is None or value.shape == shape:  # (a fixed shape: one comparison)
+    if shape is None or value.shape == shape:
         return
     _check_shape(value, name, shape)
 
@@ -155,9 +191,10 @@ _LAYER_CONDITIONS: dict[str, Any] = {
     "valid_p": lambda m: not (m.p < 0.0 or m.p > 1.0),  # as F.dropout tests it (a NaN passes)
 }
 _class_matches: dict[tuple[type, str], bool] = {}  # only matches
+_matched: dict[str, type] = {}  # qualname -> the last class that matched it (the fast test)
 _paths: dict[str, tuple[tuple[str | int, bool], ...]] = {}
-_class_attrs: dict[tuple[type, str], bool] = {}
-_NOTHING: dict[str, Any] = {}
+_getattr_names: dict[type, set[str]] = {}  # only names that `_reads_past_class` accepted
+_ABSENT = object()
 
 
 def _class_is(cls: type, qualname: str) -> bool:
@@ -173,6 +210,7 @@ def _class_is(cls: type, qualname: str) -> bool:
         found = cls.__qualname__ == qualname and cls.__call__ is _nn.Module.__call__
     if found:
         _class_matches[key] = True
+        _matched[qualname] = cls
     return found
 
 
@@ -188,20 +226,62 @@ def _path(path: str) -> tuple[tuple[str | int, bool], ...]:
     return parts
 
 
-def _child(module: Any, step: str | int) -> Any:
-    """`module.<step>` (or `module[step]`) as Python reads it, a submodule without going through
-    nn.Module.__getattr__ (slow on this path)."""
-    if type(step) is int:
-        return module[step]
-    modules = getattr(module, "__dict__", _NOTHING).get("_modules", _NOTHING)
-    if step in modules:
-        key = (type(module), step)
-        shadowed = _class_attrs.get(key)
-        if shadowed is None:  # a class attribute (a property) wins over a submodule
-            shadowed = _class_attrs[key] = hasattr(key[0], step)
-        if not shadowed:
-            return modules[step]
-    return getattr(module, step)
+def _reads_past_class(cls: type, name: str) -> bool:
+    """Whether Python reads `<a cls instance>.<name>` from the instance's __dict__ or else through
+    nn.Module.__getattr__ (parameters, buffers, submodules): a module class that keeps object's
+    __getattribute__ and nn.Module's __getattr__ and has no class attribute `name` (a property,
+    a method: those come first)."""
+    return (issubclass(cls, _nn.Module) and cls.__getattribute__ is object.__getattribute__
+            and cls.__getattr__ is _nn.Module.__getattr__ and not any(name in k.__dict__ for k in cls.__mro__))
+
+
+def attr(obj: Any, name: str) -> Any:
+    """`obj.<name>` exactly as Python reads it (`getattr`), without going through
+    nn.Module.__getattr__ (about 0.4 us) where `_reads_past_class` says what Python would find:
+    the instance's attribute, else the parameter, buffer or submodule of that name, in
+    nn.Module.__getattr__'s order. Which names a class leaves to its instances is learnt once per
+    class (like _class_is: a class changed afterwards is not noticed). Entry checks read the
+    submodules, parameters and buffers they check with it: `attr(self_fc1, "bias")`."""
+    names = _getattr_names.get(type(obj))
+    if names is None or name not in names:
+        if not _reads_past_class(type(obj), name):
+            return getattr(obj, name)
+        _getattr_names.setdefault(type(obj), set()).add(name)
+    d = obj.__dict__
+    if name in d:
+        return d[name]
+    try:
+        found = d["_parameters"]
+        if name in found:
+            return found[name]
+        found = d["_buffers"]
+        if name in found:
+            return found[name]
+        found = d["_modules"]
+        if name in found:
+            return found[name]
+    except (KeyError, TypeError):  # (not set up by nn.Module.__init__: Python's own read says what happens)
+        pass
+    return getattr(obj, name)  # raises what nn.Module.__getattr__ raises
+
+
+def _walk(root: Any, path: str) -> Any:
+    """The value at `path` below `root` as Python reads `root.a[0].b` (attributes with `attr`),
+    or _ABSENT where a part that may be None ("downsample?") is None."""
+    value = root
+    for step, optional in _paths.get(path) or _path(path):
+        value = value[step] if type(step) is int else attr(value, step)
+        if value is None and optional:
+            return _ABSENT
+    return value
+
+
+def at(root: Any, path: str) -> Any:
+    """The value at `path` below `root`, as the generated code would read it (`at(self,
+    "layers.0.fc")` is `self.layers[0].fc`), attributes read with `attr`. A part written
+    "downsample?" may be None: then the value is None."""
+    value = _walk(root, path)
+    return None if value is _ABSENT else value
 
 
 def plain_module(root: Any, path: str, qualname: str, *conditions: str) -> bool:
@@ -211,35 +291,42 @@ def plain_module(root: Any, path: str, qualname: str, *conditions: str) -> bool:
     instance, no hooks on it nor global ones, and each named condition holds. A part written
     "downsample?" may be None: the compiled code calls the module only after checking that it is
     not, so the check passes. Never raises: a missing attribute is a failed check."""
-    g = _module_globals
-    if g._global_forward_hooks or g._global_forward_pre_hooks or g._global_backward_hooks or g._global_backward_pre_hooks:
-        return False
-    module = root
     try:
-        for step, optional in _path(path):
-            module = _child(module, step)
-            if module is None and optional:
-                return True
-        if not isinstance(module, _nn.Module) or not _class_is(type(module), qualname):
-            return False
-        if module._forward_hooks or module._forward_pre_hooks or module._backward_hooks or module._backward_pre_hooks:
-            return False
-        if "forward" in module.__dict__:
-            return False
-        for c in conditions:
-            if not _LAYER_CONDITIONS[c](module):
-                return False
-        return True
-    except (AttributeError, IndexError, KeyError, TypeError):
+        check_module(root, path, qualname, *conditions)
+    except GuardFailure:
         return False
+    return True
 
 
-def check_module(root: Any, path: str, qualname: str, *conditions: str) -> None:
-    """`plain_module` as an entry check: raises GuardFailure naming the module when it fails."""
-    if not plain_module(root, path, qualname, *conditions):
-        wanted = f" with {', '.join(conditions)}" if conditions else ""
-        where = f"submodule {path.replace('?', '')!r}" if path else "the module"
-        raise GuardFailure(f"{where} is not an unhooked {qualname}{wanted}")
+def check_module(root: Any, path: str, qualname: str, *conditions: str) -> Any:
+    """`plain_module` as an entry check: raises GuardFailure naming the module when it fails.
+    Returns the submodule (None where an optional part of the path is None), so that the checks
+    of its parameters read it once: `self_fc1 = check_module(self, "fc1", ...)`, then
+    `attr(self_fc1, "bias")`."""
+    g = _module_globals
+    if not (g._global_forward_hooks or g._global_forward_pre_hooks or g._global_backward_hooks
+            or g._global_backward_pre_hooks):
+        try:
+            module = root
+            for step, optional in _paths.get(path) or _path(path):  # (_walk, inline: on every call's path)
+                module = module[step] if type(step) is int else attr(module, step)
+                if module is None and optional:
+                    return None
+            cls = type(module)
+            if cls is _matched.get(qualname) or (isinstance(module, _nn.Module) and _class_is(cls, qualname)):
+                d = module.__dict__  # (the hook dicts are instance attributes that nn.Module.__init__ sets)
+                if not (d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"]
+                        or d["_backward_pre_hooks"] or "forward" in d):
+                    for c in conditions:
+                        if not _LAYER_CONDITIONS[c](module):
+                            break
+                    else:
+                        return module
+        except (AttributeError, IndexError, KeyError, TypeError):
+            pass
+    wanted = f" with {', '.join(conditions)}" if conditions else ""
+    where = f"submodule {path.replace('?', '')!r}" if path else "the module"
+    raise GuardFailure(f"{where} is not an unhooked {qualname}{wanted}")
 
 
 # -- memory shared between what the caller passes ---------------------------------------------------

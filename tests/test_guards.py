@@ -1,0 +1,482 @@
+"""Entry checks on the compiled call's path (runtime/guards.py) and how generated code prints them.
+
+The checks have a fast path (one comparison for a fixed shape, submodules and parameters read past
+nn.Module.__getattr__, each read once); whatever the fast path does not accept goes to the full
+check, which raises GuardFailure with the message it always had. These tests hold the fast path to
+the full check: the same inputs pass, the same fail, with the same messages, and nothing the
+checks learn once (which names a class leaves to its instances, which class a qualified name
+is) hides a change made afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import nn
+from torch.nn.utils import parametrize
+
+import runtime
+from codegen.python_function import FunctionEmitter
+from examples import mlp
+from ir.parser import parse_program
+from runtime import guards
+from runtime.errors import TorchscribeError
+from runtime.guards import GuardFailure, check_module, check_tensor
+from transpiler import script
+
+
+def outcome(check, *args) -> str:
+    try:
+        check(*args)
+    except GuardFailure as failure:
+        return failure.reason
+    return "passes"
+
+
+# -- check_tensor ----------------------------------------------------------------------------------
+X = torch.zeros(2, 3, 4)
+TENSOR_CASES = [
+    # (value, dtype, device_type, shape, optional): what the check says
+    ((X, torch.float32, "cpu", (2, 3, 4), False), "passes"),
+    ((X, torch.float32, "cpu", ("B", 3, 4), False), "passes"),
+    ((X, torch.float32, "cpu", ("B", "T", None), False), "passes"),
+    ((X, None, None, None, False), "passes"),
+    ((nn.Parameter(X), torch.float32, "cpu", ("B", 3, 4), False), "passes"),
+    ((torch.zeros(0, 3), torch.float32, "cpu", (None, 3), False), "passes"),  # None: any size, 0 too
+    ((torch.zeros(0, 3), torch.float32, "cpu", (0, 3), False), "passes"),
+    ((torch.zeros(()), torch.float32, "cpu", (), False), "passes"),
+    ((X[:, :, ::2], torch.float32, "cpu", ("B", 3, 2), False), "passes"),  # (not contiguous: not asked)
+    ((None, torch.float32, "cpu", (2,), True), "passes"),
+    ((None, torch.float32, "cpu", (2,), False), "argument 'x': expected Tensor, got None"),
+    ((3, None, None, None, False), "argument 'x': expected Tensor, got int"),
+    ((X, torch.float64, "cpu", (2, 3, 4), False), "argument 'x': expected dtype float64, got float32"),
+    ((X.to("meta"), torch.float32, "cpu", (2, 3, 4), False), "argument 'x': expected a cpu tensor, got meta"),
+    ((X, torch.float32, "meta", (2, 3, 4), False), "argument 'x': expected a meta tensor, got cpu"),
+    ((X, torch.float32, "cpu", ("B", 3), False), "argument 'x': expected 2 dimensions, got 3"),
+    ((X, torch.float32, "cpu", ("B", 3, 5), False), "argument 'x': expected size 5 in dimension 2, got 4"),
+    ((X, torch.float32, "cpu", (2, 3, 4, 1), False), "argument 'x': expected 4 dimensions, got 3"),
+    ((torch.zeros(0, 3), torch.float32, "cpu", ("B", 3), False),
+     "argument 'x': expected size B >= 1 in dimension 0, got 0"),
+    ((torch.zeros(2, 0), torch.float32, "cpu", ("B", "T"), False),
+     "argument 'x': expected size T >= 1 in dimension 1, got 0"),
+]
+
+
+@pytest.mark.parametrize("args,expected", TENSOR_CASES)
+def test_check_tensor_passes_and_fails_as_the_full_check(args, expected) -> None:
+    value, dtype, device, shape, optional = args
+    assert outcome(check_tensor, value, "x", dtype, device, shape, optional) == expected
+    assert outcome(guards._check_tensor, value, "x", dtype, device, shape, optional) == expected
+
+
+SIZES = st.integers(0, 3)
+SPEC_SIZES = st.one_of(SIZES, st.sampled_from(["B", "T", None]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(shape=st.lists(SIZES, max_size=4), spec=st.one_of(st.none(), st.lists(SPEC_SIZES, max_size=4)),
+       dtype=st.sampled_from([None, torch.float32, torch.float64, torch.int64]),
+       value_dtype=st.sampled_from([torch.float32, torch.float64, torch.int64]),
+       device=st.sampled_from([None, "cpu", "meta"]), value_device=st.sampled_from(["cpu", "meta"]),
+       kind=st.sampled_from(["tensor", "parameter", "view", "None", "int"]), optional=st.booleans())
+def test_check_tensor_fast_path_implies_the_full_check(shape, spec, dtype, value_dtype, device, value_device,
+                                                        kind, optional) -> None:
+    """The fast path never passes what the full check (the check as it was) rejects, and every
+    failure says what the full check says."""
+    value: object = torch.zeros(shape, dtype=value_dtype, device=value_device)
+    if kind == "parameter":
+        value = nn.Parameter(value, requires_grad=False)
+    elif kind == "view" and shape:
+        value = value.transpose(0, -1)  # type: ignore[union-attr]
+    elif kind == "None":
+        value = None
+    elif kind == "int":
+        value = 1
+    spec_shape = tuple(spec) if spec is not None else None
+    args = (value, "x", dtype, device, spec_shape, optional)
+    assert outcome(check_tensor, *args) == outcome(guards._check_tensor, *args)
+
+
+# -- attr: `obj.name` past nn.Module.__getattr__ ---------------------------------------------------
+class WithProperty(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self._modules["fc"] = nn.Linear(2, 2)  # (shadowed by the property below)
+        self.register_buffer("b", torch.ones(1))
+
+    @property
+    def fc(self) -> str:  # type: ignore[override]
+        return "the property"
+
+
+class WithGetattr(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+    def __getattr__(self, name: str):
+        if name == "virtual":
+            return "from __getattr__"
+        return super().__getattr__(name)
+
+
+def tricky_objects() -> list[tuple[object, str]]:
+    plain = nn.Linear(2, 3)
+    shadowed = nn.Linear(2, 3)
+    object.__setattr__(shadowed, "weight", "an instance attribute")  # before the parameter
+    both = nn.Module()
+    both.register_buffer("x", torch.zeros(1))
+    both._modules["x"] = nn.ReLU()  # a buffer comes before a submodule
+    bare = nn.Module.__new__(nn.Module)  # no nn.Module.__init__
+    holder = nn.Module()
+    holder.fc = None  # a submodule set to None
+    cases = [(plain, n) for n in ("weight", "bias", "in_features", "training", "missing", "forward", "_version")]
+    cases += [(shadowed, "weight"), (shadowed, "bias"), (both, "x"), (bare, "weight"), (holder, "fc")]
+    cases += [(WithProperty(), n) for n in ("fc", "b", "missing")]
+    cases += [(WithGetattr(), n) for n in ("virtual", "fc", "missing")]
+    cases += [((1, 2), "count"), (object(), "missing")]
+    return cases
+
+
+@pytest.mark.parametrize("obj,name", tricky_objects())
+def test_attr_reads_what_python_reads(obj, name) -> None:
+    for _ in range(2):  # (the second time with what attr learnt about the class)
+        try:
+            expected = getattr(obj, name)
+        except AttributeError as error:
+            with pytest.raises(AttributeError, match=re.escape(str(error))):
+                guards.attr(obj, name)
+        else:
+            got = guards.attr(obj, name)
+            assert got is expected or (callable(got) and got == expected)
+
+
+def test_attr_sees_changes_made_after_a_read() -> None:
+    m = nn.Linear(2, 2)
+    w = m.weight
+    assert guards.attr(m, "weight") is w
+    m.weight = nn.Parameter(torch.zeros(2, 2))
+    assert guards.attr(m, "weight") is m.weight
+    m.bias = None
+    assert guards.attr(m, "bias") is None
+    del m.bias
+    with pytest.raises(AttributeError):
+        guards.attr(m, "bias")
+    object.__setattr__(m, "weight", "shadow")
+    assert guards.attr(m, "weight") == "shadow"
+    holder = nn.Sequential(nn.Linear(2, 2))
+    assert guards.at(holder, "0.weight") is holder[0].weight
+    holder[0] = nn.ReLU()
+    with pytest.raises(AttributeError):
+        guards.at(holder, "0.weight")
+
+
+# -- check_module ----------------------------------------------------------------------------------
+class Inner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.conv = nn.Conv1d(3, 3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Inner()
+        self.layers = nn.ModuleList([nn.Linear(3, 3), nn.ReLU()])
+        self.extra = None
+
+
+def test_check_module_returns_the_submodule_it_checked() -> None:
+    outer = Outer()
+    assert check_module(outer, "inner", "Inner") is outer.inner
+    assert check_module(outer, "inner.fc", "torch.nn.Linear") is outer.inner.fc
+    assert check_module(outer, "layers.0", "torch.nn.Linear") is outer.layers[0]
+    assert check_module(outer, "inner.conv", "torch.nn.Conv1d", "zeros_padding") is outer.inner.conv
+    assert check_module(outer, "extra?.fc", "torch.nn.Linear") is None  # never called: passes
+    assert guards.plain_module(outer, "extra?.fc", "torch.nn.Linear")
+
+
+def _subclass(module: nn.Module) -> None:
+    class Linear(nn.Linear):
+        pass
+
+    module.inner.fc = Linear(3, 3)
+
+
+MODULE_CHANGES = {
+    # what is done to an Outer after a check passed: the message the check then gives
+    "forward hook": (lambda m: m.inner.fc.register_forward_hook(lambda *a: None),
+                     "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "forward pre-hook": (lambda m: m.inner.fc.register_forward_pre_hook(lambda *a: None),
+                         "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "backward hook": (lambda m: m.inner.fc.register_full_backward_hook(lambda *a: None),
+                      "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "backward pre-hook": (lambda m: m.inner.fc.register_full_backward_pre_hook(lambda *a: None),
+                          "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "hook on the parent": (lambda m: m.inner.register_forward_hook(lambda *a: None),
+                           "submodule 'inner' is not an unhooked Inner"),
+    "global hook": (lambda m: nn.modules.module.register_module_forward_hook(lambda *a: None),
+                    "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "forward of the instance": (lambda m: setattr(m.inner.fc, "forward", lambda x: x),
+                                "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "submodule replaced": (lambda m: setattr(m.inner, "fc", nn.Identity()),
+                           "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "subclass swapped in": (_subclass, "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "parametrized": (lambda m: parametrize.register_parametrization(m.inner.fc, "weight", nn.Identity()),
+                     "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "set to None": (lambda m: setattr(m.inner, "fc", None),
+                    "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "deleted": (lambda m: delattr(m.inner, "fc"), "submodule 'inner.fc' is not an unhooked torch.nn.Linear"),
+    "condition": (lambda m: setattr(m.inner.conv, "padding_mode", "reflect"),
+                  "submodule 'inner.conv' is not an unhooked torch.nn.Conv1d with zeros_padding"),
+    "list element": (lambda m: m.layers.insert(0, nn.ReLU()),
+                     "submodule 'layers.0' is not an unhooked torch.nn.Linear"),
+}
+CHECKS = [("inner", "Inner"), ("inner.fc", "torch.nn.Linear"), ("inner.conv", "torch.nn.Conv1d", "zeros_padding"),
+          ("layers.0", "torch.nn.Linear")]
+
+
+@pytest.mark.parametrize("change", sorted(MODULE_CHANGES))
+def test_check_module_sees_every_change_made_after_it_passed(change) -> None:
+    do, message = MODULE_CHANGES[change]
+    outer = Outer()
+    for _ in range(2):  # (what the checks learn, they learn on the first call)
+        for path, *qualname in CHECKS:
+            check_module(outer, path, *qualname)
+    handles = [h for h in [do(outer)] if hasattr(h, "remove")]
+    try:
+        failures = [outcome(check_module, outer, path, *qualname) for path, *qualname in CHECKS]
+        assert message in failures
+        if change != "global hook":  # (which fails every check)
+            assert all(f in ("passes", message) for f in failures)
+        path, *qualname = CHECKS[[f == message for f in failures].index(True)]
+        assert not guards.plain_module(outer, path, *qualname)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+# -- the printed form ------------------------------------------------------------------------------
+CHECKED = """\
+func @Net.forward(%self: Module[Net], %x: Tensor) -> Tensor {
+  %0 : str = py.constant() {value = "fc"}
+  %1 : str = py.constant() {value = "torch.nn.Linear"}
+  %2 : bool = py.call(%self, %0, %1) {callee = "_guards.plain_module"}
+  py.guard(%2) {reason = "self.fc is not an unhooked torch.nn.Linear"}
+  %3 : str = py.constant() {value = "head"}
+  %4 : bool = py.call(%self, %3, %1) {callee = "_guards.plain_module"}
+  py.guard(%4) {reason = "self.head is not an unhooked torch.nn.Linear"}
+  %5 : str = py.constant() {value = "extra?.fc"}
+  %6 : bool = py.call(%self, %5, %1) {callee = "_guards.plain_module"}
+  py.guard(%6) {reason = "self.extra.fc is not an unhooked torch.nn.Linear"}
+  py.check_tensor(%x) {path = (), dtype = "float32", device = "cpu", shape = ("B", 4), optional = False}
+  py.check_tensor(%self) {path = ("fc", "bias"), dtype = "float32", device = "cpu", shape = (4,), optional = False}
+  py.check_tensor(%self) {path = ("fc", "weight"), dtype = "float32", device = "cpu", shape = (4, 4), optional = False}
+  py.check_tensor(%self) {path = ("layers", 0, "fc", "weight"), dtype = "float32", device = "cpu", shape = (4, 4), optional = False}
+  py.check_tensor(%self) {path = ("layers", 0, "fc", "bias"), dtype = "float32", device = "cpu", shape = (4,), optional = False}
+  py.check_tensor(%self) {path = ("layers", 1, "norm", "weight"), dtype = "float32", device = "cpu", shape = (4,), optional = False}
+  py.check_tensor(%self) {path = ("mask",), dtype = "bool", device = "cpu", shape = (4, 4), optional = False}
+  py.check_value(%self) {path = ("layers", 1, "norm", "eps"), expected = 1e-05}
+  py.check_value(%self) {path = ("fc", "in_features"), expected = 4}
+  py.check_value(%self) {path = ("head", "bias"), expected = None}
+  py.check_value(%self) {path = ("block", "inner", "scale"), expected = 0.5}
+  py.check_value(%self) {path = ("scale",), expected = 0.5}
+  func.return(%x)
+}
+"""
+PRINTED = """\
+def Net_forward(self, x: Tensor) -> Tensor:
+    self_fc = _guards.check_module(self, "fc", "torch.nn.Linear")
+    self_head = _guards.check_module(self, "head", "torch.nn.Linear")
+    _guards.check_module(self, "extra?.fc", "torch.nn.Linear")
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 4))
+    _guards.check_tensor(_guards.attr(self_fc, "bias"), "self.fc.bias", torch.float32, "cpu", (4,))
+    _guards.check_tensor(_guards.attr(self_fc, "weight"), "self.fc.weight", torch.float32, "cpu", (4, 4))
+    self_layers = _guards.attr(self, "layers")
+    self_layers_0_fc = _guards.attr(self_layers[0], "fc")
+    _guards.check_tensor(_guards.attr(self_layers_0_fc, "weight"), "self.layers[0].fc.weight", torch.float32, "cpu", (4, 4))
+    _guards.check_tensor(_guards.attr(self_layers_0_fc, "bias"), "self.layers[0].fc.bias", torch.float32, "cpu", (4,))
+    self_layers_1_norm = _guards.attr(self_layers[1], "norm")
+    _guards.check_tensor(_guards.attr(self_layers_1_norm, "weight"), "self.layers[1].norm.weight", torch.float32, "cpu", (4,))
+    _guards.check_tensor(_guards.attr(self, "mask"), "self.mask", torch.bool, "cpu", (4, 4))
+    _guards.check_value(self_layers_1_norm.eps, 1e-05, "self.layers[1].norm.eps")
+    _guards.check_value(self_fc.in_features, 4, "self.fc.in_features")
+    _guards.check_value(_guards.attr(self_head, "bias"), None, "self.head.bias")
+    _guards.check_value(_guards.at(self, "block.inner").scale, 0.5, "self.block.inner.scale")
+    _guards.check_value(self.scale, 0.5, "self.scale")
+    return x
+"""
+
+
+def test_entry_checks_read_each_submodule_once() -> None:
+    """A module check that later checks read through binds the submodule it returns; an object
+    two reads or more go through is read into a local before the first; parameters and
+    submodules are read with `_guards.attr`, a Python attribute (`eps`) as Python reads it."""
+    lines = FunctionEmitter(parse_program(CHECKED).funcs[0], None, set()).emit()
+    assert "\n".join(lines) + "\n" == PRINTED
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.norm = nn.LayerNorm(4)
+
+
+class Deep(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Module()
+        self.inner.scale = 0.5
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.head = nn.Linear(4, 4, bias=False)
+        self.extra = None
+        self.layers = nn.ModuleList([Block(), Block()])
+        self.register_buffer("mask", torch.ones(4, 4, dtype=torch.bool))
+        self.block = Deep()
+        self.scale = 0.5
+
+
+def _printed_function():
+    namespace = {"_guards": guards, "torch": torch, "Tensor": torch.Tensor}
+    exec(PRINTED, namespace)  # noqa: S102
+    return namespace["Net_forward"]
+
+
+NET_CHANGES = {
+    "x dtype": (lambda n, x: (n, x.double()), "argument 'x': expected dtype float32, got float64"),
+    "x rank": (lambda n, x: (n, x[0]), "argument 'x': expected 2 dimensions, got 1"),
+    "x size": (lambda n, x: (n, torch.zeros(2, 5)), "argument 'x': expected size 4 in dimension 1, got 5"),
+    "x batch 0": (lambda n, x: (n, x[:0]), "argument 'x': expected size B >= 1 in dimension 0, got 0"),
+    "x device": (lambda n, x: (n, x.to("meta")), "argument 'x': expected a cpu tensor, got meta"),
+    "parameter dtype": (lambda n, x: (n.layers[0].fc.double(), (n, x))[1],
+                        "argument 'self.layers[0].fc.weight': expected dtype float32, got float64"),
+    "parameter shape": (lambda n, x: (setattr(n.fc, "bias", nn.Parameter(torch.zeros(5))), (n, x))[1],
+                        "argument 'self.fc.bias': expected size 4 in dimension 0, got 5"),
+    "buffer": (lambda n, x: (setattr(n, "mask", n.mask.float()), (n, x))[1],
+               "argument 'self.mask': expected dtype bool, got float32"),
+    "attribute": (lambda n, x: (setattr(n.layers[1].norm, "eps", 1e-3), (n, x))[1],
+                  "self.layers[1].norm.eps: expected 1e-05, got 0.001"),
+    "deep attribute": (lambda n, x: (setattr(n.block.inner, "scale", 2.0), (n, x))[1],
+                       "self.block.inner.scale: expected 0.5, got 2.0"),
+    "None parameter": (lambda n, x: (setattr(n.head, "bias", nn.Parameter(torch.zeros(4))), (n, x))[1],
+                       f"self.head.bias: expected None, got {nn.Parameter(torch.zeros(4))!r}"),
+    "module hooked": (lambda n, x: (n.fc.register_forward_pre_hook(lambda *a: None), (n, x))[1],
+                      "submodule 'fc' is not an unhooked torch.nn.Linear"),
+    "optional module set": (lambda n, x: (setattr(n, "extra", Block()), (n, x))[1], "passes"),
+    "optional module hooked": (lambda n, x: (setattr(n, "extra", Block()), n.extra.fc.register_forward_hook(
+        lambda *a: None), (n, x))[2], "submodule 'extra.fc' is not an unhooked torch.nn.Linear"),
+    "optional module without it": (lambda n, x: (setattr(n, "extra", nn.Sequential()), (n, x))[1],
+                                   "submodule 'extra.fc' is not an unhooked torch.nn.Linear"),
+}
+
+
+@pytest.mark.parametrize("change", sorted(NET_CHANGES))
+def test_printed_checks_fail_as_before(change) -> None:
+    forward = _printed_function()
+    net, x = Net(), torch.randn(3, 4)
+    for _ in range(2):
+        assert forward(net, x) is x
+    do, message = NET_CHANGES[change]
+    net, x = do(net, x)
+    assert outcome(forward, net, x) == message
+
+
+# -- a compiled model, end to end ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path_factory.mktemp("guards_cache")))
+        yield
+
+
+MLP_CHANGES = {
+    # what is done to the model or its input after a call ran the compiled code: the reason given
+    "x dtype": (lambda m, x: x.double(), "argument 'x': expected dtype float32, got float64"),
+    "x device": (lambda m, x: x.to("meta"), "argument 'x': expected a cpu tensor, got meta"),
+    "x rank": (lambda m, x: x[0], "argument 'x': expected 3 dimensions, got 2"),
+    "x size": (lambda m, x: x[:, :3], "argument 'x': expected size 16 in dimension 1, got 3"),
+    "x batch 0": (lambda m, x: x[:0], "argument 'x': expected size B >= 1 in dimension 0, got 0"),
+    "parameter dtype": (lambda m, x: (setattr(m.fc2.bias, "data", m.fc2.bias.data.double()), x)[1],
+                        "argument 'self.fc2.bias': expected dtype float32, got float64"),
+    "parameter replaced": (lambda m, x: (setattr(m.fc1, "weight", nn.Parameter(torch.zeros(256, 65))), x)[1],
+                           "argument 'self.fc1.weight': expected size 64 in dimension 1, got 65"),
+    "attribute": (lambda m, x: (setattr(m.norm, "eps", 1e-3), x)[1], "self.norm.eps: expected 1e-05, got 0.001"),
+    "hook": (lambda m, x: (m.fc1.register_forward_hook(lambda *a: None), x)[1],
+             "submodule 'fc1' is not an unhooked torch.nn.Linear"),
+    "forward": (lambda m, x: (setattr(m.norm, "forward", lambda h: h), x)[1],
+                "submodule 'norm' is not an unhooked torch.nn.LayerNorm"),
+    "submodule": (lambda m, x: (setattr(m, "fc2", nn.Sequential(m.fc2)), x)[1],
+                  "submodule 'fc2' is not an unhooked torch.nn.Linear"),
+}
+
+
+def _run(model, x):
+    try:
+        with torch.no_grad():
+            return model(x)
+    except Exception as error:  # noqa: BLE001  (what eager raises, the fallback raises too)
+        return type(error)
+
+
+@pytest.mark.parametrize("change", sorted(MLP_CHANGES))
+def test_a_compiled_model_falls_back_or_raises_as_before(cache_dir, change) -> None:
+    runtime.reset()  # (before script(): reset() sends what script() returned to the @script lookup)
+    model, (x,) = mlp.make_example()
+    compiled = script(model, example_inputs=(x,))
+    with runtime.mode("strict"), torch.no_grad():
+        for _ in range(2):  # the compiled code runs: its checks pass (and learn what they learn)
+            compiled(x[:1])
+    do, reason = MLP_CHANGES[change]
+    x = do(compiled, x)
+    with runtime.mode("strict"), pytest.raises(TorchscribeError, match=re.escape(f"({reason})")):
+        compiled(x)
+    with runtime.mode("off"):
+        expected = _run(compiled, x)
+    with runtime.mode("on"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+        got = _run(compiled, x)
+    if isinstance(expected, torch.Tensor):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)  # (eager ran: the same numbers)
+    else:
+        assert got is expected
+    assert sum(runtime.fallback_counts().values()) == 1
+
+
+def test_the_compiled_model_reads_through_its_checked_submodules(cache_dir) -> None:
+    model, (x,) = mlp.make_example()
+    source = []
+    import transpiler.jit as jit
+
+    load = jit._load
+    try:
+        jit._load = lambda text, *args: (source.append(text), load(text, *args))[1]
+        with pytest.MonkeyPatch.context() as patch:  # (a cache of its own: this one generates)
+            patch.setenv("TORCHSCRIBE_CACHE_DIR", str(Path(os.environ["TORCHSCRIBE_CACHE_DIR"]) / "fresh"))
+            script(model, example_inputs=(x,))
+    finally:
+        jit._load = load
+    [text] = source
+    for line in [
+        'self_fc1 = _guards.check_module(self, "fc1", "torch.nn.Linear")',
+        '_guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 64))',
+        '_guards.check_tensor(_guards.attr(self_fc1, "bias"), "self.fc1.bias", torch.float32, "cpu", (256,))',
+        '_guards.check_value(self_norm.eps, 1e-05, "self.norm.eps")',
+    ]:
+        assert f"\n    {line}\n" in text
