@@ -81,7 +81,7 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
     if isinstance(op, ops.ReductionKernelOp):
         plan = _RowPlan(op, [rank - 1 in dims for dims in strided])
         row, call = _row_function(name, rank, op, strided, scalar_types, plan)
-        lines = row + [""] + lines + _row_driver(rank, n_in, strided, plan, call)
+        lines = row + [""] + lines + _row_driver(rank, n_in, strided, call)
     elif rank == 0:
         loads = {k: f"in{k}[0]" for k in range(n_in)}
         lines += ["  " + line for line in body.statements(loads, "0")]
@@ -100,32 +100,41 @@ def _strided_dims(t: TensorType, shape: tuple) -> list[int]:
     return [i for i in range(rank) if i >= offset and not (t.shape[i - offset] == 1 and shape[i] != 1)]  # type: ignore[index]
 
 
-def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body") -> list[str]:
-    inner = rank - 1
-    outer = list(range(inner))
-    total = " * ".join(f"n{i}" for i in range(rank))
-    lines: list[str] = []
-    unit = " && ".join(f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]) or "true"
-    lines.append(f"  const bool unit = {unit};")
+def _outer_nest(rank: int, n_in: int, strided: list[list[int]], lines: list[str]) -> tuple[list[str], str, str]:
+    """`lines` followed by the parallel loop nest over the outer dims (all but the last) and each
+    input's pointer at the current outer index (`p0`, `p1`, ...). Returns the lines, the indent
+    inside the nest and the flat outer index; the caller closes the nest with `_close_nest`."""
+    outer = list(range(rank - 1))
     pad = "  "
     if outer:
+        total = " * ".join(f"n{i}" for i in range(rank))
         collapse = f" collapse({len(outer)})" if len(outer) > 1 else ""
         lines.append(f"  #pragma omp parallel for{collapse} if({total} >= {PARALLEL_MIN})")
         for i in outer:
             lines.append(f"{pad}for (int64_t i{i} = 0; i{i} < n{i}; ++i{i}) {{")
             pad += "  "
-        flat = "0"
-        for i in outer:
-            flat = f"i{i}" if flat == "0" else f"({flat}) * n{i} + i{i}"
-        out_base = f"({flat}) * n{inner}"
-        bases = {k: " + ".join([f"in{k}"] + [f"i{i} * in{k}_s{i}" for i in outer if i in strided[k]])
-                 for k in range(n_in)}
-    else:
-        out_base = "0"
-        bases = {k: f"in{k}" for k in range(n_in)}
+    flat = "0"
+    for i in outer:
+        flat = f"i{i}" if flat == "0" else f"({flat}) * n{i} + i{i}"
     for k in range(n_in):
-        lines.append(f"{pad}const auto* p{k} = {bases[k]};")
-    lines.append(f"{pad}const int64_t o = {out_base};")
+        base = " + ".join([f"in{k}"] + [f"i{i} * in{k}_s{i}" for i in outer if i in strided[k]])
+        lines.append(f"{pad}const auto* p{k} = {base};")
+    return lines, pad, flat
+
+
+def _close_nest(lines: list[str], pad: str, rank: int) -> list[str]:
+    for _ in range(rank - 1):
+        pad = pad[:-2]
+        lines.append(f"{pad}}}")
+    return lines
+
+
+def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body") -> list[str]:
+    inner = rank - 1
+    outer = list(range(inner))
+    unit = " && ".join(f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]) or "true"
+    lines, pad, flat = _outer_nest(rank, n_in, strided, [f"  const bool unit = {unit};"])
+    lines.append(f"{pad}const int64_t o = {f'({flat}) * n{inner}' if outer else '0'};")
     for variant in ("unit", "strided"):
         lines.append(f"{pad}{'if (unit) {' if variant == 'unit' else '} else {'}")
         loads = {}
@@ -140,10 +149,7 @@ def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body") -> lis
         lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j")]
         lines.append(f"{pad}  }}")
     lines.append(f"{pad}}}")
-    for _ in outer:
-        pad = pad[:-2]
-        lines.append(f"{pad}}}")
-    return lines
+    return _close_nest(lines, pad, rank)
 
 
 class _Body:
@@ -348,30 +354,12 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
     return lines, f"{name}_row({', '.join(args)});"
 
 
-def _row_driver(rank: int, n_in: int, strided: list[list[int]], plan: _RowPlan, call: str) -> list[str]:
+def _row_driver(rank: int, n_in: int, strided: list[list[int]], call: str) -> list[str]:
     """The extern "C" function's body: the rows in parallel (when there is enough work)."""
-    outer = list(range(rank - 1))
-    total = " * ".join(f"n{i}" for i in range(rank))
-    lines: list[str] = []
-    pad = "  "
-    if outer:
-        collapse = f" collapse({len(outer)})" if len(outer) > 1 else ""
-        lines.append(f"  #pragma omp parallel for{collapse} if({total} >= {PARALLEL_MIN})")
-        for i in outer:
-            lines.append(f"{pad}for (int64_t i{i} = 0; i{i} < n{i}; ++i{i}) {{")
-            pad += "  "
-    flat = "0"
-    for i in outer:
-        flat = f"i{i}" if flat == "0" else f"({flat}) * n{i} + i{i}"
+    lines, pad, flat = _outer_nest(rank, n_in, strided, [])
     lines.append(f"{pad}const int64_t r = {flat};  // the row")
-    for k in range(n_in):
-        base = " + ".join([f"in{k}"] + [f"i{i} * in{k}_s{i}" for i in outer if i in strided[k]])
-        lines.append(f"{pad}const auto* p{k} = {base};")
     lines.append(f"{pad}{call}")
-    for _ in outer:
-        pad = pad[:-2]
-        lines.append(f"{pad}}}")
-    return lines
+    return _close_nest(lines, pad, rank)
 
 
 def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],

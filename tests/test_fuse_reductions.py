@@ -238,3 +238,12 @@ def test_a_reshape_moves_to_the_input_of_a_pointwise_chain() -> None:
     assert out.count("kernel.pointwise") == 1, out
     assert 'torch.method(%var, %0) {method = "reshape"' in out, out
     assert "f32[4]@cpu = " not in out, out  # nothing computed on the unshaped vector
+
+
+def test_a_view_does_not_move() -> None:
+    """`f(a).view(...)` of a fresh `f(a)` always succeeds; `a.view(...)` may not (a transposed
+    `a`), so a view stays where it is."""
+    text = BATCH_NORM.replace('{method = "reshape", alias_of = 0, aten = "aten::reshape"}',
+                              '{method = "view", alias_of = 0, aten = "aten::view"}')
+    out = fused(text)
+    assert 'torch.method(%var, ' not in out, out

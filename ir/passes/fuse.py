@@ -70,7 +70,8 @@ def fuse(program: Program) -> None:
         _fuse_block(func.regions[0].block, counter, func)
 
 
-RESHAPES = frozenset({"reshape", "view", "unsqueeze", "squeeze", "flatten"})
+# Not `view`: a view of `a` may raise where the view of the fresh `f(a)` does not (strides).
+RESHAPES = frozenset({"reshape", "unsqueeze", "squeeze", "flatten"})
 
 
 def _sink_reshape(op: Operation) -> None:
