@@ -59,6 +59,7 @@ class Signature:
     outputs: tuple[str, ...]  # dtype names
     inputs: tuple[tuple[str, tuple[int, ...]], ...]  # dtype, the iteration dims of its strides
     scalars: tuple[str, ...]  # "int64_t" or "double"
+    aliased: tuple[int, ...] = ()  # inputs passed as an output's storage, not as a pointer of their own
 
 
 def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
@@ -69,28 +70,32 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
     tensors, scalars = op.operands[:n_in], op.operands[n_in:]
     strided = [_strided_dims(v.type, shape) for v in tensors]  # type: ignore[arg-type]
     name = op.attributes["name"]
+    aliased = {j: k for k, j in op.attributes.get("reuse", ())}  # input -> the output over it
     params = [f"int64_t n{i}" for i in range(rank)]
     params += [f"{CTYPE[r.type.dtype]}* __restrict out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
     for k, (v, dims) in enumerate(zip(tensors, strided)):
-        params.append(f"const {CTYPE[v.type.dtype]}* __restrict in{k}")  # type: ignore[union-attr]
+        if k not in aliased:
+            params.append(f"const {CTYPE[v.type.dtype]}* __restrict in{k}")  # type: ignore[union-attr]
         params += [f"int64_t in{k}_s{d}" for d in range(rank - len(v.type.shape), rank)]  # type: ignore[union-attr]
     scalar_types = ["double" if v.type == FLOAT else "int64_t" for v in scalars]
     params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
     body = _Body(op)
     lines = [f'extern "C" void {name}({", ".join(params)}) {{']
+    for j, k in aliased.items():  # (one pointer, so that the compiler sees the read and write of one element)
+        lines.append(f"  const {CTYPE[tensors[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j} (contiguous)")  # type: ignore[union-attr]
     if isinstance(op, ops.ReductionKernelOp):
         plan = _RowPlan(op, [rank - 1 in dims for dims in strided])
-        row, call = _row_function(name, rank, op, strided, scalar_types, plan)
-        lines = row + [""] + lines + _row_driver(rank, n_in, strided, call)
+        row, call = _row_function(name, rank, op, strided, scalar_types, plan, aliased)
+        lines = row + [""] + lines + _row_driver(rank, n_in, strided, call, aliased)
     elif rank == 0:
         loads = {k: f"in{k}[0]" for k in range(n_in)}
         lines += ["  " + line for line in body.statements(loads, "0")]
     else:
-        lines += _loops(rank, n_in, strided, body)
+        lines += _loops(rank, n_in, strided, body, aliased)
     lines.append("}")
     sig = Signature(name, rank, tuple(r.type.dtype for r in op.results),  # type: ignore[union-attr]
                     tuple((v.type.dtype, tuple(range(rank - len(v.type.shape), rank))) for v in tensors),  # type: ignore[union-attr]
-                    tuple(scalar_types))
+                    tuple(scalar_types), tuple(sorted(aliased)))
     return "\n".join(lines) + "\n", sig
 
 
@@ -100,10 +105,12 @@ def _strided_dims(t: TensorType, shape: tuple) -> list[int]:
     return [i for i in range(rank) if i >= offset and not (t.shape[i - offset] == 1 and shape[i] != 1)]  # type: ignore[index]
 
 
-def _outer_nest(rank: int, n_in: int, strided: list[list[int]], lines: list[str]) -> tuple[list[str], str, str]:
+def _outer_nest(rank: int, n_in: int, strided: list[list[int]], lines: list[str],
+                aliased: dict[int, int]) -> tuple[list[str], str, str]:
     """`lines` followed by the parallel loop nest over the outer dims (all but the last) and each
-    input's pointer at the current outer index (`p0`, `p1`, ...). Returns the lines, the indent
-    inside the nest and the flat outer index; the caller closes the nest with `_close_nest`."""
+    input's pointer at the current outer index (`p0`, `p1`, ...; an input written over by an
+    output is at the output's row). Returns the lines, the indent inside the nest and the flat
+    outer index; the caller closes the nest with `_close_nest`."""
     outer = list(range(rank - 1))
     pad = "  "
     if outer:
@@ -117,7 +124,10 @@ def _outer_nest(rank: int, n_in: int, strided: list[list[int]], lines: list[str]
     for i in outer:
         flat = f"i{i}" if flat == "0" else f"({flat}) * n{i} + i{i}"
     for k in range(n_in):
-        base = " + ".join([f"in{k}"] + [f"i{i} * in{k}_s{i}" for i in outer if i in strided[k]])
+        if k in aliased:
+            base = f"out{aliased[k]}" + (f" + ({flat}) * n{rank - 1}" if outer else "")
+        else:
+            base = " + ".join([f"in{k}"] + [f"i{i} * in{k}_s{i}" for i in outer if i in strided[k]])
         lines.append(f"{pad}const auto* p{k} = {base};")
     return lines, pad, flat
 
@@ -129,11 +139,11 @@ def _close_nest(lines: list[str], pad: str, rank: int) -> list[str]:
     return lines
 
 
-def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body") -> list[str]:
+def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body", aliased: dict[int, int]) -> list[str]:
     inner = rank - 1
     outer = list(range(inner))
     unit = " && ".join(f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]) or "true"
-    lines, pad, flat = _outer_nest(rank, n_in, strided, [f"  const bool unit = {unit};"])
+    lines, pad, flat = _outer_nest(rank, n_in, strided, [f"  const bool unit = {unit};"], aliased)
     lines.append(f"{pad}const int64_t o = {f'({flat}) * n{inner}' if outer else '0'};")
     for variant in ("unit", "strided"):
         lines.append(f"{pad}{'if (unit) {' if variant == 'unit' else '} else {'}")
@@ -270,7 +280,7 @@ _IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}
 
 
 def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[list[int]],
-                  scalar_types: list[str], plan: _RowPlan) -> tuple[list[str], str]:
+                  scalar_types: list[str], plan: _RowPlan, aliased: dict[int, int]) -> tuple[list[str], str]:
     """`static void <name>_row(...)`: the kernel on one row, its pointers already at the row (a
     function of its own, so that the compiler sees restrict pointers and local sizes, which it
     does not inside an OpenMP region). Returns its lines and the call text the driver uses."""
@@ -283,11 +293,14 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
     params = [f"int64_t {n}"]
     params += [f"{CTYPE[r.type.dtype]}* __restrict out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
     for k, v in enumerate(op.operands[:n_in]):
-        params.append(f"const {CTYPE[v.type.dtype]}* __restrict p{k}")  # type: ignore[union-attr]
+        if k not in aliased:
+            params.append(f"const {CTYPE[v.type.dtype]}* __restrict p{k}")  # type: ignore[union-attr]
         if k in varies:
             params.append(f"int64_t in{k}_s{inner}")
     params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
     lines = [f"static void {name}_row({', '.join(params)}) {{"]
+    for k, o in aliased.items():  # (read in the passes before the last; the last writes over it)
+        lines.append(f"  const {CTYPE[op.operands[k].type.dtype]}* p{k} = out{o};")  # type: ignore[union-attr]
     unit = " && ".join(f"in{k}_s{inner} == 1" for k in sorted(varies)) or "true"
     lines.append(f"  const bool unit = {unit};")
     pad = "  "
@@ -347,16 +360,17 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
     row_outputs = set(plan.row_outputs)
     args += [f"out{k} + r" if k in row_outputs else f"out{k} + r * {n}" for k in range(len(op.results))]
     for k in range(n_in):
-        args.append(f"p{k}")
+        if k not in aliased:
+            args.append(f"p{k}")
         if k in varies:
             args.append(f"in{k}_s{inner}")
     args += [f"s{k}" for k in range(len(scalar_types))]
     return lines, f"{name}_row({', '.join(args)});"
 
 
-def _row_driver(rank: int, n_in: int, strided: list[list[int]], call: str) -> list[str]:
+def _row_driver(rank: int, n_in: int, strided: list[list[int]], call: str, aliased: dict[int, int]) -> list[str]:
     """The extern "C" function's body: the rows in parallel (when there is enough work)."""
-    lines, pad, flat = _outer_nest(rank, n_in, strided, [])
+    lines, pad, flat = _outer_nest(rank, n_in, strided, [], aliased)
     lines.append(f"{pad}const int64_t r = {flat};  // the row")
     lines.append(f"{pad}{call}")
     return _close_nest(lines, pad, rank)

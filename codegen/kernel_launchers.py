@@ -40,8 +40,8 @@ def emit_kernels(w: Writer, kernels: list[ops.KernelOp], source_file: str | bool
 
 def _kinds(sig: Signature) -> str:
     kinds = "i" * sig.rank + "p" * len(sig.outputs)
-    for _, dims in sig.inputs:
-        kinds += "p" + "i" * len(dims)
+    for j, (_, dims) in enumerate(sig.inputs):
+        kinds += ("" if j in sig.aliased else "p") + "i" * len(dims)
     return kinds + "".join("d" if t == "double" else "i" for t in sig.scalars)
 
 
@@ -63,12 +63,20 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
             if not text.isdigit():
                 w.line(f"n{i} = {text}")
                 sizes[i] = f"n{i}"
-        for name, dtype, r in zip(outs, sig.outputs, k.results):
+        over = {o: i for o, i in k.attributes.get("reuse", ())}
+        for o, (name, dtype, r) in enumerate(zip(outs, sig.outputs, k.results)):
+            if o in over:  # in{i} dies here: its storage holds the output
+                w.line(f"{name} = in{over[o]}.contiguous()")
+                continue
             dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
             w.line(f"{name} = torch.empty({', '.join(dims) or '()'}, dtype=torch.{dtype})")
         args = list(sizes)
         args += [f"{o}.data_ptr()" for o in outs]
+        into = {i: o for o, i in over.items()}
         for i, v in enumerate(k.operands[:len(sig.inputs)]):
+            if i in into:
+                args.append(f"*out{into[i]}.stride()")
+                continue
             args.append(f"in{i}.data_ptr()")
             if v.type.shape:  # type: ignore[union-attr]
                 args.append(f"*in{i}.stride()")

@@ -12,6 +12,7 @@ from ir.passes.fuse import fuse
 from ir.passes.decompose import decompose
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
+from ir.passes.reuse import reuse_buffers
 from ir.passes.specialize import specialize
 from ir.verifier import verify
 
@@ -27,6 +28,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions
     ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
     ("dce", dce),
+    ("reuse", reuse_buffers),  # kernels write over inputs that die into them
 ]
 PASS_NAMES = [name for name, _ in PIPELINE]
 # PIPELINE as defined here: script()'s cache (transpiler/jit_cache.py) tells a pipeline patched in

@@ -17,7 +17,9 @@ values is used by an op outside it (the kernel stands where its last op stood, s
 come before the value exists) and at any op that may write (a write-back, an op functionalization
 left alone): a read must not move past a write. Every output must have the full iteration shape
 (the broadcast of every value of the group); a group whose outputs do not is not formed. Groups of
-one op are left as they are: a kernel of one op saves no memory traffic.
+one op are left as they are (a kernel of one op saves no memory traffic) unless the op can write
+its result over a temporary that dies into it (`dead_temporary`: a matmul's result, say, whose
+only use is the bias add): then the kernel saves the allocation (ir/passes/reuse.py).
 
 Constants become constants of the kernel body; other non-tensor operands (Python numbers) become
 scalar inputs.
@@ -140,7 +142,8 @@ def _fuse_block(block: Block, counter: list[int], func: Operation) -> None:
             if v in owner:
                 owner[v].closed = True
     for g in groups:
-        if len(g.ops) >= 2:
+        if len(g.ops) >= 2 or any(dead_temporary(v, g.ops[0]) and same_buffer_type(v, g.ops[0].result)
+                                  for v in g.ops[0].operands):
             _build_kernel(block, g, counter)
 
 
@@ -300,6 +303,38 @@ def _build_kernel(block: Block, g: _Group, counter: list[int]) -> None:
         op.erase()
 
 
+# Extern ops whose result is always a tensor of its own, never a view of an operand or a tensor
+# returned before (unlike `contiguous`, `to`, `reshape`, or dropout in eval, which may return
+# their input).
+FRESH_RESULTS = frozenset({
+    "matmul", "mm", "bmm", "addmm", "baddbmm", "addmv", "linear", "bilinear", "conv1d", "conv2d",
+    "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "convolution", "cat",
+    "stack", "embedding", "layer_norm", "group_norm", "batch_norm", "instance_norm", "softmax",
+    "log_softmax", "avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d",
+    "max_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+    "scaled_dot_product_attention", "cumsum", "interpolate", "upsample_nearest2d",
+    "upsample_bilinear2d", "pad", "constant_pad_nd",
+})
+
+
+def dead_temporary(v: Value, user: Operation) -> bool:
+    """Whether `v` is a tensor no one but `user` can see, so that `user` may write over it:
+    the result of a kernel or of an extern op in FRESH_RESULTS, in the same block (not one a
+    loop body reads on every iteration), whose only use is `user`."""
+    owner = v.owner
+    if not (isinstance(owner, Operation) and owner.parent is user.parent and len(v.uses) == 1
+            and isinstance(v.type, TensorType)):
+        return False
+    return isinstance(owner, ops.KernelOp) or (len(owner.results) == 1 and op_name(owner) in FRESH_RESULTS)
+
+
+def same_buffer_type(v: Value, r: Value) -> bool:
+    """Whether a tensor of `r`'s type fits in the buffer of `v`: same dtype and shape."""
+    a, b = v.type, r.type
+    return (isinstance(a, TensorType) and isinstance(b, TensorType) and a.dtype == b.dtype
+            and a.shape is not None and tuple(a.shape) == tuple(b.shape or ()) and b.shape is not None)
+
+
 def _element_operands(op: Operation, reductions: dict[Operation, str | None]) -> list[Value]:
     """The operands that may be kernel inputs: a reduction's input (its dim and keepdim are the
     kernel's structure), a conversion's input (its dtype operands are constants)."""
@@ -308,5 +343,5 @@ def _element_operands(op: Operation, reductions: dict[Operation, str | None]) ->
     return list(op.operands)
 
 
-__all__ = ["fuse", "fusible", "pointwise_fusible", "row_reduction", "iteration_shape", "kernel_shape", "FUSIBLE", "DTYPES",
+__all__ = ["fuse", "fusible", "dead_temporary", "same_buffer_type", "FRESH_RESULTS", "pointwise_fusible", "row_reduction", "iteration_shape", "kernel_shape", "FUSIBLE", "DTYPES",
            "REDUCTIONS"]
