@@ -196,8 +196,9 @@ def _script_function(fn: Callable[..., Any], options: dict[str, Any]) -> Callabl
 # ----------------------------------------------------------------------------- per call
 
 
-def _dispatcher(eager: Callable[..., Any], target: _Target) -> Callable[..., Any]:
-    _targets.add(target)
+def _dispatcher(eager: Callable[..., Any], target: _Target, resettable: bool = True) -> Callable[..., Any]:
+    if resettable:
+        _targets.add(target)
 
     def dispatch(*args: Any, **kwargs: Any) -> Any:
         if _is_compiling() or _is_jit_tracing() or _is_fx_tracing():
@@ -227,7 +228,7 @@ def compiled_dispatcher(eager: Callable[..., Any], compiled: Callable[..., Any],
     target = _Target(module_name or "jit", key or qualname)
     target.compiled = compiled
     target.resolved = True
-    return _dispatcher(eager, target)
+    return _dispatcher(eager, target, resettable=False)  # (reset() has nothing to look up again for it)
 
 
 def _resolve(target: _Target, mode: str) -> Callable[..., Any] | None:

@@ -81,3 +81,16 @@ class Plain(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.fc(x)) * self.scale
+
+
+def test_reset_keeps_what_script_compiled(tmp_path, monkeypatch) -> None:
+    """runtime.reset() forgets looked-up compiled modules; a script(instance) result has nothing
+    to look up and keeps its code (it used to look up the decorator's module and fail)."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    model, inputs = attention.make_example()
+    scripted = script(model, example_inputs=inputs)
+    with torch.no_grad(), runtime.mode("off"):
+        expected = model(*inputs)
+    runtime.reset()
+    with torch.no_grad(), runtime.mode("strict"):  # (strict: running eagerly would raise)
+        assert_close_to_eager(scripted(*inputs), expected)
