@@ -169,6 +169,7 @@ PRIMITIVES: dict[str, Primitive] = {
         mm: matrix product of 2-d tensors
         bmm: batched matrix product
         addmm: beta * b + alpha * (x @ y) in the GEMM
+        linear: x @ weight.T (a 2-d weight, no bias: decomposition moves the bias out)
         baddbmm: batched addmm
         mv: matrix-vector product
         dot: vector dot product

@@ -358,7 +358,9 @@ def run_case(case: Case, dtype: torch.dtype, seeds: range = range(4)) -> tuple[C
 @pytest.mark.parametrize("case, dtype", _params(CASES))
 def test_decomposition_matches_eager(case: Case, dtype: torch.dtype) -> None:
     compiled, worst, _ = run_case(case, dtype)
-    left = {op_name(op) for op in compiled.program.walk() if is_tensor_op(op)}
+    # (linear leaves a linear without bias: an extern primitive)
+    left = {op_name(op) for op in compiled.program.walk()
+            if is_tensor_op(op) and not (op_name(op) == "linear" and len(op.operands) == 2)}
     for name in case.rules:
         assert name not in left, f"{name} was not decomposed:\n{compiled.text}"
     assert worst <= 1.0, f"{worst:.3g} x the tolerance:\n{compiled.text}"

@@ -1544,11 +1544,9 @@ func @f(%x: f32[B, T, 8], %w: f32[4, 8], %b: f32[4]) -> f32[B, T, 4] {
 """,
         """\
 func @f(%x: f32[B, T, 8], %w: f32[4, 8], %b: f32[4]) -> f32[B, T, 4] {
-  %0 : tuple[int, int] = py.constant() {value = (1, 0)}
-  %1 : f32[8, 4] = torch.method(%w, %0) {method = "permute", alias_of = 0, aten = "aten::permute"}
-  %2 : f32[B, T, 4] = torch.call(%x, %1) {callee = "torch.matmul", aten = "aten::matmul"}
-  %3 : f32[B, T, 4] = py.binary(%2, %b) {op = "+"}
-  func.return(%3)
+  %0 : f32[B, T, 4] = torch.call(%x, %w) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
+  %1 : f32[B, T, 4] = py.binary(%0, %b) {op = "+"}
+  func.return(%1)
 }
 """,
     ),

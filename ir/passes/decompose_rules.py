@@ -844,15 +844,18 @@ def reshape_as(e: Emitter, c: Call) -> Value:
 # -- extern ---------------------------------------------------------------------------------------
 @rule("linear")
 def linear(e: Emitter, c: Call) -> Value:
-    """matmul(x, weight.T) + bias: the matmul stays an extern call, the bias add joins the
-    pointwise ops after it (where an activation usually follows)."""
+    """linear(x, weight) + bias: the GEMM stays an extern call (linear without a bias is one),
+    the bias add joins the pointwise ops after it (where an activation usually follows). A 1-d
+    weight is a matmul."""
     x, weight = c.tensor(), c.tensor("weight")
     bias = c.optional_tensor("bias")
     _same_dtypes(x, weight, bias)
     rank = _rank(weight)
     if rank not in (1, 2):
         raise Unsupported("weight must be 1-d or 2-d")
-    out = e.call("torch.matmul", x, _permute(e, weight, (1, 0)) if rank == 2 else weight)
+    if rank == 2 and bias is None:
+        raise Unsupported("already a primitive")
+    out = e.call("torch.nn.functional.linear", x, weight) if rank == 2 else e.call("torch.matmul", x, weight)
     return out if bias is None else e.binary("+", out, bias)
 
 
