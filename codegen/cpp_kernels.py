@@ -14,7 +14,9 @@ row (vectorised reductions; see _reduction_pass for how sums stay accurate and m
 
 The body computes one element with torch's semantics: operands are converted to the op's
 computation dtype (torch.result_type of the operands, found with meta tensors), NaN propagates
-through maximum/minimum/clamp, casts to bool test `!= 0`.
+through maximum/minimum/clamp, casts to bool test `!= 0`. bfloat16 and float16 values are floats
+rounded to 16 bits after every op, as torch's CPU kernels compute them (VALUE, _operand), so a
+chain of them gives eager's bits up to the math functions.
 """
 
 from __future__ import annotations
@@ -25,14 +27,21 @@ from typing import Callable
 import torch
 
 from ir import ops
-from ir.core import Operation, Value
+from ir.core import BlockArg, Operation, Value
 from codegen.cpp_math import MATH_HEADER
-from ir.passes.fuse import FUSIBLE, kernel_shape
+from ir.passes.fuse import FUSIBLE, SCALARS, kernel_shape
 from ir.primitives import op_name
 from ir.types import BOOL, FLOAT, INT, TensorType
 
-CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "bool"}
-FLOATING = {"float32", "float64"}
+# The C type of a tensor element in memory.
+CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "bool",
+         "bfloat16": "uint16_t", "float16": "uint16_t"}
+# 16-bit floats are computed in float and rounded back to 16 bits after every op, as torch's CPU
+# kernels do: a value of such a dtype is the float it widens to (VALUE), loaded, rounded and
+# stored by the ts_<op>_<suffix> helpers of PRELUDE.
+HALF = {"bfloat16": "bf16", "float16": "f16"}
+VALUE = {**CTYPE, "bfloat16": "float", "float16": "float"}
+FLOATING = {"float32", "float64", *HALF}
 PARALLEL_MIN = 32768  # elements: below this, threads cost more than they save
 
 PRELUDE = MATH_HEADER + """
@@ -47,6 +56,52 @@ static inline float ts_max(float a, float b) { return sel(a != a, a, sel(b != b,
 static inline double ts_max(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
 static inline float ts_min(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
 static inline double ts_min(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
+
+// bfloat16 and float16 elements are uint16_t; a value is held as the float it widens to, and
+// rounding (to nearest even) gives the float of the nearest 16-bit value. Integer bit tricks,
+// branch-free: loops with them vectorise (gcc's _Float16 conversions do not without AVX512-FP16).
+static inline uint32_t ts_pick(bool c, uint32_t a, uint32_t b) {
+  const uint32_t m = 0u - (uint32_t)c;
+  return (a & m) | (b & ~m);
+}
+// bfloat16 is the high half of a float. A NaN only gets its quiet bit (rounding could carry it
+// into an infinity).
+static inline float ts_load_bf16(uint16_t h) { return torchscribe::math_detail::f32((uint32_t)h << 16); }
+static inline float ts_round_bf16(float x) {
+  using namespace torchscribe::math_detail;
+  const uint32_t u = bits(x);
+  return f32(ts_pick(x != x, u | 0x400000u, u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+static inline uint16_t ts_store_bf16(float x) {  // (x rounded)
+  return (uint16_t)(torchscribe::math_detail::bits(x) >> 16);
+}
+// float16: sign, 5 exponent bits (bias 15), 10 mantissa bits; subnormals below 2^-14.
+static inline float ts_load_f16(uint16_t h) {
+  using namespace torchscribe::math_detail;
+  const uint32_t em = (uint32_t)(h & 0x7fffu) << 13;  // exponent and mantissa at a float's places:
+  const float v = f32(em) * 0x1p112f;  // 2^-112 times the value, subnormals too
+  const float special = f32(em | 0x7f800000u);  // exponent 31: inf or NaN
+  return f32(bits(sel(em >= 0x0f800000u, special, v)) | (uint32_t)(h & 0x8000u) << 16);
+}
+static inline float ts_round_f16(float x) {
+  using namespace torchscribe::math_detail;
+  const uint32_t sign = bits(x) & 0x80000000u, e = (bits(x) ^ sign) & 0x7f800000u;
+  const float a = f32(bits(x) ^ sign);
+  // a + s rounds a to the float16 spacing of its binade when that is s's float spacing:
+  // s = 2^(e + 13) for a in [2^e, 2^(e+1)), e clamped to float16's binades [-14, 15].
+  const float s = f32(std::min(std::max(e, 113u << 23), 142u << 23) + (13u << 23));
+  const float r = sel(a >= 65520.0f, inf<float>(), (a + s) - s);  // (65520 rounds past 65504, the largest)
+  return f32(bits(r) | sign);
+}
+static inline uint16_t ts_store_f16(float x) {  // (x rounded)
+  using namespace torchscribe::math_detail;
+  const uint32_t a = bits(x) & 0x7fffffffu;
+  const uint32_t normal = (a - (112u << 23)) >> 13;  // exponent rebiased
+  const uint32_t small = bits(f32(a) + 0.5f) - 0x3f000000u;  // subnormal: a multiple of 2^-24
+  const uint32_t special = (a >> 13) & 0x7fffu;  // inf and NaN: exponent bits all ones
+  const uint32_t h = ts_pick(a >= 0x7f800000u, special, ts_pick(a >= 0x38800000u, normal, small));
+  return (uint16_t)(h | (bits(x) >> 16 & 0x8000u));
+}
 """
 
 
@@ -178,17 +233,17 @@ class _Body:
                 self.names[inner.result] = f"v{n}"
 
     def load(self, k: int, at: str) -> str:
-        a = self.op.body.args[k]
-        return f"const {CTYPE[a.type.dtype]} a{k} = {at};"  # type: ignore[union-attr]
+        dtype = self.op.body.args[k].type.dtype  # type: ignore[union-attr]
+        return f"const {VALUE[dtype]} a{k} = {_load(dtype, at)};"
 
     def compute(self, inner: Operation) -> str:
-        return f"const {CTYPE[inner.result.type.dtype]} {self.names[inner.result]} = {element(inner, self.names)};"  # type: ignore[union-attr]
+        return f"const {VALUE[inner.result.type.dtype]} {self.names[inner.result]} = {element(inner, self.names)};"  # type: ignore[union-attr]
 
     def statements(self, loads: dict[int, str], index: str) -> list[str]:
         out = [self.load(k, at) for k, at in loads.items()]
         for inner in self.op.body.ops:
             if isinstance(inner, ops.YieldOp):
-                out += [f"out{k}[{index}] = {self.names[v]};" for k, v in enumerate(inner.operands)]
+                out += [f"out{k}[{index}] = {_store(v, self.names[v])};" for k, v in enumerate(inner.operands)]
             elif not isinstance(inner, ops.ConstantOp):
                 out.append(self.compute(inner))
         return out
@@ -306,7 +361,7 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
     pad = "  "
     for p in plan.passes:
         for v in plan.stored[p]:
-            ct = CTYPE[v.type.dtype]  # type: ignore[union-attr]
+            ct = VALUE[v.type.dtype]  # type: ignore[union-attr]
             buf = f"b{names[v][1:]}"
             lines.append(f"{pad}static thread_local std::vector<{ct}> {buf};  // {names[v]} along the row, for a later pass")
             lines.append(f"{pad}if ((int64_t){buf}.size() < {n}) {buf}.resize({n});")
@@ -321,12 +376,12 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
                for k in sorted(varies) if body.op.body.args[k] in used]
         for o in needed:
             if o.result in available:
-                out.append(f"const {CTYPE[o.result.type.dtype]} {names[o.result]} = b{names[o.result][1:]}p[j];")  # type: ignore[union-attr]
+                out.append(f"const {VALUE[o.result.type.dtype]} {names[o.result]} = b{names[o.result][1:]}p[j];")  # type: ignore[union-attr]
             else:
                 out.append(body.compute(o))
         if effects:
             out += [f"b{names[v][1:]}p[j] = {names[v]};" for v in plan.stored[p]]
-            out += [f"out{k}[j] = {names[plan.yielded[k]]};" for k in plan.element_outputs.get(p, [])]
+            out += [f"out{k}[j] = {_store(plan.yielded[k], names[plan.yielded[k]])};" for k in plan.element_outputs.get(p, [])]
         return out
 
     depth_done = -1
@@ -354,7 +409,7 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
     for d in range(depth_done + 1, max(plan.level.values(), default=0) + 1):
         lines += [pad + t for t in plan.row_statements(d, varies)]
     for k in plan.row_outputs:
-        lines.append(f"{pad}out{k}[0] = {names[plan.yielded[k]]};")
+        lines.append(f"{pad}out{k}[0] = {_store(plan.yielded[k], names[plan.yielded[k]])};")
     lines.append("}")
     args = [n]
     row_outputs = set(plan.row_outputs)
@@ -380,9 +435,9 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
                     element_lines: Callable[..., list[str]]) -> list[str]:
     """One pass over the row that accumulates `reds`, in one vectorised loop. Sums accumulate
     in double (more accurate than torch's float sums; a float accumulator is not accurate
-    enough on long rows). A maximum or minimum is the plain vectorised one, checked by adding
-    x - x over the row: 0 unless an infinity or a NaN is in the row, which then takes the exact
-    NaN-propagating loop."""
+    enough on long rows). A maximum or minimum is the plain vectorised one (right for
+    infinities: a causal mask's -inf rows stay on it), with a count of the row's NaNs; a row
+    with one takes the exact NaN-propagating loop."""
     lines: list[str] = []
     clauses, updates = [], []
     for r in reds:
@@ -392,10 +447,10 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
             clauses.append(f"reduction(+:{acc})")
             updates.append(f"{acc} += {_widen(r, x)};")
         else:
-            lines.append(f"{pad}{CTYPE[r.result.type.dtype]} {acc} = {_IDENTITY[kind]}, {acc}_check = 0;")  # type: ignore[union-attr]
+            lines.append(f"{pad}{VALUE[r.result.type.dtype]} {acc} = {_IDENTITY[kind]}, {acc}_check = 0;")  # type: ignore[union-attr]
             clauses.append(f"reduction({'max' if kind == 'amax' else 'min'}:{acc}) reduction(+:{acc}_check)")
             cmp = ">" if kind == "amax" else "<"
-            updates += [f"{acc} = {x} {cmp} {acc} ? {x} : {acc};", f"{acc}_check += {x} - {x};"]
+            updates += [f"{acc} = {x} {cmp} {acc} ? {x} : {acc};", f"{acc}_check += static_cast<{VALUE[r.result.type.dtype]}>({x} != {x});"]  # type: ignore[union-attr]
     lines.append(f"{pad}if (unit) {{")
     lines.append(f"{pad}  #pragma omp simd {' '.join(clauses)}")
     lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
@@ -410,7 +465,7 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
         if r.attributes["kind"] == "sum":
             continue
         acc, x = f"acc{names[r.result][1:]}", names[r.operands[0]]
-        lines.append(f"{pad}if ({acc}_check != 0) {{  // an infinity or NaN in the row: the exact, NaN-propagating loop")
+        lines.append(f"{pad}if ({acc}_check != 0) {{  // a NaN in the row: the exact, NaN-propagating loop")
         lines.append(f"{pad}  {acc} = {_IDENTITY[r.attributes['kind']]};")
         lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
         lines += [f"{pad}    {t}" for t in element_lines(p, False, [r.operands[0]], effects=False)]
@@ -418,9 +473,12 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
         lines.append(f"{pad}  }}")
         lines.append(f"{pad}}}")
     for r in reds:
-        v, acc, ct = names[r.result], f"acc{names[r.result][1:]}", CTYPE[r.result.type.dtype]  # type: ignore[union-attr]
-        sum_cast = r.attributes["kind"] == "sum" and ct != "double"
-        lines.append(f"{pad}const {ct} {v} = " + (f"static_cast<{ct}>({acc});" if sum_cast else f"{acc};"))
+        dtype = r.result.type.dtype  # type: ignore[union-attr]
+        v, acc, ct = names[r.result], f"acc{names[r.result][1:]}", VALUE[dtype]
+        if r.attributes["kind"] == "sum" and ct != "double":  # (a 16-bit sum is rounded from its float)
+            lines.append(f"{pad}const {ct} {v} = {_rounded(dtype, f'static_cast<{ct}>({acc})')};")
+        else:  # (a maximum or minimum is one of the row's values)
+            lines.append(f"{pad}const {ct} {v} = {acc};")
     return lines
 
 
@@ -450,11 +508,16 @@ def _dtype_of(v: Value) -> str | None:
 
 
 def compute_dtype(op: Operation) -> str:
-    """torch.result_type of the operands (the dtype an op computes in), from meta tensors."""
+    """torch.result_type of the operands (the dtype an op computes in), from meta tensors. In a
+    kernel's body, where every element is typed 0-dim, a value is 0-dim in eager when the kernel
+    inputs it comes from are (a 0-dim tensor does not promote a dimensioned one of its kind)."""
+    kernel = op.parent.parent.parent if op.parent is not None and op.parent.parent is not None else None
+    zero_dim = _zero_dim_values(kernel) if isinstance(kernel, ops.KernelOp) else None
     probes: list[object] = []
     for v in op.operands:
         if isinstance(v.type, TensorType):
-            probes.append(torch.empty((1,) if v.type.shape else (), dtype=getattr(torch, v.type.dtype), device="meta"))
+            zero = not v.type.shape if zero_dim is None else v in zero_dim
+            probes.append(torch.empty(() if zero else (1,), dtype=getattr(torch, v.type.dtype), device="meta"))
         elif v.type == FLOAT:
             probes.append(1.5)
         elif v.type == INT:
@@ -469,6 +532,16 @@ def compute_dtype(op: Operation) -> str:
     return str(result).removeprefix("torch.")
 
 
+def _zero_dim_values(kernel: ops.KernelOp) -> set[Value]:
+    """The values of `kernel`'s body that are 0-dim tensors in eager: from 0-dim inputs only."""
+    zero = {a for a, v in zip(kernel.body.args, kernel.operands) if isinstance(v.type, TensorType) and v.type.shape == ()}
+    for o in kernel.body.ops:
+        tensors = [u for u in o.operands if isinstance(u.type, TensorType)]
+        if tensors and all(u in zero for u in tensors):
+            zero.update(o.results)
+    return zero
+
+
 # Transcendentals from codegen/cpp_math.py (vectorisable, within 2 ulp of the correctly rounded
 # result; docs/cpp_math.md); what the hardware does exactly stays std::.
 _UNARY_FLOAT = {"exp": "torchscribe::ts_exp", "expm1": "torchscribe::ts_expm1", "log": "torchscribe::ts_log",
@@ -480,15 +553,31 @@ _ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
 
 
 def element(op: Operation, names: dict[Value, str]) -> str:
-    """A C++ expression for one element of `op`'s result."""
+    """A C++ expression for one element of `op`'s result, rounded to 16 bits when that is the
+    result's dtype (not needed where the result is an operand's value or an integer)."""
+    text = _expression(op, names)
+    return text if op_name(op) in _EXACT else _rounded(op.result.type.dtype, text)  # type: ignore[union-attr]
+
+
+# Ops whose result is one of their operands' values, or an integer, so exact in the operands' dtype.
+_EXACT = frozenset({"neg", "abs", "maximum", "minimum", "clamp_min", "clamp_max", "where", "floor", "ceil", "trunc"})
+
+
+def _expression(op: Operation, names: dict[Value, str]) -> str:
     name = op_name(op)
     result = op.result.type.dtype  # type: ignore[union-attr]
-    rt = CTYPE[result]
+    rt = VALUE[result]
     if name == "to":
-        (x,) = [names[op.operands[0]]]
-        return f"({x} != 0)" if result == "bool" else f"static_cast<{rt}>({x})"
-    ct = CTYPE[compute_dtype(op)] if name in _COMPARE else rt
-    args = [_as(v, names[v], ct) for v in op.operands]
+        x = names[op.operands[0]]
+        if result == "bool":
+            return f"({x} != 0)"
+        return x if VALUE[op.operands[0].type.dtype] == rt else f"static_cast<{rt}>({x})"  # type: ignore[union-attr]
+    computed = compute_dtype(op) if name in _COMPARE else result
+    args = [_operand(op, i, names, computed) for i in range(len(op.operands))]
+    if name == "div" and op.operands[0].type in SCALARS:
+        # `c / x` is x.__rtruediv__(c), which is reciprocal(x) * c in eager: two ops, two roundings
+        c = op.operands[0]
+        return f"{_rounded(result, f'{rt}(1) / {args[1]}')} * {_as(c, names[c], rt)}"
     if name in _ARITH:
         return f"{args[0]} {_ARITH[name]} {args[1]}"
     if name in _COMPARE:
@@ -519,9 +608,53 @@ def element(op: Operation, names: dict[Value, str]) -> str:
     raise NotImplementedError(f"no C++ for pointwise {name!r}")
 
 
+def _operand(op: Operation, i: int, names: dict[Value, str], dtype: str) -> str:
+    """Operand `i` of `op` as a value of `dtype`, the dtype the op computes in. Eager converts an
+    operand of another type to a 16-bit `dtype` first (rounding it), except where mul and div
+    read a one-element second operand in float (a number on either side of `*`: `c * x` is
+    `x * c`)."""
+    v = op.operands[i]
+    text = _as(v, names[v], VALUE[dtype])
+    own = v.type.dtype if isinstance(v.type, TensorType) else None
+    if dtype not in HALF or own in (dtype, "bool") or _read_in_float(op, i):
+        return text
+    if isinstance(v.owner, ops.ConstantOp) and type(v.owner.attributes["value"]) in (int, float, bool):
+        value = v.owner.attributes["value"]
+        exact = torch.tensor(value, dtype=torch.float64 if type(value) is float else torch.int64).float()
+        rounded = exact.to(getattr(torch, dtype)).item()
+        return f"{rounded!r}f" if abs(rounded) != float("inf") and rounded == rounded else _literal(rounded)
+    return _rounded(dtype, text)
+
+
+def _read_in_float(op: Operation, i: int) -> bool:
+    v, name = op.operands[i], op_name(op)
+    if v.type in SCALARS:
+        return name == "mul" or (name == "div" and i == 1)
+    if name not in ("mul", "div") or i != 1 or not isinstance(v, BlockArg):
+        return False  # (a value computed in the kernel counts as more than one element)
+    kernel = v.block.parent.parent  # type: ignore[union-attr]
+    return all(d == 1 for d in kernel.operands[v.index].type.shape)  # type: ignore[union-attr]
+
+
+def _load(dtype: str, text: str) -> str:
+    """An element in memory (`text`) as the value of its dtype."""
+    return f"ts_load_{HALF[dtype]}({text})" if dtype in HALF else text
+
+
+def _store(v: Value, text: str) -> str:
+    """The value `text` of `v` as the element in memory."""
+    dtype = v.type.dtype  # type: ignore[union-attr]
+    return f"ts_store_{HALF[dtype]}({text})" if dtype in HALF else text
+
+
+def _rounded(dtype: str, text: str) -> str:
+    """The float `text` rounded to `dtype` when that is a 16-bit float."""
+    return f"ts_round_{HALF[dtype]}({text})" if dtype in HALF else text
+
+
 def _as(v: Value, text: str, ctype: str) -> str:
     """`text` (the element or scalar `v`) as a `ctype`: a cast only where the types differ."""
-    if isinstance(v.type, TensorType) and CTYPE[v.type.dtype] == ctype:  # type: ignore[index]
+    if isinstance(v.type, TensorType) and VALUE[v.type.dtype] == ctype:  # type: ignore[index]
         return text
     if isinstance(v.owner, ops.ConstantOp) and type(v.owner.attributes["value"]) in (int, float):
         value = v.owner.attributes["value"]

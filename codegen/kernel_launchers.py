@@ -1,12 +1,21 @@
-"""The kernels part of a compiled module: the C++ source of every kernel as one string, the
-library built from it (runtime/kernels.py), and one Python launcher per kernel that allocates
-the outputs and passes sizes, data pointers and strides in the order codegen/cpp_kernels.py
-declares them."""
+"""The kernels part of a compiled module, in three sections:
+
+- C++, for the kernels on CPU tensors: their source as one string, the library built from it
+  (runtime/kernels.py), and one launcher per kernel, `<name>_cpp`, that allocates the outputs
+  and passes sizes, data pointers and strides in the order codegen/cpp_kernels.py declares them;
+- Triton, for every kernel (codegen/triton_kernels.py: `<name>_triton`), under
+  `if triton is not None:`, as Triton is imported only where some kernel runs on it;
+- one line per kernel binding `<name>`, the name the compiled functions call, to the launcher
+  chosen at import (runtime/kernels.launcher: by the kernel's device, or TORCHSCRIBE_BACKEND).
+
+A module whose kernels all run on CUDA tensors has no C++ section, so it needs no C++ compiler.
+"""
 
 from __future__ import annotations
 
 import sympy
 
+from codegen import triton_kernels
 from codegen.cpp_kernels import PRELUDE, Signature, emit_kernel
 from codegen.writer import Writer
 from ir import ops
@@ -15,7 +24,43 @@ from ir.primitives import op_name
 from ir.types import TensorType
 
 
+def kernel_device(k: ops.KernelOp) -> str:
+    """The device of a kernel's tensors: "cpu" or "cuda" (ir/passes/fuse.py: one per kernel)."""
+    return k.results[0].type.device  # type: ignore[union-attr,return-value]
+
+
 def emit_kernels(w: Writer, kernels: list[ops.KernelOp], source_file: str | bool) -> None:
+    cpu = [k for k in kernels if kernel_device(k) == "cpu"]
+    if cpu:
+        _emit_cpp(w, cpu, source_file)
+    _emit_triton(w, kernels)
+    w.blank(2)
+    w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
+    w.line("# Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.")
+    for k in kernels:
+        name = k.attributes["name"]
+        w.line(f'{name} = _kernels.launcher(globals(), "{name}", "{kernel_device(k)}")')
+
+
+def _emit_triton(w: Writer, kernels: list[ops.KernelOp]) -> None:
+    devices = sorted({kernel_device(k) for k in kernels})
+    w.blank(2)
+    w.line("triton = _kernels.import_triton({" + ", ".join(f'"{d}"' for d in devices) + "})")
+    w.line("if triton is not None:")
+    with w.indent():
+        # (`triton` itself is bound above)
+        imports = [line for line in triton_kernels.IMPORTS.splitlines() if line != "import triton"]
+        for line in imports + [""] + triton_kernels.PRELUDE.rstrip("\n").splitlines():
+            w.line(line)
+        for k in kernels:
+            emitted = triton_kernels.emit_triton_kernel(k)
+            for text in (emitted.source, emitted.launcher):
+                w.blank(2)
+                for line in text.rstrip("\n").splitlines():
+                    w.line(line)
+
+
+def _emit_cpp(w: Writer, kernels: list[ops.KernelOp], source_file: str | bool) -> None:
     sources, signatures = [], []
     for k in kernels:
         text, sig = emit_kernel(k)
@@ -50,7 +95,7 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
     params = [f"in{i}: Tensor" for i in range(n_in)]
     params += [f"s{i}: {'float' if t == 'double' else 'int'}" for i, t in enumerate(sig.scalars)]
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
-    w.line(f"def {sig.name}({', '.join(params)}) -> {result}:")
+    w.line(f"def {sig.name}_cpp({', '.join(params)}) -> {result}:")
     with w.indent():
         w.line(f'"""{_describe(k, source_file)}"""')
         shape = kernel_shape(k)

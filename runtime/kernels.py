@@ -1,20 +1,29 @@
-"""The compiled module's side of its C++ kernels: build (or load from the cache) the library
-from the source text the module holds, and expose each kernel as a function of Python ints and
-floats.
+"""The compiled module's side of its kernels: build (or load from the cache) the library of its
+C++ kernels from the source text the module holds, and expose each kernel as a function of
+Python ints and floats; import Triton and choose each kernel's launcher.
 
 Two bindings, the same to the caller. "fastcall": the kernels built into a tiny CPython
 extension module with one METH_FASTCALL function each (runtime/pyext.py writes the bindings),
 about 0.05 us a call with 14 arguments. "ctypes": the plain library, each kernel a ctypes
 function with its argument types declared, about 1.2 us a call (benchmarks/kernel_call.py);
 used where Python's headers are not installed (runtime/native.py probes once), and, without a
-compiler, where only a ctypes build of these kernels is in the cache."""
+compiler, where only a ctypes build of these kernels is in the cache.
+
+Which launcher a kernel runs is chosen once, when the module is imported (`launcher`): the C++
+one for a kernel on CPU tensors, the Triton one for a kernel on CUDA tensors (the entry checks
+pin every tensor's device, so a call never has to look), unless TORCHSCRIBE_BACKEND says "cpp"
+or "triton" for every kernel. Triton is imported only where a kernel runs on it
+(`import_triton`), so a module on CPU tensors imports and runs where Triton is not installed."""
 
 from __future__ import annotations
 
 import ctypes
+import os
 from types import ModuleType
+from typing import Any, Callable
 
 from runtime import native, pyext
+from runtime.errors import TorchscribeError
 
 _ARG_TYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "d": ctypes.c_double}
 
@@ -25,11 +34,15 @@ class Library:
     Built when the module is imported, so a missing compiler is reported before any call runs.
 
     `fastcall`: None (the default) uses the extension module where it can be built or is cached,
-    else ctypes; True requires the extension module; False uses ctypes. `binding` says which."""
+    else ctypes; True requires the extension module; False uses ctypes. `binding` says which:
+    "none" where TORCHSCRIBE_BACKEND=triton, as no launcher calls C++ then (nothing is built)."""
 
     binding: str
 
     def __init__(self, source: str, signatures: dict[str, str], *, fastcall: bool | None = None) -> None:
+        if forced_backend() == "triton":
+            self.binding = "none"
+            return
         if fastcall is None:  # without a compiler, an extension module can still be in the cache
             fastcall = native.python_flags() is not None or native.toolchain() is None
             required = False
@@ -58,3 +71,75 @@ def _extension_module(source: str, signatures: dict[str, str], required: bool) -
         if required:
             raise
         return None  # no compiler and no extension build cached: a ctypes build may be
+
+
+BACKEND_VAR = "TORCHSCRIBE_BACKEND"
+BACKENDS = ("cpp", "triton")
+
+
+def forced_backend() -> str | None:
+    """What TORCHSCRIBE_BACKEND says: None (unset: each kernel runs on its device's backend),
+    "cpp" or "triton" (every kernel)."""
+    raw = os.environ.get(BACKEND_VAR, "")
+    if raw == "":
+        return None
+    if raw in BACKENDS:
+        return raw
+    raise TorchscribeError(
+        f"{BACKEND_VAR}={raw!r} is not a valid setting; use 'cpp' (every kernel as C++, on CPU "
+        f"tensors), 'triton' (every kernel through Triton: CUDA tensors, or CPU tensors in Triton's "
+        f"interpreter with TRITON_INTERPRET=1) or leave it unset (C++ for CPU tensors, Triton for "
+        f"CUDA tensors)."
+    )
+
+
+def import_triton(devices: set[str]) -> ModuleType | None:
+    """Triton, for a module whose kernels run on `devices`: None where no kernel runs through
+    it (on the CPU unless TORCHSCRIBE_BACKEND=triton; TORCHSCRIBE_BACKEND=cpp) or where it is not
+    installed and was not asked for (a kernel on CUDA tensors then says so when called)."""
+    forced = forced_backend()
+    if forced == "cpp" or (forced is None and "cuda" not in devices):
+        return None
+    try:
+        import triton
+    except ImportError:
+        if forced == "triton":
+            raise TorchscribeError(
+                f"{BACKEND_VAR}=triton, but Triton is not installed: install it (`pip install triton`, "
+                f"Linux only), or unset {BACKEND_VAR} to run the kernels of CPU tensors as C++."
+            ) from None
+        return None
+    return triton
+
+
+def launcher(namespace: dict[str, Any], name: str, device: str) -> Callable[..., Any]:
+    """The launcher kernel `name` of a compiled module (`namespace`: its globals) runs through,
+    for its tensors' `device`: `<name>_cpp` on the CPU, `<name>_triton` on CUDA, or the one
+    TORCHSCRIBE_BACKEND names. Where that one cannot run here, a launcher that raises saying why
+    (the module still imports; a call that needs it is an error)."""
+    backend = forced_backend() or ("cpp" if device == "cpu" else "triton")
+    chosen = namespace.get(f"{name}_{backend}")
+    if backend == "cpp" and chosen is None:  # (C++ is emitted for CPU kernels only)
+        return _fails(f"{BACKEND_VAR}=cpp, but kernel {name} runs on {device} tensors, which C++ "
+                      f"kernels cannot read; unset {BACKEND_VAR} to run it through Triton.")
+    if chosen is None:
+        return _fails(f"kernel {name} runs on {device} tensors through Triton, which is not installed: "
+                      f"install it (`pip install triton`).")
+    if device == "cpu" and backend == "triton" and not _interpreted(namespace["triton"]):
+        raise TorchscribeError(
+            f"{BACKEND_VAR}=triton runs the kernels of CPU tensors only in Triton's interpreter: set "
+            f"TRITON_INTERPRET=1 before Triton is imported, or unset {BACKEND_VAR} to run them as C++."
+        )
+    return chosen
+
+
+def _interpreted(triton: ModuleType) -> bool:
+    knobs = getattr(triton, "knobs", None)  # (Triton 3.4 and later)
+    return bool(knobs.runtime.interpret) if knobs is not None else os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _fails(message: str) -> Callable[..., Any]:
+    def launch(*args: Any) -> Any:
+        raise TorchscribeError(message)
+
+    return launch

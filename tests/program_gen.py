@@ -1214,7 +1214,7 @@ def programs(draw: Callable[[Any], Any], mutate_inputs: bool = False, decorate: 
              max_statements: int = 8) -> Program:
     R = draw(st.integers(2, 4))
     C = draw(st.integers(2, 5))
-    dtype = draw(st.sampled_from([torch.float32, torch.float32, torch.float64]))
+    dtype = draw(st.sampled_from([torch.float32, torch.float32, torch.float64, torch.bfloat16, torch.float16]))
     g = Gen(draw, R, C, mutate_inputs=mutate_inputs, module=False)
     g.dtype_float32 = dtype == torch.float32
     n_tensors = draw(st.integers(1, 3))

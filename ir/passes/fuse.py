@@ -12,7 +12,8 @@ that use them, without writing the intermediates (softmax: one kernel instead of
 
 An op joins a group when it is a pointwise primitive the kernel emitters implement (`FUSIBLE`),
 its tensors have a known dtype (`DTYPES`), a known rank and dims that are ints or size symbols,
-and it runs on the CPU. Groups grow along data dependences; a group stops growing once one of its
+and they are all on one device, the CPU or CUDA (`DEVICES`: C++ kernels run on the one, Triton
+kernels on the other). Groups grow along data dependences; a group stops growing once one of its
 values is used by an op outside it (the kernel stands where its last op stood, so such a use would
 come before the value exists) and at any op that may write (a write-back, an op functionalization
 left alone): a read must not move past a write. Every output must have the full iteration shape
@@ -45,18 +46,28 @@ FUSIBLE = frozenset({
     "rsqrt", "reciprocal", "sin", "cos", "floor", "ceil", "trunc", "maximum", "minimum", "clamp_min",
     "clamp_max", "where", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "to", "pow",
 })
-DTYPES = frozenset({"float32", "float64", "int32", "int64", "bool"})
+# (bfloat16 and float16 compute in float, rounded to 16 bits after every op as in eager)
+DTYPES = frozenset({"float32", "float64", "bfloat16", "float16", "int32", "int64", "bool"})
 # Row reductions the emitters implement, on floating tensors only (integer sums widen in torch).
 REDUCTIONS = frozenset({"sum", "amax", "amin"})
-REDUCTION_DTYPES = frozenset({"float32", "float64"})
+REDUCTION_DTYPES = frozenset({"float32", "float64", "bfloat16", "float16"})
 SCALARS = (INT, FLOAT, BOOL)
+DEVICES = frozenset({"cpu", "cuda"})  # (not "cuda:1": Triton launches on the current device)
 
 
 @dataclass(eq=False)  # identity: groups are merged and looked up by object
 class _Group:
     ops: list[Operation] = field(default_factory=list)
     values: set[Value] = field(default_factory=set)
-    closed: bool = False
+    closed_at: int | None = None  # the position of the first op outside that uses or may write
+
+    @property
+    def closed(self) -> bool:
+        return self.closed_at is not None
+
+    def close(self, at: int) -> None:
+        if self.closed_at is None:
+            self.closed_at = at
 
     def add(self, op: Operation) -> None:
         self.ops.append(op)
@@ -109,18 +120,19 @@ def _sink_reshape(op: Operation) -> None:
 def _fuse_block(block: Block, counter: list[int], func: Operation) -> None:
     groups: list[_Group] = []
     owner: dict[Value, _Group] = {}
-    for op in list(block.ops):
+    position = {op: i for i, op in enumerate(block.ops)}
+    for i, op in enumerate(list(block.ops)):
         for region in op.regions:
             for inner in region.blocks:
                 _fuse_block(inner, counter, func)
         if any(may_write(inner) for inner in op.walk()):  # (a loop or branch: the writes in it)
             for g in groups:
-                g.closed = True
+                g.close(i)
         if fusible(op):
             joined = list(dict.fromkeys(owner[v] for v in op.operands if v in owner))
             if any(g.closed for g in joined):  # a producer is final: its values are inputs here
                 for g in joined:
-                    g.closed = True
+                    g.close(i)
                 joined = []
             if joined:
                 target = joined[0]
@@ -140,16 +152,60 @@ def _fuse_block(block: Block, counter: list[int], func: Operation) -> None:
             continue
         for v in (v for inner in op.walk() for v in inner.operands):  # (inside its regions too)
             if v in owner:
-                owner[v].closed = True
+                owner[v].close(i)
+    groups = _merge_siblings(groups, position)
     for g in groups:
         if len(g.ops) >= 2 or any(dead_temporary(v, g.ops[0]) and same_buffer_type(v, g.ops[0].result)
                                   for v in g.ops[0].operands):
             _build_kernel(block, g, counter)
 
 
+def _merge_siblings(groups: list[_Group], position: dict[Operation, int]) -> list[_Group]:
+    """Horizontal fusion: groups that read a tensor input in common and have one iteration shape
+    become one kernel, which reads that input once (`exp(x)` and `x * 2`: one pass over x, two
+    outputs). The merged kernel stands where the later group ends, so the earlier one must still
+    be open there: nothing before that point uses its values or may write (which also rules out
+    any path of data from the earlier group into the later)."""
+    groups = sorted(groups, key=lambda g: position[g.ops[-1]])
+    facts = {g: _inputs_and_shape(g) for g in groups}
+    merged = True
+    while merged:
+        merged = False
+        for a in groups:
+            later = (b for b in groups if position[b.ops[-1]] > position[a.ops[-1]])
+            b = next((b for b in later if (a.closed_at is None or position[b.ops[-1]] < a.closed_at)
+                      and facts[a][1] is not None and facts[a][1] == facts[b][1]
+                      and set(facts[a][0]) & set(facts[b][0])), None)
+            if b is None:
+                continue
+            b.ops = sorted(a.ops + b.ops, key=position.__getitem__)
+            b.values |= a.values
+            b.closed_at = min((t for t in (a.closed_at, b.closed_at) if t is not None), default=None)
+            facts[b] = _inputs_and_shape(b)
+            groups.remove(a)
+            merged = True
+            break
+    return groups
+
+
+def _inputs_and_shape(g: _Group) -> tuple[list[Value], tuple | None]:
+    """A group's tensor inputs (values from outside it) and its iteration shape (None when the
+    shapes do not broadcast)."""
+    reductions = {op: row_reduction(op) for op in g.ops if not pointwise_fusible(op)}
+    inputs = list(dict.fromkeys(v for op in g.ops for v in _element_operands(op, reductions)
+                                if v not in g.values and isinstance(v.type, TensorType)))
+    return inputs, iteration_shape(inputs + [r for op in g.ops for r in op.results])
+
+
 def _known_tensor(t: object) -> bool:
-    return (isinstance(t, TensorType) and t.dtype in DTYPES and t.shape is not None and t.device == "cpu"
+    return (isinstance(t, TensorType) and t.dtype in DTYPES and t.shape is not None and t.device in DEVICES
             and all(type(d) is int or isinstance(d, sympy.Symbol) for d in t.shape))
+
+
+def _one_device(values: list[Value]) -> bool:
+    """Whether the tensors among `values` are on one device (eager mixes a 0-d CPU tensor into
+    CUDA math, and `to` may move a tensor: a kernel reads and writes one device)."""
+    return len({v.type.device for v in values if isinstance(v.type, TensorType)}) <= 1
 
 
 def fusible(op: Operation) -> bool:
@@ -179,7 +235,7 @@ def row_reduction(op: Operation) -> str | None:
         return None  # (dtype=, out=, a reduction over every dim)
     x, result = args["self"].type, op.result.type
     if not (_known_tensor(x) and _known_tensor(result) and x.dtype in REDUCTION_DTYPES  # type: ignore[union-attr]
-            and result.dtype == x.dtype and len(x.shape) >= 1):  # type: ignore[union-attr]
+            and result.dtype == x.dtype and len(x.shape) >= 1 and result.device == x.device):  # type: ignore[union-attr]
         return None
     dim, keepdim = _constant(args["dim"]), _constant(args["keepdim"])
     if isinstance(dim, (tuple, list)) and len(dim) == 1:
@@ -209,15 +265,18 @@ def pointwise_fusible(op: Operation) -> bool:
         return False
     if not _known_tensor(op.result.type):
         return False
-    for v in op.operands[1:] if op_name(op) == "to" else op.operands:
+    for v in op.operands[:1] if op_name(op) == "to" else op.operands:  # (to's other operands: below)
         if not (_known_tensor(v.type) or v.type in SCALARS):
             return False
+    if not _one_device(list(op.operands) + [op.result]):
+        return False
     if op_name(op) == "to":  # x.to(dtype) / x.float(): a constant dtype, and a real conversion
         # (to the tensor's own dtype, eager returns the tensor itself: an alias, not a copy)
         return (all(isinstance(v.owner, ops.ConstantOp) for v in op.operands[1:])
                 and op.operands[0].type.dtype != op.result.type.dtype)  # type: ignore[union-attr]
     if op_name(op) == "pow" and op.result.type.dtype not in ("float32", "float64"):  # type: ignore[union-attr]
-        return False  # integer powers are exact in torch; std::pow goes through double
+        return False  # integer powers are exact in torch, std::pow goes through double; 16-bit
+        # powers round after each multiplication in some of torch's special cases, not in others
     return any(isinstance(v.type, TensorType) for v in op.operands)
 
 
@@ -272,7 +331,8 @@ def _build_kernel(block: Block, g: _Group, counter: list[int]) -> None:
     if any(tuple(r.type.shape) not in allowed for r in outputs):  # type: ignore[union-attr]
         return
     last = g.ops[-1]
-    element_types = [TensorType(v.type.dtype, (), "cpu") for v in tensor_inputs] + [v.type for v in scalar_inputs]
+    device = outputs[0].type.device  # type: ignore[union-attr]
+    element_types = [TensorType(v.type.dtype, (), device) for v in tensor_inputs] + [v.type for v in scalar_inputs]
     body = Block(element_types, [v.name for v in tensor_inputs + scalar_inputs])
     mapping: dict[Value, Value] = dict(zip(tensor_inputs + scalar_inputs, body.args))
     for op in g.ops:
@@ -286,7 +346,7 @@ def _build_kernel(block: Block, g: _Group, counter: list[int]) -> None:
         else:
             inner = clone_op(op, mapping)
         for old, new in zip(op.results, inner.results):
-            new.type = TensorType(old.type.dtype, (), "cpu")  # type: ignore[union-attr]
+            new.type = TensorType(old.type.dtype, (), device)  # type: ignore[union-attr]
             mapping[old] = new
         body.append(inner)
     body.append(ops.YieldOp([mapping[r] for r in outputs], [], {}, loc=last.loc))
