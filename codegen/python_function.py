@@ -572,6 +572,13 @@ class FunctionEmitter:
         elif isinstance(op, ops.KernelOp) and len(op.results) > 1:
             targets = [self.name_of(r) if r.uses else "_" for r in op.results]
             self.w.line(f"{', '.join(targets)} = {self.op_expr(op).text}")
+        elif (op.attributes.get("writeback") and not op.results[0].uses
+              and isinstance(op.operands[1].owner, (ops.IfOp, ops.ForRangeOp, ops.ForEachOp, ops.WhileOp))):
+            # a path that did not write hands back the tensor itself: no copy onto itself
+            target, value = self.expr(op.operands[0]).text, self.expr(op.operands[1]).text
+            self.w.line(f"if {value} is not {target}:")
+            with self.w.indent():
+                self.w.line(self.op_expr(op).text)
         elif isinstance(op, ops.UnpackOp):
             targets = [self.name_of(r) if r.uses else "_" for r in op.results]
             lhs = ", ".join(targets) + ("," if len(targets) == 1 else "")

@@ -40,9 +40,12 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
         mean_1, var_1, count_1 = mean, var, count
     # running_stats.py:26  return (x - self.mean) / torch.sqrt(self.var + self.eps)
     tmp_1 = (x - mean_1) / torch.sqrt(var_1 + self.eps)
-    mean.copy_(mean_1)
-    var.copy_(var_1)
-    count.copy_(count_1)
+    if mean_1 is not mean:
+        mean.copy_(mean_1)
+    if var_1 is not var:
+        var.copy_(var_1)
+    if count_1 is not count:
+        count.copy_(count_1)
     return tmp_1
 
 

@@ -84,3 +84,16 @@ def test_generation_is_deterministic(tmp_path: Path) -> None:
     assert outputs[0] == outputs[1]
     committed = {p.name: p.read_bytes() for p in sorted(EXAMPLES.glob("*_compiled.py"))}
     assert outputs[0] == committed
+
+
+def test_a_branch_that_writes_nothing_copies_nothing() -> None:
+    """In eval mode running_stats' buffers come out of the `if self.training` unchanged: the
+    write-backs after it must not copy a buffer onto itself (a self copy bumps the version
+    counter and costs a call per buffer)."""
+    from examples import running_stats
+
+    model, (x,) = running_stats.make_example_eval()
+    versions = [b._version for b in model.buffers()]
+    with runtime.mode("strict"), torch.no_grad():
+        model(x)
+    assert [b._version for b in model.buffers()] == versions
