@@ -22,6 +22,9 @@ class Header:
     regenerate: str  # the command that regenerates this file
     torchscribe_version: str
     torch_version: str  # major.minor
+    # (path relative to the compiled module's directory, source hash) of every other file whose
+    # @script code the module holds, sorted; written as SOURCES when there is any
+    sources: tuple[tuple[str, str], ...] = ()
 
 
 def emit_module(program: Program, header: Header, entries: dict[str, str], source_lines: list[str] | None) -> str:
@@ -61,6 +64,12 @@ def emit_module(program: Program, header: Header, entries: dict[str, str], sourc
     w.line(f'SOURCE_FILE = "{header.source_file}"')
     w.line(f'SOURCE_HASH = "{header.source_hash}"')
     w.line(f'TORCH_VERSION = "{header.torch_version}"')
+    if header.sources:
+        w.line("SOURCES = {")
+        with w.indent():
+            for rel, digest in header.sources:
+                w.line(f'"{rel}": "{digest}",')
+        w.line("}")
     if kernels:
         emit_kernels(w, kernels, source_lines is not None and header.source_file)
     for body in bodies:

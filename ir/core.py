@@ -7,6 +7,7 @@ uses of a value is a walk over its use-list, not over the program.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Iterator, Sequence
 
 from ir.types import Type
@@ -280,6 +281,9 @@ class Program:
         # sym_name -> what the entry function is called with when compiling for a live instance
         # (see ir/passes/shapes.propagate_shapes `inputs`); empty ahead of time
         self.entry_inputs: dict[str, list] = {}
+        # Other source files whose @script code the program holds (code inlined from another
+        # file adds its file here); the compiled module's header records their hashes (SOURCES)
+        self.dependencies: list[Path] = []
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

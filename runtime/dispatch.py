@@ -322,9 +322,9 @@ def _load_file(source: str, model_module: ModuleType) -> _FileState:
     except Exception as error:
         # A stale module often fails to import; say "stale", the actionable reason, if it is.
         header = loader.read_header(compiled_path)
-        reason = loader.freshness_problem(header, digest) if header is not None else None
+        reason = loader.freshness_problem(header, digest, compiled_path.parent) if header is not None else None
         return failed(reason or f"failed to import ({type(error).__name__}: {error})")
-    reason = loader.freshness_problem(vars(module), digest)
+    reason = loader.freshness_problem(vars(module), digest, compiled_path.parent)
     if reason is not None:
         return failed(reason)
     table = getattr(module, "COMPILED", None)

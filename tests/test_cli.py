@@ -1,6 +1,7 @@
 """The `torchscribe` command: writing, --check, --dump-ir, and what it refuses to do."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,138 @@ def test_compiled_module_imports_without_libcst(model: Path) -> None:
     ) % (str(ROOT), str(model.parent), str(compiled(model)))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+# -- incremental and parallel runs ----------------------------------------------------------------
+def count_compiles(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files the CLI compiles in this process (with -j 1), recorded."""
+    import transpiler.compile
+
+    seen: list[Path] = []
+    real = transpiler.compile.compile_path
+
+    def recording(path: Path, *args, **kwargs):
+        seen.append(Path(path))
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(transpiler.compile, "compile_path", recording)
+    return seen
+
+
+def test_up_to_date_files_are_not_compiled_again(model: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    seen = count_compiles(monkeypatch)
+    assert main(["-j", "1", str(model.parent)]) == 0
+    assert seen == [model]
+    capsys.readouterr()
+    assert main(["-j", "1", str(model.parent)]) == 0
+    assert seen == [model]  # the header says it is fresh: not compiled
+    assert "torchscribe: 1 file: 0 written, 1 up to date, 0 failed" in capsys.readouterr().out
+
+    assert main(["-j", "1", "--force", str(model)]) == 0
+    assert seen == [model, model]
+
+    model.write_text(MODEL.replace("torch.relu", "torch.tanh"))  # the source changed
+    assert main(["-j", "1", str(model)]) == 0
+    assert len(seen) == 3 and "torch.tanh" in compiled(model).read_text()
+
+
+def test_another_torchscribe_version_is_regenerated(model: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main([str(model)]) == 0
+    out = compiled(model)
+    fresh = out.read_text()
+    out.write_text(fresh.replace('TORCHSCRIBE_VERSION = "', 'TORCHSCRIBE_VERSION = "0.0.0-old-'))
+    seen = count_compiles(monkeypatch)
+    assert main(["-j", "1", str(model)]) == 0
+    assert seen == [model] and out.read_text() == fresh
+
+
+def test_exit_nonzero_on_write(model: Path) -> None:
+    assert main(["-q", "--exit-nonzero-on-write", str(model)]) == 1
+    assert compiled(model).exists()
+    assert main(["-q", "--exit-nonzero-on-write", str(model)]) == 0  # nothing to write
+
+
+def test_a_compiled_module_given_by_name_is_not_a_model(model: Path) -> None:
+    assert main(["-q", str(model)]) == 0
+    before = compiled(model).read_text()
+    assert main(["-q", str(model), str(compiled(model))]) == 0
+    assert not compiled(compiled(model)).exists() and compiled(model).read_text() == before
+
+
+def test_jobs_must_be_positive(model: Path, capsys) -> None:
+    with pytest.raises(SystemExit) as exit:
+        main(["-j", "0", str(model)])
+    assert exit.value.code == 2
+    assert "positive number of processes" in capsys.readouterr().err
+
+
+def many_models(directory: Path, count: int) -> list[Path]:
+    paths = []
+    for i in range(count):
+        path = directory / f"m{i}.py"
+        path.write_text(MODEL.replace("class Cell", f"class Cell{i}").replace("nn.Linear(4, 4)", f"nn.Linear({i + 2}, 4)"))
+        paths.append(path)
+    return paths
+
+
+def test_parallel_matches_serial_in_order(tmp_path: Path, capsys) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    paths = many_models(tmp_path, 4)
+    assert main(["-j", "2", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if line.startswith("wrote ")] == [f"wrote {compiled(p)}" for p in paths]
+    assert "torchscribe: 4 files: 4 written, 0 up to date, 0 failed (4 compiled: 4 objects, 0 kernels" in out
+    parallel = [compiled(p).read_text() for p in paths]
+    for p in paths:
+        compiled(p).unlink()
+    assert main(["-q", "-j", "1", str(tmp_path)]) == 0
+    assert [compiled(p).read_text() for p in paths] == parallel
+
+
+def test_parallel_errors_do_not_stop_the_others(tmp_path: Path, capsys) -> None:
+    (tmp_path / "pyproject.toml").write_text("")
+    paths = many_models(tmp_path, 3)
+    bad = MODEL.replace("return torch.relu(self.linear(x))", "return [y for y in x]")
+    paths[0].write_text(bad)
+    paths[2].write_text(bad)
+    assert main(["-j", "2", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    first, last = (f"{os.path.relpath(p)}:13:16: error: list comprehensions are not supported" for p in (paths[0], paths[2]))
+    assert first in err and last in err and err.index(first) < err.index(last)  # in the files' order
+    assert "nothing was written" in err
+    assert not any(compiled(p).exists() for p in paths)
+
+
+def test_internal_error_in_a_worker(tmp_path: Path, capsys) -> None:
+    from transpiler.batch import FileResult, compile_all
+
+    (tmp_path / "pyproject.toml").write_text("")
+    paths = many_models(tmp_path, 2)
+    paths.append(tmp_path / "missing.py")  # reading it fails inside the worker: an internal error
+    results = compile_all(paths, jobs=2)
+    assert [r.status for r in results] == ["compiled", "compiled", "internal"]
+    assert all(isinstance(r, FileResult) for r in results)
+    assert "internal error while compiling" in results[2].message and "missing.py" in results[2].message
+
+
+def test_progress_only_on_a_terminal_for_long_runs(tmp_path: Path) -> None:
+    import io
+
+    from transpiler.batch import PROGRESS_MIN_FILES, compile_all, progress_stream
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    assert progress_stream(PROGRESS_MIN_FILES, quiet=False, stream=terminal) is terminal
+    assert progress_stream(PROGRESS_MIN_FILES - 1, quiet=False, stream=terminal) is None
+    assert progress_stream(PROGRESS_MIN_FILES, quiet=True, stream=terminal) is None
+    assert progress_stream(PROGRESS_MIN_FILES, quiet=False, stream=io.StringIO()) is None
+
+    (tmp_path / "pyproject.toml").write_text("")
+    paths = many_models(tmp_path, 2)
+    compile_all(paths, jobs=1, progress=terminal)
+    lines = terminal.getvalue().splitlines()
+    assert [line.split(" (")[0] for line in lines] == [f"[1/2] {paths[0]}", f"[2/2] {paths[1]}"]
+    assert all("compiled, " in line for line in lines)

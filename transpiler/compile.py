@@ -16,7 +16,7 @@ from ir.ops import FuncOp
 from ir.passes.shapes import example_input_types
 from ir.passes import run_pipeline
 from runtime.loader import VERSION
-from runtime.source_hash import source_hash
+from runtime.source_hash import read_source_text, source_hash
 from transpiler.check import CheckResult, check_file
 from transpiler.classinfo import ClassInfo
 from transpiler.context import FileContext
@@ -135,9 +135,27 @@ def compile_source(
         regenerate=regenerate,
         torchscribe_version=VERSION,
         torch_version=torch_version(),
+        sources=dependency_hashes(source.path, program.dependencies),
     )
     text = emit_module(program, header, entries, source.lines)
     return CompiledFile(program, entries, text)
+
+
+def dependency_hashes(source_path: Path, dependencies: Sequence[Path]) -> tuple[tuple[str, str], ...]:
+    """(path relative to the model file's directory, POSIX separators; its source hash) of each
+    other file the program was compiled from, sorted: the header's SOURCES. Relative paths keep
+    the output the same on every machine; the runtime and --check resolve them against the
+    compiled module's directory (the model file's)."""
+    base = Path(source_path).resolve().parent
+    own = Path(source_path).resolve()
+    found: dict[str, str] = {}
+    for dep in dependencies:
+        resolved = Path(dep).resolve()
+        if resolved == own:
+            continue
+        rel = Path(os.path.relpath(resolved, base)).as_posix()
+        found[rel] = source_hash(read_source_text(resolved))
+    return tuple(sorted(found.items()))
 
 
 def project_relative(path: Path) -> str:
