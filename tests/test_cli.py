@@ -280,3 +280,42 @@ def test_progress_only_on_a_terminal_for_long_runs(tmp_path: Path) -> None:
     lines = terminal.getvalue().splitlines()
     assert [line.split(" (")[0] for line in lines] == [f"[1/2] {paths[0]}", f"[2/2] {paths[1]}"]
     assert all("compiled, " in line for line in lines)
+
+
+TWO_FUNCTIONS = '''
+import torch
+from torch import Tensor
+from transpiler import script
+
+
+@script
+def first(x: Tensor) -> Tensor:
+    y = torch.relu(x) * 2.0
+    return y + 1.0
+
+
+@script
+def second(x: Tensor, w: Tensor) -> Tensor:
+    h = torch.tanh(x @ w)
+    return h.sum(dim=-1)
+'''
+
+
+def test_a_one_line_edit_changes_only_its_function(tmp_path: Path) -> None:
+    """The compiled module is reviewed as a diff: editing one line of `first` changes the
+    source hash and `first`'s lines, nothing of `second`."""
+    import difflib
+
+    (tmp_path / "pyproject.toml").write_text("")
+    path = tmp_path / "two.py"
+    path.write_text(TWO_FUNCTIONS)
+    assert main(["-q", str(path)]) == 0
+    before = compiled(path).read_text().splitlines()
+    path.write_text(TWO_FUNCTIONS.replace("torch.relu(x) * 2.0", "torch.relu(x) * 3.0"))
+    assert main(["-q", str(path)]) == 0
+    after = compiled(path).read_text().splitlines()
+    changed = [line for line in difflib.unified_diff(before, after, lineterm="", n=0)
+               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    assert changed and all("SOURCE_HASH" in line or "2.0" in line or "3.0" in line for line in changed), changed
+    start = after.index("def second(x: Tensor, w: Tensor) -> Tensor:")
+    assert after[start:] == before[start:]

@@ -43,7 +43,7 @@ attend (model.py:10)
     k is a tensor float32 cpu [?, 8, 16]
     k.shape[0] == B
   kernels (1):
-    k0_mul_amax_sub: reduction over [B, 8, 8] (line 13)
+    attend_k0_mul_amax_sub: reduction over [B, 8, 8] (line 13)
       fuses: line 12: mul, amax, sub, exp, sum, div; line 13: tanh, add
       input 0: s = matmul (line 11): f32[B, 8, 8]@cpu
       output 0: f32[B, 8, 8]@cpu, written over input 0
@@ -105,10 +105,10 @@ def test_mlp_example_key_facts(capsys: pytest.CaptureFixture[str]) -> None:
     assert "x is a tensor float32 cpu [B, 16, 64]" in out
     assert "self.norm.eps == 1e-05" in out
     # linear's bias add and GELU in one kernel, writing over the matmul's result
-    assert "k0_add_mul_erf: pointwise over [B, 16, 256] (line 18)" in out
+    assert "MLP_forward_k0_add_mul_erf: pointwise over [B, 16, 256] (line 18)" in out
     assert "output 0: h: f32[B, 16, 256]@cpu, written over input 0" in out
     # fc2's bias add, the residual add and the layer norm in one row reduction
-    assert "k1_add_sum_div: reduction over [B, 16, 64] (line 20)" in out
+    assert "MLP_forward_k1_add_sum_div: reduction over [B, 16, 64] (line 20)" in out
     assert "fuses: line 19: add; line 20: add, sum, div" in out
     assert "extern calls: linear (line 18), linear (line 19)" in out
     assert "stayed Python: none" in out

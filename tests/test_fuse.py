@@ -46,7 +46,7 @@ def test_a_chain_becomes_one_kernel() -> None:
     out = fused(CHAIN)
     assert out == """\
 func @f(%x: f32[B, 8]@cpu, %y: f32[8]@cpu) -> f32[B, 8]@cpu {
-  %0 : f32[B, 8]@cpu = kernel.pointwise(%x, %y) {name = "k0_exp_mul_add", inputs = 2} {
+  %0 : f32[B, 8]@cpu = kernel.pointwise(%x, %y) {name = "f_k0_exp_mul_add", inputs = 2} {
     ^(%x_1: f32[]@cpu, %y_1: f32[]@cpu):
     %1 : f32[]@cpu = torch.call(%x_1) {callee = "torch.exp", aten = "aten::exp"}
     %2 : f32[]@cpu = py.binary(%1, %y_1) {op = "*"}
@@ -87,7 +87,7 @@ func @f(%x: f32[4]@cpu) -> tuple[f32[4]@cpu, f32[]@cpu] {
     program = parse_program(out)
     kernels = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
     assert len(kernels) == 2, out  # exp*x, then (/ sum, tanh) after the reduction
-    assert kernels[0].attributes["name"].startswith("k0_exp_mul")
+    assert kernels[0].attributes["name"].startswith("f_k0_exp_mul")
 
 
 def test_no_read_moves_past_a_write() -> None:
@@ -264,3 +264,16 @@ def test_integer_overflow_wraps_like_torch(fns, tmp_path, monkeypatch) -> None:
     y = torch.tensor([7, -7, 2**30, 1], dtype=torch.int32)
     f = compiled(fns.ints, (x.repeat(3, 1), y), tmp_path, monkeypatch)
     assert torch.equal(f(x.repeat(2, 1), y), fns.ints(x.repeat(2, 1), y))
+
+
+def test_kernel_names_are_numbered_per_function() -> None:
+    """A kernel more in one function renames no kernel of another (stable diffs)."""
+    g = CHAIN.replace("func @f(", "func @g(")
+    extra = CHAIN.replace("  func.return(%3)", """  %4 : f32[B, 8]@cpu = torch.call(%3) {callee = "torch.exp", aten = "aten::exp"}
+  %5 : f32[B, 8]@cpu = torch.method(%4) {method = "relu", aten = "aten::relu"}
+  %6 : f32[B, 8]@cpu = py.binary(%5, %4) {op = "*"}
+  func.return(%6)""")
+    def names(text: str) -> list[str]:
+        return [op.attributes["name"] for op in parse_program(fused(text)).walk() if isinstance(op, ops.KernelOp)]
+    assert names(CHAIN + "\n" + g) == ["f_k0_exp_mul_add", "g_k0_exp_mul_add"]
+    assert names(extra + "\n" + g)[-1] == "g_k0_exp_mul_add"

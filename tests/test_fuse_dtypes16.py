@@ -65,7 +65,7 @@ def test_a_bf16_chain_becomes_one_kernel() -> None:
     text = CHAIN.replace("f32[", "bf16[")
     assert fused(text) == """\
 func @f(%x: bf16[B, 8]@cpu, %y: bf16[8]@cpu) -> bf16[B, 8]@cpu {
-  %0 : bf16[B, 8]@cpu = kernel.pointwise(%x, %y) {name = "k0_exp_mul_add", inputs = 2} {
+  %0 : bf16[B, 8]@cpu = kernel.pointwise(%x, %y) {name = "f_k0_exp_mul_add", inputs = 2} {
     ^(%x_1: bf16[]@cpu, %y_1: bf16[]@cpu):
     %1 : bf16[]@cpu = torch.call(%x_1) {callee = "torch.exp", aten = "aten::exp"}
     %2 : bf16[]@cpu = py.binary(%1, %y_1) {op = "*"}
@@ -336,7 +336,7 @@ def test_reductions(fns, name, dtype, tmp_path, monkeypatch) -> None:
     width = 37
     f = compiled(fn, _reduction_inputs(name, 2, width, dtype), tmp_path, monkeypatch)
     text = next((tmp_path / "jit").glob("*.py")).read_text()
-    assert text.count("\ndef k") == 1 and "_row(" in text, text
+    assert text.count(f"\ndef {name}_k") == 1 and "_row(" in text, text
     check = assert_bitwise if name == "extrema" else assert_close_to_eager
     with runtime.mode("strict"):
         for n in (1, 5, 400):  # 400 * 3 * 37 elements: the parallel loop

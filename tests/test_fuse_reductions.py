@@ -35,7 +35,7 @@ func @f(%x: f32[B, 40]@cpu) -> f32[B, 40]@cpu {
 def test_softmax_is_one_reduction_kernel() -> None:
     assert fused(SOFTMAX) == """\
 func @f(%x: f32[B, 40]@cpu) -> f32[B, 40]@cpu {
-  %0 : f32[B, 40]@cpu = kernel.reduction(%x) {name = "k0_amax_sub_exp", inputs = 1} {
+  %0 : f32[B, 40]@cpu = kernel.reduction(%x) {name = "f_k0_amax_sub_exp", inputs = 1} {
     ^(%x_1: f32[]@cpu):
     %1 : f32[]@cpu = kernel.reduce(%x_1) {kind = "amax"}
     %2 : f32[]@cpu = py.binary(%x_1, %1) {op = "-"}

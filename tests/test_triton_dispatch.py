@@ -250,14 +250,14 @@ def test_cpu_kernels_run_cpp_unless_triton_is_asked_for(fns, tmp_path, monkeypat
     example = (torch.randn(4, 40),)
     monkeypatch.delenv("TORCHSCRIBE_BACKEND", raising=False)
     _, module = compile_now(fns.softmax, example, tmp_path, monkeypatch)
-    assert launchers(module) == {"k0_mul_amax_sub": "k0_mul_amax_sub_cpp"}
+    assert launchers(module) == {"softmax_k0_mul_amax_sub": "softmax_k0_mul_amax_sub_cpp"}
     assert module.triton is None  # (not imported: no kernel runs on it)
-    for backend, launcher in (("triton", "k0_mul_amax_sub_triton"), ("cpp", "k0_mul_amax_sub_cpp")):
+    for backend, launcher in (("triton", "softmax_k0_mul_amax_sub_triton"), ("cpp", "softmax_k0_mul_amax_sub_cpp")):
         if backend == "triton" and not INTERPRETED:
             continue
         monkeypatch.setenv("TORCHSCRIBE_BACKEND", backend)
         _, module = compile_now(fns.softmax, example, tmp_path, monkeypatch)  # (from the cache: imported again)
-        assert launchers(module) == {"k0_mul_amax_sub": launcher}
+        assert launchers(module) == {"softmax_k0_mul_amax_sub": launcher}
 
 
 CUDA_CHAIN = """\
@@ -275,7 +275,7 @@ def test_kernels_form_on_cuda_tensors_of_one_device() -> None:
     from test_fuse import fused
 
     out = fused(CUDA_CHAIN)
-    assert 'kernel.pointwise(%x, %y) {name = "k0_exp_mul_add", inputs = 2}' in out
+    assert 'kernel.pointwise(%x, %y) {name = "f_k0_exp_mul_add", inputs = 2}' in out
     assert "^(%x_1: f32[]@cuda, %y_1: f32[]@cuda)" in out
     # a 0-d CPU tensor in CUDA math (eager takes it): not in a kernel, which reads one device
     mixed = CUDA_CHAIN.replace("%y: f32[8]@cuda", "%y: f32[]@cpu")
@@ -314,14 +314,14 @@ def test_a_module_on_cuda_tensors_has_no_cpp(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("TORCHSCRIBE_BACKEND", raising=False)
     path = cuda_module(tmp_path)
     text = path.read_text()
-    assert "KERNELS_CPP" not in text and "_lib" not in text and "def k0_exp_mul_add_cpp" not in text
+    assert "KERNELS_CPP" not in text and "_lib" not in text and "def f_k0_exp_mul_add_cpp" not in text
     module = import_file(path)
-    assert launchers(module) == {"k0_exp_mul_add": "k0_exp_mul_add_triton"}
+    assert launchers(module) == {"f_k0_exp_mul_add": "f_k0_exp_mul_add_triton"}
     x, y = randn(5, 8), randn(8)
     assert_close_to_eager(module.f(x, y), torch.exp(x) * y + 0.5)  # (no entry checks: CPU tensors too)
     monkeypatch.setenv("TORCHSCRIBE_BACKEND", "cpp")
     module = import_file(path)
-    with pytest.raises(TorchscribeError, match="TORCHSCRIBE_BACKEND=cpp, but kernel k0_exp_mul_add runs on cuda tensors"):
+    with pytest.raises(TorchscribeError, match="TORCHSCRIBE_BACKEND=cpp, but kernel f_k0_exp_mul_add runs on cuda tensors"):
         module.f(x, y)
 
 
@@ -370,13 +370,13 @@ def test_a_module_on_cuda_tensors_imports_without_triton(tmp_path) -> None:
         import torch
         import {path.stem} as m
         try:
-            m.k0_exp_mul_add(torch.randn(2, 8), torch.randn(8))
+            m.f_k0_exp_mul_add(torch.randn(2, 8), torch.randn(8))
         except Exception as error:
             print(type(error).__name__ + ": " + str(error))
     """)
     done = run_python(code, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("TorchscribeError: kernel k0_exp_mul_add runs on cuda tensors through Triton, "
+    assert done.stdout.startswith("TorchscribeError: kernel f_k0_exp_mul_add runs on cuda tensors through Triton, "
                                   "which is not installed: install it (`pip install triton`)"), done.stdout
 
 

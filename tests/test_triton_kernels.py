@@ -93,7 +93,7 @@ def test_pointwise_source() -> None:
     emitted = emit_triton_kernel(kernel)
     assert emitted.source + "\n" + emitted.launcher == '''\
 @triton.jit
-def k0_exp_mul_add_kernel(out0, in0, in0_s0, in0_s1, in1, in1_s1, n_rows, n1, ROWS: tl.constexpr, COLS: tl.constexpr):
+def f_k0_exp_mul_add_kernel(out0, in0, in0_s0, in0_s1, in1, in1_s1, n_rows, n1, ROWS: tl.constexpr, COLS: tl.constexpr):
     # a tile of ROWS rows (the outer dims, flattened) by COLS columns (the last dim)
     pid = tl.program_id(0)
     col_blocks = tl.cdiv(n1, COLS)
@@ -111,7 +111,7 @@ def k0_exp_mul_add_kernel(out0, in0, in0_s0, in0_s1, in1, in1_s1, n_rows, n1, RO
     v3 = v1 + 0.5
     tl.store(out0 + r * n1 + c, v3, mask=mask)
 
-def k0_exp_mul_add_triton(in0: Tensor, in1: Tensor) -> Tensor:
+def f_k0_exp_mul_add_triton(in0: Tensor, in1: Tensor) -> Tensor:
     """Fused (Triton): exp, mul, add."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 8, dtype=torch.float32, device=in0.device)
@@ -119,7 +119,7 @@ def k0_exp_mul_add_triton(in0: Tensor, in1: Tensor) -> Tensor:
         return out0
     rows, cols, warps = ts_tile(n0, 8)
     grid = (triton.cdiv(n0, rows) * triton.cdiv(8, cols),)
-    k0_exp_mul_add_kernel[grid](out0, in0, *in0.stride(), in1, *in1.stride(), n0, 8, ROWS=rows, COLS=cols, num_warps=warps)
+    f_k0_exp_mul_add_kernel[grid](out0, in0, *in0.stride(), in1, *in1.stride(), n0, 8, ROWS=rows, COLS=cols, num_warps=warps)
     return out0
 '''
 
@@ -129,7 +129,7 @@ def test_reduction_source() -> None:
     emitted = emit_triton_kernel(kernel)
     assert emitted.source + "\n" + emitted.launcher == '''\
 @triton.jit
-def k0_amax_sub_exp_block(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def f_k0_amax_sub_exp_block(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     # ROWS rows per program, each whole in one block of BLOCK >= n1 columns
     r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
     row_mask = r < n_rows
@@ -147,7 +147,7 @@ def k0_amax_sub_exp_block(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.conste
 
 
 @triton.jit
-def k0_amax_sub_exp_loop(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def f_k0_amax_sub_exp_loop(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     # ROWS rows per program, longer than a block: one loop over the row per level of reductions
     r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
     row_mask = r < n_rows
@@ -181,14 +181,14 @@ def k0_amax_sub_exp_loop(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constex
         v4 = v2 / v3
         tl.store(out0 + r * n1 + c, v4, mask=mask)
 
-def k0_amax_sub_exp_triton(in0: Tensor) -> Tensor:
+def f_k0_amax_sub_exp_triton(in0: Tensor) -> Tensor:
     """Fused (Triton): amax, sub, exp, sum, div."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 40, dtype=torch.float32, device=in0.device)
     if n0 == 0:
         return out0
     rows, block, warps = ts_row_tile(n0, 40)
-    kernel = k0_amax_sub_exp_block if block >= 40 else k0_amax_sub_exp_loop
+    kernel = f_k0_amax_sub_exp_block if block >= 40 else f_k0_amax_sub_exp_loop
     kernel[(triton.cdiv(n0, rows),)](out0, in0, *in0.stride(), n0, 40, ROWS=rows, BLOCK=block, num_warps=warps)
     return out0
 '''
@@ -395,9 +395,9 @@ def test_scalar_inputs(tmp_path) -> None:
     module = load([emit_triton_kernel(k) for k in kernel_ops(SCALARS)], tmp_path)
     x, i = randn(3, 5, dtype=torch.float64), randint(-9, 9, (3, 5), dtype=torch.int32)
     a, n = 0.1 + 1e-13, 2**31 + 3  # (n as int32 is -2**31 + 3)
-    assert torch.equal(module.k0_mul_add_triton(x, a, n), x * a + n)
-    assert torch.equal(module.k1_mul_add_triton(i, n), i * n + i)
-    assert torch.equal(module.k0_mul_add_triton(x, 1.0, 1), x + 1)  # (1 is not compiled in)
+    assert torch.equal(module.f_k0_mul_add_triton(x, a, n), x * a + n)
+    assert torch.equal(module.f_k1_mul_add_triton(i, n), i * n + i)
+    assert torch.equal(module.f_k0_mul_add_triton(x, 1.0, 1), x + 1)  # (1 is not compiled in)
 
 
 ZERO = """\
@@ -413,9 +413,9 @@ def test_zero_sizes_launch_nothing(tmp_path) -> None:
     [kernel] = kernel_ops(ZERO)
     emitted = emit_triton_kernel(kernel)
     assert "[grid]" not in emitted.launcher, emitted.launcher
-    assert load([emitted], tmp_path).k0_exp_mul_triton(randn(3, 0), randn(3, 1)).shape == (3, 0)
+    assert load([emitted], tmp_path).f_k0_exp_mul_triton(randn(3, 0), randn(3, 1)).shape == (3, 0)
     [kernel] = kernel_ops(CHAIN)
-    chain = load([emit_triton_kernel(kernel)], tmp_path).k0_exp_mul_add_triton
+    chain = load([emit_triton_kernel(kernel)], tmp_path).f_k0_exp_mul_add_triton
     assert chain(randn(0, 8), randn(8)).shape == (0, 8)
 
 
@@ -435,10 +435,10 @@ def test_rank_0_and_rank_4_with_broadcasting(tmp_path) -> None:
     scalar, rank4 = kernel_ops(RANKS)
     module = load([emit_triton_kernel(scalar), emit_triton_kernel(rank4)], tmp_path)
     s, t = torch.tensor(0.5, device=DEVICE), torch.tensor(3.0, device=DEVICE)
-    assert_close_to_eager(module.k0_exp_mul_triton(s, t), torch.exp(s) * t)
+    assert_close_to_eager(module.f_k0_exp_mul_triton(s, t), torch.exp(s) * t)
     y = randn(5, 3).t().unsqueeze(1)  # (3, 1, 5), not contiguous
     for x in (randn(2, 3, 4, 5), randn(5, 4, 3, 2).permute(3, 2, 1, 0)):
-        assert_close_to_eager(module.k1_mul_tanh_triton(x, y), torch.tanh(x * y), str(x.stride()))
+        assert_close_to_eager(module.f_k1_mul_tanh_triton(x, y), torch.tanh(x * y), str(x.stride()))
 
 
 MATH = """\
@@ -458,7 +458,7 @@ def test_math_is_accurate_near_zero_and_far(tmp_path, name, dtype) -> None:
     relative error, from subnormal to large arguments, both signs, special values exact."""
     short = "f32" if dtype == torch.float32 else "f64"
     [kernel] = kernel_ops(MATH.replace("OP", name).replace("f32", short))
-    f = getattr(load([emit_triton_kernel(kernel)], tmp_path), f"k0_{name}_mul_triton")
+    f = getattr(load([emit_triton_kernel(kernel)], tmp_path), f"f_k0_{name}_mul_triton")
     tiny = torch.finfo(dtype).tiny
     magnitudes = torch.logspace(-30, 2.5, 400, dtype=torch.float64).to(dtype)
     x = torch.cat([magnitudes, -magnitudes, torch.tensor([0.0, -0.0, tiny / 4, -tiny / 4, 0.2499, 0.25, -0.25, 0.55,
@@ -509,4 +509,4 @@ def test_16_bit_floats(tmp_path, monkeypatch, dtype, looped) -> None:
     x, y = randn(5, 37, dtype=dtype), randn(37, dtype=dtype)
     a = torch.exp(x) * y + 0.1
     expected = (a, torch.tanh(torch.softmax(a, dim=-1)))
-    assert_close_to_eager(module.k0_exp_mul_add_triton(x, y), expected)
+    assert_close_to_eager(module.f_k0_exp_mul_add_triton(x, y), expected)

@@ -29,6 +29,7 @@ scalar inputs.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 import sympy
@@ -74,13 +75,28 @@ class _Group:
         self.values.update(op.results)
 
 
+@dataclass
+class _Namer:
+    """Kernel names: the function's name, the kernel's number in the function, its first ops
+    (`MLP_forward_k0_add_gelu`). Numbered per function, so that an edit of one function renames
+    no kernel of another (the generated module is reviewed as a diff)."""
+
+    prefix: str
+    count: int = 0
+
+    def take(self, group: list[Operation]) -> str:
+        name = f"{self.prefix}_k{self.count}_" + "_".join(list(dict.fromkeys(op_name(op) for op in group))[:3])
+        self.count += 1
+        return name
+
+
 def fuse(program: Program) -> None:
-    counter = [0]
     for func in program.funcs:
         for op in list(func.walk()):
             if op.parent is not None:
                 _sink_reshape(op)
-        _fuse_block(func.regions[0].block, counter, func)
+        namer = _Namer(re.sub(r"\W", "_", func.attributes["sym_name"]))
+        _fuse_block(func.regions[0].block, namer, func)
 
 
 # Not `view`: a view of `a` may raise where the view of the fresh `f(a)` does not (strides).
@@ -117,14 +133,14 @@ def _sink_reshape(op: Operation) -> None:
         op = reshape
 
 
-def _fuse_block(block: Block, counter: list[int], func: Operation) -> None:
+def _fuse_block(block: Block, namer: _Namer, func: Operation) -> None:
     groups: list[_Group] = []
     owner: dict[Value, _Group] = {}
     position = {op: i for i, op in enumerate(block.ops)}
     for i, op in enumerate(list(block.ops)):
         for region in op.regions:
             for inner in region.blocks:
-                _fuse_block(inner, counter, func)
+                _fuse_block(inner, namer, func)
         if any(may_write(inner) for inner in op.walk()):  # (a loop or branch: the writes in it)
             for g in groups:
                 g.close(i)
@@ -157,7 +173,7 @@ def _fuse_block(block: Block, counter: list[int], func: Operation) -> None:
     for g in groups:
         if len(g.ops) >= 2 or any(dead_temporary(v, g.ops[0]) and same_buffer_type(v, g.ops[0].result)
                                   for v in g.ops[0].operands):
-            _build_kernel(block, g, counter)
+            _build_kernel(block, g, namer)
 
 
 def _merge_siblings(groups: list[_Group], position: dict[Operation, int]) -> list[_Group]:
@@ -304,7 +320,7 @@ def kernel_shape(kernel: ops.KernelOp) -> tuple:
     return shape
 
 
-def _build_kernel(block: Block, g: _Group, counter: list[int]) -> None:
+def _build_kernel(block: Block, g: _Group, namer: _Namer) -> None:
     inside = g.values
     reductions = {op: row_reduction(op) for op in g.ops if not pointwise_fusible(op)}
     tensor_inputs: list[Value] = []
@@ -350,8 +366,7 @@ def _build_kernel(block: Block, g: _Group, counter: list[int]) -> None:
             mapping[old] = new
         body.append(inner)
     body.append(ops.YieldOp([mapping[r] for r in outputs], [], {}, loc=last.loc))
-    name = f"k{counter[0]}_" + "_".join(list(dict.fromkeys(op_name(op) for op in g.ops))[:3])
-    counter[0] += 1
+    name = namer.take(g.ops)
     kind = ops.ReductionKernelOp if reductions else ops.PointwiseKernelOp
     kernel = kind(tensor_inputs + scalar_inputs, [r.type for r in outputs],
                   {"name": name, "inputs": len(tensor_inputs)}, regions=[Region([body])], loc=last.loc)
