@@ -226,3 +226,32 @@ def test_a_kernel_writes_over_an_earlier_kernels_output(fns, tmp_path, monkeypat
     for shape in ((6, 33), (1, 33), (3000, 33)):
         x = torch.randn(shape)
         assert_close_to_eager(f(x), fns.chained(x), str(shape))
+
+
+LINEAR_BIAS = """\
+func @f(%x: f32[B, 8]@cpu, %w: f32[16, 8]@cpu, %b: f32[16]@cpu) -> f32[B, 16]@cpu {
+  %0 : f32[B, 16]@cpu = torch.call(%x, %w) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
+  %1 : f32[B, 16]@cpu = py.binary(%0, %b) {op = "+"}
+  func.return(%1)
+}
+"""
+
+
+def test_a_bias_add_that_joins_nothing_goes_back_into_the_linear() -> None:
+    """Decomposition splits linear's bias off so that it can join an epilogue; alone, one
+    `linear(x, w, b)` call (bias added in the GEMM) beats a GEMM plus a kernel pass."""
+    assert reused(LINEAR_BIAS) == """\
+func @f(%x: f32[B, 8]@cpu, %w: f32[16, 8]@cpu, %b: f32[16]@cpu) -> f32[B, 16]@cpu {
+  %0 : f32[B, 16]@cpu = torch.call(%x, %w, %b) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
+  func.return(%0)
+}
+"""
+    with_activation = LINEAR_BIAS.replace("  func.return(%1)", """\
+  %2 : f32[B, 16]@cpu = torch.call(%1) {callee = "torch.tanh", aten = "aten::tanh"}
+  func.return(%2)""")
+    out = reused(with_activation)
+    assert 'kernel.pointwise(%0, %b) {name = "f_k0_add_tanh", inputs = 2, reuse = ((0, 0),)}' in out
+    # the linear's result used twice: it stays, and so does the add
+    twice = LINEAR_BIAS.replace("  func.return(%1)", "  func.return(%1, %0)").replace(
+        "-> f32[B, 16]@cpu {", "-> tuple[f32[B, 16]@cpu, f32[B, 16]@cpu] {")
+    assert "torch.call(%x, %w) {" in reused(twice)

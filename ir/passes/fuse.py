@@ -171,9 +171,39 @@ def _fuse_block(block: Block, namer: _Namer, func: Operation) -> None:
                 owner[v].close(i)
     groups = _merge_siblings(groups, position)
     for g in groups:
-        if len(g.ops) >= 2 or any(dead_temporary(v, g.ops[0]) and same_buffer_type(v, g.ops[0].result)
-                                  for v in g.ops[0].operands):
+        if len(g.ops) >= 2:
             _build_kernel(block, g, namer)
+        elif _linear_bias(g.ops[0]):
+            _into_linear(g.ops[0])
+        elif any(dead_temporary(v, g.ops[0]) and same_buffer_type(v, g.ops[0].result) for v in g.ops[0].operands):
+            _build_kernel(block, g, namer)
+
+
+def _linear_bias(op: Operation) -> bool:
+    """`linear(x, w) + b` for a bias `b` of the output features: the split decomposition made,
+    so that the add could join an epilogue."""
+    if op_name(op) != "add" or len(op.operands) != 2:
+        return False
+    out, bias = op.operands
+    linear = out.owner
+    return (isinstance(linear, Operation) and op_name(linear) == "linear" and len(linear.operands) == 2
+            and linear.parent is op.parent and len(out.uses) == 1 and isinstance(bias.type, TensorType)
+            and isinstance(out.type, TensorType) and bias.type.dtype == out.type.dtype == op.result.type.dtype  # type: ignore[union-attr]
+            and bias.type.shape is not None and out.type.shape is not None and len(out.type.shape) >= 1
+            and tuple(bias.type.shape) == (out.type.shape[-1],) and out.type.shape == op.result.type.shape)  # type: ignore[union-attr]
+
+
+def _into_linear(add: Operation) -> None:
+    """A bias add that joined nothing goes back into the GEMM: `linear(x, w, b)` is one call
+    (addmm adds the bias in the GEMM), where a kernel of its own would be a call and a pass more."""
+    linear = add.operands[0].owner
+    merged = ops.TorchCallOp(list(linear.operands) + [add.operands[1]], [add.result.type],  # type: ignore[union-attr]
+                             dict(linear.attributes), loc=add.loc)  # type: ignore[union-attr]
+    add.parent.insert_before(add, merged)  # type: ignore[union-attr]
+    merged.result.name = add.result.name
+    add.result.replace_all_uses_with(merged.result)
+    add.erase()
+    linear.erase()  # type: ignore[union-attr]
 
 
 def _merge_siblings(groups: list[_Group], position: dict[Operation, int]) -> list[_Group]:
