@@ -13,15 +13,12 @@ A module whose kernels all run on CUDA tensors has no C++ section, so it needs n
 
 from __future__ import annotations
 
-import sympy
-
 from codegen import triton_kernels
 from codegen.cpp_kernels import PRELUDE, Signature, emit_kernel
+from codegen.launcher_text import describe, size_texts
 from codegen.writer import Writer
 from ir import ops
 from ir.passes.fuse import kernel_shape
-from ir.primitives import op_name
-from ir.types import TensorType
 
 
 def kernel_device(k: ops.KernelOp) -> str:
@@ -97,10 +94,10 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
     w.line(f"def {sig.name}_cpp({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(f'"""{_describe(k, source_file)}"""')
+        w.line(f'"""{describe(k, source_file)}"""')
         shape = kernel_shape(k)
         outs = [f"out{i}" for i in range(len(sig.outputs))]
-        sizes = _size_texts(k, shape)
+        sizes = size_texts(k, shape)
         if sizes is None:  # (a size only the broadcast of the inputs gives)
             w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(k.attributes["inputs"])) + ")")
             sizes = [f"shape[{i}]" for i in range(len(shape))]
@@ -128,37 +125,3 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
         args += [f"s{i}" for i in range(len(sig.scalars))]
         w.line(f"_lib.{sig.name}({', '.join(args)})")
         w.line(f"return {', '.join(outs)}")
-
-
-def _size_texts(k: ops.KernelOp, shape: tuple) -> list[str] | None:
-    """The sizes of `shape` as Python: literals, symbolic ones read from an input; None when a
-    size is not one of an input's."""
-    n_in = k.attributes["inputs"]
-    rank = len(shape)
-    parts = []
-    for i, d in enumerate(shape):
-        if type(d) is int:
-            parts.append(str(d))
-            continue
-        found = None
-        for j, v in enumerate(k.operands[:n_in]):
-            t = v.type
-            assert isinstance(t, TensorType) and t.shape is not None
-            at = i - (rank - len(t.shape))
-            if at >= 0 and t.shape[at] == d:
-                found = f"in{j}.shape[{at}]"
-                break
-        if found is None or not isinstance(d, sympy.Symbol):
-            return None
-        parts.append(found)
-    return parts
-
-
-def _describe(k: ops.KernelOp, source_file: str | bool) -> str:
-    names = ", ".join(dict.fromkeys(op.attributes["kind"] if isinstance(op, ops.ReduceOp) else op_name(op)
-                                    for op in k.body.ops if not isinstance(op, (ops.YieldOp, ops.ConstantOp))))
-    lines = sorted({op.loc.line for op in k.body.ops if op.loc is not None})
-    where = ""
-    if lines and isinstance(source_file, str):
-        where = f" from {source_file}:" + ",".join(str(n) for n in lines)
-    return f"Fused: {names}{where}."

@@ -39,10 +39,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import sympy
 import torch
 
 from codegen.cpp_kernels import compute_dtype
+from codegen.launcher_text import describe, size_texts
 from codegen.writer import Writer
 from ir import ops
 from ir.core import Operation, Value
@@ -692,8 +692,8 @@ def _launcher(k: _Kernel) -> str:
     result = "Tensor" if len(outs) == 1 else f"tuple[{', '.join(['Tensor'] * len(outs))}]"
     w.line(f"def {k.name}_triton({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(f'"""{_describe(k.op)}"""')
-        sizes = _size_texts(k)
+        w.line(f'"""{describe(k.op, False, "Triton")}"""')
+        sizes = size_texts(k.op, k.shape)
         if sizes is None:  # (a size only the broadcast of the inputs gives)
             w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(k.n_in)) + ")")
             sizes = [f"shape[{i}]" for i in range(k.rank)]
@@ -742,33 +742,6 @@ def _launcher(k: _Kernel) -> str:
                 w.line(f"{k.name}_kernel[grid]({', '.join(args)}, ROWS=rows, COLS=cols, num_warps=warps)")
         w.line(f"return {', '.join(outs)}")
     return w.text()
-
-
-def _size_texts(k: _Kernel) -> list[str] | None:
-    """The iteration sizes as Python: literals, symbolic ones read from an input; None when a
-    size is not one of an input's."""
-    parts = []
-    for i, d in enumerate(k.shape):
-        if type(d) is int:
-            parts.append(str(d))
-            continue
-        found = None
-        for j, v in enumerate(k.tensors):
-            shape = v.type.shape  # type: ignore[union-attr]
-            at = i - (k.rank - len(shape))
-            if at >= 0 and shape[at] == d:
-                found = f"in{j}.shape[{at}]"
-                break
-        if found is None or not isinstance(d, sympy.Symbol):
-            return None
-        parts.append(found)
-    return parts
-
-
-def _describe(op: ops.KernelOp) -> str:
-    names = dict.fromkeys(o.attributes["kind"] if isinstance(o, ops.ReduceOp) else op_name(o)
-                          for o in op.body.ops if not isinstance(o, (ops.YieldOp, ops.ConstantOp)))
-    return f"Fused (Triton): {', '.join(names)}."
 
 
 __all__ = ["emit_triton_kernel", "TritonKernel", "IMPORTS", "PRELUDE", "TL"]
