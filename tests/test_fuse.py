@@ -4,9 +4,6 @@ not a multiple of the vector width."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,6 +11,7 @@ import torch
 
 import runtime
 from closeness import assert_close_to_eager
+from source_module import imported_source
 from ir import ops
 from ir.parser import parse_program
 from ir.passes.dce import dce
@@ -129,13 +127,8 @@ def ints(x: Tensor, y: Tensor) -> Tensor:
 @pytest.fixture(scope="module")
 def fns(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("fuse_models")
-    (root / "fuse_models.py").write_text(textwrap.dedent(SOURCE))
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("fuse_models")
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("fuse_models", None)
+    with imported_source(root, "fuse_models", SOURCE) as module:
+        yield module
 
 
 def compiled(fn, example, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

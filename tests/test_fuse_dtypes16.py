@@ -9,15 +9,13 @@ float32 tensors and Python numbers, and row reductions (softmax, layer norm, ...
 
 from __future__ import annotations
 
-import importlib
-import sys
-import textwrap
 
 import pytest
 import torch
 
 import runtime
 from closeness import assert_close_to_eager
+from source_module import imported_source
 from ir import ops
 from ir.parser import parse_program
 from ir.passes.fuse import fuse
@@ -174,13 +172,8 @@ def centered(x: Tensor) -> Tensor:
 @pytest.fixture(scope="module")
 def fns(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("dtypes16_models")
-    (root / "dtypes16_models.py").write_text(textwrap.dedent(SOURCE))
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("dtypes16_models")
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("dtypes16_models", None)
+    with imported_source(root, "dtypes16_models", SOURCE) as module:
+        yield module
 
 
 def _every_16_bit_value(dtype: torch.dtype) -> torch.Tensor:

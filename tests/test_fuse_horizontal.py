@@ -3,14 +3,12 @@ become one kernel (IR in, IR out), and such kernels against eager."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-import textwrap
 
 import pytest
 import torch
 
 from closeness import assert_close_to_eager
+from source_module import imported_source
 from test_fuse import compiled, fused
 
 SIBLINGS = """\
@@ -93,13 +91,8 @@ def siblings(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 @pytest.fixture(scope="module")
 def fns(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("horizontal_models")
-    (root / "horizontal_models.py").write_text(textwrap.dedent(SOURCE))
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("horizontal_models")
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("horizontal_models", None)
+    with imported_source(root, "horizontal_models", SOURCE) as module:
+        yield module
 
 
 def test_siblings_match_eager(fns, tmp_path, monkeypatch) -> None:

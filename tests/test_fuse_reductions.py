@@ -4,9 +4,6 @@ offsets, row lengths that are not a multiple of the vector width, infinities and
 
 from __future__ import annotations
 
-import importlib
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -14,6 +11,7 @@ import torch
 
 import runtime
 from closeness import assert_close_to_eager
+from source_module import imported_source
 from ir import ops
 from ir.parser import parse_program
 from test_fuse import compiled, fused
@@ -112,13 +110,8 @@ def centered(x: Tensor) -> Tensor:
 @pytest.fixture(scope="module")
 def fns(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("reduction_models")
-    (root / "reduction_models.py").write_text(textwrap.dedent(SOURCE))
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("reduction_models")
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("reduction_models", None)
+    with imported_source(root, "reduction_models", SOURCE) as module:
+        yield module
 
 
 def _kernel_text(tmp_path: Path) -> str:

@@ -4,14 +4,12 @@ not contiguous when the kernel runs."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-import textwrap
 
 import pytest
 import torch
 
 from closeness import assert_close_to_eager
+from source_module import imported_source
 from ir.parser import parse_program
 from ir.passes.dce import dce
 from ir.passes.fuse import fuse
@@ -75,11 +73,16 @@ def test_one_op_becomes_a_kernel_only_to_write_over_a_dead_temporary() -> None:
   func.return(%2, %5)"""),
     # the bias is the full-shape operand, the matmul result broadcasts: different shapes
     ("%0 : f32[B, 16]@cpu = torch.call(%x, %w)", "%0 : f32[16]@cpu = torch.call(%b, %w)"),
+    # the matmul wrote into a tensor of the caller's (`out=`): its result is that tensor
+    ("%0 : f32[B, 16]@cpu = torch.call(%x, %w) {callee = \"torch.matmul\", aten = \"aten::matmul\"}",
+     "%0 : f32[B, 16]@cpu = torch.call(%x, %w, %o) {callee = \"torch.matmul\", kwnames = (\"out\",), mutates = (2,), alias_of = 2, aten = \"aten::matmul.out\"}"),
     # a different dtype
     ("%1 : f32[B, 16]@cpu = py.binary(%0, %b) {op = \"+\"}", "%1 : f64[B, 16]@cpu = py.binary(%0, %b) {op = \"+\"}"),
 ])
 def test_no_reuse(change: tuple[str, str]) -> None:
     text = MATMUL_BIAS_TANH.replace(*change)
+    if "%o" in text:
+        text = text.replace("%b: f32[16]@cpu)", "%b: f32[16]@cpu, %o: f32[B, 16]@cpu)")
     if "%0 : f32[16]@cpu" in text:
         text = text.replace("%w: f32[8, 16]@cpu", "%w: f32[16, 16]@cpu")
     if "f64[B, 16]" in text:
@@ -167,13 +170,8 @@ def chained(x: Tensor) -> Tensor:
 @pytest.fixture(scope="module")
 def fns(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("reuse_models")
-    (root / "reuse_models.py").write_text(textwrap.dedent(SOURCE))
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("reuse_models")
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("reuse_models", None)
+    with imported_source(root, "reuse_models", SOURCE) as module:
+        yield module
 
 
 def generated(tmp_path) -> str:

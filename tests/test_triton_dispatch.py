@@ -28,6 +28,7 @@ from hypothesis import given, settings
 
 import runtime
 from closeness import assert_close_to_eager
+from source_module import imported_source
 from runtime.errors import TorchscribeError
 
 if "triton" not in sys.modules and not torch.cuda.is_available():
@@ -120,13 +121,8 @@ class Loop(nn.Module):
 @pytest.fixture(scope="module")
 def fns(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
     root = tmp_path_factory.mktemp("dispatch_models")
-    (root / "dispatch_models.py").write_text(textwrap.dedent(SOURCE))
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("dispatch_models")
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("dispatch_models", None)
+    with imported_source(root, "dispatch_models", SOURCE) as module:
+        yield module
 
 
 def compile_now(obj: Any, example: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ModuleType]:

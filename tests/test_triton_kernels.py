@@ -16,7 +16,6 @@ import importlib.util
 import itertools
 import os
 import sys
-import textwrap
 from pathlib import Path
 from types import ModuleType
 from typing import Iterator
@@ -35,6 +34,7 @@ DEVICE = "cpu" if INTERPRETED else "cuda"
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
 
 from closeness import assert_close_to_eager  # noqa: E402
+from source_module import imported_source  # noqa: E402
 from codegen.triton_kernels import IMPORTS, PRELUDE, TritonKernel, emit_triton_kernel  # noqa: E402
 from ir import ops  # noqa: E402
 from ir.parser import parse_program  # noqa: E402
@@ -260,13 +260,8 @@ def centered(x: Tensor) -> Tensor:
 @pytest.fixture(scope="module")
 def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModuleType, Path, dict]]:
     root = tmp_path_factory.mktemp("triton_models")
-    (root / "triton_models.py").write_text(textwrap.dedent(SOURCE))
-    sys.path.insert(0, str(root))
-    try:
-        yield importlib.import_module("triton_models"), root, {}
-    finally:
-        sys.path.remove(str(root))
-        sys.modules.pop("triton_models", None)
+    with imported_source(root, "triton_models", SOURCE) as module:
+        yield module, root, {}
 
 
 def compiled(models: tuple[ModuleType, Path, dict], name: str, example: tuple) -> Compiled:

@@ -430,7 +430,12 @@ def dead_temporary(v: Value, user: Operation) -> bool:
     if not (isinstance(owner, Operation) and owner.parent is user.parent and len(v.uses) == 1
             and isinstance(v.type, TensorType)):
         return False
-    return isinstance(owner, ops.KernelOp) or (len(owner.results) == 1 and op_name(owner) in FRESH_RESULTS)
+    if isinstance(owner, ops.KernelOp):
+        return True
+    # (`out=` or a write makes the result a tensor the caller or another value holds)
+    aliased = (owner.attributes.get("alias_of") is not None or owner.attributes.get("mutates")
+               or "out" in owner.attributes.get("kwnames", ()))
+    return len(owner.results) == 1 and op_name(owner) in FRESH_RESULTS and not aliased
 
 
 def same_buffer_type(v: Value, r: Value) -> bool:
