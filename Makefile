@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo bench test test-slow setup regen check clean
+.PHONY: demo bench test test-slow setup regen check clean corpus corpus-bench
 
 setup: $(STAMP)
 
@@ -31,6 +31,25 @@ test: $(STAMP)
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# The real-model corpus (torchvision's classification zoo, nn.TransformerEncoderLayer) in its own
+# virtualenv: torch 2.14.1 and torchvision 0.29.1 (several GB with the CUDA packages torch's wheel
+# names; they install from the local index here). Tests, then the benchmark, which writes its
+# table into benchmarks/RESULTS.md.
+CORPUS_VENV := .venv-corpus
+CORPUS_STAMP := $(CORPUS_VENV)/.installed
+$(CORPUS_STAMP): pyproject.toml
+	test -x $(CORPUS_VENV)/bin/python || $(PYTHON) -m venv $(CORPUS_VENV)
+	$(CORPUS_VENV)/bin/python -m pip install --quiet "torch==2.14.1" "torchvision==0.29.1"
+	$(CORPUS_VENV)/bin/python -m pip install --quiet -e ".[dev]"
+	touch $(CORPUS_STAMP)
+
+corpus: $(CORPUS_STAMP)
+	TORCHSCRIBE_CORPUS=1 $(CORPUS_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/corpus
+	$(CORPUS_VENV)/bin/python -m benchmarks.zoo --write-results
+
+corpus-bench: $(CORPUS_STAMP)
+	$(CORPUS_VENV)/bin/python -m benchmarks.zoo --write-results $(ZOO_ARGS)
 
 regen: $(STAMP)
 	$(BIN)/torchscribe examples

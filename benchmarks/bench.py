@@ -531,6 +531,17 @@ def run_case(case: Case, budget_s: float) -> Row:
 # ----------------------------------------------------------------------------- report
 
 
+# benchmarks/zoo.py (the real models, another virtualenv) owns this part of RESULTS.md.
+ZOO_START, ZOO_END = "<!-- zoo: benchmarks/zoo.py writes from here -->", "<!-- zoo: end -->"
+
+
+def kept_zoo_block() -> str:
+    old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
+    if ZOO_START not in old or ZOO_END not in old:
+        return ""
+    return "\n" + old[old.index(ZOO_START):old.index(ZOO_END) + len(ZOO_END)] + "\n"
+
+
 def machine_lines(args: argparse.Namespace, budget_s: float, loads: tuple[float, float]) -> list[tuple[str, str]]:
     """(label, value) pairs describing where and how the numbers were taken."""
     try:
@@ -791,7 +802,7 @@ def main(argv: list[str] | None = None) -> int:
     header = machine_lines(args, budget_s, (load_at_start, load_average()))
     print(render(header, tables, notes, markdown=False))
     if args.write_results:
-        RESULTS.write_text(render(header, tables, notes, markdown=True), encoding="utf-8")
+        RESULTS.write_text(render(header, tables, notes, markdown=True) + kept_zoo_block(), encoding="utf-8")
         print(f"\nwrote {RESULTS.relative_to(ROOT)}")
     return 0
 

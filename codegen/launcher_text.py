@@ -3,6 +3,8 @@ expressions, and the docstring naming the ops the kernel fuses."""
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 import sympy
 
 from ir import ops
@@ -38,10 +40,14 @@ def describe(k: ops.KernelOp, source_file: str | bool, backend: str = "") -> str
     """`Fused: add, tanh from cell.py:15.` (`Fused (Triton): ...` with a backend named)."""
     names = ", ".join(dict.fromkeys(op.attributes["kind"] if isinstance(op, ops.ReduceOp) else op_name(op)
                                     for op in k.body.ops if not isinstance(op, (ops.YieldOp, ops.ConstantOp))))
-    lines = sorted({op.loc.line for op in k.body.ops if op.loc is not None})
+    lines: dict[str, set[int]] = {}
+    for op in k.body.ops:
+        if op.loc is not None:
+            lines.setdefault(PurePath(op.loc.file).name, set()).add(op.loc.line)
     where = ""
-    if lines and isinstance(source_file, str):
-        where = f" from {source_file}:" + ",".join(str(n) for n in lines)
+    if lines and source_file:
+        where = " from " + ", ".join(f"{file}:" + ",".join(str(n) for n in sorted(found))
+                                     for file, found in lines.items())
     return f"Fused{f' ({backend})' if backend else ''}: {names}{where}."
 
 

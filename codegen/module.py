@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from codegen.names import function_name
+from codegen.pyformat import format_python
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from ir.core import Program
@@ -27,8 +28,13 @@ class Header:
     sources: tuple[tuple[str, str], ...] = ()
 
 
-def emit_module(program: Program, header: Header, entries: dict[str, str], source_lines: list[str] | None) -> str:
-    """`entries` maps the runtime's COMPILED keys ("MyCell.forward") to function sym_names."""
+def emit_module(program: Program, header: Header, entries: dict[str, str],
+                source_lines: dict[str, list[str]] | list[str] | None) -> str:
+    """`entries` maps the runtime's COMPILED keys ("MyCell.forward") to function sym_names;
+    `source_lines` holds the lines of each file by the name locations give (a list: those of the
+    program's own file), for the comments that quote the source."""
+    if isinstance(source_lines, list):
+        source_lines = {program.source_file: source_lines}
     kernels = [op for op in program.walk() if isinstance(op, KernelOp)]
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
@@ -81,4 +87,4 @@ def emit_module(program: Program, header: Header, entries: dict[str, str], sourc
         for key, sym in entries.items():
             w.line(f'"{key}": {function_name(sym)},')
     w.line("}")
-    return w.text()
+    return format_python(w.text())  # black's style: a user's black hook agrees with ours

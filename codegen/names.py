@@ -9,8 +9,8 @@ MODULE_NAMES = {"torch", "F", "math", "Tensor", "Optional", "_guards", "COMPILED
 
 
 def function_name(sym_name: str) -> str:
-    """`MyCell.forward` -> `MyCell_forward`."""
-    return sym_name.replace(".", "_")
+    """`MyCell.forward` -> `MyCell_forward`; `Block@2.forward` (a variant) -> `Block_v2_forward`."""
+    return sym_name.replace(".", "_").replace("@", "_v")
 
 
 class Namespace:

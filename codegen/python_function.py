@@ -136,14 +136,14 @@ def is_effect_free(op: Operation) -> bool:
 
 
 class FunctionEmitter:
-    def __init__(self, func: ops.FuncOp, source_lines: list[str] | None, reserved: set[str]) -> None:
+    def __init__(self, func: ops.FuncOp, source_lines: dict[str, list[str]] | None, reserved: set[str]) -> None:
         self.func = func
         self.source_lines = source_lines
         self.names = Namespace(reserved)
         self.var: dict[Value, str] = {}
         self.folded: set[Operation] = set()  # ops printed inside their user's expression
         self.w = Writer()
-        self.last_line: int | None = None
+        self.last_line: tuple[str, int] | None = None
         self.needs: set[str] = set()  # names of imports the text uses ("math", "F", "Optional")
         self.bound: dict[tuple[Value, tuple], str] = {}  # (root, path) -> the local an entry check read it into
         self._entry_plan: dict[tuple[Value, tuple], bool] | None = None
@@ -457,12 +457,13 @@ class FunctionEmitter:
 
     def source_comment(self, op: Operation) -> None:
         loc = op.loc
-        if loc is None or self.source_lines is None or loc.line == self.last_line:
+        if loc is None or self.source_lines is None or (loc.file, loc.line) == self.last_line:
             return
-        self.last_line = loc.line
-        if not 1 <= loc.line <= len(self.source_lines):
+        self.last_line = (loc.file, loc.line)
+        lines = self.source_lines.get(loc.file)
+        if lines is None or not 1 <= loc.line <= len(lines):
             return
-        text = self.source_lines[loc.line - 1].strip()
+        text = lines[loc.line - 1].strip()
         self.w.line(f"# {PurePath(loc.file).name}:{loc.line}  {text}")
 
     def block(self, block: Block) -> None:
@@ -475,6 +476,8 @@ class FunctionEmitter:
                 skip.update(sugared)
                 continue
             self.statement(op)
+            if isinstance(op, ops.RaiseOp):
+                break  # the rest of the block is unreachable
 
     def augmented_assignment(self, op: Operation, block: Block) -> list[Operation]:
         """`y[i] += v` and `self.count += 1` were lowered to read, update in place, (write
@@ -579,6 +582,11 @@ class FunctionEmitter:
             self.w.line(f"if {value} is not {target}:")
             with self.w.indent():
                 self.w.line(self.op_expr(op).text)
+        elif isinstance(op, ops.RaiseOp):
+            exc = op.attributes["exc"]
+            if op.attributes.get("called", True):
+                exc += f"({self.args_text(op.operands, op.attributes.get('kwnames', ()))})"
+            self.w.line(f"raise {exc}")
         elif isinstance(op, ops.UnpackOp):
             targets = [self.name_of(r) if r.uses else "_" for r in op.results]
             lhs = ", ".join(targets) + ("," if len(targets) == 1 else "")
@@ -653,7 +661,8 @@ class FunctionEmitter:
                 self.block(block)
                 term = block.terminator
                 assert term is not None
-                self.copies(targets, term.operands)
+                if not any(isinstance(o, ops.RaiseOp) for o in block.ops):
+                    self.copies(targets, term.operands)
 
     def refine(self, op: Operation) -> None:
         """A narrowed type needs no code: the refined value is the same object."""
@@ -882,6 +891,11 @@ class FunctionEmitter:
         if isinstance(op, ops.ModuleCallOp):
             obj = self.expr(op.operands[0], PREC["atom"]).text
             return Expr(f"{obj}({self.args_text(op.operands[1:], a.get('kwnames', ()))})", PREC["atom"])
+        if isinstance(op, ops.MethodCallOp):
+            obj = self.expr(op.operands[0], PREC["atom"]).text
+            return Expr(f"{obj}.{a['method']}({self.args_text(op.operands[1:], a.get('kwnames', ()))})", PREC["atom"])
+        if isinstance(op, ops.FormatOp):
+            return self.format_expr(op)
         if isinstance(op, ops.KernelOp):  # the module's launcher of the kernel
             return Expr(f"{a['name']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.FuncCallOp):
@@ -905,6 +919,34 @@ class FunctionEmitter:
         if isinstance(op, ops.IfOp):
             return self.if_expr(op)
         raise NotImplementedError(f"no Python form for {op.name}")
+
+    def format_expr(self, op: Operation) -> Expr:
+        """An f-string; a value whose text cannot sit inside one (a quote, a backslash) goes
+        through format(), which is what the f-string calls."""
+        values = iter(op.operands)
+        pieces: list[tuple[str, str]] = []  # (f-string text, format() form)
+        for part in op.attributes["parts"]:
+            if part[0] == "text":
+                text = part[1]
+                escaped = text.encode("unicode_escape").decode("ascii").replace('"', '\\"')
+                pieces.append((escaped.replace("{", "{{").replace("}", "}}"), string_literal(text)))
+                continue
+            _, conversion, spec = part
+            inner = self.expr(next(values), PREC["if"]).text
+            ok = not any(c in inner for c in "\\\"'{}") and all(c not in spec for c in "\\\"'{}")
+            if ":" in inner or "!" in inner.replace("!=", ""):
+                inner = f"({inner})"
+            conv = f"!{conversion}" if conversion else ""
+            fspec = f":{spec}" if spec else ""
+            wrapped = {"r": "repr", "s": "str", "a": "ascii"}.get(conversion or "")
+            plain = f"{wrapped}({inner})" if wrapped else inner
+            pieces.append((f"{{{inner}{conv}{fspec}}}" if ok else "\0",
+                           f"format({plain}, {string_literal(spec)})"))
+        if all(f != "\0" for f, _ in pieces):
+            return Expr('f"' + "".join(f for f, _ in pieces) + '"', PREC["atom"])
+        if not pieces:
+            return Expr('""', PREC["atom"])
+        return Expr('"".join((' + ", ".join(p for _, p in pieces) + ",))", PREC["atom"])
 
     def binary_text(self, op: str, lhs: Value, rhs: Value) -> Expr:
         prec = PREC[op] if op in PREC else PREC["|"]

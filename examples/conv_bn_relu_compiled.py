@@ -22,12 +22,16 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(self, "relu", "torch.nn.ReLU")
     # conv_bn_relu.py:18  return self.relu(self.bn(self.conv(x)))
     conv = self.conv
-    tmp = F.conv2d(x, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation, conv.groups)
+    tmp = F.conv2d(
+        x, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation, conv.groups
+    )
     bn = self.bn
     if bn.training:
         tmp_1 = bn(tmp)
     else:
-        tmp_1 = F.batch_norm(tmp, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps)
+        tmp_1 = F.batch_norm(
+            tmp, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps
+        )
     return F.relu(tmp_1) if self.relu.inplace else F.relu(tmp_1)
 
 

@@ -14,11 +14,15 @@ SOURCE_HASH = "sha256:cc122e435379d6c86869cb09dc6900d5c63ed79f495685b32af90c224a
 TORCH_VERSION = "2.13"
 
 
-def indexing(x: Tensor, acc: Tensor, threshold: float = 0.5) -> tuple[Tensor, Tensor, Tensor]:
+def indexing(
+    x: Tensor, acc: Tensor, threshold: float = 0.5
+) -> tuple[Tensor, Tensor, Tensor]:
     _guards.check_tensor(x, "x")
     _guards.check_tensor(acc, "acc")
     if not _guards.no_overlap((acc,), (x,)):
-        raise _guards.GuardFailure("`acc` (written) may share memory with another tensor argument or attribute")
+        raise _guards.GuardFailure(
+            "`acc` (written) may share memory with another tensor argument or attribute"
+        )
     # indexing.py:11  evens = x[:, ::2]
     evens = x[:, ::2]
     # indexing.py:12  last = x[..., -1]
@@ -33,7 +37,9 @@ def indexing(x: Tensor, acc: Tensor, threshold: float = 0.5) -> tuple[Tensor, Te
     y = y.index_put((y < 0,), y.new_full((), 0.0))
     # indexing.py:19  y[:, :4] = last[:, None]
     tmp = y[:, :4]
-    y = torch.slice_scatter(y, last[:, None].expand_as(tmp).to(tmp.dtype, copy=True), 1, None, 4, 1)
+    y = torch.slice_scatter(
+        y, last[:, None].expand_as(tmp).to(tmp.dtype, copy=True), 1, None, 4, 1
+    )
     # indexing.py:20  y[0] += 1.0
     y = torch.select_scatter(y, y[0] + 1.0, 0, 0)
     # indexing.py:23  acc.mul_(2)

@@ -30,7 +30,9 @@ def LSTM_forward(
     for t in range(x.size(0)):
         # lstm_cell.py:20  gates = self.gates(torch.cat([x[t], h], dim=1))
         gates_module = self.gates
-        gates = F.linear(torch.cat([x[t], h], dim=1), gates_module.weight, gates_module.bias)
+        gates = F.linear(
+            torch.cat([x[t], h], dim=1), gates_module.weight, gates_module.bias
+        )
         # lstm_cell.py:21  i, f, g, o = gates.chunk(4, dim=1)
         i, f, g, o = gates.chunk(4, dim=1)
         # lstm_cell.py:22  i = torch.sigmoid(i)

@@ -22,7 +22,13 @@ def Block_forward(self, x: Tensor) -> Tensor:
     # module_list.py:17  return F.silu(self.fc(self.norm(x)))
     norm = self.norm
     fc = self.fc
-    return F.silu(F.linear(F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps), fc.weight, fc.bias))
+    return F.silu(
+        F.linear(
+            F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps),
+            fc.weight,
+            fc.bias,
+        )
+    )
 
 
 def Stack_forward(self, x: Tensor) -> Tensor:

@@ -30,7 +30,9 @@ def MaskedPool_forward(
     # optional_args.py:24  if mask is None:
     if mask is None:
         # optional_args.py:25  mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
-        mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)  # bool[?, ?]
+        mask = torch.ones(
+            x.size(0), x.size(1), dtype=torch.bool, device=x.device
+        )  # bool[?, ?]
     # optional_args.py:26  weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)
     # optional_args.py:27  if reduction == "sum":

@@ -15,7 +15,9 @@ SOURCE_HASH = "sha256:ca14be6b66cd886ecfc4ee38936d5de69d7b0db7f2e3b5d348d6e2b310
 TORCH_VERSION = "2.13"
 
 
-def pyramid_pool(x: Tensor, sizes: list[int], pad: tuple[int, int] = (0, 0)) -> tuple[Tensor, int]:
+def pyramid_pool(
+    x: Tensor, sizes: list[int], pad: tuple[int, int] = (0, 0)
+) -> tuple[Tensor, int]:
     _guards.check_tensor(x, "x")
     # pyramid_pool.py:12  left, right = pad
     left, right = pad

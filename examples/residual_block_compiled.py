@@ -17,20 +17,40 @@ TORCH_VERSION = "2.13"
 
 def BasicBlock_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
+    _guards.check_module(self, "downsample?", "torch.nn.Sequential", "len=2")
     _guards.check_module(self, "conv1", "torch.nn.Conv2d", "zeros_padding")
     _guards.check_module(self, "bn1", "torch.nn.BatchNorm2d", "running_stats")
     _guards.check_module(self, "relu", "torch.nn.ReLU")
     _guards.check_module(self, "conv2", "torch.nn.Conv2d", "zeros_padding")
     _guards.check_module(self, "bn2", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self, "downsample?.0", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self, "downsample?.1", "torch.nn.BatchNorm2d", "running_stats")
     # residual_block.py:29  out = self.conv1(x)
     conv1 = self.conv1
-    out = F.conv2d(x, conv1.weight, conv1.bias, conv1.stride, conv1.padding, conv1.dilation, conv1.groups)
+    out = F.conv2d(
+        x,
+        conv1.weight,
+        conv1.bias,
+        conv1.stride,
+        conv1.padding,
+        conv1.dilation,
+        conv1.groups,
+    )
     # residual_block.py:30  out = self.bn1(out)
     bn1 = self.bn1
     if bn1.training:
         out = bn1(out)
     else:
-        out = F.batch_norm(out, bn1.running_mean, bn1.running_var, bn1.weight, bn1.bias, False, 0.0, bn1.eps)
+        out = F.batch_norm(
+            out,
+            bn1.running_mean,
+            bn1.running_var,
+            bn1.weight,
+            bn1.bias,
+            False,
+            0.0,
+            bn1.eps,
+        )
     # residual_block.py:31  out = self.relu(out)
     if self.relu.inplace:
         out = F.relu(out)
@@ -38,18 +58,58 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
         out = F.relu(out)
     # residual_block.py:33  out = self.conv2(out)
     conv2 = self.conv2
-    out = F.conv2d(out, conv2.weight, conv2.bias, conv2.stride, conv2.padding, conv2.dilation, conv2.groups)
+    out = F.conv2d(
+        out,
+        conv2.weight,
+        conv2.bias,
+        conv2.stride,
+        conv2.padding,
+        conv2.dilation,
+        conv2.groups,
+    )
     # residual_block.py:34  out = self.bn2(out)
     bn2 = self.bn2
     if bn2.training:
         out = bn2(out)
     else:
-        out = F.batch_norm(out, bn2.running_mean, bn2.running_var, bn2.weight, bn2.bias, False, 0.0, bn2.eps)
+        out = F.batch_norm(
+            out,
+            bn2.running_mean,
+            bn2.running_var,
+            bn2.weight,
+            bn2.bias,
+            False,
+            0.0,
+            bn2.eps,
+        )
     # residual_block.py:36  if self.downsample is not None:
     tmp = self.downsample
     if tmp is not None:
         # residual_block.py:37  identity = self.downsample(x)
-        identity = tmp(x)
+        tmp_1 = tmp[0]
+        tmp_2 = F.conv2d(
+            x,
+            tmp_1.weight,
+            tmp_1.bias,
+            tmp_1.stride,
+            tmp_1.padding,
+            tmp_1.dilation,
+            tmp_1.groups,
+        )
+        tmp_3 = tmp[1]
+        if tmp_3.training:
+            identity = tmp_3(tmp_2)
+        else:
+            identity = F.batch_norm(
+                tmp_2,
+                tmp_3.running_mean,
+                tmp_3.running_var,
+                tmp_3.weight,
+                tmp_3.bias,
+                False,
+                0.0,
+                tmp_3.eps,
+            )
     else:
         identity = x
     # residual_block.py:39  out += identity
@@ -66,29 +126,60 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
 def ResNetStage_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
     _guards.check_module(self, "block1", "BasicBlock")
+    _guards.check_module(self, "block1.downsample?", "torch.nn.Sequential", "len=2")
     _guards.check_module(self, "block2", "BasicBlock")
+    _guards.check_module(self, "block2.downsample?", "torch.nn.Sequential", "len=2")
     _guards.check_module(self, "block1.conv1", "torch.nn.Conv2d", "zeros_padding")
     _guards.check_module(self, "block1.bn1", "torch.nn.BatchNorm2d", "running_stats")
     _guards.check_module(self, "block1.relu", "torch.nn.ReLU")
     _guards.check_module(self, "block1.conv2", "torch.nn.Conv2d", "zeros_padding")
     _guards.check_module(self, "block1.bn2", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(
+        self, "block1.downsample?.0", "torch.nn.Conv2d", "zeros_padding"
+    )
+    _guards.check_module(
+        self, "block1.downsample?.1", "torch.nn.BatchNorm2d", "running_stats"
+    )
     _guards.check_module(self, "block2.conv1", "torch.nn.Conv2d", "zeros_padding")
     _guards.check_module(self, "block2.bn1", "torch.nn.BatchNorm2d", "running_stats")
     _guards.check_module(self, "block2.relu", "torch.nn.ReLU")
     _guards.check_module(self, "block2.conv2", "torch.nn.Conv2d", "zeros_padding")
     _guards.check_module(self, "block2.bn2", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(
+        self, "block2.downsample?.0", "torch.nn.Conv2d", "zeros_padding"
+    )
+    _guards.check_module(
+        self, "block2.downsample?.1", "torch.nn.BatchNorm2d", "running_stats"
+    )
     # residual_block.py:54  return self.block2(self.block1(x))
     block2 = self.block2
     block1 = self.block1
     # residual_block.py:29  out = self.conv1(x)
     conv1 = block1.conv1
-    out = F.conv2d(x, conv1.weight, conv1.bias, conv1.stride, conv1.padding, conv1.dilation, conv1.groups)
+    out = F.conv2d(
+        x,
+        conv1.weight,
+        conv1.bias,
+        conv1.stride,
+        conv1.padding,
+        conv1.dilation,
+        conv1.groups,
+    )
     # residual_block.py:30  out = self.bn1(out)
     bn1 = block1.bn1
     if bn1.training:
         out = bn1(out)
     else:
-        out = F.batch_norm(out, bn1.running_mean, bn1.running_var, bn1.weight, bn1.bias, False, 0.0, bn1.eps)
+        out = F.batch_norm(
+            out,
+            bn1.running_mean,
+            bn1.running_var,
+            bn1.weight,
+            bn1.bias,
+            False,
+            0.0,
+            bn1.eps,
+        )
     # residual_block.py:31  out = self.relu(out)
     if block1.relu.inplace:
         out = F.relu(out)
@@ -96,18 +187,58 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         out = F.relu(out)
     # residual_block.py:33  out = self.conv2(out)
     conv2 = block1.conv2
-    out = F.conv2d(out, conv2.weight, conv2.bias, conv2.stride, conv2.padding, conv2.dilation, conv2.groups)
+    out = F.conv2d(
+        out,
+        conv2.weight,
+        conv2.bias,
+        conv2.stride,
+        conv2.padding,
+        conv2.dilation,
+        conv2.groups,
+    )
     # residual_block.py:34  out = self.bn2(out)
     bn2 = block1.bn2
     if bn2.training:
         out = bn2(out)
     else:
-        out = F.batch_norm(out, bn2.running_mean, bn2.running_var, bn2.weight, bn2.bias, False, 0.0, bn2.eps)
+        out = F.batch_norm(
+            out,
+            bn2.running_mean,
+            bn2.running_var,
+            bn2.weight,
+            bn2.bias,
+            False,
+            0.0,
+            bn2.eps,
+        )
     # residual_block.py:36  if self.downsample is not None:
     tmp = block1.downsample
     if tmp is not None:
         # residual_block.py:37  identity = self.downsample(x)
-        identity = tmp(x)
+        tmp_1 = tmp[0]
+        tmp_2 = F.conv2d(
+            x,
+            tmp_1.weight,
+            tmp_1.bias,
+            tmp_1.stride,
+            tmp_1.padding,
+            tmp_1.dilation,
+            tmp_1.groups,
+        )
+        tmp_3 = tmp[1]
+        if tmp_3.training:
+            identity = tmp_3(tmp_2)
+        else:
+            identity = F.batch_norm(
+                tmp_2,
+                tmp_3.running_mean,
+                tmp_3.running_var,
+                tmp_3.weight,
+                tmp_3.bias,
+                False,
+                0.0,
+                tmp_3.eps,
+            )
     else:
         identity = x
     # residual_block.py:39  out += identity
@@ -119,13 +250,30 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         out = F.relu(out)
     # residual_block.py:29  out = self.conv1(x)
     conv1 = block2.conv1
-    out_1 = F.conv2d(out, conv1.weight, conv1.bias, conv1.stride, conv1.padding, conv1.dilation, conv1.groups)
+    out_1 = F.conv2d(
+        out,
+        conv1.weight,
+        conv1.bias,
+        conv1.stride,
+        conv1.padding,
+        conv1.dilation,
+        conv1.groups,
+    )
     # residual_block.py:30  out = self.bn1(out)
     bn1 = block2.bn1
     if bn1.training:
         out_2 = bn1(out_1)
     else:
-        out_2 = F.batch_norm(out_1, bn1.running_mean, bn1.running_var, bn1.weight, bn1.bias, False, 0.0, bn1.eps)
+        out_2 = F.batch_norm(
+            out_1,
+            bn1.running_mean,
+            bn1.running_var,
+            bn1.weight,
+            bn1.bias,
+            False,
+            0.0,
+            bn1.eps,
+        )
     # residual_block.py:31  out = self.relu(out)
     if block2.relu.inplace:
         out_3 = F.relu(out_2)
@@ -133,18 +281,58 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         out_3 = F.relu(out_2)
     # residual_block.py:33  out = self.conv2(out)
     conv2 = block2.conv2
-    out_4 = F.conv2d(out_3, conv2.weight, conv2.bias, conv2.stride, conv2.padding, conv2.dilation, conv2.groups)
+    out_4 = F.conv2d(
+        out_3,
+        conv2.weight,
+        conv2.bias,
+        conv2.stride,
+        conv2.padding,
+        conv2.dilation,
+        conv2.groups,
+    )
     # residual_block.py:34  out = self.bn2(out)
     bn2 = block2.bn2
     if bn2.training:
         out_5 = bn2(out_4)
     else:
-        out_5 = F.batch_norm(out_4, bn2.running_mean, bn2.running_var, bn2.weight, bn2.bias, False, 0.0, bn2.eps)
+        out_5 = F.batch_norm(
+            out_4,
+            bn2.running_mean,
+            bn2.running_var,
+            bn2.weight,
+            bn2.bias,
+            False,
+            0.0,
+            bn2.eps,
+        )
     # residual_block.py:36  if self.downsample is not None:
-    tmp_1 = block2.downsample
-    if tmp_1 is not None:
+    tmp_4 = block2.downsample
+    if tmp_4 is not None:
         # residual_block.py:37  identity = self.downsample(x)
-        identity = tmp_1(out)
+        tmp_5 = tmp_4[0]
+        tmp_6 = F.conv2d(
+            out,
+            tmp_5.weight,
+            tmp_5.bias,
+            tmp_5.stride,
+            tmp_5.padding,
+            tmp_5.dilation,
+            tmp_5.groups,
+        )
+        tmp_7 = tmp_4[1]
+        if tmp_7.training:
+            identity = tmp_7(tmp_6)
+        else:
+            identity = F.batch_norm(
+                tmp_6,
+                tmp_7.running_mean,
+                tmp_7.running_var,
+                tmp_7.weight,
+                tmp_7.bias,
+                False,
+                0.0,
+                tmp_7.eps,
+            )
     else:
         identity = out
     # residual_block.py:39  out += identity

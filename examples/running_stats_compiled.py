@@ -21,7 +21,9 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
     var = self.var
     count = self.count
     if not _guards.no_overlap((mean, var, count), (x,)):
-        raise _guards.GuardFailure("`self.mean`, `self.var`, `self.count` (written) may share memory with another tensor argument or attribute")
+        raise _guards.GuardFailure(
+            "`self.mean`, `self.var`, `self.count` (written) may share memory with another tensor argument or attribute"
+        )
     # running_stats.py:20  if self.training:
     if self.training:
         # running_stats.py:21  batch_mean = x.mean(dim=0)

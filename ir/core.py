@@ -284,6 +284,8 @@ class Program:
         # Other source files whose @script code the program holds (code inlined from another
         # file adds its file here); the compiled module's header records their hashes (SOURCES)
         self.dependencies: list[Path] = []
+        # display name -> lines of each file the functions were lowered from (comments name them)
+        self.source_lines: dict[str, list[str]] = {}
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

@@ -161,6 +161,33 @@ class ListAppendOp(Operation):
     traits = frozenset({Mutates(0)})
 
 
+class FormatOp(Operation):
+    """An f-string: attribute `parts` holds, in order, ("text", literal) pieces and
+    ("value", conversion, spec) pieces, one per operand: conversion is None, "r", "s" or "a";
+    spec the format spec text ("" for none). The result is the str Python builds."""
+
+    name = "py.format"
+    traits = frozenset({PURE})
+
+
+class RaiseOp(Operation):
+    """`raise <exc>(*operands)`: attribute `exc` names a builtin exception class ("ValueError");
+    `called` says whether the source called it (`raise E(...)`) or named the class (`raise E`).
+    Control never goes on past it: the rest of its block is unreachable."""
+
+    name = "py.raise"
+    traits = frozenset({OPAQUE})
+
+
+class MethodCallOp(Operation):
+    """`obj.<method>(*args)`, a method the compiler leaves to Python (`@torch.jit.unused` or
+    `@torch.jit.ignore`): operand 0 is the object, the rest the positional arguments, then the
+    keyword arguments named by `kwnames`."""
+
+    name = "py.method_call"
+    traits = frozenset({OPAQUE})
+
+
 class GetItemOp(Operation):
     """`container[index]` on a tuple, list or module list."""
 

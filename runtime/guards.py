@@ -204,10 +204,13 @@ def _class_is(cls: type, qualname: str) -> bool:
     key = (cls, qualname)
     if key in _class_matches:
         return True
-    if qualname.startswith("torch.nn."):
+    if qualname == "torch.nn.Sequential":  # also a subclass that runs Sequential's forward
+        found = issubclass(cls, _nn.Sequential) and cls.forward is _nn.Sequential.forward \
+            and cls.__call__ is _nn.Module.__call__
+    elif qualname.startswith("torch.nn."):
         found = getattr(_nn, qualname[len("torch.nn."):], None) is cls
-    else:
-        found = cls.__qualname__ == qualname and cls.__call__ is _nn.Module.__call__
+    else:  # "Block@2": a variant of Block compiled for another module structure (transpiler/jit.py)
+        found = cls.__qualname__ == qualname.partition("@")[0] and cls.__call__ is _nn.Module.__call__
     if found:
         _class_matches[key] = True
         _matched[qualname] = cls
@@ -298,6 +301,15 @@ def plain_module(root: Any, path: str, qualname: str, *conditions: str) -> bool:
     return True
 
 
+def _length_condition(condition: str) -> Callable[[Any], bool]:
+    """"len=3": the container holds exactly 3 modules (an unrolled nn.Sequential)."""
+    if not condition.startswith("len=") or not condition[4:].isdigit():
+        raise KeyError(condition)  # a failed check
+    n = int(condition[4:])
+    test = _LAYER_CONDITIONS[condition] = lambda m: len(m._modules) == n
+    return test
+
+
 def check_module(root: Any, path: str, qualname: str, *conditions: str) -> Any:
     """`plain_module` as an entry check: raises GuardFailure naming the module when it fails.
     Returns the submodule (None where an optional part of the path is None), so that the checks
@@ -318,7 +330,7 @@ def check_module(root: Any, path: str, qualname: str, *conditions: str) -> Any:
                 if not (d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"]
                         or d["_backward_pre_hooks"] or "forward" in d):
                     for c in conditions:
-                        if not _LAYER_CONDITIONS[c](module):
+                        if not (_LAYER_CONDITIONS.get(c) or _length_condition(c))(module):
                             break
                     else:
                         return module
@@ -362,3 +374,17 @@ def no_overlap(written: Any, others: Any) -> bool:
             if start < other_end and other_start < end:
                 return False
     return True
+
+
+def check_no_autograd(module: Any, args: tuple, kwargs: dict) -> None:
+    """Compiled kernels record no autograd graph: with grad enabled, a tensor argument or a
+    parameter that requires grad sends the call to eager code (GuardFailure), which does."""
+    if not torch.is_grad_enabled():
+        return
+    values = list(args) + list(kwargs.values())
+    if any(isinstance(v, torch.Tensor) and v.requires_grad for v in values) or (
+            module is not None and any(p.requires_grad for p in module.parameters())):
+        raise GuardFailure("grad is enabled and an input or parameter requires grad; compiled kernels "
+                           "record no autograd graph (use torch.no_grad() or torch.inference_mode() "
+                           "for inference)")
+

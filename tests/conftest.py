@@ -8,3 +8,7 @@ import shutil
 os.environ.setdefault("TORCHSCRIBE_VERIFY", "1")
 if shutil.which("nvidia-smi") is None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+# The real-model corpus needs torchvision and minutes per model: `make corpus` runs it, in its own
+# virtualenv, with TORCHSCRIBE_CORPUS=1.
+collect_ignore = [] if os.environ.get("TORCHSCRIBE_CORPUS") == "1" else ["corpus"]

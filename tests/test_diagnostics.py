@@ -50,7 +50,7 @@ CHECK_CASES = {
     "generator_expression": """
         @script
         def f(x: Tensor) -> int:
-            return sum(i for i in range(3))  # error: 16: generator expressions are not supported
+            return max(i for i in range(3))  # error: 16: generator expressions are not supported
         """,
     "lambda": """
         @script
@@ -65,10 +65,12 @@ CHECK_CASES = {
             s = {1, 2}  # error: 9: set displays are not supported
             return x
         """,
-    "f_string": """
+    "bare_raise_and_raise_from": """
         @script
-        def f(x: Tensor, n: int) -> str:
-            return f"n={n}"  # error: 12: f-strings are not supported
+        def f(x: Tensor, n: int) -> Tensor:
+            if n > 2:
+                raise  # error: 9: a bare `raise` is not supported
+            raise ValueError("bad") from None  # error: 29: `raise ... from ...` is not supported
         """,
     "starred_call_arguments": """
         @script
@@ -113,7 +115,7 @@ CHECK_CASES = {
         def f(x: Tensor) -> Tensor:
             assert x.dim() == 2  # error: 5: assert statements are not supported
             if x.dim() != 2:
-                raise ValueError("2-d input expected")  # error: 9: raise statements are not supported
+                raise  # error: 9: a bare `raise` is not supported
             return x
         """,
     "global_nonlocal_del_import": """
@@ -418,7 +420,7 @@ LOWERING_CASES = {
 
         @script
         def k(x: Tensor) -> Tensor:
-            return f"{x}"  # error: 12: f-strings
+            return f"{x}"  # error: 12: returns a str
         """,
 }
 

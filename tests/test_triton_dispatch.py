@@ -148,14 +148,15 @@ def launchers(module: ModuleType) -> dict[str, str]:
 
 def through_triton(fn: Any, example: tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
     """fn compiled for `example`'s device, every kernel bound to its Triton launcher; calls run
-    in strict mode, so a failed entry check is an error, not eager code."""
+    in strict mode, so a failed entry check is an error, not eager code (and without autograd,
+    which would send a module whose parameters require grad to eager code)."""
     with triton_backend():
         compiled, module = compile_now(fn, example, tmp_path, monkeypatch)
     bound = launchers(module)
     assert bound and all(v == f"{k}_triton" for k, v in bound.items()), bound
 
     def call(*args: Any) -> Any:
-        with runtime.mode("strict"):
+        with runtime.mode("strict"), torch.no_grad():
             return compiled(*args)
 
     return call

@@ -26,7 +26,6 @@ STATEMENTS: dict[type, tuple[str, str]] = {
     cst.TryStar: ("try statements are not supported", "move error handling outside the compiled code"),
     cst.With: ("with statements are not supported",
                "move the context manager outside the compiled code (e.g. call the model under torch.no_grad())"),
-    cst.Raise: ("raise statements are not supported", "validate inputs outside the compiled code"),
     cst.Assert: ("assert statements are not supported", "check inputs before calling the model"),
     cst.Global: ("global statements are not supported", "pass the value as an argument, or keep it on self"),
     cst.Nonlocal: ("nonlocal statements are not supported", "pass the value as an argument and return the result"),
@@ -48,8 +47,6 @@ EXPRESSIONS: dict[type, tuple[str, str]] = {
                        "write a for loop (e.g. accumulate a sum in a variable)"),
     cst.Dict: ("dict displays are not supported", "return a tuple, or pass the values as separate arguments"),
     cst.Set: ("set displays are not supported", "use a list or a tuple; `x in (a, b)` works for tests"),
-    cst.FormattedString: ("f-strings are not supported",
-                          "compiled code cannot build strings; compute values and format them outside"),
     cst.StarredElement: ("starred expressions (`*x`) are not supported",
                          "list the elements one by one, or index the sequence"),
     cst.Await: ("await is not supported", "compiled functions are synchronous; await outside the model"),
@@ -58,6 +55,13 @@ EXPRESSIONS: dict[type, tuple[str, str]] = {
     cst.NamedExpr: ("assignment expressions (:=) are not supported", "assign to the name in a statement before"),
     cst.Imaginary: ("complex literals are not supported", "build complex tensors with torch.complex(real, imag)"),
 }
+
+# Builtins whose one generator expression or list comprehension argument lowering unrolls when
+# the iterable's length is known.
+UNROLLED_REDUCTIONS = {"builtins.all", "builtins.any", "builtins.sum", "builtins.tuple", "builtins.list"}
+
+# Methods left to Python: never compiled; compiled code calls them as plain methods.
+PYTHON_DECORATORS = {"torch.jit.unused", "torch.jit.ignore", "torch.jit._script.unused", "torch.jit._script.ignore"}
 
 DECORATOR_HINTS = {
     "builtins.property": "make it a method and call it: self.{name}()",
@@ -80,7 +84,7 @@ class CheckResult:
 
 def check_file(source: SourceFile, targets: list[Target]) -> CheckResult:
     """Report every unsupported construct in the functions that `targets` compile."""
-    functions, uses = compiled_functions(targets)
+    functions, uses = compiled_functions(targets, source)
     checker = SubsetChecker(source.display, functions)
     source.wrapper.visit(checker)
     failed = [f for f in functions if f in checker.failed]
@@ -88,9 +92,24 @@ def check_file(source: SourceFile, targets: list[Target]) -> CheckResult:
     return CheckResult(checker.diagnostics, failed, covered)
 
 
-def compiled_functions(targets: list[Target]) -> tuple[dict[cst.FunctionDef, bool], dict[cst.FunctionDef, list[cst.CSTNode]]]:
+def left_to_python(source: SourceFile | None, func: cst.FunctionDef) -> bool:
+    """Whether `func` is decorated `@torch.jit.unused` or `@torch.jit.ignore` (also called, as in
+    `@torch.jit.ignore(drop=True)`): compiled code calls it as a plain Python method."""
+    for deco in func.decorators:
+        expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+        name = source.global_name(expr) if source is not None else None
+        if name is None:
+            name = _code(expr)
+        if name in PYTHON_DECORATORS:
+            return True
+    return False
+
+
+def compiled_functions(targets: list[Target], source: SourceFile | None = None
+                       ) -> tuple[dict[cst.FunctionDef, bool], dict[cst.FunctionDef, list[cst.CSTNode]]]:
     """The functions lowering will compile, each mapped to whether it is a method; and for each
-    method, its uses (`self.name` and `self.name(...)`) in the others."""
+    method, its uses (`self.name` and `self.name(...)`) in the others. Methods left to Python
+    (`@torch.jit.unused`) are not compiled."""
     found: dict[cst.FunctionDef, bool] = {}
     uses: dict[cst.FunctionDef, list[cst.CSTNode]] = {}
     for target in targets:
@@ -105,7 +124,7 @@ def compiled_functions(targets: list[Target]) -> tuple[dict[cst.FunctionDef, boo
                 continue
             found[method] = True
             for name, use in _self_references(method):
-                if name in methods and name != "__init__":
+                if name in methods and name != "__init__" and not left_to_python(source, methods[name]):
                     pending.append(methods[name])
                     uses.setdefault(methods[name], []).append(use)
     return found, uses
@@ -145,6 +164,7 @@ class SubsetChecker(cst.CSTVisitor):
         self.diagnostics: list[Diagnostic] = []
         self.failed: set[cst.FunctionDef] = set()
         self.current: cst.FunctionDef | None = None
+        self.unrolled: set[cst.CSTNode] = set()
 
     # -- reporting ------------------------------------------------------------------------------
     def loc(self, node: cst.CSTNode) -> Loc:
@@ -180,8 +200,14 @@ class SubsetChecker(cst.CSTVisitor):
             return True
         if isinstance(node, (cst.Decorator, cst.Parameters, cst.Annotation)):
             return False  # checked by check_definition; annotations are lowering's business
+        if isinstance(node, cst.Call) and len(node.args) == 1 and not node.args[0].star and node.args[0].keyword is None \
+                and isinstance(node.args[0].value, (cst.GeneratorExp, cst.ListComp)):
+            found = self.get_metadata(QualifiedNameProvider, node.func, set())
+            names = {q.name for q in (found() if callable(found) else found)}
+            if names & UNROLLED_REDUCTIONS:
+                self.unrolled.add(node.args[0].value)  # lowering unrolls it (or says why not)
         kind = type(node)
-        if kind in EXPRESSIONS:
+        if kind in EXPRESSIONS and node not in self.unrolled:
             self.report(node, *EXPRESSIONS[kind])
             return False
         if kind in STATEMENTS:
@@ -214,6 +240,12 @@ class SubsetChecker(cst.CSTVisitor):
                         "pass the arguments one by one")
         elif isinstance(node, cst.SimpleString) and "b" in node.prefix.lower():
             self.report(node, "byte strings are not supported", "use a str, or a uint8 tensor for raw bytes")
+        elif isinstance(node, cst.Raise):
+            if node.exc is None:
+                self.report(node, "a bare `raise` is not supported",
+                            "raise an exception explicitly: raise RuntimeError(\"...\")")
+            elif node.cause is not None:
+                self.report(node.cause, "`raise ... from ...` is not supported", "raise the exception without `from`")
         elif isinstance(node, cst.AnnAssign) and node.value is None:
             self.report(node, "a declaration without a value is not supported",
                         f"assign a value: `{_code(node.target)}: ... = <value>`")

@@ -7,7 +7,7 @@ for the ahead-of-time path; and a live instance, for `script(instance, ...)`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import libcst as cst
 import torch
@@ -18,6 +18,7 @@ from ir.types import (
     ANY,
     BOOL,
     FLOAT,
+    ListType,
     INT,
     NONE,
     STR,
@@ -26,6 +27,7 @@ from ir.types import (
     ModuleType,
     OptionalType,
     TupleType,
+    FunctionType,
     Type,
     unify,
 )
@@ -272,22 +274,54 @@ def _literal_type(value: object) -> Type | None:
 
 
 # -- from a live instance ---------------------------------------------------------------------
-def python_value_type(value: object) -> Type | None:
+def python_value_type(value: object, name_of: Callable[[nn.Module], str] | None = None) -> Type | None:
     if isinstance(value, torch.Tensor):
         return TENSOR
-    if isinstance(value, (nn.ModuleList, nn.Sequential)):
+    if is_container(value):
         kind = "ModuleList" if isinstance(value, nn.ModuleList) else "Sequential"
-        return ModuleListType(kind, tuple(ModuleType(module_qualname(m)) for m in value), True)
+        return ModuleListType(kind, tuple(python_value_type(m, name_of) or ANY for m in value), True)  # type: ignore[attr-defined]
     if isinstance(value, nn.Module):
-        return ModuleType(module_qualname(value))
+        return ModuleType((name_of or module_qualname)(value))
+    torch_function = _torch_function_name(value)
+    if torch_function is not None:
+        return FunctionType(torch_function)
+    if isinstance(value, list) and value and all(type(v) in (int, float, bool) for v in value):
+        elem = _literal_type(value[0])
+        if elem is not None and all(_literal_type(v) == elem for v in value):
+            return ListType(elem)  # read when called: a list may change
     return _literal_type(value)
+
+
+def _torch_function_name(value: object) -> str | None:
+    """"torch.nn.functional.relu" for a torch function stored on a module (`self.activation =
+    F.relu`): calls of it compile as that function, as TorchScript reads such attributes once."""
+    if not callable(value) or isinstance(value, (type, nn.Module)):
+        return None
+    module, name = getattr(value, "__module__", None), getattr(value, "__name__", None)
+    if not isinstance(module, str) or not isinstance(name, str) or not (module == "torch" or module.startswith("torch.")):
+        return None
+    for public in ("torch.nn.functional", "torch"):  # the names the front end resolves
+        owner = torch.nn.functional if public == "torch.nn.functional" else torch
+        if getattr(owner, name, None) is value:
+            return f"{public}.{name}"
+    return None
+
+
+def is_container(value: object) -> bool:
+    """An nn.ModuleList, or an nn.Sequential (subclasses too) that runs Sequential's forward."""
+    if isinstance(value, nn.ModuleList):
+        return "forward" not in type(value).__dict__
+    return isinstance(value, nn.Sequential) and type(value).forward is nn.Sequential.forward
 
 
 def module_qualname(module: nn.Module) -> str:
     return std_name(type(module))
 
 
-def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.ClassDef | None) -> ClassInfo:
+def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.ClassDef | None,
+                        name_of: Callable[[nn.Module], str] | None = None) -> ClassInfo:
+    """What the compiler sees of `module`'s class from this instance; `name_of` names the classes
+    of its submodules (module_qualname by default)."""
     info = ClassInfo(module_qualname(module), node, source, instance=module)
     if node is not None:
         for stmt in node.body.body:
@@ -298,13 +332,28 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
     for name, b in module._buffers.items():
         info.attrs[name] = AttrInfo("buffer", NONE if b is None else TENSOR)
     for name, m in module._modules.items():
-        info.attrs[name] = AttrInfo("module", NONE if m is None else python_value_type(m) or ANY)
+        info.attrs[name] = AttrInfo("module", NONE if m is None else python_value_type(m, name_of) or ANY)
     for name, value in vars(module).items():
         if name.startswith("_") or name in info.attrs or name == "training":
             continue
-        t = python_value_type(value)
+        t = python_value_type(value, name_of)
         if t is not None:
             kind = "tensor" if t == TENSOR else "constant"
-            info.attrs[name] = AttrInfo(kind, t, value=value, has_value=kind == "constant")
+            info.attrs[name] = AttrInfo(kind, t, value=value, has_value=kind == "constant" and not isinstance(t, (ListType, FunctionType)))
     info.attrs["training"] = AttrInfo("constant", BOOL, value=module.training, has_value=True)
     return info
+
+
+def merge_attribute_types(a: ClassInfo, b: ClassInfo) -> ClassInfo:
+    """One ClassInfo for two instances of a class: each attribute's type joined (Any where they do
+    not mix, left out where one lacks it), values dropped where they differ."""
+    merged = ClassInfo(a.name, a.node, a.source, methods=a.methods, instance=a.instance)
+    for name, x in a.attrs.items():
+        y = b.attrs.get(name)
+        if y is None:
+            continue
+        t = x.type if x.type == y.type else (unify(x.type, y.type) or ANY)
+        same = x.has_value and y.has_value and type(x.value) is type(y.value) and x.value == y.value
+        merged.attrs[name] = AttrInfo(x.kind if x.kind == y.kind else "unknown", t, x.loc,
+                                      x.value if same else None, same)
+    return merged

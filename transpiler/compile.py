@@ -19,7 +19,7 @@ from runtime.loader import VERSION
 from runtime.source_hash import read_source_text, source_hash
 from transpiler.check import CheckResult, check_file
 from transpiler.classinfo import ClassInfo
-from transpiler.context import FileContext
+from transpiler.context import FileContext, FunctionFinder
 from transpiler.diagnostics import CompileError, Diagnostic, UserError
 from transpiler.lower_stmt import FunctionLowerer
 from transpiler.source import SourceFile, Target
@@ -30,6 +30,7 @@ class CompiledFile:
     program: Program
     entries: dict[str, str]  # COMPILED key -> function sym_name
     text: str
+    files: tuple[str, ...] = ()  # other source files compiled from (script(instance, ...))
 
 
 def torch_version() -> str:
@@ -37,18 +38,22 @@ def torch_version() -> str:
 
 
 def lower_file(source: SourceFile, targets: list[Target] | None = None,
-               instance_classes: dict[str, ClassInfo] | None = None) -> tuple[Program, dict[str, str]]:
-    """Lower the file's @script objects (and what they call) to IR. Raises CompileError with
-    every diagnostic found."""
+               instance_classes: dict[str, ClassInfo] | None = None,
+               functions: FunctionFinder | None = None) -> tuple[Program, dict[str, str]]:
+    """Lower the file's @script objects (and what they call) to IR. `functions` (script(instance, ...)) makes the compilation
+    recursive, as TorchScript's: see FileContext.recursive. Raises CompileError with every
+    diagnostic found."""
     targets = source.targets() if targets is None else targets
     # The check pass reports every unsupported construct at once; a function it rejected is not
     # lowered, so its errors are not reported twice.
     check = check_file(source, targets)
     # What the file decorates is compiled code the targets may call, also when one object is
     # compiled now (script(fn, example_inputs=...) passes just that target).
-    ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets()})
+    ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets()},
+                      recursive=functions is not None, functions=functions)
     if instance_classes:
         ctx.classes.update(instance_classes)
+        check = _check_other_files(check, {id(t.node) for t in targets}, instance_classes)
     diagnostics: list[Diagnostic] = []
     entries: dict[str, str] = {}
     for target in targets:
@@ -70,6 +75,15 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                 entries[target.name] = sig.sym_name
         except UserError as e:
             diagnostics.append(e.diagnostic)
+    if ctx.recursive:
+        # Calls of these classes appear once nn.Sequential calls are unrolled (ir/passes/inline.py):
+        # their forwards are compiled whether or not the source calls them by name.
+        for info in list(ctx.classes.values()):
+            if "forward" in info.methods and info.node is not None:
+                try:
+                    ctx.method_signature(info, "forward")
+                except UserError as e:
+                    diagnostics.append(e.diagnostic)
     funcs = []
     done = 0
     while done < len(ctx.worklist):
@@ -78,13 +92,33 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
         if check.has_errors(pending.node):
             continue
         try:
-            funcs.append(FunctionLowerer(ctx, pending.node, pending.sig, pending.class_info).lower())
+            funcs.append(FunctionLowerer(ctx, pending.node, pending.sig, pending.class_info, pending.source).lower())
         except UserError as e:
             diagnostics.append(e.diagnostic)
     if diagnostics or check.diagnostics:
-        raise CompileError(merge_diagnostics(check, diagnostics), {source.display: source.lines})
-    funcs.sort(key=lambda f: (f.loc.line, f.loc.col) if f.loc else (0, 0))
-    return Program(source.display, funcs), entries
+        raise CompileError(merge_diagnostics(check, diagnostics), ctx.sources())
+    # The entry file's functions first, in source order; then each other file's.
+    order = {name: i for i, name in enumerate(ctx.sources())}
+    funcs.sort(key=lambda f: (order.get(f.loc.file, len(order)), f.loc.file, f.loc.line, f.loc.col)
+               if f.loc else (0, "", 0, 0))
+    program = Program(source.display, funcs)
+    program.source_lines = ctx.sources()
+    return program, entries
+
+
+def _check_other_files(check: CheckResult, checked: set[int], classes: dict[str, ClassInfo]) -> CheckResult:
+    """`check` with the check pass's findings on the classes (of any file) not checked yet."""
+    by_file: dict[str, tuple[SourceFile, list[Target]]] = {}
+    for name, info in classes.items():
+        if info.source is None or info.node is None or id(info.node) in checked:
+            continue
+        checked.add(id(info.node))
+        by_file.setdefault(info.source.display, (info.source, []))[1].append(Target(name, info.node))
+    for other, targets in by_file.values():
+        found = check_file(other, targets)
+        check = CheckResult(check.diagnostics + found.diagnostics, check.failed + found.failed,
+                            check.covered + found.covered)
+    return check
 
 
 def merge_diagnostics(check: CheckResult, lowering: list[Diagnostic]) -> list[Diagnostic]:
@@ -110,10 +144,11 @@ def compile_source(
     after_pass: Callable[[str, Program], None] | None = None,
     instance: Any = None,
     example_inputs: Sequence[Any] | None = None,
+    functions: FunctionFinder | None = None,
 ) -> CompiledFile:
     """`instance` (an nn.Module) and `example_inputs` specialise the first target to what it
     will be called with (script(instance, example_inputs=...)); entry checks guard that."""
-    program, entries = lower_file(source, targets, instance_classes)
+    program, entries = lower_file(source, targets, instance_classes, functions)
     if instance is not None or example_inputs is not None:
         assert targets
         entry = entries.get(f"{targets[0].name}.forward", entries.get(targets[0].name))
@@ -137,7 +172,7 @@ def compile_source(
         torch_version=torch_version(),
         sources=dependency_hashes(source.path, program.dependencies),
     )
-    text = emit_module(program, header, entries, source.lines)
+    text = emit_module(program, header, entries, program.source_lines)
     return CompiledFile(program, entries, text)
 
 

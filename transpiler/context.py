@@ -3,11 +3,13 @@ functions still to lower."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import libcst as cst
 
-from ir.types import ANY, NONE, ModuleType, Type
+from ir.builder import literal_type
+from ir.types import ANY, NONE, TENSOR, ModuleType, Type
 from transpiler.annotations import annotation_type
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names
 from transpiler.diagnostics import UserError
@@ -20,6 +22,15 @@ class Pending:
     sig: Signature
     node: cst.FunctionDef
     class_info: ClassInfo | None
+    source: SourceFile  # the file the function is written in
+
+
+# Finds the function a call names, in any file (script(instance, ...)): (its file, its node, its
+# symbol name), or None when it is not a Python function with source code to compile.
+FunctionFinder = Callable[[SourceFile, cst.BaseExpression], "tuple[SourceFile, cst.FunctionDef, str] | None"]
+
+# The type of an unannotated result while it is being inferred (script(instance, ...) only).
+INFERRING = ANY
 
 
 @dataclass
@@ -29,6 +40,22 @@ class FileContext:
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     signatures: dict[str, Signature] = field(default_factory=dict)
     worklist: list[Pending] = field(default_factory=list)
+    # script(instance, ...): what TorchScript's recursive scripting does. Module-level functions
+    # the code calls are compiled without @script (`functions` finds them, in any file), an
+    # unannotated parameter is a Tensor and an unannotated result is inferred from the body.
+    recursive: bool = False
+    functions: FunctionFinder | None = None
+    _inferring: set[str] = field(default_factory=set)
+
+    def sources(self) -> dict[str, list[str]]:
+        """display name -> lines of every file compiled from (for diagnostics and comments)."""
+        found = {self.source.display: self.source.lines}
+        for info in self.classes.values():
+            if info.source is not None:
+                found.setdefault(info.source.display, info.source.lines)
+        for pending in self.worklist:
+            found.setdefault(pending.source.display, pending.source.lines)
+        return found
 
     def class_named(self, qualname: str) -> ClassInfo | None:
         if qualname in self.classes:
@@ -41,36 +68,73 @@ class FileContext:
         return info
 
     # -- signatures --------------------------------------------------------------------------------
-    def function_signature(self, qual: str) -> Signature | None:
-        """Signature of a module-level @script function of this file (and queue it)."""
-        if qual not in self.source.functions or qual not in self.script_names:
+    def function_signature(self, qual: str, source: SourceFile | None = None,
+                           func: cst.BaseExpression | None = None) -> Signature | None:
+        """Signature of a module-level @script function of this file (and queue it); with
+        `recursive`, of any function `func` (written in `source`) names that has source code."""
+        source = source or self.source
+        if source is self.source and qual in self.source.functions and qual in self.script_names:
+            return self._request(qual, self.source.functions[qual], None, source)
+        if not self.recursive or self.functions is None or func is None:
             return None
-        return self._request(qual, self.source.functions[qual], None)
+        found = self.functions(source, func)
+        if found is None:
+            return None
+        where, node, sym_name = found
+        return self._request(sym_name, node, None, where)
 
     def method_signature(self, info: ClassInfo, method: str, at: cst.CSTNode | None = None) -> Signature:
         node = info.methods.get(method)
         if node is None:
             raise UserError(f"`{info.name}` has no method `{method}`", self.source.loc(at) if at else None)  # type: ignore[arg-type]
-        return self._request(f"{info.name}.{method}", node, info)
+        return self._request(f"{info.name}.{method}", node, info, info.source or self.source)
 
-    def _request(self, sym_name: str, node: cst.FunctionDef, info: ClassInfo | None) -> Signature:
+    def _request(self, sym_name: str, node: cst.FunctionDef, info: ClassInfo | None, source: SourceFile) -> Signature:
+        if sym_name in self._inferring:
+            raise UserError(f"`{sym_name}` calls itself, so its result type cannot be inferred",
+                            source.loc(node.name), "annotate its return type")
         if sym_name not in self.signatures:
-            sig = self.signature_of(node, sym_name, info)
+            sig = self.signature_of(node, sym_name, info, source)
+            if sig.result is None:
+                sig = self._infer_result(sig, node, info, source)
             self.signatures[sym_name] = sig
-            self.worklist.append(Pending(sig, node, info))
+            self.worklist.append(Pending(sig, node, info, source))
         return self.signatures[sym_name]
 
-    def signature_of(self, node: cst.FunctionDef, sym_name: str, info: ClassInfo | None) -> Signature:
-        classes = module_class_names(self.source)
+    def _infer_result(self, sig: Signature, node: cst.FunctionDef, info: ClassInfo | None,
+                      source: SourceFile) -> Signature:
+        """Lower the function once with an open result type and join what its returns return
+        (TorchScript infers unannotated results too); the lowering that is kept comes later."""
+        from transpiler.lower_expr import unify_all  # lowering imports this module
+        from transpiler.lower_stmt import FunctionLowerer
+
+        self._inferring.add(sig.sym_name)
+        try:
+            probe = FunctionLowerer(self, node, replace(sig, result=INFERRING), info, source)
+            probe.lower()
+        finally:
+            self._inferring.discard(sig.sym_name)
+        result = unify_all(probe.returned_types) if probe.returned_types else NONE
+        if result is None:
+            raise UserError(f"`{sig.sym_name}` returns values of different types: "
+                            + ", ".join(str(t) for t in probe.returned_types),
+                            source.loc(node.name), "annotate its return type")
+        return replace(sig, result=result)
+
+    def signature_of(self, node: cst.FunctionDef, sym_name: str, info: ClassInfo | None,
+                     source: SourceFile | None = None) -> Signature:
+        """The signature from the annotations; result None: to be inferred (`recursive` only)."""
+        source = source or self.source
+        classes = module_class_names(source)
         params = node.params
         for bad, what in ((params.star_arg, "*args"), (params.star_kwarg, "**kwargs")):
             if isinstance(bad, cst.Param):
-                raise UserError(f"{what} parameters are not supported", self.source.loc(bad),
+                raise UserError(f"{what} parameters are not supported", source.loc(bad),
                                 "declare each parameter with its type")
         if params.posonly_params or params.kwonly_params:
             first = (list(params.posonly_params) + list(params.kwonly_params))[0]
             raise UserError("positional-only and keyword-only parameters are not supported",
-                            self.source.loc(first), "use ordinary parameters")
+                            source.loc(first), "use ordinary parameters")
         names: list[str] = []
         types: list[Type] = []
         defaults: dict[str, object] = {}
@@ -80,17 +144,25 @@ class FileContext:
             if i == 0 and info is not None:
                 types.append(ModuleType(info.name))
                 continue
+            if p.annotation is None and self.recursive and p.default is None:
+                types.append(TENSOR)  # TorchScript's rule for unannotated parameters
+                continue
+            if p.annotation is None and self.recursive and is_literal(literal_value(p.default)) \
+                    and literal_value(p.default) is not None:
+                defaults[name] = literal_value(p.default)
+                types.append(literal_type(defaults[name]))
+                continue
             if p.annotation is None:
                 raise UserError(
                     f"parameter `{name}` has no type annotation",
-                    self.source.loc(p.name),
+                    source.loc(p.name),
                     f"annotate it, e.g. `{name}: Tensor` (or int, float, bool, Optional[Tensor], ...)",
                 )
-            t = annotation_type(self.source, p.annotation.annotation, classes)
+            t = annotation_type(source, p.annotation.annotation, classes)
             if p.default is not None:
                 value = literal_value(p.default)
                 if not is_literal(value):
-                    raise UserError("default values must be literals", self.source.loc(p.default),
+                    raise UserError("default values must be literals", source.loc(p.default),
                                     "use None as the default and compute the value in the body")
                 defaults[name] = value
                 if value is None and t != NONE and not _is_optional(t):
@@ -100,18 +172,18 @@ class FileContext:
                     t = OptionalType(t)
             types.append(t)
         if info is not None and not names:
-            raise UserError("a method needs a `self` parameter", self.source.loc(node.name), None)
+            raise UserError("a method needs a `self` parameter", source.loc(node.name), None)
         if node.returns is None:
             result: Type = NONE if not _returns_value(node) else None  # type: ignore[assignment]
-            if result is None:
+            if result is None and not self.recursive:
                 raise UserError(
                     f"`{sym_name}` has no return type annotation",
-                    self.source.loc(node.name),
+                    source.loc(node.name),
                     "annotate the return type, e.g. `-> Tensor` or `-> tuple[Tensor, Tensor]`",
                 )
         else:
-            result = annotation_type(self.source, node.returns.annotation, classes)
-        return Signature(sym_name, tuple(names), tuple(types), defaults, result, self.source.loc(node))
+            result = annotation_type(source, node.returns.annotation, classes)
+        return Signature(sym_name, tuple(names), tuple(types), defaults, result, source.loc(node))
 
     def module_result_type(self, qualname: str, at: cst.CSTNode) -> Type:
         """What calling a submodule of this class returns."""
@@ -120,6 +192,8 @@ class FileContext:
         info = self.class_named(qualname)
         if info is not None and "forward" in info.methods:
             forward = info.methods["forward"]
+            if self.recursive:
+                return self.method_signature(info, "forward").result  # type: ignore[return-value]
             if forward.returns is None:
                 raise UserError(f"`{qualname}.forward` has no return type annotation",
                                 self.source.loc(forward.name), "annotate its return type")

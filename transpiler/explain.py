@@ -354,11 +354,7 @@ def compile_for_example(path: Path) -> Program:
     source = SourceFile.read(path, os.path.relpath(path))
     if isinstance(obj, torch.nn.Module):
         cls = type(obj)
-        infos: dict = {}
-        jit._collect_infos(obj, source, name, infos)
-        targets = [Target(cls.__name__, source.classes[cls.__name__])]
-        targets += [Target(n, source.classes[n]) for n in infos if n != cls.__name__ and "forward" in infos[n].methods]
-        compiled = compile_source(source, "explain", path.name, targets, infos, instance=obj, example_inputs=inputs)
+        compiled = jit.compile_instance(obj, source, source.classes[cls.__name__], inputs, "explain")
     else:
         fn = getattr(obj, "__wrapped__", obj)
         targets = [Target(fn.__name__, source.functions[fn.__name__])]

@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 from torch import nn
 
 from runtime.dispatch import compiled_dispatcher
+from runtime.guards import check_no_autograd
 from runtime.loader import load_module_from_path
 from transpiler import jit_cache
 
@@ -33,7 +34,17 @@ def compile_object(obj: Any, example_inputs: Sequence[Any] | None = None, permis
     raise TypeError(f"script() compiles nn.Module instances and functions, not {type(obj).__name__}")
 
 
+def reference_classes() -> dict[type, str]:
+    """torch's layers whose forward is not in the compiled subset, compiled from
+    transpiler/torch_layers.py instead (same class names, what eager's general path computes)."""
+    import transpiler.torch_layers  # noqa: F401  (its functions are found through sys.modules)
+
+    return {nn.MultiheadAttention: "MultiheadAttention", nn.TransformerEncoderLayer: "TransformerEncoderLayer"}
+
+
 def _source_path(obj: Any) -> str:
+    if isinstance(obj, type) and obj in reference_classes():
+        return str(Path(__file__).with_name("torch_layers.py"))
     path = inspect.getsourcefile(obj)
     if path is None:
         raise TypeError(f"the source of {obj!r} is not available, so it cannot be compiled")
@@ -54,38 +65,149 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
     key = jit_cache.module_key(instance, path, text, module_name, example_inputs, options)
     module = _cached(key, cls.__name__)
     if module is None:
-        from transpiler.compile import compile_source
-        from transpiler.source import SourceFile, Target
+        from transpiler.source import SourceFile
 
         source = SourceFile(Path(path), text, os.path.relpath(path))
         node = source.classes.get(cls.__name__)
         if node is None or cls.__qualname__ != cls.__name__:
             raise TypeError(f"{cls.__qualname__} is not defined at module level of {path}; it cannot be compiled")
-        infos: dict = {}
-        _collect_infos(instance, source, module_name, infos)
-        # The submodules' classes of the same file are compiled too, so that inlining sees them.
-        targets = [Target(cls.__name__, node)] + [Target(name, source.classes[name]) for name in infos
-                                                  if name != cls.__name__ and "forward" in infos[name].methods]
-        compiled = compile_source(source, "script(instance, example_inputs=...)", Path(path).name, targets, infos,
-                                  instance=instance, example_inputs=example_inputs)
-        module = _load(compiled.text, cls.__name__, key)
+        compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)")
+        module = _load(compiled.text, cls.__name__, key, compiled.files)
     forward = module.COMPILED[f"{cls.__name__}.forward"]
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
     eager = cls.__dict__.get("__torchscribe_eager__", cls.forward).__get__(scripted)  # never the AOT dispatcher
-    compiled_forward: Callable[..., Any] = types.MethodType(forward, scripted)
+    bound: Callable[..., Any] = types.MethodType(forward, scripted)
+
+    def compiled_forward(*args: Any, **kwargs: Any) -> Any:
+        check_no_autograd(scripted, args, kwargs)
+        return bound(*args, **kwargs)
+
     scripted.forward = compiled_dispatcher(eager, compiled_forward, f"{cls.__module__}:{cls.__name__}.forward")
     return scripted
 
 
-def _collect_infos(module: nn.Module, source: Any, module_name: str | None, infos: dict) -> None:
-    """ClassInfo from the live instance for the class and every submodule class of the same file."""
-    from transpiler.classinfo import class_from_instance
+def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
+                     regenerate: str) -> Any:
+    """Compile the class of `instance` (`node` in `source`) for this instance, recursively: the
+    classes of its submodules and the functions the code calls, from whichever file defines
+    them (TorchScript's recursive scripting), so that inlining sees them."""
+    from transpiler.compile import compile_source
+    from transpiler.source import Target
 
-    cls = type(module)
-    if cls.__name__ in source.classes and cls.__name__ not in infos and cls.__module__ == module_name:
-        infos[cls.__name__] = class_from_instance(module, source, source.classes[cls.__name__])
-    for child in module.children():
-        _collect_infos(child, source, module_name, infos)
+    sources = _Sources(source)
+    infos: dict = {}
+    _collect_infos(instance, sources, infos)
+    cls = type(instance)
+    compiled = compile_source(source, regenerate, Path(source.path).name, [Target(cls.__name__, node)], infos,
+                              instance=instance, example_inputs=example_inputs, functions=sources.function)
+    own = str(Path(source.path).resolve())
+    compiled.files = tuple(f for f in sources.files if f != own)
+    return compiled
+
+
+class _Sources:
+    """The parsed files of the classes and functions a recursive compilation reaches, each read
+    once, and the function a call names (TorchScript compiles what compiled code calls)."""
+
+    def __init__(self, entry: Any) -> None:
+        self.files: dict[str, Any] = {str(Path(entry.path).resolve()): entry}
+        self.functions: dict[str, Any] = {}  # symbol name -> the function object it stands for
+
+    def of(self, obj: Any) -> Any | None:
+        """The SourceFile that defines class or function `obj`, or None (no source, or torch's own)."""
+        module = getattr(obj, "__module__", None) or ""
+        if isinstance(obj, type) and obj in reference_classes():
+            path: str | None = _source_path(obj)
+        elif module == "torch" or module.startswith("torch."):
+            return None
+        else:
+            try:
+                path = inspect.getsourcefile(obj)
+            except (TypeError, OSError):
+                return None
+        if path is None or not os.path.exists(path):
+            return None
+        key = str(Path(path).resolve())
+        if key not in self.files:
+            self.files[key] = _read_source(path)
+        return self.files[key]
+
+    def function(self, source: Any, expr: Any) -> tuple[Any, Any, str] | None:
+        """The module-level Python function that `expr` (a name or dotted name in `source`)
+        refers to at run time, with its file and node."""
+        import libcst as cst
+
+        parts: list[str] = []
+        while isinstance(expr, cst.Attribute):
+            parts.append(expr.attr.value)
+            expr = expr.value
+        if not isinstance(expr, cst.Name):
+            return None
+        parts.append(expr.value)
+        module = sys.modules.get(_module_name_of(str(source.path)) or "")
+        if module is None:
+            return None
+        obj: Any = module
+        for name in reversed(parts):
+            obj = inspect.getattr_static(obj, name, None) if isinstance(obj, type) else getattr(obj, name, None)
+        if not inspect.isfunction(obj) or obj.__qualname__ != obj.__name__:
+            return None
+        where = self.of(obj)
+        if where is None or obj.__name__ not in where.functions:
+            return None
+        sym_name = obj.__name__
+        while self.functions.setdefault(sym_name, obj) is not obj:  # same name, another function
+            sym_name += "_"
+        return where, where.functions[obj.__name__], sym_name
+
+
+def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
+    """ClassInfo of every class in the module tree whose source is available (torch's own
+    layers and containers are known to the compiler without). Instances of one class whose
+    attributes have different types (a Sequential of two layers here, of three there; None here,
+    a module there) are compiled as variants of the class, as TorchScript makes one type per
+    module structure: `Block`, `Block@2`, ... (runtime.guards checks the class name before '@')."""
+    from transpiler.classinfo import class_from_instance, is_container, merge_attribute_types, module_qualname
+
+    names: dict[int, str] = {}
+    variants: dict[tuple, str] = {}
+
+    def name_of(m: nn.Module) -> str:
+        return names.get(id(m)) or module_qualname(m)
+
+    def visit(module: nn.Module) -> None:
+        if id(module) in names:
+            return
+        for child in module.children():
+            visit(child)
+        cls = type(module)
+        if is_container(module):
+            return
+        defining = next((c for c in cls.__mro__ if "forward" in c.__dict__), cls)
+        source = sources.of(defining) if defining is not nn.Module else sources.of(cls)
+        node = source.classes.get(defining.__name__) if source is not None else None
+        if node is None and (cls.__module__ + ".").startswith("torch."):
+            # torch's own layers: no code to compile, but their attributes may be read
+            # (`self.qkv.weight`); one ClassInfo for all instances, the types joined.
+            info = class_from_instance(module, None, None, name_of)
+            infos[info.name] = merge_attribute_types(infos[info.name], info) if info.name in infos else info
+            return
+        if node is None or defining.__qualname__ != defining.__name__:
+            return
+        info = class_from_instance(module, source, node, name_of)
+        shape = tuple((k, a.kind, a.type) for k, a in sorted(info.attrs.items()))
+        key = (cls, shape)
+        if key not in variants:
+            same = [k for k in variants if k[0].__name__ == cls.__name__]
+            if any(k[0] is not cls for k in same):
+                raise TypeError(f"two classes named {cls.__name__} in the model ({cls.__module__} and "
+                                f"another module); they cannot be compiled together yet")
+            variants[key] = cls.__name__ if not same else f"{cls.__name__}@{len(same) + 1}"
+            info.name = variants[key]
+            infos[info.name] = info
+        names[id(module)] = variants[key]
+
+    visit(root)
 
 
 def _module_name_of(path: str) -> str | None:
@@ -118,7 +240,13 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
         compiled = compile_source(source, "script(function, example_inputs=...)", Path(path).name,
                                   [Target(fn.__name__, node)], example_inputs=example_inputs)
         module = _load(compiled.text, fn.__name__, key)
-    return compiled_dispatcher(fn, module.COMPILED[fn.__name__], f"{fn.__module__}:{fn.__name__}")
+    compiled = module.COMPILED[fn.__name__]
+
+    def compiled_fn(*args: Any, **kwargs: Any) -> Any:
+        check_no_autograd(None, args, kwargs)
+        return compiled(*args, **kwargs)
+
+    return compiled_dispatcher(fn, compiled_fn, f"{fn.__module__}:{fn.__name__}")
 
 
 def _cached(key: str | None, stem: str) -> types.ModuleType | None:
@@ -131,11 +259,11 @@ def _cached(key: str | None, stem: str) -> types.ModuleType | None:
     return load_module_from_path(path, f"torchscribe_jit.{path.stem}")
 
 
-def _load(text: str, stem: str, key: str | None = None) -> types.ModuleType:
+def _load(text: str, stem: str, key: str | None = None, dependencies: Sequence[str] = ()) -> types.ModuleType:
     path = jit_cache.store_module(text, stem)
     module = load_module_from_path(path, f"torchscribe_jit.{path.stem}")
     if key is not None:
-        jit_cache.store_key(key, path)
+        jit_cache.store_key(key, path, dependencies)
     return module
 
 

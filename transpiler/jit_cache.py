@@ -306,9 +306,14 @@ def lookup(key: str, stem: str) -> Path | None:
         name = (directory / "keys" / key).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
+    name, *dependencies = name.splitlines() or [""]
     match = _MODULE_FILE.match(name)
     if match is None or match["stem"] != stem:
         return None
+    for line in dependencies:  # "<sha256> <path>": another file the module was compiled from
+        digest, _, file = line.partition(" ")
+        if _file_digest(file) != digest:
+            return None
     path = directory / name
     try:
         data = path.read_bytes()
@@ -338,8 +343,19 @@ def store_module(text: str, stem: str) -> Path:
     return path
 
 
-def store_key(key: str, module_path: Path) -> None:
-    write_atomic(jit_dir() / "keys" / key, (module_path.name + "\n").encode())
+def store_key(key: str, module_path: Path, dependencies: Sequence[str] = ()) -> None:
+    """Record the entry `key`; `dependencies` are the other source files it was compiled from
+    (script(instance) compiles submodule classes and called functions from any file): the entry
+    holds while each has the content it had."""
+    lines = [module_path.name] + [f"{_file_digest(f)} {f}" for f in sorted(dependencies)]
+    write_atomic(jit_dir() / "keys" / key, ("\n".join(lines) + "\n").encode())
+
+
+def _file_digest(path: str) -> str:
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "missing"
 
 
 def write_atomic(path: Path, data: bytes) -> None:

@@ -43,6 +43,7 @@ from ir.types import (
     is_subtype,
     unify,
 )
+from transpiler.check import left_to_python
 from transpiler.classinfo import STD_LAYERS
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Signature, Unbound
@@ -78,7 +79,12 @@ TORCH_DTYPES = {
         "int8 uint8 bool complex64 complex128"
     ).split()
 }
-BUILTIN_CALLS = {"len", "min", "max", "int", "float", "bool", "abs", "round", "isinstance", "range", "str"}
+BUILTIN_CALLS = {"len", "min", "max", "int", "float", "bool", "abs", "round", "isinstance", "range", "str",
+                 "all", "any", "sum", "tuple", "list"}
+UNROLLED_CALLS = {"all", "any", "sum", "tuple", "list"}
+# Calls whose value in eager code is known: compiled code computes what eager computes.
+CONSTANT_CALLS = {"torch.jit.is_scripting": False, "torch.jit.is_tracing": False,
+                  "torch.jit._script.is_scripting": False, "torch._jit_internal.is_scripting": False}
 MATH_INT_RESULTS = {"math.floor", "math.ceil", "math.trunc", "math.gcd", "math.factorial", "math.comb"}
 MATH_BOOL_RESULTS = {"math.isnan", "math.isinf", "math.isfinite"}
 PY_TYPES_FOR_ISINSTANCE = {
@@ -118,6 +124,8 @@ class ExpressionLowering:
         return value
 
     def _expr(self, node: cst.BaseExpression) -> Value:
+        if isinstance(node, cst.FormattedString) or isinstance(node, cst.ConcatenatedString) and _has_fstring(node):
+            return self.format_string(node)
         if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.ConcatenatedString)):
             value = node.evaluated_value
             if not isinstance(value, (int, float, str)):
@@ -167,6 +175,54 @@ class ExpressionLowering:
         if declared is None and isinstance(elem, TensorType):
             elem = TENSOR  # a list may be appended any tensor later, whatever its dtype or shape
         return self.op(ops.ListOp, values, [ListType(elem)]).result
+
+    # -- f-strings ------------------------------------------------------------------------------
+    def format_string(self, node: cst.BaseExpression) -> Value:
+        """An f-string (or a concatenation with one): a py.format of its lowered values."""
+        parts: list[tuple] = []
+        values: list[Value] = []
+        self._format_parts(node, parts, values)
+        merged: list[tuple] = []
+        for part in parts:  # adjacent literal pieces are one
+            if part[0] == "text" and merged and merged[-1][0] == "text":
+                merged[-1] = ("text", merged[-1][1] + part[1])
+            elif part != ("text", ""):
+                merged.append(part)
+        return self.op(ops.FormatOp, values, [STR], parts=tuple(merged)).result
+
+    def _format_parts(self, node: cst.BaseExpression, parts: list[tuple], values: list[Value]) -> None:
+        if isinstance(node, cst.ConcatenatedString):
+            self._format_parts(node.left, parts, values)
+            self._format_parts(node.right, parts, values)
+            return
+        if isinstance(node, cst.SimpleString):
+            value = node.evaluated_value
+            if not isinstance(value, str):
+                raise self.error(node, "byte strings are not supported")
+            parts.append(("text", value))
+            return
+        assert isinstance(node, cst.FormattedString)
+        quote = node.end
+        prefix = node.start[: len(node.start) - len(quote)].lower().replace("f", "")
+        for part in node.parts:
+            if isinstance(part, cst.FormattedStringText):
+                import ast
+
+                text = ast.literal_eval(prefix + quote + part.value + quote)
+                parts.append(("text", text.replace("{{", "{").replace("}}", "}")))
+                continue
+            assert isinstance(part, cst.FormattedStringExpression)
+            if part.equal is not None:
+                raise self.error(part, "`=` in an f-string replacement field is not supported",
+                                 "write the name out: f\"x={x}\"")
+            spec = ""
+            for piece in part.format_spec or ():
+                if not isinstance(piece, cst.FormattedStringText):
+                    raise self.error(piece, "a replacement field inside a format spec is not supported",
+                                     "write the format spec as literal text (e.g. {v:.3f})")
+                spec += piece.value
+            values.append(self.expr(part.expression))
+            parts.append(("value", part.conversion, spec))
 
     # -- names ----------------------------------------------------------------------------------
     def name(self, node: cst.Name) -> Value:
@@ -222,6 +278,8 @@ class ExpressionLowering:
             return self.op(ops.GetAttrOp, [obj], [t], attr=attr).result
         if isinstance(obj.type, ModuleType) and self.ctx.class_named(obj.type.qualname) is not None:
             return self.module_attribute(node, obj, self.ctx.class_named(obj.type.qualname))
+        if obj.type == DEVICE and attr in ("type", "index"):
+            return self.op(ops.GetAttrOp, [obj], [STR if attr == "type" else OptionalType(INT)], attr=attr).result
         raise self.error(node, f"attribute `{attr}` of a value of type {obj.type} is not supported")
 
     def self_attribute(self, node: cst.Attribute) -> Value:
@@ -266,6 +324,9 @@ class ExpressionLowering:
         value = self.expr(node.expression)
         if op == "not":
             value = self.truth(value, node.expression)
+            known = self.known_bool(value)
+            if known is not None:
+                return self.b.constant(not known, BOOL)
             return self.op(ops.UnaryOp, [value], [BOOL], op="not").result
         try:
             t = unary_result_type(op, value.type)
@@ -316,6 +377,11 @@ class ExpressionLowering:
         if op in ("is", "is not"):
             if NONE not in (lhs.type, rhs.type):
                 raise self.error(node, f"`{op}` is only supported against None", "use == for values")
+            other = rhs.type if lhs.type == NONE else lhs.type
+            if other == NONE or not (other == ANY or isinstance(other, OptionalType)):
+                # Known now (a module's attribute that is None, or a value that cannot be), as
+                # TorchScript decides it: the branch it guards is lowered only where it runs.
+                return self.b.constant((other == NONE) == (op == "is"))
             return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
         if op in ("in", "not in"):
             if not isinstance(rhs.type, (ListType, TupleType)):
@@ -351,8 +417,18 @@ class ExpressionLowering:
         if_op.results = [result]
         return result
 
+    @staticmethod
+    def known_bool(value: Value) -> bool | None:
+        owner = value.owner
+        if isinstance(owner, ops.ConstantOp) and isinstance(owner.value, bool):
+            return owner.value
+        return None
+
     def short_circuit(self, op: str, left: Value, right: Callable[[], Value], node: cst.CSTNode) -> Value:
         """`left and right()` / `left or right()`: right is evaluated only when needed."""
+        known = self.known_bool(left)
+        if known is not None:  # `not torch.jit.is_scripting() and ...`: decided now
+            return right() if known == (op == "and") else self.b.constant(known, BOOL)
         if_op = ops.IfOp([left], [BOOL], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
         self.b.insert(if_op)
         lazy, const = (if_op.then_block, if_op.else_block) if op == "and" else (if_op.else_block, if_op.then_block)
@@ -479,6 +555,9 @@ class ExpressionLowering:
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self" \
                 and self.class_info is not None and func.attr.value in self.class_info.methods \
                 and self.env.get("self") is not None:
+            method = self.class_info.methods[func.attr.value]
+            if left_to_python(self.class_info.source or self.source, method):
+                return self.call_python_method(node, method)
             return self.call_method_of_self(node, func.attr.value)
         qual = self.source.global_name(func)
         base_is_local = isinstance(func, (cst.Name, cst.Attribute)) and self._root_is_local(func)
@@ -489,6 +568,8 @@ class ExpressionLowering:
                 callee = self.expr(func)
                 if isinstance(callee.type, (ModuleType, ModuleListType)) or callee.type == ANY:
                     return self.module_call(node, callee)
+                if isinstance(callee.type, FunctionType) and callee.type.qualname.startswith("torch."):
+                    return self.call_torch(node, callee.type.qualname)  # `self.activation = F.relu`
                 raise self.error(func, f"`self.{func.attr.value}` is a {callee.type} and cannot be called")
             obj = self.expr(func.value)
             if isinstance(obj.type, (TensorType,)):
@@ -518,9 +599,17 @@ class ExpressionLowering:
         return isinstance(node, cst.Name) and self.env.get(node.value) is not None
 
     def call_global(self, node: cst.Call, qual: str) -> Value:
+        if qual in CONSTANT_CALLS:
+            if node.args:
+                raise self.error(node, f"{qual}() takes no arguments")
+            # script(instance, ...) compiles what TorchScript's recursive scripting would: code
+            # written for it keeps eager-only work (API-usage logging, checkpointing) under
+            # `not torch.jit.is_scripting()`, so there it is True, as under TorchScript.
+            scripting = self.ctx.recursive and qual.endswith("is_scripting")
+            return self.b.constant(True if scripting else CONSTANT_CALLS[qual], BOOL)
         if qual.startswith("builtins."):
             return self.call_builtin(node, qual[len("builtins."):])
-        signature = self.ctx.function_signature(qual)
+        signature = self.ctx.function_signature(qual, self.source, node.func)
         if signature is not None:
             args, kwnames, kwargs, _ = self.call_arguments(node)
             return self.call_compiled(node, signature, None, args, kwnames, kwargs)
@@ -529,10 +618,38 @@ class ExpressionLowering:
                              f"decorate `{qual}` with @script, or create it outside the compiled code")
         if qual.startswith("math."):
             return self.call_math(node, qual)
+        if qual == "torch._assert":
+            return self.torch_assert(node)
         if qual.startswith("torch."):
             return self.call_torch(node, qual)
         raise self.error(node.func, f"calls of `{qual}` are not supported in compiled code",
                          "only torch.*, torch.nn.functional.*, math.*, builtins and @script code can be called")
+
+    def torch_assert(self, node: cst.Call) -> Value:
+        """`torch._assert(cond, message)` is `assert cond, message`: AssertionError(message)
+        when cond (a bool, or a one-element tensor) is false. The message is built only then."""
+        if len(node.args) != 2 or any(a.star or a.keyword is not None and a.keyword.value not in ("condition", "message")
+                                      for a in node.args):
+            raise self.error(node, "torch._assert takes a condition and a message")
+        cond_node, message_node = node.args[0].value, node.args[1].value
+        cond = self.expr(cond_node)
+        if isinstance(cond.type, TensorType):
+            cond = self.op(ops.BuiltinCallOp, [cond], [BOOL], callee="bool").result
+        else:
+            cond = self.truth(cond, cond_node)
+        lazy = isinstance(message_node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+        message = None if lazy else self.expr(message_node)
+        failed = self.op(ops.UnaryOp, [cond], [BOOL], op="not").result
+        if_op = ops.IfOp([failed], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
+        self.b.insert(if_op)
+        with self.b.at_end_of(if_op.then_block):
+            if message is None:
+                message = self.expr(message_node)
+            self.op(ops.RaiseOp, [message], [], exc="AssertionError", called=True)
+            self.b.create(ops.YieldOp, [])
+        with self.b.at_end_of(if_op.else_block):
+            self.b.create(ops.YieldOp, [])
+        return self.b.constant(None)
 
     def call_torch(self, node: cst.Call, qual: str) -> Value:
         args, kwnames, kwargs, _ = self.call_arguments(node)
@@ -601,6 +718,8 @@ class ExpressionLowering:
             raise self.error(node, "range() is only supported as the iterable of a for loop")
         if name == "isinstance":
             return self.isinstance_call(node)
+        if name in UNROLLED_CALLS:
+            return self.unrolled_call(node, name)
         args, kwnames, kwargs, _ = self.call_arguments(node)
         if kwnames:
             raise self.error(node, f"{name}() keyword arguments are not supported")
@@ -637,6 +756,99 @@ class ExpressionLowering:
         raise self.error(node, f"this use of {name}() is not supported",
                          "min/max take numbers (use torch.minimum/maximum or .amin/.amax for tensors)")
 
+    def unrolled_call(self, node: cst.Call, name: str) -> Value:
+        """all/any/sum/tuple/list of a generator expression or list comprehension over a sequence
+        of known length (a tuple, range of a constant), or of a tuple: one expression per element.
+        A generator's elements are computed only as far as all/any read them."""
+        if len(node.args) != 1 or node.args[0].star or node.args[0].keyword is not None:
+            raise self.error(node, f"{name}() takes one argument here")
+        arg = node.args[0].value
+        lazy = isinstance(arg, cst.GeneratorExp)
+        if isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
+            thunks = self.comprehension_elements(arg)
+        else:
+            seq = self.expr(arg)
+            if not isinstance(seq.type, TupleType):
+                raise self.error(arg, f"{name}() of a {seq.type} is not supported",
+                                 "pass a tuple, or a generator expression over a tuple or range(<constant>)")
+            thunks = [self._getter(seq, i) for i in range(len(seq.type.elems))]
+            lazy = False
+        if not lazy:
+            values = [t() for t in thunks]
+            thunks = [lambda v=v: v for v in values]
+        if name == "tuple":
+            values = [t() for t in thunks]
+            return self.op(ops.TupleOp, values, [TupleType(tuple(v.type for v in values))]).result
+        if name == "list":
+            values = [t() for t in thunks]
+            if not values:
+                raise self.error(node, "the type of an empty list is not known", "annotate it: `xs: list[Tensor] = []`")
+            return self.make_list(values, None, node)
+        if name == "sum":
+            total = self.b.constant(0)
+            for t in thunks:
+                total = self.binary("+", total, t(), node)
+            return total
+        op = "and" if name == "all" else "or"
+
+        def truth_of(thunk: Callable[[], Value]) -> Value:
+            v = thunk()
+            if isinstance(v.type, TensorType):
+                return self.op(ops.BuiltinCallOp, [v], [BOOL], callee="bool").result
+            return self.truth(v, arg)
+
+        if not thunks:
+            return self.b.constant(name == "all")
+        result = truth_of(thunks[0])
+        for t in thunks[1:]:
+            result = self.short_circuit(op, result, lambda t=t: truth_of(t), node)
+        return result
+
+    def _getter(self, seq: Value, i: int) -> Callable[[], Value]:
+        def get() -> Value:
+            return self.op(ops.GetItemOp, [seq, self.b.constant(i)], [seq.type.elems[i]]).result  # type: ignore[attr-defined]
+        return get
+
+    def comprehension_elements(self, node: cst.GeneratorExp | cst.ListComp) -> list[Callable[[], Value]]:
+        """One function per element of `(elt for target in iterable)`, each lowering `elt` with
+        the target bound to that element (in a scope of its own, as in Python)."""
+        comp = node.for_in
+        if comp.inner_for_in is not None or comp.ifs or comp.asynchronous is not None:
+            raise self.error(node, "only a single `for` without `if` is supported in a generator expression or comprehension",
+                             "write a for loop")
+        it = comp.iter
+        count: int | None = None
+        seq: Value | None = None
+        if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.range" and self.env.get("range") is None:
+            bounds = [self.expr(a.value) for a in it.args]
+            consts = [self.constant_int(b) for b in bounds]
+            if all(c is not None for c in consts) and 1 <= len(consts) <= 3 and not any(a.keyword for a in it.args):
+                items = list(range(*consts))  # type: ignore[arg-type]
+                elements = [lambda k=k: self.b.constant(k) for k in items]
+                count = len(items)
+        else:
+            seq = self.expr(it)
+            if isinstance(seq.type, TupleType):
+                count = len(seq.type.elems)
+                elements = [self._getter(seq, i) for i in range(count)]
+        if count is None:
+            raise self.error(node, f"{describe(node)} are only supported over a tuple or range(<constant>)",
+                             "write a for loop (e.g. accumulate in a variable)")
+        target = comp.target
+
+        def element(get: Callable[[], Value]) -> Callable[[], Value]:
+            def lower() -> Value:
+                saved = self.env
+                self.env = saved.copy()
+                try:
+                    self.bind_target(target, get())  # type: ignore[attr-defined]
+                    return self.expr(node.elt)
+                finally:
+                    self.env = saved
+            return lower
+
+        return [element(g) for g in elements]
+
     def isinstance_call(self, node: cst.Call) -> Value:
         if len(node.args) != 2:
             raise self.error(node, "isinstance takes two arguments")
@@ -664,6 +876,28 @@ class ExpressionLowering:
             else:
                 result = result or t == want
         return self.b.constant(result, BOOL)
+
+    def call_python_method(self, node: cst.Call, method: cst.FunctionDef) -> Value:
+        """`self.m(...)` of a method left to Python (`@torch.jit.unused`): a plain call, its
+        result typed by the method's return annotation (Any without one, or one the compiler
+        does not know)."""
+        from transpiler.annotations import annotation_type
+        from transpiler.classinfo import module_class_names
+
+        assert self.self_value is not None
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        result: Type = ANY
+        source = (self.class_info.source if self.class_info is not None else None) or self.source
+        if method.returns is not None:
+            try:
+                result = annotation_type(source, method.returns.annotation, module_class_names(source))
+            except UserError:
+                result = ANY
+        attrs: dict[str, Any] = {"method": method.name.value}
+        if kwnames:
+            attrs["kwnames"] = tuple(kwnames)
+        op = self.op(ops.MethodCallOp, [self.self_value, *args, *kwargs], [] if result == NONE else [result], **attrs)
+        return op.result if op.results else self.b.constant(None)
 
     def call_method_of_self(self, node: cst.Call, method: str) -> Value:
         assert self.class_info is not None and self.self_value is not None
@@ -718,6 +952,12 @@ class ExpressionLowering:
         attrs: dict[str, Any] = {"kwnames": tuple(kwnames)} if kwnames else {}
         op = self.op(ops.ModuleCallOp, [module, *args, *kwargs], [] if result == NONE else [result], **attrs)
         return op.result if op.results else self.b.constant(None)
+
+
+def _has_fstring(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.ConcatenatedString):
+        return _has_fstring(node.left) or _has_fstring(node.right)
+    return isinstance(node, cst.FormattedString)
 
 
 def a_type(t: object) -> str:

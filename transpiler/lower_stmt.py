@@ -8,6 +8,7 @@ move into the other branch; otherwise bool flags say at run time whether to skip
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 import libcst as cst
@@ -45,10 +46,21 @@ if TYPE_CHECKING:
 FLAG_NAMES = ("returned", "broke", "continued")
 
 
+@dataclass
+class Raises(Exits):
+    """A statement list that always raises: it leaves like a return (nothing after it runs, it
+    contributes no names to a merge) but with no value, and its exit flags are whatever the
+    other side of a merge needs."""
+
+    returned: Value | bool = True
+
+
 class FunctionLowerer(ExpressionLowering):
-    def __init__(self, ctx: FileContext, node: cst.FunctionDef, sig: Signature, class_info: ClassInfo | None):
+    def __init__(self, ctx: FileContext, node: cst.FunctionDef, sig: Signature, class_info: ClassInfo | None,
+                 source: SourceFile | None = None):
         self.ctx = ctx
-        self.source: SourceFile = ctx.source
+        self.source: SourceFile = source or ctx.source
+        self.returned_types: list[Type] = []  # what each return statement returns (result inference)
         self.node = node
         self.sig = sig
         self.class_info = class_info
@@ -66,6 +78,7 @@ class FunctionLowerer(ExpressionLowering):
         body = statements_of(self.node.body)
         exits = self.stmts(body)
         if not exits.always():
+            self.returned_types.append(NONE)
             if self.sig.result != NONE:
                 # Python returns None when falling off the end; that only fits Optional results.
                 if not is_subtype(NONE, self.sig.result):  # type: ignore[arg-type]
@@ -76,8 +89,12 @@ class FunctionLowerer(ExpressionLowering):
                     )
             none = self.b.constant(None)
             self.finish_return(exits, none)
+        elif exits.ret_value is None:
+            assert isinstance(exits, Raises)
+            # Never reached: the body raised. The function body still ends in a return.
+            value = self.b.constant(None) if self.sig.result == NONE else self.uninitialized(self.sig.result)  # type: ignore[arg-type]
+            self.b.create(ops.ReturnOp, [value])
         else:
-            assert exits.ret_value is not None
             with self.b.located(exits.ret_loc or self.b.loc):
                 self.b.create(ops.ReturnOp, [exits.ret_value])
         return self.func
@@ -162,6 +179,11 @@ class FunctionLowerer(ExpressionLowering):
         refine_then, refine_else = self.refinements(node.test)
         then_stmts = statements_of(node.body) + (rest_then or [])
         else_stmts = else_statements(node) + (rest_else or [])
+        if isinstance(cond.owner, ops.ConstantOp) and isinstance(cond.owner.value, bool):
+            # Known when compiling (`torch.jit.is_scripting()`, `isinstance(x, Tensor)`): only
+            # the side Python takes is lowered; the other may hold code for another setting.
+            self.apply_refinements(refine_then if cond.owner.value else refine_else, node.test)
+            return self.stmts(then_stmts if cond.owner.value else else_stmts)
 
         def then() -> Exits:
             self.apply_refinements(refine_then, node.test)
@@ -243,11 +265,22 @@ class FunctionLowerer(ExpressionLowering):
                     merged_env.set(key, Unbound(f"it is assigned on only one side of the if at line {if_op.loc.line if if_op.loc else '?'}"))
             else:
                 merged_env.set(key, va or vb)  # type: ignore[arg-type]
-        # Exit flags and the returned value.
+        # Exit flags and the returned value. A side that raises takes the other side's flags.
+        if isinstance(ex_a, Raises) and isinstance(ex_b, Raises):
+            for block in (block_a, block_b):
+                with self.b.at_end_of(block):
+                    self.b.create(ops.YieldOp, [])
+            if_op.results = []
+            self.env = merged_env
+            return Raises()
         exits = Exits()
         flag_keys: list[str] = []
         for flag in FLAG_NAMES:
             fa, fb = getattr(ex_a, flag), getattr(ex_b, flag)
+            if isinstance(ex_a, Raises):
+                fa = fb if not isinstance(fb, Value) else False
+            elif isinstance(ex_b, Raises):
+                fb = fa if not isinstance(fa, Value) else False
             if fa is False and fb is False:
                 continue
             if fa is True and fb is True:
@@ -640,7 +673,8 @@ class FunctionLowerer(ExpressionLowering):
         if isinstance(node, cst.Assert):
             raise self.error(node, "assert statements are not supported yet", "check inputs before calling the model")
         if isinstance(node, cst.Raise):
-            raise self.error(node, "raise statements are not supported", "validate inputs outside the compiled code")
+            self.raise_stmt(node)
+            return Raises()
         if isinstance(node, (cst.Global, cst.Nonlocal)):
             raise self.error(node, f"{type(node).__name__.lower()} statements are not supported")
         if isinstance(node, (cst.Import, cst.ImportFrom)):
@@ -649,7 +683,40 @@ class FunctionLowerer(ExpressionLowering):
             raise self.error(node, "del statements are not supported", "let the name go out of use")
         raise self.error(node, f"{type(node).__name__} statements are not supported")
 
+    def raise_stmt(self, node: cst.Raise) -> None:
+        """`raise E`, `raise E(args)` for a builtin exception class E."""
+        if node.exc is None:
+            raise self.error(node, "a bare `raise` is not supported", "raise an exception explicitly: raise RuntimeError(\"...\")")
+        if node.cause is not None:
+            raise self.error(node.cause, "`raise ... from ...` is not supported", "raise the exception without `from`")
+        exc = node.exc
+        called = isinstance(exc, cst.Call)
+        cls_node = exc.func if isinstance(exc, cst.Call) else exc
+        name = self.exception_class(cls_node)
+        args: list[Value] = []
+        kwnames: list[str] = []
+        if isinstance(exc, cst.Call):
+            positional, kwnames, kwargs, _ = self.call_arguments(exc)
+            args = positional + kwargs
+        attrs: dict = {"exc": name, "called": called}
+        if kwnames:
+            attrs["kwnames"] = tuple(kwnames)
+        self.op(ops.RaiseOp, args, [], **attrs)
+
+    def exception_class(self, node: cst.BaseExpression) -> str:
+        import builtins
+
+        qual = self.source.global_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if isinstance(node, cst.Name) and self.env.get(node.value) is not None:
+            qual = None
+        found = getattr(builtins, qual[len("builtins."):], None) if qual and qual.startswith("builtins.") else None
+        if not (isinstance(found, type) and issubclass(found, BaseException)):
+            raise self.error(node, "only builtin exception classes can be raised in compiled code",
+                             "raise one of Python's exceptions (ValueError, RuntimeError, ...)")
+        return found.__name__
+
     def coerce_return(self, value: Value, node: cst.CSTNode) -> Value:
+        self.returned_types.append(value.type)
         want = self.sig.result
         if fits(value.type, want):  # type: ignore[arg-type]
             return value

@@ -29,9 +29,10 @@ from ir import ops
 from ir.builder import literal_type
 from ir.core import BlockArg, Loc, Operation, Program, Value
 from ir.rewrite import clone_op
-from ir.types import BOOL, STR, ModuleListType, ModuleType, OptionalType, is_subtype
+from ir.types import BOOL, INT, STR, ModuleListType, ModuleType, OptionalType, is_subtype
 
 GUARD_HELPER = "_guards.plain_module"  # runtime/guards.py; how the generated module names it
+SEQUENTIAL = "torch.nn.Sequential"
 
 # What each condition a guard may name (runtime/guards.py _LAYER_CONDITIONS) means, for reasons.
 CONDITION_TEXT = {
@@ -158,7 +159,8 @@ def _as_module_guard(op: ops.GuardOp, func: ops.FuncOp) -> ModuleGuard | None:
 def guard_reason(path: ModulePath, qualname: str, conditions: tuple[str, ...]) -> str:
     text = f"{path.display()} is not an unhooked {qualname}"
     for c in conditions:
-        text += " " + CONDITION_TEXT.get(c, f"with {c}")
+        n = c.partition("len=")[2]
+        text += " " + (f"of {n} layers" if n else CONDITION_TEXT.get(c, f"with {c}"))
     return text
 
 
@@ -286,6 +288,8 @@ def _inline_into(func: ops.FuncOp, funcs: dict[str, ops.FuncOp], recursive: set[
     rejected: set[Operation] = set()
     changed = False
     while True:
+        while _unroll_sequentials(func, assigned):
+            changed = True
         site = next((op for op in _calls(func, funcs) if op not in rejected), None)
         if site is None:
             return changed
@@ -352,6 +356,37 @@ def _inline_call(func: ops.FuncOp, call: Operation, funcs: dict[str, ops.FuncOp]
         old.replace_all_uses_with(mapping.get(new, new))
     call.erase()
     return True
+
+
+def _unroll_sequentials(func: ops.FuncOp, assigned: set[str]) -> bool:
+    """`seq(x)` of an nn.Sequential of known length becomes `seq[0](x)`, `seq[1](...)`, ...: what
+    Sequential.forward does, each layer's call then inlined or lowered on its own. The entry
+    guard says the container is a plain Sequential (a subclass that keeps its forward too) of
+    that length; a container whose path from an argument is not known keeps its call."""
+    changed = False
+    for call in [op for op in func.walk() if isinstance(op, ops.ModuleCallOp)]:
+        t = call.operands[0].type
+        if not (isinstance(t, ModuleListType) and t.kind == "Sequential" and t.length_known) \
+                or len(call.operands) != 2 or call.attributes.get("kwnames") or len(call.results) != 1:
+            continue
+        path = module_path(call.operands[0], func, assigned)
+        if path is None:
+            continue
+        add_module_guard(func, path, SEQUENTIAL, (f"len={len(t.elems)}",), call.loc)
+        block = call.parent
+        assert block is not None
+        value = call.operands[1]
+        for i, elem in enumerate(t.elems):
+            index = ops.ConstantOp([], [INT], {"value": i}, loc=call.loc)
+            layer = ops.GetItemOp([call.operands[0], index.result], [elem], loc=call.loc)
+            step = ops.ModuleCallOp([layer.result, value], [call.results[0].type], loc=call.loc)
+            for op in (index, layer, step):
+                block.insert_before(call, op)
+            value = step.result
+        call.results[0].replace_all_uses_with(value)
+        call.erase()
+        changed = True
+    return changed
 
 
 def _single_return(callee: ops.FuncOp) -> bool:

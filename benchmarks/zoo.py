@@ -1,0 +1,171 @@
+"""The real-model benchmark (issue 7): eager, frozen torch.jit.script, torch.compile and
+torchscribe on torchvision's classification models and nn.TransformerEncoderLayer, batch 1 and 8,
+on the CPU, in one process; each compiled result checked against eager first.
+
+    python -m benchmarks.zoo [--only resnet18,vit_b_16] [--batches 1,8] [--budget 2]
+                             [--first-call] [--write-results]
+
+Runs in the corpus virtualenv (`make corpus-bench`). `--write-results` puts the table into
+benchmarks/RESULTS.md between the zoo markers (the rest of the file is left as it is).
+`--first-call` also times the first call in a fresh process (warm caches) for torchscribe and
+torch.compile, as benchmarks/first_call.py does for the examples (minutes per model)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+import torch
+
+from benchmarks.bench import (
+    BUILDERS,
+    RESULTS,
+    ZOO_END,
+    ZOO_START,
+    Timed,
+    geomean,
+    machine_lines,
+    short_error,
+    time_in_turns,
+)
+from benchmarks.zoo_models import MODELS, ZooModel
+
+BACKENDS = ("eager", "jit", "compile", "torchscribe")
+
+
+def _close(model: ZooModel, expected: Any, actual: Any) -> str | None:
+    if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape:
+        return "different output"
+    scale = max(1.0, expected.abs().max().item())
+    if torch.allclose(actual, expected, rtol=model.rtol, atol=model.atol * scale):
+        return None
+    return f"max |diff| {(actual - expected).abs().max().item():.2e}"
+
+
+def run_case(model: ZooModel, batch: int, budget_s: float) -> dict[str, Any]:
+    """{backend: seconds or an error text} for one model at one batch size."""
+    eager = model.build()
+    inputs = model.inputs(batch)
+    with torch.no_grad():
+        expected = eager(*inputs)
+    timed: dict[str, Timed] = {}
+    row: dict[str, Any] = {}
+    for backend in BACKENDS:
+        try:
+            with torch.no_grad():
+                built = BUILDERS[backend](eager, inputs)
+                got = built.fn(*inputs)
+            problem = None if backend == "eager" else _close(model, expected, got)
+        except Exception as exc:  # one backend failing is a result, not the end of the run
+            problem = short_error(exc)
+        if problem:
+            row[backend] = problem
+            continue
+        timed[backend] = Timed(built.fn, inputs)
+    time_in_turns(timed, budget_s)
+    for backend, entry in timed.items():
+        row[backend] = sorted(entry.times)[len(entry.times) // 2]
+    return row
+
+
+def ratio(row: dict[str, Any], backend: str) -> float | None:
+    if not isinstance(row.get(backend), float) or not isinstance(row.get("eager"), float):
+        return None
+    return row["eager"] / row[backend]
+
+
+def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, str]]) -> str:
+    out = ["## Real models (benchmarks/zoo.py)", ""]
+    out += [f"- {label}: {value}" for label, value in header]
+    out += ["", "Median latency in ms; in brackets the speed-up over eager. Target per model: torchscribe at least",
+            "the faster of frozen TorchScript and torch.compile, never slower than eager; geomean >= 1.3x eager.", "",
+            "| model | batch | eager | TorchScript (frozen) | torch.compile | torchscribe | vs best other |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    notes: list[str] = []
+    for (name, batch), row in rows.items():
+        cells = []
+        for backend in BACKENDS:
+            value = row.get(backend)
+            if isinstance(value, float):
+                r = ratio(row, backend)
+                cells.append(f"{value * 1e3:.2f}" + ("" if backend == "eager" else f" ({r:.2f}x)"))
+            else:
+                cells.append(f"failed [{len(notes) + 1}]")
+                notes.append(f"[{len(notes) + 1}] {name} B={batch} {backend}: {value}")
+        others = [row[b] for b in ("jit", "compile") if isinstance(row.get(b), float)]
+        best = f"{min(others) / row['torchscribe']:.2f}x" if others and isinstance(row.get("torchscribe"), float) else "-"
+        out.append(f"| {name} | {batch} | " + " | ".join(cells) + f" | {best} |")
+    out.append("")
+    for batch in sorted({b for _, b in rows}):
+        parts = []
+        for backend in BACKENDS[1:]:
+            ratios = [ratio(row, backend) for (_, b), row in rows.items() if b == batch]
+            known = [r for r in ratios if r is not None]
+            parts.append(f"{backend} {geomean(known):.2f}x ({len(known)} models)" if known else f"{backend} -")
+        out.append(f"Geomean speed-up over eager at B={batch}: " + ", ".join(parts) + ".")
+    out += [""] + notes
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_results(text: str) -> None:
+    old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
+    block = f"{ZOO_START}\n{text}{ZOO_END}\n"
+    if ZOO_START in old and ZOO_END in old:
+        new = old[:old.index(ZOO_START)] + block + old[old.index(ZOO_END) + len(ZOO_END) + 1:]
+    else:
+        new = old.rstrip() + "\n\n" + block
+    RESULTS.write_text(new, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated model names")
+    parser.add_argument("--batches", default="1,8")
+    parser.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per backend and case")
+    parser.add_argument("--first-call", action="store_true")
+    parser.add_argument("--write-results", action="store_true")
+    args = parser.parse_args(argv)
+    args.argv = argv
+    only = {n for n in args.only.split(",") if n}
+    load_start = os.getloadavg()[0]
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for model in MODELS:
+        if only and model.name not in only:
+            continue
+        for batch in (int(b) for b in args.batches.split(",")):
+            started = time.perf_counter()
+            rows[(model.name, batch)] = run_case(model, batch, args.budget)
+            print(f"{model.name} B={batch}: " + ", ".join(
+                f"{b} {v * 1e3:.2f} ms" if isinstance(v, float) else f"{b} failed ({v})"
+                for b, v in rows[(model.name, batch)].items()) + f"  [{time.perf_counter() - started:.0f} s]",
+                flush=True)
+    header = machine_lines(args, args.budget, (load_start, os.getloadavg()[0]))
+    header = [(k, v.replace("benchmarks.bench", "benchmarks.zoo")) for k, v in header]
+    text = render(rows, header)
+    if args.first_call:
+        text += "\n" + first_calls([m for m in MODELS if not only or m.name in only])
+    print("\n" + text)
+    if args.write_results:
+        write_results(text)
+        print(f"wrote {RESULTS.name}")
+    return 0
+
+
+def first_calls(models: list[ZooModel]) -> str:
+    from benchmarks.first_call import first_call_seconds
+
+    lines = ["First call in a fresh process, batch 1, seconds from process start (warm caches):", "",
+             "| model | eager | torchscribe (warm) | torch.compile (warm) |", "| --- | --- | --- | --- |"]
+    for model in models:
+        got = first_call_seconds(f"benchmarks.zoo_models:make:{model.name}:1")
+        cells = [f"{v:.2f}" if v is not None else "failed" for v in (got.eager, got.torchscribe_warm, got.compile_warm)]
+        lines.append(f"| {model.name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,51 @@
+"""The real-model corpus, opt-in (`make corpus`): each model compiles with
+script(model, example_inputs=...) without changing its source and matches eager within the
+model's documented tolerance, at the batch size it was compiled for and at another (the batch is
+symbolic). Needs torchvision: run in the corpus virtualenv."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("torchvision")
+
+from benchmarks.zoo_models import MODELS, ZooModel  # noqa: E402
+import runtime  # noqa: E402
+from transpiler import script  # noqa: E402
+
+pytestmark = pytest.mark.corpus
+
+
+def _compare(model: ZooModel, expected: torch.Tensor, actual: torch.Tensor) -> None:
+    assert actual.shape == expected.shape and actual.dtype == expected.dtype
+    scale = expected.abs().max().item()
+    torch.testing.assert_close(actual, expected, rtol=model.rtol, atol=model.atol * max(1.0, scale))
+
+
+@pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
+def test_matches_eager(model: ZooModel) -> None:
+    eager = model.build()
+    inputs = model.inputs(2)
+    with torch.no_grad():
+        compiled = script(eager, example_inputs=inputs)
+        for batch in (2, 3):
+            args = model.inputs(batch)
+            expected = eager(*args)
+            with runtime.mode("strict"):  # the compiled code runs (no entry check fails)
+                _compare(model, expected, compiled(*args))
+
+
+@pytest.mark.parametrize("model", MODELS[:1], ids=[MODELS[0].name])
+def test_grad_takes_the_eager_path(model: ZooModel) -> None:
+    """With grad enabled and parameters requiring grad, the compiled module runs eager (sound:
+    the compiled code builds no autograd graph), and gradients flow."""
+    eager = model.build()
+    (x,) = model.inputs(1)
+    with torch.no_grad():
+        compiled = script(eager, example_inputs=(x,))
+    out = compiled(x)
+    assert out.requires_grad
+    out.sum().backward()
+    assert eager.fc.weight.grad is not None
+    torch.testing.assert_close(out.detach(), eager(x).detach())
