@@ -187,6 +187,27 @@ def _outer_nest(rank: int, n_in: int, strided: list[list[int]], lines: list[str]
     return lines, pad, flat
 
 
+def _merge_into_inner(rank: int, n_in: int, strided: list[list[int]]) -> list[str]:
+    """Lines that fold outer dims into the inner one while every input walks them as one (both
+    broadcast, or strided with s[d] == s[inner] * n[inner]): a (1, 1280, 7, 7) batch-norm kernel
+    then runs 1280 rows of 49 elements, not 8960 rows of 7, whose loop overhead dominated."""
+    inner = rank - 1
+    lines = []
+    for d in range(inner - 1, -1, -1):
+        conditions = []
+        for k in range(n_in):
+            if (d in strided[k]) != (inner in strided[k]):
+                conditions = None  # broadcast along one dim and not the other: never one dim
+                break
+            if d in strided[k]:
+                conditions.append(f"in{k}_s{d} == in{k}_s{inner} * n{inner}")
+        test = f"n{d} == 1" if conditions is None else " && ".join(conditions) or "true"
+        lines.append(f"  if ({test}) {{ n{inner} *= n{d}; n{d} = 1; }} else goto merged;")
+    if not lines:
+        return []
+    return lines + ["  merged:;"]
+
+
 def _close_nest(lines: list[str], pad: str, rank: int) -> list[str]:
     for _ in range(rank - 1):
         pad = pad[:-2]
@@ -198,20 +219,26 @@ def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body", aliase
     inner = rank - 1
     outer = list(range(inner))
     unit = " && ".join(f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]) or "true"
-    lines, pad, flat = _outer_nest(rank, n_in, strided, [f"  const bool unit = {unit};"], aliased)
+    lines, pad, flat = _outer_nest(rank, n_in, strided, _merge_into_inner(rank, n_in, strided)
+                                   + [f"  const bool unit = {unit};"], aliased)
     lines.append(f"{pad}const int64_t o = {f'({flat}) * n{inner}' if outer else '0'};")
+    # What does not vary along the row (a per-channel batch-norm scale) is computed once per row:
+    # with a short row (7 x 7 feature maps) the vectorised loop never runs, and per element a
+    # square root and a division cost more than the load and store.
+    fixed = {k for k in range(n_in) if inner not in strided[k]}
+    hoisted = body.invariant_ops(fixed)
+    lines += [f"{pad}{body.load(k, f'p{k}[0]')}" for k in sorted(fixed)]
+    lines += [f"{pad}{body.compute(op)}" for op in hoisted]
     for variant in ("unit", "strided"):
         lines.append(f"{pad}{'if (unit) {' if variant == 'unit' else '} else {'}")
         loads = {}
         for k in range(n_in):
-            if inner not in strided[k]:
-                loads[k] = f"p{k}[0]"
-            else:
+            if k not in fixed:
                 loads[k] = f"p{k}[j]" if variant == "unit" else f"p{k}[j * in{k}_s{inner}]"
         pragma = "#pragma omp simd" if outer else f"#pragma omp parallel for simd if(n{inner} >= {PARALLEL_MIN})"
         lines.append(f"{pad}  {pragma}")
         lines.append(f"{pad}  for (int64_t j = 0; j < n{inner}; ++j) {{")
-        lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j")]
+        lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=set(hoisted))]
         lines.append(f"{pad}  }}")
     lines.append(f"{pad}}}")
     return _close_nest(lines, pad, rank)
@@ -239,14 +266,29 @@ class _Body:
     def compute(self, inner: Operation) -> str:
         return f"const {VALUE[inner.result.type.dtype]} {self.names[inner.result]} = {element(inner, self.names)};"  # type: ignore[union-attr]
 
-    def statements(self, loads: dict[int, str], index: str) -> list[str]:
+    def statements(self, loads: dict[int, str], index: str, skip: set[Operation] = set()) -> list[str]:
         out = [self.load(k, at) for k, at in loads.items()]
         for inner in self.op.body.ops:
             if isinstance(inner, ops.YieldOp):
                 out += [f"out{k}[{index}] = {_store(v, self.names[v])};" for k, v in enumerate(inner.operands)]
-            elif not isinstance(inner, ops.ConstantOp):
+            elif not isinstance(inner, ops.ConstantOp) and inner not in skip:
                 out.append(self.compute(inner))
         return out
+
+    def invariant_ops(self, fixed_inputs: set[int]) -> list[Operation]:
+        """The ops whose operands are all fixed along the row: those inputs, scalars, constants
+        and other such ops (ops that only forward a value, a load's conversion, count too)."""
+        args = self.op.body.args
+        fixed: set[Value] = {args[k] for k in fixed_inputs} | set(args[self.n_in:])
+        found = []
+        for inner in self.op.body.ops:
+            if isinstance(inner, ops.ConstantOp):
+                fixed.add(inner.result)
+            elif not isinstance(inner, ops.YieldOp) and inner.results \
+                    and all(v in fixed for v in inner.operands):
+                fixed.add(inner.result)
+                found.append(inner)
+        return found
 
 
 class _RowPlan:

@@ -9,8 +9,9 @@ MODULE_NAMES = {"torch", "F", "math", "Tensor", "Optional", "_guards", "COMPILED
 
 
 def function_name(sym_name: str) -> str:
-    """`MyCell.forward` -> `MyCell_forward`; `Block@2.forward` (a variant) -> `Block_v2_forward`."""
-    return sym_name.replace(".", "_").replace("@", "_v")
+    """`MyCell.forward` -> `MyCell_forward`; `Block@2.forward` (a variant) -> `Block_v2_forward`;
+    `Block.forward#1` (compiled for an overload declaration) -> `Block_forward_o1`."""
+    return sym_name.replace(".", "_").replace("@", "_v").replace("#", "_o")
 
 
 class Namespace:

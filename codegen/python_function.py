@@ -572,6 +572,9 @@ class FunctionEmitter:
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.{op.attributes['attr']} = {self.expr(op.operands[1]).text}")
         elif isinstance(op, ops.ListAppendOp):
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.append({self.expr(op.operands[1]).text})")
+        elif isinstance(op, ops.ListSetItemOp):
+            seq, index, value = (self.expr(v).text for v in op.operands)
+            self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}[{index}] = {value}")
         elif isinstance(op, ops.KernelOp) and len(op.results) > 1:
             targets = [self.name_of(r) if r.uses else "_" for r in op.results]
             self.w.line(f"{', '.join(targets)} = {self.op_expr(op).text}")
@@ -666,7 +669,8 @@ class FunctionEmitter:
 
     def refine(self, op: Operation) -> None:
         """A narrowed type needs no code: the refined value is the same object."""
-        source = self.expr(op.operands[0]).text
+        # (an atom: the refined value's text stands where a variable would, `(a / 2).sum()`)
+        source = self.expr(op.operands[0], PREC["atom"]).text
         if op.result in self.var and self.var[op.result] != source:
             self.source_comment(op)
             self.w.line(f"{self.var[op.result]} = {source}")
@@ -914,6 +918,11 @@ class FunctionEmitter:
             return Expr("[" + ", ".join(self.expr(v, PREC["if"]).text for v in op.operands) + "]", PREC["atom"])
         if isinstance(op, ops.GetItemOp):
             return Expr(f"{self.expr(op.operands[0], PREC['atom']).text}[{self.expr(op.operands[1]).text}]", PREC["atom"])
+        if isinstance(op, ops.SliceOp):
+            parts = ["" if isinstance(v.owner, ops.ConstantOp) and v.owner.value is None else self.expr(v).text
+                     for v in op.operands[1:]]
+            text = ":".join(parts[:2]) + (f":{parts[2]}" if parts[2] else "")
+            return Expr(f"{self.expr(op.operands[0], PREC['atom']).text}[{text}]", PREC["atom"])
         if isinstance(op, ops.IndexOp):
             return Expr(self.index_text(op), PREC["atom"])
         if isinstance(op, ops.IfOp):

@@ -161,6 +161,21 @@ class ListAppendOp(Operation):
     traits = frozenset({Mutates(0)})
 
 
+class ListSetItemOp(Operation):
+    """`xs[i] = v` on a list (operands: list, index, value)."""
+
+    name = "py.list_setitem"
+    traits = frozenset({Mutates(0)})
+
+
+class SliceOp(Operation):
+    """`xs[start:stop:step]` of a list: a new list (operands: list, start, stop, step; None
+    constants where the slice leaves a bound out). `xs.copy()` is `xs[:]`."""
+
+    name = "py.slice"
+    traits = frozenset({PURE})
+
+
 class FormatOp(Operation):
     """An f-string: attribute `parts` holds, in order, ("text", literal) pieces and
     ("value", conversion, spec) pieces, one per operand: conversion is None, "r", "s" or "a";

@@ -306,7 +306,8 @@ def sdpa(call: Call) -> AV | None:
     q, v = call.shape("query"), call.shape("value")
     if q is None or v is None or not q or not v:
         return None
-    return tensor_av(None, q[:-1] + v[-1:])
+    query = call.tensor("query")  # the result is on the query's device (an optional mask hides it from torch's rules)
+    return tensor_av(None, q[:-1] + v[-1:], query.device if query is not None else None)
 
 
 # -- factories -------------------------------------------------------------------------------------

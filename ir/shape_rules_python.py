@@ -149,6 +149,20 @@ def _getitem(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     return [AV(declared)]
 
 
+@op_rule("py.slice")
+def _slice(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+    """`xs[a:b:c]` of a list whose items are known, with known bounds: those items."""
+    container = interp.read(frame, op.operands[0])
+    bounds = [interp.read(frame, v) for v in op.operands[1:]]
+    mutable = op.operands[0] in interp.appends or op.operands[0] in interp.escaped
+    if container.items is None or mutable or not all(b.known for b in bounds):
+        return [AV(op.results[0].type)]
+    values = [None if b.value is None else size_of(b) for b in bounds]
+    if any(v is not None and type(v) is not int for v in values) or values[2] == 0:
+        return [AV(op.results[0].type)]
+    return [_with_declared(op, list_av(list(container.items[slice(*values)])))]
+
+
 @op_rule("py.unpack")
 def _unpack(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     container = interp.read(frame, op.operands[0])
@@ -213,7 +227,7 @@ def _binary(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     sym_op = op.attributes.get("op")
     declared = op.results[0].type
     if sym_op in ("is", "is not"):
-        same = _is(a, b)
+        same = True if op.operands[0] is op.operands[1] else _is(a, b)
         if same is None:
             return [AV(declared)]
         return [AV(BOOL, same if sym_op == "is" else not same)]

@@ -336,7 +336,9 @@ def check_module(root: Any, path: str, qualname: str, *conditions: str) -> Any:
                         return module
         except (AttributeError, IndexError, KeyError, TypeError):
             pass
-    wanted = f" with {', '.join(conditions)}" if conditions else ""
+    sizes = [f" of {c[4:]} layers" for c in conditions if c.startswith("len=")]
+    named = [c for c in conditions if not c.startswith("len=")]
+    wanted = "".join(sizes) + (f" with {', '.join(named)}" if named else "")
     where = f"submodule {path.replace('?', '')!r}" if path else "the module"
     raise GuardFailure(f"{where} is not an unhooked {qualname}{wanted}")
 

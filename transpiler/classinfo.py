@@ -74,6 +74,9 @@ class ClassInfo:
     source: SourceFile | None
     attrs: dict[str, AttrInfo] = field(default_factory=dict)
     methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    # TorchScript's `@torch.jit._overload_method` declarations, by method name, in order: each
+    # call compiles the method's body with the parameter types of the declaration it matches
+    overloads: dict[str, list[cst.FunctionDef]] = field(default_factory=dict)
     instance: nn.Module | None = None
 
 
@@ -111,6 +114,16 @@ def class_from_source(source: SourceFile, node: cst.ClassDef) -> ClassInfo:
     if init is not None:
         _scan_init(source, init, info, classes)
     return info
+
+
+def _is_overload(node: cst.FunctionDef) -> bool:
+    """Decorated `@torch.jit._overload_method` (or `_overload`): a declaration, not the body."""
+    for deco in node.decorators:
+        d = deco.decorator
+        name = d.attr.value if isinstance(d, cst.Attribute) else d.value if isinstance(d, cst.Name) else ""
+        if name in ("_overload_method", "_overload"):
+            return True
+    return False
 
 
 def _is_module_type(t: Type) -> bool:
@@ -326,7 +339,10 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
     if node is not None:
         for stmt in node.body.body:
             if isinstance(stmt, cst.FunctionDef):
-                info.methods[stmt.name.value] = stmt
+                if _is_overload(stmt):
+                    info.overloads.setdefault(stmt.name.value, []).append(stmt)
+                else:
+                    info.methods[stmt.name.value] = stmt
     for name, p in module._parameters.items():
         info.attrs[name] = AttrInfo("parameter", NONE if p is None else TENSOR)
     for name, b in module._buffers.items():

@@ -12,7 +12,8 @@ import torch
 
 from codegen.module import Header, emit_module
 from ir.core import Program
-from ir.ops import FuncOp
+from ir.ops import FuncCallOp, FuncOp, ModuleCallOp
+from ir.types import ModuleType
 from ir.passes.shapes import example_input_types
 from ir.passes import run_pipeline
 from runtime.loader import VERSION
@@ -164,6 +165,10 @@ def compile_source(
         after_pass("lower", program)
     # TORCHSCRIBE_VERIFY=1 (the test suite sets it) runs the verifier before and after each pass.
     run_pipeline(program, after_pass, check=os.environ.get("TORCHSCRIBE_VERIFY") == "1")
+    if functions is not None:
+        # script(instance, ...): the module serves the entry only; what inlining copied into it
+        # (a dozen submodule classes, helpers from other files) need not be printed again.
+        program.funcs = reachable(program, set(entries.values()))
     header = Header(
         source_file=source_file_name,
         source_hash=source_hash(source.text),
@@ -174,6 +179,25 @@ def compile_source(
     )
     text = emit_module(program, header, entries, program.source_lines)
     return CompiledFile(program, entries, text)
+
+
+def reachable(program: Program, roots: set[str]) -> list:
+    """The functions of `program` that the `roots` call, directly or not, in program order."""
+    funcs = {f.sym_name: f for f in program.funcs if isinstance(f, FuncOp)}
+    seen: set[str] = set()
+    pending = [r for r in roots if r in funcs]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for op in funcs[name].walk():
+            callee = op.attributes.get("callee") if isinstance(op, (FuncCallOp, ModuleCallOp)) else None
+            if isinstance(op, ModuleCallOp) and callee is None and isinstance(op.operands[0].type, ModuleType):
+                callee = f"{op.operands[0].type.qualname}.forward"
+            if callee in funcs and callee not in seen:
+                pending.append(callee)
+    return [f for f in program.funcs if not isinstance(f, FuncOp) or f.sym_name in seen]
 
 
 def dependency_hashes(source_path: Path, dependencies: Sequence[Path]) -> tuple[tuple[str, str], ...]:

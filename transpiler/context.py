@@ -89,12 +89,26 @@ class FileContext:
             raise UserError(f"`{info.name}` has no method `{method}`", self.source.loc(at) if at else None)  # type: ignore[arg-type]
         return self._request(f"{info.name}.{method}", node, info, info.source or self.source)
 
-    def _request(self, sym_name: str, node: cst.FunctionDef, info: ClassInfo | None, source: SourceFile) -> Signature:
+    def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
+        """The method compiled for the first of its `_overload_method` declarations whose
+        parameter types the arguments fit (`Block.forward#1`), or None when none does."""
+        from ir.types import fits
+
+        source = info.source or self.source
+        for i, stub in enumerate(info.overloads.get(method, [])):
+            declared = self.signature_of(stub, f"{info.name}.{method}#{i}", info, source)
+            types = list(declared.types[1:])
+            if len(arg_types) <= len(types) and all(fits(a, t) for a, t in zip(arg_types, types)):
+                return self._request(declared.sym_name, info.methods[method], info, source, declared)
+        return None
+
+    def _request(self, sym_name: str, node: cst.FunctionDef, info: ClassInfo | None, source: SourceFile,
+                 declared: Signature | None = None) -> Signature:
         if sym_name in self._inferring:
             raise UserError(f"`{sym_name}` calls itself, so its result type cannot be inferred",
                             source.loc(node.name), "annotate its return type")
         if sym_name not in self.signatures:
-            sig = self.signature_of(node, sym_name, info, source)
+            sig = declared or self.signature_of(node, sym_name, info, source)
             if sig.result is None:
                 sig = self._infer_result(sig, node, info, source)
             self.signatures[sym_name] = sig

@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING, Any, Callable
 
 import libcst as cst
+from torch import nn
 
 from ir import ops
 from ir.builder import Builder, literal_type
@@ -375,8 +376,12 @@ class ExpressionLowering:
 
     def compare(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Value:
         if op in ("is", "is not"):
+            if isinstance(lhs.type, TensorType) and isinstance(rhs.type, TensorType):
+                # identity of two tensors (`key is query`): decided once inlining shows one value
+                return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
             if NONE not in (lhs.type, rhs.type):
-                raise self.error(node, f"`{op}` is only supported against None", "use == for values")
+                raise self.error(node, f"`{op}` is only supported against None and between tensors",
+                                 "use == for values")
             other = rhs.type if lhs.type == NONE else lhs.type
             if other == NONE or not (other == ANY or isinstance(other, OptionalType)):
                 # Known now (a module's attribute that is None, or a value that cannot be), as
@@ -464,6 +469,9 @@ class ExpressionLowering:
         if isinstance(base.type, (TensorType,)) or base.type == ANY and False:
             items, operands = self.index_items(node.slice)
             return self.op(ops.IndexOp, [base, *operands], [TENSOR], items=items).result
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) \
+                and isinstance(base.type, (ListType, TupleType)):
+            return self.sequence_slice(base, node.slice[0].slice, node)
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
             raise self.error(node, f"slicing a value of type {base.type} is not supported", "index it with one int")
         index_node = node.slice[0].slice.value
@@ -492,6 +500,22 @@ class ExpressionLowering:
         else:
             raise self.error(node, f"a value of type {t} cannot be indexed")
         return self.op(ops.GetItemOp, [base, index], [elem]).result
+
+    def sequence_slice(self, base: Value, part: cst.Slice, node: cst.CSTNode) -> Value:
+        """`xs[a:b:c]`: of a list, a new list; of a tuple, with constant bounds, the tuple of
+        those elements (its length must be known)."""
+        bounds = [self.b.constant(None) if e is None else self.expr(e) for e in (part.lower, part.upper, part.step)]
+        for bound, e in zip(bounds, (part.lower, part.upper, part.step)):
+            if bound.type not in (INT, BOOL, NONE):
+                raise self.error(e or node, f"a slice bound of type {bound.type}; expected int")
+        if isinstance(base.type, ListType):
+            return self.op(ops.SliceOp, [base, *bounds], [base.type]).result
+        consts = [None if b.type == NONE else self.constant_int(b) for b in bounds]
+        if any(c is None and b.type != NONE for c, b in zip(consts, bounds)) or consts[2] == 0:
+            raise self.error(node, "a tuple slice needs constant bounds", "slice with literals")
+        positions = list(range(len(base.type.elems)))[slice(*consts)]  # type: ignore[attr-defined]
+        items = [self._getter(base, i)() for i in positions]
+        return self.op(ops.TupleOp, items, [TupleType(tuple(v.type for v in items))]).result
 
     def constant_int(self, value: Value) -> int | None:
         owner = value.owner
@@ -563,6 +587,10 @@ class ExpressionLowering:
         base_is_local = isinstance(func, (cst.Name, cst.Attribute)) and self._root_is_local(func)
         if qual is not None and not base_is_local:
             return self.call_global(node, qual)
+        if isinstance(func, cst.Attribute) and func.attr.value in ("items", "values", "keys") and not node.args:
+            listed = self.module_dict_view(func)
+            if listed is not None:
+                return listed
         if isinstance(func, cst.Attribute):
             if isinstance(func.value, cst.Name) and func.value.value == "self" and self.self_value is not None:
                 callee = self.expr(func)
@@ -574,6 +602,9 @@ class ExpressionLowering:
             obj = self.expr(func.value)
             if isinstance(obj.type, (TensorType,)):
                 return self.tensor_method(node, obj, func.attr.value)
+            if isinstance(obj.type, ListType) and func.attr.value == "copy" and not node.args:
+                none = self.b.constant(None)
+                return self.op(ops.SliceOp, [obj, none, none, none], [obj.type]).result
             if isinstance(obj.type, ListType) and func.attr.value == "append":
                 args, kwnames, kwargs, _ = self.call_arguments(node)
                 if len(args) != 1 or kwnames:
@@ -592,6 +623,31 @@ class ExpressionLowering:
         if isinstance(callee.type, (ModuleType, ModuleListType)) or callee.type == ANY:
             return self.module_call(node, callee)
         raise self.error(func, f"a value of type {callee.type} cannot be called")
+
+    def module_dict_view(self, func: cst.Attribute) -> Value | None:
+        """`d.items()` / `values()` / `keys()` of an nn.ModuleDict seen through a live instance
+        (script(instance, ...)): a tuple of its entries in order, so a loop over it unrolls."""
+        if isinstance(func.value, cst.Name) and func.value.value == "self":
+            info, obj = self.class_info, self.self_value
+        else:
+            obj = self.expr(func.value)
+            info = self.ctx.class_named(obj.type.qualname) if isinstance(obj.type, ModuleType) else None
+        if info is None or obj is None or not isinstance(info.instance, nn.ModuleDict):
+            return None
+        entries = []
+        for name in info.instance._modules:
+            attr = info.attrs.get(name)
+            if attr is None or attr.kind != "module":
+                return None
+            key = self.b.constant(name)
+            module = self.op(ops.GetAttrOp, [obj], [attr.type], attr=name).result
+            if func.attr.value == "keys":
+                entries.append(key)
+            elif func.attr.value == "values":
+                entries.append(module)
+            else:
+                entries.append(self.op(ops.TupleOp, [key, module], [TupleType((STR, attr.type))]).result)
+        return self.op(ops.TupleOp, entries, [TupleType(tuple(e.type for e in entries))]).result
 
     def _root_is_local(self, node: cst.BaseExpression) -> bool:
         while isinstance(node, cst.Attribute):
@@ -768,6 +824,9 @@ class ExpressionLowering:
             thunks = self.comprehension_elements(arg)
         else:
             seq = self.expr(arg)
+            if name == "sum" and isinstance(seq.type, ListType) and seq.type.elem in (INT, FLOAT, BOOL):
+                result = INT if seq.type.elem == BOOL else seq.type.elem
+                return self.op(ops.BuiltinCallOp, [seq], [result], callee="sum").result
             if not isinstance(seq.type, TupleType):
                 raise self.error(arg, f"{name}() of a {seq.type} is not supported",
                                  "pass a tuple, or a generator expression over a tuple or range(<constant>)")
@@ -945,11 +1004,17 @@ class ExpressionLowering:
             if t.kind != "Sequential":
                 raise self.error(node.func, "an nn.ModuleList cannot be called", "iterate over it")
             result = TENSOR
+        attrs: dict[str, Any] = {"kwnames": tuple(kwnames)} if kwnames else {}
+        info = self.ctx.class_named(t.qualname) if isinstance(t, ModuleType) else None
+        overload = self.ctx.overload_signature(info, "forward", [a.type for a in args]) \
+            if info is not None and info.overloads.get("forward") and not kwnames else None
+        if overload is not None:
+            result = overload.result  # type: ignore[assignment]
+            attrs["callee"] = overload.sym_name  # (ir/passes/inline.py inlines this one)
         elif isinstance(t, ModuleType):
             result = self.ctx.module_result_type(t.qualname, node)
-        else:
+        elif not isinstance(t, ModuleListType):
             result = ANY
-        attrs: dict[str, Any] = {"kwnames": tuple(kwnames)} if kwnames else {}
         op = self.op(ops.ModuleCallOp, [module, *args, *kwargs], [] if result == NONE else [result], **attrs)
         return op.result if op.results else self.b.constant(None)
 

@@ -318,9 +318,18 @@ class FunctionLowerer(ExpressionLowering):
     def uninitialized(self, t: Type) -> Value:
         return self.op(ops.UninitializedOp, [], [t]).result
 
-    def refinements(self, test: cst.BaseExpression) -> tuple[list[tuple[str, bool]], list[tuple[str, bool]]]:
-        """`x is None` / `x is not None` (also on self.attr): names whose Optional is decided in
-        each branch; (key, is_none)."""
+    def refinements(self, test: cst.BaseExpression) -> tuple[list[tuple], list[tuple]]:
+        """`x is None` / `x is not None` (also on self.attr), and `and` / `or` / `not` of them:
+        names whose Optional is decided in each branch; (key, is_none, comparison) each."""
+        if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+            then, orelse = self.refinements(test.expression)
+            return orelse, then
+        if isinstance(test, cst.BooleanOperation):
+            left_then, left_else = self.refinements(test.left)
+            right_then, right_else = self.refinements(test.right)
+            if isinstance(test.operator, cst.And):  # both hold in the then-branch
+                return left_then + right_then, []
+            return [], left_else + right_else  # `or`: both fail in the else-branch
         if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
             return [], []
         target = test.comparisons[0]
@@ -334,15 +343,15 @@ class FunctionLowerer(ExpressionLowering):
         if key is None:
             return [], []
         if isinstance(target.operator, cst.Is):
-            return [(key, True)], [(key, False)]
+            return [(key, True, test)], [(key, False, test)]
         if isinstance(target.operator, cst.IsNot):
-            return [(key, False)], [(key, True)]
+            return [(key, False, test)], [(key, True, test)]
         return [], []
 
-    def apply_refinements(self, refinements: list[tuple[str, bool]], node: cst.BaseExpression) -> None:
-        for key, is_none in refinements:
+    def apply_refinements(self, refinements: list[tuple], node: cst.BaseExpression) -> None:
+        for key, is_none, comparison in refinements:
             if key.startswith("self."):
-                attr_node = node.left  # type: ignore[attr-defined]
+                attr_node = comparison.left
                 with self.at(attr_node):
                     current = self.self_attribute(attr_node)
             else:
@@ -760,9 +769,17 @@ class FunctionLowerer(ExpressionLowering):
             return
         if isinstance(target, cst.Subscript):
             base = self.expr(target.value)
+            if isinstance(base.type, ListType) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+                index = self.expr(target.slice[0].slice.value)
+                if index.type not in (INT, BOOL):
+                    raise self.error(target.slice[0], f"a list index of type {index.type}; expected int")
+                if not is_subtype(value.type, base.type.elem):
+                    raise self.error(target, f"assigning a {value.type} into a list of {base.type.elem}")
+                self.op(ops.ListSetItemOp, [base, index, value], [])
+                return
             if not isinstance(base.type, TensorType):
                 raise self.error(target, f"item assignment on a {base.type} is not supported",
-                                 "only tensors support index assignment in compiled code")
+                                 "only tensors and lists support index assignment in compiled code")
             items, operands = self.index_items(target.slice)
             self.op(ops.IndexPutOp, [base, *operands, value], [], items=items)
             return

@@ -47,10 +47,15 @@ class MultiheadAttention(nn.Module):
         torch._assert(self.kdim == self.embed_dim and self.vdim == self.embed_dim,
                       "compiled MultiheadAttention needs one embed_dim for q, k, v")
         torch._assert(self.bias_k is None and not self.add_zero_attn, "compiled MultiheadAttention: no bias_k/add_zero_attn")
+        same = key is query and value is query  # self-attention: one projection, as eager's
         if self.batch_first:
             query = query.transpose(1, 0)
-            key = key.transpose(1, 0)
-            value = value.transpose(1, 0)
+            if same:
+                key = query
+                value = query
+            else:
+                key = key.transpose(1, 0)
+                value = value.transpose(1, 0)
         tgt_len = query.size(0)
         bsz = query.size(1)
         src_len = key.size(0)
@@ -59,7 +64,9 @@ class MultiheadAttention(nn.Module):
         head_dim = embed_dim // heads
         w = self.in_proj_weight
         b = self.in_proj_bias
-        if b is None:
+        if same:
+            q, k, v = F.linear(query, w, b).chunk(3, dim=-1)
+        elif b is None:
             q = F.linear(query, w[:embed_dim])
             k = F.linear(key, w[embed_dim:2 * embed_dim])
             v = F.linear(value, w[2 * embed_dim:])

@@ -469,10 +469,12 @@ def fold_constant_tuple(op: Operation, rw: Rewriter) -> bool:
 
 
 def fold_is_none_by_type(op: Operation, rw: Rewriter) -> bool:
-    """`x is None` is decided when x is None by its type, or surely a tensor."""
+    """`x is None` is decided when x is None by its type, or surely a tensor; `x is x` too."""
     if not isinstance(op, ops.CompareOp) or op.attributes["op"] not in ("is", "is not"):
         return False
     a, b = op.operands
+    if a is b:  # one value (`key is query` once the call is inlined)
+        return _fold_to(op, op.attributes["op"] == "is", rw)
     if b.type != NONE:
         a, b = b, a
     if b.type != NONE:

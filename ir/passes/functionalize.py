@@ -652,7 +652,7 @@ class _Aliasing:
             self._extract(op)
         elif isinstance(op, ops.TupleOp):
             self._set(op.result, self._union(op.operands), None)
-        elif isinstance(op, (ops.ListOp, ops.ListAppendOp)):
+        elif isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListSetItemOp)):
             held = op.operands if isinstance(op, ops.ListOp) else op.operands[1:]
             new = self.list_roots | self._union(held)
             self.changed |= new != self.list_roots

@@ -88,6 +88,10 @@ def module_path(value: Value, func: ops.FuncOp, assigned: set[str]) -> ModulePat
             if not isinstance(value.type, (ModuleType, ModuleListType)):
                 return None
             return ModulePath(value, tuple(reversed(parts)))
+        element = tuple_element(value)
+        if element is not None:  # an element of a tuple display (a loop over d.items()): that value
+            value = element
+            continue
         op = value.owner
         if isinstance(op, ops.RefineOp) and isinstance(op.operands[0].type, OptionalType) and not optional:
             optional = True
@@ -107,6 +111,29 @@ def module_path(value: Value, func: ops.FuncOp, assigned: set[str]) -> ModulePat
             return None
         optional = False
         value = op.operands[0]
+
+
+def tuple_element(value: Value) -> Value | None:
+    """The value a constant index or an unpacking takes out of a tuple display (through nested
+    displays), or None."""
+    op = value.owner
+    if isinstance(op, ops.GetItemOp):
+        index = op.operands[1].owner
+        if not isinstance(index, ops.ConstantOp) or type(index.value) is not int:
+            return None
+        position = index.value
+    elif isinstance(op, ops.UnpackOp):
+        position = op.results.index(value)
+    else:
+        return None
+    container = op.operands[0]
+    display = container.owner if isinstance(container.owner, ops.TupleOp) else None
+    if display is None:
+        inner = tuple_element(container)
+        display = inner.owner if inner is not None and isinstance(inner.owner, ops.TupleOp) else None
+    if display is None or not -len(display.operands) <= position < len(display.operands):
+        return None
+    return display.operands[position]
 
 
 def _is_module_like(t: object) -> bool:
@@ -238,7 +265,8 @@ def _callee_of(op: Operation, funcs: dict[str, ops.FuncOp]) -> ops.FuncOp | None
     if isinstance(op, ops.FuncCallOp):
         return funcs.get(op.attributes["callee"])
     if isinstance(op, ops.ModuleCallOp) and isinstance(op.operands[0].type, ModuleType):
-        return funcs.get(f"{op.operands[0].type.qualname}.forward")
+        # an overloaded forward names the body compiled for its declaration (`Block.forward#1`)
+        return funcs.get(op.attributes.get("callee") or f"{op.operands[0].type.qualname}.forward")
     return None
 
 

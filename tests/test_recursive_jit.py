@@ -1,0 +1,263 @@
+"""script(instance, example_inputs=...) compiles recursively, as TorchScript does (docs/models.md):
+submodule classes from other files, functions they call, unannotated code, per-structure class
+variants, Sequential unrolling under a guard, ModuleDict iteration, overloaded forwards, list
+operations, torch's MultiheadAttention / TransformerEncoderLayer, and the eager path under
+autograd. Each model is compared with eager and its generated module is read for what must (not)
+be there. The torchvision models themselves are in tests/corpus (make corpus)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+import runtime
+from runtime.errors import TorchscribeError
+from transpiler import script
+
+LAYERS = '''
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def shuffle(x, groups: int):
+    b, c, h, w = x.size()
+    return x.view(b, groups, c // groups, h, w).transpose(1, 2).reshape(b, c, h, w)
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride=1):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        identity = x
+        if self.down is not None:
+            identity = self.down(x)
+        return F.relu(shuffle(self.bn(self.conv(x)), 2) + identity)
+
+
+class Dense(nn.Module):
+    def __init__(self, cin, growth):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, growth, 1)
+
+    @torch.jit._overload_method  # noqa: F811
+    def forward(self, input: List[Tensor]) -> Tensor:  # noqa: F811
+        pass
+
+    @torch.jit._overload_method  # noqa: F811
+    def forward(self, input: Tensor) -> Tensor:  # noqa: F811
+        pass
+
+    def forward(self, input: Tensor) -> Tensor:  # noqa: F811
+        if isinstance(input, Tensor):
+            prev = [input]
+        else:
+            prev = input
+        return torch.tanh(self.conv(torch.cat(prev, 1)))
+
+
+class DenseBlock(nn.ModuleDict):
+    def __init__(self, n, cin, growth):
+        super().__init__()
+        for i in range(n):
+            self.add_module("layer%d" % (i + 1), Dense(cin + i * growth, growth))
+
+    def forward(self, x: Tensor) -> Tensor:
+        features = [x]
+        for name, layer in self.items():
+            features.append(layer(features))
+        return torch.cat(features, 1)
+
+
+def window_shift(x: Tensor, window: List[int], shift: List[int], scale: Optional[Tensor] = None,
+                 bias: Optional[Tensor] = None) -> Tensor:
+    H, W, _ = x.shape[-3:]
+    shift = shift.copy()
+    if window[0] >= H:
+        shift[0] = 0
+    if sum(shift) > 0:
+        x = torch.roll(x, shifts=(-shift[0], -shift[1]), dims=(1, 2))
+    if scale is not None and bias is not None:
+        x = x * scale + bias
+    return x
+'''
+
+MODEL = '''
+import torch
+from torch import Tensor, nn
+
+from recursive_layers import Block, DenseBlock, window_shift
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.blocks = nn.Sequential(Block(8, 8), Block(8, 16, 2), Block(16, 16))
+        self.dense = DenseBlock(3, 16, 4)
+        self.window = [4, 4]
+        self.shift = [2, 2]
+
+    def forward(self, x):
+        y = self.dense(self.blocks(self.stem(x)))
+        return window_shift(y.permute(0, 2, 3, 1), self.window, self.shift).mean((1, 2))
+'''
+
+
+@pytest.fixture
+def net(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "recursive_layers.py").write_text(textwrap.dedent(LAYERS))
+    (tmp_path / "recursive_net.py").write_text(textwrap.dedent(MODEL))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import recursive_net
+
+    yield recursive_net, tmp_path
+    for name in ("recursive_net", "recursive_layers"):
+        sys.modules.pop(name, None)
+
+
+def generated(tmp_path: Path) -> str:
+    [path] = (tmp_path / "cache" / "jit").glob("*.py")
+    return path.read_text()
+
+
+def test_a_model_spread_over_files_compiles_as_one_function(net) -> None:
+    module, tmp_path = net
+    torch.manual_seed(0)
+    model = module.Net().eval()
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        compiled = script(model, example_inputs=(x,))
+        for batch in (2, 3):
+            xb = torch.randn(batch, 3, 16, 16)
+            with runtime.mode("strict"):
+                got = compiled(xb)
+            torch.testing.assert_close(got, model(xb), rtol=1e-5, atol=1e-5)
+    text = generated(tmp_path)
+    forward = text[text.index("def Net_forward("):]
+    forward = forward[:min(i for i in (forward.find("\ndef ", 1), forward.find("\nCOMPILED")) if i > 0)]
+    code = "\n".join(line for line in forward.splitlines() if not line.strip().startswith("#"))
+    # every submodule inlined: no call of a module object is left in the compiled forward
+    assert "(features)" not in code and ".dense(" not in code and "shuffle(" not in code
+    # Block with and without `down`: two structures, two variants; the None one has no branch
+    assert '"blocks.1.down", "torch.nn.Sequential", "len=2"' in code and '"blocks.0.down' not in code
+    assert '"torch.nn.Sequential", "len=3"' in code  # the unrolled containers are guarded
+    assert "# recursive_layers.py:" in forward  # comments quote the other file's lines
+
+
+def test_a_changed_container_runs_eagerly(net) -> None:
+    module, _ = net
+    model = module.Net().eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        compiled = script(model, example_inputs=(x,))
+        model.stem.append(nn.Identity())  # the Sequential the code unrolled has four layers now
+        with runtime.mode("strict"), pytest.raises(TorchscribeError, match="of 3 layers"):
+            compiled(x)
+
+
+def test_an_edit_to_another_file_compiles_again(net) -> None:
+    module, tmp_path = net
+    model = module.Net().eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        script(model, example_inputs=(x,))
+        layers = tmp_path / "recursive_layers.py"
+        layers.write_text(layers.read_text().replace("torch.tanh(", "torch.sigmoid("))
+        script(model, example_inputs=(x,))
+    assert len(list((tmp_path / "cache" / "jit").glob("*.py"))) == 2
+
+
+def test_autograd_takes_the_eager_path(net) -> None:
+    module, _ = net
+    model = module.Net().eval()
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        compiled = script(model, example_inputs=(x,))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+        out = compiled(x)
+    assert out.grad_fn is not None  # eager code ran and recorded the graph
+    out.sum().backward()
+    assert model.stem[0].weight.grad is not None
+    with runtime.mode("strict"), pytest.raises(TorchscribeError, match="requires grad"):
+        compiled(x)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("mask", [False, True])
+def test_transformer_encoder_layer(tmp_path, monkeypatch, norm_first, mask) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(32, 4, 64, batch_first=True, norm_first=norm_first).eval()
+    x = torch.randn(2, 10, 32)
+    padding = torch.zeros(2, 10, dtype=torch.bool)
+    padding[:, 7:] = True
+    args = (x, None, padding) if mask else (x,)
+    with torch.no_grad():
+        compiled = script(layer, example_inputs=args)
+        with runtime.mode("strict"):
+            got = compiled(*args)
+        torch.testing.assert_close(got, layer(*args), rtol=1e-5, atol=1e-5)
+    code = [line for line in generated_in(tmp_path).splitlines() if not line.strip().startswith("#")]
+    assert sum(line.count("F.linear(") for line in code) == 4  # one projection for q, k, v, as eager's
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_multihead_attention_sequence_first(tmp_path, monkeypatch, need_weights) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    q, kv = torch.randn(5, 2, 16), torch.randn(7, 2, 16)
+    source = tmp_path / "attend_model.py"
+    source.write_text(textwrap.dedent(f'''
+        import torch
+        from torch import nn
+
+
+        class Attend(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.attn = nn.MultiheadAttention(16, 2)
+
+            def forward(self, q, kv):
+                out, weights = self.attn(q, kv, kv, need_weights={need_weights})
+                if weights is None:
+                    return out
+                return out + weights.sum()
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import attend_model
+
+    try:
+        model = attend_model.Attend().eval()
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(q, kv))
+            with runtime.mode("strict"):
+                got = compiled(q, kv)
+            torch.testing.assert_close(got, model(q, kv), rtol=1e-5, atol=1e-5)
+    finally:
+        sys.modules.pop("attend_model", None)
+
+
+def generated_in(tmp_path: Path) -> str:
+    [path] = (tmp_path / "jit").glob("*.py")
+    return path.read_text()
