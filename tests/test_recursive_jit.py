@@ -261,3 +261,53 @@ def test_multihead_attention_sequence_first(tmp_path, monkeypatch, need_weights)
 def generated_in(tmp_path: Path) -> str:
     [path] = (tmp_path / "jit").glob("*.py")
     return path.read_text()
+
+
+def test_a_branch_that_raises_under_scripting(tmp_path, monkeypatch) -> None:
+    """densenet's memory-efficient branch: under script(instance) `torch.jit.is_scripting()` is
+    True, so the branch raises (as under TorchScript); the other side, a list flowing through a
+    compiled helper's loop, keeps types the verifier accepts."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "raising_layer.py").write_text(textwrap.dedent('''
+        from typing import List
+        import torch
+        from torch import Tensor, nn
+
+
+        class Layer(nn.Module):
+            def __init__(self, memory_efficient):
+                super().__init__()
+                self.conv = nn.Conv2d(4, 4, 1)
+                self.memory_efficient = memory_efficient
+
+            def any_requires_grad(self, input: List[Tensor]) -> bool:
+                for tensor in input:
+                    if tensor.requires_grad:
+                        return True
+                return False
+
+            def forward(self, input: Tensor) -> Tensor:
+                prev = [input]
+                if self.memory_efficient and self.any_requires_grad(prev):
+                    if torch.jit.is_scripting():
+                        raise Exception("Memory Efficient not supported in JIT")
+                    out = self.conv(prev[0]) * 2
+                else:
+                    out = self.conv(torch.cat(prev, 1))
+                return torch.relu(out)
+    '''))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import raising_layer
+
+    try:
+        x = torch.randn(1, 4, 5, 5)
+        for memory_efficient in (False, True):
+            model = raising_layer.Layer(memory_efficient).eval()
+            with torch.no_grad():
+                compiled = script(model, example_inputs=(x,))
+                with runtime.mode("strict"):
+                    torch.testing.assert_close(compiled(x), model(x))
+        with torch.no_grad(), runtime.mode("strict"), pytest.raises(Exception, match="not supported in JIT"):
+            compiled(x.clone().requires_grad_(True))  # under no_grad: the compiled code runs and raises
+    finally:
+        sys.modules.pop("raising_layer", None)

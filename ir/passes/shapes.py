@@ -497,9 +497,13 @@ def _widen_lists(func: Operation) -> None:
                 targets = [a.type for a in owner.body.args[1:]]
             elif isinstance(owner, ops.WhileOp) and isinstance(op, ops.YieldOp):
                 targets = [a.type for a in owner.before.args]
-            for v, t in zip(values, targets):
+            for k, (v, t) in enumerate(zip(values, targets)):
                 if isinstance(v.type, ListType) and isinstance(t, ListType) and v.type != t and is_subtype(v.type.elem, t.elem):
                     v.type = t
+                    changed = True
+                elif isinstance(owner, ops.IfOp) and isinstance(v.type, ListType) and isinstance(t, ListType) \
+                        and v.type != t and is_subtype(t.elem, v.type.elem):
+                    owner.results[k].type = v.type  # a list widened elsewhere: so is the merge
                     changed = True
 
 
