@@ -917,6 +917,8 @@ class FunctionEmitter:
         if isinstance(op, ops.ListOp):
             return Expr("[" + ", ".join(self.expr(v, PREC["if"]).text for v in op.operands) + "]", PREC["atom"])
         if isinstance(op, ops.GetItemOp):
+            if isinstance(op.operands[0].type, ModuleListType):  # a layer of a Sequential: the fast read
+                return Expr(f"_guards.item({self.args_text(op.operands, ())})", PREC["atom"])
             return Expr(f"{self.expr(op.operands[0], PREC['atom']).text}[{self.expr(op.operands[1]).text}]", PREC["atom"])
         if isinstance(op, ops.SliceOp):
             parts = ["" if isinstance(v.owner, ops.ConstantOp) and v.owner.value is None else self.expr(v).text

@@ -86,7 +86,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     tmp = self.downsample
     if tmp is not None:
         # residual_block.py:37  identity = self.downsample(x)
-        tmp_1 = tmp[0]
+        tmp_1 = _guards.item(tmp, 0)
         tmp_2 = F.conv2d(
             x,
             tmp_1.weight,
@@ -96,7 +96,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
             tmp_1.dilation,
             tmp_1.groups,
         )
-        tmp_3 = tmp[1]
+        tmp_3 = _guards.item(tmp, 1)
         if tmp_3.training:
             identity = tmp_3(tmp_2)
         else:
@@ -215,7 +215,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     tmp = block1.downsample
     if tmp is not None:
         # residual_block.py:37  identity = self.downsample(x)
-        tmp_1 = tmp[0]
+        tmp_1 = _guards.item(tmp, 0)
         tmp_2 = F.conv2d(
             x,
             tmp_1.weight,
@@ -225,7 +225,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             tmp_1.dilation,
             tmp_1.groups,
         )
-        tmp_3 = tmp[1]
+        tmp_3 = _guards.item(tmp, 1)
         if tmp_3.training:
             identity = tmp_3(tmp_2)
         else:
@@ -309,7 +309,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     tmp_4 = block2.downsample
     if tmp_4 is not None:
         # residual_block.py:37  identity = self.downsample(x)
-        tmp_5 = tmp_4[0]
+        tmp_5 = _guards.item(tmp_4, 0)
         tmp_6 = F.conv2d(
             out,
             tmp_5.weight,
@@ -319,7 +319,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             tmp_5.dilation,
             tmp_5.groups,
         )
-        tmp_7 = tmp_4[1]
+        tmp_7 = _guards.item(tmp_4, 1)
         if tmp_7.training:
             identity = tmp_7(tmp_6)
         else:

@@ -18,6 +18,7 @@ from torch import nn
 
 import runtime
 from runtime.errors import TorchscribeError
+from source_module import imported_source
 from transpiler import script
 
 LAYERS = '''
@@ -131,8 +132,9 @@ def net(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
-def generated(tmp_path: Path) -> str:
-    [path] = (tmp_path / "cache" / "jit").glob("*.py")
+def generated(cache_dir: Path) -> str:
+    """The one module script() wrote into the cache directory `cache_dir`."""
+    [path] = (cache_dir / "jit").glob("*.py")
     return path.read_text()
 
 
@@ -152,7 +154,7 @@ def test_a_model_spread_over_files_compiles_as_one_function(net) -> None:
             with runtime.mode("strict"):
                 got = compiled(xb)
             torch.testing.assert_close(got, model(xb), rtol=1e-5, atol=1e-5)
-    text = generated(tmp_path)
+    text = generated(tmp_path / "cache")
     forward = text[text.index("def Net_forward("):]
     forward = forward[:min(i for i in (forward.find("\ndef ", 1), forward.find("\nCOMPILED")) if i > 0)]
     code = "\n".join(line for line in forward.splitlines() if not line.strip().startswith("#"))
@@ -218,7 +220,7 @@ def test_transformer_encoder_layer(tmp_path, monkeypatch, norm_first, mask) -> N
         with runtime.mode("strict"):
             got = compiled(*args)
         torch.testing.assert_close(got, layer(*args), rtol=1e-5, atol=1e-5)
-    code = [line for line in generated_in(tmp_path).splitlines() if not line.strip().startswith("#")]
+    code = [line for line in generated(tmp_path).splitlines() if not line.strip().startswith("#")]
     assert sum(line.count("F.linear(") for line in code) == 4  # one projection for q, k, v, as eager's
 
 
@@ -227,8 +229,7 @@ def test_multihead_attention_sequence_first(tmp_path, monkeypatch, need_weights)
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
     torch.manual_seed(0)
     q, kv = torch.randn(5, 2, 16), torch.randn(7, 2, 16)
-    source = tmp_path / "attend_model.py"
-    source.write_text(textwrap.dedent(f'''
+    with imported_source(tmp_path, "attend_model", f'''
         import torch
         from torch import nn
 
@@ -243,24 +244,13 @@ def test_multihead_attention_sequence_first(tmp_path, monkeypatch, need_weights)
                 if weights is None:
                     return out
                 return out + weights.sum()
-    '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import attend_model
-
-    try:
+    ''') as attend_model:
         model = attend_model.Attend().eval()
         with torch.no_grad():
             compiled = script(model, example_inputs=(q, kv))
             with runtime.mode("strict"):
                 got = compiled(q, kv)
             torch.testing.assert_close(got, model(q, kv), rtol=1e-5, atol=1e-5)
-    finally:
-        sys.modules.pop("attend_model", None)
-
-
-def generated_in(tmp_path: Path) -> str:
-    [path] = (tmp_path / "jit").glob("*.py")
-    return path.read_text()
 
 
 def test_a_branch_that_raises_under_scripting(tmp_path, monkeypatch) -> None:
@@ -268,7 +258,7 @@ def test_a_branch_that_raises_under_scripting(tmp_path, monkeypatch) -> None:
     True, so the branch raises (as under TorchScript); the other side, a list flowing through a
     compiled helper's loop, keeps types the verifier accepts."""
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    (tmp_path / "raising_layer.py").write_text(textwrap.dedent('''
+    with imported_source(tmp_path, "raising_layer", '''
         from typing import List
         import torch
         from torch import Tensor, nn
@@ -295,11 +285,7 @@ def test_a_branch_that_raises_under_scripting(tmp_path, monkeypatch) -> None:
                 else:
                     out = self.conv(torch.cat(prev, 1))
                 return torch.relu(out)
-    '''))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import raising_layer
-
-    try:
+    ''') as raising_layer:
         x = torch.randn(1, 4, 5, 5)
         for memory_efficient in (False, True):
             model = raising_layer.Layer(memory_efficient).eval()
@@ -309,5 +295,3 @@ def test_a_branch_that_raises_under_scripting(tmp_path, monkeypatch) -> None:
                     torch.testing.assert_close(compiled(x), model(x))
         with torch.no_grad(), runtime.mode("strict"), pytest.raises(Exception, match="not supported in JIT"):
             compiled(x.clone().requires_grad_(True))  # under no_grad: the compiled code runs and raises
-    finally:
-        sys.modules.pop("raising_layer", None)
