@@ -22,3 +22,25 @@ def imported_source(root: Path, name: str, source: str) -> Iterator[ModuleType]:
     finally:
         sys.path.remove(str(root))
         sys.modules.pop(name, None)
+
+
+@contextmanager
+def case_directory(root: Path) -> Iterator[Path]:
+    """`root` on sys.path while the block runs (the cases `compiled_case` writes into it)."""
+    sys.path.insert(0, str(root))
+    try:
+        yield root
+    finally:
+        sys.path.remove(str(root))
+
+
+def compiled_case(directory: Path, name: str, source: str) -> tuple[ModuleType, str]:
+    """`source` written as module `name` into `directory` (on sys.path), compiled ahead of time
+    with the CLI, and imported; and the text of its compiled module."""
+    from transpiler.cli import main as cli_main
+
+    path = directory / f"{name}.py"
+    path.write_text(source)
+    assert cli_main(["-q", str(path)]) == 0
+    return importlib.import_module(name), (directory / f"{name}_compiled.py").read_text()
+

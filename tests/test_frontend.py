@@ -2,9 +2,7 @@
 and compared with eager (values, Python types, and mutated inputs)."""
 from __future__ import annotations
 
-import importlib
 import itertools
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,7 +10,7 @@ import pytest
 import torch
 
 import runtime
-from transpiler.cli import main as cli_main
+from source_module import case_directory, compiled_case
 
 HEADER = """\
 import math
@@ -33,19 +31,13 @@ _ids = itertools.count()
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory):
-    directory = tmp_path_factory.mktemp("frontend")
-    sys.path.insert(0, str(directory))
-    yield directory
-    sys.path.remove(str(directory))
+    with case_directory(tmp_path_factory.mktemp("frontend")) as directory:
+        yield directory
     runtime.reset()
 
 
 def build(workdir: Path, body: str):
-    name = f"frontend_case_{next(_ids)}"
-    path = workdir / f"{name}.py"
-    path.write_text(HEADER + textwrap.dedent(body))
-    assert cli_main(["-q", str(path)]) == 0
-    return importlib.import_module(name)
+    return compiled_case(workdir, f"frontend_case_{next(_ids)}", HEADER + textwrap.dedent(body))[0]
 
 
 def same(a, b) -> None:

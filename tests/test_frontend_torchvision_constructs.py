@@ -4,9 +4,7 @@ expressions over sequences of known length. Each compiles and computes what eage
 raising the same exception with the same message where eager raises."""
 from __future__ import annotations
 
-import importlib
 import itertools
-import sys
 import textwrap
 import warnings
 from pathlib import Path
@@ -16,7 +14,7 @@ import torch
 from torch import nn
 
 import runtime
-from transpiler.cli import main as cli_main
+from source_module import case_directory, compiled_case
 from transpiler.compile import compile_path
 from transpiler.diagnostics import CompileError
 
@@ -36,20 +34,13 @@ _ids = itertools.count()
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory):
-    directory = tmp_path_factory.mktemp("tvconstructs")
-    sys.path.insert(0, str(directory))
-    yield directory
-    sys.path.remove(str(directory))
+    with case_directory(tmp_path_factory.mktemp("tvconstructs")) as directory:
+        yield directory
     runtime.reset()
 
 
 def build(workdir: Path, body: str):
-    name = f"tv_case_{next(_ids)}"
-    path = workdir / f"{name}.py"
-    path.write_text(HEADER + textwrap.dedent(body))
-    assert cli_main(["-q", str(path)]) == 0
-    module = importlib.import_module(name)
-    return module, (workdir / f"{name}_compiled.py").read_text()
+    return compiled_case(workdir, f"tv_case_{next(_ids)}", HEADER + textwrap.dedent(body))
 
 
 def outcome(fn, *args):
