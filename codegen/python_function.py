@@ -20,7 +20,6 @@ from codegen.writer import Writer
 from ir import ops
 from ir.core import PURE, Block, Operation, Value
 from ir.types import (
-    ANY,
     ListType,
     ModuleListType,
     ModuleType,

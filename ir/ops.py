@@ -17,13 +17,13 @@ from ir.core import (
     Block,
     Loc,
     Mutates,
-    OpResult,
+    OpResult,  # noqa: F401  (ops.OpResult: front end and tests build results through this module)
     Operation,
     Region,
     Trait,
     Value,
 )
-from ir.types import BOOL, TensorType, Type, fits, is_subtype
+from ir.types import BOOL, TensorType, Type, fits
 
 
 # -- functions -------------------------------------------------------------------------------

@@ -21,7 +21,6 @@ from ir.types import (
     ListType,
     INT,
     NONE,
-    STR,
     TENSOR,
     ModuleListType,
     ModuleType,
@@ -282,8 +281,6 @@ def _literal_type(value: object) -> Type | None:
         return literal_type(value)
     except TypeError:
         return None
-        return TupleType(tuple(e for e in elems if e is not None))
-    return None
 
 
 # -- from a live instance ---------------------------------------------------------------------

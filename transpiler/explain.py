@@ -36,7 +36,7 @@ import torch
 from ir import ops
 from ir.core import BlockArg, Operation, Program, Value
 from ir.passes.fuse import kernel_shape, pointwise_fusible, row_reduction
-from ir.primitives import LeftAsIs, Primitive, classify, is_tensor_op, op_name
+from ir.primitives import LeftAsIs, classify, is_tensor_op, op_name
 from ir.types import TensorType
 
 _DTYPE_SIZE = {

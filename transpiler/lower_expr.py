@@ -37,7 +37,6 @@ from ir.types import (
     ModuleListType,
     ModuleType,
     OptionalType,
-    ScalarType,
     TensorType,
     TupleType,
     Type,
@@ -45,7 +44,6 @@ from ir.types import (
     unify,
 )
 from transpiler.check import left_to_python
-from transpiler.classinfo import STD_LAYERS
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Signature, Unbound
 from transpiler.source import SourceFile

@@ -18,7 +18,6 @@ from ir.builder import Builder
 from ir.core import Block, Region, Value
 from ir.types import (
     fits,
-    ANY,
     BOOL,
     INT,
     NONE,

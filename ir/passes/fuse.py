@@ -39,7 +39,7 @@ from ir.core import PURE, Block, Operation, Program, Region, Value
 from ir.passes.canonicalize import may_write
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
-from ir.types import BOOL, FLOAT, INT, ScalarType, TensorType
+from ir.types import BOOL, FLOAT, INT, TensorType
 
 # Pointwise primitives both kernel emitters implement (codegen/cpp_kernels.py keeps in step).
 FUSIBLE = frozenset({
