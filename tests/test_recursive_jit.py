@@ -295,3 +295,30 @@ def test_a_branch_that_raises_under_scripting(tmp_path, monkeypatch) -> None:
                     torch.testing.assert_close(compiled(x), model(x))
         with torch.no_grad(), runtime.mode("strict"), pytest.raises(Exception, match="not supported in JIT"):
             compiled(x.clone().requires_grad_(True))  # under no_grad: the compiled code runs and raises
+
+
+def test_list_copies_and_item_assignment_keep_python_order(tmp_path, monkeypatch) -> None:
+    """A copy taken before `xs[i] = v` keeps the old item and one taken after sees the new one:
+    neither common-subexpression elimination nor folding into a later statement may merge or
+    move the two reads of the mutated list."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "list_order", '''
+        import torch
+        from torch import nn
+
+
+        class Lists(nn.Module):
+            def forward(self, x):
+                s = [x.size(0), x.size(1), x.size(2)][1:]
+                a = s.copy()
+                s[0] = 1
+                b = s.copy()
+                c = s[::-1]
+                return x * (sum(a) - sum(b)) + c[0]
+    ''') as list_order:
+        model = list_order.Lists()
+        x = torch.randn(2, 3, 4)
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(x,))
+            with runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)

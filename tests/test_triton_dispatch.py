@@ -31,18 +31,13 @@ from closeness import assert_close_to_eager
 from source_module import imported_source
 from runtime.errors import TorchscribeError
 
-if "triton" not in sys.modules and not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-pytest.importorskip("triton")
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
-if not INTERPRETED and not torch.cuda.is_available():
-    pytest.skip("Triton was imported before TRITON_INTERPRET=1 was set, and there is no GPU", allow_module_level=True)
-DEVICE = "cpu" if INTERPRETED else "cuda"
+from triton_setup import DEVICE, INTERPRETED  # noqa: E402  (sets TRITON_INTERPRET first)
 REPO = Path(__file__).resolve().parent.parent
 # (the interpreter computes with numpy, which warns of the infinities and NaNs the tests ask for)
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
 
 import program_gen as pg  # noqa: E402
+import test_fuse  # noqa: E402  (its SOURCE: the pointwise functions)
 import test_programs  # noqa: E402
 from test_programs import SETTINGS, jit_cache, program_dir  # noqa: E402,F401 (fixtures)
 
@@ -66,26 +61,10 @@ def triton_backend() -> Iterator[None]:
             os.environ["TORCHSCRIBE_BACKEND"] = old
 
 
-SOURCE = '''
-import torch
-from torch import Tensor, nn
+# test_fuse's functions (chain, compare, ints), and more for the kernel kinds Triton has
+SOURCE = test_fuse.SOURCE + '''
+from torch import nn
 import torch.nn.functional as F
-
-
-def chain(x: Tensor, y: Tensor) -> Tensor:
-    a = torch.exp(-x * x) + y
-    b = torch.tanh(a) * 0.5 + torch.sigmoid(x)
-    c = torch.where(b > 0.1, b, y - 1.0)
-    return torch.maximum(c, x.abs()) / (1.0 + x * x)
-
-
-def compare(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
-    m = (x > y) & (x < 2.0)
-    return m, (x * 2 + y).to(torch.float64) - 1.5
-
-
-def ints(x: Tensor, y: Tensor) -> Tensor:
-    return (x * 3 + y - 1) * (x > 0).to(x.dtype)
 
 
 def softmax(x: Tensor) -> Tensor:

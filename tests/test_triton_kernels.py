@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
-import os
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -23,13 +22,7 @@ from typing import Iterator
 import pytest
 import torch
 
-if "triton" not in sys.modules and not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-pytest.importorskip("triton")
-INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
-if not INTERPRETED and not torch.cuda.is_available():
-    pytest.skip("Triton was imported before TRITON_INTERPRET=1 was set, and there is no GPU", allow_module_level=True)
-DEVICE = "cpu" if INTERPRETED else "cuda"
+from triton_setup import DEVICE  # noqa: E402  (sets TRITON_INTERPRET first)
 # (the interpreter computes with numpy, which warns of the infinities and NaNs the tests ask for)
 pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning")
 
