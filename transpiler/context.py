@@ -9,11 +9,13 @@ from typing import Callable
 import libcst as cst
 
 from ir.builder import literal_type
+from ir.core import Loc
 from ir.types import ANY, NONE, TENSOR, ModuleType, Type
 from transpiler.annotations import annotation_type
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names
 from transpiler.diagnostics import UserError
 from transpiler.env import Signature
+from transpiler.infer_annotations import missing_parameters_error, missing_result_error, suggest_parameter
 from transpiler.source import SourceFile, is_literal, literal_value
 
 
@@ -23,6 +25,14 @@ class Pending:
     node: cst.FunctionDef
     class_info: ClassInfo | None
     source: SourceFile  # the file the function is written in
+
+
+@dataclass(frozen=True)
+class Break:
+    """A statement or expression kept as Python in permissive mode."""
+
+    loc: Loc
+    reason: str
 
 
 # Finds the function a call names, in any file (script(instance, ...)): (its file, its node, its
@@ -45,6 +55,10 @@ class FileContext:
     # unannotated parameter is a Tensor and an unannotated result is inferred from the body.
     recursive: bool = False
     functions: FunctionFinder | None = None
+    # Permissive mode: what the compiler does not understand stays Python (transpiler/opaque.py);
+    # `breaks` lists each such place and why, for the report.
+    permissive: bool = False
+    breaks: list[Break] = field(default_factory=list)
     _inferring: set[str] = field(default_factory=set)
 
     def sources(self) -> dict[str, list[str]]:
@@ -135,12 +149,70 @@ class FileContext:
                             source.loc(node.name), "annotate its return type")
         return replace(sig, result=result)
 
+    def _permissive_signature(self, node: cst.FunctionDef, sym_name: str, info: ClassInfo | None,
+                              source: SourceFile) -> Signature:
+        """Permissive mode takes any parameter list: `*args` and `**kwargs` (compiled callers pass
+        them nothing; the entry checks its caller did not either), keyword-only parameters, and
+        annotations it cannot read or that are missing (a plain Python value, Any; a tensor in
+        recursive mode, as TorchScript has it)."""
+        from ir.types import OptionalType
+
+        classes = module_class_names(source)
+        params = node.params
+        every = [*params.posonly_params, *params.params, *params.kwonly_params]
+        names: list[str] = []
+        types: list[Type] = []
+        defaults: dict[str, object] = {}
+        for i, p in enumerate(every):
+            name = p.name.value
+            names.append(name)
+            if i == 0 and info is not None:
+                types.append(ModuleType(info.name))
+                continue
+            t: Type = TENSOR if self.recursive else ANY
+            if p.annotation is not None:
+                try:
+                    t = annotation_type(source, p.annotation.annotation, classes)
+                except UserError:
+                    t = ANY
+            if p.default is not None:
+                value = literal_value(p.default)
+                if not is_literal(value):
+                    raise UserError("default values must be literals", source.loc(p.default),
+                                    "use None as the default and compute the value in the body")
+                defaults[name] = value
+                if p.annotation is None and value is not None:
+                    t = literal_type(value)
+                elif p.annotation is None:
+                    found = suggest_parameter(source, node, name)
+                    t = found.type if found.decided else ANY
+                elif value is None and t not in (NONE, ANY) and not _is_optional(t):
+                    t = OptionalType(t)
+            types.append(t)
+        if info is not None and not names:
+            raise UserError("a method needs a `self` parameter", source.loc(node.name), None)
+        result: Type | None = NONE if not _returns_value(node) else None
+        if node.returns is not None:
+            try:
+                result = annotation_type(source, node.returns.annotation, classes)
+            except UserError:
+                result = ANY
+        elif result is None and not self.recursive:
+            result = ANY
+        star = params.star_arg.name.value if isinstance(params.star_arg, cst.Param) else None
+        kwstar = params.star_kwarg.name.value if isinstance(params.star_kwarg, cst.Param) else None
+        positional = len(params.posonly_params) + len(params.params) if params.kwonly_params else None
+        return Signature(sym_name, tuple(names), tuple(types), defaults, result, source.loc(node),  # type: ignore[arg-type]
+                         star, kwstar, positional)
+
     def signature_of(self, node: cst.FunctionDef, sym_name: str, info: ClassInfo | None,
                      source: SourceFile | None = None) -> Signature:
         """The signature from the annotations; result None: to be inferred (`recursive` only)."""
         source = source or self.source
         classes = module_class_names(source)
         params = node.params
+        if self.permissive:
+            return self._permissive_signature(node, sym_name, info, source)
         for bad, what in ((params.star_arg, "*args"), (params.star_kwarg, "**kwargs")):
             if isinstance(bad, cst.Param):
                 raise UserError(f"{what} parameters are not supported", source.loc(bad),
@@ -149,6 +221,14 @@ class FileContext:
             first = (list(params.posonly_params) + list(params.kwonly_params))[0]
             raise UserError("positional-only and keyword-only parameters are not supported",
                             source.loc(first), "use ordinary parameters")
+        # Unannotated parameters the signature cannot type: without a default (strict mode) or
+        # with a default that is not a literal. One error names them all, with what to write.
+        untyped = [p for i, p in enumerate(params.params)
+                   if p.annotation is None and not (i == 0 and info is not None)
+                   and (not self.recursive if p.default is None else not is_literal(literal_value(p.default)))]
+        if untyped:
+            raise missing_parameters_error(source, node, untyped, info is not None,
+                                           node.returns is None and _returns_value(node) and not self.recursive)
         names: list[str] = []
         types: list[Type] = []
         defaults: dict[str, object] = {}
@@ -158,20 +238,15 @@ class FileContext:
             if i == 0 and info is not None:
                 types.append(ModuleType(info.name))
                 continue
-            if p.annotation is None and self.recursive and p.default is None:
-                types.append(TENSOR)  # TorchScript's rule for unannotated parameters
-                continue
-            if p.annotation is None and self.recursive and is_literal(literal_value(p.default)) \
-                    and literal_value(p.default) is not None:
-                defaults[name] = literal_value(p.default)
-                types.append(literal_type(defaults[name]))
+            if p.annotation is None and p.default is None:
+                types.append(TENSOR)  # TorchScript's rule for unannotated parameters (recursive only)
                 continue
             if p.annotation is None:
-                raise UserError(
-                    f"parameter `{name}` has no type annotation",
-                    source.loc(p.name),
-                    f"annotate it, e.g. `{name}: Tensor` (or int, float, bool, Optional[Tensor], ...)",
-                )
+                # A literal default gives the type; None gives Optional[T], T read from the body.
+                defaults[name] = literal_value(p.default)
+                types.append(literal_type(defaults[name]) if defaults[name] is not None
+                             else suggest_parameter(source, node, name).type)
+                continue
             t = annotation_type(source, p.annotation.annotation, classes)
             if p.default is not None:
                 value = literal_value(p.default)
@@ -190,11 +265,7 @@ class FileContext:
         if node.returns is None:
             result: Type = NONE if not _returns_value(node) else None  # type: ignore[assignment]
             if result is None and not self.recursive:
-                raise UserError(
-                    f"`{sym_name}` has no return type annotation",
-                    source.loc(node.name),
-                    "annotate the return type, e.g. `-> Tensor` or `-> tuple[Tensor, Tensor]`",
-                )
+                raise missing_result_error(source, node, sym_name)
         else:
             result = annotation_type(source, node.returns.annotation, classes)
         return Signature(sym_name, tuple(names), tuple(types), defaults, result, source.loc(node))
