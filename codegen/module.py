@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from codegen.names import function_name
+from codegen.names import function_name, model_module_name
 from codegen.pyformat import format_python
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from ir.core import Program
-from ir.ops import FuncOp, KernelOp
+from ir.ops import FuncOp, KernelOp, OpaqueOp
 from codegen.kernel_launchers import emit_kernels
 
 FORMAT = 1
@@ -26,6 +26,7 @@ class Header:
     # (path relative to the compiled module's directory, source hash) of every other file whose
     # @script code the module holds, sorted; written as SOURCES when there is any
     sources: tuple[tuple[str, str], ...] = ()
+    permissive: bool = False  # compiled with --permissive: written as PERMISSIVE = True
 
 
 def emit_module(program: Program, header: Header, entries: dict[str, str],
@@ -38,6 +39,10 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
     kernels = [op for op in program.walk() if isinstance(op, KernelOp)]
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
+    # Kept Python code (permissive mode) reads module-level names through the model's modules.
+    model_modules = sorted({op.attributes["module"] for op in program.walk() if isinstance(op, OpaqueOp)
+                            and any(o[4] == "global" for o in op.attributes["occurrences"])})
+    reserved |= {model_module_name(m) for m in model_modules}
     bodies: list[list[str]] = []
     needs: set[str] = set()
     for func in program.funcs:
@@ -70,12 +75,19 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
     w.line(f'SOURCE_FILE = "{header.source_file}"')
     w.line(f'SOURCE_HASH = "{header.source_hash}"')
     w.line(f'TORCH_VERSION = "{header.torch_version}"')
+    if header.permissive:
+        w.line("PERMISSIVE = True")
     if header.sources:
         w.line("SOURCES = {")
         with w.indent():
             for rel, digest in header.sources:
                 w.line(f'"{rel}": "{digest}",')
         w.line("}")
+    if model_modules:
+        w.blank()
+        for m in model_modules:
+            where = f'"{m}"' if m else "__name__, SOURCE_FILE"
+            w.line(f"{model_module_name(m)} = _guards.model_module({where})")
     if kernels:
         emit_kernels(w, kernels, source_lines is not None and header.source_file)
     for body in bodies:

@@ -14,6 +14,13 @@ def function_name(sym_name: str) -> str:
     return sym_name.replace(".", "_").replace("@", "_v").replace("#", "_o")
 
 
+def model_module_name(module: str) -> str:
+    """The global through which kept Python code reads its file's module-level names:
+    `_source` for the file the module is generated from, `_modeling_gpt2` for
+    `transformers.models.gpt2.modeling_gpt2`."""
+    return "_source" if not module else "_" + module.rpartition(".")[2]
+
+
 class Namespace:
     def __init__(self, reserved: set[str]) -> None:
         self.taken = set(reserved) | MODULE_NAMES

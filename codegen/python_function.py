@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 from pathlib import PurePath
 
-from codegen.names import Namespace, function_name
+from codegen.names import Namespace, function_name, model_module_name
 from codegen.writer import Writer
 from ir import ops
 from ir.core import PURE, Block, Operation, Value
@@ -149,6 +149,9 @@ class FunctionEmitter:
 
     # -- planning -------------------------------------------------------------------------------
     def plan(self) -> None:
+        for op in self.func.walk():
+            if isinstance(op, ops.OpaqueOp):  # kept Python code reads these names as they are
+                self.names.taken |= set(op.attributes["bare"])
         for arg in self.func.args:
             self.var[arg] = self.names.take(arg.name or "arg")
         self._plan_block(self.func.body)
@@ -188,6 +191,8 @@ class FunctionEmitter:
 
     def _foldable(self, op: Operation) -> bool:
         if len(op.results) != 1 or isinstance(op, (ops.InplaceOp, ops.UnpackOp, ops.ConstantOp, ops.UninitializedOp)):
+            return False
+        if isinstance(op, ops.OpaqueOp) and (op.attributes["kind"] != "expr" or len(op.attributes["lines"]) > 1):
             return False
         if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.KernelOp):
             return False
@@ -273,6 +278,12 @@ class FunctionEmitter:
             if arg.name in defaults:
                 text += (" = " if ann else "=") + self.literal(defaults[arg.name]).text
             params.append(text)
+        star, kwstar = f.attributes.get("star"), f.attributes.get("kwstar")
+        positional = f.attributes.get("positional", len(params))
+        if star is not None or positional < len(params):
+            params.insert(positional, f"*{star}" if star is not None else "*")
+        if kwstar is not None:
+            params.append(f"**{kwstar}")
         ret = annotation(f.result_type)
         if ret:
             self._note_annotation(ret)
@@ -287,6 +298,11 @@ class FunctionEmitter:
                     self.w.line(p + ",")
             self.w.line(")" + tail)
         with self.w.indent():
+            extra = " or ".join(n for n in (star, kwstar) if n is not None)
+            if extra:  # compiled code is specialised to calls that pass them nothing
+                self.w.line(f"if {extra}:")
+                with self.w.indent():
+                    self.w.line(f"raise _guards.GuardFailure({string_literal(f'called with {extra}, which the compiled code does not take')})")
             self.guards()
             self.block(f.body)
         return self.w.lines
@@ -525,6 +541,7 @@ class FunctionEmitter:
     def statement(self, op: Operation) -> None:
         if isinstance(op, ops.ReturnOp):
             self.source_comment(op)
+            self.kept_comments(op)
             value = op.operands[0] if op.operands else None
             if value is None:
                 self.w.line("return")
@@ -546,8 +563,12 @@ class FunctionEmitter:
         if isinstance(op, ops.EntryCheck):  # right after the def line: no source comment
             self.entry_check(op)
             return
+        if isinstance(op, ops.OpaqueOp):
+            self.kept_python(op)
+            return
         if not isinstance(op, ops.GuardOp):
             self.source_comment(op)
+            self.kept_comments(op)
         if isinstance(op, ops.IfOp):
             self.if_statement(op)
         elif isinstance(op, (ops.ForRangeOp, ops.ForEachOp)):
@@ -602,6 +623,67 @@ class FunctionEmitter:
                 self.w.line(f"{self.name_of(result)} = {text}{type_comment(result.type)}")
         else:
             self.w.line(self.op_expr(op).text)
+
+    def kept_python(self, op: ops.OpaqueOp) -> None:
+        """Python code permissive mode kept: its text, with the variables that hold its names."""
+        a = op.attributes
+        loc = op.loc
+        if loc is not None:
+            self.w.line(f"# {PurePath(loc.file).name}:{loc.line}: kept as Python: {a['reason']}")
+            self.last_line = (loc.file, loc.line)
+        read: dict[str, str] = {}
+        for name, value in zip(a["reads"], op.operands):
+            text = self.expr(value).text
+            if not text.isidentifier():  # a literal or expression: give it the name the code uses
+                var = self.names.take(name)
+                self.w.line(f"{var} = {text}")
+                text = var
+            read[name] = text
+        written: dict[str, str] = {}
+        if a["kind"] == "stmt":
+            for name, result in zip(a["writes"], op.results):
+                others = {v for n, v in read.items() if n != name}
+                var = self.name_of(result) if result not in self.var else self.var[result]
+                if var in others:
+                    var = self.var[result] = self.names.take(name)
+                if name in read and read[name] != var:
+                    self.w.line(f"{var} = {read[name]}")  # the value it has if the code does not rebind it
+                written[name] = var
+        lines = self.python_text(op, read, written)
+        if a["kind"] == "expr":
+            lines[0] = f"{self.name_of(op.result, 'value')} = {lines[0]}" if op.result.uses else lines[0]
+        raw = set(a["raw_lines"])
+        for i, text in enumerate(lines):
+            if i in raw:
+                self.w.lines.append(text)
+            else:
+                self.w.line(text)
+
+    def kept_comments(self, op: Operation) -> None:
+        """Say which parts of the statement are Python code kept as written (folded into it)."""
+        pending = list(op.operands)
+        while pending:
+            owner = pending.pop().owner
+            if isinstance(owner, Operation) and owner in self.folded:
+                if isinstance(owner, ops.OpaqueOp) and owner.loc is not None:
+                    self.w.line(f"# {PurePath(owner.loc.file).name}:{owner.loc.line}: kept as Python: "
+                                f"{owner.attributes['reason']}")
+                pending += owner.operands
+
+    def python_text(self, op: ops.OpaqueOp, read: dict[str, str], written: dict[str, str]) -> list[str]:
+        """The lines of kept Python code with the variables (and module reads) put in."""
+        a = op.attributes
+        module = model_module_name(a["module"])
+        for name in a["bare"]:
+            if name in ("F", "math"):
+                self.needs.add(name)
+        lines = list(a["lines"])
+        for line, col, end, name, kind in sorted(a["occurrences"], key=lambda o: (o[0], -o[1])):
+            text = {"read": read.get(name), "write": written.get(name), "global": f"{module}.{name}"}[kind]
+            if text is None:  # an expression's read of a name it binds (a walrus): as written
+                continue
+            lines[line] = lines[line][:col] + text + lines[line][end:]
+        return lines
 
     # -- control flow ---------------------------------------------------------------------------
     def assign_results(self, results: list[Value]) -> list[str]:
@@ -899,6 +981,9 @@ class FunctionEmitter:
             return Expr(f"{obj}.{a['method']}({self.args_text(op.operands[1:], a.get('kwnames', ()))})", PREC["atom"])
         if isinstance(op, ops.FormatOp):
             return self.format_expr(op)
+        if isinstance(op, ops.OpaqueOp):  # a one-line expression kept as Python, folded into its user
+            read = {n: self.expr(v, PREC["atom"]).text for n, v in zip(a["reads"], op.operands)}
+            return Expr(self.python_text(op, read, {})[0], PREC["atom"] if a.get("atom") else 0)
         if isinstance(op, ops.KernelOp):  # the module's launcher of the kernel
             return Expr(f"{a['name']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.FuncCallOp):

@@ -286,6 +286,8 @@ class Program:
         self.dependencies: list[Path] = []
         # display name -> lines of each file the functions were lowered from (comments name them)
         self.source_lines: dict[str, list[str]] = {}
+        # Permissive mode: (location, reason) of each statement or expression kept as Python
+        self.breaks: list = []
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

@@ -42,10 +42,13 @@ class FuncOp(Operation):
         result_type: Type,
         defaults: dict[str, Any] | None = None,
         loc: Loc | None = None,
+        **extra: Any,
     ) -> FuncOp:
+        """`extra`: `star` / `kwstar` (names of *args / **kwargs, which compiled callers leave
+        empty) and `positional` (how many arguments may be passed by position)."""
         body = Region([Block(arg_types, arg_names)])
         return cls(
-            attributes={"sym_name": sym_name, "result_type": result_type, "defaults": defaults or {}},
+            attributes={"sym_name": sym_name, "result_type": result_type, "defaults": defaults or {}, **extra},
             regions=[body],
             loc=loc,
         )
@@ -201,6 +204,33 @@ class MethodCallOp(Operation):
 
     name = "py.method_call"
     traits = frozenset({OPAQUE})
+
+
+class OpaqueOp(Operation):
+    """Python code kept as written (permissive mode): a statement (`kind` "stmt") whose results
+    are the locals it binds (`writes`), or an expression ("expr") whose result is its value.
+    Operands are the locals it reads (`reads`). `lines` is the text; `occurrences` say where the
+    names in it stand, (line, column, end, name, "read"/"write"/"global"), so that the emitter can
+    put in the variables that hold them; module-level names are read from the model's module
+    (`module`, its import name; "" for the file the compiled module was generated from).
+    `reason`: why it was not compiled."""
+
+    name = "py.opaque"
+
+    @property
+    def traits(self) -> frozenset[Trait]:  # type: ignore[override]
+        # `fresh`: it only makes a new object (the `{}` of empty **kwargs): removable when unused
+        return frozenset({PURE}) if self.attributes.get("fresh") else frozenset({OPAQUE})
+
+    def verify_(self) -> list[str]:
+        a = self.attributes
+        problems = []
+        if len(self.operands) != len(a.get("reads", ())):
+            problems.append("one operand per name read")
+        expected = 1 if a.get("kind") == "expr" else len(a.get("writes", ()))
+        if len(self.results) != expected:
+            problems.append(f"{expected} results expected")
+        return problems
 
 
 class GetItemOp(Operation):

@@ -185,6 +185,8 @@ def _getattr(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     declared = op.results[0].type
     if isinstance(obj.value, torch.nn.Module):
         av = interp.attr(frame, obj, name, declared)
+        if op.attributes.get("after") and av.tensor is None and not isinstance(av.value, torch.nn.Module):
+            return [AV(declared)]  # read after Python code that may have set it: not the entry's value
         if isinstance(declared, OptionalType) and av.origin is not None and isinstance(av.type, TensorType):
             # a tensor of the live module (`Linear.bias`): its entry check says it is not None
             return [AV(refine_type(declared.elem, av.type), av.value, av.items, av.origin)]

@@ -188,6 +188,7 @@ class Gen:
         self.no_jumps = 0  # inside a loop over a tuple: no break/continue/return
         self.ret_shape: tuple[int, ...] | None = None  # helpers return the base shape
         self.iterating: set[str] = set()  # lists being iterated over: appending would never end
+        self.python = False  # permissive mode: statements outside the subset, kept as Python
 
     # -- drawing helpers -----------------------------------------------------------------------
     def pick(self, seq: list[Any]) -> Any:
@@ -673,6 +674,8 @@ class Gen:
             kinds += ["optional", "optional"]
         if depth > 0 and self.loop_depth < 2:
             kinds += ["foreach"]
+        if self.python:
+            kinds += ["python_log", "python_log", "python_inplace", "python_rebind", "python_rebind", "python_int"]
         kind = self.pick(kinds)
         getattr(self, "stmt_" + kind)(indent, depth)
 
@@ -1040,6 +1043,65 @@ class Gen:
         self.features.add("append")
         self.emit(indent, f"{xs.name}.append({self.texpr(xs.shape, self.count(0, 2)).text})")
 
+    # -- outside the subset (permissive mode) ----------------------------------------------------
+    def stmt_python_log(self, indent: int, depth: int) -> None:
+        """A call into Python that records what it sees in the module-level LOG: the order of
+        effects and the values at that point must be eager's."""
+        tensors = [v for v in self.scope.values() if v.kind == "tensor" and v.shape is not None]
+        v = self.pick(tensors)
+        how = self.pick(["sum", "list", "repr"])
+        if how == "sum":
+            text = f"LOG.append(float({v.name}.double().sum()))"
+        elif how == "list":
+            text = f"LOG.append([round(float(e), 6) for e in {v.name}.reshape(-1).tolist()])"
+        else:
+            text = f"LOG.append(({v.name}.shape, str({v.name}.dtype)))"
+        self.emit(indent, text)
+        self.features.add("python_log")
+
+    def stmt_python_inplace(self, indent: int, depth: int) -> None:
+        """An in-place update inside Python code: compiled code after it must see it."""
+        targets = self.inplace_targets()
+        if not targets:
+            self.stmt_python_log(indent, depth)
+            return
+        name, shape = self.pick(targets)
+        self.emit(indent, "try:")
+        self.emit(indent + 1, self.inplace_text(name, shape))
+        self.emit(indent, "except ZeroDivisionError:")
+        self.emit(indent + 1, "pass")
+        self.features.add("python_inplace")
+
+    def stmt_python_rebind(self, indent: int, depth: int) -> None:
+        """A tensor name bound by Python code; compiled code goes on using it."""
+        targets = [v for v in self.scope.values() if v.kind == "tensor" and not v.frozen]
+        shape = self.shape()
+        value = self.texpr(shape, self.count(0, 2))
+        how = self.pick(["dict", "lambda", "comprehension"])
+        if how == "dict":
+            text = f'{{"v": {value.text}}}["v"]'
+        elif how == "lambda":
+            text = f"(lambda q: q)({value.text})"
+        else:
+            text = f"[q for q in ({value.text},)][0]"
+        if targets and self.chance(0.5):
+            v = self.pick([t for t in targets if t.shape == shape] or targets)
+            if v.shape == shape:
+                self.emit(indent, f"{v.name} = {text}")
+                self.features.add("python_rebind")
+                return
+        name = self.fresh("t")
+        self.emit(indent, f"{name} = {text}")
+        self.scope[name] = Var(name, "tensor", shape)
+        self.features.add("python_rebind")
+
+    def stmt_python_int(self, indent: int, depth: int) -> None:
+        """An int that Python code computes; compiled code uses it."""
+        name = self.fresh("k")
+        self.emit(indent, f"{name} = len([0] * {self.count(0, 3)}) + {self.iexpr(1).at(P_ADD + 1)}")
+        self.scope[name] = Var(name, "int", frozen=True)
+        self.features.add("python_int")
+
     def ret_value(self) -> str:
         if self.returns_none:
             return self.pick(["", " None"])
@@ -1211,12 +1273,13 @@ class ScalarE(E):
 
 @st.composite
 def programs(draw: Callable[[Any], Any], mutate_inputs: bool = False, decorate: bool = True,
-             max_statements: int = 8) -> Program:
+             max_statements: int = 8, python: bool = False) -> Program:
     R = draw(st.integers(2, 4))
     C = draw(st.integers(2, 5))
     dtype = draw(st.sampled_from([torch.float32, torch.float32, torch.float64, torch.bfloat16, torch.float16]))
     g = Gen(draw, R, C, mutate_inputs=mutate_inputs, module=False)
     g.dtype_float32 = dtype == torch.float32
+    g.python = python
     n_tensors = draw(st.integers(1, 3))
     tensor_params: list[tuple[str, tuple[int, ...]]] = [("x", (R, C))]
     y_shape = draw(st.sampled_from([(R, C), (R, C), (R, 1), (C,), (1, C)]))
@@ -1277,7 +1340,8 @@ def programs(draw: Callable[[Any], Any], mutate_inputs: bool = False, decorate: 
     if not g.returns_none or draw(st.booleans()):  # a None function may fall off its end
         g.emit(1, f"return{g.ret_value()}")
     head = f"def f({', '.join(params)}) -> {ret}:"
-    source = (HEADER + "".join("\n\n" + text for _, text in helpers) + "\n\n" + ("@script\n" if decorate else "")
+    source = (HEADER + ("\nLOG: list = []\n" if python else "") + "".join("\n\n" + text for _, text in helpers)
+              + "\n\n" + (("@script(permissive=True)\n" if python else "@script\n") if decorate else "")
               + head + "\n" + "\n".join(g.lines) + "\n")
     return Program(
         source=source, name="f", kind="function", tensor_params=tensor_params, scalar_args=scalar_args,

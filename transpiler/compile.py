@@ -40,21 +40,25 @@ def torch_version() -> str:
 
 def lower_file(source: SourceFile, targets: list[Target] | None = None,
                instance_classes: dict[str, ClassInfo] | None = None,
-               functions: FunctionFinder | None = None) -> tuple[Program, dict[str, str]]:
+               functions: FunctionFinder | None = None, permissive: bool = False) -> tuple[Program, dict[str, str]]:
     """Lower the file's @script objects (and what they call) to IR. `functions` (script(instance, ...)) makes the compilation
     recursive, as TorchScript's: see FileContext.recursive. Raises CompileError with every
     diagnostic found."""
     targets = source.targets() if targets is None else targets
     # The check pass reports every unsupported construct at once; a function it rejected is not
     # lowered, so its errors are not reported twice.
-    check = check_file(source, targets)
+    # Permissive mode (the caller's option, or @script(permissive=True) on any object of the
+    # file) keeps what does not lower as Python instead: nothing is rejected up front.
+    permissive = permissive or any(t.options.get("permissive") is True for t in targets)
+    check = check_file(source, targets) if not permissive else CheckResult()
     # What the file decorates is compiled code the targets may call, also when one object is
     # compiled now (script(fn, example_inputs=...) passes just that target).
     ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets()},
-                      recursive=functions is not None, functions=functions)
+                      recursive=functions is not None, functions=functions, permissive=permissive)
     if instance_classes:
         ctx.classes.update(instance_classes)
-        check = _check_other_files(check, {id(t.node) for t in targets}, instance_classes)
+        if not permissive:
+            check = _check_other_files(check, {id(t.node) for t in targets}, instance_classes)
     diagnostics: list[Diagnostic] = []
     entries: dict[str, str] = {}
     for target in targets:
@@ -104,6 +108,7 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                if f.loc else (0, "", 0, 0))
     program = Program(source.display, funcs)
     program.source_lines = ctx.sources()
+    program.breaks = list(ctx.breaks)
     return program, entries
 
 
@@ -146,10 +151,11 @@ def compile_source(
     instance: Any = None,
     example_inputs: Sequence[Any] | None = None,
     functions: FunctionFinder | None = None,
+    permissive: bool = False,
 ) -> CompiledFile:
     """`instance` (an nn.Module) and `example_inputs` specialise the first target to what it
     will be called with (script(instance, example_inputs=...)); entry checks guard that."""
-    program, entries = lower_file(source, targets, instance_classes, functions)
+    program, entries = lower_file(source, targets, instance_classes, functions, permissive)
     if instance is not None or example_inputs is not None:
         assert targets
         entry = entries.get(f"{targets[0].name}.forward", entries.get(targets[0].name))
@@ -176,6 +182,7 @@ def compile_source(
         torchscribe_version=VERSION,
         torch_version=torch_version(),
         sources=dependency_hashes(source.path, program.dependencies),
+        permissive=permissive,
     )
     text = emit_module(program, header, entries, program.source_lines)
     return CompiledFile(program, entries, text)
@@ -228,10 +235,12 @@ def project_relative(path: Path) -> str:
 
 
 def compile_path(path: Path, display: str | None = None,
-                 after_pass: Callable[[str, Program], None] | None = None) -> CompiledFile | None:
+                 after_pass: Callable[[str, Program], None] | None = None,
+                 permissive: bool = False) -> CompiledFile | None:
     """Compile a model file for the ahead-of-time path; None when it has no @script objects."""
     source = SourceFile.read(path, display or os.path.relpath(path))
     targets = source.targets()
     if not targets:
         return None
-    return compile_source(source, f"torchscribe {project_relative(path)}", path.name, targets, None, after_pass)
+    regenerate = f"torchscribe {'--permissive ' if permissive else ''}{project_relative(path)}"
+    return compile_source(source, regenerate, path.name, targets, None, after_pass, permissive=permissive)

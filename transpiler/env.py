@@ -66,3 +66,8 @@ class Signature:
     defaults: dict[str, object]
     result: object  # ir.types.Type
     loc: Loc | None = None
+    # Permissive mode: `*args` / `**kwargs` names (compiled code passes them nothing) and how many
+    # parameters may be passed by position (the rest are keyword-only); None: all of them.
+    star: str | None = None
+    kwstar: str | None = None
+    positional: int | None = None

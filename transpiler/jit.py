@@ -71,7 +71,9 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
         node = source.classes.get(cls.__name__)
         if node is None or cls.__qualname__ != cls.__name__:
             raise TypeError(f"{cls.__qualname__} is not defined at module level of {path}; it cannot be compiled")
-        compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)")
+        source.module_name = module_name
+        compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)",
+                                    options["permissive"])
         module = _load(compiled.text, cls.__name__, key, compiled.files)
     forward = module.COMPILED[f"{cls.__name__}.forward"]
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
@@ -87,7 +89,7 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
 
 
 def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
-                     regenerate: str) -> Any:
+                     regenerate: str, permissive: bool = False) -> Any:
     """Compile the class of `instance` (`node` in `source`) for this instance, recursively: the
     classes of its submodules and the functions the code calls, from whichever file defines
     them (TorchScript's recursive scripting), so that inlining sees them."""
@@ -99,7 +101,8 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     _collect_infos(instance, sources, infos)
     cls = type(instance)
     compiled = compile_source(source, regenerate, Path(source.path).name, [Target(cls.__name__, node)], infos,
-                              instance=instance, example_inputs=example_inputs, functions=sources.function)
+                              instance=instance, example_inputs=example_inputs, functions=sources.function,
+                              permissive=permissive)
     own = str(Path(source.path).resolve())
     compiled.files = tuple(f for f in sources.files if f != own)
     return compiled
@@ -130,6 +133,7 @@ class _Sources:
         key = str(Path(path).resolve())
         if key not in self.files:
             self.files[key] = _read_source(path)
+            self.files[key].module_name = _module_name_of(path)
         return self.files[key]
 
     def function(self, source: Any, expr: Any) -> tuple[Any, Any, str] | None:
@@ -234,11 +238,13 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
         from transpiler.source import SourceFile, Target
 
         source = SourceFile(Path(path), text, os.path.relpath(path))
+        source.module_name = fn.__module__
         node = source.functions.get(fn.__name__)
         if node is None or fn.__qualname__ != fn.__name__:
             raise TypeError(f"{fn.__qualname__} is not defined at module level of {path}; it cannot be compiled")
         compiled = compile_source(source, "script(function, example_inputs=...)", Path(path).name,
-                                  [Target(fn.__name__, node)], example_inputs=example_inputs)
+                                  [Target(fn.__name__, node)], example_inputs=example_inputs,
+                                  permissive=options["permissive"])
         module = _load(compiled.text, fn.__name__, key)
     compiled = module.COMPILED[fn.__name__]
 

@@ -101,6 +101,7 @@ class ExpressionLowering:
     env: Env
     class_info: ClassInfo | None
     self_value: Value | None
+    empty_stars: set[Value]
 
     # -- helpers --------------------------------------------------------------------------------
     def error(self, node: cst.CSTNode, message: str, hint: str | None = None) -> UserError:
@@ -116,11 +117,20 @@ class ExpressionLowering:
     def expr(self, node: cst.BaseExpression, name: str | None = None) -> Value:
         """Lower `node`; `name` is the source name the value is assigned to, if any."""
         with self.at(node):
-            value = self._expr(node)
+            value = self._expr(node) if not self.ctx.permissive else self._expr_or_python(node)
         if name is not None and value.name is None and isinstance(value.owner, ops.Operation):
             if not isinstance(value.owner, (ops.ConstantOp,)):
                 value.name = name
         return value
+
+    def _expr_or_python(self, node: cst.BaseExpression) -> Value:
+        """Permissive mode: an expression that does not lower stays Python."""
+        mark = self.mark()  # type: ignore[attr-defined]
+        try:
+            return self._expr(node)
+        except UserError as error:
+            self.rollback(mark)  # type: ignore[attr-defined]
+            return self.kept_as_python(node, error, expression=True)  # type: ignore[attr-defined]
 
     def _expr(self, node: cst.BaseExpression) -> Value:
         if isinstance(node, cst.FormattedString) or isinstance(node, cst.ConcatenatedString) and _has_fstring(node):
@@ -156,7 +166,8 @@ class ExpressionLowering:
         if isinstance(node, cst.List):
             values = [self.element(e) for e in node.elements]
             return self.make_list(values, None, node)
-        raise self.error(node, f"{describe(node)} is not supported", hint_for(node))
+        what = describe(node)
+        raise self.error(node, f"{what} {'are' if what.endswith('s') else 'is'} not supported", hint_for(node))
 
     def element(self, e: cst.BaseElement) -> Value:
         if isinstance(e, cst.StarredElement):
@@ -308,7 +319,10 @@ class ExpressionLowering:
                 f"the type of `self.{attr}` cannot be determined from __init__",
                 f"declare it at class level, e.g. `{attr}: int` or `{attr}: Tensor`",
             )
-        return self.op(ops.GetAttrOp, [obj], [found.type], attr=attr).result
+        # After Python code that may have set it (permissive mode), a read is its own: not merged
+        # with earlier ones, and not assumed to hold what the entry checked (ir/shape_rules_python).
+        after = {"after": self.epoch} if getattr(self, "epoch", 0) else {}
+        return self.op(ops.GetAttrOp, [obj], [found.type], attr=attr, **after).result
 
     # -- operators ------------------------------------------------------------------------------
     def binary(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Value:
@@ -357,6 +371,9 @@ class ExpressionLowering:
         # `a < b < c` is `a < b and b < c`, with b evaluated once and c only if needed.
         result = pieces[0]()
         for piece in pieces[1:]:
+            if result.type != BOOL:  # `and` gives the first falsy operand, whatever its type
+                raise self.error(node, f"a chained comparison of {a_type(result.type)} is not supported",
+                                 "compare in separate steps")
             result = self.short_circuit("and", result, piece, node)
         return result
 
@@ -373,6 +390,8 @@ class ExpressionLowering:
         return piece
 
     def compare(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Value:
+        if op in ("in", "not in") and rhs in self.empty_stars:
+            return self.b.constant(op == "not in")
         if op in ("is", "is not"):
             if isinstance(lhs.type, TensorType) and isinstance(rhs.type, TensorType):
                 # identity of two tensors (`key is query`): decided once inlining shows one value
@@ -437,6 +456,8 @@ class ExpressionLowering:
         lazy, const = (if_op.then_block, if_op.else_block) if op == "and" else (if_op.else_block, if_op.then_block)
         with self.b.at_end_of(lazy):
             value = right()
+            if value.type != BOOL:
+                raise self.error(node, f"`{op}` of {a_type(value.type)} is not supported", "compare in separate steps")
             self.b.create(ops.YieldOp, [value])
         with self.b.at_end_of(const):
             self.b.create(ops.YieldOp, [self.b.constant(op == "or")])
@@ -560,6 +581,8 @@ class ExpressionLowering:
         kwnames: list[str] = []
         kwargs: list[Value] = []
         for arg in node.args:
+            if arg.star and isinstance(arg.value, cst.Name) and self.env.get(arg.value.value) in self.empty_stars:
+                continue  # `**kwargs` of a function whose compiled callers pass none
             if arg.star:
                 raise self.error(arg, f"`{arg.star}` arguments are not supported", "pass the arguments one by one")
             if arg.keyword is None:
@@ -589,6 +612,9 @@ class ExpressionLowering:
             listed = self.module_dict_view(func)
             if listed is not None:
                 return listed
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
+                and self.env.get(func.value.value) in self.empty_stars:
+            return self.empty_star_method(node, func.attr.value)
         if isinstance(func, cst.Attribute):
             if isinstance(func.value, cst.Name) and func.value.value == "self" and self.self_value is not None:
                 callee = self.expr(func)
@@ -621,6 +647,16 @@ class ExpressionLowering:
         if isinstance(callee.type, (ModuleType, ModuleListType)) or callee.type == ANY:
             return self.module_call(node, callee)
         raise self.error(func, f"a value of type {callee.type} cannot be called")
+
+    def empty_star_method(self, node: cst.Call, method: str) -> Value:
+        """`kwargs.get("k", d)`, `kwargs.items()`, ... of `**kwargs` that compiled callers leave
+        empty (the entry checks that its caller passed none)."""
+        if method == "get" and 1 <= len(node.args) <= 2 and not any(a.keyword or a.star for a in node.args):
+            self.expr(node.args[0].value)
+            return self.expr(node.args[1].value) if len(node.args) == 2 else self.b.constant(None)
+        if method in ("items", "keys", "values") and not node.args:
+            return self.b.constant(())
+        raise self.error(node, f"`.{method}()` of empty `**kwargs` is not supported")
 
     def module_dict_view(self, func: cst.Attribute) -> Value | None:
         """`d.items()` / `values()` / `keys()` of an nn.ModuleDict seen through a live instance
@@ -972,6 +1008,8 @@ class ExpressionLowering:
         bound: dict[str, Value] = {}
         if len(args) > len(params):
             raise self.error(node, f"{sig.sym_name}() takes {len(params)} arguments, {len(args)} given")
+        if sig.positional is not None and len(args) > sig.positional - (self_value is not None):
+            raise self.error(node, f"{sig.sym_name}() takes {sig.positional} positional arguments")
         for p, a in zip(params, args):
             bound[p] = a
         for k, v in zip(kwnames, kwargs):

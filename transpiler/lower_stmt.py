@@ -17,6 +17,7 @@ from ir import ops
 from ir.builder import Builder
 from ir.core import Block, Region, Value
 from ir.types import (
+    ANY,
     fits,
     BOOL,
     INT,
@@ -36,6 +37,7 @@ from transpiler.classinfo import module_class_names
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
 from transpiler.lower_expr import AUG_OPS, ExpressionLowering, a_type, unify_all
+from transpiler.lower_python import KeptAsPython
 from transpiler.source import SourceFile
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from transpiler.context import FileContext
 
 FLAG_NAMES = ("returned", "broke", "continued")
+UNROLL_LIMIT = 64  # layers of a module list whose loop is unrolled (script(instance, ...))
 
 
 @dataclass
@@ -54,7 +57,7 @@ class Raises(Exits):
     returned: Value | bool = True
 
 
-class FunctionLowerer(ExpressionLowering):
+class FunctionLowerer(ExpressionLowering, KeptAsPython):
     def __init__(self, ctx: FileContext, node: cst.FunctionDef, sig: Signature, class_info: ClassInfo | None,
                  source: SourceFile | None = None):
         self.ctx = ctx
@@ -63,11 +66,27 @@ class FunctionLowerer(ExpressionLowering):
         self.node = node
         self.sig = sig
         self.class_info = class_info
+        extra = {k: v for k, v in (("star", sig.star), ("kwstar", sig.kwstar), ("positional", sig.positional))
+                 if v is not None}
         self.func = ops.FuncOp.build(
-            sig.sym_name, list(sig.types), list(sig.params), sig.result, sig.defaults, self.source.loc(node)  # type: ignore[arg-type]
+            sig.sym_name, list(sig.types), list(sig.params), sig.result, sig.defaults, self.source.loc(node),  # type: ignore[arg-type]
+            **extra,
         )
         self.b = Builder(self.func.body)
         self.env = Env({name: arg for name, arg in zip(sig.params, self.func.args)})
+        self.empty_stars: set[Value] = set()  # `*args` / `**kwargs` of a compiled call: empty
+        with self.b.located(self.source.loc(node)):
+            if sig.star is not None:
+                self.env.set(sig.star, self.b.constant(()))
+                self.empty_stars.add(self.env.get(sig.star))  # type: ignore[arg-type]
+            if sig.kwstar is not None:
+                empty = ops.OpaqueOp([], [ANY], {"kind": "expr", "lines": ("{}",), "raw_lines": (), "reads": (),
+                                                 "writes": (), "occurrences": (), "bare": (), "module": "",
+                                                 "reason": f"**{sig.kwstar}, empty when compiled code runs",
+                                                 "fresh": True},
+                                     result_names=[sig.kwstar])
+                self.env.set(sig.kwstar, self.b.insert(empty).result)
+                self.empty_stars.add(empty.result)
         self.self_value = self.func.args[0] if class_info is not None else None
         self.loop_depth = 0
         self._chain_left: Value | None = None
@@ -123,26 +142,18 @@ class FunctionLowerer(ExpressionLowering):
         """Lower a statement list into the current block; self.env holds the fall-through state."""
         for i, stmt in enumerate(stmts):
             rest = list(stmts[i + 1:])
-            if isinstance(stmt, cst.If):
-                then_leaves = always_leaves(statements_of(stmt.body))
-                else_leaves = always_leaves(else_statements(stmt))
-                if rest and then_leaves != else_leaves:
-                    # The statements after the if run only on the side that falls through.
-                    return self.if_stmt(stmt, rest_then=[] if then_leaves else rest, rest_else=rest if then_leaves else [])
-                exits = self.if_stmt(stmt)
-            elif isinstance(stmt, (cst.For, cst.While)):
-                exits = self.loop_stmt(stmt)
-            elif isinstance(stmt, cst.SimpleStatementLine):
-                exits = self.simple_line(stmt)
-            elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
-                raise self.error(stmt, "nested function and class definitions are not supported",
-                                 "define it at module level (decorated with @script)")
-            elif isinstance(stmt, cst.Try):
-                raise self.error(stmt, "try statements are not supported", "move error handling outside the compiled code")
-            elif isinstance(stmt, cst.With):
-                raise self.error(stmt, "with statements are not supported", "move the context manager outside the compiled code")
+            if self.ctx.permissive and not isinstance(stmt, cst.SimpleStatementLine):
+                mark = self.mark()
+                try:
+                    done, exits = self.statement(stmt, rest)
+                except UserError as error:
+                    self.rollback(mark)
+                    self.kept_as_python(stmt, error, expression=False)
+                    done, exits = False, Exits()
             else:
-                raise self.error(stmt, f"{type(stmt).__name__} statements are not supported")
+                done, exits = self.statement(stmt, rest)
+            if done:
+                return exits
             if exits.always():
                 return exits  # anything after is unreachable
             if not exits.never() and rest:
@@ -151,10 +162,43 @@ class FunctionLowerer(ExpressionLowering):
                 return exits
         return Exits()
 
+    def statement(self, stmt: cst.BaseStatement, rest: list[cst.BaseStatement]) -> tuple[bool, Exits]:
+        """Lower one statement; (True, exits) when it took `rest` in as well."""
+        if isinstance(stmt, cst.If):
+            then_leaves = always_leaves(statements_of(stmt.body))
+            else_leaves = always_leaves(else_statements(stmt))
+            if rest and then_leaves != else_leaves:
+                # The statements after the if run only on the side that falls through.
+                return True, self.if_stmt(stmt, rest_then=[] if then_leaves else rest, rest_else=rest if then_leaves else [])
+            exits = self.if_stmt(stmt)
+        elif isinstance(stmt, (cst.For, cst.While)):
+            exits = self.loop_stmt(stmt)
+        elif isinstance(stmt, cst.SimpleStatementLine):
+            exits = self.simple_line(stmt)
+        elif isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            raise self.error(stmt, "nested function and class definitions are not supported",
+                             "define it at module level (decorated with @script)")
+        elif isinstance(stmt, cst.Try):
+            raise self.error(stmt, "try statements are not supported", "move error handling outside the compiled code")
+        elif isinstance(stmt, cst.With):
+            raise self.error(stmt, "with statements are not supported", "move the context manager outside the compiled code")
+        else:
+            raise self.error(stmt, f"{type(stmt).__name__} statements are not supported")
+        return False, exits
+
     def simple_line(self, line: cst.SimpleStatementLine) -> Exits:
         for small in line.body:
             with self.at(small):
-                exits = self.small_stmt(small)
+                if self.ctx.permissive:
+                    mark = self.mark()
+                    try:
+                        exits = self.small_stmt(small)
+                    except UserError as error:
+                        self.rollback(mark)
+                        self.kept_as_python(small, error, expression=False)
+                        exits = Exits()
+                else:
+                    exits = self.small_stmt(small)
             if not exits.never():
                 return exits
         return Exits()
@@ -253,6 +297,8 @@ class FunctionLowerer(ExpressionLowering):
                 continue
             if isinstance(va, Value) and isinstance(vb, Value):
                 t = unify(va.type, vb.type)
+                if t is None and self.ctx.permissive:
+                    t = ANY  # a plain Python object from here on
                 if t is None:
                     raise self.error_at_if(if_op, f"`{key}` is {a_type(va.type)} on one side of the if and {a_type(vb.type)} on the other",
                                            "give it the same type on both sides (Optional[T] for None)")
@@ -399,6 +445,10 @@ class FunctionLowerer(ExpressionLowering):
         t = iterable.type
         if isinstance(t, ListType):
             return self.build_loop(node, ops.ForEachOp, [iterable], t.elem)
+        if isinstance(t, ModuleListType) and t.length_known and self.ctx.recursive and len(t.elems) <= UNROLL_LIMIT \
+                and not has_jump(statements_of(node.body)):
+            # Unrolled, as TorchScript does: each layer's call is then one the inliner can follow.
+            return self.unrolled_loop(node, iterable)
         if isinstance(t, ModuleListType) and (not t.length_known or len(set(t.elems)) <= 1):
             return self.build_loop(node, ops.ForEachOp, [iterable], unify_all(t.elems) or ModuleType("torch.nn.Module"))
         if isinstance(t, (TupleType, ModuleListType)):
@@ -444,7 +494,7 @@ class FunctionLowerer(ExpressionLowering):
         for _attempt in range(3):
             op, yielded_types = self.try_loop(node, op_class, head, elem_type, carried, inits, carried_types,
                                               extra_inits, extra_types, returns, breaks)  # type: ignore[arg-type]
-            widened = [unify(a, y) for a, y in zip(carried_types, yielded_types)]
+            widened = [self.widen(a, y) for a, y in zip(carried_types, yielded_types)]
             for name, w, a, y in zip(carried, widened, carried_types, yielded_types):
                 if w is None:
                     raise self.loop_type_error(node, name, a, y)
@@ -467,6 +517,11 @@ class FunctionLowerer(ExpressionLowering):
             flag, value = results[len(carried)], results[len(carried) + 1]
             return Exits(returned=flag, ret_value=value)
         return Exits()
+
+    def widen(self, before: Type, inside: Type) -> Type | None:
+        """The type of a loop-carried name; in permissive mode Any where types disagree."""
+        t = unify(before, inside)
+        return ANY if t is None and self.ctx.permissive else t
 
     def loop_type_error(self, node: cst.For | cst.While, name: str, before: Type, inside: Type) -> UserError:
         """A loop-carried name whose type the body changes, shown where the body assigns it."""
@@ -568,7 +623,7 @@ class FunctionLowerer(ExpressionLowering):
                 extra_types += [BOOL, self.sig.result]  # type: ignore[list-item]
         for _attempt in range(3):
             op, yielded = self._while_exits_once(node, carried, inits, carried_types, extra_inits, extra_types, returns)
-            widened = [unify(a, y) for a, y in zip(carried_types, yielded)]
+            widened = [self.widen(a, y) for a, y in zip(carried_types, yielded)]
             for name, w, a, y in zip(carried, widened, carried_types, yielded):
                 if w is None:
                     raise self.loop_type_error(node, name, a, y)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Mapping
 
 import libcst as cst
 from libcst.metadata import (
+    ExpressionContextProvider,
     MetadataWrapper,
     PositionProvider,
     QualifiedName,
     QualifiedNameProvider,
     QualifiedNameSource,
+    ScopeProvider,
 )
 
 from ir.core import Loc
@@ -47,6 +50,10 @@ class SourceFile:
         self.classes: dict[str, cst.ClassDef] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, object] = {}  # NAME = <literal> at module level
+        self._scopes: tuple[Mapping, Mapping] | None = None
+        # The module's import name, when known (script(instance, ...)): Python code kept by
+        # permissive mode reads the file's module-level names from it.
+        self.module_name: str | None = None
         self._scan_top_level()
 
     @classmethod
@@ -56,6 +63,13 @@ class SourceFile:
     def loc(self, node: cst.CSTNode) -> Loc:
         pos = self.positions[node]
         return Loc(self.display, pos.start.line, pos.start.column, pos.end.line, pos.end.column)
+
+    def scopes(self) -> tuple[Mapping, Mapping]:
+        """libcst's scope and load/store context of every name (resolved on first use: only
+        permissive compilation needs them)."""
+        if self._scopes is None:
+            self._scopes = (self.wrapper.resolve(ScopeProvider), self.wrapper.resolve(ExpressionContextProvider))
+        return self._scopes
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

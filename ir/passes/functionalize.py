@@ -744,6 +744,10 @@ class _Aliasing:
         if layer is not None:
             return self._attribute_roots(layer)
         out = self._union(op.operands)
+        if isinstance(op, ops.OpaqueOp):
+            # Python code kept as written reaches whatever the caller can (the module through a
+            # global, an input stored on it): every input and attribute tensor.
+            out |= frozenset(k for k, r in self.roots.items() if r.observable)
         for v in op.operands:
             if _module_like(v.type):
                 prefix = module_prefix(v, self.func)

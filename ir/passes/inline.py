@@ -438,7 +438,7 @@ def _bind(call: Operation, callee: ops.FuncOp) -> list | None:
         values = call.operands[1:]
         positional = values[: len(values) - len(kwnames)]
         by_name = dict(zip(kwnames, values[len(values) - len(kwnames):]))
-        if len(positional) + 1 > len(params):
+        if len(positional) + 1 > min(len(params), callee.attributes.get("positional", len(params))):
             return None
         bound = [call.operands[0], *positional]
         defaults = callee.attributes["defaults"]
