@@ -32,15 +32,19 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
-# The real-model corpus (torchvision's classification zoo, nn.TransformerEncoderLayer) in its own
-# virtualenv: torch 2.14.1 and torchvision 0.29.1 (several GB with the CUDA packages torch's wheel
-# names; they install from the local index here). Tests, then the benchmark, which writes its
-# table into benchmarks/RESULTS.md.
+# The real-model corpus (torchvision's classification zoo, nn.TransformerEncoderLayer, Hugging Face
+# transformers models) in its own virtualenv: torch 2.14.1, torchvision 0.29.1 and transformers
+# 5.18.0 (several GB with the CUDA packages torch's wheel names; torch, torchvision and transformers
+# install from the local index here, transformers' own dependencies from PyPI). torch is named on
+# the same pip command line as transformers so that resolving transformers never replaces it.
+# Tests, then the benchmark, which writes its table into benchmarks/RESULTS.md. The stamp depends on
+# this Makefile too, so a changed pin reinstalls (pip leaves satisfied pins alone).
 CORPUS_VENV := .venv-corpus
 CORPUS_STAMP := $(CORPUS_VENV)/.installed
-$(CORPUS_STAMP): pyproject.toml
+CORPUS_PINS := "torch==2.14.1" "torchvision==0.29.1" "transformers==5.18.0"
+$(CORPUS_STAMP): pyproject.toml Makefile
 	test -x $(CORPUS_VENV)/bin/python || $(PYTHON) -m venv $(CORPUS_VENV)
-	$(CORPUS_VENV)/bin/python -m pip install --quiet "torch==2.14.1" "torchvision==0.29.1"
+	$(CORPUS_VENV)/bin/python -m pip install --quiet $(CORPUS_PINS)
 	$(CORPUS_VENV)/bin/python -m pip install --quiet -e ".[dev]"
 	touch $(CORPUS_STAMP)
 
