@@ -125,23 +125,35 @@ class FileContext:
             sig = declared or self.signature_of(node, sym_name, info, source)
             if sig.result is None:
                 sig = self._infer_result(sig, node, info, source)
+            elif self.permissive and self.recursive:
+                # A function that cannot be compiled leaves its call as Python: find out now,
+                # at the call, by lowering it once (the lowering that is kept comes later).
+                self._probe(sig, node, info, source)
             self.signatures[sym_name] = sig
             self.worklist.append(Pending(sig, node, info, source))
         return self.signatures[sym_name]
+
+    def _probe(self, sig: Signature, node: cst.FunctionDef, info: ClassInfo | None, source: SourceFile):
+        """Lower the function once, for what it tells (its returns' types, whether it lowers)."""
+        from transpiler.lower_stmt import FunctionLowerer
+
+        self._inferring.add(sig.sym_name)
+        breaks = len(self.breaks)
+        try:
+            probe = FunctionLowerer(self, node, sig, info, source)
+            probe.lower()
+        finally:
+            self._inferring.discard(sig.sym_name)
+            del self.breaks[breaks:]  # the kept lowering reports them
+        return probe
 
     def _infer_result(self, sig: Signature, node: cst.FunctionDef, info: ClassInfo | None,
                       source: SourceFile) -> Signature:
         """Lower the function once with an open result type and join what its returns return
         (TorchScript infers unannotated results too); the lowering that is kept comes later."""
         from transpiler.lower_expr import unify_all  # lowering imports this module
-        from transpiler.lower_stmt import FunctionLowerer
 
-        self._inferring.add(sig.sym_name)
-        try:
-            probe = FunctionLowerer(self, node, replace(sig, result=INFERRING), info, source)
-            probe.lower()
-        finally:
-            self._inferring.discard(sig.sym_name)
+        probe = self._probe(replace(sig, result=INFERRING), node, info, source)
         result = unify_all(probe.returned_types) if probe.returned_types else NONE
         if result is None:
             raise UserError(f"`{sig.sym_name}` returns values of different types: "
