@@ -188,11 +188,7 @@ class FileContext:
                 except UserError:
                     t = ANY
             if p.default is not None:
-                value = literal_value(p.default)
-                if not is_literal(value):
-                    raise UserError("default values must be literals", source.loc(p.default),
-                                    "use None as the default and compute the value in the body")
-                defaults[name] = value
+                value = defaults[name] = _literal_default(p, source)
                 if p.annotation is None and value is not None:
                     t = literal_type(value)
                 elif p.annotation is None:
@@ -261,11 +257,7 @@ class FileContext:
                 continue
             t = annotation_type(source, p.annotation.annotation, classes)
             if p.default is not None:
-                value = literal_value(p.default)
-                if not is_literal(value):
-                    raise UserError("default values must be literals", source.loc(p.default),
-                                    "use None as the default and compute the value in the body")
-                defaults[name] = value
+                value = defaults[name] = _literal_default(p, source)
                 if value is None and t != NONE and not _is_optional(t):
                     # `x: Tensor = None` means Optional[Tensor], as TorchScript reads it.
                     from ir.types import OptionalType
@@ -318,3 +310,11 @@ def _returns_value(node: cst.FunctionDef) -> bool:
 
     node.visit(Finder())
     return found
+
+
+def _literal_default(p: cst.Param, source: SourceFile) -> object:
+    value = literal_value(p.default)
+    if not is_literal(value):
+        raise UserError("default values must be literals", source.loc(p.default),  # type: ignore[arg-type]
+                        "use None as the default and compute the value in the body")
+    return value
