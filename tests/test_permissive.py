@@ -103,8 +103,7 @@ def test_kept_python_is_reported_printed_and_runs_as_eager(tmp_path: Path, capsy
         err = capsys.readouterr().err
         for line, col, why in [(27, 13, "dict displays are not supported"), (28, 9, "try statements are not supported"),
                                (36, 16, "list comprehensions are not supported")]:
-            assert f"{path}:{line}:{col}: note: kept as Python: {why}" in err.replace(str(path.relative_to(Path.cwd()))
-                                                                                   if path.is_relative_to(Path.cwd()) else "@@", str(path))
+            assert f"cell_perm.py:{line}:{col}: note: kept as Python: {why}" in err
         text = (tmp_path / "cell_perm_compiled.py").read_text()
         assert "_source = _guards.model_module(__name__, SOURCE_FILE)" in text
         assert "# cell_perm.py:28: kept as Python: try statements are not supported" in text
