@@ -651,7 +651,9 @@ class FunctionEmitter:
                 written[name] = var
         lines = self.python_text(op, read, written)
         if a["kind"] == "expr":
-            lines[0] = f"{self.name_of(op.result, 'value')} = {lines[0]}" if op.result.uses else lines[0]
+            # a value the source names keeps its name, used or not: `d = {...}` reads as written
+            named = op.result.uses or op.result.name is not None
+            lines[0] = f"{self.name_of(op.result, 'value')} = {lines[0]}" if named else lines[0]
         raw = set(a["raw_lines"])
         for i, text in enumerate(lines):
             if i in raw:

@@ -3,6 +3,7 @@ the compiled code around it computes what eager computes, with the same effects 
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -11,24 +12,48 @@ import torch
 from hypothesis import given, settings
 
 import program_gen as pg
-from test_programs import SETTINGS, check_function, generated_module, program_dir, record_features  # noqa: F401
+from test_programs import (  # noqa: F401  (fixtures)
+    SETTINGS, check_function, generated_module, jit_cache, program_dir, record_features,
+)
 
 
-def permissive_differential(program_dir: Path, prog: pg.Program) -> None:
+def permissive_differential(program_dir: Path, prog: pg.Program, jit: bool = False) -> None:
+    """Eager against compiled code: results, inputs after the call, and what the kept Python code
+    logged. `jit`: compiled by script(f, example_inputs=...), whose known shapes let the compiled
+    statements fuse into kernels around the kept ones (values then agree within the tolerance of
+    fused code); else ahead of time, bit for bit."""
+    from test_programs import run
+    from transpiler import script
+
     record_features(prog)
-    with generated_module(program_dir, prog.source) as (path, module):
+    with generated_module(program_dir, prog.source, compile_it=not jit) as (path, module):
+        compiled = script(module.f, example_inputs=tuple(prog.make_args()), permissive=True) if jit else module.f
         logs = []
-        for mode in ("off", "strict"):
+        for fn, mode in ((module.f, "off"), (compiled, "strict")):
             module.LOG.clear()
-            call = prog.make_call()
-            from test_programs import run
-
-            outs, error = run(module.f, call, mode, prog.calls)
+            outs, error = run(fn, prog.make_call(), mode, prog.calls)
             assert error is None, f"{mode}: {error!r}"
             logs.append(list(module.LOG))
-        assert logs[0] == logs[1], f"Python code saw other values:\n eager    {logs[0]}\n compiled {logs[1]}"
+        assert_same_log(logs[0], logs[1], prog.dtype if jit else None)
         module.LOG.clear()
-        check_function(module.f, prog)
+        check_function(module.f, prog, compiled_fn=compiled if jit else None, bitwise=not jit)
+
+
+def assert_same_log(eager: list, compiled: list, dtype: torch.dtype | None) -> None:
+    """What kept Python code saw, in the same order; floats exactly, or within the tolerance of
+    fused code for `dtype` (summed over a few elements)."""
+    from ir.primitives import TOLERANCE
+
+    atol, rtol = TOLERANCE.get(str(dtype).removeprefix("torch."), (0.0, 0.0)) if dtype is not None else (0.0, 0.0)
+
+    def same(a: object, b: object) -> bool:
+        if isinstance(a, float) and isinstance(b, float) and dtype is not None:
+            return math.isclose(a, b, rel_tol=10 * rtol, abs_tol=50 * atol) or (a != a and b != b)
+        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+            return type(a) is type(b) and len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        return a == b or (a != a and b != b)
+
+    assert same(eager, compiled), f"Python code saw other values:\n eager    {eager}\n compiled {compiled}"
 
 
 @settings(max_examples=40, **SETTINGS)
@@ -41,6 +66,12 @@ def test_generated_programs_with_python(program_dir: Path, prog: pg.Program) -> 
 @given(prog=pg.programs(python=True, mutate_inputs=True))
 def test_generated_programs_with_python_mutating_inputs(program_dir: Path, prog: pg.Program) -> None:
     permissive_differential(program_dir, prog)
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(prog=pg.programs(python=True, mutate_inputs=True, decorate=False))
+def test_generated_programs_with_python_fused_jit(program_dir: Path, jit_cache: Path, prog: pg.Program) -> None:
+    permissive_differential(program_dir, prog, jit=True)
 
 
 # -- hand-written cases ---------------------------------------------------------------------------
@@ -276,3 +307,35 @@ def test_opaque_op_prints_and_parses() -> None:
     text = print_program(program)
     assert '%d : Any = py.opaque(%x) {kind = "expr", lines = ("{\\"a\\": x}",)' in text
     assert print_program(parse_program(text)) == text
+
+
+def test_kernels_on_both_sides_of_kept_code_see_its_writes(tmp_path: Path, monkeypatch) -> None:
+    """A kernel after kept code reads what the code wrote in place; a kernel before it is not
+    merged with one after (the kept code is a barrier)."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    source = '''
+        import torch
+
+
+        def f(x, y):
+            a = x * 2.0 + y
+            try:
+                x.add_(1.0)
+            except ZeroDivisionError:
+                pass
+            b = torch.tanh(a) + x
+            y.mul_(3.0)
+            return b + y.sigmoid() * y
+        '''
+    with imported_source(tmp_path, "perm_fused", source) as mod:
+        x0, y0 = torch.arange(6.0).reshape(2, 3), torch.full((2, 3), 0.5)
+        compiled = script(mod.f, example_inputs=(x0.clone(), y0.clone()), permissive=True)
+        text = next((tmp_path / "cache").rglob("f_*.py")).read_text()
+        assert "a = f_k0_mul_add(x, y)" in text and "b = f_k1_tanh_add(a, x)" in text
+        x1, y1, x2, y2 = x0.clone(), y0.clone(), x0.clone(), y0.clone()
+        with runtime.mode("off"):
+            want = mod.f(x1, y1)
+        with runtime.mode("strict"):
+            got = compiled(x2, y2)
+        torch.testing.assert_close(got, want)
+        assert torch.equal(x2, x1) and torch.equal(y2, y1)

@@ -102,6 +102,7 @@ class ExpressionLowering:
     class_info: ClassInfo | None
     self_value: Value | None
     empty_stars: set[Value]
+    epoch: int  # (transpiler/lower_python.py)
 
     # -- helpers --------------------------------------------------------------------------------
     def error(self, node: cst.CSTNode, message: str, hint: str | None = None) -> UserError:
@@ -321,7 +322,7 @@ class ExpressionLowering:
             )
         # After Python code that may have set it (permissive mode), a read is its own: not merged
         # with earlier ones, and not assumed to hold what the entry checked (ir/shape_rules_python).
-        after = {"after": self.epoch} if getattr(self, "epoch", 0) else {}
+        after = {"after": self.epoch} if self.epoch else {}
         return self.op(ops.GetAttrOp, [obj], [found.type], attr=attr, **after).result
 
     # -- operators ------------------------------------------------------------------------------
@@ -1063,6 +1064,8 @@ def _has_fstring(node: cst.BaseExpression) -> bool:
 
 def a_type(t: object) -> str:
     """`t` with its indefinite article: "an int", "a Tensor"."""
+    if t == ANY:
+        return "a Python object (Any)"
     return f"an {t}" if str(t)[:1].lower() in tuple("aeiou") else f"a {t}"
 
 
