@@ -298,7 +298,8 @@ class FunctionEmitter:
                     self.w.line(p + ",")
             self.w.line(")" + tail)
         with self.w.indent():
-            extra = " or ".join(n for n in (star, kwstar) if n is not None)
+            checked = (star, None if f.attributes.get("kwstar_passed") else kwstar)
+            extra = " or ".join(n for n in checked if n is not None)
             if extra:  # compiled code is specialised to calls that pass them nothing
                 self.w.line(f"if {extra}:")
                 with self.w.indent():

@@ -37,6 +37,7 @@ from ir.shape_rules import (
 )
 from ir.shape_rules_index import index_result
 from ir.shape_rules_ops import matmul_shape
+from runtime.guards import is_plain_object
 from ir.types import (
     ANY,
     BOOL,
@@ -191,6 +192,12 @@ def _getattr(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
             # a tensor of the live module (`Linear.bias`): its entry check says it is not None
             return [AV(refine_type(declared.elem, av.type), av.value, av.items, av.origin)]
         return [_with_declared(op, av)]
+    if obj.origin is not None and obj.value is not UNKNOWN and is_plain_object(obj.value):
+        try:  # (a config: the front end read the same value; transpiler/lower_expr.py)
+            value = getattr(obj.value, name)
+        except Exception:  # noqa: BLE001 - the object's own attribute code refuses
+            return [AV(declared)]
+        return [_with_declared(op, interp.value_av(frame, value, declared, obj.origin + (name,)))]
     t = obj.tensor
     if t is None:
         return [AV(declared)]

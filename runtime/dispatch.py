@@ -15,6 +15,7 @@ import inspect
 import os
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -211,6 +212,8 @@ def _dispatcher(eager: Callable[..., Any], target: _Target, resettable: bool = T
             compiled = _resolve(target, mode)
             if compiled is None:
                 return eager(*args, **kwargs)
+            if hasattr(eager, "__wrapped__"):  # decorated (permissive mode): the same wrappers
+                compiled = target.compiled = rewrap(eager, compiled)
         try:
             return compiled(*args, **kwargs)
         except GuardFailure as failure:
@@ -219,6 +222,35 @@ def _dispatcher(eager: Callable[..., Any], target: _Target, resettable: bool = T
         return eager(*args, **kwargs)
 
     return dispatch
+
+
+def rewrap(decorated: Callable[..., Any], compiled: Callable[..., Any]) -> Callable[..., Any]:
+    """`compiled` inside the decorators that wrap `decorated` (permissive mode compiles the body
+    of `@can_return_tuple def forward`, not the wrappers): each `functools.wraps` wrapper of the
+    chain `decorated`, `decorated.__wrapped__`, ... is copied with the function it wraps replaced
+    in its closure, so the wrappers' own code runs around the compiled body as it runs around
+    the source's. A wrapper that does not hold what it wraps in its closure cannot be copied so:
+    ValueError."""
+    chain = []
+    f = decorated
+    while isinstance(getattr(f, "__wrapped__", None), Callable):  # type: ignore[arg-type]
+        chain.append(f)
+        f = f.__wrapped__  # type: ignore[attr-defined]
+    inner = compiled
+    for wrapper in reversed(chain):
+        cells = getattr(wrapper, "__closure__", None) or ()
+        holding = [i for i, c in enumerate(cells) if c.cell_contents is wrapper.__wrapped__]
+        if not isinstance(wrapper, types.FunctionType) or len(holding) != 1:
+            raise ValueError(f"the decorator wrapper {getattr(wrapper, '__qualname__', wrapper)!r} cannot be "
+                             "applied to compiled code")
+        closure = tuple(types.CellType(inner) if i == holding[0] else c for i, c in enumerate(cells))
+        copy = types.FunctionType(wrapper.__code__, wrapper.__globals__, wrapper.__name__, wrapper.__defaults__, closure)
+        copy.__kwdefaults__ = wrapper.__kwdefaults__
+        copy.__dict__.update(wrapper.__dict__)
+        copy.__qualname__ = wrapper.__qualname__
+        copy.__wrapped__ = inner  # type: ignore[attr-defined]
+        inner = copy
+    return inner
 
 
 def compiled_dispatcher(eager: Callable[..., Any], compiled: Callable[..., Any], qualname: str) -> Callable[..., Any]:

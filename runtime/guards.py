@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import types
 from operator import itemgetter
 from itertools import islice as _islice
 from typing import Any, Callable
@@ -153,6 +154,15 @@ def check_value(value: Any, expected: Any, name: str) -> None:
     """A Python value the compiled code was specialised to (a module attribute) is unchanged."""
     if value is not expected and (expected is None or value != expected):
         raise GuardFailure(f"{name}: expected {expected!r}, got {value!r}")
+
+
+def is_plain_object(value: object) -> bool:
+    """An object of a Python class that holds settings, such as a model's configuration: not a
+    module, tensor, function, class or builtin collection. The compiler reads its literal
+    attributes when compiling (`self.config.num_layers`, transpiler/classinfo.py) and checks them
+    at entry with `check_value`; a cache key describes it by its `__dict__`."""
+    return (hasattr(value, "__dict__") and type(value).__module__ != "builtins" and not callable(value)
+            and not isinstance(value, (type, _nn.Module, torch.Tensor, types.ModuleType)))
 
 
 def check_contiguous(value: torch.Tensor, name: str) -> None:

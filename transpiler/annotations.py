@@ -34,6 +34,10 @@ SIMPLE = {
     "torch.device": DEVICE,
     "torch.dtype": DTYPE,
     "typing.Any": ANY,
+    # torch's legacy tensor types, common in annotations (`input_ids: torch.LongTensor`): Python
+    # does not enforce annotations and callers pass any tensor, so they mean a Tensor of any dtype
+    **{f"torch.{kind}Tensor": TENSOR for kind in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short",
+                                                  "Char", "Byte", "Bool")},
 }
 OPTIONAL = {"typing.Optional"}
 UNION = {"typing.Union"}

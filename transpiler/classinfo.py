@@ -33,6 +33,7 @@ from ir.types import (
 from ir.builder import literal_type
 from transpiler.annotations import annotation_type
 from transpiler.diagnostics import UserError
+from runtime.guards import is_plain_object
 from transpiler.source import SourceFile, is_literal, literal_value
 
 # Standard torch.nn layers whose call is understood: Tensor in, this type out.
@@ -59,10 +60,10 @@ TENSOR_FACTORIES = {
 
 @dataclass
 class AttrInfo:
-    kind: str  # "parameter", "buffer", "module", "constant", "tensor", "unknown"
+    kind: str  # "parameter", "buffer", "module", "constant", "tensor", "object", "unknown"
     type: Type
     loc: Loc | None = None
-    value: Any = None  # a constant's value when known (instances only)
+    value: Any = None  # a constant's value when known, an object's identity (instances only)
     has_value: bool = False
 
 
@@ -353,6 +354,8 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
         if t is not None:
             kind = "tensor" if t == TENSOR else "constant"
             info.attrs[name] = AttrInfo(kind, t, value=value, has_value=kind == "constant" and not isinstance(t, (ListType, FunctionType)))
+        elif is_plain_object(value):
+            info.attrs[name] = AttrInfo("object", ANY, value=value)
     info.attrs["training"] = AttrInfo("constant", BOOL, value=module.training, has_value=True)
     return info
 
@@ -366,6 +369,10 @@ def merge_attribute_types(a: ClassInfo, b: ClassInfo) -> ClassInfo:
         if y is None:
             continue
         t = x.type if x.type == y.type else (unify(x.type, y.type) or ANY)
+        if x.kind == "object" or y.kind == "object":  # one object shared (a model's config), or unknown
+            shared = x.kind == y.kind and x.value is y.value
+            merged.attrs[name] = AttrInfo("object" if shared else "unknown", ANY, x.loc, x.value if shared else None)
+            continue
         same = x.has_value and y.has_value and type(x.value) is type(y.value) and x.value == y.value
         merged.attrs[name] = AttrInfo(x.kind if x.kind == y.kind else "unknown", t, x.loc,
                                       x.value if same else None, same)

@@ -40,7 +40,8 @@ def torch_version() -> str:
 
 def lower_file(source: SourceFile, targets: list[Target] | None = None,
                instance_classes: dict[str, ClassInfo] | None = None,
-               functions: FunctionFinder | None = None, permissive: bool = False) -> tuple[Program, dict[str, str]]:
+               functions: FunctionFinder | None = None, permissive: bool = False,
+               examples: int | None = None) -> tuple[Program, dict[str, str]]:
     """Lower the file's @script objects (and what they call) to IR. `functions` (script(instance, ...)) makes the compilation
     recursive, as TorchScript's: see FileContext.recursive. Raises CompileError with every
     diagnostic found."""
@@ -55,6 +56,10 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     # compiled now (script(fn, example_inputs=...) passes just that target).
     ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets()},
                       recursive=functions is not None, functions=functions, permissive=permissive)
+    ctx.entry_names = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets}
+    if examples is not None and targets:
+        first = targets[0].name
+        ctx.entry_examples = (f"{first}.forward" if first in source.classes else first, examples)
     if instance_classes:
         ctx.classes.update(instance_classes)
         if not permissive:
@@ -88,7 +93,8 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                 try:
                     ctx.method_signature(info, "forward")
                 except UserError as e:
-                    diagnostics.append(e.diagnostic)
+                    if not permissive:  # (permissive: where it is called, the call stays Python)
+                        diagnostics.append(e.diagnostic)
     funcs = []
     done = 0
     while done < len(ctx.worklist):
@@ -155,7 +161,8 @@ def compile_source(
 ) -> CompiledFile:
     """`instance` (an nn.Module) and `example_inputs` specialise the first target to what it
     will be called with (script(instance, example_inputs=...)); entry checks guard that."""
-    program, entries = lower_file(source, targets, instance_classes, functions, permissive)
+    program, entries = lower_file(source, targets, instance_classes, functions, permissive,
+                                  None if example_inputs is None else len(example_inputs))
     if instance is not None or example_inputs is not None:
         assert targets
         entry = entries.get(f"{targets[0].name}.forward", entries.get(targets[0].name))

@@ -12,11 +12,12 @@ from ir.builder import literal_type
 from ir.core import Loc
 from ir.types import ANY, NONE, TENSOR, ModuleType, Type
 from transpiler.annotations import annotation_type
+from transpiler.check import PYTHON_DECORATORS
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names
 from transpiler.diagnostics import UserError
 from transpiler.env import Signature
 from transpiler.infer_annotations import missing_parameters_error, missing_result_error, suggest_parameter
-from transpiler.source import SourceFile, is_literal, literal_value
+from transpiler.source import SCRIPT_NAMES, SourceFile, is_literal, literal_value
 
 
 @dataclass
@@ -59,6 +60,13 @@ class FileContext:
     # `breaks` lists each such place and why, for the report.
     permissive: bool = False
     breaks: list[Break] = field(default_factory=list)
+    # script(..., example_inputs=...) in permissive mode: the entry function's name and how many
+    # arguments the examples give; an unannotated parameter they leave out is its default's type.
+    entry_examples: tuple[str, int] | None = None
+    # The functions compiled for the caller (a class's forward, a function): in permissive mode
+    # their decorators are applied to the compiled function; another decorated function's
+    # calls stay Python (compiled code would not apply its decorators).
+    entry_names: set[str] = field(default_factory=set)
     _inferring: set[str] = field(default_factory=set)
 
     def sources(self) -> dict[str, list[str]]:
@@ -122,6 +130,12 @@ class FileContext:
             raise UserError(f"`{sym_name}` calls itself, so its result type cannot be inferred",
                             source.loc(node.name), "annotate its return type")
         if sym_name not in self.signatures:
+            if self.permissive and sym_name.partition("#")[0] not in self.entry_names:
+                applied = applied_decorators(source, node)
+                if applied:
+                    raise UserError(f"`{sym_name}` is decorated with `@{source.code(applied[0].decorator)}`, "
+                                    "which compiled code would not apply", source.loc(applied[0]),
+                                    "its calls run it as Python")
             sig = declared or self.signature_of(node, sym_name, info, source)
             if sig.result is None:
                 sig = self._infer_result(sig, node, info, source)
@@ -191,6 +205,10 @@ class FileContext:
                 value = defaults[name] = _literal_default(p, source)
                 if p.annotation is None and value is not None:
                     t = literal_type(value)
+                elif value is None and (t == ANY or p.annotation is None) and self.entry_examples is not None \
+                        and self.entry_examples[0] == sym_name and i > self.entry_examples[1] - (info is None) \
+                        and not applied_decorators(source, node):  # (a decorator may pass it: HF's use_cache)
+                    t = NONE  # a Python value left out of the examples: compiled for None, checked at entry
                 elif p.annotation is None:
                     found = suggest_parameter(source, node, name)
                     t = found.type if found.decided else ANY
@@ -318,3 +336,21 @@ def _literal_default(p: cst.Param, source: SourceFile) -> object:
         raise UserError("default values must be literals", source.loc(p.default),  # type: ignore[arg-type]
                         "use None as the default and compute the value in the body")
     return value
+
+
+# Decorators that change nothing compiled code relies on: compiled code runs only where no
+# autograd is needed (runtime.guards.check_no_autograd), so `torch.no_grad()` is moot there.
+NEUTRAL_DECORATORS = {"builtins.staticmethod", "torch.no_grad", "torch.jit.export", "torch.jit._overload_method",
+                      "torch.jit._overload", "typing.overload"}
+
+
+def applied_decorators(source: SourceFile, node: cst.FunctionDef) -> list[cst.Decorator]:
+    """The decorators of `node` whose wrapper compiled code must apply (all but @script, those
+    of TorchScript's `jit` that mean nothing at run time, and NEUTRAL_DECORATORS)."""
+    out = []
+    for deco in node.decorators:
+        expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+        name = source.global_name(expr) or source.code(expr)
+        if name not in NEUTRAL_DECORATORS | SCRIPT_NAMES | PYTHON_DECORATORS:
+            out.append(deco)
+    return out

@@ -617,7 +617,8 @@ class _Uses(_BodyVisitor):
 
 # -- public ----------------------------------------------------------------------------------------
 def _param(func: cst.FunctionDef, name: str) -> cst.Param:
-    for p in func.params.params:
+    params = func.params
+    for p in (*params.posonly_params, *params.params, *params.kwonly_params):
         if p.name.value == name:
             return p
     raise KeyError(name)

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from torch import nn
 
-from runtime.dispatch import compiled_dispatcher
+from runtime.dispatch import compiled_dispatcher, rewrap
 from runtime.guards import check_no_autograd
 from runtime.loader import load_module_from_path
 from transpiler import jit_cache
@@ -30,7 +30,9 @@ def compile_object(obj: Any, example_inputs: Sequence[Any] | None = None, permis
     if isinstance(obj, nn.Module):
         return _compile_module(obj, example_inputs, options)
     if inspect.isfunction(obj):
-        return _compile_function(inspect.unwrap(obj), example_inputs, options)
+        source_fn = inspect.unwrap(obj)
+        # Permissive mode compiles a decorated function's body and keeps its decorators.
+        return _compile_function(source_fn, example_inputs, options, obj if permissive else source_fn)
     raise TypeError(f"script() compiles nn.Module instances and functions, not {type(obj).__name__}")
 
 
@@ -75,9 +77,11 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
         compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)",
                                     options["permissive"])
         module = _load(compiled.text, cls.__name__, key, compiled.files)
-    forward = module.COMPILED[f"{cls.__name__}.forward"]
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
-    eager = cls.__dict__.get("__torchscribe_eager__", cls.forward).__get__(scripted)  # never the AOT dispatcher
+    source_forward = cls.__dict__.get("__torchscribe_eager__", cls.forward)  # never the AOT dispatcher
+    eager = source_forward.__get__(scripted)
+    # A decorated forward (permissive mode): its wrappers around the compiled body
+    forward = rewrap(source_forward, module.COMPILED[f"{cls.__name__}.forward"])
     bound: Callable[..., Any] = types.MethodType(forward, scripted)
 
     def compiled_forward(*args: Any, **kwargs: Any) -> Any:
@@ -198,6 +202,8 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
             return
         if node is None or defining.__qualname__ != defining.__name__:
             return
+        if module is not root and cls.__call__ is not nn.Module.__call__:
+            return  # calling it runs its own __call__ (HF's GradientCheckpointingLayer): a plain call
         info = class_from_instance(module, source, node, name_of)
         shape = tuple((k, a.kind, a.type) for k, a in sorted(info.attrs.items()))
         key = (cls, shape)
@@ -228,7 +234,7 @@ def _module_name_of(path: str) -> str | None:
 
 
 def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | None,
-                      options: dict[str, Any]) -> Callable[..., Any]:
+                      options: dict[str, Any], decorated: Callable[..., Any]) -> Callable[..., Any]:
     path = _source_path(fn)
     text = Path(path).read_text(encoding="utf-8")
     key = jit_cache.function_key(fn, path, text, example_inputs, options)
@@ -246,13 +252,13 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
                                   [Target(fn.__name__, node)], example_inputs=example_inputs,
                                   permissive=options["permissive"])
         module = _load(compiled.text, fn.__name__, key)
-    compiled = module.COMPILED[fn.__name__]
+    compiled = rewrap(decorated, module.COMPILED[fn.__name__])
 
     def compiled_fn(*args: Any, **kwargs: Any) -> Any:
         check_no_autograd(None, args, kwargs)
         return compiled(*args, **kwargs)
 
-    return compiled_dispatcher(fn, compiled_fn, f"{fn.__module__}:{fn.__name__}")
+    return compiled_dispatcher(decorated, compiled_fn, f"{fn.__module__}:{fn.__name__}")
 
 
 def _cached(key: str | None, stem: str) -> types.ModuleType | None:

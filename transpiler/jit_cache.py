@@ -47,6 +47,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 
+from runtime.guards import is_plain_object
 from runtime.loader import FORMAT, VERSION, cache_dir, is_generated_text
 
 KEY_FORMAT = "torchscribe-jit-key-1"  # bump when what the key covers changes
@@ -248,6 +249,15 @@ def _value(v: Any, seen: dict[int, int], module: Any = None) -> Any:
         return ("nn.Module", module(v))
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType, type)):
         return ("named", getattr(v, "__module__", None), getattr(v, "__qualname__", None))
+    if is_plain_object(v):  # a config: the compiler reads its attributes, which its __dict__ holds
+        if id(v) in seen:
+            raise Uncacheable("a self-referencing object")
+        seen[id(v)] = -1
+        try:
+            return ("object", type(v).__module__, type(v).__qualname__,
+                    tuple(sorted((k, _value(e, seen, module)) for k, e in vars(v).items())))
+        finally:
+            del seen[id(v)]
     raise Uncacheable(f"a value of type {type(v).__qualname__}")
 
 

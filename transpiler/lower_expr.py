@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import operator
 from typing import TYPE_CHECKING, Any, Callable
 
 import libcst as cst
@@ -46,6 +47,7 @@ from ir.types import (
 from transpiler.check import left_to_python
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Signature, Unbound
+from runtime.guards import is_plain_object
 from transpiler.source import SourceFile
 
 if TYPE_CHECKING:
@@ -70,6 +72,8 @@ COMPARE_OPS: dict[type, str] = {
 }
 UNARY_OPS: dict[type, str] = {cst.Minus: "-", cst.Plus: "+", cst.BitInvert: "~", cst.Not: "not"}
 
+PYTHON_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
+    "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 MATH_CONSTANTS = {"math.pi": math.pi, "math.e": math.e, "math.inf": math.inf, "math.tau": math.tau, "math.nan": math.nan}
 TORCH_DTYPES = {
     f"torch.{n}"
@@ -103,6 +107,10 @@ class ExpressionLowering:
     self_value: Value | None
     empty_stars: set[Value]
     epoch: int  # (transpiler/lower_python.py)
+    # Values read from the live instance when compiling for one (script(instance)): objects the
+    # modules hold (a config), and literals read from them, which entry checks pin
+    # (ir/passes/specialize.py) so that the code may be specialised to them now.
+    live: dict[Value, Any]
 
     # -- helpers --------------------------------------------------------------------------------
     def error(self, node: cst.CSTNode, message: str, hint: str | None = None) -> UserError:
@@ -281,6 +289,8 @@ class ExpressionLowering:
             return self.self_attribute(node)
         obj = self.expr(node.value)
         attr = node.attr.value
+        if obj in self.live and is_plain_object(self.live[obj]):
+            return self.object_attribute(node, obj)
         if isinstance(obj.type, TensorType) or obj.type == ANY:
             try:
                 t = resolve_attribute(attr, obj.type)
@@ -320,10 +330,47 @@ class ExpressionLowering:
                 f"the type of `self.{attr}` cannot be determined from __init__",
                 f"declare it at class level, e.g. `{attr}: int` or `{attr}: Tensor`",
             )
+        if found.kind == "object":
+            result = self.op(ops.GetAttrOp, [obj], [ANY], attr=attr).result
+            self.live[result] = found.value
+            return result
         # After Python code that may have set it (permissive mode), a read is its own: not merged
         # with earlier ones, and not assumed to hold what the entry checked (ir/shape_rules_python).
         after = {"after": self.epoch} if self.epoch else {}
         return self.op(ops.GetAttrOp, [obj], [found.type], attr=attr, **after).result
+
+    def object_attribute(self, node: cst.Attribute, obj: Value) -> Value:
+        """`self.config.num_layers`: read from the live object now. A literal is what the code is
+        specialised to (its read stays, and an entry check pins it); an object is read further;
+        anything else is a Python object read at run time. Objects such as configs are assumed
+        not to change during a call (docs/permissive.md)."""
+        attr = node.attr.value
+        try:
+            value = getattr(self.live[obj], attr)
+        except Exception:  # noqa: BLE001 - whatever the object's own attribute code raises
+            raise self.error(node.attr, f"`{attr}` cannot be read from the {type(self.live[obj]).__name__} "
+                             "when compiling") from None
+        if is_plain_object(value):
+            t: Type = ANY
+        else:
+            try:
+                t = literal_type(value)
+            except TypeError:
+                return self.op(ops.GetAttrOp, [obj], [ANY], attr=attr).result
+        result = self.op(ops.GetAttrOp, [obj], [t], attr=attr).result
+        self.live[result] = value
+        return result
+
+    _UNKNOWN = object()
+
+    def known(self, value: Value) -> Any:
+        """The Python value `value` has when compiling (a constant, or a literal read from the
+        instance), else `_UNKNOWN`."""
+        owner = value.owner
+        if isinstance(owner, ops.ConstantOp):
+            return owner.value
+        found = self.live.get(value, self._UNKNOWN)
+        return self._UNKNOWN if is_plain_object(found) else found
 
     # -- operators ------------------------------------------------------------------------------
     def binary(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Value:
@@ -358,8 +405,14 @@ class ExpressionLowering:
                 "a tensor cannot be used as a condition",
                 "write bool(t) (one element), or t.any() / t.all() wrapped in bool(...)",
             )
+        if value.type == NONE:
+            return self.b.constant(False)
         if value.type in (INT, FLOAT, STR, ANY) or isinstance(value.type, (OptionalType, ListType)):
-            return self.op(ops.BuiltinCallOp, [value], [BOOL], callee="bool").result
+            result = self.op(ops.BuiltinCallOp, [value], [BOOL], callee="bool").result
+            known = self.known(value)
+            if known is not self._UNKNOWN:
+                self.live[result] = bool(known)
+            return result
         raise self.error(node, f"a value of type {value.type} used as a condition")
 
     def comparison(self, node: cst.Comparison) -> Value:
@@ -414,7 +467,11 @@ class ExpressionLowering:
             t = binary_result_type(op, lhs.type, rhs.type)
         except SignatureError as e:
             raise self.error(node, str(e), getattr(e, "hint", None)) from None
-        return self.op(ops.CompareOp, [lhs, rhs], [t], op=op).result
+        result = self.op(ops.CompareOp, [lhs, rhs], [t], op=op).result
+        a, b = self.known(lhs), self.known(rhs)
+        if t == BOOL and a is not self._UNKNOWN and b is not self._UNKNOWN and op in PYTHON_COMPARE:
+            self.live[result] = PYTHON_COMPARE[op](a, b)  # read from the instance: decided now
+        return result
 
     def boolean(self, node: cst.BooleanOperation) -> Value:
         op = "and" if isinstance(node.operator, cst.And) else "or"
@@ -440,12 +497,9 @@ class ExpressionLowering:
         if_op.results = [result]
         return result
 
-    @staticmethod
-    def known_bool(value: Value) -> bool | None:
-        owner = value.owner
-        if isinstance(owner, ops.ConstantOp) and isinstance(owner.value, bool):
-            return owner.value
-        return None
+    def known_bool(self, value: Value) -> bool | None:
+        known = self.known(value)
+        return known if isinstance(known, bool) else None
 
     def short_circuit(self, op: str, left: Value, right: Callable[[], Value], node: cst.CSTNode) -> Value:
         """`left and right()` / `left or right()`: right is evaluated only when needed."""
@@ -490,7 +544,8 @@ class ExpressionLowering:
             items, operands = self.index_items(node.slice)
             return self.op(ops.IndexOp, [base, *operands], [TENSOR], items=items).result
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Slice) \
-                and isinstance(base.type, (ListType, TupleType)):
+                and (isinstance(base.type, (ListType, TupleType))
+                     or isinstance(base.type, ModuleListType) and base.type.length_known):
             return self.sequence_slice(base, node.slice[0].slice, node)
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
             raise self.error(node, f"slicing a value of type {base.type} is not supported", "index it with one int")
@@ -522,8 +577,8 @@ class ExpressionLowering:
         return self.op(ops.GetItemOp, [base, index], [elem]).result
 
     def sequence_slice(self, base: Value, part: cst.Slice, node: cst.CSTNode) -> Value:
-        """`xs[a:b:c]`: of a list, a new list; of a tuple, with constant bounds, the tuple of
-        those elements (its length must be known)."""
+        """`xs[a:b:c]`: of a list, a new list; of a tuple or a module list, with constant bounds,
+        the tuple of those elements (its length must be known)."""
         bounds = [self.b.constant(None) if e is None else self.expr(e) for e in (part.lower, part.upper, part.step)]
         for bound, e in zip(bounds, (part.lower, part.upper, part.step)):
             if bound.type not in (INT, BOOL, NONE):
@@ -532,15 +587,16 @@ class ExpressionLowering:
             return self.op(ops.SliceOp, [base, *bounds], [base.type]).result
         consts = [None if b.type == NONE else self.constant_int(b) for b in bounds]
         if any(c is None and b.type != NONE for c, b in zip(consts, bounds)) or consts[2] == 0:
-            raise self.error(node, "a tuple slice needs constant bounds", "slice with literals")
+            raise self.error(node, "a tuple or module list slice needs constant bounds", "slice with literals")
         positions = list(range(len(base.type.elems)))[slice(*consts)]  # type: ignore[attr-defined]
         items = [self._getter(base, i)() for i in positions]
         return self.op(ops.TupleOp, items, [TupleType(tuple(v.type for v in items))]).result
 
     def constant_int(self, value: Value) -> int | None:
         owner = value.owner
-        if isinstance(owner, ops.ConstantOp) and isinstance(owner.value, int):
-            return int(owner.value)
+        known = self.known(value)
+        if isinstance(known, int):
+            return int(known)
         if isinstance(owner, ops.UnaryOp) and owner.attributes["op"] == "-":
             inner = self.constant_int(owner.operands[0])
             return None if inner is None else -inner

@@ -9,7 +9,7 @@ move into the other branch; otherwise bool flags say at run time whether to skip
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import libcst as cst
 
@@ -34,6 +34,7 @@ from ir.types import (
 )
 from transpiler.annotations import annotation_type
 from transpiler.classinfo import module_class_names
+from transpiler.context import Break, applied_decorators
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
 from transpiler.lower_expr import AUG_OPS, ExpressionLowering, a_type, unify_all
@@ -75,24 +76,36 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         self.b = Builder(self.func.body)
         self.env = Env({name: arg for name, arg in zip(sig.params, self.func.args)})
         self.empty_stars: set[Value] = set()  # `*args` / `**kwargs` of a compiled call: empty
+        self.live: dict[Value, Any] = {}
         with self.b.located(self.source.loc(node)):
             if sig.star is not None:
                 self.env.set(sig.star, self.b.constant(()))
                 self.empty_stars.add(self.env.get(sig.star))  # type: ignore[arg-type]
             if sig.kwstar is not None:
-                empty = ops.OpaqueOp([], [ANY], {"kind": "expr", "lines": ("{}",), "raw_lines": (), "reads": (),
-                                                 "writes": (), "occurrences": (), "bare": (), "module": "",
-                                                 "reason": f"**{sig.kwstar}, empty when compiled code runs",
-                                                 "fresh": True},
-                                     result_names=[sig.kwstar])
-                self.env.set(sig.kwstar, self.b.insert(empty).result)
-                self.empty_stars.add(empty.result)
+                # A decorated entry's **kwargs are what its caller passed (the decorators, kept
+                # around it, add some: HF's add `use_cache`); other functions are compiled for calls
+                # that pass none (an entry check says so).
+                passed = ctx.permissive and sig.sym_name in ctx.entry_names \
+                    and bool(applied_decorators(self.source, node))
+                text = sig.kwstar if passed else "{}"
+                reason = f"**{sig.kwstar}, " + ("as the caller passed them" if passed else "empty when compiled code runs")
+                kwargs = ops.OpaqueOp([], [ANY], {"kind": "expr", "lines": (text,), "raw_lines": (), "reads": (),
+                                                  "writes": (), "occurrences": (), "bare": (text,) if passed else (),
+                                                  "module": "", "reason": reason, "fresh": True},
+                                      result_names=[sig.kwstar])
+                self.env.set(sig.kwstar, self.b.insert(kwargs).result)
+                if passed:
+                    self.func.attributes["kwstar_passed"] = True
+                else:
+                    self.empty_stars.add(kwargs.result)
         self.self_value = self.func.args[0] if class_info is not None else None
         self.loop_depth = 0
         self._chain_left: Value | None = None
 
     # -- entry ----------------------------------------------------------------------------------
     def lower(self) -> ops.FuncOp:
+        if self.ctx.permissive and self.sig.sym_name in self.ctx.entry_names:
+            self.note_decorators()
         body = statements_of(self.node.body)
         exits = self.stmts(body)
         if not exits.always():
@@ -116,6 +129,13 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             with self.b.located(exits.ret_loc or self.b.loc):
                 self.b.create(ops.ReturnOp, [exits.ret_value])
         return self.func
+
+    def note_decorators(self) -> None:
+        """Permissive mode: an entry's decorators (`@can_return_tuple`) are not compiled; the
+        runtime wraps the compiled function in them as they wrap the source's (transpiler/jit.py)."""
+        applied = applied_decorators(self.source, self.node)
+        if applied:
+            self.ctx.breaks.append(Break(self.source.loc(applied[0]), "decorators, applied to the compiled function"))
 
     def finish_return(self, exits: Exits, fallthrough: Value) -> None:
         value = fallthrough
@@ -222,11 +242,13 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         refine_then, refine_else = self.refinements(node.test)
         then_stmts = statements_of(node.body) + (rest_then or [])
         else_stmts = else_statements(node) + (rest_else or [])
-        if isinstance(cond.owner, ops.ConstantOp) and isinstance(cond.owner.value, bool):
-            # Known when compiling (`torch.jit.is_scripting()`, `isinstance(x, Tensor)`): only
-            # the side Python takes is lowered; the other may hold code for another setting.
-            self.apply_refinements(refine_then if cond.owner.value else refine_else, node.test)
-            return self.stmts(then_stmts if cond.owner.value else else_stmts)
+        known = self.known_bool(cond)
+        if known is not None:
+            # Known when compiling (`torch.jit.is_scripting()`, `isinstance(x, Tensor)`, a config
+            # setting): only the side Python takes is lowered; the other may hold code for
+            # another setting.
+            self.apply_refinements(refine_then if known else refine_else, node.test)
+            return self.stmts(then_stmts if known else else_stmts)
 
         def then() -> Exits:
             self.apply_refinements(refine_then, node.test)

@@ -35,6 +35,7 @@ import sympy
 import torch
 
 from ir import ops
+from runtime.guards import is_plain_object
 from ir.core import Block, Operation, Program, Value
 from ir.shape_rules import (
     AV,
@@ -55,6 +56,7 @@ from ir.shape_rules_python import OP_RULES, _declared
 from ir.types import (
     ANY,
     INT,
+    NONE,
     Dim,
     ListType,
     ModuleListType,
@@ -254,6 +256,13 @@ class _Interpreter:
             return AV(declared)
         if isinstance(value, torch.nn.Module):
             return module_av(value, declared, path)
+        return self.value_av(frame, value, declared, path)
+
+    def value_av(self, frame: _Frame, value: Any, declared: Type, path: Path | None) -> AV:
+        """What a read of `value` from a live module (or from an object it holds) is known to be;
+        recorded as a fact about the function's argument, which an entry check then pins."""
+        if is_plain_object(value):  # a config: its literal attributes are the facts
+            return AV(declared, value, origin=path)
         if isinstance(value, torch.Tensor):
             av = AV(tensor_type_of(value), origin=path)
         elif value is None or isinstance(value, (bool, int, float, str)):
@@ -805,6 +814,8 @@ def shape_guards(func: ops.FuncOp, facts: ShapeFacts | None = None) -> list[Shap
 
     for arg in func.args:
         walk(arg.type, (arg.name or "arg",), False)
+        if arg.type == NONE:  # compiled for an argument left out (permissive mode): its default
+            guards.append(ShapeGuard("value", (arg.name or "arg",), None))
     for path, av in sorted(((facts.attrs.get(func.sym_name, {}) if facts else {}).items()), key=lambda kv: str(kv[0])):
         if av.tensor is not None:
             tensor(av.tensor, path, False)

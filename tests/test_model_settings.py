@@ -1,0 +1,215 @@
+"""What real model code (Hugging Face transformers above all) needs beyond module attributes, under
+script(instance, example_inputs=...): settings objects the modules hold (`self.config.num_layers`)
+read when compiling and checked at entry; slices of module lists; decorated forwards, whose
+wrappers run around the compiled body; parameters the example inputs leave out; and torch's
+legacy tensor annotations."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import runtime
+from runtime import script
+from source_module import imported_source
+
+SOURCE = '''
+    import functools
+
+    import torch
+    from torch import nn
+
+
+    class Config:
+        def __init__(self, layers=3, scale=0.5, act="gelu", bias=True):
+            self.num_layers = layers
+            self.scale = scale
+            self.act = act
+            self.bias = bias
+            self.sub = Sub()
+
+        @property
+        def doubled(self):
+            return 2 * self.scale
+
+
+    class Sub:
+        def __init__(self):
+            self.eps = 1e-5
+
+
+    class Block(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.fc = nn.Linear(8, 8, bias=config.bias)
+
+        def forward(self, x):
+            h = self.fc(x)
+            if self.config.act == "gelu":
+                h = torch.nn.functional.gelu(h)
+            else:
+                h = torch.relu(h)
+            return h * self.config.doubled + self.config.sub.eps
+
+
+    class Net(nn.Module):
+        def __init__(self, config):
+            super().__init__()
+            self.config = config
+            self.blocks = nn.ModuleList([Block(config) for _ in range(4)])
+
+        def forward(self, x: torch.FloatTensor, mask=None):
+            for b in self.blocks[: self.config.num_layers]:
+                x = x + b(x) * self.config.scale
+            if mask is not None:
+                x = x * mask
+            return x
+
+
+    def count_calls(fn):
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            CALLS.append(kwargs.get("tag"))
+            kwargs.pop("tag", None)
+            return fn(self, *args, **kwargs) * 2
+        return wrapper
+
+
+    CALLS = []
+
+
+    class Decorated(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        @count_calls
+        def forward(self, x, **kwargs):
+            return self.fc(x).sigmoid() + len(kwargs)
+    '''
+
+
+@pytest.fixture
+def models(tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "settings_models", SOURCE) as mod:
+        yield mod
+
+
+def _generated(tmp_path: Path, stem: str) -> str:
+    (path,) = (tmp_path / "cache" / "jit").glob(f"{stem}_*.py")
+    return path.read_text()
+
+
+@pytest.mark.parametrize("permissive", [False, True])
+def test_settings_object_is_read_when_compiling_and_checked_at_entry(models, tmp_path: Path, permissive: bool) -> None:
+    torch.manual_seed(0)
+    config = models.Config(layers=3)
+    net = models.Net(config).eval()
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        compiled = script(net, example_inputs=(x,), permissive=permissive)
+        with runtime.mode("strict"):  # the compiled code runs: no entry check fails
+            torch.testing.assert_close(compiled(x), net(x))
+        text = _generated(tmp_path, "Net")
+        # three of the four blocks, the gelu branch only, the values folded in
+        assert text.count("gelu") >= 1 and "relu" not in text
+        assert '"self.config.num_layers"' in text and '"self.blocks[0].config.act"' in text
+        assert "self.blocks[2].config.sub.eps" in text and "blocks.3" not in text
+        # a setting changed after compiling: an entry check fails and the call runs eagerly
+        config.num_layers = 2
+        with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="self.config.num_layers"):
+            compiled(x)
+        with runtime.mode("on"), warnings.catch_warnings():  # (warned once per process)
+            warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+            torch.testing.assert_close(compiled(x), net(x))
+
+
+def test_settings_are_part_of_the_cache_key(models) -> None:
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        for act in ("gelu", "relu"):
+            net = models.Net(models.Config(act=act)).eval()
+            compiled = script(net, example_inputs=(x,))
+            with runtime.mode("strict"):  # compiled for this config, not loaded for the other
+                torch.testing.assert_close(compiled(x), net(x))
+
+
+def test_left_out_parameter_is_compiled_for_its_default(models, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    net = models.Net(models.Config()).eval()
+    x, mask = torch.randn(2, 5, 8), torch.rand(2, 5, 8)
+    with torch.no_grad():
+        compiled = script(net, example_inputs=(x,), permissive=True)
+        assert "check_value(mask, None" in _generated(tmp_path, "Net")
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), net(x))
+        with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="mask"):
+            compiled(x, mask)
+        with runtime.mode("on"), warnings.catch_warnings():  # a mask: eager
+            warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+            torch.testing.assert_close(compiled(x, mask), net(x, mask))
+
+
+def test_decorated_forward_keeps_its_wrapper(models) -> None:
+    torch.manual_seed(0)
+    m = models.Decorated().eval()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        compiled = script(m, example_inputs=(x,), permissive=True)
+        models.CALLS.clear()
+        with runtime.mode("strict"):
+            got = compiled(x, tag="a")
+            # the wrapper ran around the compiled body, and what it passes on reaches the body
+            torch.testing.assert_close(got, m(x, tag="b"))
+            torch.testing.assert_close(compiled(x, tag="c", extra=1), m(x, extra=1))
+        assert models.CALLS == ["a", "b", "c", None]
+
+
+def test_rewrap_replaces_the_wrapped_function_only() -> None:
+    from runtime.dispatch import rewrap
+
+    def outer(fn):
+        @functools.wraps(fn)
+        def wrapper(*args):
+            return ("outer", fn(*args))
+        return wrapper
+
+    def inner(fn):
+        @functools.wraps(fn)
+        def wrapper(*args):
+            return ("inner", fn(*args))
+        return wrapper
+
+    @outer
+    @inner
+    def source(x):
+        return ("source", x)
+
+    wrapped = rewrap(source, lambda x: ("compiled", x))
+    assert wrapped(1) == ("outer", ("inner", ("compiled", 1)))
+    assert source(1) == ("outer", ("inner", ("source", 1)))  # the original is untouched
+
+    def opaque(fn):  # keeps what it wraps out of its closure: cannot be copied
+        wrapper = functools.wraps(fn)(lambda *a: OPAQUE_TABLE[0](*a))
+        return wrapper
+
+    OPAQUE_TABLE = [source]
+    with pytest.raises(ValueError, match="cannot be applied"):
+        rewrap(opaque(source), lambda x: x)
+
+
+def test_legacy_tensor_annotations_read_as_tensor() -> None:
+    from ir.types import TENSOR, OptionalType
+    from transpiler.annotations import annotation_type
+    from transpiler.source import SourceFile
+
+    source = SourceFile(Path("t.py"), "import torch\n\ndef f(a: torch.LongTensor, b: torch.FloatTensor | None):\n    pass\n")
+    a, b = source.functions["f"].params.params
+    assert annotation_type(source, a.annotation.annotation, {}) == TENSOR  # type: ignore[union-attr]
+    assert annotation_type(source, b.annotation.annotation, {}) == OptionalType(TENSOR)  # type: ignore[union-attr]
