@@ -37,8 +37,9 @@ test-slow: $(STAMP)
 # 5.18.0 (several GB with the CUDA packages torch's wheel names; torch, torchvision and transformers
 # install from the local index here, transformers' own dependencies from PyPI). torch is named on
 # the same pip command line as transformers so that resolving transformers never replaces it.
-# Tests, then the benchmark, which writes its table into benchmarks/RESULTS.md. The stamp depends on
-# this Makefile too, so a changed pin reinstalls (pip leaves satisfied pins alone).
+# Tests, then the benchmarks, which write their tables into benchmarks/RESULTS.md and
+# benchmarks/HF_RESULTS.md. The stamp depends on this Makefile too, so a changed pin reinstalls
+# (pip leaves satisfied pins alone).
 CORPUS_VENV := .venv-corpus
 CORPUS_STAMP := $(CORPUS_VENV)/.installed
 CORPUS_PINS := "torch==2.14.1" "torchvision==0.29.1" "transformers==5.18.0"
@@ -51,6 +52,7 @@ $(CORPUS_STAMP): pyproject.toml Makefile
 corpus: $(CORPUS_STAMP)
 	TORCHSCRIBE_CORPUS=1 $(CORPUS_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/corpus
 	$(CORPUS_VENV)/bin/python -m benchmarks.zoo --write-results
+	$(CORPUS_VENV)/bin/python -m benchmarks.hf_bench --write-results
 
 corpus-bench: $(CORPUS_STAMP)
 	$(CORPUS_VENV)/bin/python -m benchmarks.zoo --write-results $(ZOO_ARGS)
