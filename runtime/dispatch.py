@@ -213,7 +213,7 @@ def _dispatcher(eager: Callable[..., Any], target: _Target, resettable: bool = T
             if compiled is None:
                 return eager(*args, **kwargs)
             if hasattr(eager, "__wrapped__"):  # decorated (permissive mode): the same wrappers
-                compiled = target.compiled = rewrap(eager, compiled)
+                compiled = target.compiled = inside_wrappers(eager, compiled, target.qualname)
         try:
             return compiled(*args, **kwargs)
         except GuardFailure as failure:
@@ -251,6 +251,15 @@ def rewrap(decorated: Callable[..., Any], compiled: Callable[..., Any]) -> Calla
         copy.__wrapped__ = inner  # type: ignore[attr-defined]
         inner = copy
     return inner
+
+
+def inside_wrappers(decorated: Callable[..., Any], compiled: Callable[..., Any], qualname: str) -> Callable[..., Any]:
+    """`compiled` (the body of `decorated`, compiled) inside `decorated`'s wrappers (`rewrap`),
+    behind a dispatcher of its own: when an entry check of the body fails, the source's body
+    runs there, inside the wrappers, so that they run once. `compiled` itself when undecorated."""
+    if not hasattr(decorated, "__wrapped__"):
+        return compiled
+    return rewrap(decorated, compiled_dispatcher(inspect.unwrap(decorated), compiled, qualname))
 
 
 def compiled_dispatcher(eager: Callable[..., Any], compiled: Callable[..., Any], qualname: str) -> Callable[..., Any]:

@@ -83,6 +83,50 @@ SOURCE = '''
     CALLS = []
 
 
+    def use_defaults(fn):
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            kwargs.setdefault("scale", 2.0)  # a named parameter: the body's **kwargs stay empty
+            return fn(self, *args, **kwargs)
+        return wrapper
+
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor, bias: torch.Tensor, **kwargs) -> torch.Tensor:
+            h = self.q(x) + bias
+            if kwargs.get("double", False):
+                h = h * 2
+            if "shift" in kwargs:
+                h = h + kwargs["shift"]
+            return combine(h, **kwargs)
+
+
+    def combine(h: torch.Tensor, **kwargs) -> torch.Tensor:
+        return h.relu() * kwargs.get("gain", 1.0)
+
+
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = Attention()
+
+        @use_defaults
+        def forward(self, x, scale=None, **kwargs):
+            bias = make_bias(x)  # a Python object to the compiler: kept code makes it
+            return self.attn(x, bias, double=True, gain=scale, **kwargs) + 1
+
+
+    def make_bias(x):
+        try:
+            return x.mean(-1, keepdim=True)
+        except RuntimeError:
+            return None
+
+
     class Decorated(nn.Module):
         def __init__(self):
             super().__init__()
@@ -167,8 +211,14 @@ def test_decorated_forward_keeps_its_wrapper(models) -> None:
             got = compiled(x, tag="a")
             # the wrapper ran around the compiled body, and what it passes on reaches the body
             torch.testing.assert_close(got, m(x, tag="b"))
-            torch.testing.assert_close(compiled(x, tag="c", extra=1), m(x, extra=1))
-        assert models.CALLS == ["a", "b", "c", None]
+            # an extra keyword reaches the body's **kwargs, which it was compiled without
+            with pytest.raises(runtime.TorchscribeError, match="kwargs"):
+                compiled(x, tag="c", extra=1)
+        with runtime.mode("on"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+            # the body falls back inside the wrapper, which runs once
+            torch.testing.assert_close(compiled(x, tag="d", extra=1), m(x, extra=1))
+        assert models.CALLS == ["a", "b", "c", "d", None]
 
 
 def test_rewrap_replaces_the_wrapped_function_only() -> None:
@@ -213,3 +263,23 @@ def test_legacy_tensor_annotations_read_as_tensor() -> None:
     a, b = source.functions["f"].params.params
     assert annotation_type(source, a.annotation.annotation, {}) == TENSOR  # type: ignore[union-attr]
     assert annotation_type(source, b.annotation.annotation, {}) == OptionalType(TENSOR)  # type: ignore[union-attr]
+
+
+def test_call_variants_inline_python_objects_and_keywords(models, tmp_path: Path) -> None:
+    """A call that passes a Python object where the callee declares a Tensor, and keywords into
+    its **kwargs, is compiled for those arguments (a variant) and inlined: its kernels fuse with
+    the caller's. The decorator's wrappers were seen to pass no extra keywords, so the entry is
+    compiled for an empty **kwargs."""
+    torch.manual_seed(0)
+    m = models.Outer().eval()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        compiled = script(m, example_inputs=(x,), permissive=True)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), m(x))
+        code = "\n".join(line for line in _generated(tmp_path, "Outer").splitlines() if not line.lstrip().startswith("#"))
+        assert "self.attn(" not in code and "combine(" not in code  # inlined
+        assert "if kwargs:" in code  # an entry compiled for none; a call that passes some runs eagerly
+        with runtime.mode("on"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+            torch.testing.assert_close(compiled(x, shift=3.0), m(x, shift=3.0))

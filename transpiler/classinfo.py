@@ -292,6 +292,8 @@ def python_value_type(value: object, name_of: Callable[[nn.Module], str] | None 
         kind = "ModuleList" if isinstance(value, nn.ModuleList) else "Sequential"
         return ModuleListType(kind, tuple(python_value_type(m, name_of) or ANY for m in value), True)  # type: ignore[attr-defined]
     if isinstance(value, nn.Module):
+        if type(value).__call__ is not nn.Module.__call__:
+            return ModuleType("torch.nn.Module")  # its own __call__ runs (HF's GradientCheckpointingLayer): opaque
         return ModuleType((name_of or module_qualname)(value))
     torch_function = _torch_function_name(value)
     if torch_function is not None:

@@ -57,6 +57,8 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets()},
                       recursive=functions is not None, functions=functions, permissive=permissive)
     ctx.entry_names = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets}
+    ctx.entry_kwargs_empty = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets
+                              if t.options.get("kwargs_empty")}
     if examples is not None and targets:
         first = targets[0].name
         ctx.entry_examples = (f"{first}.forward" if first in source.classes else first, examples)

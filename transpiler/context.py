@@ -67,6 +67,9 @@ class FileContext:
     # their decorators are applied to the compiled function; another decorated function's
     # calls stay Python (compiled code would not apply its decorators).
     entry_names: set[str] = field(default_factory=set)
+    entry_kwargs_empty: set[str] = field(default_factory=set)  # decorated entries whose wrappers pass none
+    _origins: dict[str, Pending] = field(default_factory=dict)  # sym_name -> what it was compiled from
+    _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)
 
     def sources(self) -> dict[str, list[str]]:
@@ -145,7 +148,33 @@ class FileContext:
                 self._probe(sig, node, info, source)
             self.signatures[sym_name] = sig
             self.worklist.append(Pending(sig, node, info, source))
+            self._origins[sym_name] = self.worklist[-1]
         return self.signatures[sym_name]
+
+    def call_variant(self, sig: Signature, types: dict[str, Type], extras: list[tuple[str, Type]]) -> Signature:
+        """Permissive recursive mode: `sig`'s function compiled for one call, whose arguments'
+        types are `types` where they are not the annotations' (Python does not check those: a
+        Python object where a Tensor is declared) and whose keywords `extras` go to `**kwargs`
+        (as keyword-only parameters). Inlining can then bind the call exactly. The result is
+        inferred. Raises UserError when the variant does not compile."""
+        origin = self._origins[sig.sym_name]
+        key = (sig.sym_name, tuple(sorted(types.items())), tuple(extras))
+        found = self._variants.get(key)
+        if found is None:
+            found = replace(
+                sig, sym_name=f"{sig.sym_name}#c{len(self._variants) + 1}",
+                params=sig.params + tuple(n for n, _ in extras),
+                types=tuple(types.get(p, t) for p, t in zip(sig.params, sig.types)) + tuple(t for _, t in extras),
+                result=None, positional=len(sig.params) if sig.positional is None else sig.positional,
+                kwstar_items=tuple(n for n, _ in extras))
+            self._variants[key] = found  # (a call in its own body finds it)
+            try:
+                found = self._request(found.sym_name, origin.node, origin.class_info, origin.source, found)
+            except UserError:
+                del self._variants[key]
+                raise
+            self._variants[key] = found
+        return found
 
     def _probe(self, sig: Signature, node: cst.FunctionDef, info: ClassInfo | None, source: SourceFile):
         """Lower the function once, for what it tells (its returns' types, whether it lowers)."""

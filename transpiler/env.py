@@ -71,3 +71,6 @@ class Signature:
     star: str | None = None
     kwstar: str | None = None
     positional: int | None = None
+    # A variant compiled for one call (FileContext.call_variant): the keyword-only parameters that
+    # stand for the keywords the call puts in `**kwargs`
+    kwstar_items: tuple[str, ...] = ()

@@ -19,7 +19,7 @@ from typing import Any, Callable, Sequence
 
 from torch import nn
 
-from runtime.dispatch import compiled_dispatcher, rewrap
+from runtime.dispatch import compiled_dispatcher, inside_wrappers, rewrap
 from runtime.guards import check_no_autograd
 from runtime.loader import load_module_from_path
 from transpiler import jit_cache
@@ -80,15 +80,16 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
     source_forward = cls.__dict__.get("__torchscribe_eager__", cls.forward)  # never the AOT dispatcher
     eager = source_forward.__get__(scripted)
+    qualname = f"{cls.__module__}:{cls.__name__}.forward"
     # A decorated forward (permissive mode): its wrappers around the compiled body
-    forward = rewrap(source_forward, module.COMPILED[f"{cls.__name__}.forward"])
+    forward = inside_wrappers(source_forward, module.COMPILED[f"{cls.__name__}.forward"], qualname)
     bound: Callable[..., Any] = types.MethodType(forward, scripted)
 
     def compiled_forward(*args: Any, **kwargs: Any) -> Any:
         check_no_autograd(scripted, args, kwargs)
         return bound(*args, **kwargs)
 
-    scripted.forward = compiled_dispatcher(eager, compiled_forward, f"{cls.__module__}:{cls.__name__}.forward")
+    scripted.forward = compiled_dispatcher(eager, compiled_forward, qualname)
     return scripted
 
 
@@ -104,12 +105,42 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     infos: dict = {}
     _collect_infos(instance, sources, infos)
     cls = type(instance)
-    compiled = compile_source(source, regenerate, Path(source.path).name, [Target(cls.__name__, node)], infos,
+    options: dict[str, object] = {}
+    if permissive and example_inputs is not None and _decorators_pass_no_kwargs(instance, example_inputs):
+        options["kwargs_empty"] = True
+    compiled = compile_source(source, regenerate, Path(source.path).name, [Target(cls.__name__, node, options)], infos,
                               instance=instance, example_inputs=example_inputs, functions=sources.function,
                               permissive=permissive)
     own = str(Path(source.path).resolve())
     compiled.files = tuple(f for f in sources.files if f != own)
     return compiled
+
+
+class _Seen(Exception):
+    pass
+
+
+def _decorators_pass_no_kwargs(instance: nn.Module, example_inputs: Sequence[Any]) -> bool:
+    """Whether the wrappers of a decorated forward (HF's add `use_cache` from the config) call the
+    body with no keywords beyond its named parameters when called with the example inputs: their
+    code is run once, up to where they call the body (a stand-in that stops there). Then the body
+    is compiled for an empty `**kwargs`, which its entry check confirms on each call."""
+    forward = type(instance).forward
+    if not hasattr(forward, "__wrapped__"):
+        return False
+    body = inspect.unwrap(forward)
+
+    def stand_in(*args: Any, **kwargs: Any) -> Any:
+        raise _Seen(kwargs)
+
+    try:
+        rewrap(forward, stand_in)(instance, *example_inputs)
+    except _Seen as seen:
+        named = inspect.signature(body).parameters
+        return all(k in named and named[k].kind not in (inspect.Parameter.VAR_KEYWORD,) for k in seen.args[0])
+    except Exception:  # noqa: BLE001 - the decorators refuse these inputs, or cannot be copied: not known
+        return False
+    return False
 
 
 class _Sources:
@@ -252,7 +283,7 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
                                   [Target(fn.__name__, node)], example_inputs=example_inputs,
                                   permissive=options["permissive"])
         module = _load(compiled.text, fn.__name__, key)
-    compiled = rewrap(decorated, module.COMPILED[fn.__name__])
+    compiled = inside_wrappers(decorated, module.COMPILED[fn.__name__], f"{fn.__module__}:{fn.__name__}")
 
     def compiled_fn(*args: Any, **kwargs: Any) -> Any:
         check_no_autograd(None, args, kwargs)

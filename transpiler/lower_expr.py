@@ -106,6 +106,7 @@ class ExpressionLowering:
     class_info: ClassInfo | None
     self_value: Value | None
     empty_stars: set[Value]
+    star_items: dict[Value, dict[str, Value]]
     epoch: int  # (transpiler/lower_python.py)
     # Values read from the live instance when compiling for one (script(instance)): objects the
     # modules hold (a config), and literals read from them, which entry checks pin
@@ -444,8 +445,9 @@ class ExpressionLowering:
         return piece
 
     def compare(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Value:
-        if op in ("in", "not in") and rhs in self.empty_stars:
-            return self.b.constant(op == "not in")
+        if op in ("in", "not in") and (rhs in self.empty_stars or rhs in self.star_items) \
+                and (rhs in self.empty_stars or isinstance(self.known(lhs), str)):
+            return self.b.constant((self.known(lhs) in self.star_items.get(rhs, {})) == (op == "in"))
         if op in ("is", "is not"):
             if isinstance(lhs.type, TensorType) and isinstance(rhs.type, TensorType):
                 # identity of two tensors (`key is query`): decided once inlining shows one value
@@ -640,6 +642,11 @@ class ExpressionLowering:
         for arg in node.args:
             if arg.star and isinstance(arg.value, cst.Name) and self.env.get(arg.value.value) in self.empty_stars:
                 continue  # `**kwargs` of a function whose compiled callers pass none
+            if arg.star == "**" and isinstance(arg.value, cst.Name) and self.env.get(arg.value.value) in self.star_items:
+                for k, v in self.star_items[self.env.get(arg.value.value)].items():  # type: ignore[index]
+                    kwnames.append(k)
+                    kwargs.append(v)
+                continue
             if arg.star:
                 raise self.error(arg, f"`{arg.star}` arguments are not supported", "pass the arguments one by one")
             if arg.keyword is None:
@@ -670,8 +677,8 @@ class ExpressionLowering:
             if listed is not None:
                 return listed
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
-                and self.env.get(func.value.value) in self.empty_stars:
-            return self.empty_star_method(node, func.attr.value)
+                and (self.env.get(func.value.value) in self.empty_stars or self.env.get(func.value.value) in self.star_items):
+            return self.star_method(node, func.attr.value, self.star_items.get(self.env.get(func.value.value), {}))
         if isinstance(func, cst.Attribute):
             if isinstance(func.value, cst.Name) and func.value.value == "self" and self.self_value is not None:
                 callee = self.expr(func)
@@ -705,15 +712,20 @@ class ExpressionLowering:
             return self.module_call(node, callee)
         raise self.error(func, f"a value of type {callee.type} cannot be called")
 
-    def empty_star_method(self, node: cst.Call, method: str) -> Value:
-        """`kwargs.get("k", d)`, `kwargs.items()`, ... of `**kwargs` that compiled callers leave
-        empty (the entry checks that its caller passed none)."""
+    def star_method(self, node: cst.Call, method: str, items: dict[str, Value]) -> Value:
+        """`kwargs.get("k", d)` of `**kwargs` whose keywords are known: none where compiled
+        callers pass none (the entry checks that its caller passed none), `items` in a variant
+        compiled for one call; `kwargs.items()` and so on when there are none."""
         if method == "get" and 1 <= len(node.args) <= 2 and not any(a.keyword or a.star for a in node.args):
-            self.expr(node.args[0].value)
+            key = self.expr(node.args[0].value)
+            if items and not isinstance(self.known(key), str):
+                raise self.error(node.args[0], "`.get()` of `**kwargs` with a key not known when compiling is not supported")
+            if self.known(key) in items:
+                return items[self.known(key)]
             return self.expr(node.args[1].value) if len(node.args) == 2 else self.b.constant(None)
-        if method in ("items", "keys", "values") and not node.args:
+        if method in ("items", "keys", "values") and not node.args and not items:
             return self.b.constant(())
-        raise self.error(node, f"`.{method}()` of empty `**kwargs` is not supported")
+        raise self.error(node, f"`.{method}()` of `**kwargs` is not supported")
 
     def module_dict_view(self, func: cst.Attribute) -> Value | None:
         """`d.items()` / `values()` / `keys()` of an nn.ModuleDict seen through a live instance
@@ -1055,9 +1067,46 @@ class ExpressionLowering:
         args, kwnames, kwargs, _ = self.call_arguments(node)
         return self.call_compiled(node, signature, self.self_value, args, kwnames, kwargs)
 
+    def variant_for_call(self, info: ClassInfo, args: list[Value], kwnames: list[str],
+                         kwargs: list[Value]) -> Signature | None:
+        """Permissive recursive mode: the forward of `info` compiled for this call of the module,
+        where the call's arguments do not fit its annotations or it passes keywords to
+        `**kwargs`; None where the plain forward fits (or there is none, or the variant does not
+        compile: then the call runs the module as Python)."""
+        if not (self.ctx.permissive and self.ctx.recursive) or "forward" not in info.methods:
+            return None
+        try:
+            sig = self.ctx.method_signature(info, "forward")
+            return self.call_variant(sig, 1, args, kwnames, kwargs)
+        except UserError:
+            return None
+
+    def call_variant(self, sig: Signature, skip: int, args: list[Value], kwnames: list[str],
+                     kwargs: list[Value]) -> Signature | None:
+        """The variant of `sig` (its first `skip` parameters bound already) for a call with these
+        arguments (FileContext.call_variant), or None where `sig` itself fits them."""
+        params = list(sig.params[skip:])
+        types = dict(zip(sig.params, sig.types))
+        given = dict(zip(params, args))
+        extras: list[tuple[str, Type]] = []
+        for k, v in zip(kwnames, kwargs):
+            if k in params:
+                given[k] = v
+            elif sig.kwstar is not None:
+                extras.append((k, v.type))
+        widened = {p: v.type for p, v in given.items() if not is_subtype(v.type, types[p])  # type: ignore[arg-type]
+                   and not (types[p] == FLOAT and v.type in (INT, BOOL))}
+        if not widened and not extras:
+            return None
+        return self.ctx.call_variant(sig, widened, extras)
+
     def call_compiled(self, node: cst.Call, sig: Signature, self_value: Value | None,
                       args: list[Value], kwnames: list[str], kwargs: list[Value]) -> Value:
         """A call of a compiled function: bind arguments to parameters, fill in defaults."""
+        if self.ctx.permissive and self.ctx.recursive and not sig.kwstar_items:
+            variant = self.call_variant(sig, int(self_value is not None), args, kwnames, kwargs)
+            if variant is not None:
+                sig = variant
         params = list(sig.params)
         types = list(sig.types)
         if self_value is not None:
@@ -1101,9 +1150,13 @@ class ExpressionLowering:
         info = self.ctx.class_named(t.qualname) if isinstance(t, ModuleType) else None
         overload = self.ctx.overload_signature(info, "forward", [a.type for a in args]) \
             if info is not None and info.overloads.get("forward") and not kwnames else None
+        variant = self.variant_for_call(info, args, kwnames, kwargs) if overload is None and info is not None else None
         if overload is not None:
             result = overload.result  # type: ignore[assignment]
             attrs["callee"] = overload.sym_name  # (ir/passes/inline.py inlines this one)
+        elif variant is not None:
+            result = variant.result  # type: ignore[assignment]
+            attrs["callee"] = variant.sym_name
         elif isinstance(t, ModuleType):
             result = self.ctx.module_result_type(t.qualname, node)
         elif not isinstance(t, ModuleListType):

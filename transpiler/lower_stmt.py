@@ -76,31 +76,46 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         self.b = Builder(self.func.body)
         self.env = Env({name: arg for name, arg in zip(sig.params, self.func.args)})
         self.empty_stars: set[Value] = set()  # `*args` / `**kwargs` of a compiled call: empty
+        self.star_items: dict[Value, dict[str, Value]] = {}  # `**kwargs` of a variant: its keywords
         self.live: dict[Value, Any] = {}
         with self.b.located(self.source.loc(node)):
             if sig.star is not None:
                 self.env.set(sig.star, self.b.constant(()))
                 self.empty_stars.add(self.env.get(sig.star))  # type: ignore[arg-type]
             if sig.kwstar is not None:
-                # A decorated entry's **kwargs are what its caller passed (the decorators, kept
-                # around it, add some: HF's add `use_cache`); other functions are compiled for calls
-                # that pass none (an entry check says so).
-                passed = ctx.permissive and sig.sym_name in ctx.entry_names \
-                    and bool(applied_decorators(self.source, node))
-                text = sig.kwstar if passed else "{}"
-                reason = f"**{sig.kwstar}, " + ("as the caller passed them" if passed else "empty when compiled code runs")
-                kwargs = ops.OpaqueOp([], [ANY], {"kind": "expr", "lines": (text,), "raw_lines": (), "reads": (),
-                                                  "writes": (), "occurrences": (), "bare": (text,) if passed else (),
-                                                  "module": "", "reason": reason, "fresh": True},
-                                      result_names=[sig.kwstar])
-                self.env.set(sig.kwstar, self.b.insert(kwargs).result)
-                if passed:
-                    self.func.attributes["kwstar_passed"] = True
-                else:
-                    self.empty_stars.add(kwargs.result)
+                self.bind_kwstar(sig, node)
         self.self_value = self.func.args[0] if class_info is not None else None
         self.loop_depth = 0
         self._chain_left: Value | None = None
+
+    def bind_kwstar(self, sig: Signature, node: cst.FunctionDef) -> None:
+        """`**kwargs`: a decorated entry's are what its caller passed (the decorators, kept around
+        it, may add some: HF's add `use_cache`), unless its wrappers were seen to pass none
+        (transpiler/jit.py); a variant compiled for one call (FileContext.
+        call_variant) has that call's keywords; other functions are compiled for calls that pass
+        none (an entry check says so). The value is a dict made by a pure py.opaque."""
+        name = sig.kwstar
+        assert name is not None
+        passed = self.ctx.permissive and sig.sym_name in self.ctx.entry_names \
+            and sig.sym_name not in self.ctx.entry_kwargs_empty and bool(applied_decorators(self.source, node))
+        items = sig.kwstar_items
+        text = name if passed else "{" + ", ".join(f'"{n}": {n}' for n in items) + "}"
+        reason = f"**{name}, " + ("as the caller passed them" if passed else "the keywords this call passes" if items
+                                  else "empty when compiled code runs")
+        at = [text.index(f'"{n}": {n}') + len(n) + 4 for n in items]
+        value = self.b.insert(ops.OpaqueOp(
+            [self.env.get(n) for n in items], [ANY],  # type: ignore[misc]
+            {"kind": "expr", "lines": (text,), "raw_lines": (), "reads": items, "writes": (),
+             "occurrences": tuple((0, c, c + len(n), n, "read") for c, n in zip(at, items)),
+             "bare": (text,) if passed else (), "module": "", "reason": reason, "fresh": True},
+            result_names=[name])).result
+        self.env.set(name, value)
+        if passed:
+            self.func.attributes["kwstar_passed"] = True
+        elif items:
+            self.star_items[value] = {n: self.env.get(n) for n in items}  # type: ignore[misc]
+        else:
+            self.empty_stars.add(value)
 
     # -- entry ----------------------------------------------------------------------------------
     def lower(self) -> ops.FuncOp:
