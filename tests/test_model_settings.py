@@ -120,6 +120,11 @@ SOURCE = '''
             return self.attn(x, bias, double=True, gain=scale, **kwargs) + 1
 
 
+    def annotated(x: torch.Tensor) -> torch.Tensor:
+        y: Config = x * 2  # a local's annotation: Python neither evaluates nor checks it
+        return y + 1
+
+
     def make_bias(x):
         try:
             return x.mean(-1, keepdim=True)
@@ -283,3 +288,11 @@ def test_call_variants_inline_python_objects_and_keywords(models, tmp_path: Path
         with runtime.mode("on"), warnings.catch_warnings():
             warnings.simplefilter("ignore", runtime.TorchscribeWarning)
             torch.testing.assert_close(compiled(x, shift=3.0), m(x, shift=3.0))
+
+
+def test_unreadable_local_annotation_is_a_plain_assignment(models, tmp_path: Path) -> None:
+    x = torch.randn(4)
+    compiled = script(models.annotated, example_inputs=(x,), permissive=True)
+    with runtime.mode("strict"):
+        torch.testing.assert_close(compiled(x), x * 2 + 1)
+    assert "kept as Python" not in _generated(tmp_path, "annotated")

@@ -754,13 +754,21 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                 self.assign(target.target, value)
             return Exits()
         if isinstance(node, cst.AnnAssign):
-            declared = annotation_type(self.source, node.annotation.annotation, module_class_names(self.source))
+            try:
+                declared = annotation_type(self.source, node.annotation.annotation, module_class_names(self.source))
+            except UserError:
+                if not self.ctx.permissive or node.value is None:
+                    raise
+                declared = ANY  # Python does not evaluate a local's annotation: a plain assignment
             if node.value is None:
                 raise self.error(node, "a declaration without a value is not supported", "assign a value")
             if isinstance(node.value, cst.List) and not node.value.elements:
                 value = self.make_list([], declared, node.value)
             else:
                 value = self.expr(node.value, name=node.target.value if isinstance(node.target, cst.Name) else None)
+            fits = is_subtype(value.type, declared) or declared.__class__ is type(value.type) and unify(declared, value.type)
+            if self.ctx.permissive and (declared == ANY or not fits):
+                declared = value.type  # (nor checks it)
             if not is_subtype(value.type, declared) and not (declared.__class__ is type(value.type) and unify(declared, value.type)):
                 raise self.error(node.value, f"value of type {value.type} assigned to a name declared {declared}")
             if value.type != declared and isinstance(declared, OptionalType):
