@@ -223,8 +223,12 @@ def _class_is(cls: type, qualname: str) -> bool:
             and cls.__call__ is _nn.Module.__call__
     elif qualname.startswith("torch.nn."):
         found = getattr(_nn, qualname[len("torch.nn."):], None) is cls
-    else:  # "Block@2": a variant of Block compiled for another module structure (transpiler/jit.py)
-        found = cls.__qualname__ == qualname.partition("@")[0] and cls.__call__ is _nn.Module.__call__
+    else:  # "Block@2": a variant of Block compiled for another module structure (transpiler/jit.py);
+        # "Layer!pkg.mod:Base.__call__": a class whose own __call__ (that one) was compiled
+        name, _, call = qualname.partition("!")
+        found = cls.__qualname__ == name.partition("@")[0] and (
+            cls.__call__ is _nn.Module.__call__ if not call
+            else f"{cls.__call__.__module__}:{cls.__call__.__qualname__}" == call)
     if found:
         _class_matches[key] = True
         _matched[qualname] = cls

@@ -120,6 +120,35 @@ SOURCE = '''
             return self.attn(x, bias, double=True, gain=scale, **kwargs) + 1
 
 
+    class CheckpointingLayer(nn.Module):
+        gradient_checkpointing = False
+
+        def __call__(self, *args, **kwargs):
+            if self.gradient_checkpointing and self.training:
+                kwargs["scale"] = 0.0
+            return super().__call__(*args, **kwargs)
+
+
+    class Layer(CheckpointingLayer):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x, scale=1.0):
+            return self.fc(x).relu() * scale
+
+
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Layer(), Layer()])
+
+        def forward(self, x):
+            for layer in self.layers:
+                x = x + layer(x, scale=0.5)
+            return x
+
+
     def annotated(x: torch.Tensor) -> torch.Tensor:
         y: Config = x * 2  # a local's annotation: Python neither evaluates nor checks it
         return y + 1
@@ -296,3 +325,28 @@ def test_unreadable_local_annotation_is_a_plain_assignment(models, tmp_path: Pat
     with runtime.mode("strict"):
         torch.testing.assert_close(compiled(x), x * 2 + 1)
     assert "kept as Python" not in _generated(tmp_path, "annotated")
+
+
+@pytest.mark.parametrize("permissive", [False, True])
+def test_modules_with_their_own_call(models, tmp_path: Path, permissive: bool) -> None:
+    """A layer whose class has its own __call__ (HF's GradientCheckpointingLayer): permissive mode
+    compiles that __call__ and inlines it (its `super().__call__` is the forward, with an entry
+    check that the class's __call__ is still the one compiled); strict mode calls the layer as
+    Python. A class attribute the __call__ reads is pinned like any setting."""
+    torch.manual_seed(0)
+    m = models.Stack().eval()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        compiled = script(m, example_inputs=(x,), permissive=permissive)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), m(x))
+        code = "\n".join(line for line in _generated(tmp_path, "Stack").splitlines() if not line.lstrip().startswith("#"))
+        if permissive:
+            assert "F.linear" in code and "!settings_models:CheckpointingLayer.__call__" in code
+            m.layers[0].gradient_checkpointing = True  # not what was compiled: an entry check fails
+            m.train()
+            with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError):
+                compiled(x)
+        else:  # each layer is called as Python
+            body = code[code.index("def Stack_forward"):]
+            assert "F.linear" not in body and "CheckpointingLayer" not in body

@@ -78,6 +78,10 @@ class ClassInfo:
     # call compiles the method's body with the parameter types of the declaration it matches
     overloads: dict[str, list[cst.FunctionDef]] = field(default_factory=dict)
     instance: nn.Module | None = None
+    # The class's own `__call__` (HF's GradientCheckpointingLayer): calling a module runs it, not
+    # nn.Module's. Its file, its definition and "module:qualname" of the function, which an entry
+    # check compares with the module's (runtime/guards.py check_module, condition "call:...").
+    call_override: tuple[SourceFile, cst.FunctionDef, str] | None = None
 
 
 def std_name(cls: type) -> str:
@@ -292,8 +296,6 @@ def python_value_type(value: object, name_of: Callable[[nn.Module], str] | None 
         kind = "ModuleList" if isinstance(value, nn.ModuleList) else "Sequential"
         return ModuleListType(kind, tuple(python_value_type(m, name_of) or ANY for m in value), True)  # type: ignore[attr-defined]
     if isinstance(value, nn.Module):
-        if type(value).__call__ is not nn.Module.__call__:
-            return ModuleType("torch.nn.Module")  # its own __call__ runs (HF's GradientCheckpointingLayer): opaque
         return ModuleType((name_of or module_qualname)(value))
     torch_function = _torch_function_name(value)
     if torch_function is not None:
@@ -358,6 +360,13 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
             info.attrs[name] = AttrInfo(kind, t, value=value, has_value=kind == "constant" and not isinstance(t, (ListType, FunctionType)))
         elif is_plain_object(value):
             info.attrs[name] = AttrInfo("object", ANY, value=value)
+    for cls in type(module).__mro__:  # literal class attributes (`gradient_checkpointing = False`)
+        if cls in (nn.Module, object) or cls.__module__.startswith("torch."):
+            continue
+        for name, value in vars(cls).items():
+            if name.startswith("_") or name in info.attrs or name in info.methods or _literal_type(value) is None:
+                continue
+            info.attrs[name] = AttrInfo("constant", _literal_type(value), value=value, has_value=True)  # type: ignore[arg-type]
     info.attrs["training"] = AttrInfo("constant", BOOL, value=module.training, has_value=True)
     return info
 
@@ -365,7 +374,7 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
 def merge_attribute_types(a: ClassInfo, b: ClassInfo) -> ClassInfo:
     """One ClassInfo for two instances of a class: each attribute's type joined (Any where they do
     not mix, left out where one lacks it), values dropped where they differ."""
-    merged = ClassInfo(a.name, a.node, a.source, methods=a.methods, instance=a.instance)
+    merged = ClassInfo(a.name, a.node, a.source, methods=a.methods, instance=a.instance, call_override=a.call_override)
     for name, x in a.attrs.items():
         y = b.attrs.get(name)
         if y is None:

@@ -151,22 +151,32 @@ class FileContext:
             self._origins[sym_name] = self.worklist[-1]
         return self.signatures[sym_name]
 
-    def call_variant(self, sig: Signature, types: dict[str, Type], extras: list[tuple[str, Type]]) -> Signature:
+    def override_signature(self, info: ClassInfo) -> Signature:
+        """The class's own `__call__` (ClassInfo.call_override), compiled as a method of it."""
+        assert info.call_override is not None
+        source, node, _ = info.call_override
+        return self._request(f"{info.name}.__call__", node, info, source)
+
+    def call_variant(self, sig: Signature, types: dict[str, Type], extras: list[tuple[str, Type]],
+                     positional: list[Type] = ()) -> Signature:  # type: ignore[assignment]
         """Permissive recursive mode: `sig`'s function compiled for one call, whose arguments'
         types are `types` where they are not the annotations' (Python does not check those: a
         Python object where a Tensor is declared) and whose keywords `extras` go to `**kwargs`
         (as keyword-only parameters). Inlining can then bind the call exactly. The result is
         inferred. Raises UserError when the variant does not compile."""
         origin = self._origins[sig.sym_name]
-        key = (sig.sym_name, tuple(sorted(types.items())), tuple(extras))
+        key = (sig.sym_name, tuple(sorted(types.items())), tuple(extras), tuple(positional))
         found = self._variants.get(key)
         if found is None:
+            at = len(sig.params) if sig.positional is None else sig.positional
+            stars = tuple(f"{sig.star}_{i}" for i in range(len(positional)))  # `*args` of this call
+            declared = tuple(types.get(p, t) for p, t in zip(sig.params, sig.types))
             found = replace(
                 sig, sym_name=f"{sig.sym_name}#c{len(self._variants) + 1}",
-                params=sig.params + tuple(n for n, _ in extras),
-                types=tuple(types.get(p, t) for p, t in zip(sig.params, sig.types)) + tuple(t for _, t in extras),
-                result=None, positional=len(sig.params) if sig.positional is None else sig.positional,
-                kwstar_items=tuple(n for n, _ in extras))
+                params=sig.params[:at] + stars + sig.params[at:] + tuple(n for n, _ in extras),
+                types=declared[:at] + tuple(positional) + declared[at:] + tuple(t for _, t in extras),
+                result=None, positional=at + len(stars),
+                kwstar_items=tuple(n for n, _ in extras), star_items=stars)
             self._variants[key] = found  # (a call in its own body finds it)
             try:
                 found = self._request(found.sym_name, origin.node, origin.class_info, origin.source, found)

@@ -74,3 +74,4 @@ class Signature:
     # A variant compiled for one call (FileContext.call_variant): the keyword-only parameters that
     # stand for the keywords the call puts in `**kwargs`
     kwstar_items: tuple[str, ...] = ()
+    star_items: tuple[str, ...] = ()  # and the parameters that stand for what it puts in `*args`

@@ -116,6 +116,20 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     return compiled
 
 
+def _call_override(cls: type, sources: _Sources) -> tuple[Any, Any, str] | None:
+    """The `__call__` that calling an instance of `cls` runs instead of nn.Module's: its file,
+    definition and "module:qualname", or None without source."""
+    owner = next(c for c in cls.__mro__ if "__call__" in c.__dict__)
+    function = owner.__dict__["__call__"]
+    source = sources.of(owner) if inspect.isfunction(function) else None
+    klass = source.classes.get(owner.__name__) if source is not None else None
+    node = next((s for s in klass.body.body if getattr(s, "name", None) is not None and s.name.value == "__call__"),
+                None) if klass is not None else None
+    if node is None:
+        return None
+    return source, node, f"{function.__module__}:{function.__qualname__}"
+
+
 class _Seen(Exception):
     pass
 
@@ -233,9 +247,11 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
             return
         if node is None or defining.__qualname__ != defining.__name__:
             return
-        if module is not root and cls.__call__ is not nn.Module.__call__:
-            return  # calling it runs its own __call__ (HF's GradientCheckpointingLayer): a plain call
         info = class_from_instance(module, source, node, name_of)
+        if module is not root and cls.__call__ is not nn.Module.__call__:
+            info.call_override = _call_override(cls, sources)
+            if info.call_override is None:
+                return  # its own __call__, without source: the compiler does not know this class
         shape = tuple((k, a.kind, a.type) for k, a in sorted(info.attrs.items()))
         key = (cls, shape)
         if key not in variants:

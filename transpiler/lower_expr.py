@@ -107,6 +107,7 @@ class ExpressionLowering:
     self_value: Value | None
     empty_stars: set[Value]
     star_items: dict[Value, dict[str, Value]]
+    star_tuples: dict[Value, list[Value]]
     epoch: int  # (transpiler/lower_python.py)
     # Values read from the live instance when compiling for one (script(instance)): objects the
     # modules hold (a config), and literals read from them, which entry checks pin
@@ -642,6 +643,11 @@ class ExpressionLowering:
         for arg in node.args:
             if arg.star and isinstance(arg.value, cst.Name) and self.env.get(arg.value.value) in self.empty_stars:
                 continue  # `**kwargs` of a function whose compiled callers pass none
+            if arg.star == "*" and isinstance(arg.value, cst.Name) and self.env.get(arg.value.value) in self.star_tuples:
+                if kwnames:
+                    raise self.error(arg, "positional argument after a keyword argument")
+                args.extend(self.star_tuples[self.env.get(arg.value.value)])  # type: ignore[index]
+                continue
             if arg.star == "**" and isinstance(arg.value, cst.Name) and self.env.get(arg.value.value) in self.star_items:
                 for k, v in self.star_items[self.env.get(arg.value.value)].items():  # type: ignore[index]
                     kwnames.append(k)
@@ -668,6 +674,11 @@ class ExpressionLowering:
             if left_to_python(self.class_info.source or self.source, method):
                 return self.call_python_method(node, method)
             return self.call_method_of_self(node, func.attr.value)
+        if isinstance(func, cst.Attribute) and func.attr.value == "__call__" and isinstance(func.value, cst.Call) \
+                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super" and not func.value.args \
+                and self.class_info is not None and self.class_info.call_override is not None \
+                and self.node.name.value == "__call__":  # type: ignore[attr-defined]
+            return self.super_call(node)
         qual = self.source.global_name(func)
         base_is_local = isinstance(func, (cst.Name, cst.Attribute)) and self._root_is_local(func)
         if qual is not None and not base_is_local:
@@ -1087,7 +1098,11 @@ class ExpressionLowering:
         arguments (FileContext.call_variant), or None where `sig` itself fits them."""
         params = list(sig.params[skip:])
         types = dict(zip(sig.params, sig.types))
-        given = dict(zip(params, args))
+        takes = (len(sig.params) if sig.positional is None else sig.positional) - skip
+        given = dict(zip(params[:takes], args))
+        positional = [a.type for a in args[takes:]]
+        if positional and sig.star is None:
+            return None
         extras: list[tuple[str, Type]] = []
         for k, v in zip(kwnames, kwargs):
             if k in params:
@@ -1096,9 +1111,9 @@ class ExpressionLowering:
                 extras.append((k, v.type))
         widened = {p: v.type for p, v in given.items() if not is_subtype(v.type, types[p])  # type: ignore[arg-type]
                    and not (types[p] == FLOAT and v.type in (INT, BOOL))}
-        if not widened and not extras:
+        if not widened and not extras and not positional:
             return None
-        return self.ctx.call_variant(sig, widened, extras)
+        return self.ctx.call_variant(sig, widened, extras, positional)
 
     def call_compiled(self, node: cst.Call, sig: Signature, self_value: Value | None,
                       args: list[Value], kwnames: list[str], kwargs: list[Value]) -> Value:
@@ -1141,6 +1156,45 @@ class ExpressionLowering:
     def module_call(self, node: cst.Call, module: Value) -> Value:
         args, kwnames, kwargs, _ = self.call_arguments(node)
         t = module.type
+        info = self.ctx.class_named(t.qualname) if isinstance(t, ModuleType) else None
+        if info is not None and info.call_override is not None:
+            return self.overridden_call(module, info, args, kwnames, kwargs)
+        return self.plain_module_call(node, module, args, kwnames, kwargs)
+
+    def overridden_call(self, module: Value, info: ClassInfo, args: list[Value], kwnames: list[str],
+                        kwargs: list[Value]) -> Value:
+        """A call of a module whose class has its own `__call__` (HF's GradientCheckpointingLayer),
+        which runs instead of nn.Module's. Permissive recursive mode compiles that `__call__` for
+        the call (inlining checks at entry that the module's `__call__` is still it); otherwise
+        the call is a plain Python call, never inlined."""
+        assert info.call_override is not None
+        attrs: dict[str, Any] = {"kwnames": tuple(kwnames)} if kwnames else {}
+        result: Type = ANY
+        if self.ctx.permissive and self.ctx.recursive:
+            try:
+                sig = self.ctx.override_signature(info)
+                sig = self.call_variant(sig, 1, args, kwnames, kwargs) or sig
+                result = sig.result  # type: ignore[assignment]
+                attrs.update(callee=sig.sym_name, call=info.call_override[2])
+            except UserError:
+                pass
+        if "callee" not in attrs:
+            attrs["opaque"] = True
+        op = self.op(ops.ModuleCallOp, [module, *args, *kwargs], [] if result == NONE else [result], **attrs)
+        return op.result if op.results else self.b.constant(None)
+
+    def super_call(self, node: cst.Call) -> Value:
+        """`super().__call__(*args, **kwargs)` in a class's own `__call__`: nn.Module's call of
+        this module (its forward, with hooks), which inlining checks at entry as for any call."""
+        assert self.self_value is not None and self.class_info is not None and self.class_info.call_override
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        return self.plain_module_call(node, self.self_value, args, kwnames, kwargs, self.class_info.call_override[2])
+
+    def plain_module_call(self, node: cst.Call, module: Value, args: list[Value], kwnames: list[str],
+                          kwargs: list[Value], call: str | None = None) -> Value:
+        """A call that runs nn.Module.__call__: the module's forward. `call`: the module's own
+        `__call__` that this call is made from (its entry check names it)."""
+        t = module.type
         result: Type
         if isinstance(t, ModuleListType):
             if t.kind != "Sequential":
@@ -1161,6 +1215,8 @@ class ExpressionLowering:
             result = self.ctx.module_result_type(t.qualname, node)
         elif not isinstance(t, ModuleListType):
             result = ANY
+        if call is not None:
+            attrs["call"] = call
         op = self.op(ops.ModuleCallOp, [module, *args, *kwargs], [] if result == NONE else [result], **attrs)
         return op.result if op.results else self.b.constant(None)
 

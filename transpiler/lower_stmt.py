@@ -77,9 +77,15 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         self.env = Env({name: arg for name, arg in zip(sig.params, self.func.args)})
         self.empty_stars: set[Value] = set()  # `*args` / `**kwargs` of a compiled call: empty
         self.star_items: dict[Value, dict[str, Value]] = {}  # `**kwargs` of a variant: its keywords
+        self.star_tuples: dict[Value, list[Value]] = {}  # `*args` of a variant: its values
         self.live: dict[Value, Any] = {}
         with self.b.located(self.source.loc(node)):
-            if sig.star is not None:
+            if sig.star is not None and sig.star_items:  # a variant for one call: what it passes
+                items = [self.env.get(n) for n in sig.star_items]
+                star = self.op(ops.TupleOp, items, [TupleType(tuple(v.type for v in items))]).result  # type: ignore[union-attr]
+                self.env.set(sig.star, star)
+                self.star_tuples[star] = items  # type: ignore[assignment]
+            elif sig.star is not None:
                 self.env.set(sig.star, self.b.constant(()))
                 self.empty_stars.add(self.env.get(sig.star))  # type: ignore[arg-type]
             if sig.kwstar is not None:

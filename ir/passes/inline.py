@@ -184,7 +184,8 @@ def _as_module_guard(op: ops.GuardOp, func: ops.FuncOp) -> ModuleGuard | None:
 
 
 def guard_reason(path: ModulePath, qualname: str, conditions: tuple[str, ...]) -> str:
-    text = f"{path.display()} is not an unhooked {qualname}"
+    name, _, call = qualname.partition("!")
+    text = f"{path.display()} is not an unhooked {name}" + (f" whose __call__ is {call}" if call else "")
     for c in conditions:
         n = c.partition("len=")[2]
         text += " " + (f"of {n} layers" if n else CONDITION_TEXT.get(c, f"with {c}"))
@@ -264,7 +265,7 @@ def inline(program: Program) -> None:
 def _callee_of(op: Operation, funcs: dict[str, ops.FuncOp]) -> ops.FuncOp | None:
     if isinstance(op, ops.FuncCallOp):
         return funcs.get(op.attributes["callee"])
-    if isinstance(op, ops.ModuleCallOp) and isinstance(op.operands[0].type, ModuleType):
+    if isinstance(op, ops.ModuleCallOp) and isinstance(op.operands[0].type, ModuleType) and not op.attributes.get("opaque"):
         # an overloaded forward names the body compiled for its declaration (`Block.forward#1`)
         return funcs.get(op.attributes.get("callee") or f"{op.operands[0].type.qualname}.forward")
     return None
@@ -352,7 +353,10 @@ def _inline_call(func: ops.FuncOp, call: Operation, funcs: dict[str, ops.FuncOp]
         path = module_path(call.operands[0], func, assigned)
         if path is None:
             return False
-        entry_guards.append((path, callee.sym_name.rsplit(".", 1)[0], (), call.loc))
+        qualname = callee.sym_name.rsplit(".", 1)[0]
+        if call.attributes.get("call"):  # the module's class has its own __call__: that one
+            qualname += "!" + call.attributes["call"]
+        entry_guards.append((path, qualname, (), call.loc))
     for g in guards:
         value = bound[g.path.root.index]
         base = module_path(value, func, assigned) if isinstance(value, Value) else None
