@@ -455,6 +455,14 @@ class UnpackOp(Operation):
     traits = frozenset({PURE})
 
 
+class UnpackObjectOp(UnpackOp):
+    """`a, b = obj` of a Python object (permissive mode): iterating it runs its own code and may
+    fail like Python, so it stays where it is, used or not."""
+
+    name = "py.unpack_object"
+    traits = frozenset({OPAQUE})
+
+
 # -- kernels --------------------------------------------------------------------------------
 class KernelOp(Operation):
     """A fused kernel (ir/passes/fuse.py): one generated loop nest in place of a group of ops.

@@ -149,6 +149,30 @@ SOURCE = '''
             return x
 
 
+    class Enumerated(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+
+        def forward(self, x):
+            for i, layer in enumerate(self.layers):
+                x = x + layer(x) * (i + 1)
+            a, b = pair(x)  # annotated as a Tensor, returns a tuple: Python does not mind
+            c, d = python_pair(a)  # a Python object, unpacked as Python unpacks it
+            return a + b + c * d
+
+
+    def pair(x) -> torch.Tensor:
+        return x, x * 2
+
+
+    def python_pair(x):
+        try:
+            return x.sin(), x.cos()
+        except RuntimeError:
+            return None
+
+
     def annotated(x: torch.Tensor) -> torch.Tensor:
         y: Config = x * 2  # a local's annotation: Python neither evaluates nor checks it
         return y + 1
@@ -350,3 +374,18 @@ def test_modules_with_their_own_call(models, tmp_path: Path, permissive: bool) -
         else:  # each layer is called as Python
             body = code[code.index("def Stack_forward"):]
             assert "F.linear" not in body and "CheckpointingLayer" not in body
+
+
+def test_enumerate_wrong_result_annotation_and_unpacked_objects(models, tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    m = models.Enumerated().eval()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        compiled = script(m, example_inputs=(x,), permissive=True)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), m(x))
+    text = _generated(tmp_path, "Enumerated")
+    kept = [line for line in text.splitlines() if "kept as Python" in line]
+    assert len(kept) == 1 and "try statements" in kept[0], kept  # only the helper's call
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    assert "enumerate" not in code and "pair(" not in code.replace("python_pair(", "")

@@ -257,12 +257,14 @@ class FileContext:
         if info is not None and not names:
             raise UserError("a method needs a `self` parameter", source.loc(node.name), None)
         result: Type | None = NONE if not _returns_value(node) else None
-        if node.returns is not None:
+        if self.recursive:
+            pass  # inferred from the returns, as Python does not check the annotation (HF's can be wrong)
+        elif node.returns is not None:
             try:
                 result = annotation_type(source, node.returns.annotation, classes)
             except UserError:
                 result = ANY
-        elif result is None and not self.recursive:
+        elif result is None:
             result = ANY
         star = params.star_arg.name.value if isinstance(params.star_arg, cst.Param) else None
         kwstar = params.star_kwarg.name.value if isinstance(params.star_kwarg, cst.Param) else None

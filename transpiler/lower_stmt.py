@@ -484,6 +484,12 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                     else (args[0], args[1], self.b.constant(1)) if len(args) == 2 else tuple(args)
                 )
                 return self.build_loop(node, ops.ForRangeOp, [start, stop, step], INT)
+            if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.enumerate" \
+                    and self.env.get("enumerate") is None and len(it.args) == 1 and not it.args[0].keyword \
+                    and not it.args[0].star:
+                pairs = self.enumerated(self.expr(it.args[0].value))
+                if pairs is not None:  # a module list or tuple: its (index, item) pairs, unrolled
+                    return self.unrolled_loop(node, pairs)
             iterable = self.expr(it)
         t = iterable.type
         if isinstance(t, ListType):
@@ -501,6 +507,20 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             raise self.error(it, "iterating over a tensor is not supported",
                              f"loop over range({name}.size(0)) and index {name}[i], or over {name}.unbind(0)")
         raise self.error(it, f"iterating over a value of type {t} is not supported")
+
+    def enumerated(self, seq: Value) -> Value | None:
+        """`enumerate(seq)` of a tuple or of a module list of known length: the tuple of its
+        (index, item) pairs; None for anything else."""
+        t = seq.type
+        if not (isinstance(t, TupleType) or isinstance(t, ModuleListType) and t.length_known) \
+                or len(t.elems) > UNROLL_LIMIT:
+            return None
+        pairs = []
+        for i, elem in enumerate(t.elems):
+            index = self.b.constant(i)
+            item = self.op(ops.GetItemOp, [seq, index], [elem]).result
+            pairs.append(self.op(ops.TupleOp, [index, item], [TupleType((INT, elem))]).result)
+        return self.op(ops.TupleOp, pairs, [TupleType(tuple(p.type for p in pairs))]).result
 
     def unrolled_loop(self, node: cst.For, iterable: Value) -> Exits:
         """A loop over a tuple or a mixed module list runs its body once per element."""
@@ -863,10 +883,12 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                 types = [t.elem] * n
             elif isinstance(t, TensorType):
                 raise self.error(target, "unpacking a tensor is not supported", "use t.unbind(0) or index it")
+            elif t == ANY and self.ctx.permissive:
+                types = [ANY] * n  # a Python object, unpacked as Python does
             else:
                 raise self.error(target, f"cannot unpack a value of type {t}")
             names = [e.value.value if isinstance(e.value, cst.Name) else None for e in elements]
-            unpack = self.op(ops.UnpackOp, [value], types)
+            unpack = self.op(ops.UnpackObjectOp if t == ANY else ops.UnpackOp, [value], types)
             for r, nm in zip(unpack.results, names):
                 r.name = nm
             for e, r in zip(elements, unpack.results):
