@@ -208,6 +208,19 @@ def _generated(tmp_path: Path, stem: str) -> str:
     return path.read_text()
 
 
+def _code(tmp_path: Path, stem: str) -> str:
+    """The generated module without its comments (which quote the source)."""
+    return "\n".join(line for line in _generated(tmp_path, stem).splitlines() if not line.lstrip().startswith("#"))
+
+
+def _compiled_and_checked(model: torch.nn.Module, x: torch.Tensor, permissive: bool = True):
+    """script(model) for `x`, checked against eager with the compiled code running (strict)."""
+    compiled = script(model, example_inputs=(x,), permissive=permissive)
+    with runtime.mode("strict"):
+        torch.testing.assert_close(compiled(x), model(x))
+    return compiled
+
+
 @pytest.mark.parametrize("permissive", [False, True])
 def test_settings_object_is_read_when_compiling_and_checked_at_entry(models, tmp_path: Path, permissive: bool) -> None:
     torch.manual_seed(0)
@@ -215,9 +228,7 @@ def test_settings_object_is_read_when_compiling_and_checked_at_entry(models, tmp
     net = models.Net(config).eval()
     x = torch.randn(2, 5, 8)
     with torch.no_grad():
-        compiled = script(net, example_inputs=(x,), permissive=permissive)
-        with runtime.mode("strict"):  # the compiled code runs: no entry check fails
-            torch.testing.assert_close(compiled(x), net(x))
+        compiled = _compiled_and_checked(net, x, permissive)  # no entry check fails
         text = _generated(tmp_path, "Net")
         # three of the four blocks, the gelu branch only, the values folded in
         assert text.count("gelu") >= 1 and "relu" not in text
@@ -247,10 +258,8 @@ def test_left_out_parameter_is_compiled_for_its_default(models, tmp_path: Path) 
     net = models.Net(models.Config()).eval()
     x, mask = torch.randn(2, 5, 8), torch.rand(2, 5, 8)
     with torch.no_grad():
-        compiled = script(net, example_inputs=(x,), permissive=True)
+        compiled = _compiled_and_checked(net, x)
         assert "check_value(mask, None" in _generated(tmp_path, "Net")
-        with runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), net(x))
         with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="mask"):
             compiled(x, mask)
         with runtime.mode("on"), warnings.catch_warnings():  # a mask: eager
@@ -332,10 +341,8 @@ def test_call_variants_inline_python_objects_and_keywords(models, tmp_path: Path
     m = models.Outer().eval()
     x = torch.randn(3, 8)
     with torch.no_grad():
-        compiled = script(m, example_inputs=(x,), permissive=True)
-        with runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), m(x))
-        code = "\n".join(line for line in _generated(tmp_path, "Outer").splitlines() if not line.lstrip().startswith("#"))
+        compiled = _compiled_and_checked(m, x)
+        code = _code(tmp_path, "Outer")
         assert "self.attn(" not in code and "combine(" not in code  # inlined
         assert "if kwargs:" in code  # an entry compiled for none; a call that passes some runs eagerly
         with runtime.mode("on"), warnings.catch_warnings():
@@ -361,10 +368,8 @@ def test_modules_with_their_own_call(models, tmp_path: Path, permissive: bool) -
     m = models.Stack().eval()
     x = torch.randn(3, 8)
     with torch.no_grad():
-        compiled = script(m, example_inputs=(x,), permissive=permissive)
-        with runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), m(x))
-        code = "\n".join(line for line in _generated(tmp_path, "Stack").splitlines() if not line.lstrip().startswith("#"))
+        compiled = _compiled_and_checked(m, x, permissive)
+        code = _code(tmp_path, "Stack")
         if permissive:
             assert "F.linear" in code and "!settings_models:CheckpointingLayer.__call__" in code
             m.layers[0].gradient_checkpointing = True  # not what was compiled: an entry check fails
@@ -378,14 +383,9 @@ def test_modules_with_their_own_call(models, tmp_path: Path, permissive: bool) -
 
 def test_enumerate_wrong_result_annotation_and_unpacked_objects(models, tmp_path: Path) -> None:
     torch.manual_seed(0)
-    m = models.Enumerated().eval()
-    x = torch.randn(3, 8)
     with torch.no_grad():
-        compiled = script(m, example_inputs=(x,), permissive=True)
-        with runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), m(x))
-    text = _generated(tmp_path, "Enumerated")
-    kept = [line for line in text.splitlines() if "kept as Python" in line]
+        _compiled_and_checked(models.Enumerated().eval(), torch.randn(3, 8))
+    kept = [line for line in _generated(tmp_path, "Enumerated").splitlines() if "kept as Python" in line]
     assert len(kept) == 1 and "try statements" in kept[0], kept  # only the helper's call
-    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    code = _code(tmp_path, "Enumerated")
     assert "enumerate" not in code and "pair(" not in code.replace("python_pair(", "")
