@@ -460,8 +460,9 @@ def first_calls(name: str, warm_cache: str) -> dict[str, float | str]:
     before = set(keys.glob("*"))
     warm = fresh_process_s(name, "torchscribe", {**env, "TORCHSCRIBE_CACHE_DIR": warm_cache})
     if isinstance(warm, float) and set(keys.glob("*")) - before:  # it compiled: not what "warm" means
-        warm = (f"{warm:.2f} s, but it missed the cache and compiled (the key covers the compiler's own "
-                "files: were they edited during the run?)")
+        warm = (f"{warm:.2f} s, but it missed the cache and compiled: its key differed in the new process "
+                "(the key covers the compiler's files and the model's settings objects' __dict__, where GPT-2's "
+                "generation_config holds a per-process hash)")
     out["ts_warm"] = warm
     return out
 
