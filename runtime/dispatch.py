@@ -213,7 +213,14 @@ def _dispatcher(eager: Callable[..., Any], target: _Target, resettable: bool = T
             if compiled is None:
                 return eager(*args, **kwargs)
             if hasattr(eager, "__wrapped__"):  # decorated (permissive mode): the same wrappers
-                compiled = target.compiled = inside_wrappers(eager, compiled, target.qualname)
+                try:
+                    compiled = target.compiled = inside_wrappers(eager, compiled, target.qualname)
+                except ValueError as e:  # a wrapper that cannot be copied: the decorated function runs
+                    if mode == "strict":
+                        raise TorchscribeError(f"{target.qualname}: {e}, and strict mode does not allow "
+                                               "running eagerly") from None
+                    _warn_once(f"{target.qualname}: {e}; running eagerly")
+                    return eager(*args, **kwargs)
         try:
             return compiled(*args, **kwargs)
         except GuardFailure as failure:

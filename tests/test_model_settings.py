@@ -173,6 +173,15 @@ SOURCE = '''
             return None
 
 
+    def affine(t: torch.Tensor, k: float) -> torch.Tensor:
+        return (t * k + 1) * (k // 2)
+
+
+    class IntoFloat(nn.Module):
+        def forward(self, t):
+            return affine(t, 7) + affine(t, 2.5)
+
+
     def annotated(x: torch.Tensor) -> torch.Tensor:
         y: Config = x * 2  # a local's annotation: Python neither evaluates nor checks it
         return y + 1
@@ -363,7 +372,7 @@ def test_modules_with_their_own_call(models, tmp_path: Path, permissive: bool) -
     """A layer whose class has its own __call__ (HF's GradientCheckpointingLayer): permissive mode
     compiles that __call__ and inlines it (its `super().__call__` is the forward, with an entry
     check that the class's __call__ is still the one compiled); strict mode calls the layer as
-    Python. A class attribute the __call__ reads is pinned like any setting."""
+    Python."""
     torch.manual_seed(0)
     m = models.Stack().eval()
     x = torch.randn(3, 8)
@@ -372,8 +381,11 @@ def test_modules_with_their_own_call(models, tmp_path: Path, permissive: bool) -
         code = _code(tmp_path, "Stack")
         if permissive:
             assert "F.linear" in code and "!settings_models:CheckpointingLayer.__call__" in code
-            m.layers[0].gradient_checkpointing = True  # not what was compiled: an entry check fails
-            m.train()
+            # `gradient_checkpointing and training` is False in eval mode whatever the attribute
+            m.layers[0].gradient_checkpointing = True
+            with runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), m(x))
+            m.train()  # not what was compiled: an entry check fails
             with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError):
                 compiled(x)
         else:  # each layer is called as Python
@@ -389,3 +401,16 @@ def test_enumerate_wrong_result_annotation_and_unpacked_objects(models, tmp_path
     assert len(kept) == 1 and "try statements" in kept[0], kept  # only the helper's call
     code = _code(tmp_path, "Enumerated")
     assert "enumerate" not in code and "pair(" not in code.replace("python_pair(", "")
+
+
+@pytest.mark.parametrize("permissive", [False, True])
+def test_int_passed_where_float_is_declared_stays_int(models, permissive: bool) -> None:
+    """Python does not convert 7 to 7.0 for `k: float`: `t * k` of an int tensor stays int64, and
+    `k // 2` is 3. The callee is compiled for an int there (a variant), in strict mode too."""
+    t = torch.arange(6)
+    compiled = script(models.IntoFloat(), example_inputs=(t,), permissive=permissive)
+    with runtime.mode("strict"):
+        got = compiled(t)
+    expected = models.IntoFloat()(t)
+    assert got.dtype == expected.dtype
+    torch.testing.assert_close(got, expected)

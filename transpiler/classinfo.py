@@ -364,7 +364,8 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
         if cls in (nn.Module, object) or cls.__module__.startswith("torch."):
             continue
         for name, value in vars(cls).items():
-            if name.startswith("_") or name in info.attrs or name in info.methods or _literal_type(value) is None:
+            if name.startswith("_") or name in info.attrs or name in vars(module) or name in info.methods \
+                    or _literal_type(value) is None:  # (an instance attribute shadows it)
                 continue
             info.attrs[name] = AttrInfo("constant", _literal_type(value), value=value, has_value=True)  # type: ignore[arg-type]
     info.attrs["training"] = AttrInfo("constant", BOOL, value=module.training, has_value=True)

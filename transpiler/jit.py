@@ -130,7 +130,7 @@ def _call_override(cls: type, sources: _Sources) -> tuple[Any, Any, str] | None:
     return source, node, f"{function.__module__}:{function.__qualname__}"
 
 
-class _Seen(Exception):
+class _Seen(BaseException):  # (not an Exception: a wrapper's `except Exception` must not take it)
     pass
 
 

@@ -1080,11 +1080,11 @@ class ExpressionLowering:
 
     def variant_for_call(self, info: ClassInfo, args: list[Value], kwnames: list[str],
                          kwargs: list[Value]) -> Signature | None:
-        """Permissive recursive mode: the forward of `info` compiled for this call of the module,
-        where the call's arguments do not fit its annotations or it passes keywords to
-        `**kwargs`; None where the plain forward fits (or there is none, or the variant does not
-        compile: then the call runs the module as Python)."""
-        if not (self.ctx.permissive and self.ctx.recursive) or "forward" not in info.methods:
+        """Recursive mode: the forward of `info` compiled for this call of the module, where the
+        call's arguments do not fit its annotations (`call_variant` says which) or it passes
+        keywords to `**kwargs`; None where the plain forward fits (or there is none, or the
+        variant does not compile: then the call runs the module as Python)."""
+        if not self.ctx.recursive or "forward" not in info.methods:
             return None
         try:
             sig = self.ctx.method_signature(info, "forward")
@@ -1109,8 +1109,13 @@ class ExpressionLowering:
                 given[k] = v
             elif sig.kwstar is not None:
                 extras.append((k, v.type))
-        widened = {p: v.type for p, v in given.items() if not is_subtype(v.type, types[p])  # type: ignore[arg-type]
-                   and not (types[p] == FLOAT and v.type in (INT, BOOL))}
+        # An int passed where a float is declared stays an int in Python (`t * k` of an int tensor
+        # stays integral): the variant takes it as an int. Permissive mode also takes what the
+        # annotations do not allow (Python does not check them) and keywords into **kwargs.
+        widened = {p: v.type for p, v in given.items() if not is_subtype(v.type, types[p])}  # type: ignore[arg-type]
+        if not self.ctx.permissive and (extras or positional or any(
+                not (types[p] == FLOAT and t in (INT, BOOL)) for p, t in widened.items())):
+            return None
         if not widened and not extras and not positional:
             return None
         return self.ctx.call_variant(sig, widened, extras, positional)
@@ -1118,7 +1123,7 @@ class ExpressionLowering:
     def call_compiled(self, node: cst.Call, sig: Signature, self_value: Value | None,
                       args: list[Value], kwnames: list[str], kwargs: list[Value]) -> Value:
         """A call of a compiled function: bind arguments to parameters, fill in defaults."""
-        if self.ctx.permissive and self.ctx.recursive and not sig.kwstar_items:
+        if self.ctx.recursive and not sig.kwstar_items:
             variant = self.call_variant(sig, int(self_value is not None), args, kwnames, kwargs)
             if variant is not None:
                 sig = variant
