@@ -949,7 +949,7 @@ class FunctionEmitter:
     def op_expr(self, op: Operation) -> Expr:
         a = op.attributes
         if isinstance(op, ops.ConstantOp):
-            if a["value"].__class__ is str and op.result.type == ScalarType("dtype"):
+            if a["value"].__class__ is str and op.result.type in (ScalarType("dtype"), ScalarType("memory_format")):
                 return Expr(a["value"], PREC["atom"])
             return self.literal(a["value"])
         if isinstance(op, ops.UninitializedOp):

@@ -35,6 +35,7 @@ from ir.types import (
     DTYPE,
     FLOAT,
     INT,
+    MEMORY_FORMAT,
     NONE,
     STR,
     ListType,
@@ -273,7 +274,9 @@ def _match_kind(p: Param, t: Type, numbers_as_tensors: bool) -> int | None:
         return 0 if t == DTYPE else None
     if k == "device":
         return 0 if t in (DEVICE, STR) else 1 if t == INT else None
-    if k in ("layout", "memory_format", "generator"):
+    if k == "memory_format":
+        return 0 if t == MEMORY_FORMAT else None
+    if k in ("layout", "generator"):
         return None  # only ANY (a dynamic value) or None reach these
     if k.endswith("[]"):
         if t == INT and k == "int[]" and p.size:

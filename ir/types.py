@@ -129,6 +129,7 @@ STR = ScalarType("str")
 NONE = ScalarType("None")
 DTYPE = ScalarType("dtype")
 DEVICE = ScalarType("device")
+MEMORY_FORMAT = ScalarType("memory_format")  # torch.channels_last, torch.contiguous_format
 ANY = ScalarType("Any")  # a dynamic Python value the compiler does not reason about
 NUMBER_TYPES = (INT, FLOAT, BOOL)
 

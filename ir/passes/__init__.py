@@ -12,6 +12,7 @@ from ir.passes.fuse import fuse
 from ir.passes.decompose import decompose
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
+from ir.passes.layout import channels_last
 from ir.passes.reuse import reuse_buffers
 from ir.passes.specialize import specialize
 from ir.verifier import verify
@@ -26,6 +27,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("functionalize", functionalize),  # in-place writes to functional ops plus final write-backs
     ("decompose", decompose),  # composite ops to the primitives of ir/primitives.py
     ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions
+    ("layout", channels_last),  # convolutions and the pointwise ops between them in NHWC order
     ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
     ("dce", dce),
     ("reuse", reuse_buffers),  # kernels write over inputs that die into them

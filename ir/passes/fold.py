@@ -451,8 +451,14 @@ def fold_unary(op: Operation, rw: Rewriter) -> bool:
 
 
 def fold_compare(op: Operation, rw: Rewriter) -> bool:
-    """A comparison of constants is its value."""
+    """A comparison of constants is its value; `x in [a, b]` too when nothing else sees the
+    list (so nothing can have changed it)."""
     args = _constant_operands(op) if isinstance(op, ops.CompareOp) else None
+    if isinstance(op, ops.CompareOp) and op.attributes["op"] in ("in", "not in"):
+        elems, listed = op.operands[1], op.operands[1].owner
+        if isinstance(listed, ops.ListOp) and len(elems.uses) == 1 and constant_value(op.operands[0]) is not UNKNOWN:
+            items = _constant_operands(listed)
+            args = None if items is None else [constant_value(op.operands[0]), tuple(items)]
     return args is not None and _fold_to(op, eval_compare(op.attributes["op"], *args), rw)
 
 

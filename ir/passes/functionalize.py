@@ -1068,8 +1068,28 @@ class _Trial:
             if isinstance(op, ops.SetAttrOp):  # the value escapes into the module
                 for k in sorted(self.a.may_of(op.operands[1]), key=repr):
                     self._exclude(k, f"{self.roots[k].label} is stored in `{_describe(op)}`{at}", written)
-        for k in sorted(self.a.list_roots, key=repr):
+        settled = self._settled_before_listed()
+        for k in sorted(self.a.list_roots - settled, key=repr):
             self._exclude(k, f"{self.roots[k].label} is stored in a list", written)
+
+    def _settled_before_listed(self) -> set[tuple]:
+        """Roots stored in lists only by ops of the function's own block (not in a loop), after
+        every write to them (`torch.cat([F.relu(a, inplace=True), b])`): a list then holds
+        their final value, which the rewrite passes it."""
+        stores: dict[tuple, list[Operation]] = {}
+        writes: dict[tuple, list[int]] = {}
+        for op in self.a.order:
+            if isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListSetItemOp)):
+                held = op.operands if isinstance(op, ops.ListOp) else op.operands[1:]
+                for k in self.a._union(held):
+                    stores.setdefault(k, []).append(op)
+            for i in written_operands(op):
+                for k in self.a.may_of(op.operands[i]):
+                    writes.setdefault(k, []).append(self.a.position[op])
+        top = self.a.func.regions[0].block
+        return {k for k, listed in stores.items()
+                if all(op.parent is top for op in listed)
+                and all(w < min(self.a.position[op] for op in listed) for w in writes.get(k, []))}
         for loop in self.a.order:
             if isinstance(loop, ops.WhileOp):
                 # Its new value would leave the condition region through scf.condition, which the

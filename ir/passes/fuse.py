@@ -432,6 +432,8 @@ def dead_temporary(v: Value, user: Operation) -> bool:
         return False
     if isinstance(owner, ops.KernelOp):
         return True
+    if op_name(owner) == "permute" and len(owner.results) == 1:  # (a layout: see ir/passes/layout.py)
+        return dead_temporary(owner.operands[0], owner)
     # (`out=` or a write makes the result a tensor the caller or another value holds)
     aliased = (owner.attributes.get("alias_of") is not None or owner.attributes.get("mutates")
                or "out" in owner.attributes.get("kwnames", ()))
