@@ -152,6 +152,29 @@ func @f(%x: Tensor) -> tuple[bool, bool, bool, bool, bool, bool] {
     )
 
 
+def test_membership_in_a_list_display_of_constants_folds_when_nothing_else_sees_the_list() -> None:
+    """`mode not in ["batch", "row"]` (torchvision's stochastic depth); a list another op also
+    reads (and could change) is left as it is."""
+    text = """\
+func @f() -> bool {
+  %0 : str = py.constant() {value = "row"}
+  %1 : str = py.constant() {value = "batch"}
+  %2 : list[str] = py.list(%1, %0)
+  %3 : bool = py.compare(%0, %2) {op = "not in"}
+  func.return(%3)
+}
+"""
+    check(text, """\
+func @f() -> bool {
+  %0 : bool = py.constant() {value = False}
+  func.return(%0)
+}
+""")
+    shared = text.replace("  func.return(%3)", """  %4 : None = py.list_append(%2, %1)
+  func.return(%3)""")
+    assert 'op = "not in"' in run(shared)
+
+
 def test_what_raises_or_would_change_type_or_platform_is_not_folded() -> None:
     """Division by zero, huge ints, a float result typed int (2 ** -1), a bool result typed int
     (min(True, 5)), functions of the C library (exp, float ** float), domain errors and NaN

@@ -651,6 +651,22 @@ func @f(%self: Module[M], %x: f32[4], %y: f32[4], %c: bool) -> f32[4] {
     )
 
 
+def test_a_tensor_written_before_it_is_put_in_a_list_is_functional() -> None:
+    """`torch.cat([F.relu(a, inplace=True), b])` (squeezenet's Fire module): the list holds the
+    written value; a write after the list was built stays (test above)."""
+    out = run("""\
+func @f(%y: f32[4]) -> f32[8] {
+  %w : f32[4] = torch.method(%y) {method = "clone", aten = "aten::clone"}
+  %0 : f32[4] = torch.method(%w) {method = "neg_", mutates = (0,), alias_of = 0, aten = "aten::neg_"}
+  %ws : list[Tensor] = py.list(%0, %y)
+  %1 : f32[8] = torch.call(%ws) {callee = "torch.cat", aten = "aten::cat"}
+  func.return(%1)
+}
+""")
+    assert "unfunctionalized" not in out and "neg_" not in out
+    assert '%ws : list[Tensor] = py.list(%w_1, %y)' in out and '%w_1 : f32[4] = torch.method(%w) {method = "neg"' in out
+
+
 def test_notes_say_where_and_why_writes_were_left() -> None:
     notes = functionalize_function(parse_program(LEFT_ALONE).funcs[0]).notes  # type: ignore[arg-type]
     assert notes == [

@@ -1068,6 +1068,17 @@ class _Trial:
             if isinstance(op, ops.SetAttrOp):  # the value escapes into the module
                 for k in sorted(self.a.may_of(op.operands[1]), key=repr):
                     self._exclude(k, f"{self.roots[k].label} is stored in `{_describe(op)}`{at}", written)
+        for loop in self.a.order:
+            if isinstance(loop, ops.WhileOp):
+                # Its new value would leave the condition region through scf.condition, which the
+                # Python emitter expects to pass the region's own arguments on unchanged.
+                for op in loop.before.ops:
+                    for inner in op.walk():
+                        for i in written_operands(inner):
+                            alias = self.a.exact_of(inner.operands[i])
+                            if alias is not None:
+                                self._exclude(alias.root, f"{self.roots[alias.root].label} is written in the "
+                                                          f"condition of a while loop{_at(inner)}", written)
         settled = self._settled_before_listed()
         for k in sorted(self.a.list_roots - settled, key=repr):
             self._exclude(k, f"{self.roots[k].label} is stored in a list", written)
@@ -1090,17 +1101,6 @@ class _Trial:
         return {k for k, listed in stores.items()
                 if all(op.parent is top for op in listed)
                 and all(w < min(self.a.position[op] for op in listed) for w in writes.get(k, []))}
-        for loop in self.a.order:
-            if isinstance(loop, ops.WhileOp):
-                # Its new value would leave the condition region through scf.condition, which the
-                # Python emitter expects to pass the region's own arguments on unchanged.
-                for op in loop.before.ops:
-                    for inner in op.walk():
-                        for i in written_operands(inner):
-                            alias = self.a.exact_of(inner.operands[i])
-                            if alias is not None:
-                                self._exclude(alias.root, f"{self.roots[alias.root].label} is written in the "
-                                                          f"condition of a while loop{_at(inner)}", written)
 
     def _loop_writes(self) -> dict[Operation, list[tuple]]:
         out: dict[Operation, list[tuple]] = {}

@@ -62,6 +62,22 @@ def _conv(op: Operation) -> bool:
             and len(x.shape) == 4)
 
 
+def prefers_channels_last(conv: Operation) -> bool:
+    """Whether oneDNN runs this conv faster on a channels-last input, including the copy of the
+    weight to channels-last it then makes on every call: for depthwise convs always, for the
+    others where each image gives at least 14x14 outputs. With fewer (the last stage of an
+    ImageNet network: 7x7 outputs of 512 to 2048 channels) NCHW is faster, by up to 2.7x for a
+    1x1 conv of 2048 channels (measured on the machine of benchmarks/RESULTS.md)."""
+    out, weight = conv.result.type, conv.operands[1].type
+    if not (isinstance(out, TensorType) and out.shape is not None and isinstance(weight, TensorType)
+            and weight.shape is not None and len(weight.shape) == 4):
+        return False
+    if weight.shape[1] == 1:
+        return True
+    h, w = out.shape[2], out.shape[3]
+    return type(h) is int and type(w) is int and h * w >= 196
+
+
 def _has_tensor(t: Type) -> bool:
     if isinstance(t, TupleType):
         return any(_has_tensor(e) for e in t.elems)
@@ -91,8 +107,7 @@ def _follow(body: list[Operation], changed: set[Value]) -> bool:
         if isinstance(op, ops.YieldOp) and isinstance(op.parent_op(), ops.IfOp):
             continue
         if op.has_trait(TERMINATOR):
-            if not isinstance(op, ops.ReturnOp) or any(v in changed and not isinstance(v.type, TensorType)
-                                                       for v in op.operands):
+            if not isinstance(op, ops.ReturnOp) or not all(_returnable(v) for v in op.operands if v in changed):
                 return False
             continue
         if isinstance(op, (ops.GuardOp, ops.EntryCheck)):
@@ -114,6 +129,15 @@ def _follow(body: list[Operation], changed: set[Value]) -> bool:
     return True
 
 
+def _returnable(v: Value) -> bool:
+    """A tensor, or a tuple of them built for the return alone: what it returns can be made
+    row-major."""
+    if isinstance(v.type, TensorType):
+        return True
+    return isinstance(v.owner, ops.TupleOp) and len(v.uses) == 1 and all(
+        isinstance(e.type, TensorType) or not _has_tensor(e.type) for e in v.owner.operands)
+
+
 def _reshapeable(op: Operation) -> bool:
     """`x.view(sizes)` (not a dtype view), which `reshape` computes alike."""
     return isinstance(op, ops.TensorMethodOp) and not op.attributes.get("kwnames") and all(
@@ -132,7 +156,11 @@ class _Rewriter:
         self.block(block)
         for op in reversed(self.unused):
             if op.parent is not None and not op.result.uses:
+                constants = [v.owner for v in op.operands if isinstance(v.owner, ops.ConstantOp)]
                 op.erase()
+                for const in constants:
+                    if const.parent is not None and not const.result.uses:
+                        const.erase()
 
     def block(self, block: Block) -> None:
         for op in list(block.ops):
@@ -158,6 +186,12 @@ class _Rewriter:
 
     def conv(self, op: Operation) -> None:
         x = op.operands[0]
+        if not prefers_channels_last(op):
+            if x in self.changed:  # (torch would follow its input's layout)
+                e = self.emit(op)
+                op.set_operand(0, e.method("contiguous", x))
+                e.commit()
+            return
         if x not in self.channels_last:
             e = self.emit(op)
             fmt = e._add(ops.ConstantOp([], [MEMORY_FORMAT], {"value": "torch.channels_last"}))
@@ -166,11 +200,12 @@ class _Rewriter:
         self.channels_last.add(op.result)
 
     def row_major_results(self, ret: Operation) -> None:
-        e = self.emit(ret)
-        for i, v in enumerate(list(ret.operands)):
-            if v in self.changed:
-                ret.set_operand(i, e.method("contiguous", v))
-        e.commit()
+        for op in (ret, *(v.owner for v in ret.operands if v in self.changed and isinstance(v.owner, ops.TupleOp))):
+            e = self.emit(op)  # type: ignore[arg-type]
+            for i, v in enumerate(list(op.operands)):  # type: ignore[union-attr]
+                if v in self.changed and isinstance(v.type, TensorType):
+                    op.set_operand(i, e.method("contiguous", v))  # type: ignore[union-attr]
+            e.commit()
 
     def pointwise(self, op: Operation) -> bool:
         """A pointwise op with a 4-d result of which some operand is channels-last."""
@@ -216,12 +251,14 @@ class _Rewriter:
         permuted = tuple(padded[i] for i in TO_NHWC)
         if len(shape) < 4 and all(type(d) is int for d in shape) and \
                 [d for d in padded if d != 1] == [d for d in permuted if d != 1]:
-            # the same order: a reshape (of what `v` reshapes), which fuse moves up the chain
+            # the same order: what `v` reshapes, in the trailing dims (`[C]` for a channel's
+            # `[C, 1, 1]`: it broadcasts against NHWC as it is)
             source = v
             if op_name(v.owner) == "reshape" and isinstance(v.owner, ops.TensorMethodOp):  # type: ignore[arg-type]
                 source = v.owner.operands[0]  # type: ignore[union-attr]
                 self.unused.append(v.owner)  # type: ignore[arg-type]
-            out = e.method("reshape", source, permuted)
+            trailing = permuted[next((i for i, d in enumerate(permuted) if d != 1), 4):]
+            out = source if tuple(source.type.shape or ()) == trailing else e.method("reshape", source, trailing)  # type: ignore[union-attr]
         else:
             out = v
             for _ in range(4 - len(shape)):

@@ -1,0 +1,224 @@
+"""Channels-last layout (ir/passes/layout.py): which convolutions take channels-last inputs and
+how the pointwise ops between them move to NHWC order (IR in, IR out), what leaves a function as
+it is, and compiled conv nets against eager, on values and on the layout of what they return
+(hypothesis builds the nets)."""
+
+from __future__ import annotations
+
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import runtime
+from closeness import assert_close_to_eager
+from ir.parser import parse_program
+from ir.passes.dce import dce
+from ir.passes.fuse import fuse
+from ir.passes.layout import channels_last
+from ir.passes.reuse import reuse_buffers
+from ir.printer import print_program
+from ir.verifier import verify
+from source_module import imported_source
+
+CONV = 'torch.call(%{x}, %w, %none, %one, %one, %one, %g) {{callee = "torch.nn.functional.conv2d"}}'
+HEAD = """\
+func @f(%x: f32[B, 8, 16, 16]@cpu, %w: f32[8, 8, 3, 3]@cpu, %scale: f32[8]@cpu) -> f32[B, 8, 16, 16]@cpu {
+  %none : None = py.constant() {value = None}
+  %one : tuple[int, int] = py.constant() {value = (1, 1)}
+  %g : int = py.constant() {value = 1}
+  %shape : tuple[int, int, int] = py.constant() {value = (8, 1, 1)}
+  %zero : int = py.constant() {value = 0}
+"""
+CONV_SCALE_RELU_CONV = HEAD + f"""\
+  %0 : f32[B, 8, 16, 16]@cpu = {CONV.format(x="x")}
+  %1 : f32[8, 1, 1]@cpu = torch.method(%scale, %shape) {{method = "reshape", alias_of = 0, aten = "aten::reshape"}}
+  %2 : f32[B, 8, 16, 16]@cpu = py.binary(%0, %1) {{op = "*"}}
+  %3 : f32[B, 8, 16, 16]@cpu = torch.call(%2, %zero) {{callee = "torch.clamp_min", aten = "aten::clamp_min"}}
+  %4 : f32[B, 8, 16, 16]@cpu = {CONV.format(x="3")}
+  func.return(%4)
+}}
+"""
+
+
+def laid_out(text: str) -> str:
+    program = parse_program(text)
+    channels_last(program)
+    verify(program)
+    out = print_program(program, with_locs=False)
+    assert print_program(parse_program(out), with_locs=False) == out
+    return out
+
+
+def test_pointwise_ops_between_convs_compute_in_nhwc_order() -> None:
+    # (the reshape of the scale to [8, 1, 1] is gone: [8] broadcasts against NHWC as it is)
+    head = HEAD.replace("  %shape : tuple[int, int, int] = py.constant() {value = (8, 1, 1)}\n", "")
+    assert laid_out(CONV_SCALE_RELU_CONV) == head + """\
+  %0 : memory_format = py.constant() {value = "torch.channels_last"}
+  %1 : f32[B, 8, 16, 16]@cpu = torch.method(%x, %0) {method = "contiguous", kwnames = ("memory_format",), alias_of = 0, aten = "aten::contiguous"}
+  %2 : f32[B, 8, 16, 16]@cpu = torch.call(%1, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %3 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %4 : f32[B, 16, 16, 8]@cpu = torch.method(%2, %3) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %5 : f32[B, 16, 16, 8]@cpu = py.binary(%4, %scale) {op = "*"}
+  %6 : f32[B, 16, 16, 8]@cpu = torch.call(%5, %zero) {callee = "torch.clamp_min", aten = "aten::clamp_min"}
+  %7 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %8 : f32[B, 8, 16, 16]@cpu = torch.method(%6, %7) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %9 : f32[B, 8, 16, 16]@cpu = torch.call(%8, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %10 : f32[B, 8, 16, 16]@cpu = torch.method(%9) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
+  func.return(%10)
+}
+"""
+
+
+def test_the_kernel_between_convs_writes_over_the_first_convs_output() -> None:
+    program = parse_program(CONV_SCALE_RELU_CONV)
+    channels_last(program)
+    fuse(program)
+    dce(program)
+    reuse_buffers(program)
+    out = print_program(program, with_locs=False)
+    assert 'kernel.pointwise(%4, %scale) {name = "f_k0_mul_clamp_min", inputs = 2, reuse = ((0, 0),)}' in out
+
+
+@pytest.mark.parametrize("use", [
+    # a Python statement (permissive mode) could read strides
+    '%9 : Any = py.opaque(%4) {source = "y.stride()", kind = "expr", reads = ("y",), writes = ()}',
+    # so could a submodule
+    '%9 : f32[B, 8, 16, 16]@cpu = module.call(%m, %4) {attr = "opaque"}',
+    # an op that reads strides
+    '%9 : tuple[int, int, int, int] = torch.method(%4) {method = "stride", aten = "aten::stride"}',
+    # a write
+    '%9 : f32[B, 8, 16, 16]@cpu = torch.method(%4) {method = "relu_", mutates = (0,), alias_of = 0, aten = "aten::relu_"}',
+])
+def test_a_function_where_code_could_see_strides_is_left_as_it_is(use: str) -> None:
+    text = CONV_SCALE_RELU_CONV.replace(") -> f32[B, 8, 16, 16]@cpu {", ", %m: Module[M]) -> f32[B, 8, 16, 16]@cpu {")
+    text = text.replace("  func.return(%4)", f"  {use}\n  func.return(%4)")
+    assert laid_out(text) == print_program(parse_program(text), with_locs=False)
+
+
+def test_a_loop_that_reads_a_conv_output_leaves_the_function_as_it_is() -> None:
+    text = CONV_SCALE_RELU_CONV.replace("  func.return(%4)", """\
+  %n : int = py.constant() {value = 2}
+  %5 : f32[B, 8, 16, 16]@cpu = scf.for(%g, %n, %g, %4) {
+    ^(%i: int, %acc: f32[B, 8, 16, 16]@cpu):
+    %6 : f32[B, 8, 16, 16]@cpu = py.binary(%acc, %acc) {op = "+"}
+    scf.yield(%6)
+  }
+  func.return(%5)""")
+    assert laid_out(text) == print_program(parse_program(text), with_locs=False)
+
+
+def test_view_of_a_conv_output_becomes_reshape() -> None:
+    text = CONV_SCALE_RELU_CONV.replace("-> f32[B, 8, 16, 16]@cpu {", "-> f32[B, 2048]@cpu {").replace(
+        "  func.return(%4)", """\
+  %b : int = torch.method(%4, %g) {method = "size", aten = "aten::size.int"}
+  %n : int = py.constant() {value = 2048}
+  %5 : f32[B, 2048]@cpu = torch.method(%4, %b, %n) {method = "view", alias_of = 0, aten = "aten::view"}
+  func.return(%5)""")
+    out = laid_out(text)
+    assert '= torch.method(%9, %b, %n) {method = "reshape", alias_of = 0, aten = "aten::reshape"}' in out
+    assert '"view"' not in out
+
+
+def test_convs_with_few_outputs_per_image_stay_nchw() -> None:
+    """7x7 outputs of a 3x3 conv: NCHW is faster there (prefers_channels_last)."""
+    small = CONV_SCALE_RELU_CONV.replace("16, 16", "7, 7")
+    assert "channels_last" not in laid_out(small)
+    depthwise = small.replace("%w: f32[8, 8, 3, 3]@cpu", "%w: f32[8, 1, 3, 3]@cpu").replace(
+        '%g : int = py.constant() {value = 1}', '%g : int = py.constant() {value = 8}')
+    assert "channels_last" in laid_out(depthwise)
+
+
+# -- compiled nets against eager --------------------------------------------------------------
+LAYERS = {
+    "conv": "nn.Conv2d({c}, {c}, 3, padding=1, bias={bias})",
+    "pointwise": "nn.Conv2d({c}, {c}, 1, bias={bias})",
+    "depthwise": "nn.Conv2d({c}, {c}, 3, padding=1, groups={c}, bias={bias})",
+    "bn": "nn.BatchNorm2d({c})",
+    "relu": "nn.ReLU()",
+    "hardswish": "nn.Hardswish()",
+    "pool": "nn.MaxPool2d(3, stride=1, padding=1)",
+}
+STEPS = {  # what forward does with the layer (`y`: the running value, `x`: the input)
+    "layer": "y = self.l{i}(y)",
+    "residual": "y = self.l{i}(y) + y",
+    "gate": "y = y * torch.sigmoid(F.adaptive_avg_pool2d(self.l{i}(y), 1))",
+    "concat": "y = torch.cat([self.l{i}(y), x], 1)[:, :{c}]",
+    "view": "y = self.l{i}(y).view(y.size(0), {c}, -1).transpose(1, 2).reshape(y.shape)",
+}
+
+
+def _net_source(steps: list[tuple[str, str, bool]], c: int) -> str:
+    layers = "\n".join(f"        self.l{i} = {LAYERS[layer].format(c=c, bias=bias)}"
+                       for i, (layer, _, bias) in enumerate(steps))
+    body = "\n".join("        " + STEPS[step].format(i=i, c=c) for i, (_, step, _) in enumerate(steps))
+    return textwrap.dedent("""\
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+        {layers}
+
+            def forward(self, x):
+                y = x
+        {body}
+                return y, torch.flatten(F.adaptive_avg_pool2d(y, 1), 1)
+        """).format(layers=layers, body=body)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.sampled_from(sorted(LAYERS)), st.sampled_from(sorted(STEPS)), st.booleans()),
+                      min_size=1, max_size=5),
+       seed=st.integers(0, 2**16))
+def test_compiled_conv_nets_match_eager_in_values_and_layout(steps, seed, tmp_path, monkeypatch) -> None:
+    from transpiler import script
+
+    cache = Path(tempfile.mkdtemp(dir=tmp_path))  # (one per example: the test reads its module)
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(cache))
+    c = 8
+    with imported_source(cache, "net", _net_source(steps, c)) as mod:
+        torch.manual_seed(seed)
+        net = mod.Net().eval()
+        for m in net.modules():  # batch norm statistics that are not the identity
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-1, 1)
+                m.running_var.uniform_(0.5, 2)
+        x = torch.randn(2, c, 16, 16)
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(x,))
+            text = next((cache / "jit").glob("*.py")).read_text()
+            assert ("memory_format=torch.channels_last" in text) == any(
+                layer in ("conv", "pointwise", "depthwise") for layer, _, _ in steps)
+            for batch in (2, 3):
+                x = torch.randn(batch, c, 16, 16)
+                with runtime.mode("strict"):
+                    got = compiled(x)
+                expected = net(x)
+                assert_close_to_eager(got, expected)
+                for g, e in zip(got, expected):
+                    assert g.is_contiguous() or not e.is_contiguous()  # row-major where eager's is
+
+
+def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> None:
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "net_cl", _net_source([("conv", "residual", True), ("bn", "layer", False)], 8)) as mod:
+        net = mod.Net().eval()
+        x = torch.randn(2, 8, 16, 16)
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(x,))
+            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+            assert "memory_format=torch.channels_last" in text and ".permute((0, 2, 3, 1))" in text
+            x = x.contiguous(memory_format=torch.channels_last)
+            with runtime.mode("strict"):
+                got = compiled(x)
+            assert_close_to_eager(got, net(x))
