@@ -175,6 +175,33 @@ func @f() -> bool {
     assert 'op = "not in"' in run(shared)
 
 
+def test_a_cast_to_the_dtype_a_tensor_has_is_the_tensor() -> None:
+    """`x.to(torch.float32)` and `x.to(y.dtype)` of a float32 x return x itself in eager; a cast to
+    another dtype, or of a tensor whose dtype is not known, stays."""
+    check("""\
+func @f(%x: f32[4], %y: f32[4], %z: f64[4], %u: Tensor) -> tuple[f32[4], f32[4], f64[4], Tensor] {
+  %0 : dtype = py.constant() {value = "torch.float32"}
+  %1 : f32[4] = torch.method(%x, %0) {method = "to", aten = "aten::to.dtype"}
+  %2 : dtype = py.getattr(%y) {attr = "dtype"}
+  %3 : f32[4] = torch.method(%x, %2) {method = "to", aten = "aten::to.dtype"}
+  %4 : dtype = py.constant() {value = "torch.float64"}
+  %5 : f64[4] = torch.method(%x, %4) {method = "to", aten = "aten::to.dtype"}
+  %6 : Tensor = torch.method(%u, %0) {method = "to", aten = "aten::to.dtype"}
+  %7 : tuple[f32[4], f32[4], f64[4], Tensor] = py.tuple(%1, %3, %5, %6)
+  func.return(%7)
+}
+""", """\
+func @f(%x: f32[4], %y: f32[4], %z: f64[4], %u: Tensor) -> tuple[f32[4], f32[4], f64[4], Tensor] {
+  %0 : dtype = py.constant() {value = "torch.float32"}
+  %1 : dtype = py.constant() {value = "torch.float64"}
+  %2 : f64[4] = torch.method(%x, %1) {method = "to", aten = "aten::to.dtype"}
+  %3 : Tensor = torch.method(%u, %0) {method = "to", aten = "aten::to.dtype"}
+  %4 : tuple[f32[4], f32[4], f64[4], Tensor] = py.tuple(%x, %x, %2, %3)
+  func.return(%4)
+}
+""")
+
+
 def test_what_raises_or_would_change_type_or_platform_is_not_folded() -> None:
     """Division by zero, huge ints, a float result typed int (2 ** -1), a bool result typed int
     (min(True, 5)), functions of the C library (exp, float ** float), domain errors and NaN

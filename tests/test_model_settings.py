@@ -202,6 +202,34 @@ SOURCE = '''
         @count_calls
         def forward(self, x, **kwargs):
             return self.fc(x).sigmoid() + len(kwargs)
+
+
+    def by_keyword(fn):  # (as HF's decorators call forward: the body gets every argument by name)
+        @functools.wraps(fn)
+        def wrapper(self, ids=None, embeds=None, mask=None):
+            return fn(self, ids=ids, embeds=embeds, mask=mask)
+        return wrapper
+
+
+    class Embedded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(10, 8)
+            self.weight = nn.Parameter(torch.rand(8))
+
+        @by_keyword
+        def forward(self, ids: torch.Tensor | None = None, embeds: torch.Tensor | None = None,
+                    mask: torch.Tensor | None = None):
+            if (ids is None) ^ (embeds is not None):
+                raise ValueError("pass one of ids and embeds")
+            if embeds is None:
+                embeds = self.embed(ids)
+            dtype = embeds.dtype
+            h = embeds.to(torch.float32)
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+            if mask is not None:
+                h = h * mask
+            return self.weight * h.to(dtype)
     '''
 
 
@@ -295,6 +323,31 @@ def test_decorated_forward_keeps_its_wrapper(models) -> None:
             # the body falls back inside the wrapper, which runs once
             torch.testing.assert_close(compiled(x, tag="d", extra=1), m(x, extra=1))
         assert models.CALLS == ["a", "b", "c", "d", None]
+
+
+def test_decorated_forward_is_compiled_for_what_its_wrapper_passes(models, tmp_path: Path) -> None:
+    """The wrapper passes `embeds=None, mask=None` and a tensor for `ids` (annotated `Tensor |
+    None`) with the example inputs: the body is compiled for exactly that, checked at entry, so
+    the branches fold and the RMS norm after the embedding is one kernel."""
+    torch.manual_seed(0)
+    m = models.Embedded().eval()
+    ids = torch.randint(0, 10, (2, 5))
+    with torch.no_grad():
+        compiled = script(m, example_inputs=(ids,), permissive=True)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(ids), m(ids))
+        code = _code(tmp_path, "Embedded")
+        assert 'check_value(embeds, None, "embeds")' in code and 'check_value(mask, None, "mask")' in code
+        assert code.count("_lib.Embedded_forward_k") == 1  # (x.to(x.dtype) is x: no cast is left)
+        assert ".to(" not in code[code.index("def Embedded_forward("):]
+        embeds = torch.randn(2, 5, 8)
+        with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="ids"):
+            compiled(None, embeds)
+        with runtime.mode("on"), warnings.catch_warnings():  # what the wrapper passes now: eager
+            warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+            torch.testing.assert_close(compiled(None, embeds), m(None, embeds))
+            mask = torch.rand(2, 5, 8)
+            torch.testing.assert_close(compiled(ids, mask=mask), m(ids, mask=mask))
 
 
 def test_rewrap_replaces_the_wrapped_function_only() -> None:

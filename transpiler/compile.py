@@ -59,6 +59,9 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     ctx.entry_names = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets}
     ctx.entry_kwargs_empty = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets
                               if t.options.get("kwargs_empty")}
+    for t in targets:  # (what a decorated entry's wrappers pass the body: jit._what_decorators_pass)
+        entry = f"{t.name}.forward" if t.name in source.classes else t.name
+        ctx.entry_passed[entry] = {name: kind for kind in ("none", "tensor") for name in t.options.get(f"passed_{kind}", ())}
     if examples is not None and targets:
         first = targets[0].name
         ctx.entry_examples = (f"{first}.forward" if first in source.classes else first, examples)

@@ -10,7 +10,7 @@ import libcst as cst
 
 from ir.builder import literal_type
 from ir.core import Loc
-from ir.types import ANY, NONE, TENSOR, ModuleType, Type
+from ir.types import ANY, NONE, TENSOR, ModuleType, TensorType, Type
 from transpiler.annotations import annotation_type
 from transpiler.check import PYTHON_DECORATORS
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names
@@ -68,6 +68,7 @@ class FileContext:
     # calls stay Python (compiled code would not apply its decorators).
     entry_names: set[str] = field(default_factory=set)
     entry_kwargs_empty: set[str] = field(default_factory=set)  # decorated entries whose wrappers pass none
+    entry_passed: dict[str, dict[str, str]] = field(default_factory=dict)  # parameter -> "none"/"tensor" their wrappers pass
     _origins: dict[str, Pending] = field(default_factory=dict)  # sym_name -> what it was compiled from
     _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)
@@ -248,11 +249,16 @@ class FileContext:
                         and self.entry_examples[0] == sym_name and i > self.entry_examples[1] - (info is None) \
                         and not applied_decorators(source, node):  # (a decorator may pass it: HF's use_cache)
                     t = NONE  # a Python value left out of the examples: compiled for None, checked at entry
+                elif value is None and self.entry_passed.get(sym_name, {}).get(name) == "none":
+                    t = NONE  # what the entry's decorators pass it with the examples (jit._what_decorators_pass)
                 elif p.annotation is None:
                     found = suggest_parameter(source, node, name)
                     t = found.type if found.decided else ANY
                 elif value is None and t not in (NONE, ANY) and not _is_optional(t):
                     t = OptionalType(t)
+            if self.entry_passed.get(sym_name, {}).get(name) == "tensor" and isinstance(t, OptionalType) \
+                    and isinstance(t.elem, TensorType):
+                t = t.elem  # (likewise a tensor: compiled for one, checked at entry)
             types.append(t)
         if info is not None and not names:
             raise UserError("a method needs a `self` parameter", source.loc(node.name), None)

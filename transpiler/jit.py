@@ -17,6 +17,7 @@ import types
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+import torch
 from torch import nn
 
 from runtime.dispatch import compiled_dispatcher, inside_wrappers, rewrap
@@ -106,8 +107,8 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     _collect_infos(instance, sources, infos)
     cls = type(instance)
     options: dict[str, object] = {}
-    if permissive and example_inputs is not None and _decorators_pass_no_kwargs(instance, example_inputs):
-        options["kwargs_empty"] = True
+    if permissive and example_inputs is not None:
+        options.update(_what_decorators_pass(instance, example_inputs))
     compiled = compile_source(source, regenerate, Path(source.path).name, [Target(cls.__name__, node, options)], infos,
                               instance=instance, example_inputs=example_inputs, functions=sources.function,
                               permissive=permissive)
@@ -134,27 +135,48 @@ class _Seen(BaseException):  # (not an Exception: a wrapper's `except Exception`
     pass
 
 
-def _decorators_pass_no_kwargs(instance: nn.Module, example_inputs: Sequence[Any]) -> bool:
-    """Whether the wrappers of a decorated forward (HF's add `use_cache` from the config) call the
-    body with no keywords beyond its named parameters when called with the example inputs: their
-    code is run once, up to where they call the body (a stand-in that stops there). Then the body
-    is compiled for an empty `**kwargs`, which its entry check confirms on each call."""
+def _what_decorators_pass(instance: nn.Module, example_inputs: Sequence[Any]) -> dict[str, object]:
+    """What the wrappers of a decorated forward (HF's add `use_cache` from the config) pass the
+    body when called with the example inputs: their code is run once, up to where they call the
+    body (a stand-in that stops there). Options for compiling the body:
+    - `kwargs_empty`: no keywords beyond its named parameters, so it is compiled for an empty
+      `**kwargs`;
+    - `passed_none`: the parameters it receives as None, compiled for None;
+    - `passed_tensor`: those it receives a tensor for, compiled for a tensor where the annotation
+      says it may be None.
+    The body's entry checks confirm both on each call (the body runs as Python inside the
+    wrappers when they fail)."""
     forward = type(instance).forward
     if not hasattr(forward, "__wrapped__"):
-        return False
+        return {}
     body = inspect.unwrap(forward)
 
     def stand_in(*args: Any, **kwargs: Any) -> Any:
-        raise _Seen(kwargs)
+        raise _Seen(args, kwargs)
 
     try:
         rewrap(forward, stand_in)(instance, *example_inputs)
     except _Seen as seen:
-        named = inspect.signature(body).parameters
-        return all(k in named and named[k].kind not in (inspect.Parameter.VAR_KEYWORD,) for k in seen.args[0])
+        args, kwargs = seen.args
     except Exception:  # noqa: BLE001 - the decorators refuse these inputs, or cannot be copied: not known
-        return False
-    return False
+        return {}
+    else:
+        return {}
+    named = inspect.signature(body).parameters
+    options: dict[str, object] = {}
+    if all(k in named and named[k].kind is not inspect.Parameter.VAR_KEYWORD for k in kwargs):
+        options["kwargs_empty"] = True
+    try:
+        bound = inspect.signature(body).bind(*args, **kwargs)
+    except TypeError:
+        return options
+    bound.apply_defaults()
+    plain = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    for option, passed in (("passed_none", lambda v: v is None), ("passed_tensor", lambda v: type(v) is torch.Tensor)):
+        names = tuple(sorted(n for n, v in bound.arguments.items() if passed(v) and named[n].kind in plain))
+        if names:
+            options[option] = names
+    return options
 
 
 class _Sources:

@@ -53,6 +53,7 @@ from ir.passes.fold import (
     simplify_int_identity,
     simplify_int_times_zero,
     simplify_redundant_conversion,
+    simplify_same_dtype_cast,
 )
 from ir.types import BOOL, INT, FunctionType, ListType, ModuleListType, OptionalType, ScalarType, TensorType, TupleType, Type, is_subtype
 
@@ -466,6 +467,7 @@ RULES: list[Rule] = [
     simplify_int_times_zero,
     simplify_double_not,
     simplify_redundant_conversion,
+    simplify_same_dtype_cast,
     inline_constant_if,
     forward_if_same_yields,
     if_to_condition,

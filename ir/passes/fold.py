@@ -620,3 +620,22 @@ def simplify_redundant_conversion(op: Operation, rw: Rewriter) -> bool:
         rw.replace_op(op, [x])
         return True
     return False
+
+
+def simplify_same_dtype_cast(op: Operation, rw: Rewriter) -> bool:
+    """`x.to(dtype)` is x itself when x already has that dtype (eager returns x, not a copy):
+    `hidden.to(input_dtype)` with `input_dtype = hidden.dtype` read before a float32 detour."""
+    if not (isinstance(op, ops.TensorMethodOp) and op.attributes.get("method") == "to" and len(op.operands) == 2
+            and not op.attributes.get("kwnames") and isinstance(op.operands[0].type, TensorType)):
+        return False
+    have = op.operands[0].type.dtype  # type: ignore[union-attr]
+    want = constant_value(op.operands[1])
+    source = op.operands[1].owner
+    if isinstance(source, ops.GetAttrOp) and source.attributes.get("attr") == "dtype" \
+            and isinstance(source.operands[0].type, TensorType):
+        want = f"torch.{source.operands[0].type.dtype}"  # type: ignore[union-attr]
+    if have is None or want != f"torch.{have}":
+        return False
+    rw.replace_op(op, [op.operands[0]])
+    return True
+
