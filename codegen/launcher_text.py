@@ -5,16 +5,14 @@ from __future__ import annotations
 
 from pathlib import PurePath
 
-import sympy
-
 from ir import ops
 from ir.primitives import op_name
 from ir.types import TensorType
 
 
 def size_texts(k: ops.KernelOp, shape: tuple) -> list[str] | None:
-    """The sizes of `shape` as Python: literals, symbolic ones read from an input; None when a
-    size is not one of an input's."""
+    """The sizes of `shape` as Python: literals, symbolic ones (`B`, `64*B`) read from an input
+    that has that size there; None when no input has it."""
     n_in = k.attributes["inputs"]
     rank = len(shape)
     parts = []
@@ -30,7 +28,7 @@ def size_texts(k: ops.KernelOp, shape: tuple) -> list[str] | None:
             if at >= 0 and t.shape[at] == d:
                 found = f"in{j}.shape[{at}]"
                 break
-        if found is None or not isinstance(d, sympy.Symbol):
+        if found is None:
             return None
         parts.append(found)
     return parts

@@ -65,12 +65,14 @@ def annotation(t: Type) -> str | None:
 
 
 def _literal(value: object) -> str:
-    """A Python literal for an attribute value (str, int, float, bool, None, tuples of them)."""
+    """A Python literal for an attribute value (str, int, float, bool, None, tuples and lists of them)."""
     if isinstance(value, str):
         return string_literal(value)
     if isinstance(value, tuple):
         inner = ", ".join(_literal(v) for v in value)
         return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
     return repr(value)
 
 

@@ -185,7 +185,8 @@ def _getattr(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     name = op.attributes.get("attr") or op.attributes.get("name")
     declared = op.results[0].type
     if isinstance(obj.value, torch.nn.Module):
-        av = interp.attr(frame, obj, name, declared)
+        read_only = op.results[0] not in interp.appends and op.results[0] not in interp.escaped
+        av = interp.attr(frame, obj, name, declared, lists=read_only)
         if op.attributes.get("after") and av.tensor is None and not isinstance(av.value, torch.nn.Module):
             return [AV(declared)]  # read after Python code that may have set it: not the entry's value
         if isinstance(declared, OptionalType) and av.origin is not None and isinstance(av.type, TensorType):

@@ -104,6 +104,10 @@ def extrema(x: Tensor) -> Tensor:
 
 def centered(x: Tensor) -> Tensor:
     return x - x.sum(-1, keepdim=True) / 3
+
+
+def windows(x: Tensor, bias: Tensor) -> Tensor:
+    return F.softmax(x.reshape(-1, 4, 9) + bias, dim=-1) * 2
 '''
 
 
@@ -173,6 +177,18 @@ def test_a_whole_tensor_row_of_symbolic_length(fns, tmp_path, monkeypatch) -> No
         for n in (1, 17, 5000):
             x = torch.randn(n)
             assert_close_to_eager(f(x), fns.centered(x), f"length {n}")
+
+
+def test_sizes_that_are_expressions_of_the_batch(fns, tmp_path, monkeypatch) -> None:
+    """`x.reshape(-1, 4, 9)` of a [B, 8, 36] input is [8*B, 4, 9]: its kernels read `8*B` from
+    their input (swin's attention over windows of a batch)."""
+    f = compiled(fns.windows, (torch.randn(2, 8, 36), torch.randn(4, 9)), tmp_path, monkeypatch)
+    text = _kernel_text(tmp_path)
+    assert "_row(" in text and "torch.exp" not in text[text.index("def windows("):]
+    with runtime.mode("strict"):
+        for n in (1, 3, 50):
+            x, bias = torch.randn(n, 8, 36), torch.randn(4, 9)
+            assert_close_to_eager(f(x, bias), fns.windows(x, bias), f"batch {n}")
 
 
 def test_long_rows_sum_accurately(fns, tmp_path, monkeypatch) -> None:

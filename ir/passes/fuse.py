@@ -11,7 +11,8 @@ layer norm, mean and var decompose into) join groups too; a group holding one be
 that use them, without writing the intermediates (softmax: one kernel instead of four calls).
 
 An op joins a group when it is a pointwise primitive the kernel emitters implement (`FUSIBLE`),
-its tensors have a known dtype (`DTYPES`), a known rank and dims that are ints or size symbols,
+its tensors have a known dtype (`DTYPES`), a known rank and dims that are ints or size expressions
+(`B`, `64*B`: a launcher reads each from an input that has it),
 and they are all on one device, the CPU or CUDA (`DEVICES`: C++ kernels run on the one, Triton
 kernels on the other). Groups grow along data dependences; a group stops growing once one of its
 values is used by an op outside it (the kernel stands where its last op stood, so such a use would
@@ -245,7 +246,7 @@ def _inputs_and_shape(g: _Group) -> tuple[list[Value], tuple | None]:
 
 def _known_tensor(t: object) -> bool:
     return (isinstance(t, TensorType) and t.dtype in DTYPES and t.shape is not None and t.device in DEVICES
-            and all(type(d) is int or isinstance(d, sympy.Symbol) for d in t.shape))
+            and all(type(d) is int or isinstance(d, sympy.Expr) for d in t.shape))
 
 
 def _one_device(values: list[Value]) -> bool:

@@ -238,8 +238,9 @@ class _Interpreter:
         return av
 
     # -- modules ----------------------------------------------------------------------------
-    def attr(self, frame: _Frame, mod: AV, name: str, declared: Type = ANY) -> AV:
-        """`mod.<name>` of a live module; recorded as a fact about the module's argument."""
+    def attr(self, frame: _Frame, mod: AV, name: str, declared: Type = ANY, lists: bool = False) -> AV:
+        """`mod.<name>` of a live module; recorded as a fact about the module's argument (a list
+        too where `lists` says the code only reads it)."""
         m = mod.value
         if not isinstance(m, torch.nn.Module) or name in self.setattr_names:
             return AV(declared)
@@ -256,11 +257,13 @@ class _Interpreter:
             return AV(declared)
         if isinstance(value, torch.nn.Module):
             return module_av(value, declared, path)
-        return self.value_av(frame, value, declared, path)
+        return self.value_av(frame, value, declared, path, lists)
 
-    def value_av(self, frame: _Frame, value: Any, declared: Type, path: Path | None) -> AV:
+    def value_av(self, frame: _Frame, value: Any, declared: Type, path: Path | None, lists: bool = False) -> AV:
         """What a read of `value` from a live module (or from an object it holds) is known to be;
-        recorded as a fact about the function's argument, which an entry check then pins."""
+        recorded as a fact about the function's argument, which an entry check then pins. A list
+        of literals (torchvision's `Permute.dims`) only where `lists` says the code reads it and
+        does not change it or pass it on."""
         if is_plain_object(value):  # a config: its literal attributes are the facts
             return AV(declared, value, origin=path)
         if isinstance(value, torch.Tensor):
@@ -270,6 +273,8 @@ class _Interpreter:
         elif isinstance(value, tuple) and all(isinstance(v, (bool, int, float, str)) for v in value):
             c = const_av(value)
             av = AV(c.type, UNKNOWN, c.items, origin=path)
+        elif lists and type(value) is list and value and all(type(v) is int for v in value):
+            av = AV(ListType(INT), UNKNOWN, const_av(tuple(value)).items, origin=path)
         else:
             return AV(declared)
         if path is not None:
@@ -822,7 +827,8 @@ def shape_guards(func: ops.FuncOp, facts: ShapeFacts | None = None) -> list[Shap
         elif av.known and (av.value is None or isinstance(av.value, (bool, int, float, str))):
             guards.append(ShapeGuard("value", path, av.value))
         elif av.items is not None and all(i.known for i in av.items):
-            guards.append(ShapeGuard("value", path, tuple(i.value for i in av.items)))
+            items = tuple(i.value for i in av.items)
+            guards.append(ShapeGuard("value", path, list(items) if isinstance(av.type, ListType) else items))
     for path, i, expr, optional in pending:
         if isinstance(expr, sympy.Symbol) and expr not in bound:
             continue  # defined only where the value may be None: nothing to compare with

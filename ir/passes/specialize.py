@@ -18,6 +18,7 @@ import sympy
 from ir import ops
 from ir.core import Operation, Program
 from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings
+from ir.types import ListType
 from ir.passes.fold import fits, literal_type
 from ir.passes.inline import guard_prefix_end
 
@@ -44,6 +45,9 @@ def fold_checked_attributes(func: ops.FuncOp, facts: ShapeFacts, checked: set[tu
             value = av.value
         elif av.items is not None and all(i.known for i in av.items):
             value = tuple(i.value for i in av.items)  # conv strides, normalized_shape
+            if isinstance(av.type, ListType) and not all(
+                    isinstance(u.op, (ops.TorchCallOp, ops.TensorMethodOp)) for u in op.result.uses):
+                continue  # (a list: as a tuple only where torch takes either alike, `x.permute(dims)`)
         else:
             continue
         t = literal_type(value)
