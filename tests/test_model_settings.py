@@ -204,6 +204,25 @@ SOURCE = '''
             return self.fc(x).sigmoid() + len(kwargs)
 
 
+    class Permute(nn.Module):  # (torchvision's: the dims in a list)
+        def __init__(self, dims):
+            super().__init__()
+            self.dims = dims
+
+        def forward(self, x):
+            return torch.permute(x, self.dims)
+
+
+    class ToLast(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.to_last = Permute([0, 2, 1])
+            self.norm = nn.LayerNorm(8)
+
+        def forward(self, x):
+            return torch.relu(self.norm(self.to_last(x)))
+
+
     def by_keyword(fn):  # (as HF's decorators call forward: the body gets every argument by name)
         @functools.wraps(fn)
         def wrapper(self, ids=None, embeds=None, mask=None):
@@ -348,6 +367,24 @@ def test_decorated_forward_is_compiled_for_what_its_wrapper_passes(models, tmp_p
             torch.testing.assert_close(compiled(None, embeds), m(None, embeds))
             mask = torch.rand(2, 5, 8)
             torch.testing.assert_close(compiled(ids, mask=mask), m(ids, mask=mask))
+
+
+def test_a_list_attribute_the_code_only_reads_is_a_setting(models, tmp_path: Path) -> None:
+    """`torch.permute(x, self.dims)` with `dims` a list: compiled for its contents (the layer norm
+    after it knows its shape and fuses), checked at entry, in place changes included."""
+    torch.manual_seed(0)
+    m = models.ToLast().eval()
+    x = torch.randn(2, 8, 5)
+    with torch.no_grad():
+        compiled = _compiled_and_checked(m, x, permissive=False)
+        code = _code(tmp_path, "ToLast")
+        assert '[0, 2, 1], "self.to_last.dims")' in code and "_lib.ToLast_forward_k" in code
+        m.to_last.dims[:] = [2, 0, 1]
+        with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="self.to_last.dims"):
+            compiled(x)
+        with runtime.mode("on"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+            torch.testing.assert_close(compiled(x), m(x))
 
 
 def test_rewrap_replaces_the_wrapped_function_only() -> None:
