@@ -22,7 +22,7 @@ from ir.passes.fuse import fuse
 from ir.passes.layout import channels_last
 from ir.passes.reuse import reuse_buffers
 from ir.printer import print_program
-from ir.verifier import verify
+from pass_text import after
 from source_module import imported_source
 
 CONV = 'torch.call(%{x}, %w, %none, %one, %one, %one, %g) {{callee = "torch.nn.functional.conv2d"}}'
@@ -46,12 +46,7 @@ CONV_SCALE_RELU_CONV = HEAD + f"""\
 
 
 def laid_out(text: str) -> str:
-    program = parse_program(text)
-    channels_last(program)
-    verify(program)
-    out = print_program(program, with_locs=False)
-    assert print_program(parse_program(out), with_locs=False) == out
-    return out
+    return after(text, channels_last)
 
 
 def test_pointwise_ops_between_convs_compute_in_nhwc_order() -> None:
@@ -75,12 +70,7 @@ def test_pointwise_ops_between_convs_compute_in_nhwc_order() -> None:
 
 
 def test_the_kernel_between_convs_writes_over_the_first_convs_output() -> None:
-    program = parse_program(CONV_SCALE_RELU_CONV)
-    channels_last(program)
-    fuse(program)
-    dce(program)
-    reuse_buffers(program)
-    out = print_program(program, with_locs=False)
+    out = after(CONV_SCALE_RELU_CONV, channels_last, fuse, dce, reuse_buffers)
     assert 'kernel.pointwise(%4, %scale) {name = "f_k0_mul_clamp_min", inputs = 2, reuse = ((0, 0),)}' in out
 
 

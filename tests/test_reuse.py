@@ -9,13 +9,11 @@ import pytest
 import torch
 
 from closeness import assert_close_to_eager
+from pass_text import after
 from source_module import imported_source
-from ir.parser import parse_program
 from ir.passes.dce import dce
 from ir.passes.fuse import fuse
 from ir.passes.reuse import reuse_buffers
-from ir.printer import print_program
-from ir.verifier import verify
 from test_fuse import compiled
 
 MATMUL_BIAS_TANH = """\
@@ -29,14 +27,7 @@ func @f(%x: f32[B, 8]@cpu, %w: f32[8, 16]@cpu, %b: f32[16]@cpu) -> f32[B, 16]@cp
 
 
 def reused(text: str) -> str:
-    program = parse_program(text)
-    fuse(program)
-    dce(program)
-    reuse_buffers(program)
-    verify(program)
-    out = print_program(program, with_locs=False)
-    assert print_program(parse_program(out), with_locs=False) == out
-    return out
+    return after(text, fuse, dce, reuse_buffers)
 
 
 def test_the_epilogue_of_a_matmul_writes_over_its_result() -> None:

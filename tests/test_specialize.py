@@ -18,20 +18,14 @@ from codegen.python_function import FunctionEmitter
 from examples import attention, conv_bn_relu, lstm_cell, mlp, optional_args, residual_block, rnn_cell, while_loop
 from ir.parser import parse_program
 from ir.passes.specialize import specialize
-from ir.printer import print_program
-from ir.verifier import verify
 from runtime.errors import TorchscribeError
 from closeness import assert_close_to_eager
+from pass_text import after
 from transpiler import script
 
 
 def specialized(text: str) -> str:
-    program = parse_program(text)
-    specialize(program)
-    verify(program)
-    out = print_program(program, with_locs=False)
-    assert print_program(parse_program(out), with_locs=False) == out
-    return out
+    return after(text, specialize)
 
 
 def test_annotated_shapes_become_one_check_per_tensor() -> None:

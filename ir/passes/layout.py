@@ -3,14 +3,14 @@
 torch's CPU convolutions (oneDNN) run several times faster on channels-last (NHWC) tensors than on
 row-major NCHW ones: a depthwise 3x3 conv over 96 channels of 56x56 at batch 8 takes 9.5 ms on
 NCHW and 0.24 ms on NHWC on the machine in benchmarks/RESULTS.md, and a conv's output is
-channels-last when its input is. So each conv's input is made channels-last
-(`x.contiguous(memory_format=torch.channels_last)`, which returns `x` itself when it already
-is), and the pointwise ops between convs (batch norm, activations, residual adds) compute in NHWC
-order: `f(a, b)` on NCHW values becomes `f(a.permute(0, 2, 3, 1), b')` permuted back with
-`.permute(0, 3, 1, 2)`, where `b'` is `b` broadcast the same way (a per-channel `[C, 1, 1]`
-becomes `[1, 1, 1, C]`). The permutes of a channels-last tensor are row-major, so the fused
-kernels that `fuse` makes of those ops read and write memory in order, and write over the conv's
-output (`reuse` looks through the permute).
+channels-last when its input is. So the input of each conv that runs faster that way
+(`prefers_channels_last`) is made channels-last (`x.contiguous(memory_format=
+torch.channels_last)`, which returns `x` itself when it already is), and the pointwise ops between
+convs (batch norm, activations, residual adds) compute in NHWC order: `f(a, b)` on NCHW values
+becomes `f(a.permute(0, 2, 3, 1), b')` permuted back with `.permute(0, 3, 1, 2)`, where `b'` is
+`b` broadcast the same way (a per-channel `[C, 1, 1]` becomes `[C]`). The permutes of a
+channels-last tensor are row-major, so the fused kernels that `fuse` makes of those ops read and
+write memory in order, and write over the conv's output (`reuse` looks through the permute).
 
 Values do not change, only strides. Code that sees strides could tell, so the pass follows every
 value whose layout it may change (`_follow`: the convs' results and what is computed from them)

@@ -1,0 +1,22 @@
+"""Running passes on IR text, for the passes' own text tests."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ir.core import Program
+from ir.parser import parse_program
+from ir.printer import print_program
+from ir.verifier import verify
+
+
+def after(text: str, *passes: Callable[[Program], None]) -> str:
+    """`text` parsed, run through `passes` and verified; the printed result, which must read
+    back as itself."""
+    program = parse_program(text)
+    for run in passes:
+        run(program)
+    verify(program)
+    out = print_program(program, with_locs=False)
+    assert print_program(parse_program(out), with_locs=False) == out
+    return out
