@@ -114,6 +114,16 @@ def test_view_of_a_conv_output_becomes_reshape() -> None:
     assert '"view"' not in out
 
 
+def test_a_value_returned_twice_is_one_tensor_twice() -> None:
+    """`return y, y`: eager returns one tensor twice; so does the compiled code (one copy)."""
+    text = CONV_SCALE_RELU_CONV.replace("-> f32[B, 8, 16, 16]@cpu {", "-> tuple[f32[B, 8, 16, 16]@cpu, f32[B, 8, 16, 16]@cpu] {")
+    text = text.replace("  func.return(%4)", """  %5 : tuple[f32[B, 8, 16, 16]@cpu, f32[B, 8, 16, 16]@cpu] = py.tuple(%4, %4)
+  func.return(%5)""")
+    out = laid_out(text)
+    assert out.count('method = "contiguous", alias_of = 0') == 1
+    assert "py.tuple(%10, %10)" in out
+
+
 def test_convs_with_few_outputs_per_image_stay_nchw() -> None:
     """7x7 outputs of a 3x3 conv: NCHW is faster there (prefers_channels_last)."""
     small = CONV_SCALE_RELU_CONV.replace("16, 16", "7, 7")

@@ -29,9 +29,10 @@ from __future__ import annotations
 from ir import ops
 from ir.core import PURE, TERMINATOR, Block, Operation, Program, Value
 from ir.passes.decompose import Emitter, Facts
+from ir.passes.functionalize import holds_tensors
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
-from ir.types import MEMORY_FORMAT, ListType, TensorType, TupleType, Type
+from ir.types import MEMORY_FORMAT, TensorType
 
 DTYPES = frozenset({"float32", "float64", "bfloat16"})
 TO_NHWC = (0, 2, 3, 1)
@@ -42,7 +43,7 @@ READS_STRIDES = frozenset({"stride", "is_contiguous", "as_strided", "data_ptr", 
 # Ops whose result is a new row-major tensor whatever the layout of their operands.
 ROW_MAJOR = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "mv", "dot"})
 # Ops that keep a channels-last input channels-last (torch's CPU kernels for them do).
-KEEPS_LAYOUT = frozenset({"conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d"})
+KEEPS_LAYOUT = frozenset({"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d"})
 
 
 def channels_last(program: Program) -> None:
@@ -78,12 +79,6 @@ def prefers_channels_last(conv: Operation) -> bool:
     return type(h) is int and type(w) is int and h * w >= 196
 
 
-def _has_tensor(t: Type) -> bool:
-    if isinstance(t, TupleType):
-        return any(_has_tensor(e) for e in t.elems)
-    return isinstance(t, TensorType) or (isinstance(t, ListType) and _has_tensor(t.elem))
-
-
 def _follow(body: list[Operation], changed: set[Value]) -> bool:
     """Add to `changed` what the ops of `body` compute from its values; False at a use that
     could tell a layout from another. The branches of an if are followed (its results are
@@ -107,7 +102,7 @@ def _follow(body: list[Operation], changed: set[Value]) -> bool:
         if isinstance(op, ops.YieldOp) and isinstance(op.parent_op(), ops.IfOp):
             continue
         if op.has_trait(TERMINATOR):
-            if not isinstance(op, ops.ReturnOp) or not all(_returnable(v) for v in op.operands if v in changed):
+            if not isinstance(op, ops.ReturnOp) or not all(_returnable(v, op) for v in op.operands if v in changed):
                 return False
             continue
         if isinstance(op, (ops.GuardOp, ops.EntryCheck)):
@@ -125,17 +120,17 @@ def _follow(body: list[Operation], changed: set[Value]) -> bool:
             return False
         if op_name(op) in ROW_MAJOR or (op_name(op) == "contiguous" and len(op.operands) == 1):
             continue
-        changed.update(r for r in op.results if _has_tensor(r.type))
+        changed.update(r for r in op.results if holds_tensors(r.type))
     return True
 
 
-def _returnable(v: Value) -> bool:
-    """A tensor, or a tuple of them built for the return alone: what it returns can be made
-    row-major."""
+def _returnable(v: Value, ret: Operation) -> bool:
+    """A tensor, or a tuple of them built for the return alone (in its block): what it returns
+    can be made row-major."""
     if isinstance(v.type, TensorType):
         return True
-    return isinstance(v.owner, ops.TupleOp) and len(v.uses) == 1 and all(
-        isinstance(e.type, TensorType) or not _has_tensor(e.type) for e in v.owner.operands)
+    return isinstance(v.owner, ops.TupleOp) and len(v.uses) == 1 and v.owner.parent is ret.parent and all(
+        isinstance(e.type, TensorType) or not holds_tensors(e.type) for e in v.owner.operands)
 
 
 def _reshapeable(op: Operation) -> bool:
@@ -200,11 +195,16 @@ class _Rewriter:
         self.channels_last.add(op.result)
 
     def row_major_results(self, ret: Operation) -> None:
-        for op in (ret, *(v.owner for v in ret.operands if v in self.changed and isinstance(v.owner, ops.TupleOp))):
+        made: dict[Value, Value] = {}  # one copy per value: `return y, y` returns one tensor twice, as eager
+        tuples = [v.owner for v in ret.operands if v in self.changed and isinstance(v.owner, ops.TupleOp)]
+        tuples.sort(key=ret.parent.ops.index)  # type: ignore[union-attr]  (_returnable: in the return's block)
+        for op in (*tuples, ret):  # (in program order: a copy made for one is seen by the later ones)
             e = self.emit(op)  # type: ignore[arg-type]
             for i, v in enumerate(list(op.operands)):  # type: ignore[union-attr]
                 if v in self.changed and isinstance(v.type, TensorType):
-                    op.set_operand(i, e.method("contiguous", v))  # type: ignore[union-attr]
+                    if v not in made:
+                        made[v] = e.method("contiguous", v)
+                    op.set_operand(i, made[v])  # type: ignore[union-attr]
             e.commit()
 
     def pointwise(self, op: Operation) -> bool:
