@@ -683,7 +683,8 @@ def micro_table(rows: list[Row], notes: Notes) -> Table:
     headers = ["micro", "size", *LATENCY_HEADERS, "eager GB/s", "compile GB/s", "ts GB/s", "copy GB/s",
                "ts/copy", "transpile s", "compile s", "targets"]
     sizes = ", ".join(f"{label} = batch {b}" for label, b in micro.SIZES.items())
-    legend = (LATENCY_LEGEND + f" Input (batch, {micro.SEQ}, {micro.WIDTH}) float32; {sizes}. GB/s: bytes an "
+    others = "".join(f", {name} {tuple(micro.SHAPES[name](0))}".replace("(0,", "(batch,") for name in micro.SHAPES)
+    legend = (LATENCY_LEGEND + f" Input (batch, {micro.SEQ}, {micro.WIDTH}){others} float32; {sizes}. GB/s: bytes an "
               f"ideal fused kernel moves (inputs and parameters read once, output written once) / median latency; "
               f"copy: torch.empty_like(x).copy_(x) on the same input in the same run.")
     return Table("Micro-benchmarks", headers, body, "ll" + "r" * (len(headers) - 3) + "l", legend)

@@ -3,7 +3,8 @@
 Each is an ordinary `nn.Module` in the subset torchscribe compiles (docs/subset.md), not
 decorated: the runner compiles an instance with `script(model, example_inputs=...)`, so the code
 is specialised to the dtype and the feature sizes, with a symbolic batch. The input is a
-transformer-like activation `(batch, SEQ, WIDTH)` in float32; `SIZES` are the batches run.
+transformer-like activation `(batch, SEQ, WIDTH)` in float32 (`SHAPES` names the others);
+`SIZES` are the batches run.
 """
 from __future__ import annotations
 
@@ -51,11 +52,31 @@ class LayerNormGELU(nn.Module):
         return F.gelu(self.norm(x))
 
 
+class DepthwiseBlock(nn.Module):
+    """A depthwise 3x3 conv, batch norm and ReLU on NCHW input `(batch, CHANNELS, SIDE, SIDE)`:
+    oneDNN's conv runs many times faster on a channels-last input (ir/passes/layout.py), and the
+    batch norm and ReLU around it are one kernel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(CHANNELS, CHANNELS, 3, padding=1, groups=CHANNELS, bias=False)
+        self.bn = nn.BatchNorm2d(CHANNELS)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(self.bn(self.conv(x)))
+
+
+CHANNELS = 96
+SIDE = 56
+
 BENCHMARKS: dict[str, type[nn.Module]] = {
     "pointwise_chain": PointwiseChain,
     "softmax": Softmax,
     "layer_norm_gelu": LayerNormGELU,
+    "depthwise_block": DepthwiseBlock,
 }
+# The input of each, by batch size (the transformer-like activation unless named here).
+SHAPES: dict[str, Callable[[int], tuple[int, ...]]] = {"depthwise_block": lambda b: (b, CHANNELS, SIDE, SIDE)}
 
 
 def make(name: str, size: str) -> tuple[nn.Module, tuple]:
@@ -68,7 +89,12 @@ def make(name: str, size: str) -> tuple[nn.Module, tuple]:
             model.norm.bias.uniform_(-0.5, 0.5)
     else:
         model = BENCHMARKS[name]()
-    return model.eval(), (torch.randn(SIZES[size], SEQ, WIDTH),)
+        if name == "depthwise_block":
+            with torch.no_grad():  # batch-norm statistics that are not the identity
+                model.bn.running_mean.uniform_(-1, 1)
+                model.bn.running_var.uniform_(0.5, 2)
+    shape = SHAPES.get(name, lambda b: (b, SEQ, WIDTH))(SIZES[size])
+    return model.eval(), (torch.randn(shape),)
 
 
 def factories() -> list[tuple[str, str, Callable[[], tuple[nn.Module, tuple]]]]:

@@ -124,6 +124,13 @@ def test_a_value_returned_twice_is_one_tensor_twice() -> None:
     assert "py.tuple(%10, %10)" in out
 
 
+def test_a_lone_conv_stays_nchw() -> None:
+    """Its input's copy to channels-last (and its result's back) would cost what it saves."""
+    lone = CONV_SCALE_RELU_CONV.replace(f"  %4 : f32[B, 8, 16, 16]@cpu = {CONV.format(x='3')}\n  func.return(%4)",
+                                        "  func.return(%3)")
+    assert "channels_last" not in laid_out(lone)
+
+
 def test_convs_with_few_outputs_per_image_stay_nchw() -> None:
     """7x7 outputs of a 3x3 conv: NCHW is faster there (prefers_channels_last)."""
     small = CONV_SCALE_RELU_CONV.replace("16, 16", "7, 7")
@@ -195,8 +202,8 @@ def test_compiled_conv_nets_match_eager_in_values_and_layout(steps, seed, tmp_pa
         with torch.no_grad():
             compiled = script(net, example_inputs=(x,))
             text = next((cache / "jit").glob("*.py")).read_text()
-            assert ("memory_format=torch.channels_last" in text) == any(
-                layer in ("conv", "pointwise", "depthwise") for layer, _, _ in steps)
+            convs = sum(layer in ("conv", "pointwise", "depthwise") for layer, _, _ in steps)
+            assert ("memory_format=torch.channels_last" in text) == (convs >= 2)  # (a lone conv: not worth it)
             for batch in (2, 3):
                 x = torch.randn(batch, c, 16, 16)
                 with runtime.mode("strict"):
@@ -211,7 +218,7 @@ def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> 
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    with imported_source(tmp_path, "net_cl", _net_source([("conv", "residual", True), ("bn", "layer", False)], 8)) as mod:
+    with imported_source(tmp_path, "net_cl", _net_source([("conv", "residual", True), ("bn", "layer", False), ("depthwise", "layer", False)], 8)) as mod:
         net = mod.Net().eval()
         x = torch.randn(2, 8, 16, 16)
         with torch.no_grad():
