@@ -1005,6 +1005,19 @@ class FunctionEmitter:
             return Expr(f"({self.tuple_text(op.operands)})", PREC["atom"])
         if isinstance(op, ops.ListOp):
             return Expr("[" + ", ".join(self.expr(v, PREC["if"]).text for v in op.operands) + "]", PREC["atom"])
+        if isinstance(op, ops.CheckLookupOp):
+            module = model_module_name(a["module"])
+            args = [f"{module}.{value}" if kind == "global" else _literal(value) for kind, value in a["args"]]
+            returns = f"{model_module_name(a['returns'][0])}.{a['returns'][1]}"
+            where = string_literal(f"{PurePath(op.loc.file).name}:{op.loc.line}" if op.loc else a["callee"])
+            return Expr(f"_guards.check_lookup({module}.{a['callee']}({', '.join(args)}), {returns}, {where})", PREC["atom"])
+        if isinstance(op, ops.DictOp):
+            return Expr("{" + ", ".join(f"{k!r}: {self.expr(v, PREC['if']).text}" for k, v in zip(a["keys"], op.operands))
+                        + "}", PREC["atom"])
+        if isinstance(op, ops.SpreadOp):
+            parts = [("*" + self.expr(v, PREC["atom"]).text) if starred else self.expr(v, PREC["if"]).text
+                     for v, starred in zip(op.operands, a["starred"])]
+            return Expr("(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")", PREC["atom"])
         if isinstance(op, ops.GetItemOp):
             if isinstance(op.operands[0].type, ModuleListType):  # a layer of a Sequential: the fast read
                 return Expr(f"_guards.item({self.args_text(op.operands, ())})", PREC["atom"])

@@ -159,6 +159,23 @@ class ListOp(Operation):
     traits = frozenset({PURE})
 
 
+class DictOp(Operation):
+    """`{"enable_gqa": True}`: a dict of literal string keys (`keys`) and plain values, made to be
+    passed on as `**d` (permissive mode)."""
+
+    name = "py.dict"
+    traits = frozenset({PURE})
+
+
+class SpreadOp(Operation):
+    """`(*shape, -1, d)`: a sequence of ints built from parts, those flagged in `starred` spread
+    (a list of ints whose length is not known when lowering, as `x.shape[:-1]` of a tensor of
+    unknown rank). The result is typed list[int] as `x.shape` then is; it is a tuple at run time."""
+
+    name = "py.spread"
+    traits = frozenset({PURE})
+
+
 class ListAppendOp(Operation):
     name = "py.list_append"
     traits = frozenset({Mutates(0)})
@@ -565,6 +582,19 @@ class CheckSizeOp(EntryCheck):
     size symbols; `symbols` says where each is read: (name, operand index, path, dim)."""
 
     name = "py.check_size"
+
+
+class CheckLookupOp(Operation):
+    """`ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, default)`, a call
+    that the compiler made when compiling and whose result, a function, it compiled in place of
+    the calls of it: the call again, and a check that it returns that function (attributes:
+    `module` the file's module, `callee` the called expression's text there, `args` each
+    ("const", value) or ("global", name), `returns` (module, qualname) of the function). Operands:
+    the arguments' values, until specialize has pinned them and moved the check to the entry.
+    The result is the function."""
+
+    name = "py.check_lookup"
+    traits = frozenset({OPAQUE})
 
 
 class CheckValueOp(EntryCheck):

@@ -133,6 +133,21 @@ def _list(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     return [_with_declared(op, list_av(items))]
 
 
+@op_rule("py.spread")
+def _spread(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+    """`(*shape, -1, d)`: its items once the spread parts' items are known."""
+    items: list[AV] = []
+    for v, starred in zip(op.operands, op.attributes["starred"]):
+        part = interp.read(frame, v)
+        if not starred:
+            items.append(part)
+        elif part.items is None or v in interp.appends or v in interp.escaped:
+            return [AV(op.results[0].type)]
+        else:
+            items.extend(part.items)
+    return [_with_declared(op, list_av(items))]
+
+
 @op_rule("py.getitem")
 def _getitem(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     container = interp.read(frame, op.operands[0])

@@ -156,6 +156,15 @@ def check_value(value: Any, expected: Any, name: str) -> None:
         raise GuardFailure(f"{name}: expected {expected!r}, got {value!r}")
 
 
+def check_lookup(found: Any, expected: Any, where: str) -> Any:
+    """A lookup the compiled code was specialised to (HF's attention dispatch) still returns the
+    function it compiled; returns it."""
+    if found is not expected:
+        raise GuardFailure(f"{where}: the call returns {getattr(found, '__qualname__', found)!r}, "
+                           f"compiled for {expected.__qualname__!r}")
+    return found
+
+
 def is_plain_object(value: object) -> bool:
     """An object of a Python class that holds settings, such as a model's configuration: not a
     module, tensor, function, class or builtin collection. The compiler reads its literal

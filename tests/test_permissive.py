@@ -132,7 +132,7 @@ def test_kept_python_is_reported_printed_and_runs_as_eager(tmp_path: Path, capsy
     with case_directory(tmp_path):
         assert cli_main([str(path)]) == 0
         err = capsys.readouterr().err
-        for line, col, why in [(27, 13, "dict displays are not supported"), (28, 9, "try statements are not supported"),
+        for line, col, why in [(27, 13, "a dict holding a Tensor is not supported"), (28, 9, "try statements are not supported"),
                                (36, 16, "list comprehensions are not supported")]:
             assert f"cell_perm.py:{line}:{col}: note: kept as Python: {why}" in err
         text = (tmp_path / "cell_perm_compiled.py").read_text()

@@ -4,7 +4,7 @@ functions still to lower."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from typing import Protocol
 
 import libcst as cst
 
@@ -36,9 +36,36 @@ class Break:
     reason: str
 
 
-# Finds the function a call names, in any file (script(instance, ...)): (its file, its node, its
-# symbol name), or None when it is not a Python function with source code to compile.
-FunctionFinder = Callable[[SourceFile, cst.BaseExpression], "tuple[SourceFile, cst.FunctionDef, str] | None"]
+class FunctionFinder(Protocol):
+    """What the running program holds, for script(instance, ...) (transpiler/jit.py)."""
+
+    def function(self, source: SourceFile, expr: cst.BaseExpression) -> tuple[SourceFile, cst.FunctionDef, str] | None:
+        """The function `expr` names in `source`'s module, or None when it is not a Python
+        function with source code to compile."""
+
+    def unchanged(self, source: SourceFile, node: cst.FunctionDef) -> bool:
+        """Whether the module-level function `node` defines is, at run time, that function itself:
+        its decorators returned it unchanged (HF's `@use_kernel_forward_from_hub` without the
+        kernels package), so compiled code need not apply them."""
+
+    def lookup(self, source: SourceFile, func: cst.BaseExpression, args: list[object]) -> Lookup | None:
+        """`func(*args)` called now (`ALL_ATTENTION_FUNCTIONS.get_interface("sdpa", default)`):
+        the function it returns, or None when it returns anything else or raises. `args` are
+        constants and GlobalRef (a module-level name of `source`)."""
+
+
+@dataclass(frozen=True)
+class GlobalRef:
+    """A module-level name of a model file, passed to a lookup."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Lookup:
+    found: tuple[SourceFile, cst.FunctionDef, str]
+    module: str  # where the returned function is defined (its `__module__`) ...
+    qualname: str  # ... and its name there
 
 # The type of an unannotated result while it is being inferred (script(instance, ...) only).
 INFERRING = ANY
@@ -103,10 +130,15 @@ class FileContext:
             return self._request(qual, self.source.functions[qual], None, source)
         if not self.recursive or self.functions is None or func is None:
             return None
-        found = self.functions(source, func)
+        found = self.functions.function(source, func)
         if found is None:
             return None
         where, node, sym_name = found
+        return self._request(sym_name, node, None, where)
+
+    def looked_up_signature(self, lookup: Lookup) -> Signature:
+        """Signature of the function a lookup returned (FunctionFinder.lookup), queued to compile."""
+        where, node, sym_name = lookup.found
         return self._request(sym_name, node, None, where)
 
     def method_signature(self, info: ClassInfo, method: str, at: cst.CSTNode | None = None) -> Signature:
@@ -136,7 +168,7 @@ class FileContext:
         if sym_name not in self.signatures:
             if self.permissive and sym_name.partition("#")[0] not in self.entry_names:
                 applied = applied_decorators(source, node)
-                if applied:
+                if applied and not (info is None and self.functions is not None and self.functions.unchanged(source, node)):
                     raise UserError(f"`{sym_name}` is decorated with `@{source.code(applied[0].decorator)}`, "
                                     "which compiled code would not apply", source.loc(applied[0]),
                                     "its calls run it as Python")

@@ -110,7 +110,7 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     if permissive and example_inputs is not None:
         options.update(_what_decorators_pass(instance, example_inputs))
     compiled = compile_source(source, regenerate, Path(source.path).name, [Target(cls.__name__, node, options)], infos,
-                              instance=instance, example_inputs=example_inputs, functions=sources.function,
+                              instance=instance, example_inputs=example_inputs, functions=sources,
                               permissive=permissive)
     own = str(Path(source.path).resolve())
     compiled.files = tuple(f for f in sources.files if f != own)
@@ -210,21 +210,11 @@ class _Sources:
     def function(self, source: Any, expr: Any) -> tuple[Any, Any, str] | None:
         """The module-level Python function that `expr` (a name or dotted name in `source`)
         refers to at run time, with its file and node."""
-        import libcst as cst
+        obj = _live_object(sys.modules.get(_module_name_of(str(source.path)) or ""), expr)
+        return self._compilable(obj)
 
-        parts: list[str] = []
-        while isinstance(expr, cst.Attribute):
-            parts.append(expr.attr.value)
-            expr = expr.value
-        if not isinstance(expr, cst.Name):
-            return None
-        parts.append(expr.value)
-        module = sys.modules.get(_module_name_of(str(source.path)) or "")
-        if module is None:
-            return None
-        obj: Any = module
-        for name in reversed(parts):
-            obj = inspect.getattr_static(obj, name, None) if isinstance(obj, type) else getattr(obj, name, None)
+    def _compilable(self, obj: Any) -> tuple[Any, Any, str] | None:
+        """A module-level Python function's file, node and symbol name, or None."""
         if not inspect.isfunction(obj) or obj.__qualname__ != obj.__name__:
             return None
         where = self.of(obj)
@@ -234,6 +224,49 @@ class _Sources:
         while self.functions.setdefault(sym_name, obj) is not obj:  # same name, another function
             sym_name += "_"
         return where, where.functions[obj.__name__], sym_name
+
+    def unchanged(self, source: Any, node: Any) -> bool:
+        """(transpiler.context.FunctionFinder.unchanged)"""
+        module = sys.modules.get(_module_name_of(str(source.path)) or "")
+        obj = getattr(module, node.name.value, None) if module is not None else None
+        if not inspect.isfunction(obj) or hasattr(obj, "__wrapped__"):
+            return False
+        code = obj.__code__
+        first = min(source.positions[d].start.line for d in node.decorators) if node.decorators else source.positions[node].start.line
+        return code.co_name == node.name.value and Path(code.co_filename).resolve() == Path(source.path).resolve() \
+            and code.co_firstlineno in (first, source.positions[node.name].start.line)
+
+    def lookup(self, source: Any, func: Any, args: list[Any]) -> Any:
+        """`func(*args)` called now (see transpiler.context.FunctionFinder.lookup)."""
+        from transpiler.context import GlobalRef, Lookup
+
+        module = sys.modules.get(_module_name_of(str(source.path)) or "")
+        callee = _live_object(module, func)
+        if module is None or not callable(callee):
+            return None
+        try:
+            values = [getattr(module, a.name) if isinstance(a, GlobalRef) else a for a in args]
+            result = callee(*values)
+        except Exception:  # noqa: BLE001 - it refuses these arguments: the call stays Python
+            return None
+        found = self._compilable(result)
+        return None if found is None else Lookup(found, result.__module__, result.__qualname__)
+
+
+def _live_object(module: Any, expr: Any) -> Any:
+    """What a name or dotted name (libcst) of `module`'s top level holds now, or None."""
+    import libcst as cst
+
+    parts: list[str] = []
+    while isinstance(expr, cst.Attribute):
+        parts.append(expr.attr.value)
+        expr = expr.value
+    if module is None or not isinstance(expr, cst.Name):
+        return None
+    obj: Any = module
+    for name in [expr.value, *reversed(parts)]:
+        obj = inspect.getattr_static(obj, name, None) if isinstance(obj, type) else getattr(obj, name, None)
+    return obj
 
 
 def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
@@ -275,7 +308,9 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
             if info.call_override is None:
                 return  # its own __call__, without source: the compiler does not know this class
         shape = tuple((k, a.kind, a.type) for k, a in sorted(info.attrs.items()))
-        key = (cls, shape)
+        # (and the names of its other attributes: hasattr() is decided per variant)
+        others = tuple(sorted(k for k in vars(module) if not k.startswith("_") and k not in info.attrs))
+        key = (cls, shape, others)
         if key not in variants:
             same = [k for k in variants if k[0].__name__ == cls.__name__]
             if any(k[0] is not cls for k in same):

@@ -46,9 +46,10 @@ from ir.types import (
 )
 from transpiler.check import left_to_python
 from transpiler.diagnostics import UserError
+from transpiler.context import GlobalRef, Lookup
 from transpiler.env import Env, Signature, Unbound
 from runtime.guards import is_plain_object
-from transpiler.source import SourceFile
+from transpiler.source import SourceFile, literal_value
 
 if TYPE_CHECKING:
     from transpiler.context import FileContext
@@ -83,7 +84,7 @@ TORCH_DTYPES = {
     ).split()
 }
 BUILTIN_CALLS = {"len", "min", "max", "int", "float", "bool", "abs", "round", "isinstance", "range", "str",
-                 "all", "any", "sum", "tuple", "list"}
+                 "all", "any", "sum", "tuple", "list", "hasattr", "getattr"}
 UNROLLED_CALLS = {"all", "any", "sum", "tuple", "list"}
 # Calls whose value in eager code is known: compiled code computes what eager computes.
 CONSTANT_CALLS = {"torch.jit.is_scripting": False, "torch.jit.is_tracing": False,
@@ -107,6 +108,9 @@ class ExpressionLowering:
     self_value: Value | None
     empty_stars: set[Value]
     star_items: dict[Value, dict[str, Value]]
+    dicts_made: dict[Value, int]
+    functions_known: dict[Value, Lookup]
+    loop_depth: int
     star_tuples: dict[Value, list[Value]]
     epoch: int  # (transpiler/lower_python.py)
     # Values read from the live instance when compiling for one (script(instance)): objects the
@@ -172,13 +176,59 @@ class ExpressionLowering:
         if isinstance(node, cst.Subscript):
             return self.subscript(node)
         if isinstance(node, cst.Tuple):
-            values = [self.element(e) for e in node.elements]
-            return self.op(ops.TupleOp, values, [TupleType(tuple(v.type for v in values))]).result
+            return self.sequence([(e.value, isinstance(e, cst.StarredElement)) for e in node.elements])
         if isinstance(node, cst.List):
             values = [self.element(e) for e in node.elements]
             return self.make_list(values, None, node)
+        if isinstance(node, cst.Dict) and self.ctx.permissive:
+            return self.dict_display(node)
         what = describe(node)
         raise self.error(node, f"{what} {'are' if what.endswith('s') else 'is'} not supported", hint_for(node))
+
+    def sequence(self, parts: list[tuple[cst.BaseExpression, bool]]) -> Value:
+        """A tuple display, `(*shape, -1, d)` (each part: its expression, whether it is starred).
+        A starred tuple spreads into its elements; a starred list of ints, whose length is not
+        known yet, makes a py.spread."""
+        values: list[Value] = []
+        starred: list[bool] = []
+        for node, star in parts:
+            v = self.expr(node)
+            if star and isinstance(v.type, TupleType):
+                values.extend(self.op(ops.UnpackOp, [v], list(v.type.elems)).results)
+                starred.extend([False] * len(v.type.elems))
+                continue
+            if star and v.type != ListType(INT):
+                raise self.error(node, f"starred {a_type(v.type)} is not supported",
+                                 "spread a tuple, or a list of ints (a shape); else list the elements one by one")
+            values.append(v)
+            starred.append(star)
+        if not any(starred):
+            return self.op(ops.TupleOp, values, [TupleType(tuple(v.type for v in values))]).result
+        for v, star in zip(values, starred):
+            if not star and v.type not in (INT, ANY):
+                raise self.error(parts[0][0], f"a {v.type} among spread ints is not supported", "spread only ints")
+        return self.op(ops.SpreadOp, values, [ListType(INT)], starred=tuple(starred)).result
+
+    def dict_display(self, node: cst.Dict) -> Value:
+        """`{"enable_gqa": True}` (permissive mode): literal string keys and plain values. A
+        Python dict; `**d` passes its items as keywords while nothing else has used it
+        (call_arguments)."""
+        keys: list[str] = []
+        values: list[Value] = []
+        for e in node.elements:
+            key = literal_value(e.key) if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) else None
+            if not isinstance(key, str) or key in keys:
+                raise self.error(node, "dict displays are only supported with distinct literal string keys")
+            v = self.expr(e.value)
+            if v.type not in (BOOL, INT, FLOAT, STR, NONE):
+                raise self.error(node, f"a dict holding {a_type(v.type)} is not supported",
+                                 "compiled code has dicts of plain values only, to pass on as `**d`")
+            keys.append(key)
+            values.append(v)
+        result = self.op(ops.DictOp, values, [ANY], keys=tuple(keys)).result
+        self.star_items[result] = dict(zip(keys, values))
+        self.dicts_made[result] = self.loop_depth
+        return result
 
     def element(self, e: cst.BaseElement) -> Value:
         if isinstance(e, cst.StarredElement):
@@ -267,6 +317,10 @@ class ExpressionLowering:
                 return self.b.constant(value, literal_type(value))
             except TypeError:
                 pass
+        if "." not in qual:
+            value = self.source.bound_once(qual)
+            if value is None or type(value) in (bool, int, float, str):
+                return self.b.constant(value, literal_type(value))
         if qual in MATH_CONSTANTS:
             return self.b.constant(MATH_CONSTANTS[qual], FLOAT)
         if qual in TORCH_DTYPES:
@@ -313,22 +367,24 @@ class ExpressionLowering:
         assert self.self_value is not None and self.class_info is not None
         return self.module_attribute(node, self.self_value, self.class_info)
 
-    def module_attribute(self, node: cst.Attribute, obj: Value, info: ClassInfo) -> Value:
-        attr = node.attr.value
+    def module_attribute(self, node: cst.Attribute | cst.Call, obj: Value, info: ClassInfo, attr: str | None = None) -> Value:
+        """`obj.attr` of a module; `node` is the attribute, or the getattr() call that reads it."""
+        attr = attr if attr is not None else node.attr.value  # type: ignore[union-attr]
+        at = node.attr if isinstance(node, cst.Attribute) else node
         if attr in info.methods:
             raise self.error(node, f"method `{attr}` can only be called here", "call it: self.method(...)")
         found = info.attrs.get(attr)
         if found is None:
             close = difflib.get_close_matches(attr, [*info.attrs, *info.methods], n=1)
             raise self.error(
-                node.attr,
+                at,
                 f"`{info.name}` has no attribute `{attr}` that the compiler can see",
                 f"did you mean `{close[0]}`?" if close
                 else "assign it in __init__ or declare it at class level (e.g. `scale: float`)",
             )
         if found.kind == "unknown":
             raise self.error(
-                node.attr,
+                at,
                 f"the type of `self.{attr}` cannot be determined from __init__",
                 f"declare it at class level, e.g. `{attr}: int` or `{attr}: Tensor`",
             )
@@ -340,6 +396,33 @@ class ExpressionLowering:
         # with earlier ones, and not assumed to hold what the entry checked (ir/shape_rules_python).
         after = {"after": self.epoch} if self.epoch else {}
         return self.op(ops.GetAttrOp, [obj], [found.type], attr=attr, **after).result
+
+    def module_hasattr(self, node: cst.Call, name: str) -> Value:
+        """`hasattr(module, "name")`, `getattr(module, "name"[, default])` with a literal name, as
+        TorchScript has them: decided when compiling, from the attributes every instance of the
+        module's class variant has (transpiler/jit.py makes instances with other attribute names
+        variants of their own) and its class's."""
+        args = node.args
+        n = 2 if name == "hasattr" else len(args)
+        if n not in (2, 3) or len(args) != n or any(a.keyword is not None or a.star for a in args) \
+                or not isinstance(args[1].value, cst.SimpleString):
+            raise self.error(node, f"{name}() is supported with a module and a literal attribute name",
+                             f"write {name}(self, \"name\"{', default' if name == 'getattr' else ''})")
+        attr = literal_value(args[1].value)
+        obj = self.expr(args[0].value)
+        info = self.ctx.class_named(obj.type.qualname) if isinstance(obj.type, ModuleType) else None
+        if info is None or info.instance is None or not isinstance(attr, str):
+            raise self.error(node, f"{name}() of a value of type {obj.type} is not supported",
+                             "only a module's attributes are known when compiling")
+        present = attr in info.attrs or attr in info.methods or hasattr(info.instance, attr)
+        if name == "hasattr":
+            return self.b.constant(present)
+        if present:
+            refined = self.env.get(f"self.{attr}") if obj is self.self_value else None
+            return refined if isinstance(refined, Value) else self.module_attribute(node, obj, info, attr)
+        if n == 3:
+            return self.expr(args[2].value)
+        raise self.error(node, f"`{info.name}` has no attribute `{attr}`", None)
 
     def object_attribute(self, node: cst.Attribute, obj: Value) -> Value:
         """`self.config.num_layers`: read from the live object now. A literal is what the code is
@@ -453,6 +536,9 @@ class ExpressionLowering:
             if isinstance(lhs.type, TensorType) and isinstance(rhs.type, TensorType):
                 # identity of two tensors (`key is query`): decided once inlining shows one value
                 return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
+            if lhs.type == BOOL and rhs.type == BOOL and (isinstance(self.known(lhs), bool) or isinstance(self.known(rhs), bool)):
+                # `use_cache is True` of a bool: True and False are the only bools, so `is` is `==`
+                return self.compare("==" if op == "is" else "!=", lhs, rhs, node)
             if NONE not in (lhs.type, rhs.type):
                 raise self.error(node, f"`{op}` is only supported against None and between tensors",
                                  "use == for values")
@@ -636,10 +722,13 @@ class ExpressionLowering:
         return tuple(items), operands
 
     # -- calls ----------------------------------------------------------------------------------
-    def call_arguments(self, node: cst.Call) -> tuple[list[Value], list[str], list[Value], list[cst.Arg]]:
+    def call_arguments(self, node: cst.Call, sizes: bool = False) -> tuple[list[Value], list[str], list[Value], list[cst.Arg]]:
+        """The call's positional and keyword values. `sizes`: the callee takes its sizes as
+        varargs or as one sequence alike (`x.view(*shape, -1)` is `x.view((*shape, -1))`)."""
         args: list[Value] = []
         kwnames: list[str] = []
         kwargs: list[Value] = []
+        starred: set[int] = set()
         for arg in node.args:
             if arg.star and isinstance(arg.value, cst.Name) and self.env.get(arg.value.value) in self.empty_stars:
                 continue  # `**kwargs` of a function whose compiled callers pass none
@@ -649,10 +738,23 @@ class ExpressionLowering:
                 args.extend(self.star_tuples[self.env.get(arg.value.value)])  # type: ignore[index]
                 continue
             if arg.star == "**" and isinstance(arg.value, cst.Name) and self.env.get(arg.value.value) in self.star_items:
+                made = self.env.get(arg.value.value)
+                if made in self.dicts_made and (made.uses or self.dicts_made[made] != self.loop_depth):  # type: ignore[union-attr]
+                    raise self.error(arg, "`**` of a dict that other code may have changed is not supported",
+                                     "pass the keywords one by one")
                 for k, v in self.star_items[self.env.get(arg.value.value)].items():  # type: ignore[index]
                     kwnames.append(k)
                     kwargs.append(v)
                 continue
+            if arg.star == "*" and not kwnames:
+                spread = self.expr(arg.value)
+                if isinstance(spread.type, TupleType):  # `f(*pair)`: its elements
+                    args.extend(self.op(ops.UnpackOp, [spread], list(spread.type.elems)).results)
+                    continue
+                if spread.type == ListType(INT) and sizes:  # `x.reshape(*shape, -1)`: one sequence of sizes
+                    args.append(spread)
+                    starred.add(len(args) - 1)
+                    continue
             if arg.star:
                 raise self.error(arg, f"`{arg.star}` arguments are not supported", "pass the arguments one by one")
             if arg.keyword is None:
@@ -662,6 +764,11 @@ class ExpressionLowering:
             else:
                 kwnames.append(arg.keyword.value)
                 kwargs.append(self.expr(arg.value))
+        if starred:
+            if not all(v.type in (INT, ANY) for i, v in enumerate(args) if i not in starred):
+                raise self.error(node, "spreading a list into arguments that are not all sizes is not supported",
+                                 "pass the sizes as one tuple")
+            args = [self.op(ops.SpreadOp, args, [ListType(INT)], starred=tuple(i in starred for i in range(len(args)))).result]
         return args, kwnames, kwargs, list(node.args)
 
     def call(self, node: cst.Call) -> Value:
@@ -719,6 +826,10 @@ class ExpressionLowering:
                 raise self.error(func, "calling a method of a value whose type is not known")
             raise self.error(func, f"method `{func.attr.value}` of a value of type {obj.type} is not supported")
         callee = self.expr(func)
+        if callee in self.functions_known:  # what a lookup returned (lookup_call)
+            signature = self.ctx.looked_up_signature(self.functions_known[callee])
+            args, kwnames, kwargs, _ = self.call_arguments(node)
+            return self.call_compiled(node, signature, None, args, kwnames, kwargs)
         if isinstance(callee.type, (ModuleType, ModuleListType)) or callee.type == ANY:
             return self.module_call(node, callee)
         raise self.error(func, f"a value of type {callee.type} cannot be called")
@@ -792,8 +903,46 @@ class ExpressionLowering:
             return self.torch_assert(node)
         if qual.startswith("torch."):
             return self.call_torch(node, qual)
+        looked_up = self.lookup_call(node) if self.ctx.permissive and self.ctx.functions is not None else None
+        if looked_up is not None:
+            return looked_up
         raise self.error(node.func, f"calls of `{qual}` are not supported in compiled code",
                          "only torch.*, torch.nn.functional.*, math.*, builtins and @script code can be called")
+
+    def lookup_call(self, node: cst.Call) -> Value | None:
+        """A call of a module-level object with arguments known now (literals, settings read from
+        the live instance, module-level names) that returns a function with source code, as HF's
+        `ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, default)`: the
+        call is made now, and calls of its result compile that function. A py.check_lookup
+        makes the call again on entry and checks it returns the same function (specialize)."""
+        if any(a.keyword is not None or a.star for a in node.args):
+            return None
+        operands: list[Value] = []
+        args: list[tuple] = []
+        for arg in node.args:
+            qual = self.source.global_name(arg.value) if isinstance(arg.value, cst.Name) else None
+            if qual is not None and "." not in qual and self.env.get(arg.value.value) is None:  # type: ignore[attr-defined]
+                args.append(("global", qual))
+                continue
+            v = self.expr(arg.value)
+            known = self.known(v)
+            if known is self._UNKNOWN and isinstance(v.owner, ops.GetAttrOp) and "after" not in v.owner.attributes \
+                    and isinstance(v.owner.operands[0].type, ModuleType):  # a module's setting (`self.impl`)
+                info = self.ctx.class_named(v.owner.operands[0].type.qualname)
+                found_attr = info.attrs.get(v.owner.attributes["attr"]) if info is not None else None
+                known = found_attr.value if found_attr is not None and found_attr.has_value else self._UNKNOWN
+            if known is not None and type(known) not in (bool, int, float, str):
+                return None
+            args.append(("const", known))
+            operands.append(v)
+        assert self.ctx.functions is not None
+        found = self.ctx.functions.lookup(self.source, node.func, [GlobalRef(a[1]) if a[0] == "global" else a[1] for a in args])
+        if found is None:
+            return None
+        result = self.op(ops.CheckLookupOp, operands, [FunctionType(found.qualname)], module=self.source.module_name or "",
+                         callee=self.source.code(node.func), args=tuple(args), returns=(found.module, found.qualname)).result
+        self.functions_known[result] = found
+        return result
 
     def torch_assert(self, node: cst.Call) -> Value:
         """`torch._assert(cond, message)` is `assert cond, message`: AssertionError(message)
@@ -822,7 +971,7 @@ class ExpressionLowering:
         return self.b.constant(None)
 
     def call_torch(self, node: cst.Call, qual: str) -> Value:
-        args, kwnames, kwargs, _ = self.call_arguments(node)
+        args, kwnames, kwargs, _ = self.call_arguments(node, sizes=qual in SIZE_VARARGS_FUNCTIONS)
         consts = self.constant_arguments(args, kwnames, kwargs)
         try:
             info = resolve_function(qual, [a.type for a in args], dict(zip(kwnames, (k.type for k in kwargs))), consts)
@@ -832,7 +981,7 @@ class ExpressionLowering:
         return self.torch_op(ops.TorchCallOp, info, args + kwargs, kwnames, callee=qual)
 
     def tensor_method(self, node: cst.Call, obj: Value, method: str) -> Value:
-        args, kwnames, kwargs, _ = self.call_arguments(node)
+        args, kwnames, kwargs, _ = self.call_arguments(node, sizes=method in SIZE_VARARGS_METHODS)
         consts = self.constant_arguments(args, kwnames, kwargs)
         try:
             info = resolve_method(method, obj.type, [a.type for a in args], dict(zip(kwnames, (k.type for k in kwargs))), consts)
@@ -888,6 +1037,8 @@ class ExpressionLowering:
             raise self.error(node, "range() is only supported as the iterable of a for loop")
         if name == "isinstance":
             return self.isinstance_call(node)
+        if name in ("hasattr", "getattr"):
+            return self.module_hasattr(node, name)
         if name in UNROLLED_CALLS:
             return self.unrolled_call(node, name)
         args, kwnames, kwargs, _ = self.call_arguments(node)
@@ -1230,6 +1381,12 @@ def _has_fstring(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.ConcatenatedString):
         return _has_fstring(node.left) or _has_fstring(node.right)
     return isinstance(node, cst.FormattedString)
+
+
+# Calls whose sizes may come as varargs or as one sequence, with the same meaning.
+SIZE_VARARGS_METHODS = frozenset({"view", "reshape", "expand", "permute", "repeat", "tile", "flip",
+                                  "new_zeros", "new_ones", "new_empty"})
+SIZE_VARARGS_FUNCTIONS = frozenset({"torch.zeros", "torch.ones", "torch.empty", "torch.rand", "torch.randn"})
 
 
 def a_type(t: object) -> str:

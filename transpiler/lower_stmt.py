@@ -34,7 +34,7 @@ from ir.types import (
 )
 from transpiler.annotations import annotation_type
 from transpiler.classinfo import module_class_names
-from transpiler.context import Break, applied_decorators
+from transpiler.context import Break, Lookup, applied_decorators
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
 from transpiler.lower_expr import AUG_OPS, ExpressionLowering, a_type, unify_all
@@ -78,6 +78,8 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         self.empty_stars: set[Value] = set()  # `*args` / `**kwargs` of a compiled call: empty
         self.star_items: dict[Value, dict[str, Value]] = {}  # `**kwargs` of a variant: its keywords
         self.star_tuples: dict[Value, list[Value]] = {}  # `*args` of a variant: its values
+        self.functions_known: dict[Value, Lookup] = {}  # what lookups returned (lower_expr.lookup_call)
+        self.dicts_made: dict[Value, int] = {}  # dict displays (also in star_items): the loop depth they are made at
         self.live: dict[Value, Any] = {}
         with self.b.located(self.source.loc(node)):
             if sig.star is not None and sig.star_items:  # a variant for one call: what it passes
@@ -331,7 +333,9 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                 continue
             if len(live) == 1:
                 v = va if ex_a.returned is not True else vb
-                if isinstance(v, Value):
+                if v is not None and v is before.get(key):
+                    merged_env.set(key, v)  # unchanged on the side that goes on: the same value, facts kept
+                elif isinstance(v, Value):
                     add(key, v if v is va else None, v if v is vb else None, v.type)
                 elif v is not None:
                     merged_env.set(key, v)

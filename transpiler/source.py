@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
@@ -70,6 +71,31 @@ class SourceFile:
         if self._scopes is None:
             self._scopes = (self.wrapper.resolve(ScopeProvider), self.wrapper.resolve(ExpressionContextProvider))
         return self._scopes
+
+    def bound_once(self, name: str) -> object:
+        """The value module-level `name` has in the imported module (script(instance, ...)) when it
+        is a bool, int, float, str or None that the file binds exactly once and never declares
+        `global` (`_is_torch_npu_available = is_torch_npu_available()`): compiled code takes it
+        as a constant, as TorchScript takes module-level values. Else _NOT_LITERAL."""
+        module = sys.modules.get(self.module_name) if self.module_name is not None else None
+        if module is None or not hasattr(module, name):
+            return _NOT_LITERAL
+        scopes, _ = self.scopes()
+        scope = scopes.get(self.module)
+        if scope is None or len(scope.assignments[name]) != 1 or name in self._declared_global():
+            return _NOT_LITERAL
+        value = getattr(module, name)
+        return value if value is None or type(value) in (bool, int, float, str) else _NOT_LITERAL
+
+    def _declared_global(self) -> set[str]:
+        found: set[str] = set()
+
+        class Visitor(cst.CSTVisitor):
+            def visit_Global(self, node: cst.Global) -> None:
+                found.update(item.name.value for item in node.names)
+
+        self.module.visit(Visitor())
+        return found
 
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

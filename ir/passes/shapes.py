@@ -128,7 +128,7 @@ class _Interpreter:
                 if isinstance(op.operands[1].type, ListType):
                     self.escaped.add(op.operands[1])
             elif not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp, ops.GetItemOp, ops.UnpackOp,
-                                     ops.BuiltinCallOp, ops.ForEachOp, ops.SliceOp)):
+                                     ops.BuiltinCallOp, ops.ForEachOp, ops.SliceOp, ops.SpreadOp)):
                 for v in op.operands:
                     if isinstance(v.type, ListType) and not isinstance(op, (ops.YieldOp, ops.ConditionOp)):
                         self.escaped.add(v)

@@ -29,7 +29,38 @@ def specialize(program: Program) -> None:
         if isinstance(func, ops.FuncOp):
             guards = shape_guards(func, facts)
             add_entry_checks(func, guards)
-            fold_checked_attributes(func, facts, {g.path for g in guards if g.kind == "value"})
+            checked = {g.path for g in guards if g.kind == "value"}
+            hoist_lookups(func, facts, checked)
+            fold_checked_attributes(func, facts, checked)
+
+
+def hoist_lookups(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]) -> None:
+    """A py.check_lookup whose arguments are literals or values that entry checks pin goes to the
+    entry, after those checks: its call is made once per call of the function, before any effect,
+    and a second one with the same arguments is the first."""
+    at = guard_prefix_end(func)
+    anchor = func.body.ops[at] if at < len(func.body.ops) else None
+    first: dict[tuple, Operation] = {}
+    for op in list(func.walk()):
+        if not isinstance(op, ops.CheckLookupOp):
+            continue
+        if not all(isinstance(v.owner, ops.ConstantOp) or
+                   (facts.values.get(v) is not None and facts.values[v].origin in checked) for v in op.operands):
+            continue  # (a value no entry check pins: the check stays where the call was)
+        key = tuple(sorted(op.attributes.items()))
+        if key in first:
+            op.results[0].replace_all_uses_with(first[key].results[0])
+            op.erase()
+            continue
+        first[key] = op
+        op.drop_operands()  # (pinned: the entry checks compare them with the attributes' values)
+        assert op.parent is not None
+        op.parent.ops.remove(op)
+        op.parent = None
+        if anchor is None:
+            func.body.append(op)
+        else:
+            func.body.insert_before(anchor, op)
 
 
 def fold_checked_attributes(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]) -> None:
