@@ -631,7 +631,11 @@ def _statement(leaves: list[Leaf], comment: str | None, depth: int) -> Line:
     first = leaves[0].value if leaves[0].type == token.NAME else ""
     top = _top_level(leaves)
     lambda_free = [i for i in top if not any(leaves[j].value == "lambda" for j in top if j < i)]
-    if first in PAREN_KEYWORDS:
+    comma = next((i for i in top if leaves[i].type == token.COMMA), None)
+    if first == "assert" and comma is not None:  # `assert test, message`: each on its own (one would be a tuple)
+        _wrap(leaves, comma + 1, len(leaves))
+        _wrap(leaves, 1, comma)
+    elif first in PAREN_KEYWORDS:
         end = len(leaves) - 1 if leaves[-1].type == token.COLON else len(leaves)
         _wrap(leaves, 1, end)
     elif first == "for":

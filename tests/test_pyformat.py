@@ -53,6 +53,8 @@ def check(source: str) -> None:
     "def indexing(x: Tensor, acc: Tensor, threshold: float = 0.5) -> tuple[Tensor, Tensor, Tensor]:\n    pass\n",
     "def k(in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor, in5: Tensor, in6: Tensor) -> Tensor:\n    pass\n",
     "def kernel(out0, in0, in0_s0, in0_s1, in0_s2, in1, in1_s2, n_rows, n1, n2, ROWS: tl.constexpr, COLS: tl.constexpr):\n    pass\n",
+    # an assert's test and message are wrapped apart: parentheses around both would make a tuple
+    'def f(xs):\n    assert len(xs) > 0, f"{xs} has to be a tuple/list of tensors and some more words here"\n',
     # a string that cannot fit stays long inside its brackets
     'def f():\n    raise _guards.GuardFailure("`self.mean`, `self.var`, `self.count` (written) may share memory with another tensor")\n',
     # a trailing comment stays with the closing bracket; a value's comment moves into parentheses
