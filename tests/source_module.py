@@ -44,3 +44,16 @@ def compiled_case(directory: Path, name: str, source: str) -> tuple[ModuleType, 
     assert cli_main(["-q", str(path)]) == 0
     return importlib.import_module(name), (directory / f"{name}_compiled.py").read_text()
 
+
+@contextmanager
+def jit_source(tmp_path: Path, monkeypatch, name: str, source: str) -> Iterator[ModuleType]:
+    """`source` imported as `name`, with script()'s cache in `tmp_path / "cache"` (generated_jit)."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, name, source) as mod:
+        yield mod
+
+
+def generated_jit(tmp_path: Path, stem: str) -> str:
+    """The module script() generated for class `stem` under jit_source."""
+    (path,) = (tmp_path / "cache" / "jit").glob(f"{stem}_*.py")
+    return path.read_text()

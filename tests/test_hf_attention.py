@@ -15,7 +15,7 @@ import torch
 
 import runtime
 from runtime import script
-from source_module import imported_source
+from source_module import generated_jit, jit_source
 
 SOURCE = '''
     import os
@@ -108,14 +108,8 @@ SOURCE = '''
 
 @pytest.fixture
 def models(tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    with imported_source(tmp_path, "hf_attention_models", SOURCE) as mod:
+    with jit_source(tmp_path, monkeypatch, "hf_attention_models", SOURCE) as mod:
         yield mod
-
-
-def _generated(tmp_path: Path, stem: str) -> str:
-    (path,) = (tmp_path / "cache" / "jit").glob(f"{stem}_*.py")
-    return path.read_text()
 
 
 def _eager_now(compiled, model, *args) -> None:
@@ -133,7 +127,7 @@ def test_attention_dispatch_is_compiled_through(models, tmp_path: Path) -> None:
         with runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), m(x))
             torch.testing.assert_close(compiled(x[:1]), m(x[:1]))
-        code = _generated(tmp_path, "Attention")
+        code = generated_jit(tmp_path, "Attention")
         body = code[code.index("def Attention_forward("):]
         kept = [line.strip() for line in body.splitlines() if "kept as Python" in line]
         assert kept == ["# hf_attention_models.py:60: kept as Python: **kwargs, empty when compiled code runs"]
@@ -164,7 +158,7 @@ def test_a_dict_that_changed_is_not_spread_by_the_compiler(models, tmp_path: Pat
         compiled = script(m, example_inputs=(x,), permissive=True)
         with runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), m(x))
-    code = _generated(tmp_path, "Changed")
+    code = generated_jit(tmp_path, "Changed")
     assert "kept as Python: `**` of a dict that other code may have changed" in code
 
 

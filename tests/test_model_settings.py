@@ -15,7 +15,7 @@ import torch
 
 import runtime
 from runtime import script
-from source_module import imported_source
+from source_module import generated_jit, jit_source
 
 SOURCE = '''
     import functools
@@ -254,19 +254,13 @@ SOURCE = '''
 
 @pytest.fixture
 def models(tmp_path: Path, monkeypatch):
-    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    with imported_source(tmp_path, "settings_models", SOURCE) as mod:
+    with jit_source(tmp_path, monkeypatch, "settings_models", SOURCE) as mod:
         yield mod
-
-
-def _generated(tmp_path: Path, stem: str) -> str:
-    (path,) = (tmp_path / "cache" / "jit").glob(f"{stem}_*.py")
-    return path.read_text()
 
 
 def _code(tmp_path: Path, stem: str) -> str:
     """The generated module without its comments (which quote the source)."""
-    return "\n".join(line for line in _generated(tmp_path, stem).splitlines() if not line.lstrip().startswith("#"))
+    return "\n".join(line for line in generated_jit(tmp_path, stem).splitlines() if not line.lstrip().startswith("#"))
 
 
 def _compiled_and_checked(model: torch.nn.Module, x: torch.Tensor, permissive: bool = True):
@@ -285,7 +279,7 @@ def test_settings_object_is_read_when_compiling_and_checked_at_entry(models, tmp
     x = torch.randn(2, 5, 8)
     with torch.no_grad():
         compiled = _compiled_and_checked(net, x, permissive)  # no entry check fails
-        text = _generated(tmp_path, "Net")
+        text = generated_jit(tmp_path, "Net")
         # three of the four blocks, the gelu branch only, the values folded in
         assert text.count("gelu") >= 1 and "relu" not in text
         assert '"self.config.num_layers"' in text and '"self.blocks[0].config.act"' in text
@@ -315,7 +309,7 @@ def test_left_out_parameter_is_compiled_for_its_default(models, tmp_path: Path) 
     x, mask = torch.randn(2, 5, 8), torch.rand(2, 5, 8)
     with torch.no_grad():
         compiled = _compiled_and_checked(net, x)
-        assert "check_value(mask, None" in _generated(tmp_path, "Net")
+        assert "check_value(mask, None" in generated_jit(tmp_path, "Net")
         with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="mask"):
             compiled(x, mask)
         with runtime.mode("on"), warnings.catch_warnings():  # a mask: eager
@@ -454,7 +448,7 @@ def test_unreadable_local_annotation_is_a_plain_assignment(models, tmp_path: Pat
     compiled = script(models.annotated, example_inputs=(x,), permissive=True)
     with runtime.mode("strict"):
         torch.testing.assert_close(compiled(x), x * 2 + 1)
-    assert "kept as Python" not in _generated(tmp_path, "annotated")
+    assert "kept as Python" not in generated_jit(tmp_path, "annotated")
 
 
 @pytest.mark.parametrize("permissive", [False, True])
@@ -487,7 +481,7 @@ def test_enumerate_wrong_result_annotation_and_unpacked_objects(models, tmp_path
     torch.manual_seed(0)
     with torch.no_grad():
         _compiled_and_checked(models.Enumerated().eval(), torch.randn(3, 8))
-    kept = [line for line in _generated(tmp_path, "Enumerated").splitlines() if "kept as Python" in line]
+    kept = [line for line in generated_jit(tmp_path, "Enumerated").splitlines() if "kept as Python" in line]
     assert len(kept) == 1 and "try statements" in kept[0], kept  # only the helper's call
     code = _code(tmp_path, "Enumerated")
     assert "enumerate" not in code and "pair(" not in code.replace("python_pair(", "")
