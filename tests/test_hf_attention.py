@@ -98,6 +98,28 @@ SOURCE = '''
             return torch.softmax(x, **options) + 1
 
 
+    class Spread(nn.Module):
+        def forward(self, x):
+            shape = (*x.shape[:-1], 1)
+            y = x + 1 if isinstance(shape, tuple) else x - 1
+            return y * 2 if isinstance(x.shape[1:], list) else y * 3
+
+
+    class Private(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self._cache = None
+
+        @property
+        def ready(self):
+            return self._cache is not None
+
+        def forward(self, x):
+            if hasattr(self, "_cache") and hasattr(self, "ready"):
+                return x + 1
+            return x - 1
+
+
     class Flags(nn.Module):
         def forward(self, x, flag: bool):
             if flag is True:
@@ -170,3 +192,28 @@ def test_is_true_of_a_bool_is_equality(models, tmp_path: Path) -> None:
         with runtime.mode("strict"):
             torch.testing.assert_close(compiled(x, True), m(x, True))
             torch.testing.assert_close(compiled(x, False), m(x, False))
+            torch.testing.assert_close(compiled(x, 1), m(x, 1))  # `1 is True` is False, as in eager
+
+
+def test_spread_sizes_are_a_tuple_when_they_run(models) -> None:
+    """`(*x.shape[:-1], 1)` and `x.shape[1:]` of a tensor of unknown rank are tuples in Python,
+    whatever type the compiler gives them."""
+    m = models.Spread().eval()
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled = script(m, example_inputs=(x,), permissive=True)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), m(x))
+
+
+def test_hasattr_of_a_private_attribute_or_property_is_not_decided_when_compiling(models, tmp_path: Path) -> None:
+    m = models.Private().eval()
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled = script(m, example_inputs=(x,), permissive=True)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), m(x))
+            m._cache = torch.zeros(1)  # the property's value changes: Python decides at each call
+            torch.testing.assert_close(compiled(x), m(x))
+    code = generated_jit(tmp_path, "Private")
+    assert "kept as Python: hasattr() of `_cache` is not decided when compiling" in code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 import operator
 from typing import TYPE_CHECKING, Any, Callable
@@ -359,13 +360,14 @@ class ExpressionLowering:
             return self.op(ops.GetAttrOp, [obj], [STR if attr == "type" else OptionalType(INT)], attr=attr).result
         raise self.error(node, f"attribute `{attr}` of a value of type {obj.type} is not supported")
 
-    def self_attribute(self, node: cst.Attribute) -> Value:
-        key = f"self.{node.attr.value}"
+    def self_attribute(self, node: cst.Attribute | cst.Call, attr: str | None = None) -> Value:
+        """`self.attr` (`node`, or the getattr() call that reads `attr`): as refined here, or read."""
+        key = f"self.{attr if attr is not None else node.attr.value}"  # type: ignore[union-attr]
         refined = self.env.get(key)
         if isinstance(refined, Value):
             return refined
         assert self.self_value is not None and self.class_info is not None
-        return self.module_attribute(node, self.self_value, self.class_info)
+        return self.module_attribute(node, self.self_value, self.class_info, attr)
 
     def module_attribute(self, node: cst.Attribute | cst.Call, obj: Value, info: ClassInfo, attr: str | None = None) -> Value:
         """`obj.attr` of a module; `node` is the attribute, or the getattr() call that reads it."""
@@ -414,12 +416,18 @@ class ExpressionLowering:
         if info is None or info.instance is None or not isinstance(attr, str):
             raise self.error(node, f"{name}() of a value of type {obj.type} is not supported",
                              "only a module's attributes are known when compiling")
-        present = attr in info.attrs or attr in info.methods or hasattr(info.instance, attr)
+        on_class = inspect.getattr_static(type(info.instance), attr, _ABSENT)
+        if isinstance(on_class, property) or (on_class is _ABSENT and attr not in info.attrs and (
+                attr.startswith("_") or info.node is None)):
+            # (a property runs code; other instances of torch's layers, or private attributes,
+            # are not told apart by variants)
+            raise self.error(node, f"{name}() of `{attr}` is not decided when compiling",
+                             "only a module's own public attributes and its class's are")
+        present = attr in info.attrs or attr in info.methods or on_class is not _ABSENT or attr in vars(info.instance)
         if name == "hasattr":
             return self.b.constant(present)
         if present:
-            refined = self.env.get(f"self.{attr}") if obj is self.self_value else None
-            return refined if isinstance(refined, Value) else self.module_attribute(node, obj, info, attr)
+            return self.self_attribute(node, attr) if obj is self.self_value else self.module_attribute(node, obj, info, attr)
         if n == 3:
             return self.expr(args[2].value)
         raise self.error(node, f"`{info.name}` has no attribute `{attr}`", None)
@@ -536,9 +544,9 @@ class ExpressionLowering:
             if isinstance(lhs.type, TensorType) and isinstance(rhs.type, TensorType):
                 # identity of two tensors (`key is query`): decided once inlining shows one value
                 return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
-            if lhs.type == BOOL and rhs.type == BOOL and (isinstance(self.known(lhs), bool) or isinstance(self.known(rhs), bool)):
-                # `use_cache is True` of a bool: True and False are the only bools, so `is` is `==`
-                return self.compare("==" if op == "is" else "!=", lhs, rhs, node)
+            if any(isinstance(v.owner, ops.ConstantOp) and type(v.owner.value) is bool for v in (lhs, rhs)):
+                # `use_cache is True`: compared as Python compares it, when it runs (1 is not True)
+                return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
             if NONE not in (lhs.type, rhs.type):
                 raise self.error(node, f"`{op}` is only supported against None and between tensors",
                                  "use == for values")
@@ -1190,9 +1198,9 @@ class ExpressionLowering:
                 raise self.error(node, "isinstance on a value whose type is not fixed is not supported",
                                  "use `is None` / `is not None` for Optional values")
             if qual == "builtins.tuple":
-                result = result or isinstance(t, TupleType)
+                result = result or isinstance(t, TupleType) or _tuple_when_run(value)
             elif qual == "builtins.list":
-                result = result or isinstance(t, ListType)
+                result = result or isinstance(t, ListType) and not _tuple_when_run(value)
             elif want == INT:
                 result = result or t in (INT, BOOL)
             elif want == TENSOR:
@@ -1381,6 +1389,20 @@ def _has_fstring(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.ConcatenatedString):
         return _has_fstring(node.left) or _has_fstring(node.right)
     return isinstance(node, cst.FormattedString)
+
+
+_ABSENT = object()
+
+
+def _tuple_when_run(value: Value) -> bool:
+    """A list[int] that is a tuple at run time: `x.shape` / `x.size()` of a tensor whose rank is
+    not known when lowering (a torch.Size), a slice of one, a py.spread."""
+    owner = value.owner
+    if isinstance(owner, ops.SliceOp):
+        return _tuple_when_run(owner.operands[0])
+    return isinstance(owner, ops.SpreadOp) or (
+        isinstance(owner, ops.GetAttrOp) and owner.attributes.get("attr") == "shape") or (
+        isinstance(owner, ops.TensorMethodOp) and owner.attributes.get("method") == "size" and len(owner.operands) == 1)
 
 
 # Calls whose sizes may come as varargs or as one sequence, with the same meaning.
