@@ -10,7 +10,7 @@ from codegen.pyformat import format_python
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from ir.core import Program
-from ir.ops import CheckLookupOp, FuncOp, KernelOp, OpaqueOp
+from ir.ops import CheckGlobalOp, CheckLookupOp, FuncOp, KernelOp, OpaqueOp
 from codegen.kernel_launchers import emit_kernels
 
 FORMAT = 1
@@ -43,7 +43,8 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
     model_modules = sorted({op.attributes["module"] for op in program.walk() if isinstance(op, OpaqueOp)
                             and any(o[4] == "global" for o in op.attributes["occurrences"])}
                            | {m for op in program.walk() if isinstance(op, CheckLookupOp)
-                              for m in (op.attributes["module"], op.attributes["returns"][0])})
+                              for m in (op.attributes["module"], op.attributes["returns"][0])}
+                           | {op.attributes["module"] for op in program.walk() if isinstance(op, CheckGlobalOp)})
     reserved |= {model_module_name(m) for m in model_modules}
     bodies: list[list[str]] = []
     needs: set[str] = set()

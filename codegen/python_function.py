@@ -1005,9 +1005,16 @@ class FunctionEmitter:
             return Expr(f"({self.tuple_text(op.operands)})", PREC["atom"])
         if isinstance(op, ops.ListOp):
             return Expr("[" + ", ".join(self.expr(v, PREC["if"]).text for v in op.operands) + "]", PREC["atom"])
+        if isinstance(op, ops.CheckGlobalOp):
+            name = string_literal(f"{a['module'] or PurePath(op.loc.file if op.loc else '').stem}.{a['symbol']}")
+            return Expr(f"_guards.check_value({model_module_name(a['module'])}.{a['symbol']}, {_literal(a['expected'])}, "
+                        f"{name})", PREC["atom"])
         if isinstance(op, ops.CheckLookupOp):
             module = model_module_name(a["module"])
-            args = [f"{module}.{value}" if kind == "global" else _literal(value) for kind, value in a["args"]]
+            # (its arguments as compiled for; where an entry check does not pin one, as they are now)
+            pinned = iter(op.operands)
+            args = [f"{module}.{value}" if kind == "global" else
+                    self.expr(next(pinned)).text if op.operands else _literal(value) for kind, value in a["args"]]
             returns = f"{model_module_name(a['returns'][0])}.{a['returns'][1]}"
             where = string_literal(f"{PurePath(op.loc.file).name}:{op.loc.line}" if op.loc else a["callee"])
             return Expr(f"_guards.check_lookup({module}.{a['callee']}({', '.join(args)}), {returns}, {where})", PREC["atom"])

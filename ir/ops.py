@@ -597,6 +597,14 @@ class CheckLookupOp(Operation):
     traits = frozenset({OPAQUE})
 
 
+class CheckGlobalOp(Operation):
+    """A module-level name of a model file that compiled code took as a constant (`module`,
+    `symbol`) still holds `expected`; specialize moves it to the entry."""
+
+    name = "py.check_global"
+    traits = frozenset({OPAQUE})
+
+
 class CheckValueOp(EntryCheck):
     """The Python value (a module attribute the code was specialised to) equals `expected`."""
 

@@ -156,7 +156,12 @@ def test_attention_dispatch_is_compiled_through(models, tmp_path: Path) -> None:
         assert body.count("_guards.check_lookup(") == 1
         assert "_hf_attention_models.REGISTRY.get_interface(\n" in body or "REGISTRY.get_interface(" in body
         assert "F.scaled_dot_product_attention(" in body and "enable_gqa" not in body
-        assert "_FAST_PATH" not in body and "hasattr" not in body and "getattr" not in body
+        assert "hasattr" not in body and "getattr" not in body
+        # the flag is a constant (its branch is gone), checked once at entry
+        code_lines = [line for line in body.splitlines() if not line.lstrip().startswith("#")]
+        assert [line.strip() for line in code_lines if "_FAST_PATH" in line] == \
+            ['_hf_attention_models._FAST_PATH, False, "hf_attention_models._FAST_PATH"']
+        assert ".contiguous()" not in body
         assert "(*input_shape, -1, 4)" in body and ".reshape((*input_shape, -1))" in body
         assert "Attention_forward_k0_add_mul_clamp_min(" in body  # the shapes are known: scale and relu fuse
 
@@ -169,6 +174,12 @@ def test_attention_dispatch_is_compiled_through(models, tmp_path: Path) -> None:
         # The registry changes: the lookup returns another function, eager runs.
         models.REGISTRY["fast"] = models.other_attention
         with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="other_attention"):
+            compiled(x)
+        _eager_now(compiled, m, x)
+        models.REGISTRY["fast"] = models.fast_attention
+        # A module-level flag taken as a constant changes (another process, a patch): eager runs.
+        models._FAST_PATH = True
+        with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="_FAST_PATH"):
             compiled(x)
         _eager_now(compiled, m, x)
 

@@ -321,6 +321,8 @@ class ExpressionLowering:
         if "." not in qual:
             value = self.source.bound_once(qual)
             if value is None or type(value) in (bool, int, float, str):
+                # (checked at entry: the imported module may hold another value in another process)
+                self.op(ops.CheckGlobalOp, [], [], module=self.source.module_name or "", symbol=qual, expected=value)
                 return self.b.constant(value, literal_type(value))
         if qual in MATH_CONSTANTS:
             return self.b.constant(MATH_CONSTANTS[qual], FLOAT)

@@ -30,26 +30,27 @@ def specialize(program: Program) -> None:
             guards = shape_guards(func, facts)
             add_entry_checks(func, guards)
             checked = {g.path for g in guards if g.kind == "value"}
-            hoist_lookups(func, facts, checked)
+            hoist_module_checks(func, facts, checked)
             fold_checked_attributes(func, facts, checked)
 
 
-def hoist_lookups(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]) -> None:
-    """A py.check_lookup whose arguments are literals or values that entry checks pin goes to the
-    entry, after those checks: its call is made once per call of the function, before any effect,
-    and a second one with the same arguments is the first."""
+def hoist_module_checks(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]) -> None:
+    """Checks of module-level state go to the entry, after the entry checks, once each: a
+    py.check_global, and a py.check_lookup whose arguments are literals or values those checks
+    pin (its call is then made once per call of the function, before any effect)."""
     at = guard_prefix_end(func)
     anchor = func.body.ops[at] if at < len(func.body.ops) else None
     first: dict[tuple, Operation] = {}
     for op in list(func.walk()):
-        if not isinstance(op, ops.CheckLookupOp):
+        if not isinstance(op, (ops.CheckLookupOp, ops.CheckGlobalOp)):
             continue
         if not all(isinstance(v.owner, ops.ConstantOp) or
                    (facts.values.get(v) is not None and facts.values[v].origin in checked) for v in op.operands):
             continue  # (a value no entry check pins: the check stays where the call was)
-        key = tuple(sorted(op.attributes.items()))
+        key = (op.name, *sorted(op.attributes.items()))
         if key in first:
-            op.results[0].replace_all_uses_with(first[key].results[0])
+            for mine, kept in zip(op.results, first[key].results):
+                mine.replace_all_uses_with(kept)
             op.erase()
             continue
         first[key] = op
