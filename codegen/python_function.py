@@ -64,6 +64,11 @@ def annotation(t: Type) -> str | None:
     return None
 
 
+def _attribute_safe(text: str) -> str:
+    """An atom's text that `.name` may follow: `0.clone()` does not parse, `(0).clone()` does."""
+    return f"({text})" if text[:1].isdigit() else text
+
+
 def _literal(value: object) -> str:
     """A Python literal for an attribute value (str, int, float, bool, None, tuples and lists of them)."""
     if isinstance(value, str):
@@ -987,7 +992,7 @@ class FunctionEmitter:
         if isinstance(op, ops.FormatOp):
             return self.format_expr(op)
         if isinstance(op, ops.OpaqueOp):  # a one-line expression kept as Python, folded into its user
-            read = {n: self.expr(v, PREC["atom"]).text for n, v in zip(a["reads"], op.operands)}
+            read = {n: _attribute_safe(self.expr(v, PREC["atom"]).text) for n, v in zip(a["reads"], op.operands)}
             return Expr(self.python_text(op, read, {})[0], PREC["atom"] if a.get("atom") else 0)
         if isinstance(op, ops.KernelOp):  # the module's launcher of the kernel
             return Expr(f"{a['name']}({self.args_text(op.operands, ())})", PREC["atom"])

@@ -120,6 +120,14 @@ SOURCE = '''
             return x - 1
 
 
+    class Flagged(nn.Module):
+        def forward(self, x):
+            if _FAST_PATH:
+                x = x * 2
+            n = 3
+            return x + n.bit_length()
+
+
     class Flags(nn.Module):
         def forward(self, x, flag: bool):
             if flag is True:
@@ -228,3 +236,15 @@ def test_hasattr_of_a_private_attribute_or_property_is_not_decided_when_compilin
             torch.testing.assert_close(compiled(x), m(x))
     code = generated_jit(tmp_path, "Private")
     assert "kept as Python: hasattr() of `_cache` is not decided when compiling" in code
+
+
+def test_a_flag_read_first_and_a_literal_in_kept_python(models, tmp_path: Path) -> None:
+    """The flag's check opens the body (it moves to the entry from there); kept Python code that
+    reads a name bound to an int gets `(3).bit_length()`, which parses."""
+    m = models.Flagged().eval()
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        compiled = script(m, example_inputs=(x,), permissive=True)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), m(x))
+    assert "(3).bit_length()" in generated_jit(tmp_path, "Flagged")

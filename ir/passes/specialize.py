@@ -38,8 +38,6 @@ def hoist_module_checks(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]
     """Checks of module-level state go to the entry, after the entry checks, once each: a
     py.check_global, and a py.check_lookup whose arguments are literals or values those checks
     pin (its call is then made once per call of the function, before any effect)."""
-    at = guard_prefix_end(func)
-    anchor = func.body.ops[at] if at < len(func.body.ops) else None
     first: dict[tuple, Operation] = {}
     for op in list(func.walk()):
         if not isinstance(op, (ops.CheckLookupOp, ops.CheckGlobalOp)):
@@ -58,6 +56,9 @@ def hoist_module_checks(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]
         assert op.parent is not None
         op.parent.ops.remove(op)
         op.parent = None
+    at = guard_prefix_end(func)  # (after taking them out: one of them may have ended the prefix)
+    anchor = func.body.ops[at] if at < len(func.body.ops) else None
+    for op in first.values():
         if anchor is None:
             func.body.append(op)
         else:
