@@ -16,7 +16,7 @@ import torch
 
 from ir import ops
 from ir import dtype_rules as dt
-from ir.core import Block, Operation
+from ir.core import OPAQUE, Block, Operation
 from ir.shape_rules import (
     AV,
     BOTTOM,
@@ -202,7 +202,8 @@ def _getattr(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     if isinstance(obj.value, torch.nn.Module):
         read_only = op.results[0] not in interp.appends and op.results[0] not in interp.escaped
         av = interp.attr(frame, obj, name, declared, lists=read_only)
-        if op.attributes.get("after") and av.tensor is None and not isinstance(av.value, torch.nn.Module):
+        if frame.python and av.tensor is None and not isinstance(av.value, torch.nn.Module):
+            interp.read_after_python.add(op)
             return [AV(declared)]  # read after Python code that may have set it: not the entry's value
         if isinstance(declared, OptionalType) and av.origin is not None and isinstance(av.type, TensorType):
             # a tensor of the live module (`Linear.bias`): its entry check says it is not None
@@ -484,8 +485,11 @@ def _if(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     if cond.known and isinstance(cond.value, bool):
         outs = interp.run_block(frame, op.then_block if cond.value else op.else_block)
     else:
+        before = frame.python
         a = interp.run_block(frame, op.then_block)
+        after_then, frame.python = frame.python, before
         b = interp.run_block(frame, op.else_block)
+        frame.python = frame.python or after_then
         outs = [join(x, y) for x, y in zip(a, b)]
     return [_fit(op, o, i) for i, o in enumerate(outs)]
 
@@ -494,6 +498,17 @@ def _fit(op: Operation, av: AV, index: int) -> AV:
     if is_bottom(av):
         return av
     return _with_declared(op, av, index)
+
+
+def runs_python(op: Operation) -> bool:
+    """Code kept as Python (permissive mode): it may set any module's attributes."""
+    return isinstance(op, ops.OpaqueOp) and op.has_trait(OPAQUE)
+
+
+def loop_runs_python(op: Operation) -> bool:
+    """A loop whose body keeps Python: its next iteration starts after it."""
+    return any(runs_python(inner) for region in op.regions for block in region.blocks for o in block.ops
+               for inner in o.walk())
 
 
 def _run_loop(interp: _Interpreter, frame: _Frame, body: Block, extra: list[AV], inits: list[AV],
@@ -524,6 +539,7 @@ def _run_body(interp: _Interpreter, frame: _Frame, body: Block, extra: list[AV],
 @op_rule("scf.for")
 def _for(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     assert isinstance(op, ops.ForRangeOp)
+    frame.python = frame.python or loop_runs_python(op)
     inits = [interp.read_raw(frame, v) for v in op.inits]
     out = _run_loop(interp, frame, op.body, [AV(INT)], inits, 1)
     return [_fit(op, o, i) for i, o in enumerate(out)]
@@ -532,6 +548,7 @@ def _for(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 @op_rule("scf.for_each")
 def _for_each(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     assert isinstance(op, ops.ForEachOp)
+    frame.python = frame.python or loop_runs_python(op)
     iterable = interp.read(frame, op.operands[0])
     inits = [interp.read_raw(frame, v) for v in op.inits]
     mutable = op.operands[0] in interp.appends or op.operands[0] in interp.escaped
@@ -558,6 +575,7 @@ def _for_each(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 @op_rule("scf.while")
 def _while(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     assert isinstance(op, ops.WhileOp)
+    frame.python = frame.python or loop_runs_python(op)
     carried = [interp.read_raw(frame, v) for v in op.operands]
     results = [BOTTOM] * len(op.results)
     for iteration in range(MAX_ITERATIONS + 1):

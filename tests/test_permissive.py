@@ -339,3 +339,59 @@ def test_kernels_on_both_sides_of_kept_code_see_its_writes(tmp_path: Path, monke
             got = compiled(x2, y2)
         torch.testing.assert_close(got, want)
         assert torch.equal(x2, x1) and torch.equal(y2, y1)
+
+
+def test_module_attributes_after_kept_code_are_read_again_in_inlined_callees(tmp_path: Path, monkeypatch) -> None:
+    """Python the caller keeps may set what an inlined callee reads (`Sub.scale`): the callee's
+    read is not the value the entry checked. Python on a side a setting rules out (`if
+    self.training:` in eval) is not on the way, so reads after it are still the entry's."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    source = '''
+        import torch
+        from torch import nn
+
+
+        class Sub(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = 2.0
+
+            def forward(self, x):
+                return x * self.scale
+
+
+        class Bump(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.sub = Sub()
+
+            def forward(self, x):
+                setattr(self.sub, "scale", self.sub.scale + 1.0)
+                return self.sub(x)
+
+
+        class Gated(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.sub = Sub()
+
+            def forward(self, x):
+                if self.training:
+                    setattr(self.sub, "scale", 5.0)
+                return self.sub(x) + 1.0
+        '''
+    with imported_source(tmp_path, "perm_after", source) as mod:
+        x = torch.ones(3, 4)
+        with torch.no_grad():
+            bumped, reference = mod.Bump().eval(), mod.Bump().eval()
+            compiled = script(bumped, example_inputs=(x,), permissive=True)
+            with runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), reference(x))  # 3.0, not the 2.0 checked at entry
+            assert bumped.sub.scale == reference.sub.scale == 3.0
+            gated = mod.Gated().eval()
+            compiled = script(gated, example_inputs=(x,), permissive=True)
+            with runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), gated(x))
+        text = next((tmp_path / "cache").rglob("Gated_*.py")).read_text()
+        body = text[text.index("def Gated_forward("):]
+        assert "setattr" not in body and "return Gated_forward_k0_mul_add(x)" in body  # (the scale folded in)

@@ -399,7 +399,12 @@ class ExpressionLowering:
         # After Python code that may have set it (permissive mode), a read is its own: not merged
         # with earlier ones, and not assumed to hold what the entry checked (ir/shape_rules_python).
         after = {"after": self.epoch} if self.epoch else {}
-        return self.op(ops.GetAttrOp, [obj], [found.type], attr=attr, **after).result
+        result = self.op(ops.GetAttrOp, [obj], [found.type], attr=attr, **after).result
+        if not after and found.has_value and type(found.value) is bool:
+            # a flag of every instance of this class variant (`self.training`): a branch on it
+            # lowers one side, as on a setting; the read stays, and an entry check pins it
+            self.live[result] = found.value
+        return result
 
     def module_hasattr(self, node: cst.Call, name: str) -> Value:
         """`hasattr(module, "name")`, `getattr(module, "name"[, default])` with a literal name, as
@@ -847,7 +852,8 @@ class ExpressionLowering:
     def star_method(self, node: cst.Call, method: str, items: dict[str, Value]) -> Value:
         """`kwargs.get("k", d)` of `**kwargs` whose keywords are known: none where compiled
         callers pass none (the entry checks that its caller passed none), `items` in a variant
-        compiled for one call; `kwargs.items()` and so on when there are none."""
+        compiled for one call or those an entry's decorators pass; `kwargs.pop("k", d)` of a key
+        it does not hold; `kwargs.items()` and so on when there are none."""
         if method == "get" and 1 <= len(node.args) <= 2 and not any(a.keyword or a.star for a in node.args):
             key = self.expr(node.args[0].value)
             if items and not isinstance(self.known(key), str):
@@ -855,6 +861,9 @@ class ExpressionLowering:
             if self.known(key) in items:
                 return items[self.known(key)]
             return self.expr(node.args[1].value) if len(node.args) == 2 else self.b.constant(None)
+        if method == "pop" and len(node.args) == 2 and not any(a.keyword or a.star for a in node.args) \
+                and isinstance(self.known(key := self.expr(node.args[0].value)), str) and self.known(key) not in items:
+            return self.expr(node.args[1].value)  # (popping a key it does not hold changes nothing)
         if method in ("items", "keys", "values") and not node.args and not items:
             return self.b.constant(())
         raise self.error(node, f"`.{method}()` of `**kwargs` is not supported")

@@ -19,7 +19,7 @@ from ir.types import ANY
 from transpiler.context import Break
 from transpiler.diagnostics import UserError
 from transpiler.env import Env
-from transpiler.opaque import analyze
+from transpiler.opaque import WRITE, analyze, may_change
 
 if TYPE_CHECKING:
     from ir.builder import Builder
@@ -51,6 +51,8 @@ class KeptAsPython:
     b: Builder
     env: Env
     returned_types: list
+    empty_stars: set[Value]
+    star_items: dict[Value, dict[str, Value]]
     # How many py.opaque ops came before: attribute reads of a module after one are read again
     # and not assumed unchanged (the Python code may have set them).
     epoch: int = 0
@@ -77,6 +79,13 @@ class KeptAsPython:
         if code.leaves is not None:
             raise UserError(f"{error.diagnostic.message}; and it cannot stay as Python: it has {code.leaves}",
                             error.diagnostic.loc, error.diagnostic.hint) from None
+        if not expression:  # a `**kwargs` dict it may change: what it holds after is Python's
+            for name in code.reads:
+                value = self.env.get(name)
+                if (value in self.empty_stars or value in self.star_items) and name not in code.writes \
+                        and may_change(node, name):
+                    code.writes.append(name)
+                    code.occurrences = [(*o[:4], WRITE) if o[3] == name else o for o in code.occurrences]
         operands: list[Value] = []
         for name in code.reads:
             value = self.env.get(name)
@@ -108,3 +117,5 @@ class KeptAsPython:
         for name, value in zip(code.writes, op.results):
             self.env.set(name, value)
         return None
+
+

@@ -247,3 +247,53 @@ def _leaving(node: cst.CSTNode) -> str | None:
 
     node.visit(Visitor())
     return reason[0] if reason else None
+
+
+# Reads of a dict that leave it as it is, by the node that holds the name.
+_DICT_READS = ("get", "keys", "items", "values", "copy")
+
+
+def may_change(node: cst.CSTNode, name: str) -> bool:
+    """Whether kept code `node` may change the dict that local `name` holds: anything but reading
+    it (`d["k"]`, `d.get(...)`, `"k" in d`, `**d`, `len(d)`, a test of it) may, a call that is
+    passed it or a name that aliases it included."""
+    parents: dict[cst.CSTNode, cst.CSTNode] = {}
+    uses: list[cst.Name] = []
+    stores: set[cst.CSTNode] = set()
+    for parent in _walk(node):
+        for child in parent.children:
+            parents[child] = parent
+        if isinstance(parent, cst.Name) and parent.value == name:
+            uses.append(parent)
+        for target in _targets(parent):
+            stores.add(target)
+    for use in uses:
+        parent = parents.get(use)
+        if isinstance(parent, cst.Subscript) and parent.value is use and parent not in stores:
+            continue
+        if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value in _DICT_READS \
+                and isinstance(parents.get(parent), cst.Call):
+            continue
+        if isinstance(parent, cst.ComparisonTarget) and isinstance(parent.operator, (cst.In, cst.NotIn)):
+            continue
+        if isinstance(parent, cst.Arg) and parent.star == "**":
+            continue
+        if isinstance(parent, cst.Arg) and isinstance(call := parents.get(parent), cst.Call) \
+                and isinstance(call.func, cst.Name) and call.func.value in ("len", "bool") and len(call.args) == 1:
+            continue
+        if isinstance(parent, (cst.If, cst.While)) and parent.test is use \
+                or isinstance(parent, (cst.UnaryOperation, cst.BooleanOperation)):
+            continue
+        return True
+    return False
+
+
+def _targets(node: cst.CSTNode) -> list[cst.CSTNode]:
+    """What an assignment or `del` statement stores into or deletes."""
+    if isinstance(node, cst.Assign):
+        return [t.target for t in node.targets]
+    if isinstance(node, (cst.AugAssign, cst.AnnAssign)):
+        return [node.target]
+    if isinstance(node, cst.Del):
+        return [node.target]
+    return []

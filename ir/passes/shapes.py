@@ -52,7 +52,7 @@ from ir.shape_rules import (
     tensor_type_of,
 )
 from ir.shape_rules_nn import layer_call
-from ir.shape_rules_python import OP_RULES, _declared
+from ir.shape_rules_python import OP_RULES, _declared, loop_runs_python, runs_python
 from ir.types import (
     ANY,
     INT,
@@ -103,6 +103,9 @@ class _Frame:
         self.env: dict[Value, AV] = {}
         self.facts: dict[Path, AV] = {}  # attribute facts, paths from this function's arguments
         self.arg_origins = arg_origins  # argument name -> where the caller got it (for facts)
+        # Python code kept in the function (permissive mode) may have run on the way here: a
+        # module attribute read now is not the value the entry checked (shape_rules_python)
+        self.python = parent.python if parent is not None else False
 
 
 class _Interpreter:
@@ -118,6 +121,7 @@ class _Interpreter:
         self.appends: dict[Value, list[Value]] = {}
         self.escaped: set[Value] = set()
         self.frozen: set[ops.FuncOp] = set()
+        self.read_after_python: set[Operation] = set()  # module attribute reads Python may have set
         for func in self.funcs.values():
             self._scan(func)
 
@@ -145,7 +149,7 @@ class _Interpreter:
                      origins: Sequence[Path | None] | None = None) -> AV:
         names = [a.name or f"arg{i}" for i, a in enumerate(func.args)]
         rebased = _checkable([_rebase(av, (n,)) for av, n in zip(args, names)])
-        key = (func, tuple(rebased))
+        key = (func, tuple(rebased), parent is not None and parent.python)
         arg_origins = dict(zip(names, origins or [None] * len(names)))
         if key in self.active:
             return AV(func.result_type)
@@ -215,6 +219,8 @@ class _Interpreter:
                 results = [AV(r.type) for r in op.results]
             for r, av in zip(op.results, results):
                 self.record(frame, r, av)
+            if runs_python(op):
+                frame.python = True
         return []
 
     def list_elem(self, frame: _Frame, value: Value, av: AV) -> AV:
@@ -254,7 +260,9 @@ class _Interpreter:
         elif name in m.__dict__:
             value = m.__dict__[name]
         else:
-            return AV(declared)
+            value = _class_setting(type(m), name)
+            if value is UNKNOWN:
+                return AV(declared)
         if isinstance(value, torch.nn.Module):
             return module_av(value, declared, path)
         return self.value_av(frame, value, declared, path, lists)
@@ -437,6 +445,9 @@ def propagate_shapes(program: Program, inputs: dict[str, Sequence[Any]] | None =
         if func not in interp.analysed:
             interp.run_function(func, [AV(a.type) for a in func.args])
     _commit(program, interp)
+    for func in program.funcs:
+        if isinstance(func, ops.FuncOp):
+            number_reads_after_python(func, interp.read_after_python)
     facts = ShapeFacts(dict(interp.summary), {f.sym_name: dict(t) for f, t in interp.attr_facts.items()})
     return facts
 
@@ -844,3 +855,36 @@ def symbol_bindings(guards: Sequence[ShapeGuard]) -> dict[str, tuple[Path, int]]
 
 __all__ = ["propagate_shapes", "ShapeFacts", "ShapeGuard", "shape_guards", "symbol_bindings",
            "example_input_types", "render_path"]
+
+
+def number_reads_after_python(func: ops.FuncOp, after: set[Operation]) -> None:
+    """Module attribute reads that Python code may precede (found by the analysis, or by the
+    lowering within one function) get `after`: how many kept Python ops come before them in the
+    function, so that CSE merges no two reads with Python between them. Counted after inlining,
+    so a callee's reads count its caller's Python too."""
+    count = 0
+
+    def visit(block: Block) -> None:
+        nonlocal count
+        for op in block.ops:
+            if isinstance(op, ops.GetAttrOp) and (op in after or op.attributes.get("after")):
+                op.attributes["after"] = count + 1
+            if op.regions and loop_runs_python(op) and not isinstance(op, ops.IfOp):
+                count += 1  # (an iteration after the first follows the Python of the one before)
+            for region in op.regions:
+                for inner in region.blocks:
+                    visit(inner)
+            if runs_python(op):
+                count += 1
+
+    visit(func.body)
+
+
+def _class_setting(cls: type, name: str) -> Any:
+    """A literal a module's class holds (HF's `gradient_checkpointing = False`), which instances
+    read unless they set their own (an entry check pins what is read), else UNKNOWN."""
+    for klass in cls.__mro__:
+        if name in vars(klass):
+            value = vars(klass)[name]
+            return value if value is None or type(value) in (bool, int, float, str) else UNKNOWN
+    return UNKNOWN
