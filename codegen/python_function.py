@@ -305,12 +305,16 @@ class FunctionEmitter:
                     self.w.line(p + ",")
             self.w.line(")" + tail)
         with self.w.indent():
-            checked = (star, None if f.attributes.get("kwstar_passed") else kwstar)
+            expected = f.attributes.get("kwstar_expected")
+            checked = (star, None if f.attributes.get("kwstar_passed") or expected else kwstar)
             extra = " or ".join(n for n in checked if n is not None)
             if extra:  # compiled code is specialised to calls that pass them nothing
                 self.w.line(f"if {extra}:")
                 with self.w.indent():
                     self.w.line(f"raise _guards.GuardFailure({string_literal(f'called with {extra}, which the compiled code does not take')})")
+            if expected:  # ... or the literal keywords its decorators pass
+                items = ", ".join(f"{string_literal(k)}: {self.literal(v).text}" for k, v in expected)
+                self.w.line(f"_guards.check_keywords({kwstar}, {{{items}}}, {string_literal('**' + kwstar)})")
             self.guards()
             self.block(f.body)
         return self.w.lines

@@ -156,6 +156,14 @@ def check_value(value: Any, expected: Any, name: str) -> None:
         raise GuardFailure(f"{name}: expected {expected!r}, got {value!r}")
 
 
+def check_keywords(passed: dict[str, Any], expected: dict[str, Any], name: str) -> None:
+    """`**kwargs` holds exactly the literal keywords the compiled code was specialised to (what a
+    decorated forward's wrappers pass its body), each of the same type (`0` is not `False`)."""
+    if passed.keys() != expected.keys() or any(type(v) is not type(expected[k]) or v != expected[k]
+                                               for k, v in passed.items()):
+        raise GuardFailure(f"{name}: expected {expected!r}, got {passed!r}")
+
+
 def check_lookup(found: Any, expected: Any, where: str) -> Any:
     """A lookup the compiled code was specialised to (HF's attention dispatch) still returns the
     function it compiled; returns it."""

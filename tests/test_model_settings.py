@@ -252,6 +252,70 @@ SOURCE = '''
     '''
 
 
+# HF's shapes around decorated forwards: a wrapper that adds a keyword, a decorated submodule.
+DECORATED = '''
+    import functools
+
+    import torch
+    from torch import nn
+
+
+    def with_flags(fn):  # (as HF's merge_with_config_defaults: a setting for the body's **kwargs)
+        @functools.wraps(fn)
+        def wrapper(self, *args, **kwargs):
+            kwargs.setdefault("use_cache", False)
+            return fn(self, *args, **kwargs)
+        return wrapper
+
+
+    class CheckpointingLayer(nn.Module):
+        gradient_checkpointing = False
+
+        def __call__(self, *args, **kwargs):
+            if self.gradient_checkpointing and self.training:
+                kwargs["use_cache"] = True  # (Python that changes the dict, on a side not taken)
+            return super().__call__(*args, **kwargs)
+
+
+    class Layer(CheckpointingLayer):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x, use_cache=True, **kwargs):
+            kwargs.pop("output_attentions", None)  # (a key it does not hold: nothing changes)
+            return torch.relu(self.fc(x) * 2.0) if not use_cache else self.fc(x)
+
+
+    class Stack(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = nn.ModuleList([Layer(), Layer()])
+
+        @with_flags
+        def forward(self, x, **kwargs):
+            for layer in self.layers:
+                x = layer(x, **kwargs)
+            return x
+
+
+    class Head(nn.Module):  # (GPT-2's shape: the model it heads is decorated)
+        def __init__(self):
+            super().__init__()
+            self.body = Stack()
+            self.out = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.out(self.body(x)).sigmoid()
+    '''
+
+
+@pytest.fixture
+def decorated(tmp_path: Path, monkeypatch):
+    with jit_source(tmp_path, monkeypatch, "decorated_models", DECORATED) as mod:
+        yield mod
+
+
 @pytest.fixture
 def models(tmp_path: Path, monkeypatch):
     with jit_source(tmp_path, monkeypatch, "settings_models", SOURCE) as mod:
@@ -465,13 +529,15 @@ def test_modules_with_their_own_call(models, tmp_path: Path, permissive: bool) -
         code = _code(tmp_path, "Stack")
         if permissive:
             assert "F.linear" in code and "!settings_models:CheckpointingLayer.__call__" in code
-            # `gradient_checkpointing and training` is False in eval mode whatever the attribute
-            m.layers[0].gradient_checkpointing = True
-            with runtime.mode("strict"):
-                torch.testing.assert_close(compiled(x), m(x))
-            m.train()  # not what was compiled: an entry check fails
-            with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError):
+            # the class's `gradient_checkpointing = False` is a setting, pinned at entry, so
+            # `gradient_checkpointing and training` is decided when compiling (`training` unread)
+            assert '"self.layers[0].gradient_checkpointing"' in code and "layers[0].training" not in code
+            m.layers[0].gradient_checkpointing = True  # not what was compiled: an entry check fails
+            with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="gradient_checkpointing"):
                 compiled(x)
+            with runtime.mode("on"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+                torch.testing.assert_close(compiled(x), m(x))
         else:  # each layer is called as Python
             body = code[code.index("def Stack_forward"):]
             assert "F.linear" not in body and "CheckpointingLayer" not in body
@@ -498,3 +564,43 @@ def test_int_passed_where_float_is_declared_stays_int(models, permissive: bool) 
     expected = models.IntoFloat()(t)
     assert got.dtype == expected.dtype
     torch.testing.assert_close(got, expected)
+
+
+def test_decorated_forward_is_compiled_for_the_literal_keywords_its_wrapper_passes(decorated, tmp_path: Path) -> None:
+    """The wrapper adds `use_cache=False` to the body's `**kwargs` (HF's merge_with_config_defaults):
+    the body is compiled for exactly that keyword, checked at entry by value and type, so
+    `layer(x, **kwargs)` is inlined, its branch folded, and each layer is one kernel."""
+    torch.manual_seed(0)
+    m = decorated.Stack().eval()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        compiled = _compiled_and_checked(m, x)
+        code = _code(tmp_path, "Stack")
+        assert '_guards.check_keywords(kwargs, {"use_cache": False}, "**kwargs")' in code
+        assert code.count("_lib.Stack_forward_k") == 2 and "layer(" not in code
+        for passed in ({"use_cache": True}, {"use_cache": 0}):  # another value, another type
+            with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="kwargs"):
+                compiled(x, **passed)
+            with runtime.mode("on"), warnings.catch_warnings():  # the body runs eagerly inside the wrapper
+                warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+                torch.testing.assert_close(compiled(x, **passed), m(x, **passed))
+
+
+def test_decorated_submodule_is_compiled_on_its_own(decorated, tmp_path: Path) -> None:
+    """`self.body(x)` runs a decorated forward, which compiled code would not apply: the call
+    stays Python, and the submodule is compiled on its own for what the call passed with the
+    example inputs, its wrapper around it, in the module script() returns (the instance keeps
+    its own submodule; parameters are shared)."""
+    torch.manual_seed(0)
+    m = decorated.Head().eval()
+    x = torch.randn(3, 8)
+    with torch.no_grad():
+        compiled = _compiled_and_checked(m, x)
+        assert "self.body(" in _code(tmp_path, "Head")
+        assert _code(tmp_path, "Stack").count("_lib.Stack_forward_k") == 2
+        assert compiled.body is not m.body and "forward" in vars(compiled.body) and "forward" not in vars(m.body)
+        assert compiled.body.layers[1].fc.weight is m.body.layers[1].fc.weight
+        assert compiled.out is m.out and m._modules["body"] is m.body
+        m.body.layers[0].fc.weight.add_(1.0)  # shared: the compiled module sees it
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), m(x))

@@ -62,6 +62,8 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     for t in targets:  # (what a decorated entry's wrappers pass the body: jit._what_decorators_pass)
         entry = f"{t.name}.forward" if t.name in source.classes else t.name
         ctx.entry_passed[entry] = {name: kind for kind in ("none", "tensor") for name in t.options.get(f"passed_{kind}", ())}
+        if t.options.get("kwargs_passed"):
+            ctx.entry_kwargs_passed[entry] = dict(t.options["kwargs_passed"])  # type: ignore[arg-type]
     if examples is not None and targets:
         first = targets[0].name
         ctx.entry_examples = (f"{first}.forward" if first in source.classes else first, examples)

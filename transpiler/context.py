@@ -96,6 +96,7 @@ class FileContext:
     entry_names: set[str] = field(default_factory=set)
     entry_kwargs_empty: set[str] = field(default_factory=set)  # decorated entries whose wrappers pass none
     entry_passed: dict[str, dict[str, str]] = field(default_factory=dict)  # parameter -> "none"/"tensor" their wrappers pass
+    entry_kwargs_passed: dict[str, dict[str, object]] = field(default_factory=dict)  # the literal keywords they pass
     _origins: dict[str, Pending] = field(default_factory=dict)  # sym_name -> what it was compiled from
     _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)

@@ -60,11 +60,16 @@ def _read_source(path: str) -> Any:
     return SourceFile.read(Path(path), os.path.relpath(path))
 
 
-def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, options: dict[str, Any]) -> nn.Module:
+def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, options: dict[str, Any],
+                    example_kwargs: dict[str, Any] | None = None) -> nn.Module:
     cls = type(instance)
     path = _source_path(cls)
     text = Path(path).read_text(encoding="utf-8")
     module_name = _module_name_of(path)
+    if example_kwargs:  # (a decorated submodule's call: plain keywords, `_decorated_submodules`)
+        options = {**options, "example_kwargs": tuple(sorted(
+            (k, repr(v) if v is None or type(v) in (bool, int, float, str) else type(v).__qualname__)
+            for k, v in example_kwargs.items()))}
     key = jit_cache.module_key(instance, path, text, module_name, example_inputs, options)
     module = _cached(key, cls.__name__)
     if module is None:
@@ -76,7 +81,7 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
             raise TypeError(f"{cls.__qualname__} is not defined at module level of {path}; it cannot be compiled")
         source.module_name = module_name
         compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)",
-                                    options["permissive"])
+                                    options["permissive"], example_kwargs or {})
         module = _load(compiled.text, cls.__name__, key, compiled.files)
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
     source_forward = cls.__dict__.get("__torchscribe_eager__", cls.forward)  # never the AOT dispatcher
@@ -91,11 +96,67 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
         return bound(*args, **kwargs)
 
     scripted.forward = compiled_dispatcher(eager, compiled_forward, qualname)
+    if options["permissive"] and example_inputs is not None:
+        for where, child, (args, kwargs) in _decorated_submodules(instance, example_inputs, example_kwargs or {}):
+            _replace_submodule(scripted, where, _compile_module(child, args, {"permissive": True}, kwargs))
     return scripted
 
 
+def _decorated_submodules(root: nn.Module, example_inputs: Sequence[Any], example_kwargs: dict[str, Any]) \
+        -> list[tuple[str, nn.Module, tuple[tuple, dict[str, Any]]]]:
+    """Submodules whose forward is decorated (GPT-2's `@merge_with_config_defaults`), the
+    outermost of each branch, with what `root` calls each with on the example inputs. Compiled
+    code calls them as Python (it would not apply their decorators); each is compiled on its own,
+    as `script()` compiles the root, for the arguments recorded here: the root's forward is run
+    once, eagerly. One called with a tensor keyword, or not called, is left as it is (its entry
+    would need the keyword's type)."""
+    found = []
+    for name, module in root.named_modules():
+        if module is root or any(name.startswith(f + ".") for f, _ in found):
+            continue
+        forward = type(module).__dict__.get("__torchscribe_eager__", type(module).forward)
+        if hasattr(forward, "__wrapped__") and "forward" not in vars(module):
+            found.append((name, module))
+    if not found:
+        return []
+    seen: dict[str, tuple[tuple, dict[str, Any]]] = {}
+
+    def recorder(name: str) -> Callable[..., None]:
+        def hook(_: nn.Module, args: tuple, kwargs: dict[str, Any]) -> None:
+            seen.setdefault(name, (args, dict(kwargs)))
+        return hook
+
+    handles = [m.register_forward_pre_hook(recorder(n), with_kwargs=True) for n, m in found]
+    try:
+        with torch.no_grad():
+            root(*example_inputs, **example_kwargs)
+    except Exception:  # noqa: BLE001 - the model refuses its example inputs: nothing recorded
+        return []
+    finally:
+        for h in handles:
+            h.remove()
+    return [(n, m, seen[n]) for n, m in found if n in seen
+            and not any(isinstance(v, torch.Tensor) for v in seen[n][1].values())]
+
+
+def _replace_submodule(root: nn.Module, where: str, new: nn.Module) -> None:
+    """Put `new` at `where` in `root` (a script() result), copying the module dicts on the way:
+    the instance the caller compiled keeps its own submodules."""
+    *path, last = where.split(".")
+    module = root
+    for part in [*path, None]:
+        modules = dict(module._modules)
+        object.__setattr__(module, "_modules", modules)
+        if part is None:
+            modules[last] = new
+            return
+        child = copy.copy(modules[part])
+        modules[part] = child
+        module = child
+
+
 def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
-                     regenerate: str, permissive: bool = False) -> Any:
+                     regenerate: str, permissive: bool = False, example_kwargs: dict[str, Any] = {}) -> Any:  # noqa: B006
     """Compile the class of `instance` (`node` in `source`) for this instance, recursively: the
     classes of its submodules and the functions the code calls, from whichever file defines
     them (TorchScript's recursive scripting), so that inlining sees them."""
@@ -108,7 +169,7 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     cls = type(instance)
     options: dict[str, object] = {}
     if permissive and example_inputs is not None:
-        options.update(_what_decorators_pass(instance, example_inputs))
+        options.update(_what_decorators_pass(instance, example_inputs, example_kwargs))
     compiled = compile_source(source, regenerate, Path(source.path).name, [Target(cls.__name__, node, options)], infos,
                               instance=instance, example_inputs=example_inputs, functions=sources,
                               permissive=permissive)
@@ -135,12 +196,15 @@ class _Seen(BaseException):  # (not an Exception: a wrapper's `except Exception`
     pass
 
 
-def _what_decorators_pass(instance: nn.Module, example_inputs: Sequence[Any]) -> dict[str, object]:
+def _what_decorators_pass(instance: nn.Module, example_inputs: Sequence[Any],
+                          example_kwargs: dict[str, Any] = {}) -> dict[str, object]:  # noqa: B006
     """What the wrappers of a decorated forward (HF's add `use_cache` from the config) pass the
     body when called with the example inputs: their code is run once, up to where they call the
     body (a stand-in that stops there). Options for compiling the body:
     - `kwargs_empty`: no keywords beyond its named parameters, so it is compiled for an empty
       `**kwargs`;
+    - `kwargs_passed`: the keywords beyond them, when each is a literal (HF's `use_cache=False`
+      from the config), so `**kwargs` is compiled for exactly those items;
     - `passed_none`: the parameters it receives as None, compiled for None;
     - `passed_tensor`: those it receives a tensor for, compiled for a tensor where the annotation
       says it may be None.
@@ -155,7 +219,7 @@ def _what_decorators_pass(instance: nn.Module, example_inputs: Sequence[Any]) ->
         raise _Seen(args, kwargs)
 
     try:
-        rewrap(forward, stand_in)(instance, *example_inputs)
+        rewrap(forward, stand_in)(instance, *example_inputs, **example_kwargs)
     except _Seen as seen:
         args, kwargs = seen.args
     except Exception:  # noqa: BLE001 - the decorators refuse these inputs, or cannot be copied: not known
@@ -164,8 +228,12 @@ def _what_decorators_pass(instance: nn.Module, example_inputs: Sequence[Any]) ->
         return {}
     named = inspect.signature(body).parameters
     options: dict[str, object] = {}
-    if all(k in named and named[k].kind is not inspect.Parameter.VAR_KEYWORD for k in kwargs):
+    extra = {k: v for k, v in kwargs.items() if k not in named or named[k].kind is inspect.Parameter.VAR_KEYWORD}
+    if not extra:
         options["kwargs_empty"] = True
+    elif any(p.kind is inspect.Parameter.VAR_KEYWORD for p in named.values()) \
+            and all(type(v) in (bool, int, float, str, type(None)) for v in extra.values()):
+        options["kwargs_passed"] = tuple(sorted(extra.items()))
     try:
         bound = inspect.signature(body).bind(*args, **kwargs)
     except TypeError:

@@ -106,10 +106,11 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         assert name is not None
         passed = self.ctx.permissive and sig.sym_name in self.ctx.entry_names \
             and sig.sym_name not in self.ctx.entry_kwargs_empty and bool(applied_decorators(self.source, node))
+        expected = self.ctx.entry_kwargs_passed.get(sig.sym_name) if passed else None
         items = sig.kwstar_items
         text = name if passed else "{" + ", ".join(f'"{n}": {n}' for n in items) + "}"
-        reason = f"**{name}, " + ("as the caller passed them" if passed else "the keywords this call passes" if items
-                                  else "empty when compiled code runs")
+        reason = f"**{name}, " + ("the keywords its decorators pass" if expected else "as the caller passed them"
+                                  if passed else "the keywords this call passes" if items else "empty when compiled code runs")
         at = [text.index(f'"{n}": {n}') + len(n) + 4 for n in items]
         value = self.b.insert(ops.OpaqueOp(
             [self.env.get(n) for n in items], [ANY],  # type: ignore[misc]
@@ -118,7 +119,10 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
              "bare": (text,) if passed else (), "module": "", "reason": reason, "fresh": True},
             result_names=[name])).result
         self.env.set(name, value)
-        if passed:
+        if expected:  # what the entry's decorators pass (jit._what_decorators_pass), checked at entry
+            self.func.attributes["kwstar_expected"] = tuple(sorted(expected.items()))
+            self.star_items[value] = {k: self.b.constant(v) for k, v in sorted(expected.items())}  # type: ignore[misc]
+        elif passed:
             self.func.attributes["kwstar_passed"] = True
         elif items:
             self.star_items[value] = {n: self.env.get(n) for n in items}  # type: ignore[misc]
