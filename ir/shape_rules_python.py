@@ -276,6 +276,11 @@ def _binary(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
             if isinstance(oracle, TensorType):
                 found = AV(TensorType(t.dtype or oracle.dtype, t.shape, t.device or oracle.device))
         return [found]
+    parts = [x.items if x.items is not None or not (x.known and isinstance(x.value, tuple))
+             else [const_av(v) for v in x.value] for x in (a, b)]
+    if sym_op == "+" and None not in parts and isinstance(declared, ListType) \
+            and not any(v in interp.appends or v in interp.escaped for v in op.operands):
+        return [_with_declared(op, list_av([*parts[0], *parts[1]]))]  # sizes put together: `x.size()[:-1] + (n,)`
     value = _scalar_binary(sym_op, a, b)
     return [AV(declared, value)]
 

@@ -101,6 +101,9 @@ def _scalar_binary(op: str, a: Type, b: Type, inplace: bool) -> Type | None:
         return TupleType(a.elems + b.elems)
     if isinstance(a, ListType) and isinstance(b, ListType) and op == "+":
         return unify(a, b)
+    if op == "+" and ListType(INT) in (a, b) and all(isinstance(t, TupleType) and all(e in (INT, BOOL) for e in t.elems)
+                                                   for t in (a, b) if t != ListType(INT)):
+        return ListType(INT)  # sizes (`x.size()[:-1] + (n,)`): the lowering checks the list is a tuple when run
     if isinstance(a, (TupleType, ListType)) and b in (INT, BOOL) and op == "*":
         return a if isinstance(a, ListType) else ANY  # a tuple of unknown length
     if isinstance(a, (TupleType, ListType)) and isinstance(b, type(a)) and op in ("<", "<=", ">", ">="):

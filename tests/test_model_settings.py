@@ -307,6 +307,43 @@ DECORATED = '''
 
         def forward(self, x):
             return self.out(self.body(x)).sigmoid()
+
+
+    class Conv1D(nn.Module):  # (GPT-2's)
+        def __init__(self, nx, nf):
+            super().__init__()
+            self.nf = nf
+            self.weight = nn.Parameter(torch.randn(nx, nf))
+            self.bias = nn.Parameter(torch.randn(nf))
+
+        def forward(self, x):
+            size_out = x.size()[:-1] + (self.nf,)
+            x = torch.addmm(self.bias, x.view(-1, x.size(-1)), self.weight)
+            return x.view(size_out)
+
+
+    class CrossOrSelf(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = Conv1D(8, 8)
+
+        def forward(self, x, other: torch.Tensor | None = None):
+            is_cross = other is not None
+            if other is not None:
+                scale = other.mean()
+            h = self.proj(x)
+            if x.dim() == 9 and is_cross:  # (`scale` is read only where `other` was given)
+                h = h * scale
+            return torch.relu(h)
+
+
+    class UsesCross(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = CrossOrSelf()
+
+        def forward(self, x):
+            return self.inner(x) + 1.0
     '''
 
 
@@ -604,3 +641,20 @@ def test_decorated_submodule_is_compiled_on_its_own(decorated, tmp_path: Path) -
         m.body.layers[0].fc.weight.add_(1.0)  # shared: the compiled module sees it
         with runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), m(x))
+
+
+def test_a_callee_is_compiled_for_the_none_its_call_leaves(decorated, tmp_path: Path) -> None:
+    """`CrossOrSelf.forward` does not lower for its annotations (`scale` is bound only where
+    `other` is given), but the call leaves `other` to its None default: compiled for that call,
+    `is_cross` is False when lowering, the branch that reads `scale` goes, and the callee is
+    inlined. Its Conv1D puts sizes together (`x.size()[:-1] + (n,)`), which shape propagation
+    follows, so the view after the matmul keeps its shape."""
+    torch.manual_seed(0)
+    m = decorated.UsesCross().eval()
+    x = torch.randn(2, 5, 8)
+    with torch.no_grad():
+        _compiled_and_checked(m, x)
+    text = generated_jit(tmp_path, "UsesCross")
+    body = text[text.index("def UsesCross_forward("):]
+    assert "kept as Python" not in body and "scale" not in body and "inner(" not in _code(tmp_path, "UsesCross")
+    assert "size_out = x.size()[:-1] + (8,)" in text and "_k0_clamp_min_add(x.view(size_out))" in text

@@ -100,6 +100,7 @@ class FileContext:
     _origins: dict[str, Pending] = field(default_factory=dict)  # sym_name -> what it was compiled from
     _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)
+    _failed: dict[str, Pending] = field(default_factory=dict)  # sym_name -> a function that did not lower
 
     def sources(self) -> dict[str, list[str]]:
         """display name -> lines of every file compiled from (for diagnostics and comments)."""
@@ -174,12 +175,17 @@ class FileContext:
                                     "which compiled code would not apply", source.loc(applied[0]),
                                     "its calls run it as Python")
             sig = declared or self.signature_of(node, sym_name, info, source)
-            if sig.result is None:
-                sig = self._infer_result(sig, node, info, source)
-            elif self.permissive and self.recursive:
-                # A function that cannot be compiled leaves its call as Python: find out now,
-                # at the call, by lowering it once (the lowering that is kept comes later).
-                self._probe(sig, node, info, source)
+            try:
+                if sig.result is None:
+                    sig = self._infer_result(sig, node, info, source)
+                elif self.permissive and self.recursive:
+                    # A function that cannot be compiled leaves its call as Python: find out now,
+                    # at the call, by lowering it once (the lowering that is kept comes later).
+                    self._probe(sig, node, info, source)
+            except UserError:
+                if self.permissive and self.recursive and declared is None:  # (variants may still compile)
+                    self._failed[sym_name] = Pending(sig, node, info, source)
+                raise
             self.signatures[sym_name] = sig
             self.worklist.append(Pending(sig, node, info, source))
             self._origins[sym_name] = self.worklist[-1]
@@ -191,6 +197,12 @@ class FileContext:
         source, node, _ = info.call_override
         return self._request(f"{info.name}.__call__", node, info, source)
 
+    def failed_signature(self, sym_name: str) -> Signature | None:
+        """The declared signature of a function that did not lower for it (permissive recursive
+        mode), from which a call can still ask for a variant (`call_variant`)."""
+        failed = self._failed.get(sym_name)
+        return failed.sig if failed is not None else None
+
     def call_variant(self, sig: Signature, types: dict[str, Type], extras: list[tuple[str, Type]],
                      positional: list[Type] = ()) -> Signature:  # type: ignore[assignment]
         """Permissive recursive mode: `sig`'s function compiled for one call, whose arguments'
@@ -198,7 +210,7 @@ class FileContext:
         Python object where a Tensor is declared) and whose keywords `extras` go to `**kwargs`
         (as keyword-only parameters). Inlining can then bind the call exactly. The result is
         inferred. Raises UserError when the variant does not compile."""
-        origin = self._origins[sig.sym_name]
+        origin = self._origins.get(sig.sym_name) or self._failed[sig.sym_name]
         key = (sig.sym_name, tuple(sorted(types.items())), tuple(extras), tuple(positional))
         found = self._variants.get(key)
         if found is None:

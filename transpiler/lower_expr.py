@@ -474,6 +474,10 @@ class ExpressionLowering:
 
     # -- operators ------------------------------------------------------------------------------
     def binary(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Value:
+        if op == "+" and any(isinstance(v.type, ListType) and not _tuple_when_run(v) for v in (lhs, rhs)) \
+                and any(isinstance(v.type, TupleType) for v in (lhs, rhs)):
+            raise self.error(node, "`+` of a tuple and a list of ints not known to be sizes (a tuple when it runs) "
+                                   "is not supported", "build the tuple from the sizes: (*x.shape[:-1], n)")
         try:
             t = binary_result_type(op, lhs.type, rhs.type)
         except SignatureError as e:
@@ -620,6 +624,8 @@ class ExpressionLowering:
             self.b.create(ops.YieldOp, [value])
         with self.b.at_end_of(const):
             self.b.create(ops.YieldOp, [self.b.constant(op == "or")])
+        if self.known_bool(value) == (op == "or"):  # `a and False` is False, `a or True` True, of a bool
+            return self.b.constant(op == "or", BOOL)
         return if_op.result
 
     def if_expression(self, node: cst.IfExp) -> Value:
@@ -1258,6 +1264,11 @@ class ExpressionLowering:
             return None
         try:
             sig = self.ctx.method_signature(info, "forward")
+        except UserError:  # it does not compile for its annotations: it may for this call's arguments
+            sig = self.ctx.failed_signature(f"{info.name}.forward")
+            if sig is None:
+                return None
+        try:
             return self.call_variant(sig, 1, args, kwnames, kwargs)
         except UserError:
             return None
@@ -1283,6 +1294,14 @@ class ExpressionLowering:
         # stays integral): the variant takes it as an int. Permissive mode also takes what the
         # annotations do not allow (Python does not check them) and keywords into **kwargs.
         widened = {p: v.type for p, v in given.items() if not is_subtype(v.type, types[p])}  # type: ignore[arg-type]
+        if self.ctx.permissive:
+            # ... and None where the call passes None or leaves a None default (HF's `past_key_values`,
+            # `encoder_hidden_states`): `x is None` is then decided when lowering, as Python
+            # would find it, so a name bound only on the side not taken is not read
+            for p in params:
+                passes_none = given[p].type == NONE if p in given else p in sig.defaults and sig.defaults[p] is None
+                if passes_none and types[p] != NONE and p not in sig.kwstar_items + sig.star_items:
+                    widened[p] = NONE
         if not self.ctx.permissive and (extras or positional or any(
                 not (types[p] == FLOAT and t in (INT, BOOL)) for p, t in widened.items())):
             return None

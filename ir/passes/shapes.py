@@ -132,7 +132,8 @@ class _Interpreter:
                 if isinstance(op.operands[1].type, ListType):
                     self.escaped.add(op.operands[1])
             elif not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp, ops.GetItemOp, ops.UnpackOp,
-                                     ops.BuiltinCallOp, ops.ForEachOp, ops.SliceOp, ops.SpreadOp)):
+                                     ops.BuiltinCallOp, ops.ForEachOp, ops.SliceOp, ops.SpreadOp,
+                                     ops.BinaryOp, ops.CompareOp)):  # (`a + b` of lists makes a new one)
                 for v in op.operands:
                     if isinstance(v.type, ListType) and not isinstance(op, (ops.YieldOp, ops.ConditionOp)):
                         self.escaped.add(v)
