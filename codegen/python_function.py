@@ -341,6 +341,11 @@ class FunctionEmitter:
             return None
         text = f"_guards.check_module({self.args_text(list(call.operands), ())})"
         key = _module_check_path(call)
+        if key is not None:  # from the nearest submodule a check before returned, not from the root
+            base, rest = self._nearest(key[0], key[1][:-1])
+            if base != self.var[key[0]]:
+                path = string_literal(".".join(str(step) for step in (*rest, key[1][-1])))
+                text = f"_guards.check_module({', '.join([base, path, self.args_text(list(call.operands[2:]), ())])})"
         if key is None or key not in self.entry_plan() or key in self.bound:
             return text
         name = self.bound[key] = self.names.take(self._bound_name(*key))
@@ -372,6 +377,7 @@ class FunctionEmitter:
             call = self._module_check_call(op.operands[0]) if isinstance(op, ops.GuardOp) else None
             if call is not None and _module_check_path(call) is not None:
                 modules.add(_module_check_path(call))
+                reads.append(_module_check_path(call))  # (a check reads through its parents too)
             elif isinstance(op, ops.EntryCheck):
                 reads.append((op.operands[0], op.attributes["path"]))
                 if isinstance(op, ops.CheckSizeOp):

@@ -125,26 +125,26 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
 
 def ResNetStage_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "block1", "BasicBlock")
+    self_block1 = _guards.check_module(self, "block1", "BasicBlock")
     _guards.check_module(self, "block1.downsample?", "torch.nn.Sequential", "len=2")
-    _guards.check_module(self, "block2", "BasicBlock")
+    self_block2 = _guards.check_module(self, "block2", "BasicBlock")
     _guards.check_module(self, "block2.downsample?", "torch.nn.Sequential", "len=2")
-    _guards.check_module(self, "block1.conv1", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "block1.bn1", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self, "block1.relu", "torch.nn.ReLU")
-    _guards.check_module(self, "block1.conv2", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "block1.bn2", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self_block1, "conv1", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self_block1, "bn1", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self_block1, "relu", "torch.nn.ReLU")
+    _guards.check_module(self_block1, "conv2", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self_block1, "bn2", "torch.nn.BatchNorm2d", "running_stats")
     _guards.check_module(
         self, "block1.downsample?.0", "torch.nn.Conv2d", "zeros_padding"
     )
     _guards.check_module(
         self, "block1.downsample?.1", "torch.nn.BatchNorm2d", "running_stats"
     )
-    _guards.check_module(self, "block2.conv1", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "block2.bn1", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self, "block2.relu", "torch.nn.ReLU")
-    _guards.check_module(self, "block2.conv2", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "block2.bn2", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self_block2, "conv1", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self_block2, "bn1", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_module(self_block2, "relu", "torch.nn.ReLU")
+    _guards.check_module(self_block2, "conv2", "torch.nn.Conv2d", "zeros_padding")
+    _guards.check_module(self_block2, "bn2", "torch.nn.BatchNorm2d", "running_stats")
     _guards.check_module(
         self, "block2.downsample?.0", "torch.nn.Conv2d", "zeros_padding"
     )

@@ -934,7 +934,9 @@ def test_the_compiled_models_call_torch_functions_not_layers(models_module) -> N
     for call in ("self.conv(", "self.bn(", "self.fc(", "self.relu(", "self.pair(", "self.first(", "self.extra("):
         assert call not in code, call
     # Inlined Pair.forward and Block.forward into Tower.forward: its layers are read through paths.
-    assert '_guards.check_module(self, "pair.first.fc", "torch.nn.Linear")' in compiled
+    # (each from the submodule the check of its parent returned)
+    assert 'self_pair = _guards.check_module(self, "pair", "Pair")' in compiled
+    assert '_guards.check_module(self_pair_first, "fc", "torch.nn.Linear")' in compiled
     assert '_guards.check_module(self, "extra?.norm", "torch.nn.LayerNorm")' in compiled
     assert "layer(h)" in compiled  # the ModuleList's elements are still called
     # The method and the @script function Pair calls are inlined too (and still compiled).
