@@ -219,29 +219,50 @@ def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body", aliase
     inner = rank - 1
     outer = list(range(inner))
     unit = " && ".join(f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]) or "true"
-    lines, pad, flat = _outer_nest(rank, n_in, strided, _merge_into_inner(rank, n_in, strided)
-                                   + [f"  const bool unit = {unit};"], aliased)
+    merged = _merge_into_inner(rank, n_in, strided)
+    lines, pad, flat = _outer_nest(rank, n_in, strided, merged + [f"  const bool unit = {unit};"], aliased)
     lines.append(f"{pad}const int64_t o = {f'({flat}) * n{inner}' if outer else '0'};")
     # What does not vary along the row (a per-channel batch-norm scale) is computed once per row:
     # with a short row (7 x 7 feature maps) the vectorised loop never runs, and per element a
     # square root and a division cost more than the load and store.
     fixed = {k for k in range(n_in) if inner not in strided[k]}
     hoisted = body.invariant_ops(fixed)
+    # What varies along the row only, the same in every row (a per-channel batch-norm scale of a
+    # channels-last kernel: 1/sqrt(var + eps)), is computed once per call into a row of its own.
+    along = {k for k in range(n_in) if strided[k] == [inner] and k not in aliased} if outer else set()
+    rowwise, kept = body.row_ops(along, set(hoisted))
+    if kept:  # (after the dims are merged: rows as long as the loop nest's)
+        lines[len(merged) + 1:len(merged) + 1] = _row_buffers(inner, body, along, rowwise, kept)
     lines += [f"{pad}{body.load(k, f'p{k}[0]')}" for k in sorted(fixed)]
     lines += [f"{pad}{body.compute(op)}" for op in hoisted]
     for variant in ("unit", "strided"):
         lines.append(f"{pad}{'if (unit) {' if variant == 'unit' else '} else {'}")
         loads = {}
         for k in range(n_in):
-            if k not in fixed:
+            if k not in fixed and not (kept and k in along and not body.used_beyond(k, rowwise)):
                 loads[k] = f"p{k}[j]" if variant == "unit" else f"p{k}[j * in{k}_s{inner}]"
         pragma = "#pragma omp simd" if outer else f"#pragma omp parallel for simd if(n{inner} >= {PARALLEL_MIN})"
         lines.append(f"{pad}  {pragma}")
         lines.append(f"{pad}  for (int64_t j = 0; j < n{inner}; ++j) {{")
-        lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=set(hoisted))]
+        lines += [f"{pad}    {body.row_load(v)}" for v in kept]
+        skip = set(hoisted) | (set(rowwise) if kept else set())
+        lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=skip)]
         lines.append(f"{pad}  }}")
     lines.append(f"{pad}}}")
     return _close_nest(lines, pad, rank)
+
+
+def _row_buffers(inner: int, body: "_Body", along: set[int], rowwise: list[Operation],
+                 kept: list[Value]) -> list[str]:
+    """The loop, before the loop nest, that computes the values `kept` (of the ops `rowwise`,
+    from the inputs `along`, which move along the row only) into one row each (`r3[j]`)."""
+    lines = [f"  std::vector<{VALUE[v.type.dtype]}> r{body.names[v][1:]}(n{inner});" for v in kept]  # type: ignore[union-attr]
+    lines.append(f"  for (int64_t j = 0; j < n{inner}; ++j) {{")
+    read = {v for op in rowwise for v in op.operands}
+    lines += [f"    {body.load(k, f'in{k}[j * in{k}_s{inner}]')}" for k in sorted(along) if body.op.body.args[k] in read]
+    lines += [f"    {body.compute(op)}" for op in rowwise]
+    lines += [f"    r{body.names[v][1:]}[j] = {body.names[v]};" for v in kept]
+    return lines + ["  }"]
 
 
 class _Body:
@@ -289,6 +310,37 @@ class _Body:
                 fixed.add(inner.result)
                 found.append(inner)
         return found
+
+
+    def row_ops(self, along: set[int], invariant: set[Operation]) -> tuple[list[Operation], list[Value]]:
+        """The ops that depend on the inputs `along` (which move along the row only) and on
+        nothing that moves across rows, and of their values those that the rest of the element
+        computation reads, when one of those ops is worth a row of its own (a square root, a
+        division, a transcendental function: not a lone add)."""
+        args = self.op.body.args
+        same: set[Value] = {args[k] for k in along} | set(args[self.n_in:])
+        found: list[Operation] = []
+        for inner in self.op.body.ops:
+            if isinstance(inner, ops.ConstantOp):
+                same.add(inner.result)
+            elif not isinstance(inner, ops.YieldOp) and inner.results and inner not in invariant \
+                    and all(v in same for v in inner.operands) \
+                    and any(v in same and not isinstance(v.owner, ops.ConstantOp) for v in inner.operands):
+                same.add(inner.result)
+                found.append(inner)
+        if not any(op_name(inner) in _EXPENSIVE | _DIVIDING for inner in found):
+            return [], []
+        inside = set(found)
+        kept = [inner.result for inner in found if any(u.op not in inside for u in inner.result.uses)]
+        return found, kept
+
+    def used_beyond(self, k: int, rowwise: list[Operation]) -> bool:
+        """Whether input `k` is read by more than the ops computed into rows."""
+        inside = set(rowwise)
+        return any(u.op not in inside for u in self.op.body.args[k].uses)
+
+    def row_load(self, v: Value) -> str:
+        return f"const {VALUE[v.type.dtype]} {self.names[v]} = r{self.names[v][1:]}[j];"  # type: ignore[union-attr]
 
 
 class _RowPlan:
@@ -373,6 +425,7 @@ class _RowPlan:
 
 # Element values worth a row buffer when a later pass needs them again.
 _EXPENSIVE = frozenset({"exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow"})
+_DIVIDING = frozenset({"sqrt", "rsqrt", "reciprocal", "div"})  # (with _EXPENSIVE: worth a row of their own)
 _IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}
 
 

@@ -229,3 +229,58 @@ def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> 
             with runtime.mode("strict"):
                 got = compiled(x)
             assert_close_to_eager(got, net(x))
+
+
+def test_a_per_channel_scale_is_computed_once_per_call_in_channels_last_kernels(tmp_path, monkeypatch) -> None:
+    """Batch norm after a channels-last conv: the channel is the kernel's row, and 1/sqrt(var +
+    eps) is the same in every row, so the C++ kernel computes it once per call into a row of its
+    own (`std::vector<float> r3`), not per element. Values as eager's, at batch 1 and 3."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    net_source = _net_source([("depthwise", "layer", False), ("bn", "layer", False), ("depthwise", "layer", False)], 8)
+    with imported_source(tmp_path, "net_rows", net_source) as mod:
+        torch.manual_seed(0)
+        net = mod.Net().eval()
+        for m in net.modules():  # (statistics other than the initial ones)
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_var.uniform_(0.5, 2.0)
+                m.running_mean.uniform_(-1.0, 1.0)
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(torch.randn(2, 8, 16, 16),))
+            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+            kernel = text[text.index('extern "C" void'):]
+            kernel = kernel[:kernel.index("\n}\n")]
+            assert "std::vector<float> r" in kernel and kernel.count("std::sqrt") == 1, kernel
+            assert kernel.index("std::sqrt") < kernel.index("#pragma omp parallel for")
+            for batch in (1, 3):
+                x = torch.randn(batch, 8, 16, 16)
+                with runtime.mode("strict"):
+                    got = compiled(x)
+                assert_close_to_eager(got, net(x))
+
+
+def test_row_buffers_hold_only_what_every_row_shares(tmp_path, monkeypatch) -> None:
+    """`sqrt(r + 1)` and `tanh(r)` of a row-only input go into row buffers; `where(m > 0, ...)`
+    also reads `m`, which changes from row to row, so it stays in the loop (it once went into
+    the buffer loop, where `m > 0` is not computed: the C++ did not build)."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    source = '''
+        import torch
+
+
+        def f(x: torch.Tensor, r: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+            return x * torch.sqrt(r + 1.0) + torch.where(m > 0, torch.tanh(r), -0.5)
+        '''
+    with imported_source(tmp_path, "rows_shared", source) as mod:
+        x, r, m = torch.randn(4, 8), torch.rand(8), torch.randn(4, 1)
+        compiled = script(mod.f, example_inputs=(x, r, m))
+        text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+        assert text.count("std::vector<float> r") == 2, text
+        for batch in (1, 5):
+            x, m = torch.randn(batch, 8), torch.randn(batch, 1)
+            with runtime.mode("strict"):
+                got = compiled(x, r, m)
+            assert_close_to_eager(got, mod.f(x, r, m))
