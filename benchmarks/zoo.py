@@ -31,18 +31,9 @@ from benchmarks.bench import (
     short_error,
     time_in_turns,
 )
-from benchmarks.zoo_models import MODELS, ZooModel
+from benchmarks.zoo_models import MODELS, ZooModel, mismatch
 
 BACKENDS = ("eager", "jit", "compile", "torchscribe")
-
-
-def _close(model: ZooModel, expected: Any, actual: Any) -> str | None:
-    if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape:
-        return "different output"
-    scale = max(1.0, expected.abs().max().item())
-    if torch.allclose(actual, expected, rtol=model.rtol, atol=model.atol * scale):
-        return None
-    return f"max |diff| {(actual - expected).abs().max().item():.2e}"
 
 
 def run_case(model: ZooModel, batch: int, budget_s: float) -> dict[str, Any]:
@@ -58,7 +49,7 @@ def run_case(model: ZooModel, batch: int, budget_s: float) -> dict[str, Any]:
             with torch.no_grad():
                 built = BUILDERS[backend](eager, inputs)
                 got = built.fn(*inputs)
-            problem = None if backend == "eager" else _close(model, expected, got)
+            problem = mismatch(model, expected, got)
         except Exception as exc:  # one backend failing is a result, not the end of the run
             problem = short_error(exc)
         if problem:

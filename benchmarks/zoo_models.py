@@ -1,7 +1,8 @@
 """The real-model corpus (issue 7): torchvision's classification models and
 nn.TransformerEncoderLayer, in eval mode with random weights. Used by the opt-in test suite
 (tests/corpus/) and benchmark (benchmarks/zoo.py); both run in the corpus virtualenv
-(`make corpus`), which has torchvision."""
+(`make corpus`), which has torchvision. The batch norms' running statistics are calibrated on
+random inputs (`calibrate_batch_norm`), so that activations and outputs are of order one."""
 
 from __future__ import annotations
 
@@ -24,14 +25,60 @@ class ZooModel:
     atol: float = 1e-4
 
 
+def calibrate_batch_norm(model: nn.Module, inputs: Callable[[int], tuple]) -> nn.Module:
+    """Give the batch norms running statistics of the activations they see, as training would:
+    with their initial ones (mean 0, variance 1) a random network's activations shrink layer by
+    layer (efficientnet_b0's outputs were ~1e-14), and a comparison with eager then passes
+    whatever the compiled code computes."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return model
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average over the calibration batches
+    model.train()
+    with torch.no_grad():
+        for _ in range(3):
+            model(*inputs(4))
+    for m in norms:
+        m.momentum = 0.1
+    return model
+
+
+def fill_zero_weights(model: nn.Module) -> nn.Module:
+    """Random values for the weight matrices a model initialises to zero (ViT's classifier
+    head): a zero layer makes the output zero whatever comes before it."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2 and not p.any():
+                nn.init.normal_(p, std=0.02)
+    return model
+
+
+def mismatch(model: ZooModel, expected: Any, actual: Any) -> str | None:
+    """Why `actual` (compiled) does not match `expected` (eager) within the model's tolerance,
+    or None. An output too small for the tolerance to tell anything apart is a failure too."""
+    if not isinstance(actual, torch.Tensor) or actual.shape != expected.shape or actual.dtype != expected.dtype:
+        return "different output"
+    scale = expected.abs().max().item()
+    if scale < 100 * model.atol:
+        return f"eager's output is too small to compare (max |y| {scale:.1e})"
+    if torch.allclose(actual, expected, rtol=model.rtol, atol=model.atol * max(1.0, scale)):
+        return None
+    return f"max |diff| {(actual - expected).abs().max().item():.2e} (max |y| {scale:.2e})"
+
+
 def _vision(name: str, size: int = 224, **kwargs: Any) -> ZooModel:
+    def inputs(batch: int) -> tuple:
+        return (torch.randn(batch, 3, size, size),)
+
     def build() -> nn.Module:
         import torchvision.models as tvm
 
         torch.manual_seed(0)
-        return getattr(tvm, name)(**kwargs).eval()
+        return calibrate_batch_norm(fill_zero_weights(getattr(tvm, name)(**kwargs)), inputs).eval()
 
-    return ZooModel(name, build, lambda batch: (torch.randn(batch, 3, size, size),))
+    return ZooModel(name, build, inputs)
 
 
 def _encoder(mask: bool) -> ZooModel:

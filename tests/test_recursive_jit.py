@@ -255,6 +255,55 @@ def test_multihead_attention_sequence_first(tmp_path, monkeypatch, need_weights)
             torch.testing.assert_close(got, model(q, kv), rtol=1e-5, atol=1e-5)
 
 
+def test_instances_that_differ_in_a_flag_are_variants(tmp_path, monkeypatch) -> None:
+    """efficientnet's MBConv: one class, `use_res_connect` True in some instances and False in
+    others (and one submodule put back in training mode). A bool flag decides its branch when
+    lowering, so each value is a variant of its own: the first instance's flag taken for all
+    dropped every residual add, silently (the randomly initialised model's outputs were ~1e-14,
+    so the zoo's comparison with eager passed)."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "flag_blocks", '''
+        import torch
+        from torch import nn
+
+
+        class Block(nn.Module):
+            def __init__(self, use_res, scale):
+                super().__init__()
+                self.conv = nn.Conv2d(4, 4, 1)
+                self.use_res = use_res
+                self.scale = scale
+
+            def forward(self, x):
+                result = self.conv(x) * self.scale
+                if self.training:
+                    result = result * 0.5
+                if self.use_res:
+                    result += x
+                return result
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.Sequential(Block(False, 2.0), Block(True, 3.0), Block(False, 0.5), Block(True, 1.0))
+
+            def forward(self, x):
+                return self.blocks(x)
+    ''') as flag_blocks:
+        model = flag_blocks.Net().eval()
+        model.blocks[3].train()
+        x = torch.randn(2, 4, 5, 5)
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(x,))
+            with runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), model(x))
+            model.blocks[1].use_res = False  # the compiled code was specialised to True there
+            with runtime.mode("strict"), pytest.raises(TorchscribeError, match="use_res"):
+                compiled(x)
+            torch.testing.assert_close(compiled(x), model(x))  # default mode: eager, right
+
+
 def test_a_branch_that_raises_under_scripting(tmp_path, monkeypatch) -> None:
     """densenet's memory-efficient branch: under script(instance) `torch.jit.is_scripting()` is
     True, so the branch raises (as under TorchScript); the other side, a list flowing through a

@@ -14,8 +14,9 @@ import inspect
 import os
 import sys
 import types
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 from torch import nn
@@ -24,6 +25,9 @@ from runtime.dispatch import compiled_dispatcher, inside_wrappers, rewrap
 from runtime.guards import check_no_autograd
 from runtime.loader import load_module_from_path
 from transpiler import jit_cache
+
+if TYPE_CHECKING:
+    from transpiler.classinfo import ClassInfo
 
 
 def compile_object(obj: Any, example_inputs: Sequence[Any] | None = None, permissive: bool = False, **_: Any) -> Any:
@@ -378,8 +382,14 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
         shape = tuple((k, a.kind, a.type) for k, a in sorted(info.attrs.items()))
         # (and the names of its other attributes: hasattr() is decided per variant)
         others = tuple(sorted(k for k in vars(module) if not k.startswith("_") and k not in info.attrs))
-        key = (cls, shape, others)
-        if key not in variants:
+        # The lowering takes a bool flag (`use_res_connect`, `training`) and a settings object
+        # (`config`) from the variant's ClassInfo: instances that differ in them are variants too.
+        fixed = tuple((k, a.value if a.kind == "constant" else id(a.value)) for k, a in sorted(info.attrs.items())
+                      if a.kind == "object" or (a.has_value and type(a.value) is bool))
+        key = (cls, shape, others, fixed)
+        if key in variants:
+            _keep_shared_values(infos[variants[key]], info)
+        else:
             same = [k for k in variants if k[0].__name__ == cls.__name__]
             if any(k[0] is not cls for k in same):
                 raise TypeError(f"two classes named {cls.__name__} in the model ({cls.__module__} and "
@@ -390,6 +400,15 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
         names[id(module)] = variants[key]
 
     visit(root)
+
+
+def _keep_shared_values(variant: ClassInfo, other: ClassInfo) -> None:
+    """Forget the constants of `variant` that instance `other` of it holds otherwise (`self.k`
+    of 2 here, 3 there): a value the ClassInfo keeps must be every instance's."""
+    for name, a in variant.attrs.items():
+        b = other.attrs.get(name)
+        if a.has_value and not (b is not None and b.has_value and type(b.value) is type(a.value) and b.value == a.value):
+            variant.attrs[name] = replace(a, value=None, has_value=False)
 
 
 def _module_name_of(path: str) -> str | None:
