@@ -227,12 +227,16 @@ def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body", aliase
     # square root and a division cost more than the load and store.
     fixed = {k for k in range(n_in) if inner not in strided[k]}
     hoisted = body.invariant_ops(fixed)
-    # What varies along the row only, the same in every row (a per-channel batch-norm scale of a
-    # channels-last kernel: 1/sqrt(var + eps)), is computed once per call into a row of its own.
-    along = {k for k in range(n_in) if strided[k] == [inner] and k not in aliased} if outer else set()
+    # What varies along the row and not along some outer dim, the same in every row there (a
+    # per-channel batch-norm scale of a channels-last kernel: 1/sqrt(var + eps); a squeeze-and-
+    # excitation gate, per image and channel: sigmoid(s)), is computed once per call into rows
+    # of its own.
+    along, dims = _partial_inputs(rank, n_in, strided, aliased) if outer else (set(), [])
     rowwise, kept = body.row_ops(along, set(hoisted))
     if kept:  # (after the dims are merged: rows as long as the loop nest's)
-        lines[len(merged) + 1:len(merged) + 1] = _row_buffers(inner, body, along, rowwise, kept)
+        lines[len(merged) + 1:len(merged) + 1] = _row_buffers(inner, body, along, dims, strided, rowwise, kept)
+        if len(dims) > 1:
+            lines.append(f"{pad}const int64_t r = ({_flat(dims[:-1])}) * n{inner};")
     lines += [f"{pad}{body.load(k, f'p{k}[0]')}" for k in sorted(fixed)]
     lines += [f"{pad}{body.compute(op)}" for op in hoisted]
     for variant in ("unit", "strided"):
@@ -244,7 +248,7 @@ def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body", aliase
         pragma = "#pragma omp simd" if outer else f"#pragma omp parallel for simd if(n{inner} >= {PARALLEL_MIN})"
         lines.append(f"{pad}  {pragma}")
         lines.append(f"{pad}  for (int64_t j = 0; j < n{inner}; ++j) {{")
-        lines += [f"{pad}    {body.row_load(v)}" for v in kept]
+        lines += [f"{pad}    {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
         skip = set(hoisted) | (set(rowwise) if kept else set())
         lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=skip)]
         lines.append(f"{pad}  }}")
@@ -252,17 +256,49 @@ def _loops(rank: int, n_in: int, strided: list[list[int]], body: "_Body", aliase
     return _close_nest(lines, pad, rank)
 
 
-def _row_buffers(inner: int, body: "_Body", along: set[int], rowwise: list[Operation],
-                 kept: list[Value]) -> list[str]:
-    """The loop, before the loop nest, that computes the values `kept` (of the ops `rowwise`,
-    from the inputs `along`, which move along the row only) into one row each (`r3[j]`)."""
-    lines = [f"  std::vector<{VALUE[v.type.dtype]}> r{body.names[v][1:]}(n{inner});" for v in kept]  # type: ignore[union-attr]
-    lines.append(f"  for (int64_t j = 0; j < n{inner}; ++j) {{")
+def _partial_inputs(rank: int, n_in: int, strided: list[list[int]], aliased: dict[int, int]) -> tuple[set[int], list[int]]:
+    """The inputs that move along the row but not along every dim, and the dims they move along
+    together (the row's last), when some dim is left; else those that move along the row only."""
+    inner = rank - 1
+    along = {k for k in range(n_in) if inner in strided[k] and len(strided[k]) < rank and k not in aliased}
+    dims = sorted({d for k in along for d in strided[k]})
+    if len(dims) == rank:
+        along, dims = {k for k in along if strided[k] == [inner]}, [inner]
+    return along, dims
+
+
+def _flat(dims: list[int]) -> str:
+    """The row-major index of the loop indices `dims` in the extents n<d>."""
+    flat = ""
+    for d in dims:
+        flat = f"i{d}" if not flat else f"({flat}) * n{d} + i{d}"
+    return flat
+
+
+def _row_buffers(inner: int, body: "_Body", along: set[int], dims: list[int], strided: list[list[int]],
+                 rowwise: list[Operation], kept: list[Value]) -> list[str]:
+    """The loops, before the loop nest, that compute the values `kept` (of the ops `rowwise`,
+    from the inputs `along`, which move along the dims `dims` only, the row's last) into one row
+    per index of the other `dims` (`r3[j]`, or `r3[r + j]`)."""
+    size = " * ".join(f"n{d}" for d in dims)
+    lines = [f"  std::vector<{VALUE[v.type.dtype]}> r{body.names[v][1:]}({size});" for v in kept]  # type: ignore[union-attr]
+    pad = "  "
+    for d in dims[:-1]:
+        lines.append(f"{pad}for (int64_t i{d} = 0; i{d} < n{d}; ++i{d}) {{")
+        pad += "  "
+    lines.append(f"{pad}for (int64_t j = 0; j < n{inner}; ++j) {{")
     read = {v for op in rowwise for v in op.operands}
-    lines += [f"    {body.load(k, f'in{k}[j * in{k}_s{inner}]')}" for k in sorted(along) if body.op.body.args[k] in read]
-    lines += [f"    {body.compute(op)}" for op in rowwise]
-    lines += [f"    r{body.names[v][1:]}[j] = {body.names[v]};" for v in kept]
-    return lines + ["  }"]
+    for k in sorted(along):
+        if body.op.body.args[k] in read:
+            at = " + ".join([f"i{d} * in{k}_s{d}" for d in dims[:-1] if d in strided[k]] + [f"j * in{k}_s{inner}"])
+            lines.append(f"{pad}  {body.load(k, f'in{k}[{at}]')}")
+    lines += [f"{pad}  {body.compute(op)}" for op in rowwise]
+    index = f"({_flat(dims[:-1])}) * n{inner} + j" if len(dims) > 1 else "j"
+    lines += [f"{pad}  r{body.names[v][1:]}[{index}] = {body.names[v]};" for v in kept]
+    for _ in range(len(dims)):
+        lines.append(f"{pad}}}")
+        pad = pad[:-2]
+    return lines
 
 
 class _Body:
@@ -339,8 +375,8 @@ class _Body:
         inside = set(rowwise)
         return any(u.op not in inside for u in self.op.body.args[k].uses)
 
-    def row_load(self, v: Value) -> str:
-        return f"const {VALUE[v.type.dtype]} {self.names[v]} = r{self.names[v][1:]}[j];"  # type: ignore[union-attr]
+    def row_load(self, v: Value, at: str) -> str:
+        return f"const {VALUE[v.type.dtype]} {self.names[v]} = r{self.names[v][1:]}[{at}];"  # type: ignore[union-attr]
 
 
 class _RowPlan:

@@ -16,6 +16,7 @@ from ir import ops
 from ir.parser import parse_program
 from ir.passes.dce import dce
 from ir.passes.fuse import fuse
+from ir.primitives import op_name
 from ir.printer import print_program
 from ir.verifier import verify
 
@@ -86,6 +87,33 @@ func @f(%x: f32[4]@cpu) -> tuple[f32[4]@cpu, f32[]@cpu] {
     kernels = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
     assert len(kernels) == 2, out  # exp*x, then (/ sum, tanh) after the reduction
     assert kernels[0].attributes["name"].startswith("f_k0_exp_mul")
+
+
+def test_a_gate_joins_its_multiply_across_a_permute_and_a_finished_group() -> None:
+    """A squeeze-and-excitation gate in channels-last order (`exp` for its decomposed sigmoid):
+    `exp(s).permute(0, 2, 3, 1) * y` where `y` is a kernel's output that the pooling also reads
+    (its group is finished). The permute of `[B, C, 1, 1]` moves no memory, so it sinks below
+    the exp, and the multiply joins the exp's group, `y` an input: one kernel, where the
+    multiply was a torch call."""
+    text = """\
+func @f(%x: f32[B, 4, 4, 8]@cpu, %s: f32[B, 8, 1, 1]@cpu) -> f32[B, 4, 4, 8]@cpu {
+  %dims : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %0 : f32[B, 4, 4, 8]@cpu = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : f32[B, 4, 4, 8]@cpu = py.binary(%0, %x) {op = "*"}
+  %2 : f32[B, 1, 1, 8]@cpu = torch.method(%1) {method = "sum", aten = "aten::sum"}
+  %3 : f32[B, 8, 1, 1]@cpu = torch.call(%s) {callee = "torch.exp", aten = "aten::exp"}
+  %4 : f32[B, 1, 1, 8]@cpu = torch.method(%3, %dims) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %5 : f32[B, 4, 4, 8]@cpu = py.binary(%4, %1) {op = "*"}
+  %6 : f32[B, 4, 4, 8]@cpu = py.binary(%5, %2) {op = "+"}
+  func.return(%6)
+}
+"""
+    out = fused(text)
+    kernels = [op for op in parse_program(out).walk() if isinstance(op, ops.PointwiseKernelOp)]
+    assert len(kernels) == 2, out
+    assert 'torch.method(%s, %dims) {method = "permute"' in out, out  # the permute reads the input
+    gate = kernels[1]
+    assert [op_name(o) for o in gate.body.ops if not isinstance(o, (ops.ConstantOp, ops.YieldOp))]== ["exp", "mul", "add"], out
 
 
 def test_no_read_moves_past_a_write() -> None:

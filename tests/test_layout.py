@@ -284,3 +284,33 @@ def test_row_buffers_hold_only_what_every_row_shares(tmp_path, monkeypatch) -> N
             with runtime.mode("strict"):
                 got = compiled(x, r, m)
             assert_close_to_eager(got, mod.f(x, r, m))
+
+
+@pytest.mark.parametrize("gate_shape", [(1, 1, 1, 5), (3, 1, 1, 5), (3, 1, 4, 5), (1, 6, 1, 5)])
+def test_a_gate_per_image_and_channel_is_computed_once_per_call(gate_shape, tmp_path, monkeypatch) -> None:
+    """A squeeze-and-excitation gate on channels-last values, `x * sigmoid(s)` with `s` of
+    `[B, 1, 1, C]`: `sigmoid(s)` goes into rows (one per image, `r[i0 * n3 + j]`) computed before
+    the loop nest, not per element; likewise for `s` broadcast along other dims. Values as
+    eager's, with inputs of other strides too."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    source = '''
+        import torch
+
+
+        def f(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+            return x * torch.sigmoid(s) + torch.exp(s) * 0.5
+        '''
+    with imported_source(tmp_path, "gate_rows", source) as mod:
+        x, s = torch.randn(3, 6, 4, 5), torch.randn(gate_shape)
+        compiled = script(mod.f, example_inputs=(x, s))
+        text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+        kernel = text[text.index('extern "C" void'):]
+        kernel = kernel[:kernel.index("\n}\n")]
+        assert kernel.count("ts_exp") == 2 and kernel.index("ts_exp") < kernel.index("#pragma omp parallel for"), kernel
+        for x in (torch.randn(3, 6, 4, 5), torch.randn(3, 5, 4, 6).transpose(1, 3)):
+            for gate in (s, s.transpose(0, 2).contiguous().transpose(0, 2)):
+                with runtime.mode("strict"):
+                    got = compiled(x, gate)
+                assert_close_to_eager(got, mod.f(x, gate))

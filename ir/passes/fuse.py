@@ -104,13 +104,27 @@ def fuse(program: Program) -> None:
 RESHAPES = frozenset({"reshape", "unsqueeze", "squeeze", "flatten"})
 
 
+def _moves_no_memory(op: Operation) -> bool:
+    """A permute that keeps the order of the dims not of size 1 (`[B, C, 1, 1]` to channels-last
+    `[B, 1, 1, C]`): a row-major tensor stays row-major under it, as under a reshape."""
+    if op_name(op) != "permute" or len(op.operands) != 2 or not isinstance(op.operands[0].type, TensorType):
+        return False
+    shape, dims = op.operands[0].type.shape, _constant(op.operands[1])
+    if shape is None or not isinstance(dims, (tuple, list)) or sorted(dims) != list(range(len(shape))):
+        return False
+    kept = [d for d in range(len(shape)) if shape[d] != 1]
+    return [d for d in dims if shape[d] != 1] == kept
+
+
 def _sink_reshape(op: Operation) -> None:
     """`reshape(f(a))` -> `f(reshape(a))` for a pointwise `f` of one tensor (other operands
     numbers) used only by the reshape, repeated down the chain: the pointwise ops then meet
     their consumers in the reshaped space and fuse with them (batch norm's
-    `(1 / sqrt(var + eps)).reshape(C, 1, 1)` joins the kernel that normalises). Elementwise ops
-    commute with reshapes, and `f(a)` was a fresh tensor, so no alias changes."""
-    while op_name(op) in RESHAPES and len(op.results) == 1 and isinstance(op.result.type, TensorType):
+    `(1 / sqrt(var + eps)).reshape(C, 1, 1)` joins the kernel that normalises; a squeeze-and-
+    excitation gate's `sigmoid(s).permute(0, 2, 3, 1)` the channels-last multiply). Elementwise
+    ops commute with reshapes, and `f(a)` was a fresh tensor, so no alias changes."""
+    while (op_name(op) in RESHAPES or _moves_no_memory(op)) and len(op.results) == 1 \
+            and isinstance(op.result.type, TensorType):
         source = op.operands[0].owner
         if not (isinstance(source, Operation) and pointwise_fusible(source) and len(op.operands[0].uses) == 1
                 and source.parent is op.parent):
@@ -146,11 +160,8 @@ def _fuse_block(block: Block, namer: _Namer, func: Operation) -> None:
             for g in groups:
                 g.close(i)
         if fusible(op):
-            joined = list(dict.fromkeys(owner[v] for v in op.operands if v in owner))
-            if any(g.closed for g in joined):  # a producer is final: its values are inputs here
-                for g in joined:
-                    g.close(i)
-                joined = []
+            # (a closed group is final: its values are inputs here, and the op joins the others)
+            joined = [g for g in dict.fromkeys(owner[v] for v in op.operands if v in owner) if not g.closed]
             if joined:
                 target = joined[0]
                 for g in joined[1:]:
