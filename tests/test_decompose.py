@@ -325,6 +325,10 @@ CASES: list[Case] = [
     Case(("linear",), fn("x: Tensor, w: Tensor, b: Tensor", "F.linear(x, w, b)"),
          (randn(4, 3, 8), randn(5, 8), randn(5)), id="linear"),
     Case(("linear",), fn("x: Tensor, w: Tensor", "F.linear(x, w)"), (randn(4, 8), randn(5, 8)), id="linear_no_bias"),
+    Case(("conv2d",), fn("x: Tensor, w: Tensor, b: Tensor", "F.conv2d(x, w, b)"),
+         (randn(4, 8, 1, 1), randn(5, 8, 1, 1), randn(5)), id="conv2d_of_pixels"),
+    Case(("conv2d",), fn("x: Tensor, w: Tensor", "F.conv2d(x, w, None, 2, 0, 3)"),
+         (randn(4, 8, 1, 1), randn(5, 8, 1, 1)), id="conv2d_of_pixels_strided"),
     # identities
     Case(("dropout",), fn(X, "F.dropout(x, 0.2, training=False) + torch.dropout(x, 0.5, False)"), (randn(4, 5),)),
     Case(("alpha_dropout", "feature_dropout", "feature_alpha_dropout"),

@@ -1550,6 +1550,31 @@ func @f(%x: f32[B, T, 8], %w: f32[4, 8], %b: f32[4]) -> f32[B, T, 4] {
 }
 """,
     ),
+    "conv2d": (
+        """\
+func @f(%x: f32[B, 8, 1, 1], %w: f32[4, 8, 1, 1], %b: f32[4]) -> f32[B, 4, 1, 1] {
+  %0 : f32[B, 4, 1, 1] = torch.call(%x, %w, %b) {callee = "torch.nn.functional.conv2d", aten = "aten::conv2d"}
+  func.return(%0)
+}
+""",
+        """\
+func @f(%x: f32[B, 8, 1, 1], %w: f32[4, 8, 1, 1], %b: f32[4]) -> f32[B, 4, 1, 1] {
+  %0 : int = py.constant() {value = 0}
+  %1 : int = torch.method(%x, %0) {method = "size", aten = "aten::size.int"}
+  %2 : int = py.constant() {value = 8}
+  %3 : tuple[int, int] = py.tuple(%1, %2)
+  %4 : f32[B, 8] = torch.method(%x, %3) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %5 : tuple[int, int] = py.constant() {value = (4, 8)}
+  %6 : f32[4, 8] = torch.method(%w, %5) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %7 : f32[B, 4] = torch.call(%4, %6) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
+  %8 : f32[B, 4] = py.binary(%7, %b) {op = "+"}
+  %9 : int = py.constant() {value = -1}
+  %10 : f32[B, 4, 1] = torch.method(%8, %9) {method = "unsqueeze", alias_of = 0, aten = "aten::unsqueeze"}
+  %11 : f32[B, 4, 1, 1] = torch.method(%10, %9) {method = "unsqueeze", alias_of = 0, aten = "aten::unsqueeze"}
+  func.return(%11)
+}
+""",
+    ),
     "dropout": (
         """\
 func @f(%x: f32[B, 8]) -> f32[B, 8] {
@@ -1763,6 +1788,19 @@ func @f(%x: f32[B, T]) -> f32[B, ?] {
 func @f(%x: f32[B, T, 8], %w: f32[8], %b: f32[8]) -> f32[B, T] {
   %0 : f32[B, T] = torch.call(%x, %w, %b) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
   func.return(%0)
+}
+""",
+    "conv2d of images larger than 1x1": """\
+func @f(%x: f32[B, 8, 2, 2], %w: f32[4, 8, 1, 1]) -> f32[B, 4, 2, 2] {
+  %0 : f32[B, 4, 2, 2] = torch.call(%x, %w) {callee = "torch.nn.functional.conv2d", aten = "aten::conv2d"}
+  func.return(%0)
+}
+""",
+    "conv2d with padding": """\
+func @f(%x: f32[B, 8, 1, 1], %w: f32[4, 8, 1, 1], %none: None) -> f32[B, 4, 3, 3] {
+  %0 : int = py.constant() {value = 1}
+  %1 : f32[B, 4, 3, 3] = torch.call(%x, %w, %none, %0, %0) {callee = "torch.nn.functional.conv2d", aten = "aten::conv2d"}
+  func.return(%1)
 }
 """,
     "linear of mixed dtypes (eager raises)": """\
