@@ -1796,6 +1796,12 @@ func @f(%x: f32[B, 8, 2, 2], %w: f32[4, 8, 1, 1]) -> f32[B, 4, 2, 2] {
   func.return(%0)
 }
 """,
+    "conv2d of one image (the convolution is faster)": """\
+func @f(%x: f32[1, 8, 1, 1], %w: f32[4, 8, 1, 1]) -> f32[1, 4, 1, 1] {
+  %0 : f32[1, 4, 1, 1] = torch.call(%x, %w) {callee = "torch.nn.functional.conv2d", aten = "aten::conv2d"}
+  func.return(%0)
+}
+""",
     "conv2d with padding": """\
 func @f(%x: f32[B, 8, 1, 1], %w: f32[4, 8, 1, 1], %none: None) -> f32[B, 4, 3, 3] {
   %0 : int = py.constant() {value = 1}

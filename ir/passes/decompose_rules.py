@@ -864,12 +864,15 @@ def conv2d_of_pixels(e: Emitter, c: Call) -> Value:
     """A 1x1 convolution of 1x1 images (a squeeze-and-excitation block's layers) is a linear
     layer. At batch 8 torch's convolution took 152 us for 96 to 24 channels, the GEMM with its
     reshapes 27; at batch 1 the convolution's im2col path is a little faster (11 us against
-    15). Any stride and dilation give a 1x1 output; padding must be none."""
+    15), so a batch of 1 keeps it. Any stride and dilation give a 1x1 output; padding must be
+    none."""
     x, weight = c.tensor(), c.tensor("weight")
     bias = c.optional_tensor("bias")
     _same_dtypes(x, weight, bias)
     if _shape(x)[2:] != (1, 1) or _rank(x) != 4 or _shape(weight)[2:] != (1, 1) or _rank(weight) != 4:
         raise Unsupported("not a 1x1 convolution of 1x1 images")
+    if _shape(x)[0] == 1:
+        raise Unsupported("at batch 1 torch's convolution is the faster")
     if c.const("groups") != 1 or _shape(x)[1] != _shape(weight)[1]:
         raise Unsupported("grouped, or the channels differ (eager raises)")
     if c.const("padding") not in (0, (0,), (0, 0), [0], [0, 0], "valid", "same"):
