@@ -175,6 +175,37 @@ func @f() -> bool {
     assert 'op = "not in"' in run(shared)
 
 
+def test_a_dropout_lowered_as_random_settles_once_training_is_known() -> None:
+    """`F.dropout(x, p, training=training)` in a helper: lowered before `training` was known, so
+    marked random (not pure: never merged or removed). Once inlining makes `training` the
+    constant False, it draws nothing and returns its input (alias_of = 0), and a dead one goes;
+    with `training` True, or unknown, it stays random."""
+    check("""\
+func @f(%x: f32[4], %t: bool) -> tuple[f32[4], f32[4]] {
+  %0 : float = py.constant() {value = 0.5}
+  %1 : bool = py.constant() {value = False}
+  %2 : f32[4] = torch.call(%x, %0, %1) {callee = "torch.nn.functional.dropout", kwnames = ("p", "training"), random = True, aten = "aten::dropout"}
+  %3 : f32[4] = torch.call(%x, %0, %1) {callee = "torch.nn.functional.dropout", kwnames = ("p", "training"), random = True, aten = "aten::dropout"}
+  %4 : bool = py.constant() {value = True}
+  %5 : f32[4] = torch.call(%x, %0, %4) {callee = "torch.nn.functional.dropout", kwnames = ("p", "training"), random = True, aten = "aten::dropout"}
+  %6 : f32[4] = torch.call(%x, %0, %t) {callee = "torch.nn.functional.dropout", kwnames = ("p", "training"), random = True, aten = "aten::dropout"}
+  %7 : tuple[f32[4], f32[4]] = py.tuple(%2, %5)
+  func.return(%7)
+}
+""", """\
+func @f(%x: f32[4], %t: bool) -> tuple[f32[4], f32[4]] {
+  %0 : float = py.constant() {value = 0.5}
+  %1 : bool = py.constant() {value = False}
+  %2 : f32[4] = torch.call(%x, %0, %1) {callee = "torch.nn.functional.dropout", kwnames = ("p", "training"), alias_of = 0, aten = "aten::dropout"}
+  %3 : bool = py.constant() {value = True}
+  %4 : f32[4] = torch.call(%x, %0, %3) {callee = "torch.nn.functional.dropout", kwnames = ("p", "training"), random = True, aten = "aten::dropout"}
+  %5 : f32[4] = torch.call(%x, %0, %t) {callee = "torch.nn.functional.dropout", kwnames = ("p", "training"), random = True, aten = "aten::dropout"}
+  %6 : tuple[f32[4], f32[4]] = py.tuple(%2, %4)
+  func.return(%6)
+}
+""")
+
+
 def test_a_cast_to_the_dtype_a_tensor_has_is_the_tensor() -> None:
     """`x.to(torch.float32)` and `x.to(y.dtype)` of a float32 x return x itself in eager; a cast to
     another dtype, or of a tensor whose dtype is not known, stays."""

@@ -304,6 +304,41 @@ def test_instances_that_differ_in_a_flag_are_variants(tmp_path, monkeypatch) -> 
             torch.testing.assert_close(compiled(x), model(x))  # default mode: eager, right
 
 
+def test_a_dropout_told_it_is_not_training_is_its_input(tmp_path, monkeypatch) -> None:
+    """torchvision's swin passes `training` down to `F.dropout(x, p, training=training)` in a
+    helper: the call was compiled as random (an F.dropout call per use) although, inlined, it
+    is `training=False`. Now it is the input itself, as in eager, where an in-place add on the
+    result also changes the caller's tensor."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "drop_helper", '''
+        import torch
+        import torch.nn.functional as F
+        from torch import nn
+
+
+        def drop(x, p: float, training: bool):
+            return F.dropout(x, p=p, training=training)
+
+
+        class Net(nn.Module):
+            def forward(self, x):
+                y = drop(x, 0.5, self.training)
+                y.add_(1.0)
+                return y * 2.0
+    ''') as drop_helper:
+        model = drop_helper.Net().eval()
+        x = torch.randn(3, 4)
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(x.clone(),))
+            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+            assert "dropout(" not in text.split("def Net_forward(")[1], text
+            mine, theirs = x.clone(), x.clone()
+            with runtime.mode("strict"):
+                got = compiled(mine)
+            torch.testing.assert_close(got, model(theirs))
+            torch.testing.assert_close(mine, theirs)  # the input changed as in eager
+
+
 def test_a_branch_that_raises_under_scripting(tmp_path, monkeypatch) -> None:
     """densenet's memory-efficient branch: under script(instance) `torch.jit.is_scripting()` is
     True, so the branch raises (as under TorchScript); the other side, a list flowing through a

@@ -10,6 +10,8 @@ have made foldable. The rules:
 - control flow: an if on a constant runs one side; loops that never run; a while whose
   condition is constant False; results that both sides of an if yield alike; loop-carried
   values passed on unchanged or never read;
+- effects: a torch call marked random for an argument not known when lowered (dropout's
+  `training`) is resolved again once it is a constant;
 - dead code: pure ops and ifs and for loops with nothing observable and no results read;
 - algebra (ir/passes/fold.py) on values that are certainly Python ints or bools (x + 0,
   x * 1, not not b, ...), never on floats (x + 0.0 turns -0.0 into 0.0) or tensors (x * 1 is
@@ -447,12 +449,50 @@ def _effect_free(op: Operation) -> bool:
     return is_pure(op)
 
 
+# -- effects known from constants ------------------------------------------------------------------
+def settle_random_call(op: Operation, rw: Rewriter) -> bool:
+    """A torch call that was marked random when lowered because an argument deciding it was not
+    known then (`F.dropout(x, p, training=training)` in a function that is passed `training`)
+    is resolved again once that argument is a constant: with `training=False` (or `p=0`) it
+    draws nothing, and the input it returns is recorded as its alias (eager returns it)."""
+    if not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp)) or not op.attributes.get("random"):
+        return False
+    from ir.torch_callinfo import SignatureError
+    from ir.torch_signatures import resolve_function, resolve_method
+
+    kwnames = list(op.attributes.get("kwnames", ()))
+    method = isinstance(op, ops.TensorMethodOp)
+    operands = op.operands[1:] if method else op.operands
+    positional = operands[:len(operands) - len(kwnames)]
+    keywords = dict(zip(kwnames, operands[len(positional):]))
+    consts: dict[int | str, object] = {i: constant_value(v) for i, v in enumerate(positional)}
+    consts.update({k: constant_value(v) for k, v in keywords.items()})
+    consts = {k: v for k, v in consts.items() if v is not UNKNOWN}
+    types, kw_types = [v.type for v in positional], {k: v.type for k, v in keywords.items()}
+    try:
+        info = (resolve_method(op.attributes["method"], op.operands[0].type, types, kw_types, consts) if method
+                else resolve_function(op.attributes["callee"], types, kw_types, consts))
+    except SignatureError:
+        return False
+    if info.random or info.mutates:
+        return False
+    attrs = {k: v for k, v in op.attributes.items() if k not in ("random", "aten")}
+    if info.alias_of is not None:
+        attrs["alias_of"] = info.alias_of
+    if "aten" in op.attributes:  # (the order the front end writes them in)
+        attrs["aten"] = op.attributes["aten"]
+    op.attributes.clear()
+    op.attributes.update(attrs)
+    return True
+
+
 # Removing dead code also removes what would raise in it (a dead `1 // 0`, an unused view of
 # the wrong size), as ir/passes/dce.py does; the other rules never remove a raise.
 DEAD_CODE_RULES: list[Rule] = [erase_dead_pure_op, drop_unused_if_results, erase_empty_if, erase_effect_free_loop]
 
 RULES: list[Rule] = [
     erase_dead_pure_op,
+    settle_random_call,
     fold_binary,
     fold_unary,
     fold_compare,
