@@ -33,6 +33,7 @@ def calibrate_batch_norm(model: nn.Module, inputs: Callable[[int], tuple]) -> nn
     norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not norms:
         return model
+    momenta = [m.momentum for m in norms]
     for m in norms:
         m.reset_running_stats()
         m.momentum = None  # a cumulative average over the calibration batches
@@ -40,8 +41,8 @@ def calibrate_batch_norm(model: nn.Module, inputs: Callable[[int], tuple]) -> nn
     with torch.no_grad():
         for _ in range(3):
             model(*inputs(4))
-    for m in norms:
-        m.momentum = 0.1
+    for m, momentum in zip(norms, momenta):
+        m.momentum = momentum
     return model
 
 

@@ -1802,8 +1802,18 @@ func @f(%x: f32[1, 8, 1, 1], %w: f32[4, 8, 1, 1]) -> f32[1, 4, 1, 1] {
   func.return(%0)
 }
 """,
+    "conv2d with padding='same' and a stride (eager raises)": """\
+func @f(%x: f32[B, 8, 1, 1], %w: f32[4, 8, 1, 1]) -> f32[B, 4, 1, 1] {
+  %none : None = py.constant() {value = None}
+  %0 : int = py.constant() {value = 2}
+  %1 : str = py.constant() {value = "same"}
+  %2 : f32[B, 4, 1, 1] = torch.call(%x, %w, %none, %0, %1) {callee = "torch.nn.functional.conv2d", aten = "aten::conv2d.padding"}
+  func.return(%2)
+}
+""",
     "conv2d with padding": """\
-func @f(%x: f32[B, 8, 1, 1], %w: f32[4, 8, 1, 1], %none: None) -> f32[B, 4, 3, 3] {
+func @f(%x: f32[B, 8, 1, 1], %w: f32[4, 8, 1, 1]) -> f32[B, 4, 3, 3] {
+  %none : None = py.constant() {value = None}
   %0 : int = py.constant() {value = 1}
   %1 : f32[B, 4, 3, 3] = torch.call(%x, %w, %none, %0, %0) {callee = "torch.nn.functional.conv2d", aten = "aten::conv2d"}
   func.return(%1)

@@ -372,6 +372,11 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
     return info
 
 
+def same_value(x: AttrInfo, y: AttrInfo | None) -> bool:
+    """Both instances hold this attribute as one known constant."""
+    return x.has_value and y is not None and y.has_value and type(x.value) is type(y.value) and x.value == y.value
+
+
 def merge_attribute_types(a: ClassInfo, b: ClassInfo) -> ClassInfo:
     """One ClassInfo for two instances of a class: each attribute's type joined (Any where they do
     not mix, left out where one lacks it), values dropped where they differ."""
@@ -385,7 +390,7 @@ def merge_attribute_types(a: ClassInfo, b: ClassInfo) -> ClassInfo:
             shared = x.kind == y.kind and x.value is y.value
             merged.attrs[name] = AttrInfo("object" if shared else "unknown", ANY, x.loc, x.value if shared else None)
             continue
-        same = x.has_value and y.has_value and type(x.value) is type(y.value) and x.value == y.value
+        same = same_value(x, y)
         merged.attrs[name] = AttrInfo(x.kind if x.kind == y.kind else "unknown", t, x.loc,
                                       x.value if same else None, same)
     return merged

@@ -405,9 +405,10 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
 def _keep_shared_values(variant: ClassInfo, other: ClassInfo) -> None:
     """Forget the constants of `variant` that instance `other` of it holds otherwise (`self.k`
     of 2 here, 3 there): a value the ClassInfo keeps must be every instance's."""
+    from transpiler.classinfo import same_value
+
     for name, a in variant.attrs.items():
-        b = other.attrs.get(name)
-        if a.has_value and not (b is not None and b.has_value and type(b.value) is type(a.value) and b.value == a.value):
+        if a.has_value and not same_value(a, other.attrs.get(name)):
             variant.attrs[name] = replace(a, value=None, has_value=False)
 
 

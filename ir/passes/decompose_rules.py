@@ -882,6 +882,8 @@ def conv2d_of_pixels(e: Emitter, c: Call) -> Value:
         steps = value if isinstance(value, (tuple, list)) else (value,)
         if len(steps) not in (1, 2) or any(type(v) is not int or v < 1 for v in steps):
             raise Unsupported(f"{name} is not known to be valid")
+        if name == "stride" and c.const("padding") == "same" and any(v != 1 for v in steps):
+            raise Unsupported("padding='same' with a stride raises in eager")
     rows = e.method("reshape", x, _sizes(e, [e.size(x, 0), e.size(x, 1)]))
     out = e.call("torch.nn.functional.linear", rows, e.method("reshape", weight, _sizes(e, [e.size(weight, 0), e.size(weight, 1)])))
     if bias is not None:
