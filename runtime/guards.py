@@ -7,6 +7,7 @@ The helpers are deliberately tiny: they sit on every compiled call's path.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import sys
@@ -486,3 +487,62 @@ def model_module(name: str, source_file: str | None = None) -> Any:
     if source_file is None:
         return _ModelModule(name, "", "")
     return _ModelModule(None, name, source_file)
+
+
+# -- the passing paths of the checks in C++ ------------------------------------------------------
+# runtime/guards_native.cpp does what check_module, check_tensor, check_value, attr and item do
+# when they pass, reading the same things in the same order, and calls the Python function for
+# anything else (a failure, with its message). Built and cached like kernels (runtime/native.py)
+# where this machine builds CPython extensions; TORCHSCRIBE_NATIVE_GUARDS=off keeps Python.
+
+NATIVE_VAR = "TORCHSCRIBE_NATIVE_GUARDS"
+python_checks: dict[str, Callable[..., Any]] = {
+    "check_module": check_module, "check_tensor": check_tensor, "check_value": check_value, "attr": attr, "item": item,
+}
+_MODULE_DEF = """
+static PyModuleDef guards_module = {{PyModuleDef_HEAD_INIT, "{name}", "runtime/guards_native.cpp", -1, methods}};
+PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&guards_module); }}
+"""
+
+
+def _load_native() -> types.ModuleType | None:
+    """The extension module of guards_native.cpp, set up with this module's checks and tables;
+    None when it is turned off or cannot be built here (the Python checks then run)."""
+    if os.environ.get(NATIVE_VAR, "").strip().lower() in ("0", "off", "false", "no"):
+        return None
+    from runtime import native
+    from runtime.errors import TorchscribeError
+
+    source = (os.path.join(os.path.dirname(os.path.abspath(__file__)), "guards_native.cpp"))
+    try:
+        with open(source, encoding="utf-8") as f:
+            text = f.read()
+        name = "torchscribe_guards_" + hashlib.sha256(text.encode()).hexdigest()[:16]
+        if native.toolchain() is not None and native.python_flags() is None:
+            return None  # a compiler without Python's headers
+        module = native.load_extension(text + _MODULE_DEF.format(name=name), name)
+    except (TorchscribeError, OSError):
+        return None
+    tables = {"_getattr_names": _getattr_names, "_matched": _matched, "_paths": _paths,
+              "_LAYER_CONDITIONS": _LAYER_CONDITIONS, "_module_globals": _module_globals,
+              "_SEQUENTIAL_GETITEM": _SEQUENTIAL_GETITEM, "_MODULELIST_GETITEM": _MODULELIST_GETITEM,
+              "_Tensor": _Tensor, "_Parameter": _Parameter}
+    module.setup(types.SimpleNamespace(**python_checks, **tables))
+    return module
+
+
+def use_native_checks(enabled: bool = True) -> bool:
+    """Bind this module's check_module, check_tensor, check_value, attr and item to their C++
+    fast paths (enabled, where they are built) or to the Python functions; returns whether the
+    C++ ones are bound. Generated code reads them through the module at each call."""
+    global _native
+    if enabled and _native is None:
+        _native = _load_native()
+    chosen = {name: getattr(_native, name) for name in python_checks} if enabled and _native is not None \
+        else python_checks
+    globals().update(chosen)
+    return chosen is not python_checks
+
+
+_native: types.ModuleType | None = None
+use_native_checks()

@@ -1,5 +1,9 @@
 """Entry checks on the compiled call's path (runtime/guards.py) and how generated code prints them.
 
+The tests of what the checks decide run twice (the `checks` fixture): with the Python functions,
+and with their C++ fast paths (runtime/guards_native.cpp), which must decide the same and leave
+every failure to the Python function, so that it says the same.
+
 The checks have a fast path (one comparison for a fixed shape, submodules and parameters read past
 nn.Module.__getattr__, each read once); whatever the fast path does not accept goes to the full
 check, which raises GuardFailure with the message it always had. These tests hold the fast path to
@@ -17,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 from torch.nn.utils import parametrize
@@ -28,8 +32,20 @@ from examples import mlp
 from ir.parser import parse_program
 from runtime import guards
 from runtime.errors import TorchscribeError
-from runtime.guards import GuardFailure, check_module, check_tensor
+from runtime.guards import GuardFailure
 from transpiler import script
+
+
+@pytest.fixture(params=["python", "native"])
+def checks(request):
+    """runtime.guards' checks bound to the Python functions, then to their C++ fast paths."""
+    if not guards.use_native_checks(request.param == "native"):
+        if request.param == "native":
+            pytest.skip("the C++ checks are not built here (no C++ compiler or no Python headers)")
+    try:
+        yield request.param
+    finally:
+        guards.use_native_checks(True)
 
 
 def outcome(check, *args) -> str:
@@ -70,9 +86,9 @@ TENSOR_CASES = [
 
 
 @pytest.mark.parametrize("args,expected", TENSOR_CASES)
-def test_check_tensor_passes_and_fails_as_the_full_check(args, expected) -> None:
+def test_check_tensor_passes_and_fails_as_the_full_check(args, expected, checks) -> None:
     value, dtype, device, shape, optional = args
-    assert outcome(check_tensor, value, "x", dtype, device, shape, optional) == expected
+    assert outcome(guards.check_tensor, value, "x", dtype, device, shape, optional) == expected
     assert outcome(guards._check_tensor, value, "x", dtype, device, shape, optional) == expected
 
 
@@ -80,14 +96,14 @@ SIZES = st.integers(0, 3)
 SPEC_SIZES = st.one_of(SIZES, st.sampled_from(["B", "T", None]))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(shape=st.lists(SIZES, max_size=4), spec=st.one_of(st.none(), st.lists(SPEC_SIZES, max_size=4)),
        dtype=st.sampled_from([None, torch.float32, torch.float64, torch.int64]),
        value_dtype=st.sampled_from([torch.float32, torch.float64, torch.int64]),
        device=st.sampled_from([None, "cpu", "meta"]), value_device=st.sampled_from(["cpu", "meta"]),
        kind=st.sampled_from(["tensor", "parameter", "view", "None", "int"]), optional=st.booleans())
 def test_check_tensor_fast_path_implies_the_full_check(shape, spec, dtype, value_dtype, device, value_device,
-                                                        kind, optional) -> None:
+                                                        kind, optional, checks) -> None:
     """The fast path never passes what the full check (the check as it was) rejects, and every
     failure says what the full check says."""
     value: object = torch.zeros(shape, dtype=value_dtype, device=value_device)
@@ -101,7 +117,7 @@ def test_check_tensor_fast_path_implies_the_full_check(shape, spec, dtype, value
         value = 1
     spec_shape = tuple(spec) if spec is not None else None
     args = (value, "x", dtype, device, spec_shape, optional)
-    assert outcome(check_tensor, *args) == outcome(guards._check_tensor, *args)
+    assert outcome(guards.check_tensor, *args) == outcome(guards._check_tensor, *args)
 
 
 # -- attr: `obj.name` past nn.Module.__getattr__ ---------------------------------------------------
@@ -146,7 +162,7 @@ def tricky_objects() -> list[tuple[object, str]]:
 
 
 @pytest.mark.parametrize("obj,name", tricky_objects())
-def test_attr_reads_what_python_reads(obj, name) -> None:
+def test_attr_reads_what_python_reads(obj, name, checks) -> None:
     for _ in range(2):  # (the second time with what attr learnt about the class)
         try:
             expected = getattr(obj, name)
@@ -158,7 +174,7 @@ def test_attr_reads_what_python_reads(obj, name) -> None:
             assert got is expected or (callable(got) and got == expected)
 
 
-def test_attr_sees_changes_made_after_a_read() -> None:
+def test_attr_sees_changes_made_after_a_read(checks) -> None:
     m = nn.Linear(2, 2)
     w = m.weight
     assert guards.attr(m, "weight") is w
@@ -197,13 +213,13 @@ class Outer(nn.Module):
         self.extra = None
 
 
-def test_check_module_returns_the_submodule_it_checked() -> None:
+def test_check_module_returns_the_submodule_it_checked(checks) -> None:
     outer = Outer()
-    assert check_module(outer, "inner", "Inner") is outer.inner
-    assert check_module(outer, "inner.fc", "torch.nn.Linear") is outer.inner.fc
-    assert check_module(outer, "layers.0", "torch.nn.Linear") is outer.layers[0]
-    assert check_module(outer, "inner.conv", "torch.nn.Conv1d", "zeros_padding") is outer.inner.conv
-    assert check_module(outer, "extra?.fc", "torch.nn.Linear") is None  # never called: passes
+    assert guards.check_module(outer, "inner", "Inner") is outer.inner
+    assert guards.check_module(outer, "inner.fc", "torch.nn.Linear") is outer.inner.fc
+    assert guards.check_module(outer, "layers.0", "torch.nn.Linear") is outer.layers[0]
+    assert guards.check_module(outer, "inner.conv", "torch.nn.Conv1d", "zeros_padding") is outer.inner.conv
+    assert guards.check_module(outer, "extra?.fc", "torch.nn.Linear") is None  # never called: passes
     assert guards.plain_module(outer, "extra?.fc", "torch.nn.Linear")
 
 
@@ -248,20 +264,105 @@ CHECKS = [("inner", "Inner"), ("inner.fc", "torch.nn.Linear"), ("inner.conv", "t
 
 
 @pytest.mark.parametrize("change", sorted(MODULE_CHANGES))
-def test_check_module_sees_every_change_made_after_it_passed(change) -> None:
+def test_check_module_sees_every_change_made_after_it_passed(change, checks) -> None:
     do, message = MODULE_CHANGES[change]
     outer = Outer()
     for _ in range(2):  # (what the checks learn, they learn on the first call)
         for path, *qualname in CHECKS:
-            check_module(outer, path, *qualname)
+            guards.check_module(outer, path, *qualname)
     handles = [h for h in [do(outer)] if hasattr(h, "remove")]
     try:
-        failures = [outcome(check_module, outer, path, *qualname) for path, *qualname in CHECKS]
+        failures = [outcome(guards.check_module, outer, path, *qualname) for path, *qualname in CHECKS]
         assert message in failures
         if change != "global hook":  # (which fails every check)
             assert all(f in ("passes", message) for f in failures)
         path, *qualname = CHECKS[[f == message for f in failures].index(True)]
         assert not guards.plain_module(outer, path, *qualname)
+    finally:
+        for h in handles:
+            h.remove()
+
+
+# -- the C++ fast paths decide what the Python functions decide -------------------------------------
+def test_the_cpp_checks_are_bound_where_extensions_build() -> None:
+    from runtime import native
+
+    if native.python_flags() is None:
+        pytest.skip("no C++ compiler with Python's headers here")
+    assert guards.use_native_checks(True)
+    assert all(type(getattr(guards, name)).__name__ == "builtin_function_or_method" for name in guards.python_checks)
+
+
+def _both(name: str, *args, **kwargs):
+    """(what the Python check does, what the bound one does): a result or (exception type, text)."""
+    outcomes = []
+    for check in (guards.python_checks[name], getattr(guards, name)):
+        try:
+            outcomes.append(("returns", check(*args, **kwargs)))
+        except Exception as error:  # noqa: BLE001
+            outcomes.append(("raises", type(error), str(error)))
+    return outcomes
+
+
+def _same(outcomes) -> None:
+    python, bound = outcomes
+    assert python[0] == bound[0] and (python[1] is bound[1] if python[0] == "returns" else python[1:] == bound[1:])
+
+
+VALUES = [0, 1, 1.0, 2, -0.0, float("nan"), True, False, None, "zeros", (1, 1), (1, 2), [1, 1], torch.tensor(1.0),
+          torch.ones(2), nn.ReLU()]
+
+
+@pytest.mark.parametrize("expected", VALUES, ids=repr)
+def test_check_value_decides_as_in_python(expected) -> None:
+    guards.use_native_checks(True)
+    for value in VALUES:
+        _same(_both("check_value", value, expected, "self.x"))
+
+
+class OwnGetitem(nn.Sequential):
+    IDENTITY = nn.Identity()
+
+    def __getitem__(self, index):
+        return self.IDENTITY
+
+
+def containers() -> list[object]:
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Sequential(nn.Tanh()))
+    lst = nn.ModuleList([nn.Linear(2, 2), nn.ReLU()])
+    holes = nn.ModuleList([nn.ReLU(), nn.ReLU()])
+    holes._modules["1"] = None  # (a ModuleList slot set to None)
+    bare = nn.Sequential.__new__(nn.Sequential)  # no nn.Module.__init__: no _modules
+    return [seq, lst, holes, OwnGetitem(nn.ReLU()), bare, [nn.ReLU()], (1, 2), {0: "a"}]
+
+
+@pytest.mark.parametrize("container", containers(), ids=lambda c: type(c).__name__)
+def test_item_reads_what_python_reads(container) -> None:
+    guards.use_native_checks(True)
+    for index in (-4, -1, 0, 1, 2, 3, True, 1.0, "0"):
+        for _ in range(2):
+            _same(_both("item", container, index))
+
+
+PATHS = ["inner", "inner.fc", "inner.conv", "layers.0", "layers.1", "layers.2", "layers.-1", "extra?.fc", "extra.fc",
+         "inner.missing", "inner.fc.weight", "", "layers", "layers.0.weight"]
+QUALNAMES = ["Inner", "torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.ReLU", "torch.nn.ModuleList", "Outer",
+             "Inner@2", "torch.nn.Sequential"]
+CONDITIONS = ["zeros_padding", "eval", "len=2", "len=3", "running_stats", "no_max_norm", "len=x"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(path=st.sampled_from(PATHS), qualname=st.sampled_from(QUALNAMES),
+       conditions=st.lists(st.sampled_from(CONDITIONS), max_size=2), change=st.sampled_from([None, *MODULE_CHANGES]))
+def test_check_module_decides_as_in_python(path, qualname, conditions, change) -> None:
+    guards.use_native_checks(True)
+    outer = Outer()
+    handles = []
+    if change is not None:
+        handles = [h for h in [MODULE_CHANGES[change][0](outer)] if hasattr(h, "remove")]
+    try:
+        for _ in range(2):  # (the second time with what the first taught the tables)
+            _same(_both("check_module", outer, path, qualname, *conditions))
     finally:
         for h in handles:
             h.remove()
@@ -388,7 +489,7 @@ NET_CHANGES = {
 
 
 @pytest.mark.parametrize("change", sorted(NET_CHANGES))
-def test_printed_checks_fail_as_before(change) -> None:
+def test_printed_checks_fail_as_before(change, checks) -> None:
     forward = _printed_function()
     net, x = Net(), torch.randn(3, 4)
     for _ in range(2):
@@ -436,7 +537,7 @@ def _run(model, x):
 
 
 @pytest.mark.parametrize("change", sorted(MLP_CHANGES))
-def test_a_compiled_model_falls_back_or_raises_as_before(cache_dir, change) -> None:
+def test_a_compiled_model_falls_back_or_raises_as_before(cache_dir, change, checks) -> None:
     runtime.reset()  # (before script(): reset() sends what script() returned to the @script lookup)
     model, (x,) = mlp.make_example()
     compiled = script(model, example_inputs=(x,))

@@ -39,7 +39,9 @@ def entries(cache: Path) -> list[Path]:
 
 
 def in_fresh_process(code: str, cache: Path, **env: str) -> subprocess.CompletedProcess:
-    environment = dict(os.environ, TORCHSCRIBE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT), **env)
+    # (the C++ entry checks off: importing runtime would build them into the cache these tests count)
+    environment = dict(os.environ, TORCHSCRIBE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
+                       TORCHSCRIBE_NATIVE_GUARDS="off", **env)
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           env=environment, cwd=ROOT, timeout=300)
 
@@ -114,7 +116,8 @@ def test_concurrent_builds_share_one_entry(cache: Path) -> None:
         from runtime import native
         print(native.load({source(7)!r}).add_7(1, 1))
     """
-    environment = dict(os.environ, TORCHSCRIBE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT))
+    environment = dict(os.environ, TORCHSCRIBE_CACHE_DIR=str(cache), PYTHONPATH=str(ROOT),
+                       TORCHSCRIBE_NATIVE_GUARDS="off")
     procs = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(code)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=environment, cwd=ROOT) for _ in range(4)]
     outs = [p.communicate(timeout=300) for p in procs]
