@@ -321,22 +321,23 @@ func @f(%x: f16[B, 3, H, W], %m: f32[3], %v: f32[3], %w: f32[3], %b: f32[3]) -> 
   %0 : bool = py.constant() {value = False}
   %1 : float = py.constant() {value = 0.1}
   %2 : float = py.constant() {value = 1e-05}
-  %3 : float = py.constant() {value = 1e-05}
-  %4 : f32[3] = py.binary(%v, %3) {op = "+"}
-  %5 : f32[3] = torch.call(%4) {callee = "torch.sqrt", aten = "aten::sqrt"}
-  %6 : f32[3] = torch.call(%5) {callee = "torch.reciprocal", aten = "aten::reciprocal"}
-  %7 : tuple[int, int, int] = py.constant() {value = (3, 1, 1)}
-  %8 : f32[3, 1, 1] = torch.method(%m, %7) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
-  %9 : f32[B, 3, H, W] = py.binary(%x, %8) {op = "-"}
-  %10 : f32[3, 1, 1] = torch.method(%6, %7) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
-  %11 : f32[B, 3, H, W] = py.binary(%9, %10) {op = "*"}
-  %12 : f32[3, 1, 1] = torch.method(%w, %7) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
-  %13 : f32[3, 1, 1] = torch.method(%b, %7) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
-  %14 : f32[B, 3, H, W] = py.binary(%11, %12) {op = "*"}
-  %15 : f32[B, 3, H, W] = py.binary(%14, %13) {op = "+"}
-  %16 : dtype = py.constant() {value = "torch.float16"}
-  %17 : f16[B, 3, H, W] = torch.method(%15, %16) {method = "to", alias_of = 0, aten = "aten::to.dtype"}
-  func.return(%17)
+  %3 : dtype = py.constant() {value = "torch.float32"}
+  %4 : f32[B, 3, H, W] = torch.method(%x, %3) {method = "to", alias_of = 0, aten = "aten::to.dtype"}
+  %5 : float = py.constant() {value = 1e-05}
+  %6 : f32[3] = py.binary(%v, %5) {op = "+"}
+  %7 : f32[3] = torch.call(%6) {callee = "torch.sqrt", aten = "aten::sqrt"}
+  %8 : f32[3] = torch.call(%7) {callee = "torch.reciprocal", aten = "aten::reciprocal"}
+  %9 : f32[3] = py.binary(%8, %w) {op = "*"}
+  %10 : f32[3] = py.binary(%m, %9) {op = "*"}
+  %11 : f32[3] = py.binary(%b, %10) {op = "-"}
+  %12 : tuple[int, int, int] = py.constant() {value = (3, 1, 1)}
+  %13 : f32[3, 1, 1] = torch.method(%9, %12) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %14 : f32[B, 3, H, W] = py.binary(%4, %13) {op = "*"}
+  %15 : f32[3, 1, 1] = torch.method(%11, %12) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %16 : f32[B, 3, H, W] = py.binary(%14, %15) {op = "+"}
+  %17 : dtype = py.constant() {value = "torch.float16"}
+  %18 : f16[B, 3, H, W] = torch.method(%16, %17) {method = "to", alias_of = 0, aten = "aten::to.dtype"}
+  func.return(%18)
 }
 """,
     ),

@@ -116,6 +116,51 @@ func @f(%x: f32[B, 4, 4, 8]@cpu, %s: f32[B, 8, 1, 1]@cpu) -> f32[B, 4, 4, 8]@cpu
     assert [op_name(o) for o in gate.body.ops if not isinstance(o, (ops.ConstantOp, ops.YieldOp))]== ["exp", "mul", "add"], out
 
 
+BATCH_NORM = """\
+func @f(%x: f32[B, 8, 5, 5]@cpu, %v: f32[8]@cpu, %w: f32[8]@cpu, %m: f32[8]@cpu, %b: f32[8]@cpu) -> f32[B, 8, 5, 5]@cpu {
+  %eps : float = py.constant() {value = 1e-05}
+  %c11 : tuple[int, int, int] = py.constant() {value = (8, 1, 1)}
+  %0 : f32[8]@cpu = py.binary(%v, %eps) {op = "+"}
+  %1 : f32[8]@cpu = torch.call(%0) {callee = "torch.sqrt", aten = "aten::sqrt"}
+  %2 : f32[8]@cpu = torch.call(%1) {callee = "torch.reciprocal", aten = "aten::reciprocal"}
+  %alpha : f32[8]@cpu = py.binary(%2, %w) {op = "*"}
+  %3 : f32[8]@cpu = py.binary(%m, %alpha) {op = "*"}
+  %beta : f32[8]@cpu = py.binary(%b, %3) {op = "-"}
+  %4 : f32[8, 1, 1]@cpu = torch.method(%alpha, %c11) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %5 : f32[B, 8, 5, 5]@cpu = py.binary(%x, %4) {op = "*"}
+  %6 : f32[8, 1, 1]@cpu = torch.method(%beta, %c11) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %7 : f32[B, 8, 5, 5]@cpu = py.binary(%5, %6) {op = "+"}
+  func.return(%7)
+}
+"""
+
+
+def test_per_channel_values_of_several_inputs_join_their_consumer() -> None:
+    """Batch norm's alpha = 1 / sqrt(var + eps) * w (used twice) and beta = b - m * alpha, each
+    reshaped to (C, 1, 1): the per-channel DAG is computed from reshaped inputs instead, and the
+    whole of it joins the kernel that scales x, one kernel where there were two and reshapes of
+    their results."""
+    out = fused(BATCH_NORM)
+    kernels = [op for op in parse_program(out).walk() if isinstance(op, ops.PointwiseKernelOp)]
+    assert len(kernels) == 1, out
+    assert [op_name(o) for o in kernels[0].body.ops if not isinstance(o, (ops.ConstantOp, ops.YieldOp))] == \
+        ["add", "sqrt", "reciprocal", "mul", "mul", "sub", "mul", "add"], out
+    reshaped = [line.split("torch.method(")[1].split(",")[0] for line in out.splitlines() if '"reshape"' in line]
+    assert sorted(reshaped) == ["%b", "%m", "%v", "%w"], out  # (the inputs, once each)
+
+
+def test_per_channel_values_used_elsewhere_stay() -> None:
+    """A value of the DAG that is also used as it is (here alpha, returned) stays where it is,
+    computed by a kernel of its own, and is an input of what moves (beta's part)."""
+    text = BATCH_NORM.replace("-> f32[B, 8, 5, 5]@cpu {", "-> tuple[f32[B, 8, 5, 5]@cpu, f32[8]@cpu] {").replace(
+        "  func.return(%7)",
+        "  %8 : tuple[f32[B, 8, 5, 5]@cpu, f32[8]@cpu] = py.tuple(%7, %alpha)\n  func.return(%8)")
+    out = fused(text)
+    assert '%alpha : f32[8]@cpu = kernel.pointwise(%v, %w)' in out, out
+    kernels = [op for op in parse_program(out).walk() if isinstance(op, ops.PointwiseKernelOp)]
+    assert len(kernels) == 2, out
+
+
 def test_no_read_moves_past_a_write() -> None:
     text = """\
 func @f(%x: f32[4]@cpu) -> f32[4]@cpu {

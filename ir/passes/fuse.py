@@ -96,6 +96,9 @@ def fuse(program: Program) -> None:
         for op in list(func.walk()):
             if op.parent is not None:
                 _sink_reshape(op)
+        for op in list(func.walk()):
+            if op.parent is not None:
+                _sink_reshapes_of_a_dag(op)
         namer = _Namer(re.sub(r"\W", "_", func.attributes["sym_name"]))
         _fuse_block(func.regions[0].block, namer, func)
 
@@ -146,6 +149,77 @@ def _sink_reshape(op: Operation) -> None:
         op.erase()
         source.erase()
         op = reshape
+
+
+def _reshape_key(op: Operation) -> tuple | None:
+    """What a reshape does (its name, constant arguments and result type), when it is one whose
+    operands other than the tensor are constants; None otherwise."""
+    if op_name(op) not in RESHAPES or len(op.results) != 1 or not isinstance(op.result.type, TensorType):
+        return None
+    args = [_constant(v) for v in op.operands[1:]]
+    if any(a is _MISSING for a in args) or op.attributes.get("kwnames"):
+        return None
+    return op_name(op), repr(args), op.result.type.shape
+
+
+def _sink_reshapes_of_a_dag(op: Operation) -> None:
+    """`_sink_reshape` for pointwise ops of several tensors whose values are used more than
+    once: batch norm's per-channel `alpha = 1 / sqrt(var + eps) * w` and `beta = b - mean *
+    alpha`, each reshaped to (C, 1, 1). When every value of such a DAG of same-shape pointwise ops
+    (no broadcasting) is used only by the DAG and by reshapes that do the same as `op`, the DAG is
+    computed again from its reshaped inputs, in the reshaped space, where those reshapes stood:
+    then it fuses with the ops that use it. (Elementwise ops commute with a reshape; every value
+    of the DAG was a fresh tensor, so no alias changes.)"""
+    key = _reshape_key(op)
+    top = op.operands[0].owner if key is not None else None
+    if not (isinstance(top, Operation) and top.parent is op.parent):
+        return
+    shape = op.operands[0].type.shape  # type: ignore[union-attr]
+    block = op.parent
+
+    def member(n: object) -> bool:
+        return (isinstance(n, Operation) and n.parent is block and pointwise_fusible(n) and op_name(n) != "to"
+                and all(v.type.shape == shape for v in n.operands if isinstance(v.type, TensorType)))
+
+    dag: set[Operation] = set()
+    work = [top]
+    while work:  # (what `op`'s input is computed from)
+        n = work.pop()
+        if n in dag or not member(n):
+            continue
+        dag.add(n)
+        work += [v.owner for v in n.operands]
+    while True:  # (only what every use of stays inside, or is one of these reshapes)
+        leaving = {n for n in dag for use in n.result.uses
+                   if use.op not in dag and not (_reshape_key(use.op) == key and use.index == 0)}
+        if not leaving:
+            break
+        dag -= leaving
+    if top not in dag or len(dag) < 2:
+        return  # (one op of one tensor: `_sink_reshape`'s case)
+    reshapes = [use.op for n in dag for use in n.result.uses if use.op not in dag]
+    order = {o: i for i, o in enumerate(block.ops)}
+    first = min(reshapes, key=order.__getitem__)
+    start = min(order[n] for n in dag)
+    if any(may_write(o) for o in block.ops[start:order[first]]):
+        return  # (a read must not move past a write)
+    mapping: dict[Value, Value] = {}
+    for n in sorted(dag, key=order.__getitem__):
+        for v in n.operands:
+            if isinstance(v.type, TensorType) and v not in mapping and v.owner not in dag:
+                reshape = clone_op(op, {op.operands[0]: v})
+                reshape.result.type = dataclasses.replace(op.result.type, dtype=v.type.dtype)  # type: ignore[union-attr]
+                reshape.result.name = None
+                block.insert_before(first, reshape)
+                mapping[v] = reshape.result
+        moved = clone_op(n, mapping)
+        moved.result.type = dataclasses.replace(op.result.type, dtype=n.result.type.dtype)  # type: ignore[union-attr]
+        block.insert_before(first, moved)
+    for r in reshapes:
+        r.result.replace_all_uses_with(mapping[r.operands[0]])
+        r.erase()
+    for n in sorted(dag, key=order.__getitem__, reverse=True):
+        n.erase()
 
 
 def _fuse_block(block: Block, namer: _Namer, func: Operation) -> None:
