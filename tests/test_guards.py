@@ -41,7 +41,8 @@ def checks(request):
     """runtime.guards' checks bound to the Python functions, then to their C++ fast paths."""
     if not guards.use_native_checks(request.param == "native"):
         if request.param == "native":
-            pytest.skip("the C++ checks are not built here (no C++ compiler or no Python headers)")
+            pytest.skip(f"the C++ checks are not built here (no C++ compiler or no Python headers), "
+                        f"or {guards.NATIVE_VAR} turns them off")
     try:
         yield request.param
     finally:
@@ -289,6 +290,8 @@ def test_the_cpp_checks_are_bound_where_extensions_build() -> None:
 
     if native.python_flags() is None:
         pytest.skip("no C++ compiler with Python's headers here")
+    if os.environ.get(guards.NATIVE_VAR, "").strip().lower() in ("0", "off", "false", "no"):
+        pytest.skip(f"{guards.NATIVE_VAR} turns them off")
     assert guards.use_native_checks(True)
     assert all(type(getattr(guards, name)).__name__ == "builtin_function_or_method" for name in guards.python_checks)
 
