@@ -37,16 +37,19 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     v = v.view(B, T, tmp, tmp_1).permute((0, 2, 1, 3))  # Tensor[?, ?, ?, ?]
     # attention.py:29  scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
     scores = q @ k.permute((0, 1, 3, 2)) / math.sqrt(tmp_1)  # Tensor[?, ?, ?, ?]
+    del q, k
     # attention.py:30  scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     scores = torch.where(self.mask[:T, :T] == 0, -math.inf, scores)
     # attention.py:31  weights = F.softmax(scores, dim=-1)
     weights = F.softmax(scores, dim=-1)
+    del scores
     # attention.py:32  weights = self.dropout(weights)
     dropout = self.dropout
     if dropout.training:
         weights = dropout(weights)
     # attention.py:34  y = weights @ v
     y = weights @ v
+    del v
     # attention.py:35  y = y.transpose(1, 2).contiguous().view(B, T, C)
     y = y.transpose(1, 2).contiguous().view(B, T, C)  # Tensor[?, ?, ?]
     # attention.py:36  return self.proj(y)

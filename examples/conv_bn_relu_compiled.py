@@ -32,6 +32,7 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
         tmp_1 = F.batch_norm(
             tmp, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps
         )
+    del tmp
     return F.relu(tmp_1) if self.relu.inplace else F.relu(tmp_1)
 
 

@@ -40,17 +40,22 @@ def indexing(
     y = torch.slice_scatter(
         y, last[:, None].expand_as(tmp).to(tmp.dtype, copy=True), 1, None, 4, 1
     )
+    del tmp
     # indexing.py:20  y[0] += 1.0
     y = torch.select_scatter(y, y[0] + 1.0, 0, 0)
     # indexing.py:23  acc.mul_(2)
     acc_1 = acc.mul(2)
     # indexing.py:24  acc += evens.sum(dim=1, keepdim=True)
     acc_2 = (acc_1 + evens.sum(dim=1, keepdim=True)).to(acc_1.dtype).expand_as(acc_1)
+    del acc_1
     # indexing.py:25  acc[:, 0] = 0.0
     acc_3 = torch.select_scatter(acc_2, torch.full_like(acc_2[:, 0], 0.0), 1, 0)
+    del acc_2
     # indexing.py:27  return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
     tmp_1 = (evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked)
+    del evens, last, window, picked, y
     acc.copy_(acc_3)
+    del acc_3
     return tmp_1
 
 

@@ -47,6 +47,7 @@ def MaskedPool_forward(
         else:
             # optional_args.py:32  pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
             pooled = torch.where(weights == 0, -math.inf, x).amax(dim=1)
+    del weights
     # optional_args.py:33  out = self.proj(pooled)
     proj = self.proj
     out = F.linear(pooled, proj.weight, proj.bias)

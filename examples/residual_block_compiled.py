@@ -274,6 +274,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             0.0,
             bn1.eps,
         )
+    del out_1
     # residual_block.py:31  out = self.relu(out)
     if block2.relu.inplace:
         out_3 = F.relu(out_2)
@@ -305,6 +306,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             0.0,
             bn2.eps,
         )
+    del out_4
     # residual_block.py:36  if self.downsample is not None:
     tmp_4 = block2.downsample
     if tmp_4 is not None:
