@@ -153,6 +153,7 @@ class FunctionEmitter:
         self.needs: set[str] = set()  # names of imports the text uses ("math", "F", "Optional")
         self.bound: dict[tuple[Value, tuple], str] = {}  # (root, path) -> the local an entry check read it into
         self._entry_plan: dict[tuple[Value, tuple], bool] | None = None
+        self._last_read: dict[Value, int] = {}  # top-level tensor -> index of the statement reading it last
 
     # -- planning -------------------------------------------------------------------------------
     def plan(self) -> None:
@@ -533,7 +534,6 @@ class FunctionEmitter:
         statements = [op for op in body.ops if op not in self.folded
                       and not isinstance(op, (ops.ConstantOp, ops.UninitializedOp))]
         index = {op: i for i, op in enumerate(statements)}
-        self._last_read: dict[Value, int] = {}
         dying: dict[Operation, list[Value]] = {}
         for op in statements:
             for r in op.results:

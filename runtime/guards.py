@@ -505,10 +505,16 @@ PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&guards_module); }}
 """
 
 
+def native_checks_allowed() -> bool:
+    """Whether TORCHSCRIBE_NATIVE_GUARDS leaves the C++ checks on: any value but "off" (as
+    TORCHSCRIBE_JIT_CACHE reads)."""
+    return os.environ.get(NATIVE_VAR, "on") != "off"
+
+
 def _load_native() -> types.ModuleType | None:
     """The extension module of guards_native.cpp, set up with this module's checks and tables;
     None when it is turned off or cannot be built here (the Python checks then run)."""
-    if os.environ.get(NATIVE_VAR, "").strip().lower() in ("0", "off", "false", "no"):
+    if not native_checks_allowed():
         return None
     from runtime import native
     from runtime.errors import TorchscribeError

@@ -290,7 +290,7 @@ def test_the_cpp_checks_are_bound_where_extensions_build() -> None:
 
     if native.python_flags() is None:
         pytest.skip("no C++ compiler with Python's headers here")
-    if os.environ.get(guards.NATIVE_VAR, "").strip().lower() in ("0", "off", "false", "no"):
+    if not guards.native_checks_allowed():
         pytest.skip(f"{guards.NATIVE_VAR} turns them off")
     assert guards.use_native_checks(True)
     assert all(type(getattr(guards, name)).__name__ == "builtin_function_or_method" for name in guards.python_checks)
