@@ -174,7 +174,97 @@ func @f(%x: f32[4]@cpu) -> f32[4]@cpu {
     assert fused(text) == print_program(parse_program(text), with_locs=False)
 
 
+def test_no_read_moves_down_past_a_write_to_meet_a_reshape() -> None:
+    """`sigmoid(x)` (here `exp`), then `x.add_(1)`, then the reshape of the sigmoid: sinking the
+    reshape would compute the exp after the write, of the new `x` (a miscompile, once)."""
+    text = """\
+func @f(%x: f32[4]@cpu, %y: f32[4, 3]@cpu) -> f32[4, 3]@cpu {
+  %shape : tuple[int, int] = py.constant() {value = (4, 1)}
+  %0 : f32[4]@cpu = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : int = py.constant() {value = 1}
+  %2 : f32[4]@cpu = torch.method(%x, %1) {method = "add_", mutates = (0,), alias_of = 0, aten = "aten::add_.Tensor"}
+  %3 : f32[4, 1]@cpu = torch.method(%0, %shape) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %4 : f32[4, 3]@cpu = py.binary(%y, %3) {op = "*"}
+  func.return(%4)
+}
+"""
+    out = fused(text)
+    assert 'torch.method(%0, %shape) {method = "reshape"' in out, out  # the reshape still reads exp(x)
+    assert out.index('callee = "torch.exp"') < out.index('method = "add_"'), out
+
+
+def test_no_read_of_the_per_channel_dag_moves_up_past_a_write() -> None:
+    """Batch norm's DAG with alpha reshaped before a write to `m` and beta (which reads `m`)
+    after it: computing the DAG where alpha's reshape stands would read `m` before the write. The
+    DAG stays; beta is computed after the write."""
+    text = """\
+func @f(%x: f32[B, 8, 5, 5]@cpu, %v: f32[8]@cpu, %w: f32[8]@cpu, %m: f32[8]@cpu, %b: f32[8]@cpu) -> f32[B, 8, 5, 5]@cpu {
+  %eps : float = py.constant() {value = 1e-05}
+  %c11 : tuple[int, int, int] = py.constant() {value = (8, 1, 1)}
+  %one : int = py.constant() {value = 1}
+  %0 : f32[8]@cpu = py.binary(%v, %eps) {op = "+"}
+  %1 : f32[8]@cpu = torch.call(%0) {callee = "torch.sqrt", aten = "aten::sqrt"}
+  %2 : f32[8]@cpu = torch.call(%1) {callee = "torch.reciprocal", aten = "aten::reciprocal"}
+  %alpha : f32[8]@cpu = py.binary(%2, %w) {op = "*"}
+  %4 : f32[8, 1, 1]@cpu = torch.method(%alpha, %c11) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %written : f32[8]@cpu = torch.method(%m, %one) {method = "add_", mutates = (0,), alias_of = 0, aten = "aten::add_.Tensor"}
+  %3 : f32[8]@cpu = py.binary(%m, %alpha) {op = "*"}
+  %beta : f32[8]@cpu = py.binary(%b, %3) {op = "-"}
+  %5 : f32[B, 8, 5, 5]@cpu = py.binary(%x, %4) {op = "*"}
+  %6 : f32[8, 1, 1]@cpu = torch.method(%beta, %c11) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %7 : f32[B, 8, 5, 5]@cpu = py.binary(%5, %6) {op = "+"}
+  func.return(%7)
+}
+"""
+    out = fused(text)
+    reshaped = [line.split("torch.method(")[1].split(",")[0] for line in out.splitlines() if '"reshape"' in line]
+    assert sorted(reshaped) == ["%alpha", "%beta"], out  # (the DAG did not move)
+    assert out.index('method = "add_"') < out.index("%beta : f32[8]@cpu = kernel.pointwise(%m"), out
+
+
 # -- generated kernels against eager --------------------------------------------------------------
+WRITES_BETWEEN = '''
+import torch
+
+
+def add_between(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    s = torch.sigmoid(x)
+    x.add_(1.0)
+    return y * s.reshape(4, 1)
+
+
+def store_between(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    s = torch.sigmoid(x)
+    x[0] = 5.0
+    return y * s.reshape(4, 1)
+
+
+def write_in_a_loop_between(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    s = torch.exp(x)
+    for i in range(2):
+        x.mul_(2.0)
+    return y * s.reshape(4, 1)
+'''
+
+
+@pytest.mark.parametrize("name", ["add_between", "store_between", "write_in_a_loop_between"])
+def test_a_value_read_before_a_write_keeps_its_value(name, tmp_path, monkeypatch) -> None:
+    """`s = sigmoid(x)`, a write to `x`, then `s` reshaped: values and the written input as
+    eager's (the sigmoid was once computed after the write)."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "writes_between", WRITES_BETWEEN) as mod:
+        fn = getattr(mod, name)
+        x, y = torch.randn(4), torch.randn(4, 3)
+        compiled = script(fn, example_inputs=(x.clone(), y))
+        mine, theirs = x.clone(), x.clone()
+        with runtime.mode("strict"):
+            got = compiled(mine, y)
+        assert_close_to_eager(got, fn(theirs, y))
+        torch.testing.assert_close(mine, theirs, rtol=0, atol=0)
+
+
 SOURCE = '''
 import torch
 from torch import Tensor

@@ -125,12 +125,13 @@ def _sink_reshape(op: Operation) -> None:
     their consumers in the reshaped space and fuse with them (batch norm's
     `(1 / sqrt(var + eps)).reshape(C, 1, 1)` joins the kernel that normalises; a squeeze-and-
     excitation gate's `sigmoid(s).permute(0, 2, 3, 1)` the channels-last multiply). Elementwise
-    ops commute with reshapes, and `f(a)` was a fresh tensor, so no alias changes."""
+    ops commute with reshapes, and `f(a)` was a fresh tensor, so no alias changes; `f` moves
+    only where nothing between it and the reshape may write (`a` could be written)."""
     while (op_name(op) in RESHAPES or _moves_no_memory(op)) and len(op.results) == 1 \
             and isinstance(op.result.type, TensorType):
         source = op.operands[0].owner
         if not (isinstance(source, Operation) and pointwise_fusible(source) and len(op.operands[0].uses) == 1
-                and source.parent is op.parent):
+                and source.parent is op.parent) or _writes_between(source, op):
             return
         tensors = [v for v in source.operands if isinstance(v.type, TensorType)]
         if op_name(source) == "to" or len(tensors) != 1 or tensors[0].type.shape != source.result.type.shape:  # type: ignore[union-attr]
@@ -149,6 +150,14 @@ def _sink_reshape(op: Operation) -> None:
         op.erase()
         source.erase()
         op = reshape
+
+
+def _writes_between(first: Operation, last: Operation) -> bool:
+    """Whether an op of their block after `first` and before `last` may write (a loop or branch:
+    an op in it): a read moved from `first` to `last` would then see the write."""
+    between = first.parent.ops  # type: ignore[union-attr]
+    between = between[between.index(first) + 1:between.index(last)]
+    return any(may_write(inner) for o in between for inner in o.walk())
 
 
 def _reshape_key(op: Operation) -> tuple | None:
@@ -200,9 +209,8 @@ def _sink_reshapes_of_a_dag(op: Operation) -> None:
     reshapes = [use.op for n in dag for use in n.result.uses if use.op not in dag]
     order = {o: i for i, o in enumerate(block.ops)}
     first = min(reshapes, key=order.__getitem__)
-    start = min(order[n] for n in dag)
-    if any(may_write(o) for o in block.ops[start:order[first]]):
-        return  # (a read must not move past a write)
+    if _writes_between(min(dag, key=order.__getitem__), max([*dag, first], key=order.__getitem__)):
+        return  # (a read must not move past a write, down to `first` or up to it)
     mapping: dict[Value, Value] = {}
     for n in sorted(dag, key=order.__getitem__):
         for v in n.operands:
