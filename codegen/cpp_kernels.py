@@ -49,6 +49,7 @@ PARALLEL_MIN = 32768  # elements: below this, threads cost more than they save
 
 PRELUDE = MATH_HEADER + """
 #include <algorithm>
+#include <memory>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -311,7 +312,7 @@ def _loops(name: str, params: list[str], rank: int, n_in: int, strided: list[lis
     header = f"static void {name}_rows({', '.join(['int64_t begin', 'int64_t end', 'bool unit'] + params + rows)}) {{"
     for j, k in aliased.items():  # (one pointer, so that the compiler sees the read and write of one element)
         lines.insert(0, f"  const {CTYPE[body.op.operands[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j} (contiguous)")  # type: ignore[union-attr]
-    args = ["begin", "end", "unit"] + [_declared(p) for p in params] + [f"r{body.names[v][1:]}.data()" for v in kept]
+    args = ["begin", "end", "unit"] + [_declared(p) for p in params] + [f"r{body.names[v][1:]}.get()" for v in kept]
     driver += _run_rows(rank, [f"  {name}_rows({', '.join(args)});"])
     return [header] + lines + ["}"], driver
 
@@ -346,7 +347,9 @@ def _row_buffers(inner: int, body: "_Body", along: set[int], dims: list[int], st
     from the inputs `along`, which move along the dims `dims` only, the row's last) into one row
     per index of the other `dims` (`r3[j]`, or `r3[r + j]`)."""
     size = " * ".join(f"n{d}" for d in dims)
-    lines = [f"  std::vector<{VALUE[v.type.dtype]}> r{body.names[v][1:]}({size});" for v in kept]  # type: ignore[union-attr]
+    # (an array, not a std::vector: std::vector<bool> has no data() to pass to the rows)
+    lines = [f"  std::unique_ptr<{VALUE[v.type.dtype]}[]> r{body.names[v][1:]}(new {VALUE[v.type.dtype]}[{size}]);"  # type: ignore[union-attr]
+             for v in kept]
     pad = "  "
     for d in dims[:-1]:
         lines.append(f"{pad}for (int64_t i{d} = 0; i{d} < n{d}; ++i{d}) {{")

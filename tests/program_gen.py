@@ -669,7 +669,7 @@ class Gen:
         if self.layers:
             kinds += ["layers", "layers"]
         if self.inplace_targets():
-            kinds += ["inplace", "inplace"]
+            kinds += ["inplace", "inplace", "before_write"]
         if self.vars("optional"):
             kinds += ["optional", "optional"]
         if depth > 0 and self.loop_depth < 2:
@@ -786,6 +786,20 @@ class Gen:
             self.features.add("input_mutation")
         else:
             self.features.add("inplace")
+
+    def stmt_before_write(self, indent: int, depth: int) -> None:
+        """A value computed from a tensor, the tensor updated in place, then the value reshaped
+        and read: it must be the value from before the write (fuse once sank such a read below
+        the write, to meet the reshape)."""
+        name, shape = self.pick(self.inplace_targets())
+        snapshot = self.fresh("s")
+        self.emit(indent, f"{snapshot} = {self.pick(['torch.sigmoid', 'torch.tanh', 'torch.abs'])}({name})")
+        self.emit(indent, self.inplace_text(name, shape))
+        if shape:  # (a 0-d value is read as it is)
+            back = f".reshape({', '.join(map(str, shape))})" if len(shape) > 1 else ""
+            self.emit(indent, f"{snapshot} = {snapshot}.reshape(-1){back}")
+        self.scope[snapshot] = Var(snapshot, "tensor", shape)
+        self.features.add("before_write")
 
     def operand(self, e: E) -> E:
         """A tensor operand for an in-place update: torch refuses one that partially overlaps

@@ -243,7 +243,7 @@ def _rows_and_kernel(text: str) -> tuple[str, str]:
 def test_a_per_channel_scale_is_computed_once_per_call_in_channels_last_kernels(tmp_path, monkeypatch) -> None:
     """Batch norm after a channels-last conv: the channel is the kernel's row, and 1/sqrt(var +
     eps) is the same in every row, so the C++ kernel computes it once per call into a row of its
-    own (`std::vector<float> r3`, before the rows run), not per element. Values as eager's, at batch 1 and 3."""
+    own (`std::unique_ptr<float[]> r3`, before the rows run), not per element. Values as eager's, at batch 1 and 3."""
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
@@ -259,7 +259,7 @@ def test_a_per_channel_scale_is_computed_once_per_call_in_channels_last_kernels(
             compiled = script(net, example_inputs=(torch.randn(2, 8, 16, 16),))
             text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
             rows, kernel = _rows_and_kernel(text)
-            assert "std::vector<float> r" in kernel and kernel.count("std::sqrt") == 1, kernel
+            assert "std::unique_ptr<float[]> r" in kernel and kernel.count("std::sqrt") == 1, kernel
             assert kernel.index("std::sqrt") < kernel.index("ts_rows(") and "std::sqrt" not in rows, rows
             for batch in (1, 3):
                 x = torch.randn(batch, 8, 16, 16)
@@ -286,12 +286,36 @@ def test_row_buffers_hold_only_what_every_row_shares(tmp_path, monkeypatch) -> N
         x, r, m = torch.randn(4, 8), torch.rand(8), torch.randn(4, 1)
         compiled = script(mod.f, example_inputs=(x, r, m))
         text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-        assert text.count("std::vector<float> r") == 2, text
+        assert text.count("std::unique_ptr<float[]> r") == 2, text
         for batch in (1, 5):
             x, m = torch.randn(batch, 8), torch.randn(batch, 1)
             with runtime.mode("strict"):
                 got = compiled(x, r, m)
             assert_close_to_eager(got, mod.f(x, r, m))
+
+
+def test_a_row_buffer_of_booleans(tmp_path, monkeypatch) -> None:
+    """`r != m / s` of row-only inputs is a bool row buffer (once a std::vector<bool>, which has
+    no data() to pass to the rows function: the C++ did not build; found by test_programs)."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    source = '''
+        import torch
+
+
+        def f(x: torch.Tensor, r: torch.Tensor, m: torch.Tensor, s: float) -> torch.Tensor:
+            return torch.where(r != m / s, x, -x)
+        '''
+    with imported_source(tmp_path, "rows_bool", source) as mod:
+        x, r, m = torch.randn(4, 8), torch.randn(8), torch.randn(8)
+        r[::2] = m[::2] / 2.0
+        compiled = script(mod.f, example_inputs=(x, r, m, 2.0))
+        text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+        assert "std::unique_ptr<bool[]> r" in text, text
+        with runtime.mode("strict"):
+            got = compiled(x, r, m, 2.0)
+        assert_close_to_eager(got, mod.f(x, r, m, 2.0))
 
 
 @pytest.mark.parametrize("gate_shape", [(1, 1, 1, 5), (3, 1, 1, 5), (3, 1, 4, 5), (1, 6, 1, 5)])
