@@ -60,6 +60,7 @@ PRELUDE = MATH_HEADER + """
 // function of its own even when it runs serially, reading sizes and pointers through a shared
 // struct, and a serial batch-norm + hardswish kernel ran 35% slower there.
 template <class Rows> static inline void ts_rows(const Rows& rows, int64_t n, bool parallel) {
+  if (n <= 0) return;  // (no rows: an outer size is 0, which the rows would divide by)
 #ifdef _OPENMP
   if (parallel && n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
     #pragma omp parallel
