@@ -153,16 +153,16 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
     strided = [_strided_dims(v.type, shape) for v in tensors]  # type: ignore[arg-type]
     name = op.attributes["name"]
     aliased = {j: k for k, j in op.attributes.get("reuse", ())}  # input -> the output over it
-    params = [f"int64_t n{i}" for i in range(rank)]
-    params += [f"{CTYPE[r.type.dtype]}* __restrict out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
+    params = [("int64_t", f"n{i}") for i in range(rank)]  # (C++ type, name)
+    params += [(f"{CTYPE[r.type.dtype]}* __restrict", f"out{k}") for k, r in enumerate(op.results)]  # type: ignore[union-attr]
     for k, (v, dims) in enumerate(zip(tensors, strided)):
         if k not in aliased:
-            params.append(f"const {CTYPE[v.type.dtype]}* __restrict in{k}")  # type: ignore[union-attr]
-        params += [f"int64_t in{k}_s{d}" for d in range(rank - len(v.type.shape), rank)]  # type: ignore[union-attr]
+            params.append((f"const {CTYPE[v.type.dtype]}* __restrict", f"in{k}"))  # type: ignore[union-attr]
+        params += [("int64_t", f"in{k}_s{d}") for d in range(rank - len(v.type.shape), rank)]  # type: ignore[union-attr]
     scalar_types = ["double" if v.type == FLOAT else "int64_t" for v in scalars]
-    params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
+    params += [(t, f"s{k}") for k, t in enumerate(scalar_types)]
     body = _Body(op)
-    lines = [f'extern "C" void {name}({", ".join(params)}) {{']
+    lines = [f'extern "C" void {name}({", ".join(f"{t} {n}" for t, n in params)}) {{']
     if isinstance(op, ops.ReductionKernelOp):
         plan = _RowPlan(op, [rank - 1 in dims for dims in strided])
         row, call = _row_function(name, rank, op, strided, scalar_types, plan, aliased)
@@ -263,7 +263,7 @@ def _merge_into_inner(rank: int, n_in: int, strided: list[list[int]]) -> list[st
     return lines + ["  merged:;"]
 
 
-def _loops(name: str, params: list[str], rank: int, n_in: int, strided: list[list[int]], body: "_Body",
+def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strided: list[list[int]], body: "_Body",
            aliased: dict[int, int]) -> tuple[list[str], list[str]]:
     """The function `<name>_rows(begin, end, ...)` that computes the rows [begin, end), and the
     kernel's body that calls it (serially, or on each thread's share of the rows). A function of
@@ -310,17 +310,13 @@ def _loops(name: str, params: list[str], rank: int, n_in: int, strided: list[lis
     lines.append(f"{pad}}}")
     lines = _close_nest(lines, pad, rank)
     rows = [f"const {VALUE[v.type.dtype]}* __restrict r{body.names[v][1:]}" for v in kept]  # type: ignore[union-attr]
-    header = f"static void {name}_rows({', '.join(['int64_t begin', 'int64_t end', 'bool unit'] + params + rows)}) {{"
+    declared = ["int64_t begin", "int64_t end", "bool unit"] + [f"{t} {n}" for t, n in params] + rows
+    header = f"static void {name}_rows({', '.join(declared)}) {{"
     for j, k in aliased.items():  # (one pointer, so that the compiler sees the read and write of one element)
         lines.insert(0, f"  const {CTYPE[body.op.operands[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j} (contiguous)")  # type: ignore[union-attr]
-    args = ["begin", "end", "unit"] + [_declared(p) for p in params] + [f"r{body.names[v][1:]}.get()" for v in kept]
+    args = ["begin", "end", "unit"] + [n for _, n in params] + [f"r{body.names[v][1:]}.get()" for v in kept]
     driver += _run_rows(rank, [f"  {name}_rows({', '.join(args)});"])
     return [header] + lines + ["}"], driver
-
-
-def _declared(param: str) -> str:
-    """The name a C++ parameter declaration declares (`const float* __restrict in0` -> in0)."""
-    return param.rsplit(" ", 1)[1]
 
 
 def _partial_inputs(rank: int, n_in: int, strided: list[list[int]], aliased: dict[int, int]) -> tuple[set[int], list[int]]:

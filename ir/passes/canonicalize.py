@@ -542,7 +542,7 @@ class _Cse:
 
     def block(self, block: Block) -> None:
         for op in list(block.ops):
-            if op.regions and not isinstance(op, ops.IfOp) and any(may_write(o) for o in op.walk()):
+            if op.regions and not isinstance(op, ops.IfOp) and writes_in(op):
                 self.writes += 1  # a loop: its later iterations run its writes before its first ops
             if self.merge(op):
                 continue
@@ -605,6 +605,11 @@ def may_write(op: Operation) -> bool:
     if op.regions or op.has_trait(PURE) or op.has_trait(TERMINATOR) or isinstance(op, (ops.GuardOp, ops.EntryCheck)):
         return False
     return not (op.attributes.get("random") and not op.attributes.get("mutates"))  # only the RNG state
+
+
+def writes_in(op: Operation) -> bool:
+    """Whether `op` may write, or an op nested in it does (a loop or branch: the writes in it)."""
+    return any(may_write(inner) for inner in op.walk())
 
 
 _IMMUTABLE = {"int", "float", "bool", "str", "None", "dtype", "device"}

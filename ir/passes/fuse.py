@@ -37,7 +37,7 @@ import sympy
 
 from ir import ops
 from ir.core import PURE, Block, Operation, Program, Region, Value
-from ir.passes.canonicalize import may_write
+from ir.passes.canonicalize import writes_in
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
 from ir.types import BOOL, FLOAT, INT, TensorType
@@ -157,7 +157,7 @@ def _writes_between(first: Operation, last: Operation) -> bool:
     an op in it): a read moved from `first` to `last` would then see the write."""
     between = first.parent.ops  # type: ignore[union-attr]
     between = between[between.index(first) + 1:between.index(last)]
-    return any(may_write(inner) for o in between for inner in o.walk())
+    return any(writes_in(o) for o in between)
 
 
 def _reshape_key(op: Operation) -> tuple | None:
@@ -238,7 +238,7 @@ def _fuse_block(block: Block, namer: _Namer, func: Operation) -> None:
         for region in op.regions:
             for inner in region.blocks:
                 _fuse_block(inner, namer, func)
-        if any(may_write(inner) for inner in op.walk()):  # (a loop or branch: the writes in it)
+        if writes_in(op):
             for g in groups:
                 g.close(i)
         if fusible(op):
