@@ -140,10 +140,62 @@ def test_convs_with_few_outputs_per_image_stay_nchw() -> None:
     assert "channels_last" in laid_out(depthwise)
 
 
+POINTWISE_CONV = """\
+func @f(%x: f32[B, 8, 16, 16]@cpu, %w: f32[{c_out}, 8, 1, 1]@cpu, %w2: f32[8, {c_out}, 3, 3]@cpu) -> f32[B, 8, 16, 16]@cpu {{
+  %none : None = py.constant() {{value = None}}
+  %one : tuple[int, int] = py.constant() {{value = (1, 1)}}
+  %stride : tuple[int, int] = py.constant() {{value = {stride}}}
+  %zero : tuple[int, int] = py.constant() {{value = (0, 0)}}
+  %g : int = py.constant() {{value = {groups}}}
+  %g1 : int = py.constant() {{value = 1}}
+  %z : int = py.constant() {{value = 0}}
+  %0 : f32[B, {c_out}, 16, 16]@cpu = torch.call(%x, %w, %none, %stride, %zero, %one, %g) {{callee = "torch.nn.functional.conv2d"}}
+  %1 : f32[B, {c_out}, 16, 16]@cpu = torch.call(%0, %z) {{callee = "torch.clamp_min", aten = "aten::clamp_min"}}
+  %2 : f32[B, 8, 16, 16]@cpu = torch.call(%1, %w2, %none, %one, %one, %one, %g1) {{callee = "torch.nn.functional.conv2d"}}
+  func.return(%2)
+}}
+"""
+
+
+def test_a_widening_1x1_conv_is_a_linear_of_the_nhwc_rows() -> None:
+    """A 1x1 conv to at least as many channels is a matrix product over channels: on NHWC rows,
+    `linear` gives the conv's output in channels-last order, and its consumers read it as it is."""
+    text = POINTWISE_CONV.format(c_out=32, stride=(1, 1), groups=1)
+    head = text[:text.index("  %0 :")]
+    assert laid_out(text) == head + """\
+  %0 : memory_format = py.constant() {value = "torch.channels_last"}
+  %1 : f32[B, 8, 16, 16]@cpu = torch.method(%x, %0) {method = "contiguous", kwnames = ("memory_format",), alias_of = 0, aten = "aten::contiguous"}
+  %2 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %3 : f32[B, 16, 16, 8]@cpu = torch.method(%1, %2) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %4 : tuple[int, int] = py.constant() {value = (32, 8)}
+  %5 : f32[32, 8]@cpu = torch.method(%w, %4) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %6 : f32[B, 16, 16, 32]@cpu = torch.call(%3, %5) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
+  %7 : f32[B, 16, 16, 32]@cpu = torch.call(%6, %z) {callee = "torch.clamp_min", aten = "aten::clamp_min"}
+  %8 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %9 : f32[B, 32, 16, 16]@cpu = torch.method(%7, %8) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %10 : f32[B, 8, 16, 16]@cpu = torch.call(%9, %w2, %none, %one, %one, %one, %g1) {callee = "torch.nn.functional.conv2d"}
+  %11 : f32[B, 8, 16, 16]@cpu = torch.method(%10) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
+  func.return(%11)
+}
+"""
+
+
+@pytest.mark.parametrize(("c_out", "stride", "groups"), [
+    (4, (1, 1), 1),  # fewer output channels: oneDNN's conv was as often faster (_widening_pointwise_conv)
+    (32, (2, 2), 1),  # a stride skips pixels: not one product over all rows
+    (32, (1, 1), 2),  # groups: a product per group
+])
+def test_other_1x1_convs_stay_convs(c_out: int, stride: tuple[int, int], groups: int) -> None:
+    out = laid_out(POINTWISE_CONV.format(c_out=c_out, stride=stride, groups=groups).replace(
+        "%w: f32[{0}, 8, 1, 1]".format(c_out), "%w: f32[{0}, {1}, 1, 1]".format(c_out, 8 // groups)))
+    assert "linear" not in out and "channels_last" in out
+
+
 # -- compiled nets against eager --------------------------------------------------------------
 LAYERS = {
     "conv": "nn.Conv2d({c}, {c}, 3, padding=1, bias={bias})",
     "pointwise": "nn.Conv2d({c}, {c}, 1, bias={bias})",
+    "expand": "nn.Sequential(nn.Conv2d({c}, {c} * 3, 1, bias={bias}), nn.ReLU(), nn.Conv2d({c} * 3, {c}, 1))",
     "depthwise": "nn.Conv2d({c}, {c}, 3, padding=1, groups={c}, bias={bias})",
     "bn": "nn.BatchNorm2d({c})",
     "relu": "nn.ReLU()",
@@ -202,7 +254,8 @@ def test_compiled_conv_nets_match_eager_in_values_and_layout(steps, seed, tmp_pa
         with torch.no_grad():
             compiled = script(net, example_inputs=(x,))
             text = next((cache / "jit").glob("*.py")).read_text()
-            convs = sum(layer in ("conv", "pointwise", "depthwise") for layer, _, _ in steps)
+            convs = sum(1 if layer in ("conv", "pointwise", "depthwise") else 2 if layer == "expand" else 0
+                        for layer, _, _ in steps)
             assert ("memory_format=torch.channels_last" in text) == (convs >= 2)  # (a lone conv: not worth it)
             for batch in (2, 3):
                 x = torch.randn(batch, c, 16, 16)
