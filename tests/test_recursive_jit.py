@@ -227,10 +227,18 @@ def test_transformer_encoder_layer(tmp_path, monkeypatch, norm_first, mask) -> N
 
 
 @pytest.mark.parametrize("need_weights", [False, True])
-def test_multihead_attention_sequence_first(tmp_path, monkeypatch, need_weights) -> None:
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_multihead_attention_cross(tmp_path, monkeypatch, need_weights, batch_first) -> None:
+    """Query and key/value of other lengths (5 and 7), in either order of batch and sequence, with
+    an attention mask and a padding mask."""
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
     torch.manual_seed(0)
     q, kv = torch.randn(5, 2, 16), torch.randn(7, 2, 16)
+    if batch_first:
+        q, kv = q.transpose(0, 1).contiguous(), kv.transpose(0, 1).contiguous()
+    attn_mask = torch.randn(5, 7)
+    padding = torch.zeros(2, 7)  # (a float mask, as attn_mask is: eager warns about mixed kinds)
+    padding[1, 4:] = float("-inf")
     with imported_source(tmp_path, "attend_model", f'''
         import torch
         from torch import nn
@@ -239,20 +247,22 @@ def test_multihead_attention_sequence_first(tmp_path, monkeypatch, need_weights)
         class Attend(nn.Module):
             def __init__(self):
                 super().__init__()
-                self.attn = nn.MultiheadAttention(16, 2)
+                self.attn = nn.MultiheadAttention(16, 2, batch_first={batch_first})
 
-            def forward(self, q, kv):
-                out, weights = self.attn(q, kv, kv, need_weights={need_weights})
+            def forward(self, q, kv, attn_mask, padding):
+                out, weights = self.attn(q, kv, kv, need_weights={need_weights}, attn_mask=attn_mask,
+                                         key_padding_mask=padding)
                 if weights is None:
                     return out
                 return out + weights.sum()
     ''') as attend_model:
         model = attend_model.Attend().eval()
+        args = (q, kv, attn_mask, padding)
         with torch.no_grad():
-            compiled = script(model, example_inputs=(q, kv))
+            compiled = script(model, example_inputs=args)
             with runtime.mode("strict"):
-                got = compiled(q, kv)
-            torch.testing.assert_close(got, model(q, kv), rtol=1e-5, atol=1e-5)
+                got = compiled(*args)
+            torch.testing.assert_close(got, model(*args), rtol=1e-5, atol=1e-5)
 
 
 def test_instances_that_differ_in_a_flag_are_variants(tmp_path, monkeypatch) -> None:

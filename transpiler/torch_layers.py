@@ -32,6 +32,14 @@ def _float_mask(mask: Optional[Tensor], dtype: torch.dtype) -> Optional[Tensor]:
     return mask
 
 
+def _split_heads(x: Tensor, batch_first: bool, heads: int, head_dim: int) -> Tensor:
+    """[B, L, E] (batch_first) or [L, B, E] as [B, heads, L, head_dim] (a view)."""
+    x = x.reshape(x.size(0), x.size(1), heads, head_dim)
+    if batch_first:
+        return x.transpose(1, 2)
+    return x.permute(1, 2, 0, 3)
+
+
 class MultiheadAttention(nn.Module):
     def forward(
         self,
@@ -48,17 +56,17 @@ class MultiheadAttention(nn.Module):
                       "compiled MultiheadAttention needs one embed_dim for q, k, v")
         torch._assert(self.bias_k is None and not self.add_zero_attn, "compiled MultiheadAttention: no bias_k/add_zero_attn")
         same = key is query and value is query  # self-attention: one projection, as eager's
+        # The projections run on the inputs as they are, [B, L, E] (batch_first) or [L, B, E]: rows
+        # are rows either way, and transposing first (as eager's general path does) made linear
+        # copy its input, and the head split copy again.
         if self.batch_first:
-            query = query.transpose(1, 0)
-            if same:
-                key = query
-                value = query
-            else:
-                key = key.transpose(1, 0)
-                value = value.transpose(1, 0)
-        tgt_len = query.size(0)
-        bsz = query.size(1)
-        src_len = key.size(0)
+            bsz = query.size(0)
+            tgt_len = query.size(1)
+            src_len = key.size(1)
+        else:
+            tgt_len = query.size(0)
+            bsz = query.size(1)
+            src_len = key.size(0)
         embed_dim = self.embed_dim
         heads = self.num_heads
         head_dim = embed_dim // heads
@@ -74,10 +82,9 @@ class MultiheadAttention(nn.Module):
             q = F.linear(query, w[:embed_dim], b[:embed_dim])
             k = F.linear(key, w[embed_dim:2 * embed_dim], b[embed_dim:2 * embed_dim])
             v = F.linear(value, w[2 * embed_dim:], b[2 * embed_dim:])
-        # (L, B, E) -> (B, heads, L, head_dim)
-        q = q.reshape(tgt_len, bsz * heads, head_dim).transpose(0, 1).reshape(bsz, heads, tgt_len, head_dim)
-        k = k.reshape(src_len, bsz * heads, head_dim).transpose(0, 1).reshape(bsz, heads, src_len, head_dim)
-        v = v.reshape(src_len, bsz * heads, head_dim).transpose(0, 1).reshape(bsz, heads, src_len, head_dim)
+        q = _split_heads(q, self.batch_first, heads, head_dim)
+        k = _split_heads(k, self.batch_first, heads, head_dim)
+        v = _split_heads(v, self.batch_first, heads, head_dim)
         mask = _float_mask(attn_mask, query.dtype)
         padding = _float_mask(key_padding_mask, query.dtype)
         if padding is not None:
@@ -99,10 +106,11 @@ class MultiheadAttention(nn.Module):
             weights = attn.mean(dim=1) if average_attn_weights else attn
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
-        out = out.permute(2, 0, 1, 3).reshape(tgt_len * bsz, embed_dim)
-        out = F.linear(out, self.out_proj.weight, self.out_proj.bias).reshape(tgt_len, bsz, embed_dim)
-        if self.batch_first:
-            out = out.transpose(1, 0)
+        if self.batch_first:  # [B, heads, L, head_dim] back to the input's order
+            out = out.transpose(1, 2).reshape(bsz, tgt_len, embed_dim)
+        else:
+            out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim)
+        out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
         return out, weights
 
 
