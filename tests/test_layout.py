@@ -181,7 +181,7 @@ def test_a_widening_1x1_conv_is_a_linear_of_the_nhwc_rows() -> None:
 
 
 @pytest.mark.parametrize(("c_out", "stride", "groups"), [
-    (4, (1, 1), 1),  # fewer output channels: oneDNN's conv was as often faster (_widening_pointwise_conv)
+    (4, (1, 1), 1),  # fewer output channels, of a batch that may exceed 1: oneDNN's conv was faster (_runs_as_linear)
     (32, (2, 2), 1),  # a stride skips pixels: not one product over all rows
     (32, (1, 1), 2),  # groups: a product per group
 ])
@@ -189,6 +189,13 @@ def test_other_1x1_convs_stay_convs(c_out: int, stride: tuple[int, int], groups:
     out = laid_out(POINTWISE_CONV.format(c_out=c_out, stride=stride, groups=groups).replace(
         "%w: f32[{0}, 8, 1, 1]".format(c_out), "%w: f32[{0}, {1}, 1, 1]".format(c_out, 8 // groups)))
     assert "linear" not in out and "channels_last" in out
+
+
+def test_a_narrowing_1x1_conv_of_one_image_is_a_linear() -> None:
+    narrowing = POINTWISE_CONV.format(c_out=4, stride=(1, 1), groups=1)
+    assert "linear" not in laid_out(narrowing)
+    one_image = laid_out(narrowing.replace("[B, ", "[1, "))
+    assert "f32[1, 16, 16, 4]@cpu = torch.call(%3, %5) {callee = \"torch.nn.functional.linear\"" in one_image
 
 
 # -- compiled nets against eager --------------------------------------------------------------
@@ -399,3 +406,25 @@ def test_a_gate_per_image_and_channel_is_computed_once_per_call(gate_shape, tmp_
                 with runtime.mode("strict"):
                     got = compiled(x, gate)
                 assert_close_to_eager(got, mod.f(x, gate))
+
+
+def test_a_net_of_one_image_computes_its_1x1_convs_as_linear(tmp_path, monkeypatch) -> None:
+    """A batch of one stays 1 in the compiled code (not the batch symbol), so the projection
+    (24 to 8 channels) runs as linear too; values and the returned layout as eager's."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    steps = [("expand", "residual", True), ("bn", "layer", False), ("depthwise", "layer", False), ("hardswish", "layer", False)]
+    with imported_source(tmp_path, "net_one", _net_source(steps, 8)) as mod:
+        torch.manual_seed(0)
+        net = mod.Net().eval()
+        x = torch.randn(1, 8, 16, 16)
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(x,))
+            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+            assert text.count("F.linear(") == 2 and "F.conv2d(" in text  # (the depthwise conv stays one)
+            with runtime.mode("strict"):
+                got = compiled(x)
+            expected = net(x)
+            assert_close_to_eager(got, expected)
+            assert all(g.is_contiguous() for g in got)

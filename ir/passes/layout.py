@@ -11,9 +11,9 @@ becomes `f(a.permute(0, 2, 3, 1), b')` permuted back with `.permute(0, 3, 1, 2)`
 `b` broadcast the same way (a per-channel `[C, 1, 1]` becomes `[C]`). The permutes of a
 channels-last tensor are row-major, so the fused kernels that `fuse` makes of those ops read and
 write memory in order, and write over the conv's output (`reuse` looks through the permute).
-A 1x1 conv to at least as many channels whose input is (or is made) channels-last becomes
-`linear` of the NHWC rows instead (`_widening_pointwise_conv`): the same product over channels,
-and its row-major result is the conv's output in NHWC order.
+A 1x1 conv to at least as many channels (or of one image) whose input is (or is made)
+channels-last becomes `linear` of the NHWC rows instead (`_runs_as_linear`): the same product
+over channels, and its row-major result is the conv's output in NHWC order.
 
 Values do not change, only strides. Code that sees strides could tell, so the pass follows every
 value whose layout it may change (`_follow`: the convs' results and what is computed from them)
@@ -86,19 +86,19 @@ def prefers_channels_last(conv: Operation) -> bool:
     return type(h) is int and type(w) is int and h * w >= 196
 
 
-def _widening_pointwise_conv(conv: Operation) -> bool:
-    """A 1x1 convolution of stride 1, no padding and one group, with at least as many output
-    channels as input channels, written out positionally. On channels-last input it is a matrix
-    product over channels, and torch's `linear` of the NHWC rows ran it faster than oneDNN's
-    convolution on the machine of benchmarks/RESULTS.md (two threads), timed inside the models:
-    0.40x the time for 116 channels at 14x14 and 0.50x for 58 at 28x28 in shufflenet_v2 at batch
-    1 (the model 11.7 against 10.0 ms; regnet_y_400mf 18.2 against 16.8 ms), 0.72x to 0.89x for
-    resnet50's widening convs at batch 8 (the models at batch 8 within noise of before). A conv to
-    fewer channels (a projection) was as often slower that way in single-conv timings (1.15
-    against 0.74 ms for 32 to 16 channels at 112x112, batch 8), so it stays a conv."""
+def _runs_as_linear(conv: Operation) -> bool:
+    """A 1x1 convolution of stride 1, no padding and one group, written out positionally, with
+    at least as many output channels as input channels or of a batch of one. On channels-last
+    input it is a matrix product over channels, and torch's `linear` of the NHWC rows ran it
+    faster than oneDNN's convolution on the machine of benchmarks/RESULTS.md (two threads), timed
+    inside the models: for widening convs 0.40x the time for 116 channels at 14x14 in
+    shufflenet_v2 at batch 1 (the model 11.7 against 10.0 ms; regnet_y_400mf 18.2 against 16.8
+    ms) and 0.72x to 0.89x for resnet50's at batch 8; for convs to fewer channels 0.36x to 0.84x
+    in mobilenet_v2 at batch 1 (the model 14.2 against 12.6 ms) but 1.10x to 1.41x in resnet50
+    at batch 8, so those stay convs unless the batch is known to be 1."""
     if isinstance(conv, ops.TensorMethodOp) or conv.attributes.get("kwnames") or not 2 <= len(conv.operands) <= 7:
         return False
-    w = conv.operands[1].type
+    x, w = conv.operands[0].type, conv.operands[1].type
     if not (isinstance(w, TensorType) and w.shape is not None and len(w.shape) == 4
             and all(type(d) is int for d in w.shape) and tuple(w.shape[2:]) == (1, 1)):
         return False
@@ -108,8 +108,9 @@ def _widening_pointwise_conv(conv: Operation) -> bool:
         return False
     given = [v.owner.value for v in conv.operands[3:]]  # type: ignore[union-attr]
     stride, padding, _dilation, groups = given + [1, 0, 1, 1][len(given):]  # (a 1x1 kernel reads one pixel at any dilation)
+    one_image = isinstance(x, TensorType) and x.shape is not None and x.shape[0] == 1
     return (_pair(stride) == (1, 1) and (padding in ("valid", "same") or _pair(padding) == (0, 0))
-            and type(groups) is int and groups == 1 and w.shape[0] >= w.shape[1])
+            and type(groups) is int and groups == 1 and (w.shape[0] >= w.shape[1] or one_image))
 
 
 def _pair(v: object) -> tuple[object, ...] | None:
@@ -218,7 +219,7 @@ class _Rewriter:
 
     def conv(self, op: Operation) -> None:
         x = op.operands[0]
-        if _widening_pointwise_conv(op) and (prefers_channels_last(op) or x in self.channels_last):
+        if _runs_as_linear(op) and (prefers_channels_last(op) or x in self.channels_last):
             self.as_linear(op)
             return
         if not prefers_channels_last(op):
