@@ -202,6 +202,7 @@ def test_a_narrowing_1x1_conv_of_one_image_is_a_linear() -> None:
 LAYERS = {
     "conv": "nn.Conv2d({c}, {c}, 3, padding=1, bias={bias})",
     "pointwise": "nn.Conv2d({c}, {c}, 1, bias={bias})",
+    "over_channels": "OverChannels({c})",
     "expand": "nn.Sequential(nn.Conv2d({c}, {c} * 3, 1, bias={bias}), nn.ReLU(), nn.Conv2d({c} * 3, {c}, 1))",
     "depthwise": "nn.Conv2d({c}, {c}, 3, padding=1, groups={c}, bias={bias})",
     "bn": "nn.BatchNorm2d({c})",
@@ -226,6 +227,16 @@ def _net_source(steps: list[tuple[str, str, bool]], c: int) -> str:
         import torch
         import torch.nn.functional as F
         from torch import nn
+
+
+        class OverChannels(nn.Module):  # convnext's block: linear over the channels of NHWC rows
+            def __init__(self, c):
+                super().__init__()
+                self.fc = nn.Linear(c, c)
+                self.scale = nn.Parameter(torch.full((c, 1, 1), 0.5))
+
+            def forward(self, x):
+                return self.scale * self.fc(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
 
 
         class Net(nn.Module):
@@ -428,3 +439,72 @@ def test_a_net_of_one_image_computes_its_1x1_convs_as_linear(tmp_path, monkeypat
             expected = net(x)
             assert_close_to_eager(got, expected)
             assert all(g.is_contiguous() for g in got)
+
+
+LINEAR_OVER_CHANNELS = """\
+func @f(%x: f32[B, 8, 16, 16]@cpu, %w: f32[8, 1, 3, 3]@cpu, %lw: f32[8, 8]@cpu, %scale: f32[8, 1, 1]@cpu) -> f32[B, 8, 16, 16]@cpu {
+  %none : None = py.constant() {value = None}
+  %one : tuple[int, int] = py.constant() {value = (1, 1)}
+  %g : int = py.constant() {value = 8}
+  %to_nhwc : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %to_nchw : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %0 : f32[B, 8, 16, 16]@cpu = torch.call(%x, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %1 : f32[B, 16, 16, 8]@cpu = torch.method(%0, %to_nhwc) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %2 : f32[B, 16, 16, 8]@cpu = torch.call(%1, %lw) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
+  %3 : f32[B, 8, 16, 16]@cpu = torch.method(%2, %to_nchw) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %4 : f32[B, 8, 16, 16]@cpu = py.binary(%scale, %3) {op = "*"}
+  %5 : f32[B, 8, 16, 16]@cpu = py.binary(%4, %0) {op = "+"}
+  %6 : f32[B, 8, 16, 16]@cpu = torch.call(%5, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  func.return(%6)
+}
+"""
+
+
+def test_a_linear_over_channels_permuted_to_nchw_is_channels_last() -> None:
+    """convnext's block: linear layers on NHWC rows, `.permute(0, 3, 1, 2)`, then a layer scale
+    and the residual add. The permuted linear is channels-last, so the pointwise ops on it
+    compute in NHWC order (reading the linear's result as it is) and the next conv takes their
+    result without a copy; before, the kernel wrote NCHW and the conv copied it back."""
+    head = LINEAR_OVER_CHANNELS[:LINEAR_OVER_CHANNELS.index("  %0 :")].replace(
+        "  %to_nchw : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}\n", "")  # (its permute is gone)
+    assert laid_out(LINEAR_OVER_CHANNELS) == head + """\
+  %0 : memory_format = py.constant() {value = "torch.channels_last"}
+  %1 : f32[B, 8, 16, 16]@cpu = torch.method(%x, %0) {method = "contiguous", kwnames = ("memory_format",), alias_of = 0, aten = "aten::contiguous"}
+  %2 : f32[B, 8, 16, 16]@cpu = torch.call(%1, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %3 : f32[B, 16, 16, 8]@cpu = torch.method(%2, %to_nhwc) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %4 : f32[B, 16, 16, 8]@cpu = torch.call(%3, %lw) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
+  %5 : tuple[int] = py.constant() {value = (8,)}
+  %6 : f32[8]@cpu = torch.method(%scale, %5) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %7 : f32[B, 16, 16, 8]@cpu = py.binary(%6, %4) {op = "*"}
+  %8 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %9 : f32[B, 16, 16, 8]@cpu = torch.method(%2, %8) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %10 : f32[B, 16, 16, 8]@cpu = py.binary(%7, %9) {op = "+"}
+  %11 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %12 : f32[B, 8, 16, 16]@cpu = torch.method(%10, %11) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %13 : f32[B, 8, 16, 16]@cpu = torch.call(%12, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %14 : f32[B, 8, 16, 16]@cpu = torch.method(%13) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
+  func.return(%14)
+}
+"""
+
+
+def test_a_net_with_linear_layers_over_channels(tmp_path, monkeypatch) -> None:
+    """convnext's pattern compiled: the layer-scaled linear block and the residual add run in
+    NHWC order, so only the net's input is copied to channels-last; values as eager's."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    steps = [("depthwise", "layer", True), ("over_channels", "residual", False), ("depthwise", "layer", False)]
+    with imported_source(tmp_path, "net_over", _net_source(steps, 8)) as mod:
+        torch.manual_seed(0)
+        net = mod.Net().eval()
+        x = torch.randn(2, 8, 16, 16)
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(x,))
+            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+            assert text.count("memory_format=torch.channels_last") == 1, text
+            for batch in (2, 3):
+                x = torch.randn(batch, 8, 16, 16)
+                with runtime.mode("strict"):
+                    got = compiled(x)
+                assert_close_to_eager(got, net(x))

@@ -113,6 +113,22 @@ def _runs_as_linear(conv: Operation) -> bool:
             and type(groups) is int and groups == 1 and (w.shape[0] >= w.shape[1] or one_image))
 
 
+def _permutation(op: Operation) -> tuple[int, ...] | None:
+    """The dims of `x.permute(...)` or `torch.permute(x, dims)` of a 4-d x, when constant."""
+    if op.attributes.get("kwnames") or not all(isinstance(v.owner, ops.ConstantOp) for v in op.operands[1:]):
+        return None
+    given = [v.owner.value for v in op.operands[1:]]  # type: ignore[union-attr]
+    dims = given[0] if len(given) == 1 and isinstance(given[0], (tuple, list)) else given
+    if len(dims) != 4 or not all(type(d) is int and -4 <= d < 4 for d in dims):
+        return None
+    return tuple(d % 4 for d in dims)
+
+
+def _rank(v: Value) -> int | None:
+    shape = v.type.shape if isinstance(v.type, TensorType) else None
+    return None if shape is None else len(shape)
+
+
 def _pair(v: object) -> tuple[object, ...] | None:
     return v if isinstance(v, tuple) and len(v) == 2 else (v, v) if type(v) is int else None
 
@@ -156,7 +172,10 @@ def _follow(body: list[Operation], changed: set[Value]) -> bool:
             return False
         if op_name(op) == "view" and not _reshapeable(op):
             return False
-        if op_name(op) in ROW_MAJOR or (op_name(op) == "contiguous" and len(op.operands) == 1):
+        if op_name(op) in ROW_MAJOR:  # (a 4-d one permuted to NCHW is channels-last: _Rewriter.permute)
+            changed.update(r for r in op.results if isinstance(r.type, TensorType) and _rank(r) == 4)
+            continue
+        if op_name(op) == "contiguous" and len(op.operands) == 1:
             continue
         changed.update(r for r in op.results if holds_tensors(r.type))
     return True
@@ -183,6 +202,7 @@ class _Rewriter:
         self.facts = Facts()
         self.nhwc: dict[Value, Value] = {}  # a value -> the same elements in NHWC order
         self.channels_last: set[Value] = set()  # values known to be channels-last
+        self.row_major: set[Value] = set()  # 4-d results of matmuls and linears (ROW_MAJOR)
         self.unused: list[Operation] = []  # permutes back to NCHW and reshapes, erased when unused
 
     def run(self, block: Block) -> None:
@@ -213,6 +233,17 @@ class _Rewriter:
                 self.to_nhwc(op)
             elif op_name(op) in KEEPS_LAYOUT and op.operands[0] in self.channels_last:
                 self.channels_last.update(op.results)
+            elif op_name(op) in ROW_MAJOR and len(op.results) == 1 and op.result in self.changed:
+                self.row_major.add(op.result)
+            elif self.keeps_row_major(op):  # (the bias add after a linear, until fuse puts it back)
+                self.row_major.add(op.result)
+            elif op_name(op) == "permute" and _permutation(op) == TO_NCHW and op.operands[0] in self.row_major:
+                # a row-major NHWC tensor seen as NCHW (convnext's block: linear layers over the
+                # channels, then `.permute(0, 3, 1, 2)`): channels-last, and the pointwise ops on it
+                # compute in NHWC order like those after a conv
+                self.channels_last.add(op.result)
+                self.nhwc[op.result] = op.operands[0]
+                self.unused.append(op)
 
     def emit(self, anchor: Operation) -> Emitter:
         return Emitter(anchor, self.facts)
@@ -289,6 +320,17 @@ class _Rewriter:
             return False
         return any(v in self.channels_last or v in self.nhwc for v in tensors)
 
+    def keeps_row_major(self, op: Operation) -> bool:
+        """A pointwise op whose operands of its result's shape are row-major 4-d values: its
+        result is one too (torch follows their layout; a fused kernel writes row-major)."""
+        if not op.has_trait(PURE) or op.regions or len(op.results) != 1 or op.result not in self.changed:
+            return False
+        prim = classify(op)
+        if not (isinstance(prim, Primitive) and prim.kind == "pointwise"):
+            return False
+        full = [v for v in op.operands if isinstance(v.type, TensorType) and v.type.shape == op.result.type.shape]  # type: ignore[union-attr]
+        return bool(full) and all(v in self.row_major for v in full)
+
     def to_nhwc(self, op: Operation) -> None:
         e = self.emit(op)
         mapping = {v: self.operand(e, v) for v in op.operands if isinstance(v.type, TensorType)}
@@ -321,7 +363,7 @@ class _Rewriter:
             # the same order: what `v` reshapes, in the trailing dims (`[C]` for a channel's
             # `[C, 1, 1]`: it broadcasts against NHWC as it is)
             source = v
-            if op_name(v.owner) == "reshape" and isinstance(v.owner, ops.TensorMethodOp):  # type: ignore[arg-type]
+            if isinstance(v.owner, ops.TensorMethodOp) and op_name(v.owner) == "reshape":  # (an argument's owner is its block)
                 source = v.owner.operands[0]  # type: ignore[union-attr]
                 self.unused.append(v.owner)  # type: ignore[arg-type]
             trailing = permuted[next((i for i, d in enumerate(permuted) if d != 1), 4):]
