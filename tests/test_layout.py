@@ -5,9 +5,12 @@ it is, and compiled conv nets against eager, on values and on the layout of what
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -285,21 +288,30 @@ def test_compiled_conv_nets_match_eager_in_values_and_layout(steps, seed, tmp_pa
                     assert g.is_contiguous() or not e.is_contiguous()  # row-major where eager's is
 
 
-def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> None:
+@contextlib.contextmanager
+def _compiled_net(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[tuple[str, str, bool]],
+                  batch: int) -> Iterator[tuple[torch.nn.Module, Any, str]]:
+    """The net of `steps` (8 channels, seeded), compiled for a batch of `batch` 16x16 images:
+    (the net, the compiled net, the generated module's text), under no_grad."""
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    with imported_source(tmp_path, "net_cl", _net_source([("conv", "residual", True), ("bn", "layer", False), ("depthwise", "layer", False)], 8)) as mod:
+    with imported_source(tmp_path, "net_" + tmp_path.name, _net_source(steps, 8)) as mod:
+        torch.manual_seed(0)
         net = mod.Net().eval()
-        x = torch.randn(2, 8, 16, 16)
         with torch.no_grad():
-            compiled = script(net, example_inputs=(x,))
-            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-            assert "memory_format=torch.channels_last" in text and ".permute((0, 2, 3, 1))" in text
-            x = x.contiguous(memory_format=torch.channels_last)
-            with runtime.mode("strict"):
-                got = compiled(x)
-            assert_close_to_eager(got, net(x))
+            compiled = script(net, example_inputs=(torch.randn(batch, 8, 16, 16),))
+            yield net, compiled, next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+
+
+def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> None:
+    steps = [("conv", "residual", True), ("bn", "layer", False), ("depthwise", "layer", False)]
+    with _compiled_net(tmp_path, monkeypatch, steps, 2) as (net, compiled, text):
+        assert "memory_format=torch.channels_last" in text and ".permute((0, 2, 3, 1))" in text
+        x = torch.randn(2, 8, 16, 16).contiguous(memory_format=torch.channels_last)
+        with runtime.mode("strict"):
+            got = compiled(x)
+        assert_close_to_eager(got, net(x))
 
 
 def _rows_and_kernel(text: str) -> tuple[str, str]:
@@ -422,23 +434,14 @@ def test_a_gate_per_image_and_channel_is_computed_once_per_call(gate_shape, tmp_
 def test_a_net_of_one_image_computes_its_1x1_convs_as_linear(tmp_path, monkeypatch) -> None:
     """A batch of one stays 1 in the compiled code (not the batch symbol), so the projection
     (24 to 8 channels) runs as linear too; values and the returned layout as eager's."""
-    from transpiler import script
-
-    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     steps = [("expand", "residual", True), ("bn", "layer", False), ("depthwise", "layer", False), ("hardswish", "layer", False)]
-    with imported_source(tmp_path, "net_one", _net_source(steps, 8)) as mod:
-        torch.manual_seed(0)
-        net = mod.Net().eval()
+    with _compiled_net(tmp_path, monkeypatch, steps, 1) as (net, compiled, text):
+        assert text.count("F.linear(") == 2 and "F.conv2d(" in text  # (the depthwise conv stays one)
         x = torch.randn(1, 8, 16, 16)
-        with torch.no_grad():
-            compiled = script(net, example_inputs=(x,))
-            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-            assert text.count("F.linear(") == 2 and "F.conv2d(" in text  # (the depthwise conv stays one)
-            with runtime.mode("strict"):
-                got = compiled(x)
-            expected = net(x)
-            assert_close_to_eager(got, expected)
-            assert all(g.is_contiguous() for g in got)
+        with runtime.mode("strict"):
+            got = compiled(x)
+        assert_close_to_eager(got, net(x))
+        assert all(g.is_contiguous() for g in got)
 
 
 LINEAR_OVER_CHANNELS = """\
@@ -491,20 +494,11 @@ def test_a_linear_over_channels_permuted_to_nchw_is_channels_last() -> None:
 def test_a_net_with_linear_layers_over_channels(tmp_path, monkeypatch) -> None:
     """convnext's pattern compiled: the layer-scaled linear block and the residual add run in
     NHWC order, so only the net's input is copied to channels-last; values as eager's."""
-    from transpiler import script
-
-    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     steps = [("depthwise", "layer", True), ("over_channels", "residual", False), ("depthwise", "layer", False)]
-    with imported_source(tmp_path, "net_over", _net_source(steps, 8)) as mod:
-        torch.manual_seed(0)
-        net = mod.Net().eval()
-        x = torch.randn(2, 8, 16, 16)
-        with torch.no_grad():
-            compiled = script(net, example_inputs=(x,))
-            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-            assert text.count("memory_format=torch.channels_last") == 1, text
-            for batch in (2, 3):
-                x = torch.randn(batch, 8, 16, 16)
-                with runtime.mode("strict"):
-                    got = compiled(x)
-                assert_close_to_eager(got, net(x))
+    with _compiled_net(tmp_path, monkeypatch, steps, 2) as (net, compiled, text):
+        assert text.count("memory_format=torch.channels_last") == 1, text
+        for batch in (2, 3):
+            x = torch.randn(batch, 8, 16, 16)
+            with runtime.mode("strict"):
+                got = compiled(x)
+            assert_close_to_eager(got, net(x))
