@@ -13,7 +13,9 @@ channels-last tensor are row-major, so the fused kernels that `fuse` makes of th
 write memory in order, and write over the conv's output (`reuse` looks through the permute).
 A 1x1 conv to at least as many channels (or of one image) whose input is (or is made)
 channels-last becomes `linear` of the NHWC rows instead (`_runs_as_linear`): the same product
-over channels, and its row-major result is the conv's output in NHWC order.
+over channels, and its row-major result is the conv's output in NHWC order. A 4-d result of
+`linear` or `matmul` (row-major) permuted to NCHW is channels-last as well, so the pointwise ops
+after convnext's linear layers over channels compute in NHWC order too.
 
 Values do not change, only strides. Code that sees strides could tell, so the pass follows every
 value whose layout it may change (`_follow`: the convs' results and what is computed from them)
@@ -172,7 +174,7 @@ def _follow(body: list[Operation], changed: set[Value]) -> bool:
             return False
         if op_name(op) == "view" and not _reshapeable(op):
             return False
-        if op_name(op) in ROW_MAJOR:  # (a 4-d one permuted to NCHW is channels-last: _Rewriter.permute)
+        if op_name(op) in ROW_MAJOR:  # (its 4-d result permuted to NCHW is channels-last: _Rewriter.block)
             changed.update(r for r in op.results if isinstance(r.type, TensorType) and _rank(r) == 4)
             continue
         if op_name(op) == "contiguous" and len(op.operands) == 1:
