@@ -537,8 +537,9 @@ class FunctionEmitter:
         dying: dict[Operation, list[Value]] = {}
         for op in statements:
             for r in op.results:
-                if not isinstance(r.type, TensorType) or not r.uses or isinstance(op, ops.GetAttrOp):
-                    continue  # (a parameter or buffer read: deleting the local frees nothing)
+                if not isinstance(r.type, TensorType) or not r.uses or isinstance(op, (ops.GetAttrOp, ops.RefineOp)):
+                    continue  # (a parameter or buffer read: deleting the local frees nothing; a
+                    # refinement prints no code, its text is its operand's, which may be an expression)
                 at = self._read_statements(r, body)
                 if any(s not in index for s in at):
                     continue

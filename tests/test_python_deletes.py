@@ -53,3 +53,27 @@ def test_the_examples_delete_what_they_no_longer_read() -> None:
     assert "        )\n    del tmp\n    return F.relu(tmp_1)" in conv
     attention = (root / "attention_compiled.py").read_text()
     assert "    weights = F.softmax(scores, dim=-1)\n    del scores\n" in attention
+
+
+def test_a_refinement_of_an_inlined_value_is_not_deleted() -> None:
+    """A refinement (`Optional[Tensor]` to `Tensor`) prints no code: its text is its operand's,
+    here the expression `x.exp()` inlined into its one reader. Deleting it wrote `del x.exp()`,
+    a SyntaxError in the generated module (found compiling MultiheadAttention's unbatched
+    path with the attention weights)."""
+    assert emitted("""\
+func @f(%x: Tensor, %y: Tensor) -> Tensor {
+  %0 : Optional[Tensor] = torch.method(%x) {method = "exp", aten = "aten::exp"}
+  %w : Tensor = py.refine(%0)
+  %s : Tensor = torch.method(%w) {method = "tanh", aten = "aten::tanh"}
+  %c : Tensor = py.binary(%s, %y) {op = "*"}
+  func.return(%c)
+}
+""") == """\
+def f(x: Tensor, y: Tensor) -> Tensor:
+    _guards.check_tensor(x, "x")
+    _guards.check_tensor(y, "y")
+    s = x.exp().tanh()
+    c = s * y
+    del s
+    return c
+"""

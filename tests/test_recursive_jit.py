@@ -226,19 +226,31 @@ def test_transformer_encoder_layer(tmp_path, monkeypatch, norm_first, mask) -> N
     assert sum(line.count("F.linear(") for line in code) == 4  # one projection for q, k, v, as eager's
 
 
-@pytest.mark.parametrize("need_weights", [False, True])
+@pytest.mark.parametrize(("need_weights", "average"), [(False, True), (True, True), (True, False)])
 @pytest.mark.parametrize("batch_first", [False, True])
-def test_multihead_attention_cross(tmp_path, monkeypatch, need_weights, batch_first) -> None:
-    """Query and key/value of other lengths (5 and 7), in either order of batch and sequence, with
-    an attention mask and a padding mask."""
+@pytest.mark.parametrize("inputs", ["batched", "unbatched"])
+@pytest.mark.parametrize("mask_rank", [2, 3])
+def test_multihead_attention_cross(tmp_path, monkeypatch, need_weights, average, batch_first, inputs, mask_rank) -> None:
+    """Query and key/value of other lengths (5 and 7), in either order of batch and sequence or
+    unbatched ([L, E]), with an attention mask of one [L, S] for all or one per batch and head
+    ([B * heads, L, S]; [heads, L, S] unbatched) and a padding mask, with and without the
+    attention weights (averaged over heads or not). Eager reads a 3-d mask per head and
+    computes unbatched inputs as a batch of one: before, both raised in the compiled code."""
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
     torch.manual_seed(0)
-    q, kv = torch.randn(5, 2, 16), torch.randn(7, 2, 16)
-    if batch_first:
-        q, kv = q.transpose(0, 1).contiguous(), kv.transpose(0, 1).contiguous()
-    attn_mask = torch.randn(5, 7)
-    padding = torch.zeros(2, 7)  # (a float mask, as attn_mask is: eager warns about mixed kinds)
-    padding[1, 4:] = float("-inf")
+    if inputs == "unbatched":
+        q, kv = torch.randn(5, 16), torch.randn(7, 16)
+        padding = torch.zeros(7)
+        padding[4:] = float("-inf")
+        masks = 2
+    else:
+        q, kv = torch.randn(5, 2, 16), torch.randn(7, 2, 16)
+        if batch_first:
+            q, kv = q.transpose(0, 1).contiguous(), kv.transpose(0, 1).contiguous()
+        padding = torch.zeros(2, 7)  # (a float mask, as attn_mask is: eager warns about mixed kinds)
+        padding[1, 4:] = float("-inf")
+        masks = 4
+    attn_mask = torch.randn(5, 7) if mask_rank == 2 else torch.randn(masks, 5, 7)
     with imported_source(tmp_path, "attend_model", f'''
         import torch
         from torch import nn
@@ -251,10 +263,10 @@ def test_multihead_attention_cross(tmp_path, monkeypatch, need_weights, batch_fi
 
             def forward(self, q, kv, attn_mask, padding):
                 out, weights = self.attn(q, kv, kv, need_weights={need_weights}, attn_mask=attn_mask,
-                                         key_padding_mask=padding)
+                                         key_padding_mask=padding, average_attn_weights={average})
                 if weights is None:
-                    return out
-                return out + weights.sum()
+                    return out, out  # (one return type)
+                return out, weights
     ''') as attend_model:
         model = attend_model.Attend().eval()
         args = (q, kv, attn_mask, padding)

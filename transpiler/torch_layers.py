@@ -8,7 +8,8 @@ fast path (`torch._transformer_encoder_layer_fwd`, taken in eval mode under no_g
 the same math in another order: results agree to float rounding.
 
 Covered: nn.MultiheadAttention with one embedding size for query, key and value
-(`_qkv_same_embed_dim`), no `bias_k`/`bias_v`, no `add_zero_attn`; nn.TransformerEncoderLayer
+(`_qkv_same_embed_dim`), no `bias_k`/`bias_v`, no `add_zero_attn`, batched or unbatched inputs,
+an attention mask of `[L, S]` or one per batch and head; nn.TransformerEncoderLayer
 with a torch function (ReLU, GELU by name) or a module as activation. Other configurations fail a check when
 compiled (a clear diagnostic), never give another result. This file is read, not imported, by the
 compiler (transpiler/jit.py `REFERENCE_CLASSES`).
@@ -56,6 +57,14 @@ class MultiheadAttention(nn.Module):
                       "compiled MultiheadAttention needs one embed_dim for q, k, v")
         torch._assert(self.bias_k is None and not self.add_zero_attn, "compiled MultiheadAttention: no bias_k/add_zero_attn")
         same = key is query and value is query  # self-attention: one projection, as eager's
+        unbatched = query.dim() == 2  # [L, E]: computed as a batch of one, as eager does
+        batch_dim = 0 if self.batch_first else 1
+        if unbatched:
+            query = query.unsqueeze(batch_dim)
+            key = query if same else key.unsqueeze(batch_dim)
+            value = query if same else value.unsqueeze(batch_dim)
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
         # The projections run on the inputs as they are, [B, L, E] (batch_first) or [L, B, E]: rows
         # are rows either way, and transposing first (as eager's general path does) made linear
         # copy its input, and the head split copy again.
@@ -86,6 +95,9 @@ class MultiheadAttention(nn.Module):
         k = _split_heads(k, self.batch_first, heads, head_dim)
         v = _split_heads(v, self.batch_first, heads, head_dim)
         mask = _float_mask(attn_mask, query.dtype)
+        if mask is not None:
+            if mask.dim() == 3:  # [B * heads, L, S] (or [heads, L, S] unbatched), as eager reads it
+                mask = mask.reshape(bsz, heads, tgt_len, src_len)
         padding = _float_mask(key_padding_mask, query.dtype)
         if padding is not None:
             padding = padding.reshape(bsz, 1, 1, src_len)
@@ -111,6 +123,10 @@ class MultiheadAttention(nn.Module):
         else:
             out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim)
         out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+        if unbatched:
+            out = out.squeeze(batch_dim)
+            if weights is not None:
+                weights = weights.squeeze(0)
         return out, weights
 
 
