@@ -184,7 +184,7 @@ def test_a_widening_1x1_conv_is_a_linear_of_the_nhwc_rows() -> None:
 
 
 @pytest.mark.parametrize(("c_out", "stride", "groups"), [
-    (4, (1, 1), 1),  # fewer output channels, of a batch that may exceed 1: oneDNN's conv was faster (_runs_as_linear)
+    (4, (1, 1), 1),  # fewer output channels, of a batch that may exceed 1: oneDNN's conv was faster (_as_linear_call)
     (32, (2, 2), 1),  # a stride skips pixels: not one product over all rows
     (32, (1, 1), 2),  # groups: a product per group
 ])
@@ -502,3 +502,15 @@ def test_a_net_with_linear_layers_over_channels(tmp_path, monkeypatch) -> None:
             with runtime.mode("strict"):
                 got = compiled(x)
             assert_close_to_eager(got, net(x))
+
+
+def test_a_1x1_conv_with_keyword_arguments_is_a_linear_with_its_bias() -> None:
+    """`F.conv2d(x, w, bias=b, padding="valid")`: the arguments are read by name."""
+    text = POINTWISE_CONV.format(c_out=32, stride=(1, 1), groups=1).replace(
+        "%w2: f32[8, 32, 3, 3]@cpu)", "%w2: f32[8, 32, 3, 3]@cpu, %b: f32[32]@cpu)").replace(
+        'torch.call(%x, %w, %none, %stride, %zero, %one, %g) {callee = "torch.nn.functional.conv2d"}',
+        '%valid : str = py.constant() {value = "valid"}\n  %0 : f32[B, 32, 16, 16]@cpu = '
+        'torch.call(%x, %w, %b, %valid) {callee = "torch.nn.functional.conv2d", kwnames = ("bias", "padding")}', 1)
+    text = text.replace("  %0 : f32[B, 32, 16, 16]@cpu = %valid", "  %valid")
+    out = laid_out(text)
+    assert 'f32[B, 16, 16, 32]@cpu = torch.call(%3, %5, %b) {callee = "torch.nn.functional.linear"' in out, out

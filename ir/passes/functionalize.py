@@ -260,7 +260,7 @@ def _view_kind(cls: type, attributes: dict, rest: list[Value]) -> tuple[str, str
     kwnames = attributes.get("kwnames", ())
     if kind == "reshape" and any(v.type in (DTYPE, ANY) for v in rest):
         kind = ""  # x.view(torch.int32) reinterprets the bytes
-    elif kind == "permute" and _permutation(rest, kwnames) is None:
+    elif kind == "permute" and permutation(rest, kwnames) is None:
         kind = ""
     elif kind == "movedim" and kwnames:
         kind = ""
@@ -286,7 +286,9 @@ def _arg(rest: Sequence[Value], kwnames: Sequence[str], position: int, name: str
     return None
 
 
-def _permutation(rest: Sequence[Value], kwnames: Sequence[str]) -> tuple[int, ...] | None:
+def permutation(rest: Sequence[Value], kwnames: Sequence[str]) -> tuple[int, ...] | None:
+    """The dims of a permute (`x.permute(0, 2, 1)`, `.permute((0, 2, 1))`, `torch.permute(x, dims)`)
+    from its operands after the tensor, non-negative; None unless constant and a permutation."""
     values = [_constant(v) for v in rest]
     if len(values) == 1 and isinstance(values[0], tuple):
         values = list(values[0])
@@ -383,7 +385,7 @@ def _like(t: Value) -> TensorType:
 
 
 def _invert_permute(step: Step, em: Emitter, base: Value, src: Value) -> Value:
-    dims = _permutation(step.rest, step.attributes.get("kwnames", ()))
+    dims = permutation(step.rest, step.attributes.get("kwnames", ()))
     assert dims is not None
     inverse = tuple(sorted(range(len(dims)), key=lambda i: dims[i]))
     return em.method("permute", [src, em.const(inverse)])

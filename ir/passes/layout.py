@@ -12,7 +12,7 @@ becomes `f(a.permute(0, 2, 3, 1), b')` permuted back with `.permute(0, 3, 1, 2)`
 channels-last tensor are row-major, so the fused kernels that `fuse` makes of those ops read and
 write memory in order, and write over the conv's output (`reuse` looks through the permute).
 A 1x1 conv to at least as many channels (or of one image) whose input is (or is made)
-channels-last becomes `linear` of the NHWC rows instead (`_runs_as_linear`): the same product
+channels-last becomes `linear` of the NHWC rows instead (`_as_linear_call`): the same product
 over channels, and its row-major result is the conv's output in NHWC order. A 4-d result of
 `linear` or `matmul` (row-major) permuted to NCHW is channels-last as well, so the pointwise ops
 after convnext's linear layers over channels compute in NHWC order too.
@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from ir import ops
 from ir.core import PURE, TERMINATOR, Block, Operation, Program, Value
-from ir.passes.decompose import Emitter, Facts
-from ir.passes.functionalize import holds_tensors
+from ir.passes.decompose import Call, Emitter, Facts, Unsupported, bind
+from ir.passes.functionalize import holds_tensors, permutation
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
-from ir.types import MEMORY_FORMAT, NONE, TensorType
+from ir.types import MEMORY_FORMAT, TensorType
 
 DTYPES = frozenset({"float32", "float64", "bfloat16"})
 TO_NHWC = (0, 2, 3, 1)
@@ -88,51 +88,37 @@ def prefers_channels_last(conv: Operation) -> bool:
     return type(h) is int and type(w) is int and h * w >= 196
 
 
-def _runs_as_linear(conv: Operation) -> bool:
-    """A 1x1 convolution of stride 1, no padding and one group, written out positionally, with
-    at least as many output channels as input channels or of a batch of one. On channels-last
-    input it is a matrix product over channels, and torch's `linear` of the NHWC rows ran it
-    faster than oneDNN's convolution on the machine of benchmarks/RESULTS.md (two threads), timed
+def _as_linear_call(conv: Operation, facts: Facts) -> Call | None:
+    """A 1x1 convolution of stride 1, no padding and one group, with at least as many output
+    channels as input channels or of a batch of one (arguments by position or by name). On
+    channels-last input it is a matrix product over channels, and torch's `linear` of the NHWC
+    rows ran it faster than oneDNN's convolution on the machine of benchmarks/RESULTS.md (two threads), timed
     inside the models: for widening convs 0.40x the time for 116 channels at 14x14 in
     shufflenet_v2 at batch 1 (the model 11.7 against 10.0 ms; regnet_y_400mf 18.2 against 16.8
     ms) and 0.72x to 0.89x for resnet50's at batch 8; for convs to fewer channels 0.36x to 0.84x
     in mobilenet_v2 at batch 1 (the model 14.2 against 12.6 ms) but 1.10x to 1.41x in resnet50
-    at batch 8, so those stay convs unless the batch is known to be 1."""
-    if isinstance(conv, ops.TensorMethodOp) or conv.attributes.get("kwnames") or not 2 <= len(conv.operands) <= 7:
-        return False
-    x, w = conv.operands[0].type, conv.operands[1].type
-    if not (isinstance(w, TensorType) and w.shape is not None and len(w.shape) == 4
-            and all(type(d) is int for d in w.shape) and tuple(w.shape[2:]) == (1, 1)):
-        return False
-    if len(conv.operands) > 2 and not (isinstance(conv.operands[2].type, TensorType) or conv.operands[2].type == NONE):
-        return False
-    if any(not isinstance(v.owner, ops.ConstantOp) for v in conv.operands[3:]):
-        return False
-    given = [v.owner.value for v in conv.operands[3:]]  # type: ignore[union-attr]
-    stride, padding, _dilation, groups = given + [1, 0, 1, 1][len(given):]  # (a 1x1 kernel reads one pixel at any dilation)
-    one_image = isinstance(x, TensorType) and x.shape is not None and x.shape[0] == 1
-    return (_pair(stride) == (1, 1) and (padding in ("valid", "same") or _pair(padding) == (0, 0))
-            and type(groups) is int and groups == 1 and (w.shape[0] >= w.shape[1] or one_image))
-
-
-def _permutation(op: Operation) -> tuple[int, ...] | None:
-    """The dims of `x.permute(...)` or `torch.permute(x, dims)` of a 4-d x, when constant."""
-    if op.attributes.get("kwnames") or not all(isinstance(v.owner, ops.ConstantOp) for v in op.operands[1:]):
+    at batch 8, so those stay convs unless the batch is known to be 1. Returns the conv's
+    arguments bound to their names, or None."""
+    try:
+        c = bind(conv, facts)
+        shape, x_shape = c.tensor("weight").type.shape, c.tensor().type.shape  # type: ignore[union-attr]
+        c.optional_tensor("bias")  # (a tensor, or known to be None)
+    except Unsupported:
         return None
-    given = [v.owner.value for v in op.operands[1:]]  # type: ignore[union-attr]
-    dims = given[0] if len(given) == 1 and isinstance(given[0], (tuple, list)) else given
-    if len(dims) != 4 or not all(type(d) is int and -4 <= d < 4 for d in dims):
+    if shape is None or len(shape) != 4 or not all(type(d) is int for d in shape) or tuple(shape[2:]) != (1, 1):
         return None
-    return tuple(d % 4 for d in dims)
-
-
-def _rank(v: Value) -> int | None:
-    shape = v.type.shape if isinstance(v.type, TensorType) else None
-    return None if shape is None else len(shape)
+    padding = c.const("padding")
+    one_image = x_shape is not None and x_shape[0] == 1
+    fits = (_pair(c.const("stride")) == (1, 1) and (padding in ("valid", "same") or _pair(padding) == (0, 0))
+            and type(c.const("groups")) is int and c.const("groups") == 1 and (shape[0] >= shape[1] or one_image))
+    return c if fits else None
 
 
 def _pair(v: object) -> tuple[object, ...] | None:
-    return v if isinstance(v, tuple) and len(v) == 2 else (v, v) if type(v) is int else None
+    """An int or a pair of them (a conv's stride, padding) as a pair; None for anything else."""
+    if isinstance(v, (tuple, list)) and len(v) in (1, 2):
+        return tuple(v) * (3 - len(v)) if len(v) == 1 else tuple(v)
+    return (v, v) if type(v) is int else None
 
 
 def _follow(body: list[Operation], changed: set[Value]) -> bool:
@@ -175,7 +161,8 @@ def _follow(body: list[Operation], changed: set[Value]) -> bool:
         if op_name(op) == "view" and not _reshapeable(op):
             return False
         if op_name(op) in ROW_MAJOR:  # (its 4-d result permuted to NCHW is channels-last: _Rewriter.block)
-            changed.update(r for r in op.results if isinstance(r.type, TensorType) and _rank(r) == 4)
+            changed.update(r for r in op.results if isinstance(r.type, TensorType) and r.type.shape is not None
+                           and len(r.type.shape) == 4)
             continue
         if op_name(op) == "contiguous" and len(op.operands) == 1:
             continue
@@ -239,7 +226,8 @@ class _Rewriter:
                 self.row_major.add(op.result)
             elif self.keeps_row_major(op):  # (the bias add after a linear, until fuse puts it back)
                 self.row_major.add(op.result)
-            elif op_name(op) == "permute" and _permutation(op) == TO_NCHW and op.operands[0] in self.row_major:
+            elif op_name(op) == "permute" and permutation(op.operands[1:], op.attributes.get("kwnames", ())) == TO_NCHW \
+                    and op.operands[0] in self.row_major:
                 # a row-major NHWC tensor seen as NCHW (convnext's block: linear layers over the
                 # channels, then `.permute(0, 3, 1, 2)`): channels-last, and the pointwise ops on it
                 # compute in NHWC order like those after a conv
@@ -252,8 +240,9 @@ class _Rewriter:
 
     def conv(self, op: Operation) -> None:
         x = op.operands[0]
-        if _runs_as_linear(op) and (prefers_channels_last(op) or x in self.channels_last):
-            self.as_linear(op)
+        call = _as_linear_call(op, self.facts)
+        if call is not None and (prefers_channels_last(op) or x in self.channels_last):
+            self.as_linear(call)
             return
         if not prefers_channels_last(op):
             if x in self.changed:  # (torch would follow its input's layout)
@@ -268,12 +257,12 @@ class _Rewriter:
             e.commit()
         self.channels_last.add(op.result)
 
-    def as_linear(self, conv: Operation) -> None:
+    def as_linear(self, call: Call) -> None:
         """`conv2d(x, w, b)` of a 1x1 kernel as `linear(x in NHWC order, w as [C_out, C_in], b)`,
         permuted back to NCHW: the product over channels that the conv computes, whose row-major
         result is the conv's output in channels-last order."""
-        x, w = conv.operands[0], conv.operands[1]
-        bias = [b for b in conv.operands[2:3] if isinstance(b.type, TensorType)]
+        conv, x, w = call.op, call.tensor(), call.tensor("weight")
+        bias = call.optional_tensor("bias")
         c_out, c_in = w.type.shape[0], w.type.shape[1]  # type: ignore[union-attr]
         e = self.emit(conv)
         xh = self.nhwc.get(x)
@@ -283,7 +272,7 @@ class _Rewriter:
                 x = e.method("contiguous", x, memory_format=fmt)
             xh = e.method("permute", x, TO_NHWC)
         weight = e.method("reshape", w, (c_out, c_in))
-        yh = e.call("torch.nn.functional.linear", xh, weight, *bias)
+        yh = e.call("torch.nn.functional.linear", xh, weight, *([] if bias is None else [bias]))
         y = e.method("permute", yh, TO_NCHW)
         y.name = conv.result.name
         e.commit()
