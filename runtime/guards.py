@@ -223,7 +223,10 @@ _LAYER_CONDITIONS: dict[str, Any] = {
     "valid_p": lambda m: not (m.p < 0.0 or m.p > 1.0),  # as F.dropout tests it (a NaN passes)
 }
 _class_matches: dict[tuple[type, str], bool] = {}  # only matches
-_matched: dict[str, type] = {}  # qualname -> the last class that matched it (the fast test)
+# qualname -> the classes that matched it (the fast test). A set, not the last class: torchvision's
+# Conv2dNormActivation and RegNet's AnyStage both match "torch.nn.Sequential", and a model of both
+# sent every other check of one down the slow path (58 a call in regnet_y_400mf).
+_matched: dict[str, set[type]] = {}
 _paths: dict[str, tuple[tuple[str | int, bool], ...]] = {}
 _getattr_names: dict[type, set[str]] = {}  # only names that `_reads_past_class` accepted
 _ABSENT = object()
@@ -249,7 +252,7 @@ def _class_is(cls: type, qualname: str) -> bool:
             else f"{cls.__call__.__module__}:{cls.__call__.__qualname__}" == call)
     if found:
         _class_matches[key] = True
-        _matched[qualname] = cls
+        _matched.setdefault(qualname, set()).add(cls)
     return found
 
 
@@ -384,7 +387,7 @@ def check_module(root: Any, path: str, qualname: str, *conditions: str) -> Any:
                 if module is None and optional:
                     return None
             cls = type(module)
-            if cls is _matched.get(qualname) or (isinstance(module, _nn.Module) and _class_is(cls, qualname)):
+            if cls in _matched.get(qualname, ()) or (isinstance(module, _nn.Module) and _class_is(cls, qualname)):
                 d = module.__dict__  # (the hook dicts are instance attributes that nn.Module.__init__ sets)
                 if not (d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"]
                         or d["_backward_pre_hooks"] or "forward" in d):
@@ -529,12 +532,18 @@ def _load_native() -> types.ModuleType | None:
         module = native.load_extension(text + _MODULE_DEF.format(name=name), name)
     except (TorchscribeError, OSError):
         return None
+    module.setup(native_setup())
+    return module
+
+
+def native_setup(**fallbacks: Callable[..., Any]) -> types.SimpleNamespace:
+    """What the C++ checks' `setup` takes: the Python checks they fall back to (`fallbacks`
+    replaces some, as a test that counts them does) and the tables they share with them."""
     tables = {"_getattr_names": _getattr_names, "_matched": _matched, "_paths": _paths,
               "_LAYER_CONDITIONS": _LAYER_CONDITIONS, "_module_globals": _module_globals,
               "_SEQUENTIAL_GETITEM": _SEQUENTIAL_GETITEM, "_MODULELIST_GETITEM": _MODULELIST_GETITEM,
               "_Tensor": _Tensor, "_Parameter": _Parameter}
-    module.setup(types.SimpleNamespace(**python_checks, **tables))
-    return module
+    return types.SimpleNamespace(**{**python_checks, **fallbacks}, **tables)
 
 
 def use_native_checks(enabled: bool = True) -> bool:

@@ -23,7 +23,7 @@ struct State {
   PyObject* item;
   // what they read, shared with them
   PyObject* getattr_names;   // type -> set of names `attr` may read past the class
-  PyObject* matched;         // qualname -> the class that last matched it
+  PyObject* matched;         // qualname -> the set of classes that matched it
   PyObject* paths;           // path -> ((step, may_be_none), ...)
   PyObject* conditions;      // condition name -> test
   PyObject* module_globals;  // torch.nn.modules.module: the global hook dicts
@@ -156,8 +156,9 @@ PyObject* fast_check_module(PyObject* const* args, Py_ssize_t nargs) {
   }
   Py_DECREF(parts);
   {
-    PyObject* cls = PyDict_GetItemWithError(S.matched, args[2]);
-    if (cls != (PyObject*)Py_TYPE(module)) goto ask_walked;
+    PyObject* classes = PyDict_GetItemWithError(S.matched, args[2]);  // (a set of classes)
+    if (classes == nullptr || !PySet_CheckExact(classes) || PySet_Contains(classes, (PyObject*)Py_TYPE(module)) != 1)
+      goto ask_walked;
     PyObject* d = instance_dict(module);
     if (d == nullptr) goto ask_walked;
     for (PyObject* name : S.module_hooks) {

@@ -296,6 +296,41 @@ def test_the_cpp_checks_are_bound_where_extensions_build() -> None:
     assert all(type(getattr(guards, name)).__name__ == "builtin_function_or_method" for name in guards.python_checks)
 
 
+def test_cpp_check_module_passes_alone_for_classes_sharing_a_qualname() -> None:
+    """Two Sequential subclasses both match "torch.nn.Sequential" (torchvision's
+    Conv2dNormActivation and RegNet's AnyStage): checking them in turn stays on the C++ path,
+    where keeping only the last class that matched sent every other one to Python."""
+    if not guards.use_native_checks(True):
+        pytest.skip("the C++ checks are not built here")
+
+    class Stage(nn.Sequential):
+        pass
+
+    class Block(nn.Sequential):
+        pass
+
+    model = nn.Sequential(Stage(nn.ReLU()), Block(nn.ReLU(), nn.ReLU()))
+    python_calls = []
+
+    def counted(*args):
+        python_calls.append(args[1])
+        return guards.python_checks["check_module"](*args)
+
+    guards._native.setup(guards.native_setup(check_module=counted))
+    try:
+        for _ in range(2):  # (the first round learns the classes in Python)
+            python_calls.clear()
+            assert guards.check_module(model, "0", "torch.nn.Sequential", "len=1") is model[0]
+            assert guards.check_module(model, "1", "torch.nn.Sequential", "len=2") is model[1]
+        assert python_calls == []
+        model[1].append(nn.ReLU())  # (and a failure still goes to Python, which names it)
+        with pytest.raises(GuardFailure, match="of 2 layers"):
+            guards.check_module(model, "1", "torch.nn.Sequential", "len=2")
+        assert python_calls == ["1"]
+    finally:
+        guards._native.setup(guards.native_setup())
+
+
 def _both(name: str, *args, **kwargs):
     """(what the Python check does, what the bound one does): a result or (exception type, text)."""
     outcomes = []
