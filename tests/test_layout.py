@@ -135,12 +135,18 @@ def test_a_lone_conv_stays_nchw() -> None:
 
 
 def test_convs_with_few_outputs_per_image_stay_nchw() -> None:
-    """7x7 outputs of a 3x3 conv: NCHW is faster there (prefers_channels_last)."""
+    """7x7 outputs of a 3x3 conv: NCHW is faster there (prefers_channels_last), unless the conv
+    is grouped."""
     small = CONV_SCALE_RELU_CONV.replace("16, 16", "7, 7")
     assert "channels_last" not in laid_out(small)
     depthwise = small.replace("%w: f32[8, 8, 3, 3]@cpu", "%w: f32[8, 1, 3, 3]@cpu").replace(
         '%g : int = py.constant() {value = 1}', '%g : int = py.constant() {value = 8}')
     assert "channels_last" in laid_out(depthwise)
+    grouped = small.replace("%w: f32[8, 8, 3, 3]@cpu", "%w: f32[8, 4, 3, 3]@cpu").replace(
+        '%g : int = py.constant() {value = 1}', '%g : int = py.constant() {value = 2}')
+    text = laid_out(grouped)  # grouped convs too (regnet's 8 channels a group at 7x7)
+    assert text.count('{value = "torch.channels_last"}') == 1  # (the input, once)
+    assert "f32[B, 7, 7, 8]@cpu = py.binary(%4, %scale)" in text
 
 
 POINTWISE_CONV = """\
@@ -208,6 +214,7 @@ LAYERS = {
     "over_channels": "OverChannels({c})",
     "expand": "nn.Sequential(nn.Conv2d({c}, {c} * 3, 1, bias={bias}), nn.ReLU(), nn.Conv2d({c} * 3, {c}, 1))",
     "depthwise": "nn.Conv2d({c}, {c}, 3, padding=1, groups={c}, bias={bias})",
+    "grouped": "nn.Conv2d({c}, {c}, 3, padding=1, groups=2, bias={bias})",
     "bn": "nn.BatchNorm2d({c})",
     "relu": "nn.ReLU()",
     "hardswish": "nn.Hardswish()",
@@ -275,7 +282,7 @@ def test_compiled_conv_nets_match_eager_in_values_and_layout(steps, seed, tmp_pa
         with torch.no_grad():
             compiled = script(net, example_inputs=(x,))
             text = next((cache / "jit").glob("*.py")).read_text()
-            convs = sum(1 if layer in ("conv", "pointwise", "depthwise") else 2 if layer == "expand" else 0
+            convs = sum(1 if layer in ("conv", "pointwise", "depthwise", "grouped") else 2 if layer == "expand" else 0
                         for layer, _, _ in steps)
             assert ("memory_format=torch.channels_last" in text) == (convs >= 2)  # (a lone conv: not worth it)
             for batch in (2, 3):

@@ -73,19 +73,29 @@ def _conv(op: Operation) -> bool:
 
 def prefers_channels_last(conv: Operation) -> bool:
     """Whether oneDNN runs this conv faster on a channels-last input, including the copy of the
-    weight to channels-last it then makes on every call: for depthwise convs always, for the
-    others where each image gives at least 14x14 outputs. With fewer (the last stage of an
-    ImageNet network: 7x7 outputs of 512 to 2048 channels) NCHW was faster in timings of single
-    convs on the machine of benchmarks/RESULTS.md, by up to 2.7x for a 1x1 conv of 2048 channels;
-    converting every conv made resnet18 at batch 1 0.80x eager, this rule 1.21x (zoo table)."""
-    out, weight = conv.result.type, conv.operands[1].type
+    weight to channels-last it then makes on every call: for grouped convs (depthwise ones
+    included) always, for the others where each image gives at least 14x14 outputs. With fewer
+    (the last stage of an ImageNet network: 7x7 outputs of 512 to 2048 channels) NCHW was faster
+    in timings of single convs on the machine of benchmarks/RESULTS.md, by up to 2.7x for a 1x1
+    conv of 2048 channels; converting every conv made resnet18 at batch 1 0.80x eager, this rule
+    1.21x (zoo table). The grouped 3x3 convs of regnet_y_400mf's last stage (8 channels a group
+    at 7x7) ran faster channels-last: the model at batch 1 went from 33.9 to 32.0 ms (A/B of
+    the two compiled modules)."""
+    x, out, weight = conv.operands[0].type, conv.result.type, conv.operands[1].type
     if not (isinstance(out, TensorType) and out.shape is not None and isinstance(weight, TensorType)
             and weight.shape is not None and len(weight.shape) == 4):
         return False
-    if weight.shape[1] == 1:
+    if weight.shape[1] == 1 or _grouped(x, weight):
         return True
     h, w = out.shape[2], out.shape[3]
     return type(h) is int and type(w) is int and h * w >= 196
+
+
+def _grouped(x: object, weight: TensorType) -> bool:
+    """A conv of more than one group: its weight has fewer input channels than its input."""
+    assert weight.shape is not None
+    return (isinstance(x, TensorType) and x.shape is not None and len(x.shape) == 4
+            and type(x.shape[1]) is int and type(weight.shape[1]) is int and weight.shape[1] < x.shape[1])
 
 
 def _as_linear_call(conv: Operation, facts: Facts) -> Call | None:
