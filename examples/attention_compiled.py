@@ -25,8 +25,10 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     # attention.py:23  B, T, C = x.size()
     B, T, C = x.size()
     # attention.py:24  q, k, v = self.qkv(x).split(C, dim=2)
-    qkv = self.qkv
-    q, k, v = F.linear(x, qkv.weight, qkv.bias).split(C, dim=2)
+    qkv = _guards.attr(self, "qkv")
+    q, k, v = F.linear(x, _guards.attr(qkv, "weight"), _guards.attr(qkv, "bias")).split(
+        C, dim=2
+    )
     # attention.py:25  q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     tmp = self.num_heads
     tmp_1 = self.head_dim
@@ -39,12 +41,12 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     scores = q @ k.permute((0, 1, 3, 2)) / math.sqrt(tmp_1)  # Tensor[?, ?, ?, ?]
     del q, k
     # attention.py:30  scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
-    scores = torch.where(self.mask[:T, :T] == 0, -math.inf, scores)
+    scores = torch.where(_guards.attr(self, "mask")[:T, :T] == 0, -math.inf, scores)
     # attention.py:31  weights = F.softmax(scores, dim=-1)
     weights = F.softmax(scores, dim=-1)
     del scores
     # attention.py:32  weights = self.dropout(weights)
-    dropout = self.dropout
+    dropout = _guards.attr(self, "dropout")
     if dropout.training:
         weights = dropout(weights)
     # attention.py:34  y = weights @ v
@@ -53,8 +55,8 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     # attention.py:35  y = y.transpose(1, 2).contiguous().view(B, T, C)
     y = y.transpose(1, 2).contiguous().view(B, T, C)  # Tensor[?, ?, ?]
     # attention.py:36  return self.proj(y)
-    proj = self.proj
-    return F.linear(y, proj.weight, proj.bias)
+    proj = _guards.attr(self, "proj")
+    return F.linear(y, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
 
 
 COMPILED = {

@@ -21,19 +21,32 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(self, "bn", "torch.nn.BatchNorm2d", "running_stats")
     _guards.check_module(self, "relu", "torch.nn.ReLU")
     # conv_bn_relu.py:18  return self.relu(self.bn(self.conv(x)))
-    conv = self.conv
+    conv = _guards.attr(self, "conv")
     tmp = F.conv2d(
-        x, conv.weight, conv.bias, conv.stride, conv.padding, conv.dilation, conv.groups
+        x,
+        _guards.attr(conv, "weight"),
+        _guards.attr(conv, "bias"),
+        conv.stride,
+        conv.padding,
+        conv.dilation,
+        conv.groups,
     )
-    bn = self.bn
+    bn = _guards.attr(self, "bn")
     if bn.training:
         tmp_1 = bn(tmp)
     else:
         tmp_1 = F.batch_norm(
-            tmp, bn.running_mean, bn.running_var, bn.weight, bn.bias, False, 0.0, bn.eps
+            tmp,
+            _guards.attr(bn, "running_mean"),
+            _guards.attr(bn, "running_var"),
+            _guards.attr(bn, "weight"),
+            _guards.attr(bn, "bias"),
+            False,
+            0.0,
+            bn.eps,
         )
     del tmp
-    return F.relu(tmp_1) if self.relu.inplace else F.relu(tmp_1)
+    return F.relu(tmp_1) if _guards.attr(self, "relu").inplace else F.relu(tmp_1)
 
 
 COMPILED = {

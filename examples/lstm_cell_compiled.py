@@ -29,9 +29,11 @@ def LSTM_forward(
     # lstm_cell.py:19  for t in range(x.size(0)):
     for t in range(x.size(0)):
         # lstm_cell.py:20  gates = self.gates(torch.cat([x[t], h], dim=1))
-        gates_module = self.gates
+        gates_module = _guards.attr(self, "gates")
         gates = F.linear(
-            torch.cat([x[t], h], dim=1), gates_module.weight, gates_module.bias
+            torch.cat([x[t], h], dim=1),
+            _guards.attr(gates_module, "weight"),
+            _guards.attr(gates_module, "bias"),
         )
         # lstm_cell.py:21  i, f, g, o = gates.chunk(4, dim=1)
         i, f, g, o = gates.chunk(4, dim=1)

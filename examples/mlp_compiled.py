@@ -21,14 +21,20 @@ def MLP_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(self, "fc2", "torch.nn.Linear")
     _guards.check_module(self, "norm", "torch.nn.LayerNorm")
     # mlp.py:18  h = F.gelu(self.fc1(x))
-    fc1 = self.fc1
-    h = F.gelu(F.linear(x, fc1.weight, fc1.bias))
+    fc1 = _guards.attr(self, "fc1")
+    h = F.gelu(F.linear(x, _guards.attr(fc1, "weight"), _guards.attr(fc1, "bias")))
     # mlp.py:19  h = self.fc2(h)
-    fc2 = self.fc2
-    h = F.linear(h, fc2.weight, fc2.bias)
+    fc2 = _guards.attr(self, "fc2")
+    h = F.linear(h, _guards.attr(fc2, "weight"), _guards.attr(fc2, "bias"))
     # mlp.py:20  return self.norm(x + h)
-    norm = self.norm
-    return F.layer_norm(x + h, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+    norm = _guards.attr(self, "norm")
+    return F.layer_norm(
+        x + h,
+        norm.normalized_shape,
+        _guards.attr(norm, "weight"),
+        _guards.attr(norm, "bias"),
+        norm.eps,
+    )
 
 
 COMPILED = {

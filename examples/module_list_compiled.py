@@ -20,13 +20,19 @@ def Block_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(self, "norm", "torch.nn.LayerNorm")
     _guards.check_module(self, "fc", "torch.nn.Linear")
     # module_list.py:17  return F.silu(self.fc(self.norm(x)))
-    norm = self.norm
-    fc = self.fc
+    norm = _guards.attr(self, "norm")
+    fc = _guards.attr(self, "fc")
     return F.silu(
         F.linear(
-            F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps),
-            fc.weight,
-            fc.bias,
+            F.layer_norm(
+                x,
+                norm.normalized_shape,
+                _guards.attr(norm, "weight"),
+                _guards.attr(norm, "bias"),
+                norm.eps,
+            ),
+            _guards.attr(fc, "weight"),
+            _guards.attr(fc, "bias"),
         )
     )
 
@@ -35,12 +41,12 @@ def Stack_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
     _guards.check_module(self, "head", "torch.nn.Linear")
     # module_list.py:29  for layer in self.layers:
-    for layer in self.layers:
+    for layer in _guards.attr(self, "layers"):
         # module_list.py:30  x = x + self.residual_scale * layer(x)
         x = x + self.residual_scale * layer(x)
     # module_list.py:31  return self.head(x)
-    head = self.head
-    return F.linear(x, head.weight, head.bias)
+    head = _guards.attr(self, "head")
+    return F.linear(x, _guards.attr(head, "weight"), _guards.attr(head, "bias"))
 
 
 COMPILED = {

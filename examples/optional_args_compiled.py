@@ -49,8 +49,8 @@ def MaskedPool_forward(
             pooled = torch.where(weights == 0, -math.inf, x).amax(dim=1)
     del weights
     # optional_args.py:33  out = self.proj(pooled)
-    proj = self.proj
-    out = F.linear(pooled, proj.weight, proj.bias)
+    proj = _guards.attr(self, "proj")
+    out = F.linear(pooled, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
     # optional_args.py:34  if temperature is not None:
     if temperature is not None:
         # optional_args.py:35  out = out / temperature

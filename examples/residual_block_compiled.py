@@ -26,71 +26,71 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(self, "downsample?.0", "torch.nn.Conv2d", "zeros_padding")
     _guards.check_module(self, "downsample?.1", "torch.nn.BatchNorm2d", "running_stats")
     # residual_block.py:29  out = self.conv1(x)
-    conv1 = self.conv1
+    conv1 = _guards.attr(self, "conv1")
     out = F.conv2d(
         x,
-        conv1.weight,
-        conv1.bias,
+        _guards.attr(conv1, "weight"),
+        _guards.attr(conv1, "bias"),
         conv1.stride,
         conv1.padding,
         conv1.dilation,
         conv1.groups,
     )
     # residual_block.py:30  out = self.bn1(out)
-    bn1 = self.bn1
+    bn1 = _guards.attr(self, "bn1")
     if bn1.training:
         out = bn1(out)
     else:
         out = F.batch_norm(
             out,
-            bn1.running_mean,
-            bn1.running_var,
-            bn1.weight,
-            bn1.bias,
+            _guards.attr(bn1, "running_mean"),
+            _guards.attr(bn1, "running_var"),
+            _guards.attr(bn1, "weight"),
+            _guards.attr(bn1, "bias"),
             False,
             0.0,
             bn1.eps,
         )
     # residual_block.py:31  out = self.relu(out)
-    if self.relu.inplace:
+    if _guards.attr(self, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)
     # residual_block.py:33  out = self.conv2(out)
-    conv2 = self.conv2
+    conv2 = _guards.attr(self, "conv2")
     out = F.conv2d(
         out,
-        conv2.weight,
-        conv2.bias,
+        _guards.attr(conv2, "weight"),
+        _guards.attr(conv2, "bias"),
         conv2.stride,
         conv2.padding,
         conv2.dilation,
         conv2.groups,
     )
     # residual_block.py:34  out = self.bn2(out)
-    bn2 = self.bn2
+    bn2 = _guards.attr(self, "bn2")
     if bn2.training:
         out = bn2(out)
     else:
         out = F.batch_norm(
             out,
-            bn2.running_mean,
-            bn2.running_var,
-            bn2.weight,
-            bn2.bias,
+            _guards.attr(bn2, "running_mean"),
+            _guards.attr(bn2, "running_var"),
+            _guards.attr(bn2, "weight"),
+            _guards.attr(bn2, "bias"),
             False,
             0.0,
             bn2.eps,
         )
     # residual_block.py:36  if self.downsample is not None:
-    tmp = self.downsample
+    tmp = _guards.attr(self, "downsample")
     if tmp is not None:
         # residual_block.py:37  identity = self.downsample(x)
         tmp_1 = _guards.item(tmp, 0)
         tmp_2 = F.conv2d(
             x,
-            tmp_1.weight,
-            tmp_1.bias,
+            _guards.attr(tmp_1, "weight"),
+            _guards.attr(tmp_1, "bias"),
             tmp_1.stride,
             tmp_1.padding,
             tmp_1.dilation,
@@ -102,10 +102,10 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
         else:
             identity = F.batch_norm(
                 tmp_2,
-                tmp_3.running_mean,
-                tmp_3.running_var,
-                tmp_3.weight,
-                tmp_3.bias,
+                _guards.attr(tmp_3, "running_mean"),
+                _guards.attr(tmp_3, "running_var"),
+                _guards.attr(tmp_3, "weight"),
+                _guards.attr(tmp_3, "bias"),
                 False,
                 0.0,
                 tmp_3.eps,
@@ -115,7 +115,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     # residual_block.py:39  out += identity
     out = (out + identity).to(out.dtype).expand_as(out)
     # residual_block.py:40  out = self.relu(out)
-    if self.relu.inplace:
+    if _guards.attr(self, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)
@@ -152,74 +152,74 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         self, "block2.downsample?.1", "torch.nn.BatchNorm2d", "running_stats"
     )
     # residual_block.py:54  return self.block2(self.block1(x))
-    block2 = self.block2
-    block1 = self.block1
+    block2 = _guards.attr(self, "block2")
+    block1 = _guards.attr(self, "block1")
     # residual_block.py:29  out = self.conv1(x)
-    conv1 = block1.conv1
+    conv1 = _guards.attr(block1, "conv1")
     out = F.conv2d(
         x,
-        conv1.weight,
-        conv1.bias,
+        _guards.attr(conv1, "weight"),
+        _guards.attr(conv1, "bias"),
         conv1.stride,
         conv1.padding,
         conv1.dilation,
         conv1.groups,
     )
     # residual_block.py:30  out = self.bn1(out)
-    bn1 = block1.bn1
+    bn1 = _guards.attr(block1, "bn1")
     if bn1.training:
         out = bn1(out)
     else:
         out = F.batch_norm(
             out,
-            bn1.running_mean,
-            bn1.running_var,
-            bn1.weight,
-            bn1.bias,
+            _guards.attr(bn1, "running_mean"),
+            _guards.attr(bn1, "running_var"),
+            _guards.attr(bn1, "weight"),
+            _guards.attr(bn1, "bias"),
             False,
             0.0,
             bn1.eps,
         )
     # residual_block.py:31  out = self.relu(out)
-    if block1.relu.inplace:
+    if _guards.attr(block1, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)
     # residual_block.py:33  out = self.conv2(out)
-    conv2 = block1.conv2
+    conv2 = _guards.attr(block1, "conv2")
     out = F.conv2d(
         out,
-        conv2.weight,
-        conv2.bias,
+        _guards.attr(conv2, "weight"),
+        _guards.attr(conv2, "bias"),
         conv2.stride,
         conv2.padding,
         conv2.dilation,
         conv2.groups,
     )
     # residual_block.py:34  out = self.bn2(out)
-    bn2 = block1.bn2
+    bn2 = _guards.attr(block1, "bn2")
     if bn2.training:
         out = bn2(out)
     else:
         out = F.batch_norm(
             out,
-            bn2.running_mean,
-            bn2.running_var,
-            bn2.weight,
-            bn2.bias,
+            _guards.attr(bn2, "running_mean"),
+            _guards.attr(bn2, "running_var"),
+            _guards.attr(bn2, "weight"),
+            _guards.attr(bn2, "bias"),
             False,
             0.0,
             bn2.eps,
         )
     # residual_block.py:36  if self.downsample is not None:
-    tmp = block1.downsample
+    tmp = _guards.attr(block1, "downsample")
     if tmp is not None:
         # residual_block.py:37  identity = self.downsample(x)
         tmp_1 = _guards.item(tmp, 0)
         tmp_2 = F.conv2d(
             x,
-            tmp_1.weight,
-            tmp_1.bias,
+            _guards.attr(tmp_1, "weight"),
+            _guards.attr(tmp_1, "bias"),
             tmp_1.stride,
             tmp_1.padding,
             tmp_1.dilation,
@@ -231,10 +231,10 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         else:
             identity = F.batch_norm(
                 tmp_2,
-                tmp_3.running_mean,
-                tmp_3.running_var,
-                tmp_3.weight,
-                tmp_3.bias,
+                _guards.attr(tmp_3, "running_mean"),
+                _guards.attr(tmp_3, "running_var"),
+                _guards.attr(tmp_3, "weight"),
+                _guards.attr(tmp_3, "bias"),
                 False,
                 0.0,
                 tmp_3.eps,
@@ -244,78 +244,78 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     # residual_block.py:39  out += identity
     out = (out + identity).to(out.dtype).expand_as(out)
     # residual_block.py:40  out = self.relu(out)
-    if block1.relu.inplace:
+    if _guards.attr(block1, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)
     # residual_block.py:29  out = self.conv1(x)
-    conv1 = block2.conv1
+    conv1 = _guards.attr(block2, "conv1")
     out_1 = F.conv2d(
         out,
-        conv1.weight,
-        conv1.bias,
+        _guards.attr(conv1, "weight"),
+        _guards.attr(conv1, "bias"),
         conv1.stride,
         conv1.padding,
         conv1.dilation,
         conv1.groups,
     )
     # residual_block.py:30  out = self.bn1(out)
-    bn1 = block2.bn1
+    bn1 = _guards.attr(block2, "bn1")
     if bn1.training:
         out_2 = bn1(out_1)
     else:
         out_2 = F.batch_norm(
             out_1,
-            bn1.running_mean,
-            bn1.running_var,
-            bn1.weight,
-            bn1.bias,
+            _guards.attr(bn1, "running_mean"),
+            _guards.attr(bn1, "running_var"),
+            _guards.attr(bn1, "weight"),
+            _guards.attr(bn1, "bias"),
             False,
             0.0,
             bn1.eps,
         )
     del out_1
     # residual_block.py:31  out = self.relu(out)
-    if block2.relu.inplace:
+    if _guards.attr(block2, "relu").inplace:
         out_3 = F.relu(out_2)
     else:
         out_3 = F.relu(out_2)
     # residual_block.py:33  out = self.conv2(out)
-    conv2 = block2.conv2
+    conv2 = _guards.attr(block2, "conv2")
     out_4 = F.conv2d(
         out_3,
-        conv2.weight,
-        conv2.bias,
+        _guards.attr(conv2, "weight"),
+        _guards.attr(conv2, "bias"),
         conv2.stride,
         conv2.padding,
         conv2.dilation,
         conv2.groups,
     )
     # residual_block.py:34  out = self.bn2(out)
-    bn2 = block2.bn2
+    bn2 = _guards.attr(block2, "bn2")
     if bn2.training:
         out_5 = bn2(out_4)
     else:
         out_5 = F.batch_norm(
             out_4,
-            bn2.running_mean,
-            bn2.running_var,
-            bn2.weight,
-            bn2.bias,
+            _guards.attr(bn2, "running_mean"),
+            _guards.attr(bn2, "running_var"),
+            _guards.attr(bn2, "weight"),
+            _guards.attr(bn2, "bias"),
             False,
             0.0,
             bn2.eps,
         )
     del out_4
     # residual_block.py:36  if self.downsample is not None:
-    tmp_4 = block2.downsample
+    tmp_4 = _guards.attr(block2, "downsample")
     if tmp_4 is not None:
         # residual_block.py:37  identity = self.downsample(x)
         tmp_5 = _guards.item(tmp_4, 0)
         tmp_6 = F.conv2d(
             out,
-            tmp_5.weight,
-            tmp_5.bias,
+            _guards.attr(tmp_5, "weight"),
+            _guards.attr(tmp_5, "bias"),
             tmp_5.stride,
             tmp_5.padding,
             tmp_5.dilation,
@@ -327,10 +327,10 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         else:
             identity = F.batch_norm(
                 tmp_6,
-                tmp_7.running_mean,
-                tmp_7.running_var,
-                tmp_7.weight,
-                tmp_7.bias,
+                _guards.attr(tmp_7, "running_mean"),
+                _guards.attr(tmp_7, "running_var"),
+                _guards.attr(tmp_7, "weight"),
+                _guards.attr(tmp_7, "bias"),
                 False,
                 0.0,
                 tmp_7.eps,
@@ -340,7 +340,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     # residual_block.py:39  out += identity
     out = (out_5 + identity).to(out_5.dtype).expand_as(out_5)
     # residual_block.py:40  out = self.relu(out)
-    if block2.relu.inplace:
+    if _guards.attr(block2, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)

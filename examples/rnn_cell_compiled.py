@@ -20,8 +20,10 @@ def MyCell_forward(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
     _guards.check_tensor(h, "h")
     _guards.check_module(self, "linear", "torch.nn.Linear")
     # rnn_cell.py:15  new_h = torch.tanh(self.linear(x) + h)
-    linear = self.linear
-    new_h = torch.tanh(F.linear(x, linear.weight, linear.bias) + h)
+    linear = _guards.attr(self, "linear")
+    new_h = torch.tanh(
+        F.linear(x, _guards.attr(linear, "weight"), _guards.attr(linear, "bias")) + h
+    )
     # rnn_cell.py:16  return new_h, new_h
     return new_h, new_h
 

@@ -17,9 +17,9 @@ TORCH_VERSION = "2.13"
 def RunningNorm_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
     # running_stats.py:18  def forward(self, x: Tensor) -> Tensor:
-    mean = self.mean
-    var = self.var
-    count = self.count
+    mean = _guards.attr(self, "mean")
+    var = _guards.attr(self, "var")
+    count = _guards.attr(self, "count")
     if not _guards.no_overlap((mean, var, count), (x,)):
         raise _guards.GuardFailure(
             "`self.mean`, `self.var`, `self.count` (written) may share memory with another tensor argument or attribute"
