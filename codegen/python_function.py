@@ -1100,7 +1100,7 @@ class FunctionEmitter:
             return Expr(f"{a['callee']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.GetAttrOp):
             if _past_module_getattr(op):
-                return Expr(f"_guards.attr({self.expr(op.operands[0]).text}, {string_literal(a['attr'])})", PREC["atom"])
+                return Expr(_read_text(self.expr(op.operands[0]).text, (a["attr"],)), PREC["atom"])
             return Expr(f"{self.expr(op.operands[0], PREC['atom']).text}.{a['attr']}", PREC["atom"])
         if isinstance(op, ops.TupleOp):
             if len(op.operands) == 1:
