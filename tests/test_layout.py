@@ -6,6 +6,7 @@ it is, and compiled conv nets against eager, on values and on the layout of what
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 import textwrap
 from collections.abc import Iterator
@@ -125,6 +126,25 @@ def test_a_value_returned_twice_is_one_tensor_twice() -> None:
     out = laid_out(text)
     assert out.count('method = "contiguous", alias_of = 0') == 1
     assert "py.tuple(%10, %10)" in out
+
+
+@pytest.mark.parametrize("second", ["%0", "%x"])
+def test_a_cat_of_channels_last_tensors_is_channels_last(second: str) -> None:
+    """densenet: the features of each layer concatenated, then batch norm and relu. Where every
+    tensor in the list is channels-last so is torch's `cat` of them, and the ops after it
+    compute in NHWC order; a row-major one in the list (the input `%x`) makes it row-major."""
+    text = HEAD + f"""\
+  %0 : f32[B, 8, 16, 16]@cpu = {CONV.format(x="x")}
+  %1 : f32[B, 8, 16, 16]@cpu = {CONV.format(x="0")}
+  %2 : list[f32[B, 8, 16, 16]@cpu] = py.list({second}, %1)
+  %3 : f32[B, 16, 16, 16]@cpu = torch.call(%2, %g) {{callee = "torch.cat", aten = "aten::cat"}}
+  %4 : f32[B, 16, 16, 16]@cpu = torch.call(%3, %zero) {{callee = "torch.clamp_min", aten = "aten::clamp_min"}}
+  func.return(%4)
+}}
+"""
+    out = laid_out(text.replace("-> f32[B, 8, 16, 16]@cpu {", "-> f32[B, 16, 16, 16]@cpu {"))
+    nhwc = re.search(r"= torch.method\(%\d+, %\d+\) \{method = \"permute\".*\n.*clamp_min", out)
+    assert (nhwc is not None) == (second == "%0"), out
 
 
 def test_a_lone_conv_stays_nchw() -> None:

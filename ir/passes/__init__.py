@@ -12,6 +12,7 @@ from ir.passes.fuse import fuse
 from ir.passes.decompose import decompose
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
+from ir.passes.lists import snapshot_lists
 from ir.passes.layout import channels_last
 from ir.passes.reuse import reuse_buffers
 from ir.passes.specialize import specialize
@@ -22,6 +23,7 @@ Pass = Callable[[Program], None]
 PIPELINE: list[tuple[str, Pass]] = [
     ("inline", inline),  # compiled callees and submodules whose class is known
     ("lower_layers", lower_layers),  # standard layers to torch ops
+    ("lists", snapshot_lists),  # a list grown by appends in straight-line code: one value per read
     ("specialize", specialize),  # shapes and dtypes; entry checks for what they assume
     ("canonicalize", canonicalize),  # folding (sizes too), CSE, constant branches, dead code
     ("functionalize", functionalize),  # in-place writes to functional ops plus final write-backs

@@ -49,6 +49,7 @@ READS_STRIDES = frozenset({"stride", "is_contiguous", "as_strided", "data_ptr", 
 ROW_MAJOR = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "mv", "dot"})
 # Ops that keep a channels-last input channels-last (torch's CPU kernels for them do).
 KEEPS_LAYOUT = frozenset({"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d"})
+# (and `cat`, of channels-last tensors only: `all_channels_last`)
 
 
 def channels_last(program: Program) -> None:
@@ -232,6 +233,8 @@ class _Rewriter:
                 self.to_nhwc(op)
             elif op_name(op) in KEEPS_LAYOUT and op.operands[0] in self.channels_last:
                 self.channels_last.update(op.results)
+            elif op_name(op) == "cat" and self.all_channels_last(op.operands[0]):
+                self.channels_last.update(op.results)
             elif op_name(op) in ROW_MAJOR and len(op.results) == 1 and op.result in self.changed:
                 self.row_major.add(op.result)
             elif self.keeps_row_major(op):  # (the bias add after a linear, until fuse puts it back)
@@ -320,6 +323,13 @@ class _Rewriter:
         if any(v.type.shape is None or len(v.type.shape) > 4 for v in tensors):  # type: ignore[union-attr]
             return False
         return any(v in self.channels_last or v in self.nhwc for v in tensors)
+
+    def all_channels_last(self, listed: Value) -> bool:
+        """A list or tuple built of channels-last tensors: torch's `cat` of them is channels-last
+        too (densenet's concatenation of the features of each layer)."""
+        owner = listed.owner
+        return isinstance(owner, (ops.ListOp, ops.TupleOp)) and bool(owner.operands) and all(
+            v in self.channels_last for v in owner.operands)
 
     def keeps_row_major(self, op: Operation) -> bool:
         """A pointwise op whose operands of its result's shape are row-major 4-d values: its

@@ -1,0 +1,203 @@
+"""The lists pass, IR in and IR out: a list grown by appends in straight-line code becomes one
+`py.list` per read, holding what the list held there; a list that can be seen as one object
+(returned, yielded, grown in a loop or a branch, read lazily, set by index) stays as it is."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ir.passes.lists import snapshot_lists  # noqa: E402
+from transpiler import script  # noqa: E402
+from tests.pass_text import after  # noqa: E402
+
+
+def check(before: str, expected: str) -> None:
+    assert after(before, snapshot_lists) == expected
+    assert after(expected, snapshot_lists) == expected  # nothing left to do: idempotent
+
+
+def unchanged(text: str) -> None:
+    assert after(text, snapshot_lists) == text
+
+
+def test_each_read_sees_the_elements_appended_before_it() -> None:
+    check(
+        """\
+func @f(%x: Tensor, %y: Tensor) -> Tensor {
+  %0 : int = py.constant() {value = 1}
+  %xs : list[Tensor] = py.list(%x)
+  %a : Tensor = torch.call(%xs, %0) {callee = "torch.cat", aten = "aten::cat"}
+  py.list_append(%xs, %a)
+  %b : Tensor = torch.call(%xs, %0) {callee = "torch.cat", aten = "aten::cat"}
+  %n : int = py.call(%xs) {callee = "len"}
+  py.list_append(%xs, %y)
+  %c : Tensor = torch.call(%xs, %0) {callee = "torch.cat", aten = "aten::cat"}
+  %1 : Tensor = torch.call(%c, %n) {callee = "torch.mul", aten = "aten::mul"}
+  %2 : Tensor = torch.call(%1, %b) {callee = "torch.add", aten = "aten::add"}
+  func.return(%2)
+}
+""",
+        """\
+func @f(%x: Tensor, %y: Tensor) -> Tensor {
+  %0 : int = py.constant() {value = 1}
+  %xs : list[Tensor] = py.list(%x)
+  %a : Tensor = torch.call(%xs, %0) {callee = "torch.cat", aten = "aten::cat"}
+  %xs_1 : list[Tensor] = py.list(%x, %a)
+  %b : Tensor = torch.call(%xs_1, %0) {callee = "torch.cat", aten = "aten::cat"}
+  %xs_2 : list[Tensor] = py.list(%x, %a)
+  %n : int = py.call(%xs_2) {callee = "len"}
+  %xs_3 : list[Tensor] = py.list(%x, %a, %y)
+  %c : Tensor = torch.call(%xs_3, %0) {callee = "torch.cat", aten = "aten::cat"}
+  %1 : Tensor = torch.call(%c, %n) {callee = "torch.mul", aten = "aten::mul"}
+  %2 : Tensor = torch.call(%1, %b) {callee = "torch.add", aten = "aten::add"}
+  func.return(%2)
+}
+""",
+    )
+
+
+def test_a_list_only_appended_to_goes() -> None:
+    check(
+        """\
+func @f(%x: Tensor) -> Tensor {
+  %xs : list[Tensor] = py.list()
+  py.list_append(%xs, %x)
+  func.return(%x)
+}
+""",
+        """\
+func @f(%x: Tensor) -> Tensor {
+  func.return(%x)
+}
+""",
+    )
+
+
+def test_an_iteration_and_an_index_read_the_list_of_their_point() -> None:
+    check(
+        """\
+func @f(%x: Tensor, %y: Tensor) -> Tensor {
+  %xs : list[Tensor] = py.list(%x)
+  py.list_append(%xs, %y)
+  %0 : int = py.constant() {value = -1}
+  %last : Tensor = py.getitem(%xs, %0)
+  %s : Tensor = scf.for_each(%xs, %last) {
+    ^(%e: Tensor, %acc: Tensor):
+    %1 : Tensor = torch.call(%acc, %e) {callee = "torch.add", aten = "aten::add"}
+    scf.yield(%1)
+  }
+  func.return(%s)
+}
+""",
+        """\
+func @f(%x: Tensor, %y: Tensor) -> Tensor {
+  %0 : int = py.constant() {value = -1}
+  %xs : list[Tensor] = py.list(%x, %y)
+  %last : Tensor = py.getitem(%xs, %0)
+  %xs_1 : list[Tensor] = py.list(%x, %y)
+  %s : Tensor = scf.for_each(%xs_1, %last) {
+    ^(%e: Tensor, %acc: Tensor):
+    %1 : Tensor = torch.call(%acc, %e) {callee = "torch.add", aten = "aten::add"}
+    scf.yield(%1)
+  }
+  func.return(%s)
+}
+""",
+    )
+
+
+def test_a_returned_list_stays() -> None:
+    unchanged(
+        """\
+func @f(%x: Tensor) -> list[Tensor] {
+  %xs : list[Tensor] = py.list(%x)
+  py.list_append(%xs, %x)
+  %0 : int = py.call(%xs) {callee = "len"}
+  func.return(%xs)
+}
+""")
+
+
+def test_a_list_grown_in_a_loop_or_a_branch_stays() -> None:
+    unchanged(
+        """\
+func @f(%x: Tensor, %n: int, %c: bool) -> Tensor {
+  %0 : int = py.constant() {value = 0}
+  %1 : int = py.constant() {value = 1}
+  %xs : list[Tensor] = py.list(%x)
+  scf.for(%0, %n, %1) {
+    ^(%i: int):
+    py.list_append(%xs, %x)
+    scf.yield()
+  }
+  %ys : list[Tensor] = py.list(%x)
+  py.list_append(%ys, %x)
+  scf.if(%c) {
+    py.list_append(%ys, %x)
+    scf.yield()
+  } {
+    scf.yield()
+  }
+  %2 : Tensor = torch.call(%xs, %1) {callee = "torch.cat", aten = "aten::cat"}
+  %3 : Tensor = torch.call(%ys, %1) {callee = "torch.cat", aten = "aten::cat"}
+  %4 : Tensor = torch.call(%2, %3) {callee = "torch.add", aten = "aten::add"}
+  func.return(%4)
+}
+""")
+
+
+def test_lists_read_lazily_set_by_index_or_stored_stay() -> None:
+    unchanged(
+        """\
+func @f(%x: Tensor) -> Tensor {
+  %0 : int = py.constant() {value = 0}
+  %xs : list[Tensor] = py.list(%x)
+  %it : list[tuple[int, Tensor]] = py.call(%xs) {callee = "enumerate"}
+  py.list_append(%xs, %x)
+  %ys : list[Tensor] = py.list(%x)
+  py.list_append(%ys, %x)
+  py.list_setitem(%ys, %0, %x)
+  %zs : list[Tensor] = py.list(%x)
+  py.list_append(%zs, %x)
+  %nested : list[list[Tensor]] = py.list(%zs)
+  %1 : Tensor = torch.call(%ys, %0) {callee = "torch.cat", aten = "aten::cat"}
+  func.return(%1)
+}
+""")
+
+
+class Dense(nn.Module):
+    """densenet's pattern: a list that each layer reads whole and appends to."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Conv2d(4 + 2 * i, 2, 3, padding=1) for i in range(3)])
+        self.norm = nn.BatchNorm2d(10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        features = [x]
+        for layer in self.layers:
+            features.append(torch.relu(layer(torch.cat(features, 1))))
+        return torch.relu(self.norm(torch.cat(features, 1)))
+
+
+def test_an_unrolled_dense_block_matches_eager_with_every_size_known(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    model = Dense().eval()
+    x = torch.randn(2, 4, 6, 6)
+    compiled = script(model, example_inputs=(x,))
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-5, atol=1e-5)
+    text = next((tmp_path / "jit").glob("*.py")).read_text()
+    # The last torch.cat's channel count is known, so its batch norm and relu become one kernel.
+    assert "F.batch_norm" not in text
+    assert ".reshape((10, 1, 1))" in text
