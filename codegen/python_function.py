@@ -160,7 +160,7 @@ class FunctionEmitter:
         self.folded: set[Operation] = set()  # ops printed inside their user's expression
         self.w = Writer()
         self.last_line: tuple[str, int] | None = None
-        self.needs: set[str] = set()  # names of imports the text uses ("math", "F", "Optional")
+        self.needs: set[str] = set()  # names of imports the text uses ("math", "F", "Optional", "_prepacked")
         self.bound: dict[tuple[Value, tuple], str] = {}  # (root, path) -> the local an entry check read it into
         self._entry_plan: dict[tuple[Value, tuple], bool] | None = None
         self._last_read: dict[Value, int] = {}  # top-level tensor -> index of the statement reading it last
@@ -1097,6 +1097,8 @@ class FunctionEmitter:
         if isinstance(op, ops.BuiltinCallOp):
             if a["callee"].startswith("math."):
                 self.needs.add("math")
+            if a["callee"].startswith("_prepacked."):
+                self.needs.add("_prepacked")
             return Expr(f"{a['callee']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.GetAttrOp):
             if _past_module_getattr(op):

@@ -288,6 +288,9 @@ class Program:
         self.source_lines: dict[str, list[str]] = {}
         # Permissive mode: (location, reason) of each statement or expression kept as Python
         self.breaks: list = []
+        # script(model, ..., freeze=True): parameters and buffers may be read as constants, so
+        # passes may compute weights from them once (runtime/prepacked.py)
+        self.frozen = False
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

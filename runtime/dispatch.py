@@ -93,6 +93,7 @@ def script(
     *,
     example_inputs: Sequence[Any] | None = None,
     permissive: bool = False,
+    freeze: bool = False,
 ) -> Any:
     """Mark an ``nn.Module`` subclass or a module-level function for ahead-of-time compilation.
 
@@ -101,16 +102,30 @@ def script(
     - on a function: returns a dispatching wrapper (``__wrapped__`` is the original).
     - ``script(module_instance, example_inputs=...)``, or a function with ``example_inputs``:
       compiles now (JIT) through ``transpiler.jit.compile_object`` and returns its result.
+    - ``freeze=True`` (an instance only): its parameters and buffers are taken as constants, as
+      ``torch.jit.freeze`` takes them, so weights computed from them (batch norms folded into
+      convolutions, convolution weights in oneDNN's layout) are computed once and again only
+      when a parameter is written in place or replaced; a write through ``.data`` is not seen
+      (``runtime/prepacked.py``).
 
     Options are stored as ``__torchscribe_options__`` for the compiler to read.
     """
     if not isinstance(permissive, bool):
         raise TypeError(f"script(permissive=...) takes True or False, not {permissive!r}")
+    if not isinstance(freeze, bool):
+        raise TypeError(f"script(freeze=...) takes True or False, not {freeze!r}")
     options: dict[str, Any] = {"permissive": permissive}
+    if freeze and not isinstance(obj, nn.Module):
+        raise TypeError(
+            "script(freeze=True) takes an nn.Module instance (its parameters and buffers are what "
+            "it freezes): compile the instance now with script(instance, example_inputs=..., freeze=True)."
+        )
     if obj is _NO_OBJECT:
         return lambda target: script(target, example_inputs=example_inputs, permissive=permissive)
 
-    if isinstance(obj, nn.Module) or (inspect.isfunction(obj) and example_inputs is not None):
+    if isinstance(obj, nn.Module):
+        return _compile_now(obj, example_inputs, {**options, "freeze": freeze})
+    if inspect.isfunction(obj) and example_inputs is not None:
         return _compile_now(obj, example_inputs, options)
     if isinstance(obj, type):
         if not issubclass(obj, nn.Module):

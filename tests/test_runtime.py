@@ -562,8 +562,8 @@ def test_script_instance_delegates_to_jit(monkeypatch: pytest.MonkeyPatch) -> No
 
     assert script(f, example_inputs=(X,), permissive=True) == "compiled"
     assert received == [
-        (instance, {"example_inputs": (X,), "permissive": False}),
-        (instance, {"example_inputs": None, "permissive": False}),
+        (instance, {"example_inputs": (X,), "permissive": False, "freeze": False}),
+        (instance, {"example_inputs": None, "permissive": False, "freeze": False}),
         (f, {"example_inputs": (X,), "permissive": True}),
     ]
 

@@ -165,11 +165,14 @@ def compile_source(
     example_inputs: Sequence[Any] | None = None,
     functions: FunctionFinder | None = None,
     permissive: bool = False,
+    frozen: bool = False,
 ) -> CompiledFile:
     """`instance` (an nn.Module) and `example_inputs` specialise the first target to what it
-    will be called with (script(instance, example_inputs=...)); entry checks guard that."""
+    will be called with (script(instance, example_inputs=...)); entry checks guard that.
+    `frozen`: script(..., freeze=True), see runtime/prepacked.py."""
     program, entries = lower_file(source, targets, instance_classes, functions, permissive,
                                   None if example_inputs is None else len(example_inputs))
+    program.frozen = frozen
     if instance is not None or example_inputs is not None:
         assert targets
         entry = entries.get(f"{targets[0].name}.forward", entries.get(targets[0].name))

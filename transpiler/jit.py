@@ -30,9 +30,12 @@ if TYPE_CHECKING:
     from transpiler.classinfo import ClassInfo
 
 
-def compile_object(obj: Any, example_inputs: Sequence[Any] | None = None, permissive: bool = False, **_: Any) -> Any:
+def compile_object(obj: Any, example_inputs: Sequence[Any] | None = None, permissive: bool = False,
+                   freeze: bool = False, **_: Any) -> Any:
     options = {"permissive": permissive}
     if isinstance(obj, nn.Module):
+        if freeze:  # (not a key of unfrozen modules: their cache entries stay valid)
+            options["freeze"] = True
         return _compile_module(obj, example_inputs, options)
     if inspect.isfunction(obj):
         source_fn = inspect.unwrap(obj)
@@ -85,7 +88,7 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
             raise TypeError(f"{cls.__qualname__} is not defined at module level of {path}; it cannot be compiled")
         source.module_name = module_name
         compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)",
-                                    options["permissive"], example_kwargs or {})
+                                    options["permissive"], example_kwargs or {}, options.get("freeze", False))
         module = _load(compiled.text, cls.__name__, key, compiled.files)
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
     source_forward = cls.__dict__.get("__torchscribe_eager__", cls.forward)  # never the AOT dispatcher
@@ -102,7 +105,8 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
     scripted.forward = compiled_dispatcher(eager, compiled_forward, qualname)
     if options["permissive"] and example_inputs is not None:
         for where, child, (args, kwargs) in _decorated_submodules(instance, example_inputs, example_kwargs or {}):
-            _replace_submodule(scripted, where, _compile_module(child, args, {"permissive": True}, kwargs))
+            _replace_submodule(scripted, where, _compile_module(
+                child, args, {"permissive": True, **({"freeze": True} if options.get("freeze") else {})}, kwargs))
     return scripted
 
 
@@ -160,7 +164,8 @@ def _replace_submodule(root: nn.Module, where: str, new: nn.Module) -> None:
 
 
 def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
-                     regenerate: str, permissive: bool = False, example_kwargs: dict[str, Any] = {}) -> Any:  # noqa: B006
+                     regenerate: str, permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
+                     frozen: bool = False) -> Any:
     """Compile the class of `instance` (`node` in `source`) for this instance, recursively: the
     classes of its submodules and the functions the code calls, from whichever file defines
     them (TorchScript's recursive scripting), so that inlining sees them."""
@@ -176,7 +181,7 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
         options.update(_what_decorators_pass(instance, example_inputs, example_kwargs))
     compiled = compile_source(source, regenerate, Path(source.path).name, [Target(cls.__name__, node, options)], infos,
                               instance=instance, example_inputs=example_inputs, functions=sources,
-                              permissive=permissive)
+                              permissive=permissive, frozen=frozen)
     own = str(Path(source.path).resolve())
     compiled.files = tuple(f for f in sources.files if f != own)
     return compiled

@@ -8,6 +8,7 @@ from ir.core import Program
 from ir.passes.canonicalize import canonicalize
 from ir.passes.dce import dce
 from ir.passes.functionalize import functionalize
+from ir.passes.freeze import fold_batch_norms
 from ir.passes.fuse import fuse
 from ir.passes.decompose import decompose
 from ir.passes.inline import inline
@@ -26,6 +27,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("lists", snapshot_lists),  # a list grown by appends in straight-line code: one value per read
     ("specialize", specialize),  # shapes and dtypes; entry checks for what they assume
     ("canonicalize", canonicalize),  # folding (sizes too), CSE, constant branches, dead code
+    ("freeze", fold_batch_norms),  # a frozen program: batch norms folded into the convs before them
     ("functionalize", functionalize),  # in-place writes to functional ops plus final write-backs
     ("decompose", decompose),  # composite ops to the primitives of ir/primitives.py
     ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions

@@ -38,6 +38,7 @@ import sympy
 from ir import ops
 from ir.core import PURE, Block, Operation, Program, Region, Value
 from ir.passes.canonicalize import writes_in
+from ir.passes.layout import PACKED_CONV
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
 from ir.types import BOOL, FLOAT, INT, TensorType
@@ -526,6 +527,8 @@ def dead_temporary(v: Value, user: Operation) -> bool:
         return False
     if isinstance(owner, ops.KernelOp):
         return True
+    if isinstance(owner, ops.BuiltinCallOp):
+        return owner.attributes["callee"] == PACKED_CONV  # (a conv's new output)
     if op_name(owner) == "permute" and len(owner.results) == 1:  # (a layout: see ir/passes/layout.py)
         return dead_temporary(owner.operands[0], owner)
     # (`out=` or a write makes the result a tensor the caller or another value holds)

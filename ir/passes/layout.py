@@ -40,6 +40,7 @@ from ir.rewrite import clone_op
 from ir.types import MEMORY_FORMAT, TensorType
 
 DTYPES = frozenset({"float32", "float64", "bfloat16"})
+PACKED_CONV = "_prepacked.conv2d"  # runtime/prepacked.py, as generated modules name it
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 # Ops whose result depends on strides, not only on values.
@@ -59,8 +60,10 @@ def channels_last(program: Program) -> None:
         # A lone conv pays the copy of its input to channels-last, and of a returned result back,
         # for itself alone: benchmarks.micro's depthwise_block ran 0.60x to 0.68x eager at batch
         # 1 and 8 that way. A chain of convs pays them once.
-        if sum(_conv(op) and prefers_channels_last(op) for op in func.walk()) >= 2 and _follow(block.ops, changed):
-            _Rewriter(changed).run(block)
+        wanted = sum(_conv(op) and (prefers_channels_last(op) or (program.frozen and packable(op)))
+                     for op in func.walk())
+        if wanted >= 2 and _follow(block.ops, changed):
+            _Rewriter(changed, program.frozen).run(block)
 
 
 def _conv(op: Operation) -> bool:
@@ -90,6 +93,27 @@ def prefers_channels_last(conv: Operation) -> bool:
         return True
     h, w = out.shape[2], out.shape[3]
     return type(h) is int and type(w) is int and h * w >= 196
+
+
+# Weights of at least this many elements are worth oneDNN's blocked layout, made once in a frozen
+# program (runtime/prepacked.py): reordering a weight on every call costs about as much as the
+# conv itself at small batches. Timed on the machine of benchmarks/RESULTS.md (two threads,
+# channels-last input, microseconds at batch 1 / 8): 512->512 3x3 at 7x7 5558 / 21466 plain
+# against 1591 / 15932 packed, 512->2048 1x1 at 7x7 1880 / 8926 against 850 / 8237 (and 1415 /
+# 8788 as `linear`); 1024->256 1x1 at 14x14 (2**18 elements) 743 plain, 697 packed, 737 linear;
+# mobilenet-sized 1x1 convs (under 2**16) ran fastest as `linear`, packed slowest.
+PACK_MIN_ELEMENTS = 2**18
+
+
+def packable(conv: Operation) -> bool:
+    """A dense float32 2-d conv whose weight is large enough to keep in oneDNN's layout."""
+    x, weight = conv.operands[0].type, conv.operands[1].type
+    if not (isinstance(weight, TensorType) and weight.dtype == "float32" and weight.shape is not None
+            and len(weight.shape) == 4 and all(type(d) is int for d in weight.shape)
+            and isinstance(x, TensorType) and x.dtype == "float32"):
+        return False
+    n = weight.shape[0] * weight.shape[1] * weight.shape[2] * weight.shape[3]
+    return n >= PACK_MIN_ELEMENTS and not _grouped(x, weight)
 
 
 def _grouped(x: object, weight: TensorType) -> bool:
@@ -197,8 +221,9 @@ def _reshapeable(op: Operation) -> bool:
 
 
 class _Rewriter:
-    def __init__(self, changed: set[Value]) -> None:
+    def __init__(self, changed: set[Value], frozen: bool = False) -> None:
         self.changed = changed  # values whose layout may change (_may_change)
+        self.frozen = frozen  # Program.frozen: large conv weights may be packed once
         self.facts = Facts()
         self.nhwc: dict[Value, Value] = {}  # a value -> the same elements in NHWC order
         self.channels_last: set[Value] = set()  # values known to be channels-last
@@ -253,11 +278,12 @@ class _Rewriter:
 
     def conv(self, op: Operation) -> None:
         x = op.operands[0]
-        call = _as_linear_call(op, self.facts)
+        packed = self.frozen and packable(op) and self.packed_call(op)
+        call = None if packed else _as_linear_call(op, self.facts)
         if call is not None and (prefers_channels_last(op) or x in self.channels_last):
             self.as_linear(call)
             return
-        if not prefers_channels_last(op):
+        if not packed and not prefers_channels_last(op):
             if x in self.changed:  # (torch would follow its input's layout)
                 e = self.emit(op)
                 op.set_operand(0, e.method("contiguous", x))
@@ -268,7 +294,37 @@ class _Rewriter:
             fmt = e._add(ops.ConstantOp([], [MEMORY_FORMAT], {"value": "torch.channels_last"}))
             op.set_operand(0, e.method("contiguous", x, memory_format=fmt))
             e.commit()
-        self.channels_last.add(op.result)
+        if packed:
+            self.pack(op)
+        else:
+            self.channels_last.add(op.result)
+
+    def packed_call(self, conv: Operation) -> bool:
+        """Whether the conv's stride, padding, dilation and groups are constant ints (as oneDNN's
+        packed conv takes them), not padding "same" or "valid"."""
+        try:
+            c = bind(conv, self.facts)
+            c.optional_tensor("bias")
+        except Unsupported:
+            return False
+        pairs = [_pair(c.const(n)) for n in ("stride", "padding", "dilation")]
+        return all(p is not None and all(type(v) is int for v in p) for p in pairs) and type(c.const("groups")) is int
+
+    def pack(self, conv: Operation) -> None:
+        """`F.conv2d(...)` as `_prepacked.conv2d(x, w, b, stride, padding, dilation, groups)`: the
+        same conv, its weight in oneDNN's layout made once (runtime/prepacked.py)."""
+        c = bind(conv, self.facts)
+        e = self.emit(conv)
+        bias = c.optional_tensor("bias")
+        args = [c.tensor(), c.tensor("weight"), e.value(None) if bias is None else bias,
+                *(e.value(_pair(c.const(n))) for n in ("stride", "padding", "dilation")), e.value(c.const("groups"))]
+        y = e.builtin(PACKED_CONV, conv.result.type, *args)
+        y.name = conv.result.name
+        e.commit()
+        conv.result.replace_all_uses_with(y)
+        conv.erase()
+        self.channels_last.add(y)
+        self.changed.add(y)
 
     def as_linear(self, call: Call) -> None:
         """`conv2d(x, w, b)` of a 1x1 kernel as `linear(x in NHWC order, w as [C_out, C_in], b)`,
@@ -285,7 +341,9 @@ class _Rewriter:
                 x = e.method("contiguous", x, memory_format=fmt)
             xh = e.method("permute", x, TO_NHWC)
         weight = e.method("reshape", w, (c_out, c_in))
-        yh = e.call("torch.nn.functional.linear", xh, weight, *([] if bias is None else [bias]))
+        yh = e.call("torch.nn.functional.linear", xh, weight)
+        if bias is not None:  # (as decompose splits linear's bias: it joins the kernel after, or goes back in)
+            yh = e.binary("+", yh, bias)
         y = e.method("permute", yh, TO_NCHW)
         y.name = conv.result.name
         e.commit()

@@ -1,6 +1,6 @@
 """The real-model corpus, opt-in (`make corpus`): each model compiles with
 script(model, example_inputs=...) without changing its source and matches eager within the
-model's documented tolerance, at the batch size it was compiled for and at another (the batch is
+model's documented tolerance, plain and frozen (freeze=True), at the batch size it was compiled for and at another (the batch is
 symbolic). Needs torchvision: run in the corpus virtualenv."""
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from transpiler import script  # noqa: E402
 pytestmark = pytest.mark.corpus
 
 
+@pytest.mark.parametrize("freeze", [False, True], ids=["plain", "frozen"])
 @pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
-def test_matches_eager(model: ZooModel) -> None:
+def test_matches_eager(model: ZooModel, freeze: bool) -> None:
     eager = model.build()
     inputs = model.inputs(2)
     with torch.no_grad():
-        compiled = script(eager, example_inputs=inputs)
+        compiled = script(eager, example_inputs=inputs, freeze=freeze)
         for batch in (2, 3):
             args = model.inputs(batch)
             expected = eager(*args)

@@ -1,0 +1,321 @@
+"""Frozen modules (`script(model, example_inputs=..., freeze=True)`): batch norm folded into the
+conv before it (ir/passes/freeze.py, IR in, IR out), large conv weights kept in oneDNN's layout
+(ir/passes/layout.py), the runtime's cache of what it computes from parameters
+(runtime/prepacked.py), and compiled nets against eager, before and after their parameters
+change (hypothesis builds the nets)."""
+
+from __future__ import annotations
+
+import gc
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from torch import nn
+
+import runtime
+from closeness import assert_close_to_eager
+from ir.parser import parse_program
+from ir.passes.freeze import fold_batch_norms
+from ir.passes.layout import channels_last
+from ir.printer import print_program
+from ir.verifier import verify
+from runtime import prepacked
+from source_module import imported_source
+
+CONV_BN = """\
+func @f(%x: f32[B, 8, 16, 16]@cpu, %w: f32[16, 8, 3, 3]@cpu, %mean: f32[16]@cpu, %var: f32[16]@cpu, %gamma: f32[16]@cpu, %beta: f32[16]@cpu) -> f32[B, 16, 16, 16]@cpu {
+  %none : None = py.constant() {value = None}
+  %one : tuple[int, int] = py.constant() {value = (1, 1)}
+  %g : int = py.constant() {value = 1}
+  %training : bool = py.constant() {value = TRAINING}
+  %momentum : float = py.constant() {value = 0.1}
+  %eps : float = py.constant() {value = 1e-05}
+  %0 : f32[B, 16, 16, 16]@cpu = torch.call(%x, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %1 : f32[B, 16, 16, 16]@cpu = torch.call(%0, %mean, %var, %gamma, %beta, %training, %momentum, %eps) {callee = "torch.nn.functional.batch_norm"}
+  func.return(RESULT)
+}
+"""
+
+
+def run(text: str, *passes, frozen: bool = True) -> str:
+    program = parse_program(text)
+    program.frozen = frozen
+    for p in passes:
+        p(program)
+    verify(program)
+    out = print_program(program, with_locs=False)
+    assert print_program(parse_program(out), with_locs=False) == out
+    return out
+
+
+def conv_bn(training: bool = False, result: str = "%1") -> str:
+    return CONV_BN.replace("TRAINING", str(training)).replace("RESULT", result)
+
+
+def test_a_batch_norm_after_a_conv_folds_into_its_weight_and_bias() -> None:
+    text = conv_bn()
+    head = text[:text.index("  %0 :")]
+    assert run(text, fold_batch_norms) == head + """\
+  %0 : None = py.constant() {value = None}
+  %1 : float = py.constant() {value = 1e-05}
+  %folded : tuple[f32[16, 8, 3, 3]@cpu, f32[16]@cpu] = py.call(%w, %0, %mean, %var, %gamma, %beta, %1) {callee = "_prepacked.fold_batch_norm"}
+  %2 : int = py.constant() {value = 0}
+  %3 : f32[16, 8, 3, 3]@cpu = py.getitem(%folded, %2)
+  %4 : int = py.constant() {value = 1}
+  %5 : f32[16]@cpu = py.getitem(%folded, %4)
+  %6 : tuple[int, int] = py.constant() {value = (1, 1)}
+  %7 : f32[B, 16, 16, 16]@cpu = torch.call(%x, %3, %5, %6, %6, %6, %4) {callee = "torch.nn.functional.conv2d", aten = "aten::conv2d"}
+  func.return(%7)
+}
+"""
+
+
+def test_nothing_folds_unless_the_program_is_frozen() -> None:
+    assert run(conv_bn(), fold_batch_norms, frozen=False) == run(conv_bn(), frozen=False)
+
+
+@pytest.mark.parametrize("case", ["training", "conv result used twice", "another channel count"])
+def test_what_does_not_fold(case: str) -> None:
+    if case == "training":
+        text = conv_bn(training=True)
+    elif case == "conv result used twice":
+        text = conv_bn(result="%2").replace(
+            "  func.return(%2)", "  %2 : f32[B, 16, 16, 16]@cpu = py.binary(%0, %1) {op = \"+\"}\n  func.return(%2)")
+    else:
+        text = conv_bn().replace("%mean: f32[16]@cpu", "%mean: f32[1]@cpu")
+    assert "_prepacked" not in run(text, fold_batch_norms)
+
+
+BIG_CONVS = """\
+func @f(%x: f32[B, 512, 7, 7]@cpu, %w: f32[512, 512, 3, 3]@cpu, %w1: f32[512, 512, 1, 1]@cpu, %b: f32[512]@cpu) -> f32[B, 512, 7, 7]@cpu {
+  %none : None = py.constant() {value = None}
+  %one : tuple[int, int] = py.constant() {value = (1, 1)}
+  %zero : tuple[int, int] = py.constant() {value = (0, 0)}
+  %g : int = py.constant() {value = 1}
+  %z : int = py.constant() {value = 0}
+  %0 : f32[B, 512, 7, 7]@cpu = torch.call(%x, %w, %b, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %1 : f32[B, 512, 7, 7]@cpu = torch.call(%0, %z) {callee = "torch.clamp_min", aten = "aten::clamp_min"}
+  %2 : f32[B, 512, 7, 7]@cpu = torch.call(%1, %w1, %none, %one, %zero, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  func.return(%2)
+}
+"""
+
+
+def test_large_conv_weights_of_a_frozen_program_are_packed_and_run_channels_last() -> None:
+    """7x7 outputs stay NCHW with plain weights (prefers_channels_last); packed, the weight is
+    reordered once, and channels-last input is what oneDNN's packed conv runs fastest."""
+    assert "channels_last" not in run(BIG_CONVS, channels_last, frozen=False)
+    out = run(BIG_CONVS, channels_last)
+    assert out.count('{callee = "_prepacked.conv2d"}') == 2  # (the 1x1 one too: packed beats `linear` there)
+    assert out.count('{value = "torch.channels_last"}') == 1  # (the input, once)
+    assert "torch.nn.functional.conv2d" not in out and "linear" not in out
+
+
+def test_small_conv_weights_are_not_packed() -> None:
+    small = BIG_CONVS.replace("512", "64")
+    assert "_prepacked" not in run(small, channels_last)
+
+
+# -- the runtime's cache ----------------------------------------------------------------------
+def _bn_params(c: int) -> list[torch.Tensor]:
+    return [torch.randn(c), torch.rand(c) + 0.5, torch.rand(c) + 0.5, torch.randn(c)]  # mean, var, gamma, beta
+
+
+def test_folded_weights_compute_what_conv_then_batch_norm_computes() -> None:
+    torch.manual_seed(0)
+    x, w, b = torch.randn(2, 4, 9, 9), torch.randn(6, 4, 3, 3), torch.randn(6)
+    mean, var, gamma, beta = _bn_params(6)
+    for bias, g, bt in ((b, gamma, beta), (None, gamma, beta), (b, None, None)):
+        w2, b2 = prepacked.fold_batch_norm(w, bias, mean, var, g, bt, 1e-3)
+        expected = F.batch_norm(F.conv2d(x, w, bias), mean, var, g, bt, False, 0.1, 1e-3)
+        torch.testing.assert_close(F.conv2d(x, w2, b2), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_folded_weights_are_computed_again_when_a_source_changes() -> None:
+    torch.manual_seed(0)
+    w, b = nn.Parameter(torch.randn(6, 4, 3, 3)), nn.Parameter(torch.randn(6))
+    mean, var, gamma, beta = _bn_params(6)
+
+    def fold():
+        return prepacked.fold_batch_norm(w, b, mean, var, gamma, beta, 1e-5)
+
+    first = fold()
+    assert fold() is first  # (cached)
+    with torch.no_grad():
+        mean.add_(1.0)  # an in-place write moves the version counter
+    second = fold()
+    assert second is not first
+    torch.testing.assert_close(second[1], (b - mean) * gamma / torch.sqrt(var + 1e-5) + beta)
+    w.data = torch.randn(6, 4, 3, 3)  # other storage
+    third = fold()
+    assert third is not second
+    torch.testing.assert_close(third[0], w * (gamma / torch.sqrt(var + 1e-5)).reshape(-1, 1, 1, 1))
+    other_mean = mean.clone()  # another object with equal values, version and shape
+    assert prepacked.fold_batch_norm(w, b, other_mean, var, gamma, beta, 1e-5) is not third
+    assert prepacked.fold_batch_norm(w, b, mean, var, gamma, beta, 1e-3) is not third  # another eps
+
+
+def test_a_cache_entry_goes_with_its_weight() -> None:
+    w = torch.randn(6, 4, 3, 3)
+    prepacked.fold_batch_norm(w, None, *_bn_params(6), 1e-5)
+    assert id(w) in prepacked._FOLDED.entries
+    key = id(w)
+    del w
+    gc.collect()
+    assert key not in prepacked._FOLDED.entries
+
+
+@pytest.mark.parametrize(("stride", "padding", "batch"), [((1, 1), (1, 1), 1), ((2, 2), (0, 0), 3), ((1, 2), (2, 1), 2)])
+def test_a_packed_conv_computes_what_conv2d_computes(stride, padding, batch) -> None:
+    torch.manual_seed(0)
+    w = nn.Parameter(torch.randn(16, 8, 3, 3))
+    for x in (torch.randn(batch, 8, 10, 10), torch.randn(batch, 8, 10, 10).contiguous(memory_format=torch.channels_last)):
+        with torch.no_grad():
+            for bias in (None, torch.randn(16)):
+                got = prepacked.conv2d(x, w, bias, stride, padding, (1, 1), 1)
+                torch.testing.assert_close(got, F.conv2d(x, w, bias, stride, padding), atol=1e-4, rtol=1e-4)
+            with torch.no_grad():
+                w.mul_(-1.0)  # the next call sees the new values
+            torch.testing.assert_close(prepacked.conv2d(x, w, None, stride, padding, (1, 1), 1),
+                                       F.conv2d(x, w, None, stride, padding), atol=1e-4, rtol=1e-4)
+
+
+# -- compiled nets against eager --------------------------------------------------------------
+LAYERS = {
+    "conv": "nn.Conv2d({c}, {c}, 3, padding=1, bias={bias})",
+    "conv1x1": "nn.Conv2d({c}, {c}, 1, bias={bias})",
+    "depthwise": "nn.Conv2d({c}, {c}, 3, padding=1, groups={c}, bias={bias})",
+    "bn": "nn.BatchNorm2d({c})",
+    "relu": "nn.ReLU()",
+}
+
+
+def _net_source(steps: list[tuple[str, bool, bool]], c: int) -> str:
+    layers = "\n".join(f"        self.l{i} = {LAYERS[layer].format(c=c, bias=bias)}"
+                       for i, (layer, bias, _) in enumerate(steps))
+    body = "\n".join(f"        y = self.l{i}(y)" + (" + y" if residual else "") for i, (_, _, residual) in enumerate(steps))
+    return textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+        {layers}
+
+            def forward(self, x):
+                y = x
+        {body}
+                return y
+        """).format(layers=layers, body=body)
+
+
+def _randomize(net: nn.Module, seed: int) -> None:
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for m in net.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-1, 1)
+                m.running_var.uniform_(0.5, 2)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-1, 1)
+            elif isinstance(m, nn.Conv2d):
+                m.weight.normal_(0, (2 / m.weight[0].numel()) ** 0.5)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.sampled_from(sorted(LAYERS)), st.booleans(), st.booleans()), min_size=2, max_size=5),
+       wide=st.booleans(), seed=st.integers(0, 2**16))
+def test_frozen_nets_match_eager_before_and_after_their_parameters_change(steps, wide, seed, tmp_path, monkeypatch) -> None:
+    """256 channels give weights large enough to pack; after the compiled call, new parameters
+    (load_state_dict, an in-place write, a replaced tensor) and the next call follows them."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    c = 256 if wide else 8
+    with imported_source(tmp_path, f"frozen_net_{tmp_path.name}", _net_source(steps, c)) as mod:
+        net = mod.Net().eval()
+        _randomize(net, seed)
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(torch.randn(2, c, 7, 7),), freeze=True)
+            for change in ("none", "load_state_dict", "in place", "replaced"):
+                if change == "load_state_dict":
+                    other = mod.Net().eval()
+                    _randomize(other, seed + 1)
+                    net.load_state_dict(other.state_dict())
+                elif change == "in place":
+                    for p in net.parameters():
+                        p.mul_(0.5)
+                    for b in net.buffers():
+                        if b.is_floating_point():
+                            b.mul_(0.5)
+                elif change == "replaced":
+                    for m in net.modules():
+                        if isinstance(m, nn.Conv2d):
+                            m.weight = nn.Parameter(-m.weight)
+                for batch in (2, 3):
+                    x = torch.randn(batch, c, 7, 7)
+                    with runtime.mode("strict"):
+                        got = compiled(x)
+                    expected = net(x)
+                    scale = expected.abs().max().item() + 1
+                    assert_close_to_eager(got / scale, expected / scale, msg=change)
+
+
+def test_a_frozen_module_in_training_mode_runs_eagerly(tmp_path, monkeypatch) -> None:
+    """Training batch norm updates its statistics: the entry checks on `training` send the call to
+    the eager path, which does."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    steps = [("conv", False, False), ("bn", False, False), ("conv", True, True)]
+    with imported_source(tmp_path, "frozen_train_net", _net_source(steps, 8)) as mod:
+        net = mod.Net().eval()
+        _randomize(net, 0)
+        compiled = script(net, example_inputs=(torch.randn(2, 8, 7, 7),), freeze=True)
+        compiled.train()
+        before = net.l1.running_mean.clone()
+        with torch.no_grad():
+            x = torch.randn(2, 8, 7, 7)
+            expected = mod.Net()
+            expected.load_state_dict(net.state_dict())
+            want = expected.train()(x)
+            with pytest.warns(runtime.TorchscribeWarning, match="self.l1.training: expected False, got True"):
+                got = compiled(x)
+        assert_close_to_eager(got, want)
+        assert not torch.equal(net.l1.running_mean, before)  # (updated, as eager updates it)
+
+
+def test_the_generated_module_reads_as_conv_and_folded_batch_norm(tmp_path, monkeypatch) -> None:
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    steps = [("conv", False, False), ("bn", False, False), ("relu", False, False), ("conv", True, True)]
+    with imported_source(tmp_path, "frozen_text_net", _net_source(steps, 256)) as mod:
+        net = mod.Net().eval()
+        with torch.no_grad():
+            script(net, example_inputs=(torch.randn(1, 256, 7, 7),), freeze=True)
+        text = next((Path(tmp_path) / "cache" / "jit").glob("*.py")).read_text()
+    assert "from runtime import prepacked as _prepacked\n" in text
+    assert "folded = _prepacked.fold_batch_norm(\n" in text
+    assert "_prepacked.conv2d(" in text and "F.batch_norm" not in text
+
+
+@pytest.mark.parametrize("target", ["function", "class"])
+def test_freeze_takes_a_module_instance(target: str) -> None:
+    from transpiler import script
+
+    def f(x):
+        return x + 1
+
+    with pytest.raises(TypeError, match=r"script\(freeze=True\) takes an nn.Module instance"):
+        if target == "function":
+            script(f, example_inputs=(torch.randn(2),), freeze=True)
+        else:
+            script(freeze=True)(nn.Module)
