@@ -112,7 +112,8 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
         for backend in BACKENDS[1:]:
             ratios = [ratio(row, backend) for (_, b), row in rows.items() if b == batch]
             known = [r for r in ratios if r is not None]
-            parts.append(f"{backend} {geomean(known):.2f}x ({len(known)} models)" if known else f"{backend} -")
+            parts.append(f"{LABELS[backend]} {geomean(known):.2f}x ({len(known)} models)" if known
+                         else f"{LABELS[backend]} -")
         out.append(f"Geomean speed-up over eager at B={batch}: " + ", ".join(parts) + ".")
     out += [""] + notes
     return "\n".join(out).rstrip() + "\n"

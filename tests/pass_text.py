@@ -10,10 +10,11 @@ from ir.printer import print_program
 from ir.verifier import verify
 
 
-def after(text: str, *passes: Callable[[Program], None]) -> str:
+def after(text: str, *passes: Callable[[Program], None], frozen: bool = False) -> str:
     """`text` parsed, run through `passes` and verified; the printed result, which must read
-    back as itself."""
+    back as itself. `frozen`: the program's Program.frozen (script(..., freeze=True))."""
     program = parse_program(text)
+    program.frozen = frozen
     for run in passes:
         run(program)
     verify(program)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import re
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from hypothesis import strategies as st
 
 import runtime
 from closeness import assert_close_to_eager
+from conv_nets import LAYERS, STEPS, net_source
 from ir.parser import parse_program
 from ir.passes.dce import dce
 from ir.passes.fuse import fuse
@@ -228,59 +228,6 @@ def test_a_narrowing_1x1_conv_of_one_image_is_a_linear() -> None:
 
 
 # -- compiled nets against eager --------------------------------------------------------------
-LAYERS = {
-    "conv": "nn.Conv2d({c}, {c}, 3, padding=1, bias={bias})",
-    "pointwise": "nn.Conv2d({c}, {c}, 1, bias={bias})",
-    "over_channels": "OverChannels({c})",
-    "expand": "nn.Sequential(nn.Conv2d({c}, {c} * 3, 1, bias={bias}), nn.ReLU(), nn.Conv2d({c} * 3, {c}, 1))",
-    "depthwise": "nn.Conv2d({c}, {c}, 3, padding=1, groups={c}, bias={bias})",
-    "grouped": "nn.Conv2d({c}, {c}, 3, padding=1, groups=2, bias={bias})",
-    "bn": "nn.BatchNorm2d({c})",
-    "relu": "nn.ReLU()",
-    "hardswish": "nn.Hardswish()",
-    "pool": "nn.MaxPool2d(3, stride=1, padding=1)",
-}
-STEPS = {  # what forward does with the layer (`y`: the running value, `x`: the input)
-    "layer": "y = self.l{i}(y)",
-    "residual": "y = self.l{i}(y) + y",
-    "gate": "y = y * torch.sigmoid(F.adaptive_avg_pool2d(self.l{i}(y), 1))",
-    "concat": "y = torch.cat([self.l{i}(y), x], 1)[:, :{c}]",
-    "view": "y = self.l{i}(y).view(y.size(0), {c}, -1).transpose(1, 2).reshape(y.shape)",
-}
-
-
-def _net_source(steps: list[tuple[str, str, bool]], c: int) -> str:
-    layers = "\n".join(f"        self.l{i} = {LAYERS[layer].format(c=c, bias=bias)}"
-                       for i, (layer, _, bias) in enumerate(steps))
-    body = "\n".join("        " + STEPS[step].format(i=i, c=c) for i, (_, step, _) in enumerate(steps))
-    return textwrap.dedent("""\
-        import torch
-        import torch.nn.functional as F
-        from torch import nn
-
-
-        class OverChannels(nn.Module):  # convnext's block: linear over the channels of NHWC rows
-            def __init__(self, c):
-                super().__init__()
-                self.fc = nn.Linear(c, c)
-                self.scale = nn.Parameter(torch.full((c, 1, 1), 0.5))
-
-            def forward(self, x):
-                return self.scale * self.fc(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
-
-
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-        {layers}
-
-            def forward(self, x):
-                y = x
-        {body}
-                return y, torch.flatten(F.adaptive_avg_pool2d(y, 1), 1)
-        """).format(layers=layers, body=body)
-
-
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(st.sampled_from(sorted(LAYERS)), st.sampled_from(sorted(STEPS)), st.booleans()),
                       min_size=1, max_size=5),
@@ -291,7 +238,7 @@ def test_compiled_conv_nets_match_eager_in_values_and_layout(steps, seed, tmp_pa
     cache = Path(tempfile.mkdtemp(dir=tmp_path))  # (one per example: the test reads its module)
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(cache))
     c = 8
-    with imported_source(cache, "net", _net_source(steps, c)) as mod:
+    with imported_source(cache, "net", net_source(steps, c)) as mod:
         torch.manual_seed(seed)
         net = mod.Net().eval()
         for m in net.modules():  # batch norm statistics that are not the identity
@@ -323,7 +270,7 @@ def _compiled_net(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[t
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    with imported_source(tmp_path, "net_" + tmp_path.name, _net_source(steps, 8)) as mod:
+    with imported_source(tmp_path, "net_" + tmp_path.name, net_source(steps, 8)) as mod:
         torch.manual_seed(0)
         net = mod.Net().eval()
         with torch.no_grad():
@@ -357,8 +304,8 @@ def test_a_per_channel_scale_is_computed_once_per_call_in_channels_last_kernels(
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    net_source = _net_source([("depthwise", "layer", False), ("bn", "layer", False), ("depthwise", "layer", False)], 8)
-    with imported_source(tmp_path, "net_rows", net_source) as mod:
+    source = net_source([("depthwise", "layer", False), ("bn", "layer", False), ("depthwise", "layer", False)], 8)
+    with imported_source(tmp_path, "net_rows", source) as mod:
         torch.manual_seed(0)
         net = mod.Net().eval()
         for m in net.modules():  # (statistics other than the initial ones)
