@@ -26,15 +26,15 @@ from runtime import prepacked
 from source_module import imported_source
 
 CONV_BN = """\
-func @f(%x: f32[B, 8, 16, 16]@cpu, %w: f32[16, 8, 3, 3]@cpu, %mean: f32[16]@cpu, %var: f32[16]@cpu, %gamma: f32[16]@cpu, %beta: f32[16]@cpu) -> f32[B, 16, 16, 16]@cpu {
+func @f(%x: f32[B, 32, 16, 16]@cpu, %w: f32[64, 32, 3, 3]@cpu, %mean: f32[64]@cpu, %var: f32[64]@cpu, %gamma: f32[64]@cpu, %beta: f32[64]@cpu) -> f32[B, 64, 16, 16]@cpu {
   %none : None = py.constant() {value = None}
   %one : tuple[int, int] = py.constant() {value = (1, 1)}
   %g : int = py.constant() {value = 1}
   %training : bool = py.constant() {value = TRAINING}
   %momentum : float = py.constant() {value = 0.1}
   %eps : float = py.constant() {value = 1e-05}
-  %0 : f32[B, 16, 16, 16]@cpu = torch.call(%x, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
-  %1 : f32[B, 16, 16, 16]@cpu = torch.call(%0, %mean, %var, %gamma, %beta, %training, %momentum, %eps) {callee = "torch.nn.functional.batch_norm"}
+  %0 : f32[B, 64, 16, 16]@cpu = torch.call(%x, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %1 : f32[B, 64, 16, 16]@cpu = torch.call(%0, %mean, %var, %gamma, %beta, %training, %momentum, %eps) {callee = "torch.nn.functional.batch_norm"}
   func.return(RESULT)
 }
 """
@@ -54,13 +54,13 @@ def test_a_batch_norm_after_a_conv_folds_into_its_weight_and_bias() -> None:
     assert run(text, fold_batch_norms) == head + """\
   %0 : None = py.constant() {value = None}
   %1 : float = py.constant() {value = 1e-05}
-  %folded : tuple[f32[16, 8, 3, 3]@cpu, f32[16]@cpu] = py.call(%w, %0, %mean, %var, %gamma, %beta, %1) {callee = "_prepacked.fold_batch_norm"}
+  %folded : tuple[f32[64, 32, 3, 3]@cpu, f32[64]@cpu] = py.call(%w, %0, %mean, %var, %gamma, %beta, %1) {callee = "_prepacked.fold_batch_norm"}
   %2 : int = py.constant() {value = 0}
-  %3 : f32[16, 8, 3, 3]@cpu = py.getitem(%folded, %2)
+  %3 : f32[64, 32, 3, 3]@cpu = py.getitem(%folded, %2)
   %4 : int = py.constant() {value = 1}
-  %5 : f32[16]@cpu = py.getitem(%folded, %4)
+  %5 : f32[64]@cpu = py.getitem(%folded, %4)
   %6 : tuple[int, int] = py.constant() {value = (1, 1)}
-  %7 : f32[B, 16, 16, 16]@cpu = torch.call(%x, %3, %5, %6, %6, %6, %4) {callee = "torch.nn.functional.conv2d", aten = "aten::conv2d"}
+  %7 : f32[B, 64, 16, 16]@cpu = torch.call(%x, %3, %5, %6, %6, %6, %4) {callee = "torch.nn.functional.conv2d", aten = "aten::conv2d"}
   func.return(%7)
 }
 """
@@ -70,15 +70,20 @@ def test_nothing_folds_unless_the_program_is_frozen() -> None:
     assert run(conv_bn(), fold_batch_norms, frozen=False) == run(conv_bn(), frozen=False)
 
 
-@pytest.mark.parametrize("case", ["training", "conv result used twice", "another channel count"])
+@pytest.mark.parametrize("case", ["training", "conv result used twice", "another channel count", "a small weight"])
 def test_what_does_not_fold(case: str) -> None:
+    """A small conv keeps its batch norm: the kernel after the conv computes it for almost nothing,
+    and oneDNN ran the folded conv, with a bias, slower (ir/passes/freeze.py)."""
     if case == "training":
         text = conv_bn(training=True)
     elif case == "conv result used twice":
         text = conv_bn(result="%2").replace(
             "  func.return(%2)", "  %2 : f32[B, 16, 16, 16]@cpu = py.binary(%0, %1) {op = \"+\"}\n  func.return(%2)")
-    else:
-        text = conv_bn().replace("%mean: f32[16]@cpu", "%mean: f32[1]@cpu")
+    elif case == "another channel count":
+        text = conv_bn().replace("%mean: f32[64]@cpu", "%mean: f32[1]@cpu")
+    else:  # 16 x 32 x 3 x 3: fewer than PACK_MIN_ELEMENTS
+        text = conv_bn().replace("%w: f32[64, 32, 3, 3]", "%w: f32[16, 32, 3, 3]").replace("f32[64]", "f32[16]").replace(
+            "f32[B, 64, 16, 16]", "f32[B, 16, 16, 16]")
     assert "_prepacked" not in run(text, fold_batch_norms)
 
 
@@ -108,7 +113,7 @@ def test_large_conv_weights_of_a_frozen_program_are_packed_and_run_channels_last
 
 
 def test_small_conv_weights_are_not_packed() -> None:
-    small = BIG_CONVS.replace("512", "64")
+    small = BIG_CONVS.replace("512", "32")  # (32 x 32 x 3 x 3: fewer than PACK_MIN_ELEMENTS)
     assert "_prepacked" not in run(small, channels_last)
 
 

@@ -97,12 +97,14 @@ def prefers_channels_last(conv: Operation) -> bool:
 
 # Weights of at least this many elements are worth oneDNN's blocked layout, made once in a frozen
 # program (runtime/prepacked.py): reordering a weight on every call costs about as much as the
-# conv itself at small batches. Timed on the machine of benchmarks/RESULTS.md (two threads,
-# channels-last input, microseconds at batch 1 / 8): 512->512 3x3 at 7x7 5558 / 21466 plain
-# against 1591 / 15932 packed, 512->2048 1x1 at 7x7 1880 / 8926 against 850 / 8237 (and 1415 /
-# 8788 as `linear`); 1024->256 1x1 at 14x14 (2**18 elements) 743 plain, 697 packed, 737 linear;
-# mobilenet-sized 1x1 convs (under 2**16) ran fastest as `linear`, packed slowest.
-PACK_MIN_ELEMENTS = 2**18
+# conv itself at small batches. Timed on an idle 2-CPU host (two threads, channels-last input,
+# best of 5x20 calls, microseconds at batch 1, plain / packed / `linear`): 512->2048 1x1 at 7x7
+# 1181 / 498 / 857; 320->1280 1x1 at 7x7 320 / 220 / 318 (at batch 8 2188 / 1470 / 1724);
+# 96->576 1x1 at 14x14 181 / 138 / 188; 128->128 3x3 at 28x28 1177 / 1031; below 2**14 elements
+# `linear` ran as fast or faster (24->144 1x1 at 56x56 156 / 149 / 142). Whole models, frozen, at
+# batch 1 (A/B in one process, 2**18 against 2**14): mobilenet_v2 8.68 / 8.38 ms, regnet_y_400mf
+# 11.70 / 11.50, shufflenet_v2_x1_0 7.00 / 6.92; at batch 8 within noise.
+PACK_MIN_ELEMENTS = 2**14
 
 
 def packable(conv: Operation) -> bool:
