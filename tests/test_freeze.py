@@ -20,7 +20,9 @@ import runtime
 from closeness import assert_close_to_eager
 from conv_nets import net_source
 from ir.passes.freeze import fold_batch_norms
-from ir.passes.layout import channels_last
+from ir.parser import parse_program
+from ir.passes.layout import channels_last, packable
+from ir.primitives import op_name
 from pass_text import after
 from runtime import prepacked
 from source_module import imported_source
@@ -112,9 +114,28 @@ def test_large_conv_weights_of_a_frozen_program_are_packed_and_run_channels_last
     assert "torch.nn.functional.conv2d" not in out and "linear" not in out
 
 
-def test_small_conv_weights_are_not_packed() -> None:
-    small = BIG_CONVS.replace("512", "32")  # (32 x 32 x 3 x 3: fewer than PACK_MIN_ELEMENTS)
-    assert "_prepacked" not in run(small, channels_last)
+@pytest.mark.parametrize(("weight", "out", "expected"), [
+    ("512, 512, 3, 3", "7, 7", True),
+    ("32, 32, 3, 3", "7, 7", False),  # small: as fast plain
+    ("512, 256, 1, 1", "7, 7", True),
+    ("128, 512, 1, 1", "7, 7", False),  # a 1x1 conv under PACK_MIN_ELEMENTS_1X1: as fast as `linear`
+    ("512, 512, 3, 3", "1, 1", False),  # one position (squeeze-and-excitation): far faster plain
+    ("512, 512, 3, 3", "H, W", False),  # positions unknown
+])
+def test_which_convs_are_packable(weight: str, out: str, expected: bool) -> None:
+    """oneDNN's packed call costs about 30 us whatever its size (ir/passes/layout.py)."""
+    c_in = weight.split(", ")[1]
+    program = parse_program(f"""\
+func @f(%x: f32[B, {c_in}, 9, 9]@cpu, %w: f32[{weight}]@cpu) -> f32[B, {weight.split(", ")[0]}, {out}]@cpu {{
+  %none : None = py.constant() {{value = None}}
+  %one : tuple[int, int] = py.constant() {{value = (1, 1)}}
+  %g : int = py.constant() {{value = 1}}
+  %0 : f32[B, {weight.split(", ")[0]}, {out}]@cpu = torch.call(%x, %w, %none, %one, %one, %one, %g) {{callee = "torch.nn.functional.conv2d"}}
+  func.return(%0)
+}}
+""")
+    conv = next(op for op in program.funcs[0].walk() if op_name(op) == "conv2d")
+    assert packable(conv) is expected
 
 
 # -- the runtime's cache ----------------------------------------------------------------------

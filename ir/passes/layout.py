@@ -100,22 +100,34 @@ def prefers_channels_last(conv: Operation) -> bool:
 # conv itself at small batches. Timed on an idle 2-CPU host (two threads, channels-last input,
 # best of 5x20 calls, microseconds at batch 1, plain / packed / `linear`): 512->2048 1x1 at 7x7
 # 1181 / 498 / 857; 320->1280 1x1 at 7x7 320 / 220 / 318 (at batch 8 2188 / 1470 / 1724);
-# 96->576 1x1 at 14x14 181 / 138 / 188; 128->128 3x3 at 28x28 1177 / 1031; below 2**14 elements
-# `linear` ran as fast or faster (24->144 1x1 at 56x56 156 / 149 / 142). Whole models, frozen, at
-# batch 1 (A/B in one process, 2**18 against 2**14): mobilenet_v2 8.68 / 8.38 ms, regnet_y_400mf
-# 11.70 / 11.50, shufflenet_v2_x1_0 7.00 / 6.92; at batch 8 within noise.
+# 192->1152 1x1 at 7x7 154 / 133 / 157; 128->128 3x3 at 28x28 1177 / 1031. Smaller 1x1 convs ran
+# about as fast as `linear` and faster than plain convs (480->80 at 14x14 122 / 101 / 88, 24->144
+# at 56x56 156 / 149 / 142); whole models, frozen, at batch 1 (A/B in one process) ran those 1x1
+# convs faster as `linear`: regnet_y_400mf 12.45 ms packed from 2**14 elements, 12.14 from 2**17,
+# 12.05 never packed; mobilenet_v2 9.14, 8.80, 8.66.
 PACK_MIN_ELEMENTS = 2**14
+PACK_MIN_ELEMENTS_1X1 = 2**17
+# A packed conv also needs this many output positions per image: oneDNN's packed call costs about
+# 30 us whatever its size, so the 1x1 convs of a squeeze-and-excitation block (one position) ran 5x
+# slower packed (1152->48: 7 us plain, 34 packed, 6 as `linear`; efficientnet_b0 at batch 1 went
+# from 13.2 to 14.3 ms).
+PACK_MIN_POSITIONS = 7 * 7
 
 
 def packable(conv: Operation) -> bool:
-    """A dense float32 2-d conv whose weight is large enough to keep in oneDNN's layout."""
-    x, weight = conv.operands[0].type, conv.operands[1].type
+    """A dense float32 2-d conv whose weight is large enough to keep in oneDNN's layout, with
+    enough outputs per image of known size to pay for oneDNN's call."""
+    x, weight, out = conv.operands[0].type, conv.operands[1].type, conv.results[0].type
     if not (isinstance(weight, TensorType) and weight.dtype == "float32" and weight.shape is not None
             and len(weight.shape) == 4 and all(type(d) is int for d in weight.shape)
-            and isinstance(x, TensorType) and x.dtype == "float32"):
+            and isinstance(x, TensorType) and x.dtype == "float32"
+            and isinstance(out, TensorType) and out.shape is not None and len(out.shape) == 4
+            and type(out.shape[2]) is int and type(out.shape[3]) is int):
         return False
     n = weight.shape[0] * weight.shape[1] * weight.shape[2] * weight.shape[3]
-    return n >= PACK_MIN_ELEMENTS and not _grouped(x, weight)
+    least = PACK_MIN_ELEMENTS_1X1 if weight.shape[2] * weight.shape[3] == 1 else PACK_MIN_ELEMENTS
+    return (n >= least and out.shape[2] * out.shape[3] >= PACK_MIN_POSITIONS
+            and not _grouped(x, weight))
 
 
 def _grouped(x: object, weight: TensorType) -> bool:
