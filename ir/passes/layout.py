@@ -102,15 +102,15 @@ def prefers_channels_last(conv: Operation) -> bool:
 # 1181 / 498 / 857; 320->1280 1x1 at 7x7 320 / 220 / 318 (at batch 8 2188 / 1470 / 1724);
 # 192->1152 1x1 at 7x7 154 / 133 / 157; 128->128 3x3 at 28x28 1177 / 1031. Smaller 1x1 convs ran
 # about as fast as `linear` and faster than plain convs (480->80 at 14x14 122 / 101 / 88, 24->144
-# at 56x56 156 / 149 / 142); whole models, frozen, at batch 1 (A/B in one process) ran those 1x1
-# convs faster as `linear`: regnet_y_400mf 12.45 ms packed from 2**14 elements, 12.14 from 2**17,
-# 12.05 never packed; mobilenet_v2 9.14, 8.80, 8.66.
+# at 56x56 156 / 149 / 142). Whole models, frozen, at batch 1 (A/B in one process), these bounds
+# against 2**18 for all convs: densenet121 44.7 against 47.4 ms, resnet18 18.8 against 19.3 ms;
+# regnet_y_400mf 11.9, 11.7 and 11.8 ms with 1x1 convs packed from 2**17, from 2**18 and never.
 PACK_MIN_ELEMENTS = 2**14
 PACK_MIN_ELEMENTS_1X1 = 2**17
 # A packed conv also needs this many output positions per image: oneDNN's packed call costs about
 # 30 us whatever its size, so the 1x1 convs of a squeeze-and-excitation block (one position) ran 5x
-# slower packed (1152->48: 7 us plain, 34 packed, 6 as `linear`; efficientnet_b0 at batch 1 went
-# from 13.2 to 14.3 ms).
+# slower packed (1152->48: 7 us plain, 34 packed, 6 as `linear`; efficientnet_b0 at batch 1 ran
+# 14.3 ms frozen with them packed, 13.2 not frozen).
 PACK_MIN_POSITIONS = 7 * 7
 
 
