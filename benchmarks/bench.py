@@ -57,7 +57,10 @@ WARMUP_FRACTION = 0.2  # of the budget, spent on calls that are not timed
 MIN_WARMUP_CALLS = 3  # the profiling executor of torch.jit optimises after its first calls
 MIN_RUNS = 5
 MAX_RUNS = 10_000  # per round
-ROUNDS = 5  # the backends of a case are timed in turns
+# The backends of a case are timed in turns: the host's speed changes within seconds (one
+# compiled model timed as three entries of a row gave equal medians, but the host ran 30% slower
+# between two repetitions of the row), so short turns spread a slow spell over every backend.
+ROUNDS = 10
 NOISY = 2.0  # a median this many times the fastest run is flagged: other work stalled calls
 
 # Targets (from the issue): each is met when the measured value reaches the threshold.
@@ -565,7 +568,7 @@ def machine_lines(args: argparse.Namespace, budget_s: float, loads: tuple[float,
                      f"torchscribe {runtime.__version__}"),
         ("load", load_line(*loads)),
         ("command", "python -m benchmarks.bench " + " ".join(args.argv)),
-        ("timing", f"median per cell after warm-up, {budget_s:g} s budget per cell, at least {MIN_RUNS} runs, "
+        ("timing", f"median per cell after warm-up, {budget_s:g} s budget per cell, at least {ROUNDS * math.ceil(MIN_RUNS / ROUNDS)} runs, "
                    f"the backends of a row timed in {ROUNDS} turns; torch.no_grad(); float32 on CPU"),
     ]
 
