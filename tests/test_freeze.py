@@ -72,17 +72,22 @@ def test_nothing_folds_unless_the_program_is_frozen() -> None:
     assert run(conv_bn(), fold_batch_norms, frozen=False) == run(conv_bn(), frozen=False)
 
 
-@pytest.mark.parametrize("case", ["training", "conv result used twice", "another channel count", "a small weight"])
+@pytest.mark.parametrize("case", ["training", "conv result used twice", "another channel count", "a small weight",
+                                  "padding same"])
 def test_what_does_not_fold(case: str) -> None:
-    """A small conv keeps its batch norm: the kernel after the conv computes it for almost nothing,
-    and oneDNN ran the folded conv, with a bias, slower (ir/passes/freeze.py)."""
+    """A conv the layout pass will not pack keeps its batch norm: the kernel after the conv
+    computes it for almost nothing, and oneDNN ran the folded conv, with a bias, slower
+    (ir/passes/freeze.py)."""
     if case == "training":
         text = conv_bn(training=True)
     elif case == "conv result used twice":
         text = conv_bn(result="%2").replace(
-            "  func.return(%2)", "  %2 : f32[B, 16, 16, 16]@cpu = py.binary(%0, %1) {op = \"+\"}\n  func.return(%2)")
+            "  func.return(%2)", "  %2 : f32[B, 64, 16, 16]@cpu = py.binary(%0, %1) {op = \"+\"}\n  func.return(%2)")
     elif case == "another channel count":
         text = conv_bn().replace("%mean: f32[64]@cpu", "%mean: f32[1]@cpu")
+    elif case == "padding same":  # (oneDNN's packed conv takes int padding only)
+        text = conv_bn().replace("  %g : int", '  %same : str = py.constant() {value = "same"}\n  %g : int').replace(
+            "torch.call(%x, %w, %none, %one, %one, %one, %g)", "torch.call(%x, %w, %none, %one, %same, %one, %g)")
     else:  # 16 x 32 x 3 x 3: fewer than PACK_MIN_ELEMENTS
         text = conv_bn().replace("%w: f32[64, 32, 3, 3]", "%w: f32[16, 32, 3, 3]").replace("f32[64]", "f32[16]").replace(
             "f32[B, 64, 16, 16]", "f32[B, 16, 16, 16]")

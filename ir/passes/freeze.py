@@ -8,11 +8,11 @@ too). The folded weights are computed at run time from the parameters, once, by
 `runtime.prepacked.fold_batch_norm`, which computes them again when a parameter changes; only a
 frozen program may do this, since a write through `p.data` would go unseen.
 
-A conv is folded when its weight is large enough to be kept in oneDNN's layout
-(`layout.packable`), where the folded bias costs nothing in oneDNN's call, and its result's only
+A conv is folded when the layout pass will run it with its weight in oneDNN's layout
+(`layout.will_pack`), where the folded bias costs nothing in oneDNN's call, and its result's only
 use is the input of a `batch_norm` with `training=False`, running statistics and a constant eps,
 in the same block, with parameters of the conv weight's dtype and device.
-Smaller convs keep their batch norm, which the pointwise kernel after the conv computes for
+Other convs keep their batch norm, which the pointwise kernel after the conv computes for
 almost nothing: folded, their plain oneDNN convs with a bias ran slower than without (in
 mobilenet_v3_small's profile, 10 to 30% a conv), and each fold is a call that checks its sources.
 At batch 1, A/B in one process (folding every conv, the packed ones, not frozen):
@@ -25,7 +25,7 @@ from __future__ import annotations
 from ir import ops
 from ir.core import PURE, Operation, Program, Value
 from ir.passes.decompose import Emitter, Facts, Unsupported, bind
-from ir.passes.layout import packable
+from ir.passes.layout import will_pack
 from ir.primitives import op_name
 from ir.types import TensorType, TupleType
 
@@ -39,7 +39,7 @@ def fold_batch_norms(program: Program) -> None:
     for func in program.funcs:
         for op in list(func.walk()):
             if (op.parent is not None and op_name(op) == "conv2d" and op.has_trait(PURE) and len(op.results) == 1
-                    and packable(op)):
+                    and will_pack(op, facts)):
                 _fold(op, facts)
 
 
@@ -59,7 +59,8 @@ def _fold(conv_op: Operation, facts: Facts) -> None:
         return
     w = weight.type
     params = [t for t in (bias, *stats, gamma, beta) if t is not None]
-    if not (isinstance(w, TensorType) and w.shape and type(w.shape[0]) is int and all(_per_channel(t, w) for t in params)):
+    if not (isinstance(w, TensorType) and w.shape and type(w.shape[0]) is int
+            and all(_per_channel(t, w) for t in params)):
         return
     e = Emitter(bn_op, facts)  # (after the batch norm's operands, which follow the conv)
     bias_type = TensorType(w.dtype, (w.shape[0],), w.device)

@@ -130,6 +130,21 @@ def packable(conv: Operation) -> bool:
             and not _grouped(x, weight))
 
 
+def will_pack(conv: Operation, facts: Facts) -> bool:
+    """Whether a frozen program's layout pass runs this conv packed: `packable`, with stride,
+    padding, dilation and groups constant ints (as oneDNN's packed conv takes them; not padding
+    "same" or "valid")."""
+    if not packable(conv):
+        return False
+    try:
+        c = bind(conv, facts)
+        c.optional_tensor("bias")
+    except Unsupported:
+        return False
+    pairs = [_pair(c.const(n)) for n in ("stride", "padding", "dilation")]
+    return all(p is not None and all(type(v) is int for v in p) for p in pairs) and type(c.const("groups")) is int
+
+
 def _grouped(x: object, weight: TensorType) -> bool:
     """A conv of more than one group: its weight has fewer input channels than its input."""
     assert weight.shape is not None
@@ -292,7 +307,7 @@ class _Rewriter:
 
     def conv(self, op: Operation) -> None:
         x = op.operands[0]
-        packed = self.frozen and packable(op) and self.packed_call(op)
+        packed = self.frozen and will_pack(op, self.facts)
         call = None if packed else _as_linear_call(op, self.facts)
         if call is not None and (prefers_channels_last(op) or x in self.channels_last):
             self.as_linear(call)
@@ -312,17 +327,6 @@ class _Rewriter:
             self.pack(op)
         else:
             self.channels_last.add(op.result)
-
-    def packed_call(self, conv: Operation) -> bool:
-        """Whether the conv's stride, padding, dilation and groups are constant ints (as oneDNN's
-        packed conv takes them), not padding "same" or "valid"."""
-        try:
-            c = bind(conv, self.facts)
-            c.optional_tensor("bias")
-        except Unsupported:
-            return False
-        pairs = [_pair(c.const(n)) for n in ("stride", "padding", "dilation")]
-        return all(p is not None and all(type(v) is int for v in p) for p in pairs) and type(c.const("groups")) is int
 
     def pack(self, conv: Operation) -> None:
         """`F.conv2d(...)` as `_prepacked.conv2d(x, w, b, stride, padding, dilation, groups)`: the
