@@ -3,7 +3,8 @@ ir/passes/fuse.py).
 
 One `extern "C"` function per kernel (runtime/kernels.py builds the library and binds the
 functions to Python). Arguments, in order: the iteration sizes n0..n{N-1}; each output's data
-pointer (outputs are fresh row-major tensors); each tensor input's data pointer and all its
+pointer (outputs are fresh row-major tensors, but for an output written into a view of a larger
+tensor, the kernel's `into`: its pointer is followed by all its strides); each tensor input's data pointer and all its
 strides (`*x.stride()` in the launcher; a broadcast dim's stride is not read); the scalar
 inputs (int64_t or double). The loops are a `static` function of their own, `<kernel>_rows(begin,
 end, ...)`, over the rows [begin, end) of the outer dims (all but the last); the extern function
@@ -142,6 +143,7 @@ class Signature:
     inputs: tuple[tuple[str, tuple[int, ...]], ...]  # dtype, the iteration dims of its strides
     scalars: tuple[str, ...]  # "int64_t" or "double"
     aliased: tuple[int, ...] = ()  # inputs passed as an output's storage, not as a pointer of their own
+    strided: tuple[int, ...] = ()  # outputs passed with all their strides (written into a view)
 
 
 def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
@@ -149,12 +151,17 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
     shape = kernel_shape(op)
     rank = len(shape)
     n_in = op.attributes["inputs"]
-    tensors, scalars = op.operands[:n_in], op.operands[n_in:]
+    tensors, scalars = op.operands[:n_in], op.scalar_inputs
     strided = [_strided_dims(v.type, shape) for v in tensors]  # type: ignore[arg-type]
     name = op.attributes["name"]
     aliased = {j: k for k, j in op.attributes.get("reuse", ())}  # input -> the output over it
+    into = sorted(op.destinations)  # outputs written into a view: their strides are parameters
+    assert not into or (rank > 0 and isinstance(op, ops.PointwiseKernelOp))  # (ir/passes/concat.py)
     params = [("int64_t", f"n{i}") for i in range(rank)]  # (C++ type, name)
-    params += [(f"{CTYPE[r.type.dtype]}* __restrict", f"out{k}") for k, r in enumerate(op.results)]  # type: ignore[union-attr]
+    for k, r in enumerate(op.results):
+        params.append((f"{CTYPE[r.type.dtype]}* __restrict", f"out{k}"))  # type: ignore[union-attr]
+        if k in into:
+            params += [("int64_t", f"out{k}_s{d}") for d in range(rank)]
     for k, (v, dims) in enumerate(zip(tensors, strided)):
         if k not in aliased:
             params.append((f"const {CTYPE[v.type.dtype]}* __restrict", f"in{k}"))  # type: ignore[union-attr]
@@ -173,12 +180,12 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
         loads = {k: f"in{k}[0]" for k in range(n_in)}
         lines += ["  " + line for line in body.statements(loads, "0")]
     else:
-        rows, driver = _loops(name, params, rank, n_in, strided, body, aliased)
+        rows, driver = _loops(name, params, rank, n_in, strided, body, aliased, into)
         lines = rows + [""] + lines + driver
     lines.append("}")
     sig = Signature(name, rank, tuple(r.type.dtype for r in op.results),  # type: ignore[union-attr]
                     tuple((v.type.dtype, tuple(range(rank - len(v.type.shape), rank))) for v in tensors),  # type: ignore[union-attr]
-                    tuple(scalar_types), tuple(sorted(aliased)))
+                    tuple(scalar_types), tuple(sorted(aliased)), tuple(into))
     return "\n".join(lines) + "\n", sig
 
 
@@ -188,11 +195,13 @@ def _strided_dims(t: TensorType, shape: tuple) -> list[int]:
     return [i for i in range(rank) if i >= offset and not (t.shape[i - offset] == 1 and shape[i] != 1)]  # type: ignore[index]
 
 
-def _outer_nest(rank: int, n_in: int, strided: list[list[int]], aliased: dict[int, int]) -> tuple[list[str], str, str]:
+def _outer_nest(rank: int, n_in: int, strided: list[list[int]], aliased: dict[int, int],
+                into: list[int] = []) -> tuple[list[str], str, str]:
     """The loop over the rows [begin, end) of the outer dims (all but the last; a rank-1 kernel's
     one row is the elements [begin, end)), with each input's pointer at the current row (`p0`,
-    `p1`, ...; an input written over by an output is at the output's row). Returns its lines, the
-    indent inside it and the flat row index; the caller closes it with `_close_nest`."""
+    `p1`, ...; an input written over by an output is at the output's row), and that of each
+    output written into a view (`q0`, ...). Returns its lines, the indent inside it and the flat
+    row index; the caller closes it with `_close_nest`."""
     outer = list(range(rank - 1))
     lines, pad = [], "  "
     if len(outer) > 1:  # the indices of row `begin`, then advanced row by row (no division per row)
@@ -218,6 +227,9 @@ def _outer_nest(rank: int, n_in: int, strided: list[list[int]], aliased: dict[in
                 moves.append(f"begin * in{k}_s0")
             base = " + ".join([f"in{k}"] + moves)
         lines.append(f"{pad}const auto* p{k} = {base};")
+    for k in into:
+        moves = [f"i{i} * out{k}_s{i}" for i in outer] or [f"begin * out{k}_s0"]
+        lines.append(f"{pad}auto* q{k} = {' + '.join([f'out{k}'] + moves)};")
     return lines, pad, flat
 
 
@@ -242,7 +254,7 @@ def _run_rows(rank: int, body: list[str]) -> list[str]:
             + [f"  }}, {count}, {total} >= {PARALLEL_MIN});"])
 
 
-def _merge_into_inner(rank: int, n_in: int, strided: list[list[int]]) -> list[str]:
+def _merge_into_inner(rank: int, n_in: int, strided: list[list[int]], into: list[int] = []) -> list[str]:
     """Lines that fold outer dims into the inner one while every input walks them as one (both
     broadcast, or strided with s[d] == s[inner] * n[inner]): a (1, 1280, 7, 7) batch-norm kernel
     then runs 1280 rows of 49 elements, not 8960 rows of 7, whose loop overhead dominated."""
@@ -256,6 +268,8 @@ def _merge_into_inner(rank: int, n_in: int, strided: list[list[int]]) -> list[st
                 break
             if d in strided[k]:
                 conditions.append(f"in{k}_s{d} == in{k}_s{inner} * n{inner}")
+        if conditions is not None:
+            conditions += [f"out{k}_s{d} == out{k}_s{inner} * n{inner}" for k in into]
         test = f"n{d} == 1" if conditions is None else " && ".join(conditions) or "true"
         lines.append(f"  if ({test}) {{ n{inner} *= n{d}; n{d} = 1; }} else goto merged;")
     if not lines:
@@ -264,7 +278,7 @@ def _merge_into_inner(rank: int, n_in: int, strided: list[list[int]]) -> list[st
 
 
 def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strided: list[list[int]], body: "_Body",
-           aliased: dict[int, int]) -> tuple[list[str], list[str]]:
+           aliased: dict[int, int], into: list[int]) -> tuple[list[str], list[str]]:
     """The function `<name>_rows(begin, end, ...)` that computes the rows [begin, end), and the
     kernel's body that calls it (serially, or on each thread's share of the rows). A function of
     its own, not the loop of an `omp parallel for`: gcc compiles such a loop as an outlined
@@ -273,10 +287,12 @@ def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strid
     compiler sees restrict pointers and local sizes on both paths, and compiles the body once."""
     inner = rank - 1
     outer = list(range(inner))
-    unit = " && ".join(f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]) or "true"
-    driver = _merge_into_inner(rank, n_in, strided) + [f"  const bool unit = {unit};"]
-    lines, pad, flat = _outer_nest(rank, n_in, strided, aliased)
-    lines.append(f"{pad}const int64_t o = {f'({flat}) * n{inner}' if outer else 'begin'};")
+    unit = " && ".join([f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]]
+                       + [f"out{k}_s{inner} == 1" for k in into]) or "true"
+    driver = _merge_into_inner(rank, n_in, strided, into) + [f"  const bool unit = {unit};"]
+    lines, pad, flat = _outer_nest(rank, n_in, strided, aliased, into)
+    if len(into) < len(body.op.results):  # (outputs written into views have pointers of their own)
+        lines.append(f"{pad}const int64_t o = {f'({flat}) * n{inner}' if outer else 'begin'};")
     length = f"n{inner}" if outer else "end - begin"  # (a rank-1 kernel's row is [begin, end))
     # What does not vary along the row (a per-channel batch-norm scale) is computed once per row:
     # with a short row (7 x 7 feature maps) the vectorised loop never runs, and per element a
@@ -305,7 +321,8 @@ def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strid
         lines.append(f"{pad}  for (int64_t j = 0; j < {length}; ++j) {{")
         lines += [f"{pad}    {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
         skip = set(hoisted) | (set(rowwise) if kept else set())
-        lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=skip)]
+        stores = {k: f"q{k}[j]" if variant == "unit" else f"q{k}[j * out{k}_s{inner}]" for k in into}
+        lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=skip, stores=stores)]
         lines.append(f"{pad}  }}")
     lines.append(f"{pad}}}")
     lines = _close_nest(lines, pad, rank)
@@ -388,11 +405,14 @@ class _Body:
     def compute(self, inner: Operation) -> str:
         return f"const {VALUE[inner.result.type.dtype]} {self.names[inner.result]} = {element(inner, self.names)};"  # type: ignore[union-attr]
 
-    def statements(self, loads: dict[int, str], index: str, skip: set[Operation] = set()) -> list[str]:
+    def statements(self, loads: dict[int, str], index: str, skip: set[Operation] = set(),
+                   stores: dict[int, str] = {}) -> list[str]:
+        """The element's statements; output k is stored at `out<k>[index]`, or at `stores[k]`."""
         out = [self.load(k, at) for k, at in loads.items()]
         for inner in self.op.body.ops:
             if isinstance(inner, ops.YieldOp):
-                out += [f"out{k}[{index}] = {_store(v, self.names[v])};" for k, v in enumerate(inner.operands)]
+                out += [f"{stores.get(k, f'out{k}[{index}]')} = {_store(v, self.names[v])};"
+                        for k, v in enumerate(inner.operands)]
             elif not isinstance(inner, ops.ConstantOp) and inner not in skip:
                 out.append(self.compute(inner))
         return out

@@ -2,6 +2,7 @@
 
 - C++, for the kernels on CPU tensors: their source as one string, the library built from it
   (runtime/kernels.py), and one launcher per kernel, `<name>_cpp`, that allocates the outputs
+  (but those the kernel writes into a view it is given, `into`: its last arguments)
   and passes sizes, data pointers and strides in the order codegen/cpp_kernels.py declares them;
 - Triton, for every kernel (codegen/triton_kernels.py: `<name>_triton`), under
   `if triton is not None:`, as Triton is imported only where some kernel runs on it;
@@ -81,7 +82,7 @@ def _emit_cpp(w: Writer, kernels: list[ops.KernelOp], source_file: str | bool) -
 
 
 def _kinds(sig: Signature) -> str:
-    kinds = "i" * sig.rank + "p" * len(sig.outputs)
+    kinds = "i" * sig.rank + "".join("p" + "i" * sig.rank * (k in sig.strided) for k in range(len(sig.outputs)))
     for j, (_, dims) in enumerate(sig.inputs):
         kinds += ("" if j in sig.aliased else "p") + "i" * len(dims)
     return kinds + "".join("d" if t == "double" else "i" for t in sig.scalars)
@@ -91,6 +92,7 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
     n_in = k.attributes["inputs"]
     params = [f"in{i}: Tensor" for i in range(n_in)]
     params += [f"s{i}: {'float' if t == 'double' else 'int'}" for i, t in enumerate(sig.scalars)]
+    params += [f"into{m}: Tensor" for m in range(len(sig.strided))]
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
     w.line(f"def {sig.name}_cpp({', '.join(params)}) -> {result}:")
     with w.indent():
@@ -110,10 +112,16 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
             if o in over:  # in{i} dies here: its storage holds the output
                 w.line(f"{name} = in{over[o]}.contiguous()")
                 continue
+            if o in sig.strided:  # a view of a larger tensor (ir/passes/concat.py)
+                w.line(f"{name} = into{sig.strided.index(o)}")
+                continue
             dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
             w.line(f"{name} = torch.empty({', '.join(dims) or '()'}, dtype=torch.{dtype})")
         args = list(sizes)
-        args += [f"{o}.data_ptr()" for o in outs]
+        for o, name in enumerate(outs):
+            args.append(f"{name}.data_ptr()")
+            if o in sig.strided:
+                args.append(f"*{name}.stride()")
         into = {i: o for o, i in over.items()}
         for i, v in enumerate(k.operands[:len(sig.inputs)]):
             if i in into:

@@ -699,7 +699,7 @@ class FunctionEmitter:
         elif isinstance(op, ops.ListSetItemOp):
             seq, index, value = (self.expr(v).text for v in op.operands)
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}[{index}] = {value}")
-        elif isinstance(op, ops.KernelOp) and len(op.results) > 1:
+        elif isinstance(op, ops.KernelOp) and len(op.results) > 1 and any(r.uses for r in op.results):
             targets = [self.name_of(r) if r.uses else "_" for r in op.results]
             self.w.line(f"{', '.join(targets)} = {self.op_expr(op).text}")
         elif (op.attributes.get("writeback") and not op.results[0].uses

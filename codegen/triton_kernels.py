@@ -11,7 +11,7 @@ block and a column block): a row's outer indices are decomposed once per row (a 
 vector), not per element, and columns are unit steps, so that a contiguous input loads as
 vectors; when the last dim is shorter than a tile, more rows fill it. Inputs come with all
 their strides (`*x.stride()`; a broadcast dim's stride is not read), outputs are fresh row-major
-tensors, masks cover the tails, and a zero-size iteration launches nothing. Indices are int64.
+tensors (an output written into a view, the kernel's `into`, comes with its strides too), masks cover the tails, and a zero-size iteration launches nothing. Indices are int64.
 
 A reduction kernel computes ROWS whole rows per program. When the row fits one block (up to
 TS_ROW_BLOCK_MAX columns), `<name>_block` holds it in registers and evaluates the body once in
@@ -255,7 +255,9 @@ class _Kernel:
         self.last = self.rank - 1
         self.n_in: int = op.attributes["inputs"]
         self.tensors = op.operands[:self.n_in]
-        self.scalars = op.operands[self.n_in:]
+        self.scalars = op.scalar_inputs
+        self.into = sorted(op.destinations)  # outputs written into views, with all their strides
+        assert not self.into or (self.rank > 0 and isinstance(op, ops.PointwiseKernelOp))  # (ir/passes/concat.py)
         self.strided = [_strided_dims(v.type, self.shape) for v in self.tensors]  # type: ignore[arg-type]
         self.body = op.body
         self.names: dict[Value, str] = {}
@@ -271,7 +273,11 @@ class _Kernel:
 
     # -- signature ----------------------------------------------------------------------------
     def params(self, constexprs: list[str]) -> list[str]:
-        out = [f"out{k}" for k in range(len(self.op.results))]
+        out = []
+        for k in range(len(self.op.results)):
+            out.append(f"out{k}")
+            if k in self.into:
+                out += [f"out{k}_s{d}" for d in range(self.rank)]
         for k, v in enumerate(self.tensors):
             out.append(f"in{k}")
             out += [f"in{k}_s{d}" for d in range(self.rank - len(v.type.shape), self.rank)]  # type: ignore[union-attr]
@@ -292,7 +298,7 @@ class _Kernel:
     def row_indices(self, w: Writer) -> None:
         """The outer indices of each row the inputs need, from the flat row index `r`."""
         outer = self.rank - 1
-        needed = sorted({d for dims in self.strided for d in dims if d < outer})
+        needed = sorted({d for dims in self.strided for d in dims if d < outer} | set(range(outer) if self.into else ()))
         if needed and outer > 1:
             w.line("# each row's outer indices")
         for d in needed:
@@ -302,6 +308,9 @@ class _Kernel:
             terms = [f"i{d} * in{k}_s{d}" for d in sorted(dims) if d < outer]
             if terms:
                 w.line(f"p{k} = in{k} + {' + '.join(terms)}  # in{k} at the row")
+        for k in self.into:
+            if outer:
+                w.line(f"q{k} = out{k} + {' + '.join(f'i{d} * out{k}_s{d}' for d in range(outer))}  # out{k} at the row")
 
     def moves_along_rows(self, k: int) -> bool:
         return any(d < self.rank - 1 for d in self.strided[k])
@@ -340,6 +349,8 @@ class _Kernel:
             return f"tl.store(out{k}, {value})"
         if self.is_row_output(k):
             return f"tl.store(out{k} + r, {value}, mask={mask})"
+        if k in self.into:
+            return f"tl.store({'q' if self.rank > 1 else 'out'}{k} + c * out{k}_s{self.last}, {value}, mask={mask})"
         return f"tl.store(out{k} + r * n{self.last} + c, {value}, mask={mask})"
 
     # -- elements ----------------------------------------------------------------------------
@@ -688,6 +699,7 @@ def _launcher(k: _Kernel) -> str:
     params = [f"in{j}: Tensor" for j in range(k.n_in)]
     params += [f"s{j}: {'float' if v.type == FLOAT else 'bool' if v.type == BOOL else 'int'}"
                for j, v in enumerate(k.scalars)]
+    params += [f"into{m}: Tensor" for m in range(len(k.into))]
     outs = [f"out{j}" for j in range(len(k.op.results))]
     result = "Tensor" if len(outs) == 1 else f"tuple[{', '.join(['Tensor'] * len(outs))}]"
     w.line(f"def {k.name}_triton({', '.join(params)}) -> {result}:")
@@ -702,9 +714,16 @@ def _launcher(k: _Kernel) -> str:
                 w.line(f"n{i} = {text}")
                 sizes[i] = f"n{i}"
         for j, r in enumerate(k.op.results):
+            if j in k.into:  # a view of a larger tensor (ir/passes/concat.py)
+                w.line(f"out{j} = into{k.into.index(j)}")
+                continue
             dims = ", ".join(sizes[:-1] + ["1"] if k.is_row_output(j) else sizes) or "()"
             w.line(f"out{j} = torch.empty({dims}, dtype=torch.{r.type.dtype}, device=in0.device)")  # type: ignore[union-attr]
-        args = list(outs)
+        args = []
+        for j, name in enumerate(outs):
+            args.append(name)
+            if j in k.into:
+                args.append(f"*{name}.stride()")
         for j, v in enumerate(k.tensors):
             args.append(f"in{j}")
             if v.type.shape:  # type: ignore[union-attr]

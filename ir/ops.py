@@ -486,19 +486,46 @@ class KernelOp(Operation):
     Operands: the input tensors, then the scalar inputs (Python numbers); results: the output
     tensors. The region computes one element: its block takes one 0-d element per tensor input
     and the scalars, and ends in scf.yield of one element per output. Attribute `name`: the
-    kernel's name in the generated code; `inputs`: how many operands are tensors."""
+    kernel's name in the generated code; `inputs`: how many operands are tensors.
 
-    traits = frozenset({PURE})
+    Attribute `into` (ir/passes/concat.py), when present: for each output it lists, in order,
+    one more operand after the scalars, a tensor of that output's type (a view of a larger
+    buffer) that the kernel writes the output into; the output is then that tensor. Such a
+    kernel writes its destinations, so it is not pure."""
+
+    @property
+    def traits(self) -> frozenset[Trait]:  # type: ignore[override]
+        if not self.attributes.get("into"):
+            return frozenset({PURE})
+        first = len(self.operands) - len(self.attributes["into"])
+        return frozenset(Mutates(i) for i in range(first, len(self.operands)))
 
     @property
     def body(self) -> Block:
         return self.regions[0].block
 
+    @property
+    def scalar_inputs(self) -> list[Value]:
+        """The operands after the tensor inputs that the body reads (not the destinations)."""
+        return self.operands[self.attributes["inputs"]:len(self.body.args)]
+
+    @property
+    def destinations(self) -> dict[int, Value]:
+        """Output index -> the tensor it is written into (attribute `into`)."""
+        into = self.attributes.get("into", ())
+        return dict(zip(into, self.operands[len(self.operands) - len(into):]))
+
     def verify_(self) -> list[str]:
         errors = []
         n = self.attributes.get("inputs", 0)
-        if len(self.body.args) != len(self.operands):
-            errors.append("the body takes one argument per operand")
+        into = self.attributes.get("into", ())
+        if len(self.body.args) != len(self.operands) - len(into):
+            errors.append("the body takes one argument per operand but the destinations")
+        if len(set(into)) != len(into) or any(type(k) is not int or not 0 <= k < len(self.results) for k in into):
+            errors.append("`into` names distinct outputs")
+        for k, v in self.destinations.items():
+            if v.type != self.results[k].type:
+                errors.append(f"the destination of output {k} must have its type")
         for v, a in zip(self.operands[:n], self.body.args):
             if not isinstance(v.type, TensorType) or not isinstance(a.type, TensorType) or a.type.shape != ():
                 errors.append("a tensor input's element must be a 0-d tensor")

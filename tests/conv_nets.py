@@ -23,6 +23,7 @@ STEPS = {  # what forward does with the layer (`y`: the running value, `x`: the 
     "residual": "y = self.l{i}(y) + y",
     "gate": "y = y * torch.sigmoid(F.adaptive_avg_pool2d(self.l{i}(y), 1))",
     "concat": "y = torch.cat([self.l{i}(y), x], 1)[:, :{c}]",
+    "fire": "y = torch.cat([torch.relu(self.l{i}(y)[:, :{h}] * 2.0), torch.tanh(y[:, {h}:] + 1.0)], 1)",
     "view": "y = self.l{i}(y).view(y.size(0), {c}, -1).transpose(1, 2).reshape(y.shape)",
 }
 
@@ -30,7 +31,7 @@ STEPS = {  # what forward does with the layer (`y`: the running value, `x`: the 
 def net_source(steps: list[tuple[str, str, bool]], c: int) -> str:
     layers = "\n".join(f"        self.l{i} = {LAYERS[layer].format(c=c, bias=bias)}"
                        for i, (layer, _, bias) in enumerate(steps))
-    body = "\n".join("        " + STEPS[step].format(i=i, c=c) for i, (_, step, _) in enumerate(steps))
+    body = "\n".join("        " + STEPS[step].format(i=i, c=c, h=c // 2) for i, (_, step, _) in enumerate(steps))
     return textwrap.dedent("""\
         import torch
         import torch.nn.functional as F

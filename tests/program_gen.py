@@ -381,6 +381,8 @@ class Gen:
                        ((C, R), "{a}.T"), (S, "{a}[..., :]"), (S, f"{{a}}.reshape({C}, {R}).reshape({R}, {C})"),
                        ((1, R, C), "{a}.sum(0)"), (S, "{a}[::1]"),
                        (S, "torch.stack([{a}, {a} * 2], dim=-1).amax(-1)"), (S, f"torch.cat([{{a}}, {{a}}], dim=1)[:, {C}:]"),
+                       (S, f"torch.cat([torch.tanh({{a}} * 0.5), {{a}} * 2.0 + 1.0], dim=0)[{R}:]"),
+                       (S, f"torch.cat((torch.sigmoid({{a}}) - 0.5, torch.relu({{a}} + 1.0)), -1)[:, :{C}]"),
                        (S, "{a}.reshape({a}.shape[0], -1)"), (S, f"(({{a}} @ {{a}}.t() / {C}) @ {{a}})"),
                        ((C, R), f"(torch.matmul({{a}}.t(), {{a}}) @ {{a}}.t() / {R})")]
         elif shape == (R, 1):

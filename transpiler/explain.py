@@ -203,7 +203,7 @@ def _kernel_lines(kernel: ops.KernelOp, func: ops.FuncOp) -> tuple[list[str], An
         head += f" (line {kernel.loc.line})"
     lines = [head, f"  fuses: {_fused_text(kernel)}"]
     n = kernel.attributes["inputs"]
-    for i, v in enumerate(kernel.operands):
+    for i, v in enumerate(kernel.operands[:len(kernel.body.args)]):
         what = "input" if i < n else "scalar"
         lines.append(f"  {what} {i}: {_describe(v)}: {v.type}")
     reuse = {out: inp for out, inp in kernel.attributes.get("reuse", ())}
@@ -211,6 +211,8 @@ def _kernel_lines(kernel: ops.KernelOp, func: ops.FuncOp) -> tuple[list[str], An
         text = f"  output {j}: {r.name + ': ' if r.name else ''}{r.type}"
         if j in reuse:
             text += f", written over input {reuse[j]}"
+        if j in kernel.destinations:
+            text += ", written into its part of a cat's result"
         lines.append(text)
     saved, known = _kernel_savings(kernel, func)
     total: Any = sum((s for _, s in saved if s is not None), sympy.Integer(0))

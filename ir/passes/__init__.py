@@ -6,6 +6,7 @@ from typing import Callable
 
 from ir.core import Program
 from ir.passes.canonicalize import canonicalize
+from ir.passes.concat import write_into_cats
 from ir.passes.dce import dce
 from ir.passes.functionalize import functionalize
 from ir.passes.freeze import fold_batch_norms
@@ -33,6 +34,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions
     ("layout", channels_last),  # convolutions and the pointwise ops between them in NHWC order
     ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
+    ("concat", write_into_cats),  # kernels write the parts of a cat into its result
     ("dce", dce),
     ("reuse", reuse_buffers),  # kernels write over inputs that die into them
 ]

@@ -338,7 +338,9 @@ def _inputs_and_shape(g: _Group) -> tuple[list[Value], tuple | None]:
     return inputs, iteration_shape(inputs + [r for op in g.ops for r in op.results])
 
 
-def _known_tensor(t: object) -> bool:
+def known_tensor(t: object) -> bool:
+    """A tensor type whose dtype, rank and device a kernel can take, its sizes ints or size
+    expressions."""
     return (isinstance(t, TensorType) and t.dtype in DTYPES and t.shape is not None and t.device in DEVICES
             and all(type(d) is int or isinstance(d, sympy.Expr) for d in t.shape))
 
@@ -375,7 +377,7 @@ def row_reduction(op: Operation) -> str | None:
     if set(args) != {"self", "dim", "keepdim"}:
         return None  # (dtype=, out=, a reduction over every dim)
     x, result = args["self"].type, op.result.type
-    if not (_known_tensor(x) and _known_tensor(result) and x.dtype in REDUCTION_DTYPES  # type: ignore[union-attr]
+    if not (known_tensor(x) and known_tensor(result) and x.dtype in REDUCTION_DTYPES  # type: ignore[union-attr]
             and result.dtype == x.dtype and len(x.shape) >= 1 and result.device == x.device):  # type: ignore[union-attr]
         return None
     dim, keepdim = _constant(args["dim"]), _constant(args["keepdim"])
@@ -404,10 +406,10 @@ def pointwise_fusible(op: Operation) -> bool:
     prim = classify(op)
     if not isinstance(prim, Primitive) or prim.kind != "pointwise" or op_name(op) not in FUSIBLE:
         return False
-    if not _known_tensor(op.result.type):
+    if not known_tensor(op.result.type):
         return False
     for v in op.operands[:1] if op_name(op) == "to" else op.operands:  # (to's other operands: below)
-        if not (_known_tensor(v.type) or v.type in SCALARS):
+        if not (known_tensor(v.type) or v.type in SCALARS):
             return False
     if not _one_device(list(op.operands) + [op.result]):
         return False
@@ -552,5 +554,5 @@ def _element_operands(op: Operation, reductions: dict[Operation, str | None]) ->
     return list(op.operands)
 
 
-__all__ = ["fuse", "fusible", "dead_temporary", "same_buffer_type", "FRESH_RESULTS", "pointwise_fusible", "row_reduction", "iteration_shape", "kernel_shape", "FUSIBLE", "DTYPES",
+__all__ = ["fuse", "fusible", "known_tensor", "dead_temporary", "same_buffer_type", "FRESH_RESULTS", "pointwise_fusible", "row_reduction", "iteration_shape", "kernel_shape", "FUSIBLE", "DTYPES",
            "REDUCTIONS"]

@@ -38,6 +38,8 @@ def reuse_pairs(kernel: ops.KernelOp) -> tuple[tuple[int, int], ...]:
     pairs = []
     outputs = kernel.body.terminator.operands  # type: ignore[union-attr]
     for k, r in enumerate(kernel.results):
+        if k in kernel.destinations:
+            continue  # (written into a view of a cat's result: ir/passes/concat.py)
         if isinstance(kernel, ops.ReductionKernelOp) and not _after_every_reduction(kernel, outputs[k]):
             continue
         for j, v in enumerate(kernel.operands[:n_in]):

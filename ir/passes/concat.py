@@ -1,0 +1,266 @@
+"""Concatenation in place: the kernels that compute the parts of a `cat` write them into its
+result.
+
+`torch.cat([relu(a), relu(b)], 1)` runs two kernels that write fresh tensors, then `cat` copies
+both into a third: every element is written twice and read once more than it needs to be
+(squeezenet's Fire modules concatenate their two expand branches: `aten::cat` took 2.9 ms of a
+40 ms call at batch 8). Here, when every part of a `cat` is the output of a pointwise kernel
+that nothing else reads, the result is allocated first (`x.new_empty(sizes, dtype=)` of a
+kernel input: its device) and each kernel writes its part into a view of it (`buf.narrow(dim,
+start, length)`), given as a destination operand (KernelOp's `into`). The `cat` is gone; its
+uses read the buffer. Two relu kernels and a cat of 8x(64+64)x55x55 NHWC parts took 1.26 ms,
+the kernels writing into the result 0.38 ms. In squeezenet those kernels write into memory
+that is not in cache (they wrote over their conv's output before), which gives back part of the
+gain: 1.8 ms more in the kernels against the 2.9 ms of the copies.
+
+The result has the strides torch's `cat` gives it (Tensor.suggest_memory_format of the parts):
+a kernel's output is row-major, and so is the buffer. When every part is a row-major NHWC output
+seen as NCHW (`.permute(0, 3, 1, 2)`, what the layout pass makes between convs), torch's result
+is channels-last: the buffer is NHWC, filled along the matching dim, and the result is it
+permuted the same way. When some part is row-major, so is the result, and an NHWC kernel writes
+its part through `narrow(...).permute(0, 2, 3, 1)`. A permuted part whose channel or spatial
+sizes are not known (whose memory format depends on them) leaves the `cat` alone.
+
+The kernels move down to just before the `cat` (they are pure, and nothing between may write),
+so that every size the buffer needs is known where it is allocated: the allocation, the views
+and the kernels then stand together, in the order the kernels had.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ir import ops
+from ir.core import Block, Operation, Program, Value
+from ir.passes.canonicalize import writes_in
+from ir.passes.decompose import Dtype, Emitter, Facts, Unsupported, bind
+from ir.passes.functionalize import permutation
+from ir.passes.fuse import known_tensor
+from ir.primitives import op_name
+from ir.types import TensorType
+
+CATS = frozenset({"cat", "concat", "concatenate"})
+TO_NCHW = (0, 3, 1, 2)
+TO_NHWC = (0, 2, 3, 1)
+
+
+def write_into_cats(program: Program) -> None:
+    facts = Facts()
+    for func in program.funcs:
+        for op in list(func.walk()):
+            if op.parent is not None and op_name(op) in CATS and isinstance(op, ops.TorchCallOp):
+                plan = _plan(op, facts)
+                if plan is not None:
+                    _rewrite(op, plan, facts)
+
+
+class _Part:
+    """One tensor of the list: the kernel output it is (seen through `permute`, when one is)."""
+
+    def __init__(self, kernel: ops.KernelOp, output: int, permute: Operation | None) -> None:
+        self.kernel, self.output, self.permute = kernel, output, permute
+
+    @property
+    def value(self) -> Value:
+        """The kernel's output (the part in the kernel's iteration order)."""
+        return self.kernel.results[self.output]
+
+    @property
+    def item(self) -> Value:
+        """The tensor of the list."""
+        return self.value if self.permute is None else self.permute.result
+
+
+@dataclass
+class _Plan:
+    parts: list[_Part]
+    along: int  # the dim of the buffer the parts are concatenated along
+    channels_last: bool  # the result is channels-last: the buffer is NHWC, the result its permute
+
+
+def _plan(cat: Operation, facts: Facts) -> _Plan | None:
+    """How the parts of `cat` are written into its result; None when the `cat` stays."""
+    try:
+        call = bind(cat, facts)
+    except Unsupported:
+        return None
+    listed, dim = call.operands.get("tensors"), call.args.get("dim")
+    dim_value = dim.value if dim is not None else 0
+    result = cat.result.type
+    if set(call.args) - {"tensors", "dim"} or listed is None or type(dim_value) is not int \
+            or not known_tensor(result) or not result.shape or len(cat.results) != 1:  # type: ignore[union-attr]
+        return None
+    owner = listed.owner
+    if not (isinstance(owner, (ops.ListOp, ops.TupleOp)) and owner.parent is cat.parent and len(listed.uses) == 1
+            and len(owner.operands) >= 2):
+        return None
+    rank = len(result.shape)  # type: ignore[union-attr]
+    if not -rank <= dim_value < rank:
+        return None
+    found = [_part(v, cat) for v in owner.operands]
+    parts = [p for p in found if p is not None]
+    if len(parts) != len(found):
+        return None
+    for p in parts:
+        t = p.value.type
+        if t.dtype != result.dtype or t.device != result.device or len(t.shape) != rank:  # type: ignore[union-attr]
+            return None
+    layouts = [_layout(p) for p in parts]
+    if None in layouts:
+        return None
+    channels_last = all(layout == "channels-last" for layout in layouts)
+    block = cat.parent
+    order = {o: i for i, o in enumerate(block.ops)}  # type: ignore[union-attr]
+    if not all(_movable(p.kernel, cat, order) for p in parts):
+        return None
+    inputs = _inputs(parts)
+    if any(type(d) is not int and _source(d, inputs) is None for p in parts for d in p.value.type.shape):  # type: ignore[union-attr]
+        return None  # (a size no input has: the launcher broadcasts the inputs' shapes for it)
+    dim_value %= rank
+    return _Plan(parts, TO_NCHW[dim_value] if channels_last else dim_value, channels_last)
+
+
+def _layout(p: _Part) -> str | None:
+    """The memory format torch's `cat` sees in the part (Tensor.suggest_memory_format): a
+    kernel's row-major output is "contiguous"; seen through `permute(0, 3, 1, 2)` it is
+    "channels-last" when every size but the batch is known and nonzero, unless it is one
+    element per image (which torch calls contiguous); None when that depends on sizes."""
+    if p.permute is None:
+        return "contiguous"
+    shape = p.item.type.shape  # type: ignore[union-attr]
+    if not all(type(d) is int and d >= 1 for d in shape[1:]):
+        return None
+    return "channels-last" if shape[1] * shape[2] * shape[3] > 1 else "contiguous"
+
+
+def _inputs(parts: list[_Part]) -> list[Value]:
+    return [v for p in parts for v in p.kernel.operands[:p.kernel.attributes["inputs"]]]
+
+
+def _part(v: Value, cat: Operation) -> _Part | None:
+    """`v` as a kernel output seen directly or through one `permute(0, 3, 1, 2)`, used only by
+    the list (and the permute only by it), all in the `cat`'s block; None otherwise."""
+    if len(v.uses) != 1:
+        return None
+    permute = None
+    owner = v.owner
+    if isinstance(owner, Operation) and op_name(owner) == "permute" and owner.parent is cat.parent:
+        if permutation(owner.operands[1:], owner.attributes.get("kwnames", ())) != TO_NCHW:
+            return None
+        permute, v = owner, owner.operands[0]
+        if len(v.uses) != 1:
+            return None
+        owner = v.owner
+    if not (isinstance(owner, ops.PointwiseKernelOp) and owner.parent is cat.parent
+            and not owner.attributes.get("into") and not owner.attributes.get("reuse")):
+        return None
+    return _Part(owner, owner.results.index(v), permute)
+
+
+def _movable(kernel: ops.KernelOp, cat: Operation, order: dict[Operation, int]) -> bool:
+    """Whether the kernel can run just before the `cat` instead: nothing between may write, and
+    its outputs are read only by the `cat`'s list (or a permute into it) or after the `cat`."""
+    block = cat.parent
+    assert isinstance(block, Block)
+    if any(writes_in(o) for o in block.ops[order[kernel] + 1:order[cat]]):
+        return False
+    listed = cat.operands[0].owner
+    for r in kernel.results:
+        for use in r.uses:
+            top: Operation | None = use.op
+            while top is not None and top.parent is not block:
+                top = top.parent.parent if top.parent is not None else None  # type: ignore[assignment]
+            if top is None:
+                return False
+            if top is listed or (op_name(top) == "permute" and all(u.op is listed for u in top.results[0].uses)):
+                continue  # (the uses the rewrite drops)
+            if order[top] <= order[cat]:
+                return False
+    return True
+
+
+def _plus(e: Emitter, a: object, b: object) -> object:
+    """a + b for sizes that are ints or int values."""
+    if a == 0 or b == 0:
+        return b if a == 0 else a
+    if isinstance(a, Value) or isinstance(b, Value):
+        return e.binary("+", a, b)
+    return a + b  # type: ignore[operator]
+
+
+def _rewrite(cat: Operation, plan: _Plan, facts: Facts) -> None:
+    block = cat.parent
+    assert isinstance(block, Block)
+    order = {o: i for i, o in enumerate(block.ops)}
+    kernels = sorted({p.kernel for p in plan.parts}, key=order.__getitem__)
+    for k in kernels:
+        block.ops.remove(k)
+        k.parent = None
+        block.insert_before(cat, k)
+    # the parts in the buffer's dim order: the kernels' outputs for an NHWC buffer, the list's
+    # tensors (NCHW) for a row-major one
+    shapes = [(p.value if plan.channels_last else p.item).type.shape for p in plan.parts]  # type: ignore[union-attr]
+    inputs = _inputs(plan.parts)
+    e = Emitter(kernels[0], facts)
+    sizes = []
+    for d in range(len(shapes[0])):
+        total: object = 0
+        for dim in ([s[d] for s in shapes] if d == plan.along else [shapes[0][d]]):
+            total = _plus(e, total, _size(e, dim, inputs))
+        sizes.append(total)
+    out_type = cat.result.type
+    assert isinstance(out_type, TensorType)
+    shape = e.tuple(*[e.value(s) for s in sizes]) if any(isinstance(s, Value) for s in sizes) else e.value(tuple(sizes))
+    buf = e.method("new_empty", inputs[0], shape, dtype=Dtype(out_type.dtype))  # type: ignore[arg-type]
+    buf.type = TensorType(out_type.dtype, tuple(out_type.shape[i] for i in TO_NHWC) if plan.channels_last  # type: ignore[index]
+                          else out_type.shape, out_type.device)
+    buf.name = cat.result.name or "cat"
+    starts, lengths = [], []
+    for s in shapes:
+        lengths.append(_size(e, s[plan.along], inputs))
+        starts.append(_plus(e, starts[-1], lengths[-2]) if starts else 0)
+    e.commit()
+    for p, start, length, s in zip(plan.parts, starts, lengths, shapes):  # (each view just before its kernel)
+        e = Emitter(p.kernel, facts)
+        view = e.method("narrow", buf, plan.along, start, length)
+        view.type = TensorType(out_type.dtype, s, out_type.device)
+        if p.permute is not None and not plan.channels_last:  # (an NHWC kernel into NCHW rows)
+            view = e.method("permute", view, TO_NHWC)
+            view.type = p.value.type
+        e.commit()
+        p.kernel._add_operand(view)
+        p.kernel.attributes["into"] = (*p.kernel.attributes.get("into", ()), p.output)
+    result = buf
+    if plan.channels_last:
+        after = Emitter(cat, facts)
+        result = after.method("permute", buf, TO_NCHW)
+        result.type = out_type
+        after.commit()
+    cat.result.replace_all_uses_with(result)
+    listed = cat.operands[0].owner
+    cat.erase()
+    listed.erase()  # type: ignore[union-attr]
+    for p in plan.parts:
+        if p.permute is not None:
+            p.permute.erase()
+
+
+def _source(dim: object, inputs: list[Value]) -> tuple[Value, int] | None:
+    """An input and the dim of it that has the size `dim`."""
+    for v in inputs:
+        t = v.type
+        if isinstance(t, TensorType) and t.shape is not None and dim in t.shape:
+            return v, list(t.shape).index(dim)
+    return None
+
+
+def _size(e: Emitter, dim: object, inputs: list[Value]) -> object:
+    """A size as an int, or as `x.size(d)` of an input that has it."""
+    if type(dim) is int:
+        return dim
+    found = _source(dim, inputs)
+    assert found is not None  # (_plan checked)
+    return e.size(*found)
+
+
+__all__ = ["write_into_cats"]

@@ -1,0 +1,253 @@
+"""Concatenation in place (ir/passes/concat.py): which `cat`s have their parts written into
+their result by the kernels that compute them (IR in, IR out), and generated functions against
+eager on values and on the strides of the result, with the C++ and the Triton kernels."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import runtime
+from closeness import assert_close_to_eager
+from ir.passes.concat import write_into_cats
+from ir.passes.dce import dce
+from ir.passes.fuse import fuse
+from ir.passes.reuse import reuse_buffers
+from pass_text import after
+from source_module import imported_source
+from triton_setup import INTERPRETED
+
+ROW_MAJOR = """\
+func @f(%x: f32[B, 8, 4]@cpu, %y: f32[B, 6, 4]@cpu) -> f32[B, 14, 4]@cpu {
+  %two : float = py.constant() {value = 2.0}
+  %dim : int = py.constant() {value = 1}
+  %0 : f32[B, 8, 4]@cpu = py.binary(%x, %two) {op = "*"}
+  %1 : f32[B, 8, 4]@cpu = torch.call(%0) {callee = "torch.tanh", aten = "aten::tanh"}
+  %2 : f32[B, 6, 4]@cpu = py.binary(%y, %two) {op = "+"}
+  %3 : f32[B, 6, 4]@cpu = torch.call(%2) {callee = "torch.tanh", aten = "aten::tanh"}
+  %4 : list[Tensor] = py.list(%1, %3)
+  %5 : f32[B, 14, 4]@cpu = torch.call(%4, %dim) {callee = "torch.cat", aten = "aten::cat"}
+  func.return(%5)
+}
+"""
+PERMUTE = 'torch.method(%{x}, %nchw) {{method = "permute", alias_of = 0, aten = "aten::permute"}}'
+# the parts as the layout pass leaves them between convs: NHWC kernels, seen as NCHW
+NHWC = f"""\
+func @f(%x: f32[B, 5, 5, 8]@cpu, %y: f32[B, 5, 5, 6]@cpu) -> f32[B, 14, 5, 5]@cpu {{
+  %two : float = py.constant() {{value = 2.0}}
+  %dim : int = py.constant() {{value = 1}}
+  %nchw : tuple[int, int, int, int] = py.constant() {{value = (0, 3, 1, 2)}}
+  %0 : f32[B, 5, 5, 8]@cpu = py.binary(%x, %two) {{op = "*"}}
+  %1 : f32[B, 5, 5, 8]@cpu = torch.call(%0) {{callee = "torch.tanh", aten = "aten::tanh"}}
+  %p : f32[B, 8, 5, 5]@cpu = {PERMUTE.format(x="1")}
+  %2 : f32[B, 5, 5, 6]@cpu = py.binary(%y, %two) {{op = "+"}}
+  %3 : f32[B, 5, 5, 6]@cpu = torch.call(%2) {{callee = "torch.tanh", aten = "aten::tanh"}}
+  %q : f32[B, 6, 5, 5]@cpu = {PERMUTE.format(x="3")}
+  %4 : list[Tensor] = py.list(%p, %q)
+  %5 : f32[B, 14, 5, 5]@cpu = torch.call(%4, %dim) {{callee = "torch.cat", aten = "aten::cat"}}
+  func.return(%5)
+}}
+"""
+
+
+def written_in(text: str) -> str:
+    return after(text, fuse, write_into_cats, dce, reuse_buffers)
+
+
+def test_kernels_write_their_parts_into_the_result() -> None:
+    assert written_in(ROW_MAJOR) == """\
+func @f(%x: f32[B, 8, 4]@cpu, %y: f32[B, 6, 4]@cpu) -> f32[B, 14, 4]@cpu {
+  %0 : int = py.constant() {value = 0}
+  %1 : int = torch.method(%x, %0) {method = "size", aten = "aten::size.int"}
+  %2 : int = py.constant() {value = 14}
+  %3 : int = py.constant() {value = 4}
+  %4 : tuple[int, int, int] = py.tuple(%1, %2, %3)
+  %5 : dtype = py.constant() {value = "torch.float32"}
+  %cat : f32[B, 14, 4]@cpu = torch.method(%x, %4, %5) {method = "new_empty", kwnames = ("dtype",), aten = "aten::new_empty"}
+  %6 : int = py.constant() {value = 1}
+  %7 : int = py.constant() {value = 0}
+  %8 : int = py.constant() {value = 8}
+  %9 : f32[B, 8, 4]@cpu = torch.method(%cat, %6, %7, %8) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %10 : f32[B, 8, 4]@cpu = kernel.pointwise(%x, %9) {name = "f_k0_mul_tanh", inputs = 1, into = (0,)} {
+    ^(%x_1: f32[]@cpu):
+    %two : float = py.constant() {value = 2.0}
+    %11 : f32[]@cpu = py.binary(%x_1, %two) {op = "*"}
+    %12 : f32[]@cpu = torch.call(%11) {callee = "torch.tanh", aten = "aten::tanh"}
+    scf.yield(%12)
+  }
+  %13 : int = py.constant() {value = 1}
+  %14 : int = py.constant() {value = 8}
+  %15 : int = py.constant() {value = 6}
+  %16 : f32[B, 6, 4]@cpu = torch.method(%cat, %13, %14, %15) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %17 : f32[B, 6, 4]@cpu = kernel.pointwise(%y, %16) {name = "f_k1_add_tanh", inputs = 1, into = (0,)} {
+    ^(%y_1: f32[]@cpu):
+    %two_1 : float = py.constant() {value = 2.0}
+    %18 : f32[]@cpu = py.binary(%y_1, %two_1) {op = "+"}
+    %19 : f32[]@cpu = torch.call(%18) {callee = "torch.tanh", aten = "aten::tanh"}
+    scf.yield(%19)
+  }
+  func.return(%cat)
+}
+"""
+
+
+def test_nhwc_parts_seen_as_nchw_make_a_channels_last_result() -> None:
+    """As torch's `cat` of channels-last tensors is channels-last: an NHWC buffer, filled along
+    its last dim, seen as NCHW."""
+    out = written_in(NHWC)
+    assert '%cat : f32[B, 5, 5, 14]@cpu = torch.method(%x, %4, %5) {method = "new_empty"' in out
+    assert 'f32[B, 5, 5, 6]@cpu = torch.method(%cat, %13, %14, %15) {method = "narrow"' in out
+    assert "%13 : int = py.constant() {value = 3}" in out and "%14 : int = py.constant() {value = 8}" in out
+    assert out.endswith("""\
+  %20 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %21 : f32[B, 14, 5, 5]@cpu = torch.method(%cat, %20) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  func.return(%21)
+}
+""")
+
+
+def test_a_row_major_part_makes_a_row_major_result() -> None:
+    """torch's `cat` is row-major when one of its tensors is: the NHWC kernel writes its part
+    through a permuted view of the rows."""
+    mixed = NHWC.replace("%y: f32[B, 5, 5, 6]@cpu", "%y: f32[B, 6, 5, 5]@cpu")
+    mixed = mixed.replace("%2 : f32[B, 5, 5, 6]@cpu", "%2 : f32[B, 6, 5, 5]@cpu").replace("%3 : f32[B, 5, 5, 6]@cpu", "%3 : f32[B, 6, 5, 5]@cpu")
+    mixed = mixed.replace(f"  %q : f32[B, 6, 5, 5]@cpu = {PERMUTE.format(x='3')}\n", "").replace("py.list(%p, %q)", "py.list(%p, %3)")
+    out = written_in(mixed)
+    assert '%cat : f32[B, 14, 5, 5]@cpu = torch.method(%x, %4, %5) {method = "new_empty"' in out
+    assert """\
+  %9 : f32[B, 8, 5, 5]@cpu = torch.method(%cat, %6, %7, %8) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %10 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %11 : f32[B, 5, 5, 8]@cpu = torch.method(%9, %10) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %12 : f32[B, 5, 5, 8]@cpu = kernel.pointwise(%x, %11) {name = "f_k0_mul_tanh", inputs = 1, into = (0,)}""" in out
+    assert "func.return(%cat)" in out
+
+
+def test_a_kernel_moves_down_to_the_cat() -> None:
+    """The buffer's sizes must be known where it is allocated: the kernels run just before the
+    `cat`, after what stood between (here a matmul)."""
+    text = ROW_MAJOR.replace("%y: f32[B, 6, 4]@cpu)", "%y: f32[B, 6, 3]@cpu, %w: f32[3, 4]@cpu)").replace(
+        '  %2 : f32[B, 6, 4]@cpu = py.binary(%y, %two) {op = "+"}', """\
+  %m : f32[B, 6, 4]@cpu = torch.call(%y, %w) {callee = "torch.matmul", aten = "aten::matmul"}
+  %2 : f32[B, 6, 4]@cpu = py.binary(%m, %two) {op = "+"}""")
+    out = written_in(text)
+    assert out.index("torch.matmul") < out.index('"new_empty"') < out.index("f_k0_mul_tanh")
+
+
+@pytest.mark.parametrize("change", [
+    # a part is read by something else too
+    ("  func.return(%5)", "  %6 : tuple[Tensor, Tensor] = py.tuple(%5, %1)\n  func.return(%6)"),
+    # a part is not a kernel's output
+    ("py.list(%1, %3)", "py.list(%1, %y)"),
+    # a write between a kernel and the cat: the kernel cannot move past it
+    ("  %4 : list[Tensor] = py.list(%1, %3)",
+     '  %w : f32[B, 8, 4]@cpu = torch.method(%x, %two) {method = "mul_", mutates = (0,), alias_of = 0, aten = "aten::mul_"}\n'
+     "  %4 : list[Tensor] = py.list(%1, %3)"),
+    # the parts' dtypes differ from the result's (cat promotes)
+    ('%3 : f32[B, 6, 4]@cpu = torch.call(%2) {callee = "torch.tanh", aten = "aten::tanh"}',
+     '%3 : f64[B, 6, 4]@cpu = torch.call(%2) {callee = "torch.tanh", aten = "aten::tanh"}'),
+    # the list is read by something else
+    ("  func.return(%5)", "  %6 : int = py.call(%4) {callee = \"len\"}\n  func.return(%5)"),
+])
+def test_cats_that_stay(change: tuple[str, str]) -> None:
+    text = ROW_MAJOR.replace(*change)
+    if "%6 : tuple" in text:
+        text = text.replace("-> f32[B, 14, 4]@cpu {", "-> tuple[f32[B, 14, 4]@cpu, f32[B, 8, 4]@cpu] {")
+    if "f64[B, 6, 4]" in text:
+        text = text.replace("%y: f32[B, 6, 4]@cpu", "%y: f64[B, 6, 4]@cpu").replace("%2 : f32[B, 6, 4]", "%2 : f64[B, 6, 4]")
+    out = written_in(text)
+    assert "torch.cat" in out and "into" not in out
+
+
+def test_a_permuted_part_of_unknown_channels_stays() -> None:
+    """Whether torch calls such a part channels-last depends on its sizes."""
+    text = NHWC.replace("[B, 5, 5, 6]", "[B, 5, 5, C]").replace("[B, 6, 5, 5]", "[B, C, 5, 5]").replace(
+        "[B, 14, 5, 5]", "[B, 8 + C, 5, 5]")
+    out = written_in(text)
+    assert "torch.cat" in out and "into" not in out
+
+
+# -- generated functions against eager --------------------------------------------------------
+PARTS = ["torch.tanh({x} * 2.0)", "torch.relu({x} - 0.5) * 3.0", "torch.sigmoid({x}) + {x}", "{x} * {x} + 1.0",
+         "torch.exp(-{x}.abs())"]
+
+
+def _source(parts: list[tuple[str, bool]], dim: int, permuted: bool) -> str:
+    """f(x0, x1, ...): the `cat` of one expression of each input (or the input itself, which is
+    no kernel's output), NHWC parts seen as NCHW when `permuted`."""
+    items = []
+    for i, (expr, is_kernel) in enumerate(parts):
+        item = expr.format(x=f"x{i}") if is_kernel else f"x{i}"
+        items.append(f"({item}).permute(0, 3, 1, 2)" if permuted else item)
+    params = ", ".join(f"x{i}: Tensor" for i in range(len(parts)))
+    return f"""\
+import torch
+from torch import Tensor
+
+
+def f({params}) -> Tensor:
+    return torch.cat([{", ".join(items)}], dim={dim})
+"""
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(parts=st.lists(st.tuples(st.sampled_from(PARTS), st.booleans()), min_size=2, max_size=4),
+       rank=st.integers(1, 4), data=st.data(), backend=st.sampled_from(["cpp", "triton"]))
+def test_compiled_cats_match_eager_in_values_and_strides(parts, rank, data, backend, tmp_path, monkeypatch) -> None:
+    from transpiler import script
+
+    if backend == "triton" and not INTERPRETED:
+        pytest.skip("a GPU: test_triton_dispatch runs Triton on CUDA tensors")
+    permuted = rank == 4 and data.draw(st.booleans(), "permuted")
+    dim = data.draw(st.integers(-rank, rank - 1), "dim")
+    sizes = data.draw(st.lists(st.integers(1, 5), min_size=rank, max_size=rank), "sizes")
+    lengths = data.draw(st.lists(st.integers(1, 6), min_size=len(parts), max_size=len(parts)), "lengths")
+    along = (0, 3, 1, 2)[dim % rank] if permuted else dim % rank  # (in the inputs' dims)
+    shapes = [tuple(n if d == along else s for d, s in enumerate(sizes)) for n in lengths]
+    cache = Path(tempfile.mkdtemp(dir=tmp_path))
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(cache))
+    if backend == "triton":
+        monkeypatch.setenv("TORCHSCRIBE_BACKEND", "triton")
+    with imported_source(cache, "cats", _source(parts, dim, permuted)) as mod:
+        inputs = [torch.randn(s) for s in shapes]
+        compiled = script(mod.f, example_inputs=inputs)
+        text = next((cache / "jit").glob("*.py")).read_text()
+        assert (".narrow(" in text) == all(is_kernel for _, is_kernel in parts)
+        batches = [sizes[0]] + ([sizes[0] + 2] if sizes[0] > 1 and along != 0 else [])  # (a size symbol)
+        for batch in batches:
+            inputs = [torch.randn((batch,) + s[1:] if batch != sizes[0] else s) for s in shapes]
+            with runtime.mode("strict"):
+                got = compiled(*inputs)
+            expected = mod.f(*inputs)
+            assert_close_to_eager(got, expected)
+            assert got.stride() == expected.stride()
+
+
+def test_a_cat_of_two_outputs_of_one_kernel(tmp_path, monkeypatch) -> None:
+    """sigmoid(x) and exp(x) read x: horizontal fusion makes them one kernel, which writes both
+    of its outputs into the result."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    source = """\
+import torch
+from torch import Tensor
+
+
+def f(x: Tensor, y: Tensor) -> Tensor:
+    return torch.cat((torch.sigmoid(x), torch.relu(y) * 3.0, torch.exp(x)), dim=0)
+"""
+    with imported_source(tmp_path, "two_outputs", source) as mod:
+        x, y = torch.randn(4, 7), torch.randn(3, 7)
+        compiled = script(mod.f, example_inputs=(x, y))
+        text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+        assert text.count(".narrow(") == 3
+        for n in (4, 1):
+            x = torch.randn(n, 7)
+            with runtime.mode("strict"):
+                assert_close_to_eager(compiled(x, y), mod.f(x, y))
+
