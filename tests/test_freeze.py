@@ -119,22 +119,26 @@ def test_large_conv_weights_of_a_frozen_program_are_packed_and_run_channels_last
     assert "torch.nn.functional.conv2d" not in out and "linear" not in out
 
 
-@pytest.mark.parametrize(("weight", "out", "expected"), [
-    ("512, 512, 3, 3", "7, 7", True),
-    ("32, 32, 3, 3", "7, 7", False),  # small: as fast plain
-    ("512, 256, 1, 1", "7, 7", True),
-    ("128, 512, 1, 1", "7, 7", False),  # a 1x1 conv under PACK_MIN_ELEMENTS_1X1: as fast as `linear`
-    ("512, 512, 3, 3", "1, 1", False),  # one position (squeeze-and-excitation): far faster plain
-    ("512, 512, 3, 3", "H, W", False),  # positions unknown
+@pytest.mark.parametrize(("weight", "out", "expected", "groups"), [
+    ("512, 512, 3, 3", "7, 7", True, 1),
+    ("32, 32, 3, 3", "7, 7", False, 1),  # small: as fast plain
+    ("512, 256, 1, 1", "7, 7", True, 1),
+    ("128, 512, 1, 1", "7, 7", False, 1),  # a 1x1 conv under PACK_MIN_ELEMENTS_1X1: as fast as `linear`
+    ("512, 512, 3, 3", "1, 1", False, 1),  # one position (squeeze-and-excitation): far faster plain
+    ("512, 512, 3, 3", "H, W", False, 1),  # positions unknown
+    ("440, 8, 3, 3", "7, 7", True, 55),  # grouped (regnet's): plain, oneDNN reorders its weight per call
+    ("208, 8, 3, 3", "14, 14", False, 26),  # grouped and small
+    ("768, 1, 7, 7", "7, 7", False, 768),  # depthwise (convnext's): no faster packed in a whole model
+    ("768, 1, 7, 7", "7, 7", True, 1),  # one input channel, not grouped
 ])
-def test_which_convs_are_packable(weight: str, out: str, expected: bool) -> None:
+def test_which_convs_are_packable(weight: str, out: str, expected: bool, groups: int) -> None:
     """oneDNN's packed call costs about 30 us whatever its size (ir/passes/layout.py)."""
-    c_in = weight.split(", ")[1]
+    c_in = int(weight.split(", ")[1]) * groups
     program = parse_program(f"""\
 func @f(%x: f32[B, {c_in}, 9, 9]@cpu, %w: f32[{weight}]@cpu) -> f32[B, {weight.split(", ")[0]}, {out}]@cpu {{
   %none : None = py.constant() {{value = None}}
   %one : tuple[int, int] = py.constant() {{value = (1, 1)}}
-  %g : int = py.constant() {{value = 1}}
+  %g : int = py.constant() {{value = {groups}}}
   %0 : f32[B, {weight.split(", ")[0]}, {out}]@cpu = torch.call(%x, %w, %none, %one, %one, %one, %g) {{callee = "torch.nn.functional.conv2d"}}
   func.return(%0)
 }}
