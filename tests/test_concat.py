@@ -127,15 +127,34 @@ def test_a_row_major_part_makes_a_row_major_result() -> None:
     assert "func.return(%cat)" in out
 
 
-def test_a_kernel_moves_down_to_the_cat() -> None:
-    """The buffer's sizes must be known where it is allocated: the kernels run just before the
-    `cat`, after what stood between (here a matmul)."""
+def test_the_kernels_stay_where_they_are() -> None:
+    """The buffer is allocated before the first kernel, where its sizes are known: the kernels
+    run where they ran (here with a matmul between them)."""
     text = ROW_MAJOR.replace("%y: f32[B, 6, 4]@cpu)", "%y: f32[B, 6, 3]@cpu, %w: f32[3, 4]@cpu)").replace(
         '  %2 : f32[B, 6, 4]@cpu = py.binary(%y, %two) {op = "+"}', """\
   %m : f32[B, 6, 4]@cpu = torch.call(%y, %w) {callee = "torch.matmul", aten = "aten::matmul"}
   %2 : f32[B, 6, 4]@cpu = py.binary(%m, %two) {op = "+"}""")
     out = written_in(text)
-    assert out.index("torch.matmul") < out.index('"new_empty"') < out.index("f_k0_mul_tanh")
+    assert out.index('"new_empty"') < out.index("f_k0_mul_tanh") < out.index("torch.matmul") < out.index("f_k1_add_tanh")
+
+
+def test_a_kernel_moves_down_to_the_cat_when_a_size_is_known_only_there() -> None:
+    """N, the second part's length, is read from the matmul's result: the kernels move down to
+    the `cat`, after it."""
+    text = ROW_MAJOR.replace("%y: f32[B, 6, 4]@cpu)", "%y: f32[B, N, 3]@cpu, %w: f32[3, 4]@cpu)").replace(
+        '  %2 : f32[B, 6, 4]@cpu = py.binary(%y, %two) {op = "+"}', """\
+  %m : f32[B, N, 4]@cpu = torch.call(%y, %w) {callee = "torch.matmul", aten = "aten::matmul"}
+  %2 : f32[B, N, 4]@cpu = py.binary(%m, %two) {op = "+"}""")
+    text = text.replace("%3 : f32[B, 6, 4]", "%3 : f32[B, N, 4]").replace("[B, 14, 4]", "[B, N + 8, 4]")
+    out = written_in(text)
+    assert out.index("torch.matmul") < out.index('"new_empty"') < out.index("f_k0_mul_tanh") < out.index("f_k1_add_tanh")
+    assert 'torch.method(%m, %' in out and '{method = "size"' in out
+    # a write between the first kernel and the cat: the kernel cannot move past it
+    written = text.replace("  %4 : list[Tensor] = py.list(%1, %3)",
+                           '  %v : f32[B, 8, 4]@cpu = torch.method(%x, %two) {method = "mul_", mutates = (0,), alias_of = 0, aten = "aten::mul_"}\n'
+                           "  %4 : list[Tensor] = py.list(%1, %3)")
+    out = written_in(written)
+    assert "torch.cat" in out and "into" not in out
 
 
 @pytest.mark.parametrize("change", [
@@ -143,10 +162,6 @@ def test_a_kernel_moves_down_to_the_cat() -> None:
     ("  func.return(%5)", "  %6 : tuple[Tensor, Tensor] = py.tuple(%5, %1)\n  func.return(%6)"),
     # a part is not a kernel's output
     ("py.list(%1, %3)", "py.list(%1, %y)"),
-    # a write between a kernel and the cat: the kernel cannot move past it
-    ("  %4 : list[Tensor] = py.list(%1, %3)",
-     '  %w : f32[B, 8, 4]@cpu = torch.method(%x, %two) {method = "mul_", mutates = (0,), alias_of = 0, aten = "aten::mul_"}\n'
-     "  %4 : list[Tensor] = py.list(%1, %3)"),
     # the parts' dtypes differ from the result's (cat promotes)
     ('%3 : f32[B, 6, 4]@cpu = torch.call(%2) {callee = "torch.tanh", aten = "aten::tanh"}',
      '%3 : f64[B, 6, 4]@cpu = torch.call(%2) {callee = "torch.tanh", aten = "aten::tanh"}'),

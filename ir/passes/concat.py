@@ -21,9 +21,11 @@ permuted the same way. When some part is row-major, so is the result, and an NHW
 its part through `narrow(...).permute(0, 2, 3, 1)`. A permuted part whose channel or spatial
 sizes are not known (whose memory format depends on them) leaves the `cat` alone.
 
-The kernels move down to just before the `cat` (they are pure, and nothing between may write),
-so that every size the buffer needs is known where it is allocated: the allocation, the views
-and the kernels then stand together, in the order the kernels had.
+The buffer is allocated just before the first of the kernels, each of which stays where it
+was (it reads its inputs while they are still in cache: in squeezenet, the conv output that it
+used to write over), and its view is made just before it. When a size of the buffer is known
+only later (read from an input that is computed after the first kernel), the kernels move down
+to just before the `cat` instead (they are pure; nothing between may write).
 """
 
 from __future__ import annotations
@@ -76,6 +78,8 @@ class _Plan:
     parts: list[_Part]
     along: int  # the dim of the buffer the parts are concatenated along
     channels_last: bool  # the result is channels-last: the buffer is NHWC, the result its permute
+    move: bool  # the kernels move down to the cat (a size is known only after the first kernel)
+    inputs: list[Value]  # what the buffer's sizes are read from
 
 
 def _plan(cat: Operation, facts: Facts) -> _Plan | None:
@@ -111,13 +115,20 @@ def _plan(cat: Operation, facts: Facts) -> _Plan | None:
     channels_last = all(layout == "channels-last" for layout in layouts)
     block = cat.parent
     order = {o: i for i, o in enumerate(block.ops)}  # type: ignore[union-attr]
-    if not all(_movable(p.kernel, cat, order) for p in parts):
-        return None
-    inputs = _inputs(parts)
-    if any(type(d) is not int and _source(d, inputs) is None for p in parts for d in p.value.type.shape):  # type: ignore[union-attr]
-        return None  # (a size no input has: the launcher broadcasts the inputs' shapes for it)
+    first = min((p.kernel for p in parts), key=order.__getitem__)
+    sizes = [d for p in parts for d in p.value.type.shape if type(d) is not int]  # type: ignore[union-attr]
+    early = [v for v in _inputs(parts) if not (isinstance(v.owner, Operation) and v.owner in order
+                                                and order[v.owner] > order[first])]
+    move = any(_source(d, early) is None for d in sizes)
+    if move:
+        inputs = _inputs(parts)
+        if not all(_movable(p.kernel, cat, order) for p in parts):
+            return None
+        if any(_source(d, inputs) is None for d in sizes):
+            return None  # (a size no input has: the launcher broadcasts the inputs' shapes for it)
     dim_value %= rank
-    return _Plan(parts, TO_NCHW[dim_value] if channels_last else dim_value, channels_last)
+    return _Plan(parts, TO_NCHW[dim_value] if channels_last else dim_value, channels_last, move,
+                 early if not move else inputs)
 
 
 def _layout(p: _Part) -> str | None:
@@ -193,14 +204,14 @@ def _rewrite(cat: Operation, plan: _Plan, facts: Facts) -> None:
     assert isinstance(block, Block)
     order = {o: i for i, o in enumerate(block.ops)}
     kernels = sorted({p.kernel for p in plan.parts}, key=order.__getitem__)
-    for k in kernels:
+    for k in kernels if plan.move else []:
         block.ops.remove(k)
         k.parent = None
         block.insert_before(cat, k)
     # the parts in the buffer's dim order: the kernels' outputs for an NHWC buffer, the list's
     # tensors (NCHW) for a row-major one
     shapes = [(p.value if plan.channels_last else p.item).type.shape for p in plan.parts]  # type: ignore[union-attr]
-    inputs = _inputs(plan.parts)
+    inputs = plan.inputs
     e = Emitter(kernels[0], facts)
     sizes = []
     for d in range(len(shapes[0])):
