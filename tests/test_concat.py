@@ -111,6 +111,17 @@ def test_nhwc_parts_seen_as_nchw_make_a_channels_last_result() -> None:
 """)
 
 
+def test_nhwc_rows_of_a_channels_last_result_are_the_buffer() -> None:
+    """`.permute(0, 2, 3, 1)` of the result (the layout pass's NHWC rows for a 1x1 conv run as
+    `linear`) is the buffer itself, not a permute of its permute."""
+    text = NHWC.replace("-> f32[B, 14, 5, 5]@cpu {", "-> f32[B, 5, 5, 14]@cpu {").replace("  func.return(%5)", f"""\
+  %nhwc : tuple[int, int, int, int] = py.constant() {{value = (0, 2, 3, 1)}}
+  %6 : f32[B, 5, 5, 14]@cpu = torch.method(%5, %nhwc) {{method = "permute", alias_of = 0, aten = "aten::permute"}}
+  func.return(%6)""")
+    out = written_in(text)
+    assert "func.return(%cat)" in out and '"permute"' not in out
+
+
 def test_a_row_major_part_makes_a_row_major_result() -> None:
     """torch's `cat` is row-major when one of its tensors is: the NHWC kernel writes its part
     through a permuted view of the rows."""

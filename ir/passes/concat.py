@@ -247,6 +247,11 @@ def _rewrite(cat: Operation, plan: _Plan, facts: Facts) -> None:
         result = after.method("permute", buf, TO_NCHW)
         result.type = out_type
         after.commit()
+        for use in list(cat.result.uses):  # (NHWC rows of the result, for a linear: the buffer)
+            if op_name(use.op) == "permute" and use.index == 0 and \
+                    permutation(use.op.operands[1:], use.op.attributes.get("kwnames", ())) == TO_NHWC:
+                use.op.result.replace_all_uses_with(buf)
+                use.op.erase()
     cat.result.replace_all_uses_with(result)
     listed = cat.operands[0].owner
     cat.erase()
