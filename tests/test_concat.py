@@ -222,8 +222,9 @@ def f({params}) -> Tensor:
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(parts=st.lists(st.tuples(st.sampled_from(PARTS), st.booleans()), min_size=2, max_size=4),
-       rank=st.integers(1, 4), data=st.data(), backend=st.sampled_from(["cpp", "triton"]))
-def test_compiled_cats_match_eager_in_values_and_strides(parts, rank, data, backend, tmp_path, monkeypatch) -> None:
+       rank=st.integers(1, 4), data=st.data(), backend=st.sampled_from(["cpp", "triton"]),
+       dtype=st.sampled_from([torch.float32, torch.float64, torch.bfloat16]))
+def test_compiled_cats_match_eager_in_values_and_strides(parts, rank, data, backend, dtype, tmp_path, monkeypatch) -> None:
     from transpiler import script
 
     if backend == "triton" and not INTERPRETED:
@@ -239,13 +240,13 @@ def test_compiled_cats_match_eager_in_values_and_strides(parts, rank, data, back
     if backend == "triton":
         monkeypatch.setenv("TORCHSCRIBE_BACKEND", "triton")
     with imported_source(cache, "cats", _source(parts, dim, permuted)) as mod:
-        inputs = [torch.randn(s) for s in shapes]
+        inputs = [torch.randn(s, dtype=dtype) for s in shapes]
         compiled = script(mod.f, example_inputs=inputs)
         text = next((cache / "jit").glob("*.py")).read_text()
         assert (".narrow(" in text) == all(is_kernel for _, is_kernel in parts)
         batches = [sizes[0]] + ([sizes[0] + 2] if sizes[0] > 1 and along != 0 else [])  # (a size symbol)
         for batch in batches:
-            inputs = [torch.randn((batch,) + s[1:] if batch != sizes[0] else s) for s in shapes]
+            inputs = [torch.randn((batch,) + s[1:] if batch != sizes[0] else s, dtype=dtype) for s in shapes]
             with runtime.mode("strict"):
                 got = compiled(*inputs)
             expected = mod.f(*inputs)
