@@ -82,6 +82,41 @@ def test_ahead_of_time_says_why_nothing_fused(model: Path) -> None:
     assert "memory traffic saved against eager: 0 bytes per call" in text
 
 
+CAT_MODEL = '''\
+from typing import Annotated
+
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def parts(x: Annotated[Tensor, "B 8 4"], y: Annotated[Tensor, "B 6 4"]) -> Tensor:
+    return torch.cat([torch.tanh(x * 2.0), torch.relu(y + 1.0)], 1)
+
+
+def make_example():
+    return parts, (torch.randn(2, 8, 4), torch.randn(2, 6, 4))
+'''
+
+
+def test_a_kernel_that_writes_into_a_cat_saves_the_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eager writes tanh's result, then cat reads it: 2 * 128 bytes per image, besides the mul
+    the kernel keeps inside."""
+    monkeypatch.chdir(tmp_path)
+    Path("cats.py").write_text(CAT_MODEL)
+    before = set(sys.modules)
+    text = explain_path(Path("cats.py"), example=True)
+    for name in set(sys.modules) - before:
+        if name.startswith("_torchscribe_explain_"):
+            del sys.modules[name]
+    assert text is not None
+    assert "output 0: f32[B, 8, 4]@cpu, written into its part of a cat's result" in text
+    assert "saves: 512·B bytes: writing and reading mul (line 11), tanh (line 11)" in text
+    assert "memory traffic saved against eager: 896·B bytes per call" in text
+
+
 def test_cli_subcommand(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["explain", "--example", str(model)]) == 0
     out = capsys.readouterr().out

@@ -181,6 +181,12 @@ def _kernel_savings(kernel: ops.KernelOp, func: ops.FuncOp) -> tuple[list[tuple[
         count = _elements(shapes[value])
         size = _DTYPE_SIZE.get(value.type.dtype or "")
         found.append((op, None if count is None or size is None else 2 * count * size))
+    outputs = kernel.body.terminator.operands if kernel.body.terminator is not None else []
+    for k in kernel.destinations:  # (written into a cat's result: eager writes it, then cat reads it)
+        value, op = outputs[k], outputs[k].owner
+        if isinstance(op, Operation) and _span(op) is not None:
+            count, size = _elements(shapes[value]), _DTYPE_SIZE.get(kernel.results[k].type.dtype or "")  # type: ignore[union-attr]
+            found.append((op, None if count is None or size is None else 2 * count * size))
     return found, all(s is not None for _, s in found)
 
 
