@@ -16,6 +16,7 @@ from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
 from ir.passes.lists import snapshot_lists
 from ir.passes.layout import channels_last
+from ir.passes.plan import plan_memory
 from ir.passes.reuse import reuse_buffers
 from ir.passes.specialize import specialize
 from ir.verifier import verify
@@ -37,6 +38,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("concat", write_into_cats),  # kernels write the parts of a cat into its result
     ("dce", dce),
     ("reuse", reuse_buffers),  # kernels write over inputs that die into them
+    ("plan", plan_memory),  # large GEMM results into the storage of dead temporaries
 ]
 PASS_NAMES = [name for name, _ in PIPELINE]
 # PIPELINE as defined here: script()'s cache (transpiler/jit_cache.py) tells a pipeline patched in

@@ -1,0 +1,200 @@
+"""Memory planning: a large GEMM result takes the storage of a temporary that is dead by then.
+
+On the CPU a fresh tensor of tens of megabytes is mapped anew on every call (glibc maps an
+allocation over its mmap threshold, at most 32 MB, afresh and unmaps it on free; smaller ones
+fault too when the heap's top is given back), and its pages fault on the first write: inside the
+GEMM that writes it, on both threads. convnext_tiny at batch 8 faulted 39,000 pages a call; its
+stage-1 `linear` of [25088, 96] by [96, 384] took 19.3 ms into a fresh 38.5 MB result and
+11.3 ms into one whose pages were mapped. So `linear(x, w)` (the bias split off into the kernel
+after it) and `matmul` write, through `out=`, into the storage of a tensor of the same type
+that nothing reads any more: `torch.matmul(x, w.t(), out=dead)`. The previous block's result
+of the same layer usually is one.
+
+A storage may be taken only when no value that can reach it is used later. Values share a
+storage class (union-find) when one may alias the other: a view (`alias_of`), a kernel output
+written over an input (`reuse`) or into a view (`into`), the result of any op that may return
+its operand (not a fresh result: `contiguous`, `to`, `reshape`), containers and what is read out
+of them, and anything an op with regions or a call we cannot see into touches (then pinned).
+A class may be taken when it was allocated by this function (a fresh extern result or a
+kernel's own output) and holds no argument, parameter, returned or pinned value. The class's
+last use is the latest top-level op that uses any of its values; the GEMM must stand after it.
+Only the function's own block is planned (a value used in a loop is used on every iteration).
+"""
+
+from __future__ import annotations
+
+from ir import ops
+from ir.core import AliasOf, Block, Operation, Program, Value
+from ir.passes.decompose import Emitter, Facts
+from ir.passes.functionalize import holds_tensors
+from ir.passes.fuse import FRESH_RESULTS
+from ir.primitives import op_name
+from ir.types import TensorType
+
+# the static part of a result's size (symbolic dims count as 1) from which a GEMM takes a dead
+# storage: below it the allocator's free lists serve it without new pages
+MIN_BYTES = 1 << 20
+ITEM_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
+GEMMS = frozenset({"linear", "matmul"})
+# Ops whose new result is row-major (so that `out=` it gives the GEMM's own strides); kernels'
+# outputs are too. (A conv's may be channels-last.)
+ROW_MAJOR = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "new_empty"})
+
+
+def plan_memory(program: Program) -> None:
+    for func in program.funcs:
+        if not any(isinstance(op, ops.OpaqueOp) for op in func.walk()):  # (Python may read locals by name)
+            _Planner(func.regions[0].block).run()
+
+
+class _Planner:
+    def __init__(self, block: Block) -> None:
+        self.block = block
+        self.parent: dict[Value, Value] = {}
+        self.pinned: set[Value] = set()  # roots of classes that may not be taken
+        self.allocated: dict[Value, Value] = {}  # root -> the value that allocated the class
+        self.last: dict[Value, int] = {}  # root -> position of the last top-level use
+
+    def find(self, v: Value) -> Value:
+        root = v
+        while self.parent.get(root, root) is not root:
+            root = self.parent[root]
+        self.parent[v] = root
+        return root
+
+    def union(self, a: Value, b: Value) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra is rb:
+            return
+        self.parent[rb] = ra
+        if rb in self.pinned:
+            self.pinned.add(ra)
+        if ra in self.allocated and rb in self.allocated:
+            self.pinned.add(ra)  # (two allocations in one class: never take it)
+        elif rb in self.allocated:
+            self.allocated[ra] = self.allocated.pop(rb)
+        self.last[ra] = max(self.last.get(ra, -1), self.last.pop(rb, -1))
+
+    def run(self) -> None:
+        for arg in self.block.args:
+            self.pinned.add(self.find(arg))
+        for i, op in enumerate(self.block.ops):
+            self.classes_of(op)
+            for v in self.values_used(op):
+                root = self.find(v)
+                self.last[root] = max(self.last.get(root, -1), i)
+        targets = [op for op in self.block.ops if self.target(op)]
+        position = {op: i for i, op in enumerate(self.block.ops)}
+        for op in targets:
+            self.take(op, position[op], position)
+
+    # -- classes ----------------------------------------------------------------------------
+    def classes_of(self, op: Operation) -> None:
+        tensors = [v for v in self.values_used(op) if holds_tensors(v.type)]
+        if isinstance(op, ops.ReturnOp):
+            for v in tensors:
+                self.pinned.add(self.find(v))
+            return
+        if isinstance(op, ops.KernelOp):
+            for k, j in op.attributes.get("reuse", ()):
+                self.union(op.results[k], op.operands[j])
+            for k, dest in op.destinations.items():
+                self.union(op.results[k], dest)
+            taken = {k for k, _ in op.attributes.get("reuse", ())} | set(op.destinations)
+            for k, r in enumerate(op.results):
+                if k not in taken:
+                    self.allocate(r)
+            return
+        results = [r for r in op.results if holds_tensors(r.type)]
+        if not results:
+            return
+        if op.regions or not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp, ops.ListOp, ops.TupleOp,
+                                             ops.GetItemOp, ops.UnpackOp, ops.GetAttrOp, ops.ConstantOp)):
+            for r in results:  # (a call we cannot see into: what it touches may be kept anywhere)
+                for v in tensors:
+                    self.union(r, v)
+                self.pinned.add(self.find(r))
+            for v in tensors:
+                self.pinned.add(self.find(v))
+            return
+        if isinstance(op, (ops.GetAttrOp, ops.ConstantOp)):
+            for r in results:
+                self.pinned.add(self.find(r))  # (a parameter, a buffer: not ours to write)
+            return
+        alias = op.get_trait(AliasOf)
+        fresh = (op_name(op) in FRESH_RESULTS or op_name(op) == "new_empty") and alias is None \
+            and not op.attributes.get("mutates") and len(results) == 1
+        if fresh:
+            self.allocate(results[0])
+            return
+        for r in results:  # (a view, a container, or an op that may return its operand)
+            for v in tensors:
+                self.union(r, v)
+
+    def allocate(self, v: Value) -> None:
+        root = self.find(v)
+        if root in self.allocated:
+            self.pinned.add(root)
+        else:
+            self.allocated[root] = v
+
+    def values_used(self, op: Operation) -> list[Value]:
+        """The operands of `op` and of the ops nested in it that come from outside it."""
+        inside = {r for inner in op.walk() for r in inner.results} | {a for inner in op.walk() for region in inner.regions
+                                                                    for b in region.blocks for a in b.args}
+        return list(dict.fromkeys(v for inner in op.walk() for v in inner.operands if v not in inside))
+
+    # -- taking a dead storage -----------------------------------------------------------------
+    def target(self, op: Operation) -> bool:
+        """`linear(x, w)` of a 2-d weight, or `matmul(a, b)` (no `out`), with a result of known
+        type that is large enough and is this op's own new tensor."""
+        if not isinstance(op, ops.TorchCallOp) or op_name(op) not in GEMMS or op.attributes.get("kwnames") \
+                or len(op.operands) != 2 or len(op.results) != 1:
+            return False
+        t = op.result.type
+        if not (isinstance(t, TensorType) and t.dtype in ITEM_BYTES and t.shape is not None and len(t.shape) >= 2
+                and t.device == "cpu" and all(isinstance(v.type, TensorType) for v in op.operands)):
+            return False
+        if op_name(op) == "linear" and (op.operands[1].type.shape is None or len(op.operands[1].type.shape) != 2):  # type: ignore[union-attr]
+            return False
+        return _static_bytes(t) >= MIN_BYTES and self.allocated.get(self.find(op.result)) is op.result
+
+    def take(self, op: Operation, at: int, position: dict[Operation, int]) -> None:
+        t = op.result.type
+        found = None
+        for root, v in self.allocated.items():
+            if (self.find(root) is root and root not in self.pinned and v.type == t and v is not op.result
+                    and (isinstance(v.owner, ops.KernelOp) or op_name(v.owner) in ROW_MAJOR)  # type: ignore[arg-type]
+                    and self.last.get(root, -1) < at and isinstance(v.owner, Operation) and v.owner in position
+                    and position[v.owner] < at):
+                if found is None or self.last.get(root, -1) > self.last.get(found, -1):
+                    found = root
+        if found is None:
+            return
+        dead = self.allocated[found]
+        e = Emitter(op, Facts())
+        a, b = op.operands
+        if op_name(op) == "linear":
+            b = e.method("t", b)
+        e.commit()
+        gemm = ops.TorchCallOp([a, b, dead], [t], {"callee": "torch.matmul", "kwnames": ("out",), "mutates": (2,),
+                                                  "alias_of": 2, "aten": "aten::matmul.out"}, loc=op.loc)
+        op.parent.insert_before(op, gemm)  # type: ignore[union-attr]
+        gemm.result.name = op.result.name
+        mine = self.find(op.result)
+        self.allocated.pop(mine, None)  # (the GEMM allocates nothing now)
+        self.union(found, mine)  # (its values share the dead tensor's storage, and live as long)
+        self.parent[gemm.result] = self.find(found)
+        op.result.replace_all_uses_with(gemm.result)
+        op.erase()
+
+
+def _static_bytes(t: TensorType) -> int:
+    n = ITEM_BYTES[t.dtype]  # type: ignore[index]
+    for d in t.shape or ():
+        if type(d) is int:
+            n *= d
+    return n
+
+
+__all__ = ["plan_memory", "MIN_BYTES"]
