@@ -51,12 +51,18 @@ def test_a_gemm_writes_into_the_storage_of_a_dead_result() -> None:
     # a view of it is read after the second block's first linear
     ("  func.return(%5)", '  %v : f32[B, 1024, 512]@cpu = torch.method(%1) {method = "mT", alias_of = 0, aten = "aten::mT"}\n'
                           '  %6 : tuple[Tensor, Tensor] = py.tuple(%5, %v)\n  func.return(%6)'),
+    # an op whose result is neither a tensor nor immutable: what it holds may be read later
+    ("  %3 : f32[B, 512, 1024]@cpu", '  %l : list[float] = torch.method(%1) {method = "tolist", aten = "aten::tolist"}\n'
+                                     "  %3 : f32[B, 512, 1024]@cpu"),
     # the result has another shape
     ("%3 : f32[B, 512, 1024]@cpu", "%3 : f32[B, 512, 1024]@cpu"),
 ])
 def test_storage_that_is_still_seen_is_not_taken(change: tuple[str, str]) -> None:
     text = TWO_BLOCKS.replace(*change)
-    if "py.tuple" in text:
+    if "%l : list" in text:
+        text = text.replace("  func.return(%5)", "  %6 : tuple[Tensor, list[float]] = py.tuple(%5, %l)\n  func.return(%6)")
+        text = text.replace("-> f32[B, 512, 256]@cpu {", "-> tuple[f32[B, 512, 256]@cpu, list[float]] {")
+    if "py.tuple(%5, %1)" in text or "py.tuple(%5, %v)" in text:
         text = text.replace("-> f32[B, 512, 256]@cpu {", "-> tuple[f32[B, 512, 256]@cpu, Tensor] {")
     if change[0] == change[1]:  # (a narrower second block: [B, 512, 768])
         text = text.replace("%w1: f32[1024, 256]@cpu", "%w1: f32[1024, 256]@cpu, %w3: f32[768, 256]@cpu, %w4: f32[256, 768]@cpu")

@@ -615,18 +615,19 @@ def writes_in(op: Operation) -> bool:
 _IMMUTABLE = {"int", "float", "bool", "str", "None", "dtype", "device"}
 
 
-def _immutable(t: Type) -> bool:
+def immutable(t: Type) -> bool:
+    """A type whose values nothing can change (numbers, strings, dtypes, tuples of them)."""
     if isinstance(t, ScalarType):
         return t.name in _IMMUTABLE
     if isinstance(t, TupleType):
-        return all(_immutable(e) for e in t.elems)
+        return all(immutable(e) for e in t.elems)
     if isinstance(t, OptionalType):
-        return _immutable(t.elem)
+        return immutable(t.elem)
     return isinstance(t, FunctionType)
 
 
 def _reads_mutable(op: Operation) -> bool:
-    return any(not _immutable(v.type) for v in op.operands)
+    return any(not immutable(v.type) for v in op.operands)
 
 
 def _makes_new_object(op: Operation) -> bool:
@@ -636,4 +637,4 @@ def _makes_new_object(op: Operation) -> bool:
         return False  # the same objects (a tuple of them is immutable)
     if isinstance(op, ops.GetAttrOp) and not isinstance(op.operands[0].type, TensorType):
         return False  # a module's attribute is one object (x.T of a tensor is a new view)
-    return any(not _immutable(r.type) for r in op.results)
+    return any(not immutable(r.type) for r in op.results)

@@ -38,12 +38,11 @@ from ir.passes.canonicalize import writes_in
 from ir.passes.decompose import Dtype, Emitter, Facts, Unsupported, bind
 from ir.passes.functionalize import permutation
 from ir.passes.fuse import known_tensor
+from ir.passes.layout import TO_NCHW, TO_NHWC
 from ir.primitives import op_name
 from ir.types import TensorType
 
 CATS = frozenset({"cat", "concat", "concatenate"})
-TO_NCHW = (0, 3, 1, 2)
-TO_NHWC = (0, 2, 3, 1)
 
 
 def write_into_cats(program: Program) -> None:

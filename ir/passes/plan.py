@@ -6,7 +6,7 @@ fault too when the heap's top is given back), and its pages fault on the first w
 GEMM that writes it, on both threads. convnext_tiny at batch 8 faulted 39,000 pages a call; its
 stage-1 `linear` of [25088, 96] by [96, 384] took 19.3 ms into a fresh 38.5 MB result and
 11.3 ms into one whose pages were mapped. So `linear(x, w)` (the bias split off into the kernel
-after it) and `matmul` write, through `out=`, into the storage of a tensor of the same type
+after it) writes, through `out=`, into the storage of a tensor of the same type
 that nothing reads any more: `torch.matmul(x, w.t(), out=dead)`. The previous block's result
 of the same layer usually is one.
 
@@ -23,22 +23,25 @@ Only the function's own block is planned (a value used in a loop is used on ever
 
 from __future__ import annotations
 
+import torch
+
 from ir import ops
 from ir.core import AliasOf, Block, Operation, Program, Value
 from ir.passes.decompose import Emitter, Facts
+from ir.passes.canonicalize import immutable
 from ir.passes.functionalize import holds_tensors
 from ir.passes.fuse import FRESH_RESULTS
+from ir.passes.layout import ROW_MAJOR
 from ir.primitives import op_name
 from ir.types import TensorType
 
 # the static part of a result's size (symbolic dims count as 1) from which a GEMM takes a dead
 # storage: below it the allocator's free lists serve it without new pages
 MIN_BYTES = 1 << 20
-ITEM_BYTES = {"float32": 4, "float64": 8, "bfloat16": 2, "float16": 2}
-GEMMS = frozenset({"linear", "matmul"})
-# Ops whose new result is row-major (so that `out=` it gives the GEMM's own strides); kernels'
-# outputs are too. (A conv's may be channels-last.)
-ROW_MAJOR = frozenset({"linear", "matmul", "mm", "bmm", "addmm", "baddbmm", "new_empty"})
+FLOATING = frozenset({"float32", "float64", "bfloat16", "float16"})
+# Ops whose new result is row-major, so that a GEMM `out=` it has its own strides (a conv's may
+# be channels-last); kernels' own outputs are row-major too.
+ROW_MAJOR_RESULTS = ROW_MAJOR | {"new_empty"}
 
 
 def plan_memory(program: Program) -> None:
@@ -106,6 +109,9 @@ class _Planner:
                     self.allocate(r)
             return
         results = [r for r in op.results if holds_tensors(r.type)]
+        if not all(immutable(r.type) or holds_tensors(r.type) for r in op.results):
+            for v in tensors:  # (`x.numpy()`, `x.untyped_storage()`: something else sees the storage)
+                self.pinned.add(self.find(v))
         if not results:
             return
         if op.regions or not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp, ops.ListOp, ops.TupleOp,
@@ -146,16 +152,17 @@ class _Planner:
 
     # -- taking a dead storage -----------------------------------------------------------------
     def target(self, op: Operation) -> bool:
-        """`linear(x, w)` of a 2-d weight, or `matmul(a, b)` (no `out`), with a result of known
-        type that is large enough and is this op's own new tensor."""
-        if not isinstance(op, ops.TorchCallOp) or op_name(op) not in GEMMS or op.attributes.get("kwnames") \
+        """`linear(x, w)` of a 2-d weight (the bias split off), with a result of known type that is
+        large enough and is this op's own new tensor. (Not `matmul` of batched operands yet: its
+        `out=` form is not tested at these sizes.)"""
+        if not isinstance(op, ops.TorchCallOp) or op_name(op) != "linear" or op.attributes.get("kwnames") \
                 or len(op.operands) != 2 or len(op.results) != 1:
             return False
         t = op.result.type
-        if not (isinstance(t, TensorType) and t.dtype in ITEM_BYTES and t.shape is not None and len(t.shape) >= 2
+        if not (isinstance(t, TensorType) and t.dtype in FLOATING and t.shape is not None and len(t.shape) >= 2
                 and t.device == "cpu" and all(isinstance(v.type, TensorType) for v in op.operands)):
             return False
-        if op_name(op) == "linear" and (op.operands[1].type.shape is None or len(op.operands[1].type.shape) != 2):  # type: ignore[union-attr]
+        if op.operands[1].type.shape is None or len(op.operands[1].type.shape) != 2:  # type: ignore[union-attr]
             return False
         return _static_bytes(t) >= MIN_BYTES and self.allocated.get(self.find(op.result)) is op.result
 
@@ -164,7 +171,7 @@ class _Planner:
         found = None
         for root, v in self.allocated.items():
             if (self.find(root) is root and root not in self.pinned and v.type == t and v is not op.result
-                    and (isinstance(v.owner, ops.KernelOp) or op_name(v.owner) in ROW_MAJOR)  # type: ignore[arg-type]
+                    and (isinstance(v.owner, ops.KernelOp) or op_name(v.owner) in ROW_MAJOR_RESULTS)  # type: ignore[arg-type]
                     and self.last.get(root, -1) < at and isinstance(v.owner, Operation) and v.owner in position
                     and position[v.owner] < at):
                 if found is None or self.last.get(root, -1) > self.last.get(found, -1):
@@ -173,9 +180,8 @@ class _Planner:
             return
         dead = self.allocated[found]
         e = Emitter(op, Facts())
-        a, b = op.operands
-        if op_name(op) == "linear":
-            b = e.method("t", b)
+        a, w = op.operands
+        b = e.method("t", w)  # (F.linear(a, w) is a @ w.t(), the same GEMM)
         e.commit()
         gemm = ops.TorchCallOp([a, b, dead], [t], {"callee": "torch.matmul", "kwnames": ("out",), "mutates": (2,),
                                                   "alias_of": 2, "aten": "aten::matmul.out"}, loc=op.loc)
@@ -190,7 +196,7 @@ class _Planner:
 
 
 def _static_bytes(t: TensorType) -> int:
-    n = ITEM_BYTES[t.dtype]  # type: ignore[index]
+    n = getattr(torch, t.dtype).itemsize  # type: ignore[arg-type]
     for d in t.shape or ():
         if type(d) is int:
             n *= d
