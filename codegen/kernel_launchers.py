@@ -4,6 +4,7 @@
   (runtime/kernels.py), and one launcher per kernel, `<name>_cpp`, that allocates the outputs
   (but those the kernel writes into a view it is given, `into`: its last arguments)
   and passes sizes, data pointers and strides in the order codegen/cpp_kernels.py declares them;
+  (codegen/pool_kernels.py writes both of a `kernel.pool`);
 - Triton, for every kernel (codegen/triton_kernels.py: `<name>_triton`), under
   `if triton is not None:`, as Triton is imported only where some kernel runs on it;
 - one line per kernel binding `<name>`, the name the compiled functions call, to the launcher
@@ -14,7 +15,7 @@ A module whose kernels all run on CUDA tensors has no C++ section, so it needs n
 
 from __future__ import annotations
 
-from codegen import triton_kernels
+from codegen import pool_kernels, triton_kernels
 from codegen.cpp_kernels import PRELUDE, Signature, emit_kernel
 from codegen.launcher_text import describe, size_texts
 from codegen.writer import Writer
@@ -22,12 +23,12 @@ from ir import ops
 from ir.passes.fuse import kernel_shape
 
 
-def kernel_device(k: ops.KernelOp) -> str:
+def kernel_device(k: ops.Kernel) -> str:
     """The device of a kernel's tensors: "cpu" or "cuda" (ir/passes/fuse.py: one per kernel)."""
     return k.results[0].type.device  # type: ignore[union-attr,return-value]
 
 
-def emit_kernels(w: Writer, kernels: list[ops.KernelOp], source_file: str | bool) -> None:
+def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_file: str | bool) -> None:
     cpu = [k for k in kernels if kernel_device(k) == "cpu"]
     if cpu:
         _emit_cpp(w, cpu, source_file)
@@ -40,7 +41,7 @@ def emit_kernels(w: Writer, kernels: list[ops.KernelOp], source_file: str | bool
         w.line(f'{name} = _kernels.launcher(globals(), "{name}", "{kernel_device(k)}")')
 
 
-def _emit_triton(w: Writer, kernels: list[ops.KernelOp]) -> None:
+def _emit_triton(w: Writer, kernels: list[ops.Kernel]) -> None:
     devices = sorted({kernel_device(k) for k in kernels})
     w.blank(2)
     w.line("triton = _kernels.import_triton({" + ", ".join(f'"{d}"' for d in devices) + "})")
@@ -51,17 +52,24 @@ def _emit_triton(w: Writer, kernels: list[ops.KernelOp]) -> None:
         for line in imports + [""] + triton_kernels.PRELUDE.rstrip("\n").splitlines():
             w.line(line)
         for k in kernels:
-            emitted = triton_kernels.emit_triton_kernel(k)
+            emitted = (pool_kernels.triton_kernel(k) if isinstance(k, ops.PoolKernelOp)
+                       else triton_kernels.emit_triton_kernel(k))  # type: ignore[arg-type]
             for text in (emitted.source, emitted.launcher):
                 w.blank(2)
                 for line in text.rstrip("\n").splitlines():
                     w.line(line)
 
 
-def _emit_cpp(w: Writer, kernels: list[ops.KernelOp], source_file: str | bool) -> None:
-    sources, signatures = [], []
+def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_file: str | bool) -> None:
+    sources, kinds, signatures = [], {}, []
     for k in kernels:
-        text, sig = emit_kernel(k)
+        sig = None
+        if isinstance(k, ops.PoolKernelOp):
+            text, kinds[k.attributes["name"]] = pool_kernels.cpp_kernel(k)
+        else:
+            assert isinstance(k, ops.KernelOp)
+            text, sig = emit_kernel(k)
+            kinds[sig.name] = _kinds(sig)
         sources.append(text)
         signatures.append(sig)
     w.blank(2)
@@ -73,12 +81,15 @@ def _emit_cpp(w: Writer, kernels: list[ops.KernelOp], source_file: str | bool) -
     w.line('"""')
     w.line("_lib = _kernels.Library(KERNELS_CPP, {")
     with w.indent():
-        for sig in signatures:
-            w.line(f'"{sig.name}": "{_kinds(sig)}",')
+        for name, kind in kinds.items():
+            w.line(f'"{name}": "{kind}",')
     w.line("})")
     for k, sig in zip(kernels, signatures):
         w.blank(2)
-        _launcher(w, k, sig, source_file)
+        if sig is None:
+            pool_kernels.cpp_launcher(w, k, source_file)  # type: ignore[arg-type]
+        else:
+            _launcher(w, k, sig, source_file)  # type: ignore[arg-type]
 
 
 def _kinds(sig: Signature) -> str:

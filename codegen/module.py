@@ -10,7 +10,7 @@ from codegen.pyformat import format_python
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from ir.core import Program
-from ir.ops import CheckGlobalOp, CheckLookupOp, FuncOp, KernelOp, OpaqueOp
+from ir.ops import CheckGlobalOp, CheckLookupOp, FuncOp, Kernel, OpaqueOp
 from codegen.kernel_launchers import emit_kernels
 
 FORMAT = 1
@@ -36,7 +36,7 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
     program's own file), for the comments that quote the source."""
     if isinstance(source_lines, list):
         source_lines = {program.source_file: source_lines}
-    kernels = [op for op in program.walk() if isinstance(op, KernelOp)]
+    kernels = [op for op in program.walk() if isinstance(op, Kernel)]
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
     # Kept Python code (permissive mode) reads module-level names through the model's modules.

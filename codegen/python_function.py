@@ -1090,7 +1090,7 @@ class FunctionEmitter:
         if isinstance(op, ops.OpaqueOp):  # a one-line expression kept as Python, folded into its user
             read = {n: _attribute_safe(self.expr(v, PREC["atom"]).text) for n, v in zip(a["reads"], op.operands)}
             return Expr(self.python_text(op, read, {})[0], PREC["atom"] if a.get("atom") else 0)
-        if isinstance(op, ops.KernelOp):  # the module's launcher of the kernel
+        if isinstance(op, ops.Kernel):  # the module's launcher of the kernel
             return Expr(f"{a['name']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.FuncCallOp):
             return Expr(f"{function_name(a['callee'])}({self.args_text(op.operands, ())})", PREC["atom"])

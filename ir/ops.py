@@ -481,7 +481,40 @@ class UnpackObjectOp(UnpackOp):
 
 
 # -- kernels --------------------------------------------------------------------------------
-class KernelOp(Operation):
+class Kernel(Operation):
+    """An op the compiled module computes with a kernel it generates (C++ and Triton): it calls
+    the kernel's launcher, attribute `name`, with the op's operands. Each subclass has its own
+    emitters in codegen/."""
+
+
+class PoolKernelOp(Kernel):
+    """kernel.pool: the max over windows of the middle dims of a 4-d tensor [N, H, W, C] (NHWC
+    rows, any strides; fastest with the channels contiguous), as `F.max_pool2d` of its NCHW view
+    computes it (ir/passes/pool.py). Attributes `kernel_size`, `stride`, `padding` (pairs of
+    ints; dilation 1); the result [N, OH, OW, C] is a fresh row-major tensor whose OH and OW (and
+    so ceil_mode) its type fixes. A window cut by the border takes the max of its elements inside
+    it, as torch pads with -inf; NaN propagates."""
+
+    name = "kernel.pool"
+    traits = frozenset({PURE})
+
+    def verify_(self) -> list[str]:
+        errors = []
+        a = self.attributes
+        for key in ("kernel_size", "stride", "padding"):
+            value = a.get(key)
+            if not (isinstance(value, tuple) and len(value) == 2 and all(type(n) is int for n in value)):
+                errors.append(f"`{key}` is a pair of ints")
+        if len(self.operands) != 1 or len(self.results) != 1:
+            return errors + ["kernel.pool takes one tensor and gives one"]
+        x, r = self.operands[0].type, self.result.type
+        if not (isinstance(x, TensorType) and isinstance(r, TensorType) and x.shape is not None
+                and r.shape is not None and len(x.shape) == len(r.shape) == 4 and x.dtype == r.dtype):
+            errors.append("kernel.pool maps a 4-d tensor to a 4-d tensor of its dtype")
+        return errors
+
+
+class KernelOp(Kernel):
     """A fused kernel (ir/passes/fuse.py): one generated loop nest in place of a group of ops.
     Operands: the input tensors, then the scalar inputs (Python numbers); results: the output
     tensors. The region computes one element: its block takes one 0-d element per tensor input

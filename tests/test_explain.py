@@ -117,6 +117,42 @@ def test_a_kernel_that_writes_into_a_cat_saves_the_copy(tmp_path: Path, monkeypa
     assert "memory traffic saved against eager: 896·B bytes per call" in text
 
 
+POOL_MODEL = '''\
+from typing import Annotated
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def pool(x: Annotated[Tensor, "B 9 9 8"]) -> Tensor:
+    return F.max_pool2d(torch.relu(x * 2.0).permute(0, 3, 1, 2), 3, 2, 1)
+
+
+def make_example():
+    return pool, (torch.randn(2, 9, 9, 8),)
+'''
+
+
+def test_a_pool_kernel_is_listed_with_its_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("pools.py").write_text(POOL_MODEL)
+    before = set(sys.modules)
+    text = explain_path(Path("pools.py"), example=True)
+    for name in set(sys.modules) - before:
+        if name.startswith("_torchscribe_explain_"):
+            del sys.modules[name]
+    assert text is not None
+    assert "  kernels (2):" in text
+    assert "    pool_pool0: max pool of NHWC rows, 3x3 windows, stride 2x2, padding 1x1 (line 12)\n" \
+           "      input 0: the result of kernel pool_k0_mul_clamp_min (line 12): f32[B, 9, 9, 8]@cpu\n" \
+           "      output 0: f32[B, 5, 5, 8]@cpu\n" in text
+    assert "extern calls: none" in text  # (not max_pool2d)
+
+
 def test_cli_subcommand(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["explain", "--example", str(model)]) == 0
     out = capsys.readouterr().out

@@ -62,7 +62,7 @@ def up_to_date(path: Path, permissive: bool = False) -> bool:
 
 def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False) -> FileResult:
     """Compile one file; never raises for what goes wrong in the compiler (see FileResult)."""
-    from ir.ops import KernelOp, ModuleCallOp
+    from ir.ops import Kernel, ModuleCallOp
     from ir.printer import print_program
     from transpiler.compile import compile_path
     from transpiler.diagnostics import CompileError, UserError
@@ -100,7 +100,7 @@ def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False
         text=compiled.text,
         dumps="".join(dumps),
         objects=len(compiled.entries),
-        kernels=sum(isinstance(op, KernelOp) for op in ops),
+        kernels=sum(isinstance(op, Kernel) for op in ops),
         fallbacks=sum(isinstance(op, ModuleCallOp) for op in ops),
         kept=[f"{b.loc.file}:{b.loc.line}:{b.loc.col + 1}: note: kept as Python: {b.reason}"
               for b in compiled.program.breaks],

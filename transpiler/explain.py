@@ -230,6 +230,17 @@ def _kernel_lines(kernel: ops.KernelOp, func: ops.FuncOp) -> tuple[list[str], An
     return lines, total, known
 
 
+def _pool_lines(kernel: ops.PoolKernelOp) -> list[str]:
+    a = kernel.attributes
+    (kh, kw), (sh, sw), (ph, pw) = a["kernel_size"], a["stride"], a["padding"]
+    head = f"{a['name']}: max pool of NHWC rows, {kh}x{kw} windows, stride {sh}x{sw}, padding {ph}x{pw}"
+    if kernel.loc is not None:
+        head += f" (line {kernel.loc.line})"
+    x, r = kernel.operands[0], kernel.result
+    return [head, f"  input 0: {_describe(x)}: {x.type}", f"  output 0: {r.name + ': ' if r.name else ''}{r.type}",
+            "  saves: nothing eager would write (torch's max_pool2d, without the indices it computes)"]
+
+
 # -- what stayed Python ---------------------------------------------------------------------------
 def _why_python(op: Operation) -> tuple[str, str] | None:
     """(category, reason) of a tensor op left as a Python/torch call; None for no tensor op."""
@@ -297,11 +308,15 @@ def explain_function(func: ops.FuncOp) -> str:
     guards = _guard_lines(func)
     lines.append(f"  guards ({len(guards)}):" if guards else "  guards: none")
     lines += [f"    {g}" for g in guards]
-    kernels = [op for op in _ops(func) if isinstance(op, ops.KernelOp)]
+    kernels = [op for op in _ops(func) if isinstance(op, ops.Kernel)]
     lines.append(f"  kernels ({len(kernels)}):" if kernels else "  kernels: none")
     total: Any = sympy.Integer(0)
     known = True
     for k in kernels:
+        if isinstance(k, ops.PoolKernelOp):
+            lines += [f"    {t}" for t in _pool_lines(k)]
+            continue
+        assert isinstance(k, ops.KernelOp)
         k_lines, k_total, k_known = _kernel_lines(k, func)
         lines += [f"    {t}" for t in k_lines]
         total += k_total
@@ -309,7 +324,7 @@ def explain_function(func: ops.FuncOp) -> str:
     externs: list[str] = []
     python: list[str] = []
     for op in _ops(func):
-        if isinstance(op, ops.KernelOp):
+        if isinstance(op, ops.Kernel):
             continue
         why = _why_python(op)
         if why is None:

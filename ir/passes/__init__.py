@@ -17,6 +17,7 @@ from ir.passes.layers import lower_layers
 from ir.passes.lists import snapshot_lists
 from ir.passes.layout import channels_last
 from ir.passes.plan import plan_memory
+from ir.passes.pool import pool_kernels
 from ir.passes.reuse import reuse_buffers
 from ir.passes.specialize import specialize
 from ir.verifier import verify
@@ -36,6 +37,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("layout", channels_last),  # convolutions and the pointwise ops between them in NHWC order
     ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
     ("concat", write_into_cats),  # kernels write the parts of a cat into its result
+    ("pool", pool_kernels),  # max pooling of channels-last tensors by a kernel of our own
     ("dce", dce),
     ("reuse", reuse_buffers),  # kernels write over inputs that die into them
     ("plan", plan_memory),  # large GEMM results into the storage of dead temporaries

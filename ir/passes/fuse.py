@@ -38,7 +38,7 @@ import sympy
 from ir import ops
 from ir.core import PURE, Block, Operation, Program, Region, Value
 from ir.passes.canonicalize import writes_in
-from ir.passes.layout import PACKED_CONV
+from ir.passes.layout import PACKED_CONV, ROW_MAJOR
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
 from ir.types import BOOL, FLOAT, INT, TensorType
@@ -519,6 +519,17 @@ FRESH_RESULTS = frozenset({
 })
 
 
+def fresh_row_major(v: Value) -> bool:
+    """Whether `v` is a new row-major tensor: a generated kernel's own output (not one written
+    into a view it was given, `into`), or the result of a GEMM (layout.ROW_MAJOR) or `new_empty`."""
+    owner = v.owner
+    if isinstance(owner, ops.KernelOp):
+        return owner.results.index(v) not in owner.attributes.get("into", ())  # type: ignore[arg-type]
+    if isinstance(owner, ops.Kernel):
+        return True
+    return isinstance(owner, Operation) and op_name(owner) in ROW_MAJOR | {"new_empty"}
+
+
 def dead_temporary(v: Value, user: Operation) -> bool:
     """Whether `v` is a tensor no one but `user` can see, so that `user` may write over it:
     the result of a kernel or of an extern op in FRESH_RESULTS, in the same block (not one a
@@ -527,7 +538,7 @@ def dead_temporary(v: Value, user: Operation) -> bool:
     if not (isinstance(owner, Operation) and owner.parent is user.parent and len(v.uses) == 1
             and isinstance(v.type, TensorType)):
         return False
-    if isinstance(owner, ops.KernelOp):
+    if isinstance(owner, ops.Kernel):
         return True
     if isinstance(owner, ops.BuiltinCallOp):
         return owner.attributes["callee"] == PACKED_CONV  # (a conv's new output)
@@ -554,5 +565,5 @@ def _element_operands(op: Operation, reductions: dict[Operation, str | None]) ->
     return list(op.operands)
 
 
-__all__ = ["fuse", "fusible", "known_tensor", "dead_temporary", "same_buffer_type", "FRESH_RESULTS", "pointwise_fusible", "row_reduction", "iteration_shape", "kernel_shape", "FUSIBLE", "DTYPES",
+__all__ = ["fuse", "fusible", "known_tensor", "dead_temporary", "fresh_row_major", "same_buffer_type", "FRESH_RESULTS", "pointwise_fusible", "row_reduction", "iteration_shape", "kernel_shape", "FUSIBLE", "DTYPES",
            "REDUCTIONS"]

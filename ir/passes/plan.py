@@ -30,8 +30,7 @@ from ir.core import AliasOf, Block, Operation, Program, Value
 from ir.passes.decompose import Emitter, Facts
 from ir.passes.canonicalize import immutable
 from ir.passes.functionalize import holds_tensors
-from ir.passes.fuse import FRESH_RESULTS
-from ir.passes.layout import ROW_MAJOR
+from ir.passes.fuse import FRESH_RESULTS, fresh_row_major
 from ir.primitives import op_name
 from ir.types import TensorType
 
@@ -39,9 +38,6 @@ from ir.types import TensorType
 # storage: below it the allocator's free lists serve it without new pages
 MIN_BYTES = 1 << 20
 FLOATING = frozenset({"float32", "float64", "bfloat16", "float16"})
-# Ops whose new result is row-major, so that a GEMM `out=` it has its own strides (a conv's may
-# be channels-last); kernels' own outputs are row-major too.
-ROW_MAJOR_RESULTS = ROW_MAJOR | {"new_empty"}
 
 
 def plan_memory(program: Program) -> None:
@@ -108,6 +104,10 @@ class _Planner:
                 if k not in taken:
                     self.allocate(r)
             return
+        if isinstance(op, ops.Kernel):  # (fresh outputs, no writes)
+            for r in op.results:
+                self.allocate(r)
+            return
         results = [r for r in op.results if holds_tensors(r.type)]
         if not all(immutable(r.type) or holds_tensors(r.type) for r in op.results):
             for v in tensors:  # (`x.numpy()`, `x.untyped_storage()`: something else sees the storage)
@@ -171,7 +171,7 @@ class _Planner:
         found = None
         for root, v in self.allocated.items():
             if (self.find(root) is root and root not in self.pinned and v.type == t and v is not op.result
-                    and (isinstance(v.owner, ops.KernelOp) or op_name(v.owner) in ROW_MAJOR_RESULTS)  # type: ignore[arg-type]
+                    and fresh_row_major(v)  # (so that a GEMM `out=` it has its own strides)
                     and self.last.get(root, -1) < at and isinstance(v.owner, Operation) and v.owner in position
                     and position[v.owner] < at):
                 if found is None or self.last.get(root, -1) > self.last.get(found, -1):

@@ -1,0 +1,218 @@
+"""C++ and Triton source, and launchers, for `kernel.pool` (ir/passes/pool.py): the max over
+windows of the middle dims of NHWC rows [N, H, W, C].
+
+Window settings, H, W and the output's OH and OW are literals of the kernel; N and C are read
+from the input at run time. Both backends compute what torch's `max_pool2d` does: the window is
+cut to the input (torch pads with -inf and starts from -inf), and an element replaces the
+running maximum when it is greater or NaN, so that NaN propagates and, of equal values, the
+first one read stays (as torch's loop keeps it: -0.0 before 0.0 stays -0.0). 16-bit floats are
+compared as the floats they widen to and stored as they were read.
+
+C++: one `extern "C"` function, arguments n0 (N), n3 (C), the output's data pointer (a fresh
+row-major [N, OH, OW, C] tensor), the input's data pointer and its four strides. It runs the
+output rows (image, oh) on OpenMP's threads above cpp_kernels.PARALLEL_MIN output elements; each
+output position is a row of C channels, updated in place once per window element, with a
+unit-stride loop the compiler vectorises when the input's channels are contiguous.
+
+Triton: one program per tile of ROWS output positions by COLS channels (sized as the pointwise
+kernels' tiles, ts_tile), the window unrolled (`tl.static_range`), masked loads outside the input.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+
+from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN
+from codegen.triton_kernels import TL, TritonKernel
+from codegen.writer import Writer
+from ir import ops
+from ir.types import TensorType
+
+# the bits of -inf, the running maximum's start, in each dtype's storage
+_MINUS_INF = {"float32": "-torchscribe::math_detail::inf<float>()",
+              "float64": "-torchscribe::math_detail::inf<double>()",
+              "bfloat16": "(uint16_t)0xff80u", "float16": "(uint16_t)0xfc00u"}
+
+
+class _Pool:
+    """What both backends read off the op."""
+
+    def __init__(self, op: ops.PoolKernelOp) -> None:
+        self.op = op
+        self.name: str = op.attributes["name"]
+        x, r = op.operands[0].type, op.result.type
+        assert isinstance(x, TensorType) and isinstance(r, TensorType) and x.shape and r.shape
+        self.dtype: str = x.dtype  # type: ignore[assignment]
+        (self.kh, self.kw), (self.sh, self.sw), (self.ph, self.pw) = (
+            op.attributes[k] for k in ("kernel_size", "stride", "padding"))
+        self.h, self.w = x.shape[1], x.shape[2]
+        self.oh, self.ow = r.shape[1], r.shape[2]
+        self.sizes = {i: str(x.shape[i]) if type(x.shape[i]) is int else f"in0.shape[{i}]" for i in (0, 3)}
+
+    def describe(self, source_file: str | bool, backend: str = "") -> str:
+        where = ""
+        loc = self.op.loc
+        if loc is not None and source_file:
+            where = f" from {PurePath(loc.file).name}:{loc.line}"
+        return (f"Max pool{f' ({backend})' if backend else ''}: {self.kh}x{self.kw} windows, stride "
+                f"{self.sh}x{self.sw}, padding {self.ph}x{self.pw}, of NHWC rows{where}.")
+
+    def sizes_and_output(self, w: Writer, device: str = "") -> None:
+        for i, text in self.sizes.items():
+            if not text.isdigit():
+                w.line(f"n{i} = {text}")
+        n0, n3 = (text if text.isdigit() else f"n{i}" for i, text in self.sizes.items())
+        w.line(f"out0 = torch.empty({n0}, {self.oh}, {self.ow}, {n3}, dtype=torch.{self.dtype}{device})")
+
+
+# -- C++ --------------------------------------------------------------------------------------
+def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
+    """The C++ function, and its argument kinds for runtime.kernels.Library."""
+    p = _Pool(op)
+    t = CTYPE[p.dtype]
+    lanes = 64 // (2 if p.dtype in HALF else 4 if p.dtype == "float32" else 8)  # (a 64-byte vector)
+    block = 2 * lanes
+    if p.dtype in HALF:
+        load = f"ts_load_{HALF[p.dtype]}"
+        update = f"m[j] = ({load}(v) > {load}(m[j]) || {load}(v) != {load}(v)) ? v : m[j];"
+    else:
+        update = "m[j] = sel(v > m[j] || v != v, v, m[j]);"
+    lines = [
+        f"// The maximum of each of the n channels at x (channel stride s) over a window of nh x nw",
+        f"// positions (strides hs, ws), into o.",
+        f"static inline void {p.name}_channels({t}* __restrict o, const {t}* __restrict x, int64_t n, int64_t s,",
+        "    int64_t nh, int64_t nw, int64_t hs, int64_t ws) {",
+        f"  {t} m[{block}];  // (n <= {block})",
+        f"  for (int64_t j = 0; j < n; ++j) m[j] = {_MINUS_INF[p.dtype]};",
+        "  for (int64_t h = 0; h < nh; ++h) {",
+        "    for (int64_t w = 0; w < nw; ++w) {",
+        "      for (int64_t j = 0; j < n; ++j) {",
+        f"        const {t} v = x[h * hs + w * ws + j * s];",
+        f"        {update}",
+        "      }",
+        "    }",
+        "  }",
+        "  for (int64_t j = 0; j < n; ++j) o[j] = m[j];",
+        "}",
+        "",
+    ]
+    if p.dtype in HALF:
+        block_call = f"{p.name}_channels(o + c, x + c, {block}, 1, nh, nw, in0_s1, in0_s2)"
+    else:
+        block_call = f"{p.name}_block(o + c, x + c, nh, nw, in0_s1, in0_s2)"
+        lines += [
+            f"// The same for {block} contiguous channels, the running maxima in vector registers (gcc's",
+            "// vector extension; the compiler's own vectorisation of the loop above keeps them in memory).",
+            f"static inline void {p.name}_block({t}* __restrict o, const {t}* __restrict x, int64_t nh, int64_t nw,",
+            "    int64_t hs, int64_t ws) {",
+            f"  typedef {t} V __attribute__((vector_size(64)));",
+            f"  typedef int{8 * (64 // lanes)}_t M __attribute__((vector_size(64)));  // (what comparing two V gives)",
+            f"  V m[2] = {{(V){{}} + {_MINUS_INF[p.dtype]}, (V){{}} + {_MINUS_INF[p.dtype]}}};",
+            "  for (int64_t h = 0; h < nh; ++h) {",
+            "    for (int64_t w = 0; w < nw; ++w) {",
+            "      for (int64_t k = 0; k < 2; ++k) {",
+            "        V v;",
+            f"        __builtin_memcpy(&v, x + h * hs + w * ws + k * {lanes}, sizeof(V));",
+            "        const M take = (v > m[k]) | (v != v);",
+            "        m[k] = (V)(((M)v & take) | ((M)m[k] & ~take));",
+            "      }",
+            "    }",
+            "  }",
+            "  __builtin_memcpy(o, m, sizeof(m));",
+            "}",
+            "",
+        ]
+    lines += [
+        f'extern "C" void {p.name}(int64_t n0, int64_t n3, {t}* __restrict out0, const {t}* __restrict in0, '
+        "int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3) {",
+        "  const auto rows = [=](int64_t begin, int64_t end) {",
+        f"    for (int64_t r = begin; r < end; ++r) {{  // the output row oh of image b",
+        f"      const int64_t b = r / {p.oh}, oh = r % {p.oh};",
+        f"      const int64_t h0 = std::max<int64_t>(oh * {p.sh} - {p.ph}, 0), "
+        f"h1 = std::min<int64_t>(oh * {p.sh} - {p.ph} + {p.kh}, {p.h});",
+        f"      for (int64_t ow = 0; ow < {p.ow}; ++ow) {{",
+        f"        const int64_t w0 = std::max<int64_t>(ow * {p.sw} - {p.pw}, 0), "
+        f"w1 = std::min<int64_t>(ow * {p.sw} - {p.pw} + {p.kw}, {p.w});",
+        f"        {t}* __restrict o = out0 + (r * {p.ow} + ow) * n3;",
+        f"        const {t}* __restrict x = in0 + b * in0_s0 + h0 * in0_s1 + w0 * in0_s2;",
+        "        const int64_t nh = h1 - h0, nw = w1 - w0;",
+        "        int64_t c = 0;",
+        "        if (in0_s3 == 1) {",
+        f"          for (; c + {block} <= n3; c += {block}) {block_call};",
+        "        }",
+        f"        for (; c < n3; c += {block}) {{",
+        f"          {p.name}_channels(o + c, x + c * in0_s3, std::min<int64_t>(n3 - c, {block}), in0_s3, nh, nw, in0_s1, in0_s2);",
+        "        }",
+        "      }",
+        "    }",
+        "  };",
+        f"  ts_rows(rows, n0 * {p.oh}, n0 * n3 * {p.oh * p.ow} >= {PARALLEL_MIN});",
+        "}",
+    ]
+    return "\n".join(lines) + "\n", "iipp" + "i" * 4
+
+
+def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_file: str | bool) -> None:
+    p = _Pool(op)
+    w.line(f"def {p.name}_cpp(in0: Tensor) -> Tensor:")
+    with w.indent():
+        w.line(f'"""{p.describe(source_file)}"""')
+        p.sizes_and_output(w)
+        n0, n3 = (text if text.isdigit() else f"n{i}" for i, text in p.sizes.items())
+        w.line(f"_lib.{p.name}({n0}, {n3}, out0.data_ptr(), in0.data_ptr(), *in0.stride())")
+        w.line("return out0")
+
+
+# -- Triton -----------------------------------------------------------------------------------
+def triton_kernel(op: ops.PoolKernelOp) -> TritonKernel:
+    p = _Pool(op)
+    acc = "tl.float64" if p.dtype == "float64" else "tl.float32"
+    w = Writer()
+    w.line("@triton.jit")
+    w.line(f"def {p.name}_kernel(out0, in0, n_rows, n3, in0_s0, in0_s1, in0_s2, in0_s3, "
+           "ROWS: tl.constexpr, COLS: tl.constexpr):")
+    with w.indent():
+        w.line("# a tile of ROWS output positions (image, oh, ow) by COLS channels")
+        w.line("pid = tl.program_id(0)")
+        w.line("r = pid.to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]")
+        w.line("c = tl.program_id(1).to(tl.int64) * COLS + tl.arange(0, COLS)[None, :]")
+        w.line("mask = (r < n_rows) & (c < n3)")
+        w.line(f"ow = r % {p.ow}")
+        w.line(f"oh = (r // {p.ow}) % {p.oh}")
+        w.line(f"b = r // {p.oh * p.ow}")
+        w.line(f"acc = tl.full([ROWS, COLS], float(\"-inf\"), {acc})")
+        w.line(f"for i in tl.static_range({p.kh}):")
+        with w.indent():
+            w.line(f"h = oh * {p.sh} - {p.ph} + i")
+            w.line(f"for j in tl.static_range({p.kw}):")
+            with w.indent():
+                w.line(f"w = ow * {p.sw} - {p.pw} + j")
+                w.line(f"inside = (h >= 0) & (h < {p.h}) & (w >= 0) & (w < {p.w})")
+                w.line("v = tl.load(in0 + b * in0_s0 + h * in0_s1 + w * in0_s2 + c * in0_s3, mask=mask & inside, "
+                       f"other=float(\"-inf\")).to({acc})")
+                w.line("acc = tl.where((v > acc) | (v != v), v, acc)")
+        stored = "acc" if TL[p.dtype] == acc else f"acc.to({TL[p.dtype]})"
+        w.line(f"tl.store(out0 + r * n3 + c, {stored}, mask=mask)")
+    source = w.text()
+    w = Writer()
+    w.line(f"def {p.name}_triton(in0: Tensor) -> Tensor:")
+    with w.indent():
+        w.line(f'"""{p.describe(False, "Triton")}"""')
+        p.sizes_and_output(w, ", device=in0.device")
+        n0, n3 = (text if text.isdigit() else f"n{i}" for i, text in p.sizes.items())
+        w.line(f"n_rows = {n0} * {p.oh * p.ow}")
+        empty = [text for text in ("n_rows", n3) if not text.isdigit()]
+        if n3 == "0":
+            w.line("return out0")
+            return TritonKernel(p.name, source, w.text())
+        w.line(f"if {' == 0 or '.join(empty)} == 0:")
+        with w.indent():
+            w.line("return out0")
+        w.line(f"rows, cols, warps = ts_tile(n_rows, {n3})")
+        w.line(f"grid = (triton.cdiv(n_rows, rows), triton.cdiv({n3}, cols))")
+        w.line(f"{p.name}_kernel[grid](out0, in0, n_rows, {n3}, *in0.stride(), ROWS=rows, COLS=cols, num_warps=warps)")
+        w.line("return out0")
+    return TritonKernel(p.name, source, w.text())
+
+
+__all__ = ["cpp_kernel", "cpp_launcher", "triton_kernel"]
