@@ -146,10 +146,15 @@ def test_a_pool_kernel_is_listed_with_its_window(tmp_path: Path, monkeypatch: py
         if name.startswith("_torchscribe_explain_"):
             del sys.modules[name]
     assert text is not None
-    assert "  kernels (2):" in text
-    assert "    pool_pool0: max pool of NHWC rows, 3x3 windows, stride 2x2, padding 1x1 (line 12)\n" \
-           "      input 0: the result of kernel pool_k0_mul_clamp_min (line 12): f32[B, 9, 9, 8]@cpu\n" \
-           "      output 0: f32[B, 5, 5, 8]@cpu\n" in text
+    # relu(2 max(x)) is max(relu(2x)): the pool reads x, and the kernel runs on the pooled rows
+    assert "  kernels (2):\n" \
+           "    pool_pool0: max pool of NHWC rows, 3x3 windows, stride 2x2, padding 1x1 (line 12)\n" \
+           "      input 0: x: f32[B, 9, 9, 8]@cpu\n" \
+           "      output 0: f32[B, 5, 5, 8]@cpu\n" \
+           "      saves: nothing by itself (torch's max_pool2d, without the indices torch computes)\n" \
+           "    pool_k0_mul_clamp_min: pointwise over [B, 5, 5, 8] (line 12)\n" \
+           "      fuses: line 12: mul, clamp_min\n" \
+           "      input 0: the result of kernel pool_pool0 (line 12): f32[B, 5, 5, 8]@cpu\n" in text
     assert "extern calls: none" in text  # (not max_pool2d)
 
 

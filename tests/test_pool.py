@@ -109,10 +109,11 @@ func @f(%x: f32[B, 16, 16, 8]@cpu) -> f32[B, 8, 8, 8]@cpu {
     ('py.binary(%x, %two) {op = "*"}', 'py.binary(%two, %x) {op = "-"}'),  # decreasing
     ('py.binary(%x, %two) {op = "*"}', 'py.binary(%x, %x) {op = "*"}'),  # x * x
     ("%x: f32[B, 16, 16, 8]@cpu", "%x: f32[B, 16, 16, 8]@cpu, %y: f32[B, 16, 16, 8]@cpu"),  # + y, varying along H, W
+    ("%x: f32[B, 16, 16, 8]@cpu", "%x: f32[B, 16, 16, 8]@cpu, %y: f32[16, 8]@cpu"),  # + y, varying along W
 ])
 def test_kernels_the_pool_does_not_go_before(change: tuple[str, str]) -> None:
     text = POOL.replace(*change)
-    if "%y" in change[1]:
+    if "%y" in change[1]:  # (x + y)
         text = text.replace('py.binary(%x, %two) {op = "*"}', 'py.binary(%x, %y) {op = "+"}')
     out = pooled(text)
     assert "kernel.pool(%0)" in out and "kernel.pointwise(%x" in out

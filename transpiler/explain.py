@@ -76,7 +76,7 @@ def _describe(value: Value) -> str:
         return f"{_describe(owner.operands[0])}.{owner.attributes.get('attr')}"
     if isinstance(owner, ops.ConstantOp):
         return repr(owner.attributes.get("value"))
-    what = "kernel " + owner.attributes["name"] if isinstance(owner, ops.KernelOp) else op_name(owner)
+    what = "kernel " + owner.attributes["name"] if isinstance(owner, ops.Kernel) else op_name(owner)
     line = _line(owner)
     base = f"{what} (line {line})" if line is not None else what
     if value.name:
@@ -238,7 +238,7 @@ def _pool_lines(kernel: ops.PoolKernelOp) -> list[str]:
         head += f" (line {kernel.loc.line})"
     x, r = kernel.operands[0], kernel.result
     return [head, f"  input 0: {_describe(x)}: {x.type}", f"  output 0: {r.name + ': ' if r.name else ''}{r.type}",
-            "  saves: nothing eager would write (torch's max_pool2d, without the indices it computes)"]
+            "  saves: nothing by itself (torch's max_pool2d, without the indices torch computes)"]
 
 
 # -- what stayed Python ---------------------------------------------------------------------------

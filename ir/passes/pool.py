@@ -75,6 +75,7 @@ def _window(op: Operation, facts: Facts) -> dict[str, Any] | None:
         return None
     if _rows(x) is None:
         return None
+
     def setting(name: str, default: Any) -> Any:
         return call.const(name) if name in call.args else default
 
@@ -145,14 +146,14 @@ def _positive(v: Value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
-def _commuted(rows: Value, permute: Operation) -> tuple[ops.KernelOp, int] | None:
-    """(kernel, j) when `rows` is the only output of a pointwise kernel, read only through
-    `permute`, that is a non-decreasing function of its input j (of rows' shape and dtype) and
+def _commuted(rows: Value, permute: Operation, pool: Operation) -> tuple[ops.KernelOp, int] | None:
+    """(kernel, j) when `rows` is the only output of a pointwise kernel in the pool's block, read
+    only through `permute`, that is a non-decreasing function of its input j (of rows' shape and dtype) and
     reads nothing else that varies along H or W: the pool can read input j and the kernel run
     on the pooled rows, a quarter of the elements for a 3x3/2 window."""
     kernel = rows.owner
     if not (isinstance(kernel, ops.PointwiseKernelOp) and len(kernel.results) == 1 and not kernel.attributes.get("into")
-            and len(rows.uses) == 1 and len(permute.result.uses) == 1 and kernel.parent is permute.parent):
+            and len(rows.uses) == 1 and len(permute.result.uses) == 1 and kernel.parent is pool.parent):
         return None
     t = rows.type
     assert isinstance(t, TensorType) and t.shape is not None
@@ -162,7 +163,7 @@ def _commuted(rows: Value, permute: Operation) -> tuple[ops.KernelOp, int] | Non
         assert isinstance(u, TensorType) and u.shape is not None
         if u.shape == t.shape and u.dtype == t.dtype and found is None and _monotone_in(kernel, j):
             found = j
-        elif len(u.shape) >= 3 and (u.shape[-3] != 1 or u.shape[-2] != 1):
+        elif any(len(u.shape) >= k and u.shape[-k] != 1 for k in (2, 3)):
             return None  # (varies along H or W, when it is not the input read)
     return None if found is None else (kernel, found)
 
@@ -175,7 +176,7 @@ def _rewrite(op: Operation, window: dict[str, Any], name: str, facts: Facts) -> 
     assert isinstance(out, TensorType) and out.shape is not None
     t = rows.type
     pooled_type = TensorType(t.dtype, tuple(out.shape[i] for i in TO_NHWC), t.device)
-    commuted = _commuted(rows, permute)
+    commuted = _commuted(rows, permute, op)
     read = rows if commuted is None else commuted[0].operands[commuted[1]]
     kernel = ops.PoolKernelOp([read], [pooled_type], {"name": name, **window}, loc=op.loc)
     op.parent.insert_before(op, kernel)  # type: ignore[union-attr]
