@@ -70,6 +70,34 @@ func @f(%x: f32[4]@cpu) -> f32[4]@cpu {
     assert fused(single) == single
 
 
+SCALED_QUERY = """\
+func @f(%q: f32[B, 4, 3, 8]@cpu, %k: f32[B, 3, 8, 4]@cpu) -> f32[B, 3, 4, 4]@cpu {
+  %0 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 1, 3)}
+  %1 : f32[B, 3, 4, 8]@cpu = torch.method(%q, %0) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %2 : float = py.constant() {value = 0.25}
+  %3 : f32[B, 3, 4, 8]@cpu = py.binary(%1, %2) {op = "*"}
+  %4 : f32[B, 3, 4, 4]@cpu = torch.call(%3, %k) {callee = "torch.matmul", aten = "aten::matmul"}
+  func.return(%4)
+}
+"""
+
+
+def test_a_lone_op_on_a_view_that_only_a_gemm_reads_is_a_kernel() -> None:
+    """Eager's `q * 0.25` keeps the permuted strides and matmul copies it; the kernel writes it
+    row-major."""
+    out = fused(SCALED_QUERY)
+    assert 'kernel.pointwise(%1) {name = "f_k0_mul", inputs = 1}' in out
+    # on a tensor that is no view, or read by more than GEMMs, it stays a torch call
+    plain = SCALED_QUERY.replace("py.binary(%1, %2)", "py.binary(%k, %2)").replace(
+        "%3 : f32[B, 3, 4, 8]@cpu", "%3 : f32[B, 3, 8, 4]@cpu").replace(
+        "torch.call(%3, %k)", "torch.call(%1, %3)")
+    assert "kernel.pointwise" not in fused(plain)
+    shared = SCALED_QUERY.replace("torch.call(%3, %k)", "torch.call(%5, %k)").replace(
+        "  %4 :", '  %5 : f32[B, 3, 4, 8]@cpu = torch.method(%3) {method = "contiguous", alias_of = 0, '
+        'aten = "aten::contiguous"}\n  %4 :')
+    assert "contiguous" in fused(shared) and "kernel.pointwise" not in fused(shared)
+
+
 def test_a_value_used_outside_is_an_output_and_ends_the_group() -> None:
     text = """\
 func @f(%x: f32[4]@cpu) -> tuple[f32[4]@cpu, f32[]@cpu] {
@@ -263,6 +291,33 @@ def test_a_value_read_before_a_write_keeps_its_value(name, tmp_path, monkeypatch
             got = compiled(mine, y)
         assert_close_to_eager(got, fn(theirs, y))
         torch.testing.assert_close(mine, theirs, rtol=0, atol=0)
+
+
+SCALED_ATTENTION = '''
+import torch
+
+
+def scores(qkv: torch.Tensor, scale: float) -> torch.Tensor:
+    qkv = qkv.permute(2, 0, 3, 1, 4)
+    q = qkv[0] * scale
+    return q.matmul(qkv[1].transpose(-2, -1))
+'''
+
+
+def test_a_scaled_query_written_row_major_gives_eagers_scores(tmp_path, monkeypatch) -> None:
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "scaled_attention", SCALED_ATTENTION) as mod:
+        qkv = torch.randn(4, 7, 3, 2, 5)
+        compiled = script(mod.scores, example_inputs=(qkv, 0.3))
+        text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+        assert "scores_k0_mul(" in text
+        for batch in (4, 2):
+            qkv = torch.randn(batch, 7, 3, 2, 5)
+            with runtime.mode("strict"):
+                got = compiled(qkv, 0.3)
+            assert_close_to_eager(got, mod.scores(qkv, 0.3))
 
 
 SOURCE = '''

@@ -21,7 +21,9 @@ left alone): a read must not move past a write. Every output must have the full 
 (the broadcast of every value of the group); a group whose outputs do not is not formed. Groups of
 one op are left as they are (a kernel of one op saves no memory traffic) unless the op can write
 its result over a temporary that dies into it (`dead_temporary`: a matmul's result, say, whose
-only use is the bias add): then the kernel saves the allocation (ir/passes/reuse.py).
+only use is the bias add): then the kernel saves the allocation (ir/passes/reuse.py); or unless
+it reads a view and only GEMMs read its result, which the kernel writes row-major, saving the
+GEMM's copy of it (`_view_into_gemms`).
 
 Constants become constants of the kernel body; other non-tensor operands (Python numbers) become
 scalar inputs.
@@ -36,7 +38,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from ir import ops
-from ir.core import PURE, Block, Operation, Program, Region, Value
+from ir.core import PURE, AliasOf, Block, Operation, Program, Region, Value
 from ir.passes.canonicalize import writes_in
 from ir.passes.layout import PACKED_CONV, ROW_MAJOR
 from ir.primitives import Primitive, classify, op_name
@@ -272,6 +274,21 @@ def _fuse_block(block: Block, namer: _Namer, func: Operation) -> None:
             _into_linear(g.ops[0])
         elif any(dead_temporary(v, g.ops[0]) and same_buffer_type(v, g.ops[0].result) for v in g.ops[0].operands):
             _build_kernel(block, g, namer)
+        elif _view_into_gemms(g.ops[0]):
+            _build_kernel(block, g, namer)
+
+
+def _view_into_gemms(op: Operation) -> bool:
+    """A lone op on a view of its result's shape (whose strides may be any), whose result only
+    GEMMs read: eager's result keeps the view's strides and the GEMM copies it to row-major
+    (swin's `q * scale` of a slice of the permuted qkv, before `q @ k.transpose(-2, -1)`); a
+    kernel writes it row-major, which the GEMM reads as it is."""
+    if len(op.results) != 1 or not op.result.uses or not all(
+            op_name(u.op) in ROW_MAJOR and "out" not in u.op.attributes.get("kwnames", ()) for u in op.result.uses):
+        return False
+    shape = op.result.type.shape  # type: ignore[union-attr]
+    return any(isinstance(v.owner, Operation) and v.owner.get_trait(AliasOf) is not None
+               and isinstance(v.type, TensorType) and v.type.shape == shape for v in op.operands)
 
 
 def _linear_bias(op: Operation) -> bool:
