@@ -101,17 +101,23 @@ def make_example():
 '''
 
 
-def test_a_kernel_that_writes_into_a_cat_saves_the_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Eager writes tanh's result, then cat reads it: 2 * 128 bytes per image, besides the mul
-    the kernel keeps inside."""
+def _explained(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, file: str, source: str) -> str:
+    """`explain --example` of `source` written to `file` in tmp_path (the working directory)."""
     monkeypatch.chdir(tmp_path)
-    Path("cats.py").write_text(CAT_MODEL)
+    Path(file).write_text(source)
     before = set(sys.modules)
-    text = explain_path(Path("cats.py"), example=True)
+    text = explain_path(Path(file), example=True)
     for name in set(sys.modules) - before:
         if name.startswith("_torchscribe_explain_"):
             del sys.modules[name]
     assert text is not None
+    return text
+
+
+def test_a_kernel_that_writes_into_a_cat_saves_the_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eager writes tanh's result, then cat reads it: 2 * 128 bytes per image, besides the mul
+    the kernel keeps inside."""
+    text = _explained(tmp_path, monkeypatch, "cats.py", CAT_MODEL)
     assert "output 0: f32[B, 8, 4]@cpu, written into its part of a cat's result" in text
     assert "saves: 512·B bytes: writing and reading mul (line 11), tanh (line 11)" in text
     assert "memory traffic saved against eager: 896·B bytes per call" in text
@@ -138,14 +144,7 @@ def make_example():
 
 
 def test_a_pool_kernel_is_listed_with_its_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.chdir(tmp_path)
-    Path("pools.py").write_text(POOL_MODEL)
-    before = set(sys.modules)
-    text = explain_path(Path("pools.py"), example=True)
-    for name in set(sys.modules) - before:
-        if name.startswith("_torchscribe_explain_"):
-            del sys.modules[name]
-    assert text is not None
+    text = _explained(tmp_path, monkeypatch, "pools.py", POOL_MODEL)
     # relu(2 max(x)) is max(relu(2x)): the pool reads x, and the kernel runs on the pooled rows
     assert "  kernels (2):\n" \
            "    pool_pool0: max pool of NHWC rows, 3x3 windows, stride 2x2, padding 1x1 (line 12)\n" \
