@@ -68,6 +68,12 @@ class _Pool:
         w.line(f"out0 = torch.empty({self.n0}, {self.oh}, {self.ow}, {self.n3}, dtype=torch.{self.dtype}{device})")
 
 
+def _start(index: str, stride: int, padding: int) -> str:
+    """Where the window of output position `index` starts in the input (before cutting)."""
+    text = index if stride == 1 else f"{index} * {stride}"
+    return f"{text} - {padding}" if padding else text
+
+
 # -- C++ --------------------------------------------------------------------------------------
 def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
     """The C++ function, and its argument kinds for runtime.kernels.Library."""
@@ -131,11 +137,11 @@ def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
         "  const auto rows = [=](int64_t begin, int64_t end) {",
         f"    for (int64_t r = begin; r < end; ++r) {{  // the output row oh of image b",
         f"      const int64_t b = r / {p.oh}, oh = r % {p.oh};",
-        f"      const int64_t h0 = std::max<int64_t>(oh * {p.sh} - {p.ph}, 0), "
-        f"h1 = std::min<int64_t>(oh * {p.sh} - {p.ph} + {p.kh}, {p.h});",
+        f"      const int64_t h0 = std::max<int64_t>({_start('oh', p.sh, p.ph)}, 0), "
+        f"h1 = std::min<int64_t>({_start('oh', p.sh, p.ph)} + {p.kh}, {p.h});",
         f"      for (int64_t ow = 0; ow < {p.ow}; ++ow) {{",
-        f"        const int64_t w0 = std::max<int64_t>(ow * {p.sw} - {p.pw}, 0), "
-        f"w1 = std::min<int64_t>(ow * {p.sw} - {p.pw} + {p.kw}, {p.w});",
+        f"        const int64_t w0 = std::max<int64_t>({_start('ow', p.sw, p.pw)}, 0), "
+        f"w1 = std::min<int64_t>({_start('ow', p.sw, p.pw)} + {p.kw}, {p.w});",
         f"        {t}* __restrict o = out0 + (r * {p.ow} + ow) * n3;",
         f"        const {t}* __restrict x = in0 + b * in0_s0 + h0 * in0_s1 + w0 * in0_s2;",
         "        const int64_t nh = h1 - h0, nw = w1 - w0;",
@@ -185,10 +191,10 @@ def triton_kernel(op: ops.PoolKernelOp) -> TritonKernel:
         w.line(f"acc = tl.full([ROWS, COLS], float(\"-inf\"), {acc})")
         w.line(f"for i in tl.static_range({p.kh}):")
         with w.indent():
-            w.line(f"h = oh * {p.sh} - {p.ph} + i")
+            w.line(f"h = {_start('oh', p.sh, p.ph)} + i")
             w.line(f"for j in tl.static_range({p.kw}):")
             with w.indent():
-                w.line(f"w = ow * {p.sw} - {p.pw} + j")
+                w.line(f"w = {_start('ow', p.sw, p.pw)} + j")
                 w.line(f"inside = (h >= 0) & (h < {p.h}) & (w >= 0) & (w < {p.w})")
                 w.line("v = tl.load(in0 + b * in0_s0 + h * in0_s1 + w * in0_s2 + c * in0_s3, mask=mask & inside, "
                        f"other=float(\"-inf\")).to({acc})")
@@ -201,16 +207,20 @@ def triton_kernel(op: ops.PoolKernelOp) -> TritonKernel:
     with w.indent():
         w.line(f'"""{p.describe(False, "Triton")}"""')
         p.sizes_and_output(w, ", device=in0.device")
-        w.line(f"n_rows = {p.n0} * {p.oh * p.ow}")
-        if p.n3 == "0":  # (no channels: nothing to launch)
+        n_rows = str(int(p.n0) * p.oh * p.ow) if p.n0.isdigit() else "n_rows"
+        if not p.n0.isdigit():
+            w.line(f"n_rows = {p.n0} * {p.oh * p.ow}")
+        if "0" in (n_rows, p.n3):  # (no elements: nothing to launch)
             w.line("return out0")
             return TritonKernel(p.name, source, w.text())
-        w.line(f"if {' == 0 or '.join(t for t in ('n_rows', p.n3) if not t.isdigit())} == 0:")
-        with w.indent():
-            w.line("return out0")
-        w.line(f"rows, cols, warps = ts_tile(n_rows, {p.n3})")
-        w.line(f"grid = (triton.cdiv(n_rows, rows), triton.cdiv({p.n3}, cols))")
-        w.line(f"{p.name}_kernel[grid](out0, in0, n_rows, {p.n3}, *in0.stride(), ROWS=rows, COLS=cols, num_warps=warps)")
+        symbolic = [t for t in (n_rows, p.n3) if not t.isdigit()]
+        if symbolic:
+            w.line(f"if {' == 0 or '.join(symbolic)} == 0:")
+            with w.indent():
+                w.line("return out0")
+        w.line(f"rows, cols, warps = ts_tile({n_rows}, {p.n3})")
+        w.line(f"grid = (triton.cdiv({n_rows}, rows), triton.cdiv({p.n3}, cols))")
+        w.line(f"{p.name}_kernel[grid](out0, in0, {n_rows}, {p.n3}, *in0.stride(), ROWS=rows, COLS=cols, num_warps=warps)")
         w.line("return out0")
     return TritonKernel(p.name, source, w.text())
 

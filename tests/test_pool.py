@@ -110,6 +110,9 @@ func @f(%x: f32[B, 16, 16, 8]@cpu) -> f32[B, 8, 8, 8]@cpu {
     ('py.binary(%x, %two) {op = "*"}', 'py.binary(%x, %x) {op = "*"}'),  # x * x
     ("%x: f32[B, 16, 16, 8]@cpu", "%x: f32[B, 16, 16, 8]@cpu, %y: f32[B, 16, 16, 8]@cpu"),  # + y, varying along H, W
     ("%x: f32[B, 16, 16, 8]@cpu", "%x: f32[B, 16, 16, 8]@cpu, %y: f32[16, 8]@cpu"),  # + y, varying along W
+    # a write between the kernel and the pool: both would read x after it
+    ("  %k : int", '  %w : f32[B, 16, 16, 8]@cpu = torch.method(%x, %two) {method = "mul_", mutates = (0,), '
+                   'alias_of = 0, aten = "aten::mul_.Scalar"}\n  %k : int'),
 ])
 def test_kernels_the_pool_does_not_go_before(change: tuple[str, str]) -> None:
     text = POOL.replace(*change)
@@ -220,3 +223,23 @@ def test_strided_channels_take_the_general_loop(tmp_path, monkeypatch) -> None:
         got = namespace[name](rows)
         expected = torch.nn.functional.max_pool2d(rows.permute(0, 3, 1, 2), 3, 2, 1).permute(0, 2, 3, 1)
         assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_pool_of_one_image_has_static_sizes(backend, tmp_path, monkeypatch) -> None:
+    """Compiled for one image, the batch is no symbol: the launchers get literal sizes."""
+    from transpiler import script
+
+    if backend == "triton" and not INTERPRETED:
+        pytest.skip("a GPU: test_triton_dispatch runs Triton on CUDA tensors")
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TORCHSCRIBE_BACKEND", backend)
+    with imported_source(tmp_path, "one_image_pool", _source(3, 2, 1, True, "torch.tanh(x) * 3.0")) as mod:
+        x = torch.randn(1, 9, 7, 40)
+        compiled = script(mod.f, example_inputs=(x,))
+        text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+        assert "torch.empty(1, 5, 4, 40, dtype=torch.float32" in text and "ts_tile(20, 40)" in text
+        with runtime.mode("strict"):
+            got = compiled(x)
+        assert_close_to_eager(got, mod.f(x))
+        assert got.stride() == mod.f(x).stride()

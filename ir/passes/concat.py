@@ -38,7 +38,7 @@ from ir.passes.canonicalize import writes_in
 from ir.passes.decompose import Dtype, Emitter, Facts, Unsupported, bind
 from ir.passes.functionalize import permutation
 from ir.passes.fuse import known_tensor
-from ir.passes.layout import TO_NCHW, TO_NHWC
+from ir.passes.layout import TO_NCHW, TO_NHWC, read_rows_directly
 from ir.primitives import op_name
 from ir.types import TensorType
 
@@ -246,11 +246,7 @@ def _rewrite(cat: Operation, plan: _Plan, facts: Facts) -> None:
         result = after.method("permute", buf, TO_NCHW)
         result.type = out_type
         after.commit()
-        for use in list(cat.result.uses):  # (NHWC rows of the result, for a linear: the buffer)
-            if op_name(use.op) == "permute" and use.index == 0 and \
-                    permutation(use.op.operands[1:], use.op.attributes.get("kwnames", ())) == TO_NHWC:
-                use.op.result.replace_all_uses_with(buf)
-                use.op.erase()
+        read_rows_directly(cat.result, buf)
     cat.result.replace_all_uses_with(result)
     listed = cat.operands[0].owner
     cat.erase()

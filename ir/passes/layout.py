@@ -144,7 +144,7 @@ def will_pack(conv: Operation, facts: Facts) -> bool:
         c.optional_tensor("bias")
     except Unsupported:
         return False
-    pairs = [_pair(c.const(n)) for n in ("stride", "padding", "dilation")]
+    pairs = [pair(c.const(n)) for n in ("stride", "padding", "dilation")]
     return all(p is not None and all(type(v) is int for v in p) for p in pairs) and type(c.const("groups")) is int
 
 
@@ -176,12 +176,23 @@ def _as_linear_call(conv: Operation, facts: Facts) -> Call | None:
         return None
     padding = c.const("padding")
     one_image = x_shape is not None and x_shape[0] == 1
-    fits = (_pair(c.const("stride")) == (1, 1) and (padding in ("valid", "same") or _pair(padding) == (0, 0))
+    fits = (pair(c.const("stride")) == (1, 1) and (padding in ("valid", "same") or pair(padding) == (0, 0))
             and type(c.const("groups")) is int and c.const("groups") == 1 and (shape[0] >= shape[1] or one_image))
     return c if fits else None
 
 
-def _pair(v: object) -> tuple[object, ...] | None:
+def read_rows_directly(nchw: Value, rows: Value) -> None:
+    """Uses of `nchw` (an NCHW view of the NHWC tensor `rows`) that permute it back to NHWC rows
+    (`.permute(0, 2, 3, 1)`, for a conv run as a `linear`) read `rows` itself."""
+    for use in list(nchw.uses):
+        user = use.op
+        if op_name(user) == "permute" and use.index == 0 and \
+                permutation(user.operands[1:], user.attributes.get("kwnames", ())) == TO_NHWC:
+            user.result.replace_all_uses_with(rows)
+            user.erase()
+
+
+def pair(v: object) -> tuple[object, ...] | None:
     """An int or a pair of them (a conv's stride, padding) as a pair; None for anything else."""
     if isinstance(v, (tuple, list)) and len(v) in (1, 2):
         return tuple(v) * (3 - len(v)) if len(v) == 1 else tuple(v)
@@ -338,7 +349,7 @@ class _Rewriter:
         e = self.emit(conv)
         bias = c.optional_tensor("bias")
         args = [c.tensor(), c.tensor("weight"), e.value(None) if bias is None else bias,
-                *(e.value(_pair(c.const(n))) for n in ("stride", "padding", "dilation")), e.value(c.const("groups"))]
+                *(e.value(pair(c.const(n))) for n in ("stride", "padding", "dilation")), e.value(c.const("groups"))]
         y = e.builtin(PACKED_CONV, conv.result.type, *args)
         y.name = conv.result.name
         e.commit()

@@ -31,11 +31,12 @@ import re
 from typing import Any
 
 from ir import ops
-from ir.core import Operation, Program, Value
+from ir.core import Block, Operation, Program, Value
+from ir.passes.canonicalize import writes_in
 from ir.passes.decompose import Emitter, Facts, Unsupported, bind
 from ir.passes.functionalize import permutation
 from ir.passes.fuse import fresh_row_major
-from ir.passes.layout import TO_NCHW, TO_NHWC
+from ir.passes.layout import TO_NCHW, TO_NHWC, pair, read_rows_directly
 from ir.primitives import op_name
 from ir.types import TensorType
 
@@ -57,13 +58,9 @@ def pool_kernels(program: Program) -> None:
 
 
 def _pair(value: Any) -> tuple[int, int] | None:
-    if type(value) is int:
-        return value, value
-    if isinstance(value, tuple) and len(value) == 1 and type(value[0]) is int:
-        return value[0], value[0]
-    if isinstance(value, tuple) and len(value) == 2 and all(type(n) is int for n in value):
-        return value
-    return None
+    """A window setting (an int or a pair) as a pair of ints; None otherwise."""
+    two = pair(value)
+    return two if two is not None and all(type(n) is int for n in two) else None  # type: ignore[return-value]
 
 
 def _window(op: Operation, facts: Facts) -> dict[str, Any] | None:
@@ -148,13 +145,19 @@ def _positive(v: Value) -> bool:
 
 def _commuted(rows: Value, permute: Operation, pool: Operation) -> tuple[ops.KernelOp, int] | None:
     """(kernel, j) when `rows` is the only output of a pointwise kernel in the pool's block, read
-    only through `permute`, that is a non-decreasing function of its input j (of rows' shape and dtype) and
-    reads nothing else that varies along H or W: the pool can read input j and the kernel run
-    on the pooled rows, a quarter of the elements for a 3x3/2 window."""
+    only through `permute`, that is a non-decreasing function of its input j (of rows' shape and
+    dtype) and reads nothing else that varies along H or W, with nothing between it and the pool
+    that may write: the pool can read input j and the kernel run on the pooled rows, a quarter
+    of the elements for a 3x3/2 window."""
     kernel = rows.owner
     if not (isinstance(kernel, ops.PointwiseKernelOp) and len(kernel.results) == 1 and not kernel.attributes.get("into")
             and len(rows.uses) == 1 and len(permute.result.uses) == 1 and kernel.parent is pool.parent):
         return None
+    block = pool.parent
+    assert isinstance(block, Block)
+    between = block.ops[block.ops.index(kernel) + 1:block.ops.index(pool)]
+    if any(writes_in(o) for o in between):
+        return None  # (the kernel and the pool would read its inputs after the write)
     t = rows.type
     assert isinstance(t, TensorType) and t.shape is not None
     found = None
@@ -195,12 +198,7 @@ def _rewrite(op: Operation, window: dict[str, Any], name: str, facts: Facts) -> 
     result = e.method("permute", pooled, TO_NCHW)
     result.type = out
     e.commit()
-    for use in list(op.result.uses):  # (NHWC rows of the result: the kernel's output)
-        user = use.op
-        if op_name(user) == "permute" and use.index == 0 and \
-                permutation(user.operands[1:], user.attributes.get("kwnames", ())) == TO_NHWC:
-            user.result.replace_all_uses_with(pooled)
-            user.erase()
+    read_rows_directly(op.result, pooled)
     op.result.replace_all_uses_with(result)
     op.erase()
     if commuted is not None:
