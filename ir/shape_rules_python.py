@@ -200,7 +200,8 @@ def _getattr(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
     name = op.attributes.get("attr") or op.attributes.get("name")
     declared = op.results[0].type
     if isinstance(obj.value, torch.nn.Module):
-        read_only = op.results[0] not in interp.appends and op.results[0] not in interp.escaped
+        read_only = (op.results[0] not in interp.appends and op.results[0] not in interp.escaped
+                     and name not in interp.changed_list_attrs)
         av = interp.attr(frame, obj, name, declared, lists=read_only)
         if frame.python and av.tensor is None and not isinstance(av.value, torch.nn.Module):
             interp.read_after_python.add(op)

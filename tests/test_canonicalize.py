@@ -332,23 +332,80 @@ func @f(%x: Tensor, %n: int) -> tuple[Tensor, int, int] {
 def test_len_of_a_list_display_folds_only_when_nothing_can_grow_it() -> None:
     check(
         """\
-func @f(%x: Tensor) -> tuple[int, int] {
+func @f(%x: Tensor, %c: bool) -> tuple[int, int, int] {
   %xs : list[Tensor] = py.list(%x, %x)
   %0 : int = py.call(%xs) {callee = "len"}
   %ys : list[Tensor] = py.list(%x)
-  py.list_append(%ys, %x)
+  scf.if(%c) {
+    py.list_append(%ys, %x)
+    scf.yield()
+  } {
+    scf.yield()
+  }
   %1 : int = py.call(%ys) {callee = "len"}
-  %2 : tuple[int, int] = py.tuple(%0, %1)
-  func.return(%2)
+  %zs : list[Tensor] = py.list(%x)
+  py.list_append(%zs, %x)
+  %2 : int = py.call(%zs) {callee = "len"}
+  %3 : tuple[int, int, int] = py.tuple(%0, %1, %2)
+  func.return(%3)
 }
 """,
         """\
-func @f(%x: Tensor) -> tuple[int, int] {
+func @f(%x: Tensor, %c: bool) -> tuple[int, int, int] {
   %0 : int = py.constant() {value = 2}
   %ys : list[Tensor] = py.list(%x)
-  py.list_append(%ys, %x)
+  scf.if(%c) {
+    py.list_append(%ys, %x)
+    scf.yield()
+  } {
+    scf.yield()
+  }
   %1 : int = py.call(%ys) {callee = "len"}
-  %2 : tuple[int, int] = py.tuple(%0, %1)
+  %2 : tuple[int, int, int] = py.tuple(%0, %1, %0)
+  func.return(%2)
+}
+""",
+    )
+
+
+def test_items_slices_and_sums_of_a_list_display_nothing_changes_fold() -> None:
+    """swin's `shift_size = shift_size.copy()` of a pinned `[3, 3]`, set to 0 where the window
+    covers the feature map (here under a branch that folds), then `sum(shift_size) > 0` and
+    `-shift_size[0]`: all constants. A list that a store at an unknown index may change stays."""
+    check(
+        """\
+func @f(%i: int) -> tuple[int, bool, int, int] {
+  %0 : int = py.constant() {value = 0}
+  %three : int = py.constant() {value = 3}
+  %none : None = py.constant() {value = None}
+  %t : bool = py.constant() {value = True}
+  %pinned : list[int] = py.list(%three, %three)
+  %copy : list[int] = py.slice(%pinned, %none, %none, %none)
+  scf.if(%t) {
+    py.list_setitem(%copy, %0, %0)
+    scf.yield()
+  } {
+    scf.yield()
+  }
+  %s : int = py.call(%copy) {callee = "sum"}
+  %pos : bool = py.compare(%s, %0) {op = ">"}
+  %first : int = py.getitem(%copy, %0)
+  %other : list[int] = py.list(%three, %three)
+  py.list_setitem(%other, %i, %0)
+  %unknown : int = py.getitem(%other, %0)
+  %1 : tuple[int, bool, int, int] = py.tuple(%s, %pos, %first, %unknown)
+  func.return(%1)
+}
+""",
+        """\
+func @f(%i: int) -> tuple[int, bool, int, int] {
+  %0 : int = py.constant() {value = 0}
+  %three : int = py.constant() {value = 3}
+  %1 : bool = py.constant() {value = True}
+  %other : list[int] = py.list(%three, %three)
+  py.list_setitem(%other, %i, %0)
+  %unknown : int = py.getitem(%other, %0)
+  %2 : tuple[int, bool, int, int] = py.tuple(%three, %1, %0, %unknown)
   func.return(%2)
 }
 """,

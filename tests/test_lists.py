@@ -1,6 +1,7 @@
-"""The lists pass, IR in and IR out: a list grown by appends in straight-line code becomes one
-`py.list` per read, holding what the list held there; a list that can be seen as one object
-(returned, yielded, grown in a loop or a branch, read lazily, set by index) stays as it is."""
+"""The lists pass, IR in and IR out: a list grown by appends and constant-index stores in
+straight-line code becomes one `py.list` per read, holding what the list held there; a list that
+can be seen as one object (returned, yielded, changed in a loop or a branch, read lazily, set at
+an unknown index) stays as it is."""
 
 from __future__ import annotations
 
@@ -154,17 +155,87 @@ func @f(%x: Tensor, %n: int, %c: bool) -> Tensor {
 """)
 
 
+def test_stores_at_constant_indices_are_followed_into_branches() -> None:
+    """swin's `shift_size = shift_size.copy()` with `shift_size[0] = 0`: each store is an SSA
+    step, and a read inside a branch sees what the list held when the branch ran."""
+    check(
+        """\
+func @f(%x: Tensor, %c: bool) -> int {
+  %0 : int = py.constant() {value = 0}
+  %three : int = py.constant() {value = 3}
+  %m : int = py.constant() {value = -1}
+  %xs : list[int] = py.list(%three, %three)
+  %a : int = py.call(%xs) {callee = "sum"}
+  py.list_setitem(%xs, %m, %0)
+  %b : int = scf.if(%c) {
+    %p : int = py.getitem(%xs, %0)
+    %q : int = py.getitem(%xs, %m)
+    %1 : int = py.binary(%p, %q) {op = "+"}
+    scf.yield(%1)
+  } {
+    scf.yield(%0)
+  }
+  %2 : int = py.binary(%a, %b) {op = "+"}
+  func.return(%2)
+}
+""",
+        """\
+func @f(%x: Tensor, %c: bool) -> int {
+  %0 : int = py.constant() {value = 0}
+  %three : int = py.constant() {value = 3}
+  %m : int = py.constant() {value = -1}
+  %xs : list[int] = py.list(%three, %three)
+  %a : int = py.call(%xs) {callee = "sum"}
+  %xs_1 : list[int] = py.list(%three, %0)
+  %b : int = scf.if(%c) {
+    %p : int = py.getitem(%xs_1, %0)
+    %q : int = py.getitem(%xs_1, %m)
+    %1 : int = py.binary(%p, %q) {op = "+"}
+    scf.yield(%1)
+  } {
+    scf.yield(%0)
+  }
+  %2 : int = py.binary(%a, %b) {op = "+"}
+  func.return(%2)
+}
+""",
+    )
+
+
+def test_a_list_set_in_a_branch_or_out_of_range_stays() -> None:
+    unchanged(
+        """\
+func @f(%c: bool) -> int {
+  %0 : int = py.constant() {value = 0}
+  %two : int = py.constant() {value = 2}
+  %xs : list[int] = py.list(%two, %two)
+  scf.if(%c) {
+    py.list_setitem(%xs, %0, %0)
+    scf.yield()
+  } {
+    scf.yield()
+  }
+  %ys : list[int] = py.list(%two, %two)
+  py.list_setitem(%ys, %two, %0)
+  %a : int = py.call(%xs) {callee = "sum"}
+  %b : int = py.call(%ys) {callee = "sum"}
+  %1 : int = py.binary(%a, %b) {op = "+"}
+  func.return(%1)
+}
+""")
+
+
 def test_lists_read_lazily_set_by_index_or_stored_stay() -> None:
     unchanged(
         """\
-func @f(%x: Tensor) -> Tensor {
+func @f(%x: Tensor, %i: int) -> Tensor {
   %0 : int = py.constant() {value = 0}
   %xs : list[Tensor] = py.list(%x)
   %it : list[tuple[int, Tensor]] = py.call(%xs) {callee = "enumerate"}
   py.list_append(%xs, %x)
   %ys : list[Tensor] = py.list(%x)
   py.list_append(%ys, %x)
-  py.list_setitem(%ys, %0, %x)
+  py.list_setitem(%ys, %i, %x)
   %zs : list[Tensor] = py.list(%x)
   py.list_append(%zs, %x)
   %nested : list[list[Tensor]] = py.list(%zs)

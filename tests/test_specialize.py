@@ -228,3 +228,85 @@ def test_an_instance_inlines_its_submodules_of_the_same_file(tmp_path, monkeypat
     assert "F.conv2d(x, _guards.attr(conv1, \"weight\"), None, (2, 2), (1, 1), (1, 1), 1)" in compact
     with torch.no_grad(), runtime.mode("strict"):
         assert_close_to_eager(compiled(*inputs), model(*inputs))
+
+
+WINDOWS = """\
+from typing import List
+import torch
+from torch import Tensor, nn
+
+
+def shifted(x: Tensor, window_size: List[int], shift_size: List[int]) -> Tensor:
+    _, H, W, _ = x.shape
+    shift_size = shift_size.copy()
+    if window_size[0] >= H:
+        shift_size[0] = 0
+    if window_size[1] >= W:
+        shift_size[1] = 0
+    if sum(shift_size) > 0:
+        x = torch.roll(x, shifts=(-shift_size[0], -shift_size[1]), dims=(1, 2))
+    x = x * 2.0
+    if sum(shift_size) > 0:
+        x = x + float(shift_size[1])
+    return x.reshape(-1, window_size[0] * window_size[1], x.shape[-1])
+
+
+class Windows(nn.Module):
+    def __init__(self, window_size: List[int], shift_size: List[int]) -> None:
+        super().__init__()
+        self.window_size = window_size
+        self.shift_size = shift_size
+
+    def forward(self, x: Tensor) -> Tensor:
+        return shifted(x, self.window_size, self.shift_size)
+
+
+class Changing(Windows):
+    def forward(self, x: Tensor) -> Tensor:
+        self.shift_size[1] = 0
+        return shifted(x, self.window_size, self.shift_size)
+"""
+
+
+@pytest.mark.parametrize("size, folded", [(14, "torch.roll(x, shifts=(-3, -1), dims=(1, 2))"), (7, None)])
+def test_pinned_list_attributes_fold_through_copies_and_stores(tmp_path, monkeypatch, size: int,
+                                                                folded: str | None) -> None:
+    """swin's window and shift sizes: lists of a module, checked on entry, that the code copies
+    and sets to 0 where the window covers the feature map. Every branch on them folds; the
+    roll is left only where the shift is not 0."""
+    from source_module import imported_source
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "pinned_windows", WINDOWS) as module:
+        model = module.Windows([7, 7], [3, 1])
+        x = torch.randn(2, size, size, 4)
+        compiled = script(model, example_inputs=(x,))
+        text = next((tmp_path / "cache" / "jit").glob("Windows_*.py")).read_text()
+        code = [line for line in text[text.index("def Windows_forward("):].splitlines()
+                if not line.strip().startswith(("#", "_guards.check_value"))]
+        assert not any(word in line for line in code for word in ("if ", "sum(", "shift_size", "window_size["))
+        assert ("torch.roll" in "\n".join(code)) == (folded is not None)
+        if folded:
+            assert folded in "\n".join(code)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+        model.shift_size[1] = 2  # the entry check sees it: eager from now on
+        with runtime.mode("strict"), pytest.raises(TorchscribeError, match="self.shift_size"):
+            compiled(x)
+
+
+def test_a_list_attribute_the_code_changes_is_not_folded(tmp_path, monkeypatch) -> None:
+    """The entry check pins the list as it was on entry; a read after the code stores into it
+    must see the store."""
+    from source_module import imported_source
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "changing_windows", WINDOWS) as module:
+        model, reference = module.Changing([7, 7], [3, 1]), module.Changing([7, 7], [3, 1])
+        x = torch.randn(2, 14, 14, 4)
+        compiled = script(model, example_inputs=(x,))
+        text = next((tmp_path / "cache" / "jit").glob("Changing_*.py")).read_text()
+        assert "sum(shift_size)" in text
+        with runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), reference(x), rtol=0, atol=0)
+        assert model.shift_size == reference.shift_size == [3, 0]

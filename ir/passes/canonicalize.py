@@ -7,6 +7,9 @@ have made foldable. The rules:
 - constants (ir/passes/fold.py): Python operators, comparisons and builtins on constants,
   tuples of constants, items and unpacking of tuples the compiler sees, len() of them, sizes
   and ranks of tensors whose type fixes them, `x is None` decided by x's type;
+- lists: items, slices and sums of list displays nothing changes or keeps; a list changed by
+  appends and constant-index stores in straight-line code becomes one display per read
+  (ir/passes/lists.py), once the branches around those changes have folded;
 - control flow: an if on a constant runs one side; loops that never run; a while whose
   condition is constant False; results that both sides of an if yield alike; loop-carried
   values passed on unchanged or never read;
@@ -56,7 +59,9 @@ from ir.passes.fold import (
     simplify_int_times_zero,
     simplify_redundant_conversion,
     simplify_same_dtype_cast,
+    slice_known_list,
 )
+from ir.passes.lists import snapshot, updated_in_place
 from ir.types import BOOL, INT, FunctionType, ListType, ModuleListType, OptionalType, ScalarType, TensorType, TupleType, Type, is_subtype
 
 MAX_ROUNDS = 50  # rule sweeps + CSE; real programs settle in two or three
@@ -177,6 +182,15 @@ def _attached(op: Operation, func: Operation) -> bool:
         if block is None or block.parent is None or block.parent.parent is None:
             return False
         node = block.parent.parent
+    return True
+
+
+def snapshot_updated_list(op: Operation, rw: Rewriter) -> bool:
+    """A list display changed in straight-line code: each read reads a display of what it held."""
+    if not isinstance(op, ops.ListOp) or not updated_in_place(op):
+        return False
+    for touched in snapshot(op):
+        rw.push(touched)
     return True
 
 
@@ -502,6 +516,8 @@ RULES: list[Rule] = [
     forward_tuple_item,
     forward_tuple_unpack,
     fold_len,
+    slice_known_list,
+    snapshot_updated_list,
     fold_tensor_size,
     simplify_int_identity,
     simplify_int_times_zero,

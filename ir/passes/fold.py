@@ -242,6 +242,10 @@ def eval_builtin(callee: str, args: list[Any]) -> Any:
         if len(args) == 2 and (type(args[1]) not in (int, bool) or abs(args[1]) > 400):
             return UNKNOWN  # round(n, -10**9) would compute 10**(10**9)
         return _attempt(round, *args)
+    if callee == "sum":
+        if len(args) != 1 or type(args[0]) is not tuple or not all(_is_number(x) for x in args[0]):
+            return UNKNOWN
+        return _attempt(sum, args[0])
     if callee in ("min", "max"):
         items = args[0] if len(args) == 1 and type(args[0]) is tuple else args
         if not items or not (all(_is_number(x) for x in items) or all(type(x) is str for x in items)):
@@ -261,10 +265,10 @@ class Known:
 
 def known_elements(container: Value) -> list[Known | None] | None:
     """The elements of a tuple the compiler can see (a py.tuple display, a constant tuple, or
-    the sizes of a tensor whose rank is known; a symbolic or unknown size is None there), or None
-    when it cannot see the container's elements."""
+    the sizes of a tensor whose rank is known; a symbolic or unknown size is None there), or of a
+    list display nothing changes or keeps (`private`); None when it cannot see them."""
     owner = container.owner
-    if isinstance(owner, ops.TupleOp):
+    if isinstance(owner, ops.TupleOp) or (isinstance(owner, ops.ListOp) and private(container)):
         return [Known(value=v) for v in owner.operands]
     value = constant_value(container)
     if type(value) is tuple:
@@ -463,9 +467,21 @@ def fold_compare(op: Operation, rw: Rewriter) -> bool:
 
 
 def fold_builtin(op: Operation, rw: Rewriter) -> bool:
-    """A builtin or exact math function of constants is its value."""
-    args = _constant_operands(op) if isinstance(op, ops.BuiltinCallOp) else None
-    return args is not None and _fold_to(op, eval_builtin(op.attributes["callee"], args), rw)
+    """A builtin or exact math function of constants is its value; a list display of constants
+    that nothing changes or keeps is passed as a tuple (`sum(shift_size)`)."""
+    if not isinstance(op, ops.BuiltinCallOp):
+        return False
+    args = [_constant_list(v) if isinstance(v.owner, ops.ListOp) else constant_value(v) for v in op.operands]
+    if any(a is UNKNOWN for a in args):
+        return False
+    return _fold_to(op, eval_builtin(op.attributes["callee"], args), rw)
+
+
+def _constant_list(value: Value) -> Any:
+    items = [constant_value(v) for v in value.owner.operands]  # type: ignore[union-attr]
+    if not private(value) or any(i is UNKNOWN for i in items):
+        return UNKNOWN
+    return tuple(items)
 
 
 def fold_constant_tuple(op: Operation, rw: Rewriter) -> bool:
@@ -551,12 +567,21 @@ def fold_len(op: Operation, rw: Rewriter) -> bool:
         return False
     container = op.operands[0]
     elems = known_elements(container)
-    if elems is not None:
-        return _fold_to(op, len(elems), rw)
-    owner = container.owner
-    if isinstance(owner, ops.ListOp) and private(container):
-        return _fold_to(op, len(owner.operands), rw)
-    return False
+    return elems is not None and _fold_to(op, len(elems), rw)
+
+
+def slice_known_list(op: Operation, rw: Rewriter) -> bool:
+    """A slice with constant bounds of a list display that nothing changes or keeps is a new
+    display of those elements (`shift_size.copy()`, which lowers to `shift_size[:]`)."""
+    if not isinstance(op, ops.SliceOp) or not isinstance(op.operands[0].owner, ops.ListOp):
+        return False
+    bounds = [constant_value(v) for v in op.operands[1:]]
+    if not private(op.operands[0]) or not all(b is None or type(b) is int for b in bounds) or bounds[2] == 0:
+        return False  # (a zero step raises)
+    items = op.operands[0].owner.operands[slice(*bounds)]
+    display = rw.insert_before(op, ops.ListOp(items, [op.result.type], {}, [], op.loc, [op.result.name]))
+    rw.replace_op(op, [display.result])
+    return True
 
 
 def fold_tensor_size(op: Operation, rw: Rewriter) -> bool:

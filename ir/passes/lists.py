@@ -1,16 +1,22 @@
-"""Lists built by appends in straight-line code, made SSA: each read of such a list reads a new
-`py.list` of what the list held at that point, and the appends go.
+"""Lists built by appends and stores at constant indices in straight-line code, made SSA: each
+read of such a list reads a new `py.list` of what the list held at that point, and the appends
+and stores go.
 
 A module loop unrolled at lowering (densenet's `features.append(layer(features))`) leaves one
 list value that every layer reads and grows. Shape propagation must then describe all its
 elements at once (`f32[1, ?, 56, 56]` for the `torch.cat` of it); after this pass each read sees
 exactly the tensors it concatenates, so sizes are known and the ops on them can be fused.
 
-The rewrite applies only where the list cannot be observed as one object: every use of it is in
-the block that made it (none in a nested region, a loop body or branch), and is an append or an
-op that reads the elements there and then (a torch call, an index, an unpack, a slice, `len`, a
-`for` over it). A list that is returned, yielded, stored, set by index or passed to a call that
-might keep it is left as it is.
+The rewrite applies only where the list cannot be observed as one object: it is changed only
+in the block that made it (not in a loop body or a branch), by appends and by `xs[i] = v` with a
+constant `i` in range there, and every other use is an op that reads the elements there and then
+(a torch call, an index, an unpack, a slice, `len`, a `for` over it), in that block or inside an
+op of it (a read in a branch sees what the list held when the branch ran). A list that is
+returned, yielded, stored, changed in a branch or loop, set at an index not known or out of
+range, or passed to a call that might keep it is left as it is.
+
+Canonicalization applies the same rewrite (`snapshot`) once branches have folded: swin's
+`shift_size = shift_size.copy()`, set to 0 under an `if` that specialization decides.
 """
 
 from __future__ import annotations
@@ -20,14 +26,14 @@ from ir.core import Block, Operation, Program, Use
 
 # Builtins that consume the whole list before they return (not `enumerate`, `zip`, `iter` or
 # `reversed`, which return iterators that would see later appends).
-_CONSUMING_BUILTINS = frozenset({"len", "sum", "min", "max", "any", "all", "tuple", "list", "sorted"})
+CONSUMING_BUILTINS = frozenset({"len", "sum", "min", "max", "any", "all", "tuple", "list", "sorted"})
 
 
 def snapshot_lists(program: Program) -> None:
     for func in program.funcs:
         for op in list(func.walk()):
-            if isinstance(op, ops.ListOp) and _appended_in_place(op):
-                _snapshot(op)
+            if isinstance(op, ops.ListOp) and updated_in_place(op):
+                snapshot(op)
 
 
 def _reads_now(use: Use) -> bool:
@@ -36,37 +42,96 @@ def _reads_now(use: Use) -> bool:
     if isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp, ops.GetItemOp, ops.UnpackOp, ops.SliceOp)):
         return True
     if isinstance(op, ops.BuiltinCallOp):
-        return op.attributes.get("callee") in _CONSUMING_BUILTINS
+        return op.attributes.get("callee") in CONSUMING_BUILTINS
     return isinstance(op, ops.ForEachOp) and use.index == 0
 
 
-def _appended_in_place(listed: Operation) -> bool:
-    uses = listed.result.uses
-    if not any(isinstance(u.op, ops.ListAppendOp) for u in uses):
+def _store_index(op: Operation) -> int | None:
+    """The index of `xs[i] = v` when it is an int constant."""
+    index = op.operands[1].owner
+    if isinstance(index, ops.ConstantOp) and type(index.value) is int:
+        return index.value
+    return None
+
+
+def _is_update(use: Use) -> bool:
+    if use.index != 0:
         return False
-    return all(u.op.parent is listed.parent
-               and ((isinstance(u.op, ops.ListAppendOp) and u.index == 0) or _reads_now(u))
-               for u in uses)
+    return isinstance(use.op, ops.ListAppendOp) or (
+        isinstance(use.op, ops.ListSetItemOp) and _store_index(use.op) is not None)
 
 
-def _snapshot(listed: Operation) -> None:
+def updated_in_place(listed: Operation) -> bool:
+    """Whether `listed` (a py.list) is grown or stored into only in its own block, where each
+    store is in range (an IndexError stays), and read only by ops that read it there and then,
+    in that block or inside an op of it (a branch, a loop body)."""
+    uses = listed.result.uses
+    if not any(_is_update(u) for u in uses):
+        return False
+    block = listed.parent
+    for u in uses:
+        if _is_update(u):
+            if u.op.parent is not block:
+                return False
+        elif not _reads_now(u) or _ancestor_in(block, u.op) is None:
+            return False
+    length = len(listed.operands)
+    for op, _ in _users_in_order(listed):
+        if isinstance(op, ops.ListAppendOp):
+            length += 1
+        elif isinstance(op, ops.ListSetItemOp):
+            index = _store_index(op)
+            assert index is not None
+            if not -length <= index < length:
+                return False
+    return True
+
+
+def _ancestor_in(block: Block | None, op: Operation) -> Operation | None:
+    """`op`, or the op of `block` whose regions hold it; None when it is not under `block`."""
+    node: Operation | None = op
+    while node is not None and node.parent is not block:
+        node = node.parent_op()
+    return node
+
+
+def _users_in_order(listed: Operation) -> list[tuple[Operation, list[Use]]]:
+    """The ops of the list's block after it that use it, each with the uses under it."""
+    block = listed.parent
+    assert isinstance(block, Block)
+    under: dict[int, list[Use]] = {}
+    for u in listed.result.uses:
+        ancestor = _ancestor_in(block, u.op)
+        assert ancestor is not None
+        under.setdefault(id(ancestor), []).append(u)
+    return [(op, under[id(op)]) for op in block.ops[block.ops.index(listed) + 1:] if id(op) in under]
+
+
+def snapshot(listed: Operation) -> list[Operation]:
+    """Rewrite a list that `updated_in_place` accepts; the ops it made or changed."""
     block = listed.parent
     assert isinstance(block, Block)
     value = listed.result
-    users = {id(u.op) for u in value.uses}
     held = list(listed.operands)
-    grown = False
-    for op in list(block.ops[block.ops.index(listed) + 1:]):
-        if id(op) not in users:
-            continue
+    changed = False
+    touched: list[Operation] = []
+    for op, uses in _users_in_order(listed):
         if isinstance(op, ops.ListAppendOp):
             held.append(op.operands[1])
             op.erase()
-            grown = True
-        elif grown:
+            changed = True
+        elif isinstance(op, ops.ListSetItemOp):
+            index = _store_index(op)
+            assert index is not None
+            held[index] = op.operands[2]
+            op.erase()
+            changed = True
+        elif changed:
             now = block.insert_before(op, ops.ListOp(held, [value.type], {}, [], op.loc, [value.name]))
-            for i, operand in enumerate(op.operands):
-                if operand is value:
-                    op.set_operand(i, now.result)
+            for u in uses:
+                u.op.set_operand(u.index, now.result)
+                touched.append(u.op)
+            touched.append(now)
     if not value.uses:
         listed.erase()
+    return touched

@@ -124,6 +124,11 @@ class _Interpreter:
         self.read_after_python: set[Operation] = set()  # module attribute reads Python may have set
         for func in self.funcs.values():
             self._scan(func)
+        # list attributes some read may change or keep: no read of that name is a known list,
+        # since the list may no longer be what the entry check saw
+        self.changed_list_attrs = {op.attributes.get("attr") for func in self.funcs.values() for op in func.walk()
+                                   if isinstance(op, ops.GetAttrOp) and isinstance(op.result.type, ListType)
+                                   and (op.result in self.appends or op.result in self.escaped)}
 
     def _scan(self, func: ops.FuncOp) -> None:
         for op in func.walk():

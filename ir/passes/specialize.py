@@ -16,11 +16,12 @@ from collections import defaultdict
 import sympy
 
 from ir import ops
-from ir.core import Operation, Program
+from ir.core import Operation, Program, Value
 from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings
 from ir.types import ListType
 from ir.passes.fold import fits, literal_type
 from ir.passes.inline import guard_prefix_end
+from ir.passes.lists import CONSUMING_BUILTINS
 
 
 def specialize(program: Program) -> None:
@@ -67,7 +68,10 @@ def hoist_module_checks(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]
 
 def fold_checked_attributes(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]) -> None:
     """A module attribute read whose value an entry check pins (`self.num_heads == 4`) becomes
-    that constant, so canonicalization folds what depends on it."""
+    that constant, so canonicalization folds what depends on it. A pinned list of literals
+    (swin's `window_size`) becomes a tuple where torch takes either alike (`x.permute(dims)`),
+    else a list display of constants where the code only reads it: a new list in place of
+    the module's is then the same to the code."""
     for op in list(func.walk()):
         if not isinstance(op, ops.GetAttrOp):
             continue
@@ -80,7 +84,9 @@ def fold_checked_attributes(func: ops.FuncOp, facts: ShapeFacts, checked: set[tu
             value = tuple(i.value for i in av.items)  # conv strides, normalized_shape
             if isinstance(av.type, ListType) and not all(
                     isinstance(u.op, (ops.TorchCallOp, ops.TensorMethodOp)) for u in op.result.uses):
-                continue  # (a list: as a tuple only where torch takes either alike, `x.permute(dims)`)
+                if _only_read(op.result):
+                    _as_list_display(op, value)
+                continue
         else:
             continue
         t = literal_type(value)
@@ -90,6 +96,39 @@ def fold_checked_attributes(func: ops.FuncOp, facts: ShapeFacts, checked: set[tu
         assert op.parent is not None
         op.parent.insert_before(op, const)
         op.result.replace_all_uses_with(const.result)
+
+
+# What may read a list without keeping it, changing it or telling it from a copy (not `is`).
+_LIST_READERS = (ops.TorchCallOp, ops.TensorMethodOp, ops.GetItemOp, ops.UnpackOp, ops.SliceOp, ops.SpreadOp,
+                 ops.BinaryOp)
+
+
+def _only_read(value: Value) -> bool:
+    for use in value.uses:
+        op = use.op
+        if isinstance(op, ops.CompareOp) and op.attributes["op"] not in ("is", "is not"):
+            continue
+        if isinstance(op, ops.BuiltinCallOp) and op.attributes.get("callee") in CONSUMING_BUILTINS:
+            continue
+        if isinstance(op, ops.ForEachOp) and use.index == 0:
+            continue
+        if not isinstance(op, _LIST_READERS):
+            return False
+    return True
+
+
+def _as_list_display(op: Operation, items: tuple) -> None:
+    assert op.parent is not None and isinstance(op.result.type, ListType)
+    consts = []
+    for item in items:
+        t = literal_type(item)
+        if t is None or not fits(item, t):
+            return
+        consts.append(ops.ConstantOp([], [t], {"value": item}, loc=op.loc))
+    display = ops.ListOp([c.result for c in consts], [op.result.type], {}, [], op.loc, [op.result.name])
+    for new in (*consts, display):
+        op.parent.insert_before(op, new)
+    op.result.replace_all_uses_with(display.result)
 
 
 def add_entry_checks(func: ops.FuncOp, guards: list[ShapeGuard]) -> None:
