@@ -1018,6 +1018,10 @@ class FunctionEmitter:
             return Expr(f"({e.text})", PREC["atom"])
         return e
 
+    def _tuple_display(self, values: list[Value]) -> str:
+        inner = ", ".join(self.expr(v, PREC["if"]).text for v in values)
+        return f"({inner},)" if len(values) == 1 else f"({inner})"
+
     def tuple_text(self, values: list[Value]) -> str:
         if len(values) == 1:
             return self.expr(values[0]).text
@@ -1094,6 +1098,13 @@ class FunctionEmitter:
             return Expr(f"{a['name']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.FuncCallOp):
             return Expr(f"{function_name(a['callee'])}({self.args_text(op.operands, ())})", PREC["atom"])
+        if isinstance(op, ops.ComputedOnceOp):  # (ir/passes/hoist.py)
+            self.needs.add("_prepacked")
+            n = a["sources"]
+            parts = [function_name(a["callee"]), self._tuple_display(op.operands[:n])]
+            if op.operands[n:]:
+                parts.append(self._tuple_display(op.operands[n:]))
+            return Expr(f"_prepacked.computed_once({', '.join(parts)})", PREC["atom"])
         if isinstance(op, ops.BuiltinCallOp):
             if a["callee"].startswith("math."):
                 self.needs.add("math")

@@ -88,6 +88,21 @@ class FuncCallOp(Operation):
     traits = frozenset({OPAQUE})
 
 
+class ComputedOnceOp(Operation):
+    """`_prepacked.computed_once(<callee>, sources, like)`: the result of the function `callee`
+    (a sym_name) of the tensors `sources` (parameters and buffers), computed on the first call
+    and again only when a source changes (a frozen program: ir/passes/hoist.py). Attribute
+    `sources` counts the operands that are sources; the others are tensors of whose device and
+    dtype the result is made (`x.new_zeros(...)`), and nothing else about them is read."""
+
+    name = "py.computed_once"
+    traits = frozenset({PURE})
+
+    @property
+    def callee(self) -> str:
+        return self.attributes["callee"]
+
+
 # -- Python values ---------------------------------------------------------------------------
 class ConstantOp(Operation):
     """A literal: int, float, bool, str, None, or a dtype/device spelled as a string."""

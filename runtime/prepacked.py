@@ -1,7 +1,9 @@
 """Weights a frozen module computes once from its parameters (`script(model, ..., freeze=True)`):
-a batch norm folded into the convolution before it, and a convolution's weight reordered into
+a batch norm folded into the convolution before it, a convolution's weight reordered into
 oneDNN's blocked layout, which torch's CPU convolution otherwise does on every call (resnet18's
-512-channel 3x3 convs at batch 1: 5.5 ms a call with the plain weight, 1.6 ms packed).
+512-channel 3x3 convs at batch 1: 5.5 ms a call with the plain weight, 1.6 ms packed), and any
+tensor of parameters and constants alone (`computed_once`, ir/passes/hoist.py: swin's relative
+position bias and attention masks).
 
 Each derived tensor is cached against the tensors it was computed from, in a table keyed by
 the first of them (the entry goes when that parameter goes, and is never saved with the model),
@@ -15,7 +17,7 @@ freeze contract, as with `torch.jit.freeze`.
 from __future__ import annotations
 
 import weakref
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +63,29 @@ class _Cache:
 # data is (moved by `p.data = ...`, which leaves the counter).
 _FOLDED = _Cache()
 _PACKED = _Cache()
+_ONCE = _Cache()
+_ONCE_CONSTANT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # compute -> {key: value}
+
+
+def computed_once(compute: Callable[..., Any], sources: tuple[Tensor, ...], like: tuple[Tensor, ...] = ()) -> Any:
+    """`compute(*sources, *like)`, a tensor of parameters and constants alone (ir/passes/hoist.py),
+    computed on the first call and again when a source is another tensor or has been written;
+    of the `like` tensors only the device and dtype count. Nothing may write the result: every
+    call shares it."""
+    key = (compute, tuple((t.device, t.dtype) for t in like))
+    if not sources:
+        table = _ONCE_CONSTANT.setdefault(compute, {})
+        if key not in table:
+            with torch.no_grad():
+                table[key] = compute(*like)
+        return table[key]
+    stamp = tuple((s._version, s.data_ptr()) for s in sources)
+    found = _ONCE.get(sources[0], key, sources[1:], stamp)
+    if found is not None:
+        return found
+    with torch.no_grad():
+        value = compute(*sources, *like)
+    return _ONCE.put(sources[0], key, sources[1:], stamp, value)
 
 
 def fold_batch_norm(weight: Tensor, bias: Tensor | None, mean: Tensor, var: Tensor, gamma: Tensor | None,

@@ -12,7 +12,7 @@ import torch
 
 from codegen.module import Header, emit_module
 from ir.core import Program
-from ir.ops import FuncCallOp, FuncOp, ModuleCallOp
+from ir.ops import ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
 from ir.types import ModuleType
 from ir.passes.shapes import example_input_types
 from ir.passes import run_pipeline
@@ -216,7 +216,7 @@ def reachable(program: Program, roots: set[str]) -> list:
             continue
         seen.add(name)
         for op in funcs[name].walk():
-            callee = op.attributes.get("callee") if isinstance(op, (FuncCallOp, ModuleCallOp)) else None
+            callee = op.attributes.get("callee") if isinstance(op, (FuncCallOp, ModuleCallOp, ComputedOnceOp)) else None
             if isinstance(op, ModuleCallOp) and callee is None and isinstance(op.operands[0].type, ModuleType):
                 callee = f"{op.operands[0].type.qualname}.forward"
             if callee in funcs and callee not in seen:

@@ -12,6 +12,7 @@ from ir.passes.functionalize import functionalize
 from ir.passes.freeze import fold_batch_norms
 from ir.passes.fuse import fuse
 from ir.passes.decompose import decompose
+from ir.passes.hoist import hoist_constants
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
 from ir.passes.lists import snapshot_lists
@@ -34,6 +35,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("functionalize", functionalize),  # in-place writes to functional ops plus final write-backs
     ("decompose", decompose),  # composite ops to the primitives of ir/primitives.py
     ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions
+    ("hoist", hoist_constants),  # a frozen program: tensors of parameters and constants alone, once
     ("layout", channels_last),  # convolutions and the pointwise ops between them in NHWC order
     ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
     ("concat", write_into_cats),  # kernels write the parts of a cat into its result
