@@ -331,6 +331,8 @@ CASES: list[Case] = [
          (randn(4, 8, 1, 1), randn(5, 8, 1, 1)), id="conv2d_of_pixels_strided"),
     # identities
     Case(("dropout",), fn(X, "F.dropout(x, 0.2, training=False) + torch.dropout(x, 0.5, False)"), (randn(4, 5),)),
+    Case(("pad", "constant_pad_nd"),
+         fn(X, "F.pad(x * 2.0, (0, 0, 0, 0)) + torch.constant_pad_nd(x.exp(), (0, 0))"), (randn(4, 5),)),
     Case(("alpha_dropout", "feature_dropout", "feature_alpha_dropout"),
          fn(X, "F.alpha_dropout(x, 0.2, False) + torch.feature_dropout(x, 0.3, False)"
                " + torch.feature_alpha_dropout(x, 1.0, False)"), (randn(4, 5, 2),)),

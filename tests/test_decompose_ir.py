@@ -1576,6 +1576,40 @@ func @f(%x: f32[B, 8, 1, 1], %w: f32[4, 8, 1, 1], %b: f32[4]) -> f32[B, 4, 1, 1]
 }
 """,
     ),
+    "pad": (  # swin's pad to a multiple of the window, by nothing: the new tensor itself
+        """\
+func @f(%x: f32[B, 56, 56, 96]) -> f32[B, 56, 56, 96] {
+  %0 : f32[B, 56, 56, 96] = py.unary(%x) {op = "-"}
+  %1 : tuple[int, int, int, int, int, int] = py.constant() {value = (0, 0, 0, 0, 0, 0)}
+  %2 : f32[B, 56, 56, 96] = torch.call(%0, %1) {callee = "torch.nn.functional.pad", aten = "aten::pad"}
+  func.return(%2)
+}
+""",
+        """\
+func @f(%x: f32[B, 56, 56, 96]) -> f32[B, 56, 56, 96] {
+  %0 : f32[B, 56, 56, 96] = py.unary(%x) {op = "-"}
+  %1 : tuple[int, int, int, int, int, int] = py.constant() {value = (0, 0, 0, 0, 0, 0)}
+  func.return(%0)
+}
+""",
+    ),
+    "constant_pad_nd": (
+        """\
+func @f(%x: f32[B, 8]) -> f32[B, 8] {
+  %0 : f32[B, 8] = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : tuple[int, int] = py.constant() {value = (0, 0)}
+  %2 : f32[B, 8] = torch.call(%0, %1) {callee = "torch.constant_pad_nd", aten = "aten::constant_pad_nd"}
+  func.return(%2)
+}
+""",
+        """\
+func @f(%x: f32[B, 8]) -> f32[B, 8] {
+  %0 : f32[B, 8] = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : tuple[int, int] = py.constant() {value = (0, 0)}
+  func.return(%0)
+}
+""",
+    ),
     "dropout": (
         """\
 func @f(%x: f32[B, 8]) -> f32[B, 8] {
@@ -1861,6 +1895,30 @@ func @f(%x: f32[B, 8]) -> f32[B, 8] {
   %0 : float = py.constant() {value = 2.0}
   %1 : float = py.constant() {value = 1.0}
   %2 : f32[B, 8] = torch.call(%x, %0, %1) {callee = "torch.nn.functional.hardtanh", aten = "aten::hardtanh"}
+  func.return(%2)
+}
+""",
+    "a pad by nothing of an argument (eager's copy is another tensor)": """\
+func @f(%x: f32[B, 8]) -> f32[B, 8] {
+  %0 : tuple[int, int] = py.constant() {value = (0, 0)}
+  %1 : f32[B, 8] = torch.call(%x, %0) {callee = "torch.nn.functional.pad", aten = "aten::pad"}
+  func.return(%1)
+}
+""",
+    "a pad by nothing of a tensor read again after it": """\
+func @f(%x: f32[B, 8]) -> tuple[f32[B, 8], f32[B, 8]] {
+  %0 : f32[B, 8] = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : tuple[int, int] = py.constant() {value = (0, 0)}
+  %2 : f32[B, 8] = torch.call(%0, %1) {callee = "torch.nn.functional.pad", aten = "aten::pad"}
+  %3 : tuple[f32[B, 8], f32[B, 8]] = py.tuple(%0, %2)
+  func.return(%3)
+}
+""",
+    "a pad by something": """\
+func @f(%x: f32[B, 8]) -> f32[B, 9] {
+  %0 : f32[B, 8] = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}
+  %1 : tuple[int, int] = py.constant() {value = (0, 1)}
+  %2 : f32[B, 9] = torch.call(%0, %1) {callee = "torch.nn.functional.pad", aten = "aten::pad"}
   func.return(%2)
 }
 """,

@@ -38,7 +38,8 @@ from typing import Any, Callable, Sequence
 
 from ir import ops
 from ir.builder import literal_type
-from ir.core import Block, Operation, Program, Value
+from ir.core import AliasOf, Block, Operation, Program, Value
+from ir.ops import is_pure
 from ir.primitives import op_name
 from ir.shape_rules import AV, UNKNOWN, _plain, bind_call, norm_dim, refine_type
 from ir.shape_rules_python import OP_RULES
@@ -119,8 +120,17 @@ def _check_result(op: Operation, result: Value) -> None:
     """The decomposed value must be what the op's type says, and alias nothing eager would not."""
     if not is_subtype(result.type, op.result.type):
         raise Unsupported(f"decomposed to {result.type}, the op gives {op.result.type}")
-    if result in op.operands and op.attributes.get("alias_of") is None:
+    if result in op.operands and op.attributes.get("alias_of") is None and not _seen_only_by(result, op):
         raise Unsupported("eager returns a new tensor")
+
+
+def _seen_only_by(x: Value, op: Operation) -> bool:
+    """Whether `x` is a new tensor (of a pure op that makes one) that only `op` reads: a copy of
+    it that `op` would return is then the same to everyone as `x` itself."""
+    owner = x.owner
+    return (len(x.uses) == 1 and x.uses[0].op is op and isinstance(owner, (ops.TorchCallOp, ops.TensorMethodOp,
+                                                                          ops.BinaryOp, ops.UnaryOp))
+            and is_pure(owner) and not owner.has_trait(AliasOf))
 
 
 # -- facts about values ---------------------------------------------------------------------------

@@ -898,6 +898,22 @@ def conv2d_of_pixels(e: Emitter, c: Call) -> Value:
 
 
 # -- identities -----------------------------------------------------------------------------------
+@rule("pad", "constant_pad_nd")
+def pad_by_nothing(e: Emitter, c: Call) -> Value:
+    """Padding by zero on every side: eager's result is a copy of the input. When only this op
+    sees the input (a new tensor read nowhere else), the copy is the input itself: swin pads each
+    attention's input to a multiple of its window, by nothing at 224x224 (12 copies a call)."""
+    x = c.tensor()
+    pads = c.const("pad")
+    rank = _rank(x)
+    if type(pads) is not tuple or not pads or any(type(p) is not int or p != 0 for p in pads) \
+            or len(pads) % 2 or len(pads) // 2 > rank:
+        raise Unsupported("padding by something, or not known (or eager raises)")
+    if "mode" in c.args and c.const("mode") != "constant":
+        raise Unsupported("not constant padding")
+    return x  # (the driver keeps the call unless nothing else sees x: decompose._seen_only_by)
+
+
 @rule("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout")
 def dropout(e: Emitter, c: Call) -> Value:
     """Not training: the input itself (eager returns it), once p is known to be valid."""
