@@ -24,12 +24,16 @@ func @Attn.forward(%self: Module[Attn], %x: f32[2, 4, 4]@cpu) -> f32[2, 4, 4]@cp
   %bias : f32[4, 4]@cpu = torch.method(%gathered, %sizes) {method = "view", alias_of = 0, aten = "aten::view"}
   %zeros : f32[4, 4]@cpu = torch.method(%x, %sizes) {method = "new_zeros", aten = "aten::new_zeros"}
   %one : int = py.constant() {value = 1}
-  %mask : f32[4, 4]@cpu = torch.call(%zeros, %one) {callee = "torch.add", aten = "aten::add"}
+  %filled : f32[4, 4]@cpu = torch.call(%zeros, %one) {callee = "torch.full_like", aten = "aten::full_like"}
+  %mask : f32[4, 4]@cpu = torch.call(%filled, %one) {callee = "torch.add", aten = "aten::add"}
+  %var : f32[4]@cpu = py.getattr(%self) {attr = "running_var"}
+  %root : f32[4]@cpu = torch.call(%var) {callee = "torch.sqrt", aten = "aten::sqrt"}
   %weight : f32[4, 4]@cpu = py.getattr(%self) {attr = "weight"}
   %wt : f32[4, 4]@cpu = torch.method(%weight) {method = "t", alias_of = 0, aten = "aten::t"}
   %y : f32[2, 4, 4]@cpu = py.binary(%x, %bias) {op = "+"}
   %z : f32[2, 4, 4]@cpu = py.binary(%y, %mask) {op = "*"}
-  %w : f32[2, 4, 4]@cpu = torch.call(%z, %wt) {callee = "torch.matmul", aten = "aten::matmul"}
+  %s : f32[2, 4, 4]@cpu = py.binary(%z, %root) {op = "/"}
+  %w : f32[2, 4, 4]@cpu = torch.call(%s, %wt) {callee = "torch.matmul", aten = "aten::matmul"}
   func.return(%w)
 }
 """
@@ -38,7 +42,8 @@ func @Attn.forward(%self: Module[Attn], %x: f32[2, 4, 4]@cpu) -> f32[2, 4, 4]@cp
 def test_tensors_of_parameters_and_constants_are_computed_by_helpers() -> None:
     """swin's relative position bias (a gather of a parameter table by an index buffer) and its
     mask (made of `x.new_zeros`: x gives its dtype and device only). The weight's `.t()` is a
-    view, which costs nothing: it stays."""
+    view, which costs nothing, and `sqrt(running_var)` a few pointwise values that the kernel
+    using them computes for nothing: they stay."""
     assert after(ATTENTION, hoist_constants, frozen=True) == """\
 func @Attn.forward.once0(%table: f32[7, 1]@cpu, %index: i64[16]@cpu) -> f32[4, 4]@cpu {
   %gathered : f32[16, 1]@cpu = torch.index(%table, %index) {items = (("value",),)}
@@ -51,7 +56,8 @@ func @Attn.forward.once1(%x: f32[2, 4, 4]@cpu) -> f32[4, 4]@cpu {
   %sizes : tuple[int, int] = py.constant() {value = (4, 4)}
   %zeros : f32[4, 4]@cpu = torch.method(%x, %sizes) {method = "new_zeros", aten = "aten::new_zeros"}
   %one : int = py.constant() {value = 1}
-  %mask : f32[4, 4]@cpu = torch.call(%zeros, %one) {callee = "torch.add", aten = "aten::add"}
+  %filled : f32[4, 4]@cpu = torch.call(%zeros, %one) {callee = "torch.full_like", aten = "aten::full_like"}
+  %mask : f32[4, 4]@cpu = torch.call(%filled, %one) {callee = "torch.add", aten = "aten::add"}
   func.return(%mask)
 }
 
@@ -60,11 +66,14 @@ func @Attn.forward(%self: Module[Attn], %x: f32[2, 4, 4]@cpu) -> f32[2, 4, 4]@cp
   %index : i64[16]@cpu = py.getattr(%self) {attr = "index"}
   %bias : f32[4, 4]@cpu = py.computed_once(%table, %index) {callee = "Attn.forward.once0", sources = 2}
   %mask : f32[4, 4]@cpu = py.computed_once(%x) {callee = "Attn.forward.once1", sources = 0}
+  %var : f32[4]@cpu = py.getattr(%self) {attr = "running_var"}
+  %root : f32[4]@cpu = torch.call(%var) {callee = "torch.sqrt", aten = "aten::sqrt"}
   %weight : f32[4, 4]@cpu = py.getattr(%self) {attr = "weight"}
   %wt : f32[4, 4]@cpu = torch.method(%weight) {method = "t", alias_of = 0, aten = "aten::t"}
   %y : f32[2, 4, 4]@cpu = py.binary(%x, %bias) {op = "+"}
   %z : f32[2, 4, 4]@cpu = py.binary(%y, %mask) {op = "*"}
-  %w : f32[2, 4, 4]@cpu = torch.call(%z, %wt) {callee = "torch.matmul", aten = "aten::matmul"}
+  %s : f32[2, 4, 4]@cpu = py.binary(%z, %root) {op = "/"}
+  %w : f32[2, 4, 4]@cpu = torch.call(%s, %wt) {callee = "torch.matmul", aten = "aten::matmul"}
   func.return(%w)
 }
 """
@@ -167,3 +176,18 @@ def test_computed_once_computes_again_only_when_a_source_changes() -> None:
 
     ones = prepacked.computed_once(constant, (), (x,))
     assert prepacked.computed_once(constant, (), (x,)) is ones and calls.count(2) == 1
+
+
+@pytest.mark.parametrize("size, hoisted", [(255, False), (256, True)])
+def test_pointwise_math_of_a_parameter_is_hoisted_only_when_large(size: int, hoisted: bool) -> None:
+    """A kernel computes a few pointwise values of a parameter for nothing; 2**16 of them cost
+    more than the cached call."""
+    text = f"""\
+func @Scaled.forward(%self: Module[Scaled], %x: f32[2, {size}]@cpu) -> f32[2, 256]@cpu {{
+  %w : f32[256, {size}]@cpu = py.getattr(%self) {{attr = "weight"}}
+  %root : f32[256, {size}]@cpu = torch.call(%w) {{callee = "torch.sqrt", aten = "aten::sqrt"}}
+  %y : f32[2, 256]@cpu = torch.call(%x, %root) {{callee = "torch.nn.functional.linear", aten = "aten::linear"}}
+  func.return(%y)
+}}
+"""
+    assert ("py.computed_once(%w)" in after(text, hoist_constants, frozen=True)) == hoisted
