@@ -128,9 +128,9 @@ def _like_operand(op: Operation) -> bool:
 
 
 def _is_static_user(op: Operation, kinds: dict[Value, Kind]) -> bool:
-    return bool(op.results) and all(kinds.get(r) is Kind.COMPUTED for r in op.results) and \
-        op.parent is not None and op.parent.parent is not None and op.parent.parent.parent is not None and \
-        isinstance(op.parent.parent.parent, ops.FuncOp)
+    """An op of the function's own block computed from constants and parameters (`kinds` holds
+    only such ops' results; one in a branch or loop is never one of them)."""
+    return bool(op.results) and all(kinds.get(r) is Kind.COMPUTED for r in op.results)
 
 
 def _read_elsewhere(v: Value, kinds: dict[Value, Kind]) -> bool:
