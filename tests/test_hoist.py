@@ -191,3 +191,24 @@ func @Scaled.forward(%self: Module[Scaled], %x: f32[2, {size}]@cpu) -> f32[2, 25
 }}
 """
     assert ("py.computed_once(%w)" in after(text, hoist_constants, frozen=True)) == hoisted
+
+
+def test_parameters_of_a_submodule_in_a_sequential_are_sources() -> None:
+    """swin's blocks sit in nn.Sequential stages: `self.features[1][0].attn` reaches the table
+    through a module list."""
+    text = """\
+func @Net.forward(%self: Module[Net], %x: f32[2, 4, 4]@cpu) -> f32[2, 4, 4]@cpu {
+  %features : Sequential[Module[Attn]] = py.getattr(%self) {attr = "features"}
+  %0 : int = py.constant() {value = 0}
+  %block : Module[Attn] = py.getitem(%features, %0)
+  %table : f32[7, 1]@cpu = py.getattr(%block) {attr = "table"}
+  %index : i64[16]@cpu = py.getattr(%block) {attr = "index"}
+  %gathered : f32[16, 1]@cpu = torch.index(%table, %index) {items = (("value",),)}
+  %sizes : tuple[int, int] = py.constant() {value = (4, 4)}
+  %bias : f32[4, 4]@cpu = torch.method(%gathered, %sizes) {method = "view", alias_of = 0, aten = "aten::view"}
+  %y : f32[2, 4, 4]@cpu = py.binary(%x, %bias) {op = "+"}
+  func.return(%y)
+}
+"""
+    out = after(text, hoist_constants, frozen=True)
+    assert "%bias : f32[4, 4]@cpu = py.computed_once(%table, %index)" in out
