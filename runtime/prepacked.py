@@ -64,7 +64,9 @@ class _Cache:
 _FOLDED = _Cache()
 _PACKED = _Cache()
 _ONCE = _Cache()
-_ONCE_CONSTANT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # compute -> {key: value}
+# compute -> {devices and dtypes of `like`: value}; the values hold no reference to `compute`,
+# so an entry goes with the generated module that defined it
+_ONCE_CONSTANT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def computed_once(compute: Callable[..., Any], sources: tuple[Tensor, ...], like: tuple[Tensor, ...] = ()) -> Any:
@@ -72,13 +74,14 @@ def computed_once(compute: Callable[..., Any], sources: tuple[Tensor, ...], like
     computed on the first call and again when a source is another tensor or has been written;
     of the `like` tensors only the device and dtype count. Nothing may write the result: every
     call shares it."""
-    key = (compute, tuple((t.device, t.dtype) for t in like))
+    kinds = tuple((t.device, t.dtype) for t in like)
     if not sources:
         table = _ONCE_CONSTANT.setdefault(compute, {})
-        if key not in table:
+        if kinds not in table:
             with torch.no_grad():
-                table[key] = compute(*like)
-        return table[key]
+                table[kinds] = compute(*like)
+        return table[kinds]
+    key = (compute, kinds)
     stamp = tuple((s._version, s.data_ptr()) for s in sources)
     found = _ONCE.get(sources[0], key, sources[1:], stamp)
     if found is not None:

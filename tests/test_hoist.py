@@ -6,6 +6,9 @@ before and after its parameters change."""
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import pytest
 import torch
 
@@ -212,3 +215,16 @@ func @Net.forward(%self: Module[Net], %x: f32[2, 4, 4]@cpu) -> f32[2, 4, 4]@cpu 
 """
     out = after(text, hoist_constants, frozen=True)
     assert "%bias : f32[4, 4]@cpu = py.computed_once(%table, %index)" in out
+
+
+def test_a_cached_constant_goes_with_its_function() -> None:
+    """A cached tensor of constants alone is kept for as long as the generated function that
+    computes it lives (a module compiled again does not keep the old one's)."""
+    def constant(like: torch.Tensor) -> torch.Tensor:
+        return like.new_ones(3)
+
+    prepacked.computed_once(constant, (), (torch.randn(2),))
+    alive = weakref.ref(constant)
+    del constant
+    gc.collect()
+    assert alive() is None

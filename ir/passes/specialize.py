@@ -104,6 +104,7 @@ _LIST_READERS = (ops.TorchCallOp, ops.TensorMethodOp, ops.GetItemOp, ops.UnpackO
 
 
 def _only_read(value: Value) -> bool:
+    """Whether every use of the list reads its elements and nothing else about it."""
     for use in value.uses:
         op = use.op
         if isinstance(op, ops.CompareOp) and op.attributes["op"] not in ("is", "is not"):
