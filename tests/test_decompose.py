@@ -618,3 +618,24 @@ if __name__ == "__main__":
     for rules, row in measure().items():
         cells = [f"{row[d][0]:.1e} ({row[d][1]:.2f})" if d in row else "exact (int)" for d in FLOATS]
         print(f"| {rules} | " + " | ".join(cells) + " |")
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "permuted"])
+def test_a_pad_by_nothing_keeps_eagers_strides(layout: str) -> None:
+    """The pad's input is the tensor itself only because eager's copy (`clone`, which keeps the
+    strides of a dense tensor) could not be told from it: same values, same strides."""
+    def make(dtype: torch.dtype, seed: int, batch: int | None = None) -> list[torch.Tensor]:
+        x = torch.randn(batch or 2, 3, 4, 5, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+        if layout == "channels_last":
+            x = x.contiguous(memory_format=torch.channels_last)
+        elif layout == "permuted":
+            x = x.permute(0, 2, 3, 1)
+        return [x]
+
+    compiled = compile_case(fn(X, "F.pad(x * 2.0, (0, 0, 0, 0))"), make(torch.float32, 0))
+    assert "pad" not in {op_name(op) for op in compiled.program.walk() if is_tensor_op(op)}
+    for batch in (None, 7):
+        x = make(torch.float32, 1, batch)[0]
+        got, want = compiled.fn(x.clone()), compiled.eager(x.clone())
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+        assert got.stride() == want.stride()

@@ -48,14 +48,14 @@ def test_tensors_of_parameters_and_constants_are_computed_by_helpers() -> None:
     view, which costs nothing, and `sqrt(running_var)` a few pointwise values that the kernel
     using them computes for nothing: they stay."""
     assert after(ATTENTION, hoist_constants, frozen=True) == """\
-func @Attn.forward.once0(%table: f32[7, 1]@cpu, %index: i64[16]@cpu) -> f32[4, 4]@cpu {
+func @Attn.forward.bias(%table: f32[7, 1]@cpu, %index: i64[16]@cpu) -> f32[4, 4]@cpu {
   %gathered : f32[16, 1]@cpu = torch.index(%table, %index) {items = (("value",),)}
   %sizes : tuple[int, int] = py.constant() {value = (4, 4)}
   %bias : f32[4, 4]@cpu = torch.method(%gathered, %sizes) {method = "view", alias_of = 0, aten = "aten::view"}
   func.return(%bias)
 }
 
-func @Attn.forward.once1(%x: f32[2, 4, 4]@cpu) -> f32[4, 4]@cpu {
+func @Attn.forward.mask(%x: f32[2, 4, 4]@cpu) -> f32[4, 4]@cpu {
   %sizes : tuple[int, int] = py.constant() {value = (4, 4)}
   %zeros : f32[4, 4]@cpu = torch.method(%x, %sizes) {method = "new_zeros", aten = "aten::new_zeros"}
   %one : int = py.constant() {value = 1}
@@ -67,8 +67,8 @@ func @Attn.forward.once1(%x: f32[2, 4, 4]@cpu) -> f32[4, 4]@cpu {
 func @Attn.forward(%self: Module[Attn], %x: f32[2, 4, 4]@cpu) -> f32[2, 4, 4]@cpu {
   %table : f32[7, 1]@cpu = py.getattr(%self) {attr = "table"}
   %index : i64[16]@cpu = py.getattr(%self) {attr = "index"}
-  %bias : f32[4, 4]@cpu = py.computed_once(%table, %index) {callee = "Attn.forward.once0", sources = 2}
-  %mask : f32[4, 4]@cpu = py.computed_once(%x) {callee = "Attn.forward.once1", sources = 0}
+  %bias : f32[4, 4]@cpu = py.computed_once(%table, %index) {callee = "Attn.forward.bias", sources = 2}
+  %mask : f32[4, 4]@cpu = py.computed_once(%x) {callee = "Attn.forward.mask", sources = 0}
   %var : f32[4]@cpu = py.getattr(%self) {attr = "running_var"}
   %root : f32[4]@cpu = torch.call(%var) {callee = "torch.sqrt", aten = "aten::sqrt"}
   %weight : f32[4, 4]@cpu = py.getattr(%self) {attr = "weight"}
@@ -104,7 +104,7 @@ def test_what_stays(case: str) -> None:
     if case in ("not frozen", "writes", "of the input"):
         assert "computed_once" not in out
     else:
-        assert "callee = \"Attn.forward.once0\"" in out and "once1" not in out  # (the bias still is)
+        assert "callee = \"Attn.forward.bias\"" in out and "Attn.forward.mask" not in out  # (the bias still is)
 
 
 BIASED = """\

@@ -38,7 +38,7 @@ from ir.passes.canonicalize import writes_in
 from ir.passes.decompose import Dtype, Emitter, Facts, Unsupported, bind
 from ir.passes.functionalize import permutation
 from ir.passes.fuse import known_tensor
-from ir.passes.layout import TO_NCHW, TO_NHWC, read_rows_directly
+from ir.passes.layout import TO_NCHW, TO_NHWC, replace_by_rows
 from ir.primitives import op_name
 from ir.types import TensorType
 
@@ -240,14 +240,10 @@ def _rewrite(cat: Operation, plan: _Plan, facts: Facts) -> None:
         e.commit()
         p.kernel._add_operand(view)
         p.kernel.attributes["into"] = (*p.kernel.attributes.get("into", ()), p.output)
-    result = buf
     if plan.channels_last:
-        after = Emitter(cat, facts)
-        result = after.method("permute", buf, TO_NCHW)
-        result.type = out_type
-        after.commit()
-        read_rows_directly(cat.result, buf)
-    cat.result.replace_all_uses_with(result)
+        replace_by_rows(cat.result, buf, cat, facts)
+    else:
+        cat.result.replace_all_uses_with(buf)
     listed = cat.operands[0].owner
     cat.erase()
     listed.erase()  # type: ignore[union-attr]

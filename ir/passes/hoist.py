@@ -53,15 +53,14 @@ def hoist_constants(program: Program) -> None:
     helpers = {op.callee for op in program.walk() if isinstance(op, ops.ComputedOnceOp)}
     for func in list(program.funcs):
         if isinstance(func, ops.FuncOp) and func.sym_name not in helpers:
-            _hoist(program, func, sum(h.startswith(f"{func.sym_name}.once") for h in helpers))
+            _hoist(program, func)
 
 
-def _hoist(program: Program, func: ops.FuncOp, made: int) -> None:
-    """`made`: how many helpers the function has already (their names count on)."""
+def _hoist(program: Program, func: ops.FuncOp) -> None:
     if any(op.has_trait(Mutates) for op in func.walk()):
         return
     kinds = static_kinds(func)
-    first = made
+    made = 0
     for op in list(func.body.ops):
         if len(op.results) != 1 or kinds.get(op.result) is not Kind.COMPUTED:
             continue
@@ -71,7 +70,7 @@ def _hoist(program: Program, func: ops.FuncOp, made: int) -> None:
         computing = _slice(v, kinds)
         if not _worth_a_call(v, computing):
             continue
-        helper, sources, like = _outline(func, v, computing, kinds, made)
+        helper, sources, like = _outline(func, v, computing, kinds, _helper_name(program, func, v, computing))
         program.funcs.insert(program.funcs.index(func), helper)
         call = ops.ComputedOnceOp([*sources, *like], [v.type], {"callee": helper.sym_name, "sources": len(sources)},
                                   loc=op.loc, result_names=[v.name])
@@ -79,7 +78,7 @@ def _hoist(program: Program, func: ops.FuncOp, made: int) -> None:
         for use in [u for u in v.uses if not _is_static_user(u.op, kinds)]:
             use.op.set_operand(use.index, call.result)
         made += 1
-    if made > first:
+    if made:
         _erase_dead(func, kinds)
 
 
@@ -193,8 +192,22 @@ def _slice(v: Value, kinds: dict[Value, Kind]) -> list[Operation]:
     return [op for op in block.ops if op in seen]  # type: ignore[union-attr]
 
 
+def _helper_name(program: Program, func: ops.FuncOp, v: Value, computing: list[Operation]) -> str:
+    """`<func>.<name>`: the name the source gives the tensor (the last named value it is computed
+    through: swin's `attn_mask`, whose `.unsqueeze(1).unsqueeze(0)` is what is read), numbered
+    from 2 when taken."""
+    named = [r.name for op in computing for r in op.results if r.name]
+    base = f"{func.sym_name}.{v.name or (named[-1] if named else 'computed')}"
+    taken = {f.sym_name for f in program.funcs if isinstance(f, ops.FuncOp)}
+    name, n = base, 1
+    while name in taken:
+        n += 1
+        name = f"{base}_{n}"
+    return name
+
+
 def _outline(func: ops.FuncOp, v: Value, computing: list[Operation], kinds: dict[Value, Kind],
-             index: int) -> tuple[ops.FuncOp, list[Value], list[Value]]:
+             name: str) -> tuple[ops.FuncOp, list[Value], list[Value]]:
     """A function computing `v` from its sources and like tensors; and those, as the caller
     passes them."""
     sources: list[Value] = []
@@ -206,7 +219,7 @@ def _outline(func: ops.FuncOp, v: Value, computing: list[Operation], kinds: dict
             elif kinds.get(operand) is None and i == 0 and _like_operand(op) and operand not in like:
                 like.append(operand)
     names = _argument_names(sources + like)
-    helper = ops.FuncOp.build(f"{func.sym_name}.once{index}", [a.type for a in sources + like], names, v.type,
+    helper = ops.FuncOp.build(name, [a.type for a in sources + like], names, v.type,
                               loc=v.owner.loc)  # type: ignore[union-attr]
     mapping: dict[Value, Value] = dict(zip(sources + like, helper.args))
     body = helper.body

@@ -192,6 +192,18 @@ def read_rows_directly(nchw: Value, rows: Value) -> None:
             user.erase()
 
 
+def replace_by_rows(nchw: Value, rows: Value, anchor: Operation, facts: Facts) -> None:
+    """Every use of `nchw` reads `rows.permute(0, 3, 1, 2)` instead (made before `anchor`, of
+    `nchw`'s type), and a use that permutes it back to NHWC reads `rows` itself: what a pass that
+    computes an NCHW result as NHWC rows (a pool, a cat's buffer) leaves its users."""
+    e = Emitter(anchor, facts)
+    view = e.method("permute", rows, TO_NCHW)
+    view.type = nchw.type
+    e.commit()
+    read_rows_directly(nchw, rows)
+    nchw.replace_all_uses_with(view)
+
+
 def pair(v: object) -> tuple[object, ...] | None:
     """An int or a pair of them (a conv's stride, padding) as a pair; None for anything else."""
     if isinstance(v, (tuple, list)) and len(v) in (1, 2):

@@ -33,10 +33,10 @@ from typing import Any
 from ir import ops
 from ir.core import Block, Operation, Program, Value
 from ir.passes.canonicalize import writes_in
-from ir.passes.decompose import Emitter, Facts, Unsupported, bind
+from ir.passes.decompose import Facts, Unsupported, bind
 from ir.passes.functionalize import permutation
 from ir.passes.fuse import fresh_row_major
-from ir.passes.layout import TO_NCHW, TO_NHWC, pair, read_rows_directly
+from ir.passes.layout import TO_NCHW, TO_NHWC, pair, replace_by_rows
 from ir.primitives import op_name
 from ir.types import TensorType
 
@@ -194,12 +194,7 @@ def _rewrite(op: Operation, window: dict[str, Any], name: str, facts: Facts) -> 
         rows.type = pooled_type
         pooled = rows
     pooled.name = op.result.name
-    e = Emitter(op, facts)
-    result = e.method("permute", pooled, TO_NCHW)
-    result.type = out
-    e.commit()
-    read_rows_directly(op.result, pooled)
-    op.result.replace_all_uses_with(result)
+    replace_by_rows(op.result, pooled, op, facts)
     op.erase()
     if commuted is not None:
         permute.erase()  # (of the kernel's output before it moved)
