@@ -186,45 +186,42 @@ func @f(%x: f32[B, 8, 16, 16]@cpu, %w: f32[{c_out}, 8, 1, 1]@cpu, %w2: f32[8, {c
 """
 
 
-def test_a_widening_1x1_conv_is_a_linear_of_the_nhwc_rows() -> None:
-    """A 1x1 conv to at least as many channels is a matrix product over channels: on NHWC rows,
-    `linear` gives the conv's output in channels-last order, and its consumers read it as it is."""
-    text = POINTWISE_CONV.format(c_out=32, stride=(1, 1), groups=1)
+def test_a_1x1_conv_of_one_image_is_a_linear_of_the_nhwc_rows() -> None:
+    """A 1x1 conv of one image is a matrix product over channels: on NHWC rows, `linear` gives
+    the conv's output in channels-last order, and its consumers read it as it is."""
+    text = POINTWISE_CONV.format(c_out=32, stride=(1, 1), groups=1).replace("[B, ", "[1, ")
     head = text[:text.index("  %0 :")]
     assert laid_out(text) == head + """\
   %0 : memory_format = py.constant() {value = "torch.channels_last"}
-  %1 : f32[B, 8, 16, 16]@cpu = torch.method(%x, %0) {method = "contiguous", kwnames = ("memory_format",), alias_of = 0, aten = "aten::contiguous"}
+  %1 : f32[1, 8, 16, 16]@cpu = torch.method(%x, %0) {method = "contiguous", kwnames = ("memory_format",), alias_of = 0, aten = "aten::contiguous"}
   %2 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
-  %3 : f32[B, 16, 16, 8]@cpu = torch.method(%1, %2) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %3 : f32[1, 16, 16, 8]@cpu = torch.method(%1, %2) {method = "permute", alias_of = 0, aten = "aten::permute"}
   %4 : tuple[int, int] = py.constant() {value = (32, 8)}
   %5 : f32[32, 8]@cpu = torch.method(%w, %4) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
-  %6 : f32[B, 16, 16, 32]@cpu = torch.call(%3, %5) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
-  %7 : f32[B, 16, 16, 32]@cpu = torch.call(%6, %z) {callee = "torch.clamp_min", aten = "aten::clamp_min"}
+  %6 : f32[1, 16, 16, 32]@cpu = torch.call(%3, %5) {callee = "torch.nn.functional.linear", aten = "aten::linear"}
+  %7 : f32[1, 16, 16, 32]@cpu = torch.call(%6, %z) {callee = "torch.clamp_min", aten = "aten::clamp_min"}
   %8 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
-  %9 : f32[B, 32, 16, 16]@cpu = torch.method(%7, %8) {method = "permute", alias_of = 0, aten = "aten::permute"}
-  %10 : f32[B, 8, 16, 16]@cpu = torch.call(%9, %w2, %none, %one, %one, %one, %g1) {callee = "torch.nn.functional.conv2d"}
-  %11 : f32[B, 8, 16, 16]@cpu = torch.method(%10) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
+  %9 : f32[1, 32, 16, 16]@cpu = torch.method(%7, %8) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %10 : f32[1, 8, 16, 16]@cpu = torch.call(%9, %w2, %none, %one, %one, %one, %g1) {callee = "torch.nn.functional.conv2d"}
+  %11 : f32[1, 8, 16, 16]@cpu = torch.method(%10) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
   func.return(%11)
 }
 """
+    narrowing = laid_out(POINTWISE_CONV.format(c_out=4, stride=(1, 1), groups=1).replace("[B, ", "[1, "))
+    assert "f32[1, 16, 16, 4]@cpu = torch.call(%3, %5) {callee = \"torch.nn.functional.linear\"" in narrowing
 
 
-@pytest.mark.parametrize(("c_out", "stride", "groups"), [
-    (4, (1, 1), 1),  # fewer output channels, of a batch that may exceed 1: oneDNN's conv was faster (_as_linear_call)
-    (32, (2, 2), 1),  # a stride skips pixels: not one product over all rows
-    (32, (1, 1), 2),  # groups: a product per group
+@pytest.mark.parametrize(("c_out", "stride", "groups", "batch"), [
+    (32, (1, 1), 1, "B"),  # a batch that may exceed 1 image: oneDNN's conv was faster (_as_linear_call)
+    (4, (1, 1), 1, "B"),  # (to fewer channels, too)
+    (32, (2, 2), 1, "1"),  # a stride skips pixels: not one product over all rows
+    (32, (1, 1), 2, "1"),  # groups: a product per group
 ])
-def test_other_1x1_convs_stay_convs(c_out: int, stride: tuple[int, int], groups: int) -> None:
-    out = laid_out(POINTWISE_CONV.format(c_out=c_out, stride=stride, groups=groups).replace(
-        "%w: f32[{0}, 8, 1, 1]".format(c_out), "%w: f32[{0}, {1}, 1, 1]".format(c_out, 8 // groups)))
+def test_other_1x1_convs_stay_convs(c_out: int, stride: tuple[int, int], groups: int, batch: str) -> None:
+    text = POINTWISE_CONV.format(c_out=c_out, stride=stride, groups=groups).replace(
+        "%w: f32[{0}, 8, 1, 1]".format(c_out), "%w: f32[{0}, {1}, 1, 1]".format(c_out, 8 // groups))
+    out = laid_out(text.replace("[B, ", f"[{batch}, "))
     assert "linear" not in out and "channels_last" in out
-
-
-def test_a_narrowing_1x1_conv_of_one_image_is_a_linear() -> None:
-    narrowing = POINTWISE_CONV.format(c_out=4, stride=(1, 1), groups=1)
-    assert "linear" not in laid_out(narrowing)
-    one_image = laid_out(narrowing.replace("[B, ", "[1, "))
-    assert "f32[1, 16, 16, 4]@cpu = torch.call(%3, %5) {callee = \"torch.nn.functional.linear\"" in one_image
 
 
 # -- compiled nets against eager --------------------------------------------------------------
@@ -485,8 +482,8 @@ def test_a_1x1_conv_with_keyword_arguments_is_a_linear_with_its_bias() -> None:
         'torch.call(%x, %w, %none, %stride, %zero, %one, %g) {callee = "torch.nn.functional.conv2d"}',
         '%valid : str = py.constant() {value = "valid"}\n  %0 : f32[B, 32, 16, 16]@cpu = '
         'torch.call(%x, %w, %b, %valid) {callee = "torch.nn.functional.conv2d", kwnames = ("bias", "padding")}', 1)
-    text = text.replace("  %0 : f32[B, 32, 16, 16]@cpu = %valid", "  %valid")
+    text = text.replace("  %0 : f32[B, 32, 16, 16]@cpu = %valid", "  %valid").replace("[B, ", "[1, ")
     out = laid_out(text)
     # (the bias add apart, as decompose splits linear's: fuse puts it into the kernel after, or back)
-    assert 'f32[B, 16, 16, 32]@cpu = torch.call(%3, %5) {callee = "torch.nn.functional.linear"' in out, out
-    assert "f32[B, 16, 16, 32]@cpu = py.binary(%6, %b) {op = \"+\"}" in out, out
+    assert 'f32[1, 16, 16, 32]@cpu = torch.call(%3, %5) {callee = "torch.nn.functional.linear"' in out, out
+    assert "f32[1, 16, 16, 32]@cpu = py.binary(%6, %b) {op = \"+\"}" in out, out

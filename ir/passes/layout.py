@@ -11,9 +11,9 @@ becomes `f(a.permute(0, 2, 3, 1), b')` permuted back with `.permute(0, 3, 1, 2)`
 `b` broadcast the same way (a per-channel `[C, 1, 1]` becomes `[C]`). The permutes of a
 channels-last tensor are row-major, so the fused kernels that `fuse` makes of those ops read and
 write memory in order, and write over the conv's output (`reuse` looks through the permute).
-A 1x1 conv to at least as many channels (or of one image) whose input is (or is made)
-channels-last becomes `linear` of the NHWC rows instead (`_as_linear_call`): the same product
-over channels, and its row-major result is the conv's output in NHWC order. A 4-d result of
+A 1x1 conv of one image whose input is (or is made) channels-last becomes `linear` of the NHWC
+rows instead (`_as_linear_call`): the same product over channels, and its row-major result is the
+conv's output in NHWC order. A 4-d result of
 `linear` or `matmul` (row-major) permuted to NCHW is channels-last as well, so the pointwise ops
 after convnext's linear layers over channels compute in NHWC order too.
 
@@ -156,16 +156,20 @@ def _grouped(x: object, weight: TensorType) -> bool:
 
 
 def _as_linear_call(conv: Operation, facts: Facts) -> Call | None:
-    """A 1x1 convolution of stride 1, no padding and one group, with at least as many output
-    channels as input channels or of a batch of one (arguments by position or by name). On
-    channels-last input it is a matrix product over channels, and torch's `linear` of the NHWC
-    rows ran it faster than oneDNN's convolution on the machine of benchmarks/RESULTS.md (two threads), timed
-    inside the models: for widening convs 0.40x the time for 116 channels at 14x14 in
-    shufflenet_v2 at batch 1 (the model 11.7 against 10.0 ms; regnet_y_400mf 18.2 against 16.8
-    ms) and 0.72x to 0.89x for resnet50's at batch 8; for convs to fewer channels 0.36x to 0.84x
-    in mobilenet_v2 at batch 1 (the model 14.2 against 12.6 ms) but 1.10x to 1.41x in resnet50
-    at batch 8, so those stay convs unless the batch is known to be 1. Returns the conv's
-    arguments bound to their names, or None."""
+    """A 1x1 convolution of stride 1, no padding and one group, of a batch known to be one image
+    (arguments by position or by name). On channels-last input it is a matrix product over
+    channels, and torch's `linear` of the NHWC rows ran it as fast as oneDNN's convolution or
+    faster at one image, and slower for more rows, on the machine of benchmarks/RESULTS.md (two
+    threads). Single convs, linear / conv time, by rows (batch x positions): at 784 rows 0.64x to
+    1.0x (58->58 and 32->192 channels at 28x28 the best), at 3136 0.58x to 1.2x, from 6272 1.05x
+    to 2.1x (16->96 at 112x112, batch 8: 4.6 against 2.3 ms; MKL's product with few input
+    channels writes its output slower than oneDNN). Whole models at batch 8 (symbolic batch), A/B
+    in one process, linear for convs to at least as many channels against convs: mobilenet_v2
+    57.2 / 53.9 and 60.0 / 55.6 ms, efficientnet_b0 102.4 / 82.1 and 101.5 / 96.4, resnet50 354.3 /
+    349.5, regnet_y_400mf 64.2 / 63.0, shufflenet_v2 24.6 / 24.8. At one image linear won inside
+    the models: shufflenet_v2 11.7 against 10.0 ms, mobilenet_v2 14.2 against 12.6 (its 1x1
+    convs to fewer channels 0.36x to 0.84x the time). Returns the conv's arguments bound to their
+    names, or None."""
     try:
         c = bind(conv, facts)
         shape, x_shape = c.tensor("weight").type.shape, c.tensor().type.shape  # type: ignore[union-attr]
@@ -176,8 +180,9 @@ def _as_linear_call(conv: Operation, facts: Facts) -> Call | None:
         return None
     padding = c.const("padding")
     one_image = x_shape is not None and x_shape[0] == 1
-    fits = (pair(c.const("stride")) == (1, 1) and (padding in ("valid", "same") or pair(padding) == (0, 0))
-            and type(c.const("groups")) is int and c.const("groups") == 1 and (shape[0] >= shape[1] or one_image))
+    fits = (one_image and pair(c.const("stride")) == (1, 1)
+            and (padding in ("valid", "same") or pair(padding) == (0, 0))
+            and type(c.const("groups")) is int and c.const("groups") == 1)
     return c if fits else None
 
 
