@@ -1,7 +1,8 @@
 """Weights a frozen module computes once from its parameters (`script(model, ..., freeze=True)`):
 a batch norm folded into the convolution before it, a convolution's weight reordered into
 oneDNN's blocked layout, which torch's CPU convolution otherwise does on every call (resnet18's
-512-channel 3x3 convs at batch 1: 5.5 ms a call with the plain weight, 1.6 ms packed), and any
+512-channel 3x3 convs at batch 1: 5.5 ms a call with the plain weight, 1.6 ms packed), a linear
+layer's weight in oneDNN's layout (ir/passes/pack.py), and any
 tensor of parameters and constants alone (`computed_once`, ir/passes/hoist.py: swin's relative
 position bias and attention masks).
 
@@ -23,8 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-# torch builds without oneDNN (and its own switch, torch.backends.mkldnn.enabled) run plain convs.
+# torch builds without oneDNN (and its own switch, torch.backends.mkldnn.enabled) run plain convs
+# and linears.
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
+_ONEDNN_LINEAR = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
 class _Cache:
@@ -134,4 +137,25 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int]
         x, packed, bias, list(padding), list(stride), list(dilation), groups, "none", [], "")
 
 
-__all__ = ["fold_batch_norm", "conv2d"]
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """`F.linear(x, weight, bias)` with the weight in oneDNN's layout, reordered once
+    (ir/passes/pack.py). A view of a parameter (a conv's weight seen as a matrix) is cached
+    against the parameter, with its sizes, strides and offset."""
+    if not (_ONEDNN_LINEAR and torch.backends.mkldnn.enabled and x.device.type == "cpu" and x.dtype == torch.float32
+            and weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.dim() == 2
+            and x.dim() >= 1 and x.shape[-1] == weight.shape[1]
+            and (bias is None or (bias.device.type == "cpu" and bias.dtype == torch.float32
+                                  and tuple(bias.shape) == (weight.shape[0],)))):
+        return F.linear(x, weight, bias)  # (and its errors, as eager's)
+    base = weight if weight._base is None else weight._base
+    key = ("linear", tuple(weight.shape), weight.stride(), weight.storage_offset())
+    stamp = (base._version, base.data_ptr())
+    packed = _PACKED.get(base, key, (), stamp)
+    if packed is None:
+        with torch.no_grad():
+            packed = _PACKED.put(base, key, (), stamp,
+                                 torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous()))
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+__all__ = ["fold_batch_norm", "conv2d", "linear", "computed_once"]

@@ -16,6 +16,7 @@ from ir.passes.hoist import hoist_constants
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
 from ir.passes.lists import snapshot_lists
+from ir.passes.pack import pack_linears
 from ir.passes.layout import channels_last
 from ir.passes.plan import plan_memory
 from ir.passes.pool import pool_kernels
@@ -43,6 +44,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("dce", dce),
     ("reuse", reuse_buffers),  # kernels write over inputs that die into them
     ("plan", plan_memory),  # large GEMM results into the storage of dead temporaries
+    ("pack", pack_linears),  # a frozen program: linear layers with their weight in oneDNN's layout
 ]
 PASS_NAMES = [name for name, _ in PIPELINE]
 # PIPELINE as defined here: script()'s cache (transpiler/jit_cache.py) tells a pipeline patched in
