@@ -140,7 +140,9 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int]
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """`F.linear(x, weight, bias)` with the weight in oneDNN's layout, reordered once
     (ir/passes/pack.py). A view of a parameter (a conv's weight seen as a matrix) is cached
-    against the parameter, with its sizes, strides and offset."""
+    against the parameter, with its sizes, strides and offset. It records no autograd graph, as
+    `conv2d` above: compiled code runs only where none is recorded (its entry checks send a call
+    with grad enabled and a tensor requiring grad to eager)."""
     if not (_ONEDNN_LINEAR and torch.backends.mkldnn.enabled and x.device.type == "cpu" and x.dtype == torch.float32
             and weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.dim() == 2
             and x.dim() >= 1 and x.shape[-1] == weight.shape[1]

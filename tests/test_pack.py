@@ -6,11 +6,14 @@ parameters change."""
 from __future__ import annotations
 
 import gc
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 import runtime
@@ -199,3 +202,54 @@ def test_a_frozen_feed_forward_matches_eager_before_and_after_its_parameters_cha
                     with runtime.mode("strict"):
                         got = compiled(x)
                     assert_close_to_eager(got, net(x), msg=change)
+
+
+STACK = """\
+import torch
+from torch import nn
+
+
+class Stack(nn.Module):
+    def __init__(self, sizes: list[int], biases: list[bool]) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b, bias=bias) for a, b, bias in zip(sizes, sizes[1:], biases))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i % 2 == 0:
+                x = torch.relu(x)
+        return x
+"""
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(sizes=st.lists(st.sampled_from([8, 64, 256, 512, 1024]), min_size=2, max_size=5),
+       biases=st.lists(st.booleans(), min_size=4, max_size=4), rows=st.sampled_from([1, 7, 64]))
+def test_frozen_linear_stacks_match_eager_and_pack_what_pays(sizes, biases, rows, tmp_path, monkeypatch) -> None:
+    """Stacks of linear layers of generated sizes: the layers `worth_packing` picks (for the rows
+    the input is known to have; the batch is symbolic) run packed, the others as linear, and the
+    values are eager's, before and after a write to the weights."""
+    from transpiler import script
+
+    cache = Path(tempfile.mkdtemp(dir=tmp_path))  # (one per example: the test reads its module)
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(cache))
+    name = f"linear_stack_{cache.name}"
+    with imported_source(tmp_path, name, STACK) as mod:
+        torch.manual_seed(0)
+        net = mod.Stack(sizes, biases).eval()
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(torch.randn(2, rows, sizes[0]),), freeze=True)
+            text = next((cache / "jit").glob("*.py")).read_text()
+            expected = sum(worth_packing(TensorType("float32", ("B", rows, k), "cpu"), TensorType("float32", (n, k), "cpu"))
+                           for k, n in zip(sizes, sizes[1:]))
+            assert text.count("_prepacked.linear(") == expected, text
+            for step in range(2):
+                if step:
+                    for layer in net.layers:
+                        layer.weight.mul_(-0.5)
+                for batch in (1, 3):
+                    x = torch.randn(batch, rows, sizes[0])
+                    with runtime.mode("strict"):
+                        got = compiled(x)
+                    assert_close_to_eager(got, net(x))
