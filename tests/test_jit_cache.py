@@ -3,6 +3,7 @@ loaded, not compiled again (no libcst parse); any change in what the generated m
 compiles anew."""
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import subprocess
@@ -202,6 +203,26 @@ def test_key_of_uncacheable_attribute_is_none_and_still_compiles(compiles) -> No
     run_both(model, inputs)
     run_both(model, inputs)
     assert len(compiles) == 2
+
+
+def test_a_partial_attribute_is_described_by_its_function_and_arguments(compiles) -> None:
+    """vit_b_16 keeps `partial(nn.LayerNorm, eps=1e-6)` as an attribute: a key describes it,
+    so the model is compiled once; another function or argument gives another key."""
+    model, inputs = mlp.make_example()
+    keys = []
+    for helper in (functools.partial(nn.LayerNorm, eps=1e-6), functools.partial(nn.LayerNorm, eps=1e-5),
+                   functools.partial(nn.GroupNorm, eps=1e-6), functools.partial(nn.LayerNorm, 4, eps=1e-6)):
+        model.helper = helper
+        keys.append(key(model, inputs))
+    assert None not in keys and len(set(keys)) == len(keys)
+    model.helper = functools.partial(nn.LayerNorm, eps=1e-6)
+    assert key(model, inputs) == keys[0]
+    model.helper = functools.partial(nn.LayerNorm, eps=object())
+    assert key(model, inputs) is None
+    model.helper = functools.partial(nn.LayerNorm, eps=1e-6)
+    run_both(model, inputs)
+    run_both(model, inputs)
+    assert len(compiles) == 1
 
 
 def test_key_depends_on_the_environment(monkeypatch) -> None:

@@ -34,6 +34,7 @@ Only the standard library and torch are imported here.
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import importlib.util
 import os
@@ -249,6 +250,9 @@ def _value(v: Any, seen: dict[int, int], module: Any = None) -> Any:
         return ("nn.Module", module(v))
     if isinstance(v, (types.FunctionType, types.BuiltinFunctionType, type)):
         return ("named", getattr(v, "__module__", None), getattr(v, "__qualname__", None))
+    if type(v) is functools.partial:  # (vit_b_16 keeps `partial(nn.LayerNorm, eps=1e-6)`)
+        return ("partial", _value(v.func, seen, module), _value(v.args, seen, module),
+                _value(v.keywords, seen, module))
     if is_plain_object(v):  # a config: the compiler reads its attributes, which its __dict__ holds
         if id(v) in seen:
             raise Uncacheable("a self-referencing object")
