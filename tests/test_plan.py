@@ -45,6 +45,19 @@ def test_a_gemm_writes_into_the_storage_of_a_dead_result() -> None:
     assert out.count('"torch.matmul"') == 1  # (the [B, 512, 256] results: 512 KB an image, under MIN_BYTES)
 
 
+def test_a_packed_linears_result_is_a_new_tensor_to_take() -> None:
+    """`_prepacked.linear` (ir/passes/pack.py) returns a new tensor and only reads its operands:
+    its dead result is storage a later GEMM can take, as a linear's is."""
+    text = TWO_BLOCKS.replace(
+        "  %0 : f32[B, 512, 1024]@cpu = " + LINEAR.format(x="x", w="w1"),
+        '  %n : None = py.constant() {value = None}\n'
+        '  %0 : f32[B, 512, 1024]@cpu = py.call(%x, %w1, %n) {callee = "_prepacked.linear"}')
+    out = planned(text)
+    assert ', %0) {callee = "torch.matmul", kwnames = ("out",)' in out, out
+    opaque = planned(text.replace("_prepacked.linear", "_prepacked.unknown"))
+    assert '"torch.matmul"' not in opaque  # (a call it cannot see into: its result may be kept)
+
+
 @pytest.mark.parametrize("change", [
     # the first block's result is returned too: its storage is the caller's
     ("  func.return(%5)", "  %6 : tuple[Tensor, Tensor] = py.tuple(%5, %1)\n  func.return(%6)"),

@@ -43,8 +43,8 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("pool", pool_kernels),  # max pooling of channels-last tensors by a kernel of our own
     ("dce", dce),
     ("reuse", reuse_buffers),  # kernels write over inputs that die into them
-    ("plan", plan_memory),  # large GEMM results into the storage of dead temporaries
     ("pack", pack_linears),  # a frozen program: linear layers with their weight in oneDNN's layout
+    ("plan", plan_memory),  # large GEMM results into the storage of dead temporaries
 ]
 PASS_NAMES = [name for name, _ in PIPELINE]
 # PIPELINE as defined here: script()'s cache (transpiler/jit_cache.py) tells a pipeline patched in

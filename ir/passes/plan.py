@@ -14,7 +14,8 @@ A storage may be taken only when no value that can reach it is used later. Value
 storage class (union-find) when one may alias the other: a view (`alias_of`), a kernel output
 written over an input (`reuse`) or into a view (`into`), the result of any op that may return
 its operand (not a fresh result: `contiguous`, `to`, `reshape`), containers and what is read out
-of them, and anything an op with regions or a call we cannot see into touches (then pinned).
+of them, and anything an op with regions or a call we cannot see into touches (then pinned); the
+packed conv and linear of runtime/prepacked.py return new tensors and only read their operands.
 A class may be taken when it was allocated by this function (a fresh extern result or a
 kernel's own output) and holds no argument, parameter, returned or pinned value. The class's
 last use is the latest top-level op that uses any of its values; the GEMM must stand after it.
@@ -31,9 +32,13 @@ from ir.passes.decompose import Emitter, Facts
 from ir.passes.canonicalize import immutable
 from ir.passes.functionalize import holds_tensors
 from ir.passes.fuse import FRESH_RESULTS, fresh_row_major
+from ir.passes.layout import PACKED_CONV
+from ir.passes.pack import HELPER as PACKED_LINEAR
 from ir.primitives import op_name
 from ir.types import TensorType
 
+# runtime helpers whose result is a new tensor and that only read their operands
+FRESH_BUILTINS = frozenset({PACKED_CONV, PACKED_LINEAR})
 # the static part of a result's size (symbolic dims count as 1) from which a GEMM takes a dead
 # storage: below it the allocator's free lists serve it without new pages
 MIN_BYTES = 1 << 20
@@ -114,6 +119,9 @@ class _Planner:
                 self.pinned.add(self.find(v))
         if not results:
             return
+        if isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"] in FRESH_BUILTINS and len(results) == 1:
+            self.allocate(results[0])  # (reads its operands, returns a new tensor)
+            return
         if op.regions or not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp, ops.ListOp, ops.TupleOp,
                                              ops.GetItemOp, ops.UnpackOp, ops.GetAttrOp, ops.ConstantOp)):
             for r in results:  # (a call we cannot see into: what it touches may be kept anywhere)
@@ -171,7 +179,7 @@ class _Planner:
         found = None
         for root, v in self.allocated.items():
             if (self.find(root) is root and root not in self.pinned and v.type == t and v is not op.result
-                    and fresh_row_major(v)  # (so that a GEMM `out=` it has its own strides)
+                    and (fresh_row_major(v) or _packed_linear(v))  # (so that a GEMM `out=` it has its own strides)
                     and self.last.get(root, -1) < at and isinstance(v.owner, Operation) and v.owner in position
                     and position[v.owner] < at):
                 if found is None or self.last.get(root, -1) > self.last.get(found, -1):
@@ -193,6 +201,11 @@ class _Planner:
         self.parent[gemm.result] = self.find(found)
         op.result.replace_all_uses_with(gemm.result)
         op.erase()
+
+
+def _packed_linear(v: Value) -> bool:
+    """The result of `_prepacked.linear`: a new row-major tensor, as `linear`'s."""
+    return isinstance(v.owner, ops.BuiltinCallOp) and v.owner.attributes["callee"] == PACKED_LINEAR
 
 
 def _static_bytes(t: TensorType) -> int:
