@@ -123,6 +123,20 @@ def test_a_packed_linear_computes_what_linear_computes(x: torch.Tensor) -> None:
         torch.testing.assert_close(prepacked.linear(x, w, None), F.linear(x, w, None), atol=1e-4, rtol=1e-4)
 
 
+def test_a_packed_linear_keeps_nans_and_infinities_where_linear_has_them() -> None:
+    torch.manual_seed(0)
+    w, b = torch.randn(1024, 256), torch.randn(1024)
+    x = torch.randn(5, 256)
+    x[1, 3], x[2, 7], x[3] = float("nan"), float("inf"), 0.0
+    w_nan = w.clone()
+    w_nan[4, 0] = float("nan")
+    with torch.no_grad():
+        for weight in (w, w_nan):
+            got, expected = prepacked.linear(x, weight, b), F.linear(x, weight, b)
+            assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf())
+            torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True)
+
+
 def test_what_the_packed_linear_leaves_to_linear() -> None:
     """Other dtypes, a bias of another shape, and wrong sizes (with linear's own error)."""
     w = torch.randn(8, 4)
