@@ -25,6 +25,10 @@ STEPS = {  # what forward does with the layer (`y`: the running value, `x`: the 
     "concat": "y = torch.cat([self.l{i}(y), x], 1)[:, :{c}]",
     "fire": "y = torch.cat([torch.relu(self.l{i}(y)[:, :{h}] * 2.0), torch.tanh(y[:, {h}:] + 1.0)], 1)",
     "view": "y = self.l{i}(y).view(y.size(0), {c}, -1).transpose(1, 2).reshape(y.shape)",
+    # ShuffleNet's: a cat of two halves shuffled, and the shuffle's halves
+    "shuffle": "a, b = self.l{i}(y).chunk(2, dim=1); y = channel_shuffle(torch.cat([torch.relu(b), a], 1), 2)",
+    "unit": "a, b = y.chunk(2, dim=1); y = self.l{i}(channel_shuffle(torch.cat([a, torch.tanh(b) * 2.0], 1), 2))",
+    "shuffle4": "y = channel_shuffle(self.l{i}(y), 4)",
 }
 
 
@@ -36,6 +40,13 @@ def net_source(steps: list[tuple[str, str, bool]], c: int) -> str:
         import torch
         import torch.nn.functional as F
         from torch import nn
+
+
+        def channel_shuffle(x, groups: int):
+            n, c, h, w = x.size()
+            x = x.view(n, groups, c // groups, h, w)
+            x = torch.transpose(x, 1, 2).contiguous()
+            return x.view(n, c, h, w)
 
 
         class OverChannels(nn.Module):  # convnext's block: linear over the channels of NHWC rows

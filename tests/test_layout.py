@@ -23,7 +23,8 @@ from conv_nets import LAYERS, STEPS, net_source
 from ir.parser import parse_program
 from ir.passes.dce import dce
 from ir.passes.fuse import fuse
-from ir.passes.layout import channels_last
+from ir.passes.layout import channels_last, prefers_channels_last
+from ir.primitives import op_name
 from ir.passes.reuse import reuse_buffers
 from ir.printer import print_program
 from pass_text import after
@@ -224,6 +225,153 @@ def test_other_1x1_convs_stay_convs(c_out: int, stride: tuple[int, int], groups:
     assert "linear" not in out and "channels_last" in out
 
 
+@pytest.mark.parametrize(("weight", "expected"), [
+    ("232, 232, 1, 1", True),  # ShuffleNet's last stage: between depthwise convs
+    ("1152, 192, 1, 1", True),
+    ("464, 464, 1, 1", True),
+    ("1024, 1024, 1, 1", False),  # a large 1x1 weight: NCHW up to 1.35x faster at 7x7
+    ("2048, 512, 1, 1", False),
+    ("64, 64, 3, 3", False),  # not 1x1
+])
+def test_which_convs_of_7x7_outputs_prefer_channels_last(weight: str, expected: bool) -> None:
+    c_out, c_in = weight.split(", ")[:2]
+    program = parse_program(f"""\
+func @f(%x: f32[B, {c_in}, 7, 7]@cpu, %w: f32[{weight}]@cpu) -> f32[B, {c_out}, 7, 7]@cpu {{
+  %none : None = py.constant() {{value = None}}
+  %one : tuple[int, int] = py.constant() {{value = (1, 1)}}
+  %g : int = py.constant() {{value = 1}}
+  %0 : f32[B, {c_out}, 7, 7]@cpu = torch.call(%x, %w, %none, %one, %one, %one, %g) {{callee = "torch.nn.functional.conv2d"}}
+  func.return(%0)
+}}
+""")
+    conv = next(op for op in program.funcs[0].walk() if op_name(op) == "conv2d")
+    assert prefers_channels_last(conv) is expected
+
+
+# -- channel shuffles ---------------------------------------------------------------------------
+SHUFFLE_HEAD = """\
+func @f(%x: f32[B, 8, 16, 16]@cpu, %w: f32[4, 8, 3, 3]@cpu, %w2: f32[4, 4, 3, 3]@cpu) -> f32[B, 4, 16, 16]@cpu {
+  %none : None = py.constant() {value = None}
+  %one : tuple[int, int] = py.constant() {value = (1, 1)}
+  %g : int = py.constant() {value = 1}
+  %zero : int = py.constant() {value = 0}
+  %two : int = py.constant() {value = 2}
+  %four : int = py.constant() {value = 4}
+  %eight : int = py.constant() {value = 8}
+  %s : int = py.constant() {value = 16}
+  %swap_dims : tuple[int, int, int, int, int] = py.constant() {value = (0, 2, 1, 3, 4)}
+"""
+SHUFFLE = """\
+  %n : int = torch.method(%cat, %zero) {method = "size", aten = "aten::size.int"}
+  %split : f32[B, 2, 4, 16, 16]@cpu = torch.method(%cat, %n, %two, %four, %s, %s) {method = "view", alias_of = 0, aten = "aten::view"}
+  %swap : f32[B, 4, 2, 16, 16]@cpu = torch.method(%split, %swap_dims) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %copy : f32[B, 4, 2, 16, 16]@cpu = torch.method(%swap) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
+  %y : f32[B, 8, 16, 16]@cpu = torch.method(%copy, %n, %eight, %s, %s) {method = "view", alias_of = 0, aten = "aten::view"}
+"""
+CAT_OF_CONVS = f"""\
+  %a : f32[B, 4, 16, 16]@cpu = {CONV.format(x="x")}
+  %b0 : f32[B, 4, 16, 16]@cpu = {CONV.format(x="x")}
+  %b : f32[B, 4, 16, 16]@cpu = torch.call(%b0, %zero) {{callee = "torch.clamp_min", aten = "aten::clamp_min"}}
+  %parts : tuple[f32[B, 4, 16, 16]@cpu, f32[B, 4, 16, 16]@cpu] = py.tuple(%a, %b)
+  %cat : f32[B, 8, 16, 16]@cpu = torch.call(%parts, %g) {{callee = "torch.cat", kwnames = ("dim",), aten = "aten::cat"}}
+"""
+# ShuffleNet's unit: the shuffled halves, one through a conv
+UNIT = SHUFFLE_HEAD + CAT_OF_CONVS + SHUFFLE + f"""\
+  %pieces : list[f32[B, 4, 16, 16]@cpu] = torch.method(%y, %two, %g) {{method = "chunk", kwnames = ("dim",), alias_of = 0, aten = "aten::chunk"}}
+  %y1 : f32[B, 4, 16, 16]@cpu, %y2 : f32[B, 4, 16, 16]@cpu = py.unpack(%pieces)
+  %c : f32[B, 4, 16, 16]@cpu = {CONV.format(x="y2").replace("%w,", "%w2,")}
+  %out : f32[B, 4, 16, 16]@cpu = py.binary(%c, %y1) {{op = "+"}}
+  func.return(%out)
+}}
+"""
+
+
+def test_a_shuffle_of_a_cat_is_a_stack_of_nhwc_rows_and_its_halves_stacks_of_the_parts_halves() -> None:
+    """Channel `2j + i` of the shuffle is channel `j` of part `i`: in NHWC rows, `torch.stack` of
+    the parts along a last dim. Its first half (channels 0 to 3) is channels 0 and 1 of both
+    parts interleaved, its second half channels 2 and 3: each half a dense channels-last tensor
+    (the conv after reads it without a copy), and the whole shuffle is never made."""
+    assert laid_out(UNIT) == SHUFFLE_HEAD + """\
+  %0 : memory_format = py.constant() {value = "torch.channels_last"}
+  %1 : f32[B, 8, 16, 16]@cpu = torch.method(%x, %0) {method = "contiguous", kwnames = ("memory_format",), alias_of = 0, aten = "aten::contiguous"}
+  %a : f32[B, 4, 16, 16]@cpu = torch.call(%1, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %2 : memory_format = py.constant() {value = "torch.channels_last"}
+  %3 : f32[B, 8, 16, 16]@cpu = torch.method(%x, %2) {method = "contiguous", kwnames = ("memory_format",), alias_of = 0, aten = "aten::contiguous"}
+  %b0 : f32[B, 4, 16, 16]@cpu = torch.call(%3, %w, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %4 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %5 : f32[B, 16, 16, 4]@cpu = torch.method(%b0, %4) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %b : f32[B, 16, 16, 4]@cpu = torch.call(%5, %zero) {callee = "torch.clamp_min", aten = "aten::clamp_min"}
+  %6 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %7 : f32[B, 16, 16, 4]@cpu = torch.method(%a, %6) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %8 : int = py.constant() {value = 0}
+  %9 : int = torch.method(%a, %8) {method = "size", aten = "aten::size.int"}
+  %10 : int = py.constant() {value = 3}
+  %11 : int = py.constant() {value = 0}
+  %12 : int = py.constant() {value = 2}
+  %13 : f32[B, 16, 16, 2]@cpu = torch.method(%7, %10, %11, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %14 : f32[B, 16, 16, 2]@cpu = torch.method(%b, %10, %11, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %15 : tuple[f32[B, 16, 16, 2]@cpu, f32[B, 16, 16, 2]@cpu] = py.tuple(%13, %14)
+  %16 : int = py.constant() {value = 4}
+  %17 : f32[B, 16, 16, 2, 2]@cpu = torch.call(%15, %16) {callee = "torch.stack", aten = "aten::stack"}
+  %18 : f32[B, 16, 16, 4]@cpu = torch.method(%17, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
+  %19 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %20 : f32[B, 16, 16, 2]@cpu = torch.method(%7, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %21 : f32[B, 16, 16, 2]@cpu = torch.method(%b, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %22 : tuple[f32[B, 16, 16, 2]@cpu, f32[B, 16, 16, 2]@cpu] = py.tuple(%20, %21)
+  %23 : f32[B, 16, 16, 2, 2]@cpu = torch.call(%22, %16) {callee = "torch.stack", aten = "aten::stack"}
+  %24 : f32[B, 16, 16, 4]@cpu = torch.method(%23, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
+  %y2 : f32[B, 4, 16, 16]@cpu = torch.method(%24, %19) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %c : f32[B, 4, 16, 16]@cpu = torch.call(%y2, %w2, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %25 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %26 : f32[B, 16, 16, 4]@cpu = torch.method(%c, %25) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %out : f32[B, 16, 16, 4]@cpu = py.binary(%26, %18) {op = "+"}
+  %27 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %out_1 : f32[B, 4, 16, 16]@cpu = torch.method(%out, %27) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %28 : f32[B, 4, 16, 16]@cpu = torch.method(%out_1) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
+  func.return(%28)
+}
+"""
+
+
+def test_a_returned_shuffle_of_a_cat_is_one_stack_made_row_major_for_the_caller() -> None:
+    returned = SHUFFLE_HEAD.replace("-> f32[B, 4, 16, 16]@cpu", "-> f32[B, 8, 16, 16]@cpu") + CAT_OF_CONVS + SHUFFLE \
+        + "  func.return(%y)\n}\n"
+    out = laid_out(returned)
+    assert out.count('{callee = "torch.stack", aten = "aten::stack"}') == 1
+    assert "f32[B, 16, 16, 4, 2]@cpu = torch.call(" in out and "torch.cat" not in out
+    assert re.search(r'= torch.method\(%y\) \{method = "contiguous", [^\n]*\n  func.return\(%\d+\)\n}\n$', out)
+
+
+def test_a_shuffle_of_another_channels_last_tensor_transposes_its_nhwc_rows() -> None:
+    """Not a cat of `g` equal parts (here one conv's output): the rows seen as `[g, C // g]`,
+    transposed, made contiguous: still channels-last, one copy."""
+    head = SHUFFLE_HEAD.replace("%w: f32[4, 8, 3, 3]", "%w: f32[8, 8, 3, 3]").replace(
+        "-> f32[B, 4, 16, 16]@cpu", "-> f32[B, 8, 16, 16]@cpu")
+    out = laid_out(head + f"""\
+  %cat : f32[B, 8, 16, 16]@cpu = {CONV.format(x="x")}
+""" + SHUFFLE + f"""\
+  %c : f32[B, 8, 16, 16]@cpu = {CONV.format(x="y")}
+  func.return(%c)
+}}
+""")
+    assert "f32[B, 16, 16, 2, 4]@cpu = torch.method(" in out  # the rows as [g, C // g]
+    assert "f32[B, 16, 16, 4, 2]@cpu = torch.method(" in out and "{value = (0, 1, 2, 4, 3)}" in out
+    assert out.count('{value = "torch.channels_last"}') == 1  # (the input only: the shuffle stays channels-last)
+    assert "%swap" not in out.replace("%swap_dims", "") and "stack" not in out
+
+
+def test_a_shuffle_whose_strides_are_read_stays_row_major() -> None:
+    """Something after the shuffle reads strides: its copy stays row-major as eager's, and the
+    rest of the function is still laid out."""
+    strided = UNIT.replace("  func.return(%out)", """\
+  %st : tuple[int, int, int, int] = torch.method(%y1) {method = "stride"}
+  func.return(%out)""")
+    out = laid_out(strided)
+    assert "stack" not in out and '{method = "contiguous", alias_of = 0, aten = "aten::contiguous"}' in out
+    assert "%swap : f32[B, 4, 2, 16, 16]@cpu = torch.method(%split, %swap_dims)" in out
+    assert out.count('{value = "torch.channels_last"}') == 3  # (both convs' input, and y2 for the last conv)
+
+
 # -- compiled nets against eager --------------------------------------------------------------
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(st.sampled_from(sorted(LAYERS)), st.sampled_from(sorted(STEPS)), st.booleans()),
@@ -273,6 +421,24 @@ def _compiled_net(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, steps: list[t
         with torch.no_grad():
             compiled = script(net, example_inputs=(torch.randn(batch, 8, 16, 16),))
             yield net, compiled, next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_shufflenet_units_compile_to_stacks_of_nhwc_rows_and_match_eager(tmp_path, monkeypatch, batch) -> None:
+    """Channel shuffles of cats and of a conv's output, halves of shuffles into convs (a
+    `linear` of one image, a depthwise conv): no shuffle is made row-major, and what the net
+    returns is row-major as eager's."""
+    steps = [("conv", "shuffle", True), ("pointwise", "unit", False), ("depthwise", "unit", False),
+             ("bn", "shuffle4", False), ("conv", "unit", True)]
+    with _compiled_net(tmp_path, monkeypatch, steps, batch) as (net, compiled, text):
+        forward = text[text.index("def Net_forward(self"):]
+        assert forward.count("torch.stack(") == 5 and "(0, 2, 1, 3, 4)" not in forward
+        for b in {batch, 2 * batch + 1} if batch > 1 else {1}:
+            x = torch.randn(b, 8, 16, 16)
+            with runtime.mode("strict"):
+                got = compiled(x)
+            assert_close_to_eager(got, net(x))
+            assert all(g.is_contiguous() for g in got)
 
 
 def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> None:

@@ -16,6 +16,12 @@ rows instead (`_as_linear_call`): the same product over channels, and its row-ma
 conv's output in NHWC order. A 4-d result of
 `linear` or `matmul` (row-major) permuted to NCHW is channels-last as well, so the pointwise ops
 after convnext's linear layers over channels compute in NHWC order too.
+ShuffleNet's channel shuffle (`x.view(N, g, C // g, H, W).transpose(1, 2).contiguous()` viewed
+back) of a channels-last `x` is computed in NHWC order as well (`channel_shuffle`,
+`_Rewriter.shuffle`): the `cat` of its `g` parts before it becomes `torch.stack` of their NHWC
+rows along a last dim, a channels-last result, and a `chunk` of that result along channels is a
+stack of slices of the parts, each piece dense. In row-major order each unit copied the cat,
+the shuffle, and half of it again to channels-last for the next conv.
 
 Values do not change, only strides. Code that sees strides could tell, so the pass follows every
 value whose layout it may change (`_follow`: the convs' results and what is computed from them)
@@ -25,11 +31,15 @@ and rewrites only a function where each use of one is
 - `view` (strides must allow it): it becomes `reshape` (the same view when the strides allow it,
   else a copy, which no one can tell from a view since every use is pure);
 - the return: the value is made row-major first, as eager would return it.
+A `contiguous()` result is row-major as eager's, except a channel shuffle's, followed too when
+nothing after it can tell (else the function is followed again with it row-major).
 Anything else (a write, a Python call, a submodule, a branch or loop using such a value, an op
 that reads strides) leaves the function as it is.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ir import ops
 from ir.core import PURE, TERMINATOR, Block, Operation, Program, Value
@@ -62,7 +72,11 @@ def channels_last(program: Program) -> None:
         # 1 and 8 that way. A chain of convs pays them once.
         wanted = sum(_conv(op) and (prefers_channels_last(op) or (program.frozen and packable(op)))
                      for op in func.walk())
-        if wanted >= 2 and _follow(block.ops, changed):
+        if wanted < 2:
+            continue
+        # A channel shuffle's copy may change layout too (`_follow`), unless something after it
+        # could tell: then the function is followed again with the shuffle's copy row-major.
+        if _follow(block.ops, changed, shuffles=True) or (changed.clear() or _follow(block.ops, changed)):
             _Rewriter(changed, program.frozen).run(block)
 
 
@@ -75,21 +89,36 @@ def _conv(op: Operation) -> bool:
             and len(x.shape) == 4)
 
 
+# A 1x1 conv whose weight has at most this many elements ran about as fast channels-last as NCHW
+# at 7x7 outputs, or faster (channels-last / NCHW time, single convs, two threads, batch 8):
+# 96->96 0.74x, 232->232 0.89x, 576->96 0.85x, 1152->192 0.94x, 464->464 1.01x, against
+# 512->2048 1.12x, 1024->1024 1.33x and 2048->512 1.35x; at batch 1 0.72x to 1.13x (and such
+# convs of one image run as `linear`). Between channels-last depthwise convs (mobilenets,
+# ShuffleNet's last stage) NCHW cost two transposing copies a conv. Whole models at batch 8, A/B
+# in one process: shufflenet_v2 22.3 against 23.1 ms, mobilenet_v3_small 12.0 / 12.6,
+# mobilenet_v2 53.3 / 54.3, efficientnet_b0 90.0 / 90.6, regnet_y_400mf 64.4 / 64.1,
+# densenet121 265 / 266.
+SMALL_1X1 = 2**18
+
+
 def prefers_channels_last(conv: Operation) -> bool:
     """Whether oneDNN runs this conv faster on a channels-last input, including the copy of the
     weight to channels-last it then makes on every call: for grouped convs (depthwise ones
-    included) always, for the others where each image gives at least 14x14 outputs. With fewer
-    (the last stage of an ImageNet network: 7x7 outputs of 512 to 2048 channels) NCHW was faster
-    in timings of single convs on the machine of benchmarks/RESULTS.md, by up to 2.7x for a 1x1
-    conv of 2048 channels; converting every conv made resnet18 at batch 1 0.80x eager, this rule
-    1.21x (zoo table). The grouped 3x3 convs of regnet_y_400mf's last stage (8 channels a group
-    at 7x7) ran faster channels-last: the model at batch 1 went from 33.9 to 32.0 ms (A/B of
-    the two compiled modules)."""
+    included) always, for 1x1 convs of a small weight (`SMALL_1X1`) always, for the others where
+    each image gives at least 14x14 outputs. With fewer (the last stage of an ImageNet network:
+    7x7 outputs of 512 to 2048 channels) NCHW was faster in timings of single convs on the machine
+    of benchmarks/RESULTS.md, by up to 2.7x for a 1x1 conv of 2048 channels; converting every
+    conv made resnet18 at batch 1 0.80x eager, this rule 1.21x (zoo table). The grouped 3x3 convs
+    of regnet_y_400mf's last stage (8 channels a group at 7x7) ran faster channels-last: the
+    model at batch 1 went from 33.9 to 32.0 ms (A/B of the two compiled modules)."""
     x, out, weight = conv.operands[0].type, conv.result.type, conv.operands[1].type
     if not (isinstance(out, TensorType) and out.shape is not None and isinstance(weight, TensorType)
             and weight.shape is not None and len(weight.shape) == 4):
         return False
     if weight.shape[1] == 1 or _grouped(x, weight):
+        return True
+    if tuple(weight.shape[2:]) == (1, 1) and all(type(d) is int for d in weight.shape[:2]) \
+            and weight.shape[0] * weight.shape[1] <= SMALL_1X1:
         return True
     h, w = out.shape[2], out.shape[3]
     return type(h) is int and type(w) is int and h * w >= 196
@@ -216,16 +245,18 @@ def pair(v: object) -> tuple[object, ...] | None:
     return (v, v) if type(v) is int else None
 
 
-def _follow(body: list[Operation], changed: set[Value]) -> bool:
+def _follow(body: list[Operation], changed: set[Value], shuffles: bool = False) -> bool:
     """Add to `changed` what the ops of `body` compute from its values; False at a use that
     could tell a layout from another. The branches of an if are followed (its results are
-    what they yield); a loop that reads such a value is not."""
+    what they yield); a loop that reads such a value is not. A `contiguous()` result is
+    row-major as in eager, except (with `shuffles`) the copy of a channel shuffle
+    (`channel_shuffle`), which the rewriter makes channels-last."""
     for op in body:
         if _conv(op):
             changed.add(op.result)
             continue
         if isinstance(op, ops.IfOp):
-            if not all(_follow(region.block.ops, changed) for region in op.regions):
+            if not all(_follow(region.block.ops, changed, shuffles) for region in op.regions):
                 return False
             for region in op.regions:
                 changed.update(r for r, v in zip(op.results, region.block.terminator.operands)  # type: ignore[union-attr]
@@ -260,6 +291,8 @@ def _follow(body: list[Operation], changed: set[Value]) -> bool:
                            and len(r.type.shape) == 4)
             continue
         if op_name(op) == "contiguous" and len(op.operands) == 1:
+            if shuffles and channel_shuffle(op) is not None:
+                changed.update(op.results)
             continue
         changed.update(r for r in op.results if holds_tensors(r.type))
     return True
@@ -280,6 +313,63 @@ def _reshapeable(op: Operation) -> bool:
         not isinstance(v.type, TensorType) and str(v.type) != "dtype" for v in op.operands[1:])
 
 
+@dataclass
+class Shuffle:
+    """`x.view(N, g, C // g, H, W).transpose(1, 2).contiguous().view(N, C, H, W)` (ShuffleNet's
+    channel shuffle): channel `j * g + i` of the result is channel `i * C // g + j` of `x`."""
+
+    source: Value  # x, [N, C, H, W]
+    split: Operation  # the view to [N, g, C // g, H, W]
+    swap: Operation  # the permute (0, 2, 1, 3, 4)
+    copy: Operation  # contiguous()
+    merge: Operation  # the view back to [N, C, H, W]
+    groups: int
+
+
+def channel_shuffle(copy: Operation) -> Shuffle | None:
+    """The channel shuffle whose `contiguous()` is `copy`, each step the only use of the one
+    before; None when `copy` is not one."""
+    if op_name(copy) != "contiguous" or len(copy.operands) != 1 or len(copy.result.uses) != 1:
+        return None
+    swap, merge = copy.operands[0].owner, copy.result.uses[0].op
+    if not (isinstance(swap, ops.TensorMethodOp) and op_name(swap) == "permute" and len(swap.result.uses) == 1
+            and permutation(swap.operands[1:], swap.attributes.get("kwnames", ())) == (0, 2, 1, 3, 4)):
+        return None
+    split = swap.operands[0].owner
+    if not (isinstance(split, ops.TensorMethodOp) and op_name(split) in ("view", "reshape") and _reshapeable(split)
+            and len(split.result.uses) == 1 and isinstance(merge, ops.TensorMethodOp)
+            and op_name(merge) in ("view", "reshape") and _reshapeable(merge) and merge.operands[0] is copy.result):
+        return None
+    source = split.operands[0]
+    x, parts, back = source.type, split.result.type, merge.result.type
+    if not all(isinstance(t, TensorType) and t.shape is not None for t in (x, parts, back)):
+        return None
+    (n, c, h, w), cut = x.shape, parts.shape  # type: ignore[union-attr, misc]
+    if len(x.shape) != 4 or len(cut) != 5 or back.shape != x.shape:  # type: ignore[union-attr, arg-type]
+        return None
+    g, each = cut[1], cut[2]
+    if not (type(c) is int and type(g) is int and type(each) is int and g * each == c
+            and (cut[0], cut[3], cut[4]) == (n, h, w)):
+        return None
+    return Shuffle(source, split, swap, copy, merge, g)
+
+
+def _chain(y: Value) -> list[Operation]:
+    """The ops that made a shuffle's result of its stack (`_Rewriter.shuffle`), producers first:
+    the permutes of its parts, the tuple, the stack, the flatten, the permute."""
+    flatten = y.owner.operands[0].owner  # type: ignore[union-attr]
+    stack = flatten.operands[0].owner  # type: ignore[union-attr]
+    listed = stack.operands[0].owner  # type: ignore[union-attr]
+    parts = [v.owner for v in listed.operands if isinstance(v.owner, Operation) and op_name(v.owner) == "permute"]  # type: ignore[union-attr]
+    return [*parts, listed, stack, flatten, y.owner]  # type: ignore[list-item]
+
+
+def _reads_shape(op: Operation) -> bool:
+    """`x.size()`, `x.size(d)`, `x.dim()`: what any tensor of x's shape answers alike."""
+    return isinstance(op, ops.TensorMethodOp) and op_name(op) in ("size", "dim") and len(op.operands) <= 2 \
+        and not op.attributes.get("kwnames")
+
+
 class _Rewriter:
     def __init__(self, changed: set[Value], frozen: bool = False) -> None:
         self.changed = changed  # values whose layout may change (_may_change)
@@ -287,6 +377,10 @@ class _Rewriter:
         self.facts = Facts()
         self.nhwc: dict[Value, Value] = {}  # a value -> the same elements in NHWC order
         self.channels_last: set[Value] = set()  # values known to be channels-last
+        # parts of a channels-last tensor split along its channels (`chunk`, `split`): NCHW
+        # views whose channels are adjacent in memory, not dense
+        self.channel_parts: set[Value] = set()
+        self.stacked: dict[Value, list[Value]] = {}  # a shuffle's result -> the NHWC parts stacked
         self.row_major: set[Value] = set()  # 4-d results of matmuls and linears (ROW_MAJOR)
         self.unused: list[Operation] = []  # permutes back to NCHW and reshapes, erased when unused
 
@@ -302,6 +396,8 @@ class _Rewriter:
 
     def block(self, block: Block) -> None:
         for op in list(block.ops):
+            if op.parent is None:  # (erased with a channel shuffle)
+                continue
             if _conv(op):
                 self.conv(op)
             elif isinstance(op, ops.IfOp):
@@ -311,6 +407,11 @@ class _Rewriter:
                     self.nhwc = outer
             elif isinstance(op, ops.ReturnOp):
                 self.row_major_results(op)
+            elif isinstance(op, ops.UnpackOp):
+                self.split_channels(op)
+            elif op_name(op) == "contiguous" and op.result in self.changed \
+                    and (shuffle := channel_shuffle(op)) is not None:
+                self.shuffle(shuffle)
             elif op_name(op) == "view" and op.operands[0] in self.changed:
                 op.attributes["method"] = "reshape"
                 op.attributes["aten"] = "aten::reshape"
@@ -340,7 +441,7 @@ class _Rewriter:
         x = op.operands[0]
         packed = self.frozen and will_pack(op, self.facts)
         call = None if packed else _as_linear_call(op, self.facts)
-        if call is not None and (prefers_channels_last(op) or x in self.channels_last):
+        if call is not None and (prefers_channels_last(op) or x in self.channels_last or x in self.channel_parts):
             self.as_linear(call)
             return
         if not packed and not prefers_channels_last(op):
@@ -385,7 +486,7 @@ class _Rewriter:
         e = self.emit(conv)
         xh = self.nhwc.get(x)
         if xh is None:
-            if x not in self.channels_last:
+            if x not in self.channels_last and x not in self.channel_parts:  # (a part's rows are strided)
                 fmt = e._add(ops.ConstantOp([], [MEMORY_FORMAT], {"value": "torch.channels_last"}))
                 x = e.method("contiguous", x, memory_format=fmt)
             xh = e.method("permute", x, TO_NHWC)
@@ -402,6 +503,151 @@ class _Rewriter:
         self.channels_last.add(y)
         self.changed.add(y)
         self.unused.append(y.owner)  # type: ignore[arg-type]
+
+    def split_channels(self, unpack: Operation) -> None:
+        """`a, b = x.chunk(2, dim=1)` (or `split`) of a channels-last `x`: the parts are views
+        whose channels are adjacent in memory (`channel_parts`), in NHWC order as they are."""
+        src = unpack.operands[0].owner
+        if not (isinstance(src, (ops.TensorMethodOp, ops.TorchCallOp)) and op_name(src) in ("chunk", "split")):
+            return
+        try:
+            call = bind(src, self.facts)
+            x = call.tensor()
+        except Unsupported:
+            return
+        if call.const("dim") not in (1, -3) or not self.has_nhwc_form(x):
+            return
+        if not self.split_shuffle(x, src, unpack):
+            self.channel_parts.update(r for r in unpack.results if isinstance(r.type, TensorType)
+                                      and r.type.shape is not None and len(r.type.shape) == 4)
+
+    def split_shuffle(self, x: Value, split: Operation, unpack: Operation) -> bool:
+        """`a, b = shuffled.chunk(2, dim=1)` of a shuffle of `g` stacked parts (`shuffle`), read by
+        nothing else: each piece is itself a stack of the same slice of every part (channel `j *
+        g + i` of the shuffle is channel `j` of part `i`, so a piece of `k * g` channels from `o *
+        g` on is `k` channels from `o` of each part, interleaved). The pieces are then dense
+        channels-last tensors, where slices of the whole were strided (the next conv copied its
+        input to channels-last). False when the pieces do not split the parts evenly."""
+        parts = self.stacked.get(x)
+        pieces = [r.type.shape[1] if isinstance(r.type, TensorType) and r.type.shape is not None else None
+                  for r in unpack.results]
+        if parts is None or len(x.uses) != 1 or len(split.result.uses) != 1 or not all(
+                type(c) is int and c % len(parts) == 0 for c in pieces) or sum(pieces) != x.type.shape[1]:  # type: ignore[arg-type, union-attr]
+            return False
+        e = self.emit(unpack)
+        start = 0
+        for r, c in zip(list(unpack.results), pieces):
+            each = c // len(parts)  # type: ignore[operator]
+            rows = e.call("torch.stack", e.tuple(*(e.method("narrow", p, 3, start, each) for p in parts)), 4)
+            flat = e.method("flatten", rows, 3)
+            y = e.method("permute", flat, TO_NCHW)
+            y.name = r.name
+            r.replace_all_uses_with(y)
+            self.nhwc[y] = flat
+            self.channels_last.add(y)
+            self.changed.add(y)
+            self.unused.append(y.owner)  # type: ignore[arg-type]
+            start += each
+        e.commit()
+        unpack.erase()
+        split.erase()
+        self.unused.extend(_chain(x))
+        return True
+
+    def has_nhwc_form(self, v: Value) -> bool:
+        return v in self.nhwc or v in self.channels_last or v in self.channel_parts
+
+    def nhwc_form(self, e: Emitter, v: Value) -> Value:
+        """`v` (`has_nhwc_form`) in NHWC order."""
+        return self.nhwc[v] if v in self.nhwc else e.method("permute", v, TO_NHWC)
+
+    def shuffle(self, shuffle: Shuffle) -> None:
+        """A channel shuffle of a channels-last tensor computed in NHWC order: the result's
+        channel `j * g + i` is the source's `i * C // g + j`, so in NHWC rows it is the source's
+        rows seen as `[g, C // g]` transposed to `[C // g, g]`, a channels-last result. When the
+        source is a `cat` of `g` parts of `C // g` channels (ShuffleNet's units), that is
+        `torch.stack` of the parts' NHWC rows along a last dim: each element is copied once,
+        where the row-major shuffle copied the cat, the shuffle, and the next conv's input to
+        channels-last."""
+        parts = self.cat_parts(shuffle)
+        if parts is None and not self.has_nhwc_form(shuffle.source):
+            return
+        # (a cat's parts are stacked where it was: its size reads between then read the stack)
+        e = self.emit(shuffle.copy if parts is None else shuffle.source.owner)  # type: ignore[arg-type]
+        if parts is not None:
+            rows = e.call("torch.stack", e.tuple(*(self.nhwc_form(e, v) for v in parts)), 4)
+        else:
+            xh = self.nhwc_form(e, shuffle.source)
+            n, h, w, c = (e.size(xh, d) for d in range(4))
+            cut = e.method("reshape", xh, n, h, w, shuffle.groups, c // shuffle.groups)  # type: ignore[operator]
+            rows = e.method("contiguous", e.method("permute", cut, (0, 1, 2, 4, 3)))
+        flat = e.method("flatten", rows, 3)
+        y = e.method("permute", flat, TO_NCHW)
+        e.commit()
+        merged = shuffle.merge.result
+        y.name = merged.name
+        merged.replace_all_uses_with(y)
+        for op in (shuffle.merge, shuffle.copy, shuffle.swap, shuffle.split):
+            op.erase()
+        source = shuffle.source.owner
+        if parts is not None:
+            for use in list(shuffle.source.uses):  # (`_reads_shape`: read from a part instead)
+                self.read_shape(use.op, parts[0], y)
+        if parts is not None and isinstance(source, Operation) and not source.result.uses:
+            listed = source.operands[0].owner
+            source.erase()
+            if isinstance(listed, Operation) and not listed.result.uses:
+                listed.erase()
+        self.nhwc[y] = flat
+        self.channels_last.add(y)
+        self.changed.add(y)
+        self.unused.append(y.owner)  # type: ignore[arg-type]
+        if parts is not None:
+            self.stacked[y] = list(rows.owner.operands[0].owner.operands)  # type: ignore[union-attr]
+
+    def read_shape(self, op: Operation, part: Value, whole: Value) -> None:
+        """`op` (`_reads_shape` of a tensor of `whole`'s shape) computed from the shape of `part`,
+        which differs only in its channels: the sizes do not keep `whole` alive."""
+        shape = whole.type.shape  # type: ignore[union-attr]
+        e = self.emit(op)
+        if op_name(op) == "dim":
+            value = e.value(4)
+        elif len(op.operands) == 1:
+            value = e._add(ops.ListOp([e.value(shape[1] if d == 1 else e.size(part, d)) for d in range(4)],
+                                      [op.result.type]))
+        elif isinstance(dim := op.operands[1].owner, ops.ConstantOp) and type(d := dim.value) is int and -4 <= d < 4:
+            value = e.value(shape[1] if d % 4 == 1 else e.size(part, d % 4))
+        else:
+            e.discard()
+            op.set_operand(0, whole)
+            return
+        e.commit()
+        op.result.replace_all_uses_with(value)
+        op.erase()
+
+    def cat_parts(self, shuffle: Shuffle) -> list[Value] | None:
+        """The parts of the shuffle's source when it is a `cat` along channels, read only by the
+        shuffle, of `g` parts of `C // g` channels each, every one with an NHWC form."""
+        cat = shuffle.source.owner
+        if not (isinstance(cat, ops.TorchCallOp) and op_name(cat) in ("cat", "concat", "concatenate")
+                and all(u.op is shuffle.split or _reads_shape(u.op) for u in shuffle.source.uses)):
+            return None
+        try:
+            call = bind(cat, self.facts)
+        except Unsupported:
+            return None
+        listed = call.operands.get("tensors")
+        if listed is None or set(call.args) - {"tensors", "dim"} or call.const("dim") not in (1, -3):
+            return None
+        owner = listed.owner
+        each = shuffle.source.type.shape[1] // shuffle.groups  # type: ignore[union-attr, operator]
+        if not (isinstance(owner, (ops.ListOp, ops.TupleOp)) and len(owner.operands) == shuffle.groups):
+            return None
+        parts = list(owner.operands)
+        if not all(isinstance(v.type, TensorType) and v.type.shape is not None and len(v.type.shape) == 4
+                   and v.type.shape[1] == each and self.has_nhwc_form(v) for v in parts):
+            return None
+        return parts
 
     def row_major_results(self, ret: Operation) -> None:
         made: dict[Value, Value] = {}  # one copy per value: `return y, y` returns one tensor twice, as eager
@@ -429,7 +675,7 @@ class _Rewriter:
         tensors = [v for v in op.operands if isinstance(v.type, TensorType)]
         if any(v.type.shape is None or len(v.type.shape) > 4 for v in tensors):  # type: ignore[union-attr]
             return False
-        return any(v in self.channels_last or v in self.nhwc for v in tensors)
+        return any(v in self.channels_last or v in self.nhwc or v in self.channel_parts for v in tensors)
 
     def all_channels_last(self, listed: Value) -> bool:
         """A list or tuple built of channels-last tensors: torch's `cat` of them is channels-last
