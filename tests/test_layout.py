@@ -441,6 +441,67 @@ def test_shufflenet_units_compile_to_stacks_of_nhwc_rows_and_match_eager(tmp_pat
             assert all(g.is_contiguous() for g in got)
 
 
+SHUFFLE_NET = """\
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d({c}, {c}, 3, padding=1)
+        self.b = nn.Conv2d({c}, {c}, 1)
+
+    def forward(self, x):
+        {parts} = self.a(x).split({part_sizes}, dim=1)
+        y = torch.cat([{changed_parts}], 1)
+        n, c, h, w = y.size()
+        y = y.view(n, {groups}, c // {groups}, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+        {pieces} = y.split({piece_sizes}, dim=1)
+        return self.b(torch.cat([{changed_pieces}], 1))
+"""
+
+
+def _shuffle_net(c: int, groups: int, part_sizes: list[int], piece_sizes: list[int]) -> str:
+    parts = [f"p{i}" for i in range(len(part_sizes))]
+    pieces = [f"q{i}" for i in range(len(piece_sizes))]
+    return SHUFFLE_NET.format(
+        c=c, groups=groups, part_sizes=part_sizes, piece_sizes=piece_sizes,
+        parts=", ".join(parts) + ("," if len(parts) == 1 else ""),
+        pieces=", ".join(pieces) + ("," if len(pieces) == 1 else ""),
+        changed_parts=", ".join(f"torch.relu({p})" if i % 2 else f"{p} * 0.5" for i, p in enumerate(parts)),
+        changed_pieces=", ".join(f"torch.tanh({q})" if i % 2 else q for i, q in enumerate(pieces)))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(groups=st.integers(2, 4), each=st.integers(1, 4), equal=st.booleans(),
+       cuts=st.lists(st.integers(1, 15), max_size=3), batch=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
+def test_compiled_shuffles_of_any_parts_and_pieces_match_eager(groups, each, equal, cuts, batch, seed, tmp_path,
+                                                                monkeypatch) -> None:
+    """A shuffle of `g` groups of a cat (of `g` equal parts, or of parts of other sizes: then
+    not a stack of them), split into pieces that do or do not divide every part evenly."""
+    from transpiler import script
+
+    c = groups * each
+    part_sizes = [each] * groups if equal else [c - 1, 1] if c > 2 else [c]
+    piece_sizes = sorted({0, c, *(k % c for k in cuts)})
+    piece_sizes = [b - a for a, b in zip(piece_sizes, piece_sizes[1:])]
+    cache = Path(tempfile.mkdtemp(dir=tmp_path))
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(cache))
+    with imported_source(cache, "shuffle_net", _shuffle_net(c, groups, part_sizes, piece_sizes)) as mod:
+        torch.manual_seed(seed)
+        net = mod.Net().eval()
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(torch.randn(batch, c, 14, 14),))  # (channels-last from 14x14)
+            x = torch.randn(batch, c, 14, 14)
+            with runtime.mode("strict"):
+                got = compiled(x)
+            assert_close_to_eager(got, net(x))
+            assert got.is_contiguous()
+            text = next((cache / "jit").glob("*.py")).read_text()
+            assert ("torch.stack(" in text) == (equal and len(part_sizes) == groups)
+
+
 def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> None:
     steps = [("conv", "residual", True), ("bn", "layer", False), ("depthwise", "layer", False)]
     with _compiled_net(tmp_path, monkeypatch, steps, 2) as (net, compiled, text):
