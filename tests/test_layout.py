@@ -313,22 +313,22 @@ def test_a_shuffle_of_a_cat_is_a_stack_of_nhwc_rows_and_its_halves_stacks_of_the
   %15 : tuple[f32[B, 16, 16, 2]@cpu, f32[B, 16, 16, 2]@cpu] = py.tuple(%13, %14)
   %16 : int = py.constant() {value = 4}
   %17 : f32[B, 16, 16, 2, 2]@cpu = torch.call(%15, %16) {callee = "torch.stack", aten = "aten::stack"}
-  %18 : f32[B, 16, 16, 4]@cpu = torch.method(%17, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
-  %19 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
-  %20 : f32[B, 16, 16, 2]@cpu = torch.method(%7, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
-  %21 : f32[B, 16, 16, 2]@cpu = torch.method(%b, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
-  %22 : tuple[f32[B, 16, 16, 2]@cpu, f32[B, 16, 16, 2]@cpu] = py.tuple(%20, %21)
-  %23 : f32[B, 16, 16, 2, 2]@cpu = torch.call(%22, %16) {callee = "torch.stack", aten = "aten::stack"}
-  %24 : f32[B, 16, 16, 4]@cpu = torch.method(%23, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
-  %y2 : f32[B, 4, 16, 16]@cpu = torch.method(%24, %19) {method = "permute", alias_of = 0, aten = "aten::permute"}
-  %c : f32[B, 4, 16, 16]@cpu = torch.call(%y2, %w2, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
-  %25 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
-  %26 : f32[B, 16, 16, 4]@cpu = torch.method(%c, %25) {method = "permute", alias_of = 0, aten = "aten::permute"}
-  %out : f32[B, 16, 16, 4]@cpu = py.binary(%26, %18) {op = "+"}
-  %27 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
-  %out_1 : f32[B, 4, 16, 16]@cpu = torch.method(%out, %27) {method = "permute", alias_of = 0, aten = "aten::permute"}
-  %28 : f32[B, 4, 16, 16]@cpu = torch.method(%out_1) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
-  func.return(%28)
+  %y1 : f32[B, 16, 16, 4]@cpu = torch.method(%17, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
+  %18 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %19 : f32[B, 16, 16, 2]@cpu = torch.method(%7, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %20 : f32[B, 16, 16, 2]@cpu = torch.method(%b, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %21 : tuple[f32[B, 16, 16, 2]@cpu, f32[B, 16, 16, 2]@cpu] = py.tuple(%19, %20)
+  %22 : f32[B, 16, 16, 2, 2]@cpu = torch.call(%21, %16) {callee = "torch.stack", aten = "aten::stack"}
+  %y2 : f32[B, 16, 16, 4]@cpu = torch.method(%22, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
+  %y2_1 : f32[B, 4, 16, 16]@cpu = torch.method(%y2, %18) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %c : f32[B, 4, 16, 16]@cpu = torch.call(%y2_1, %w2, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
+  %23 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %24 : f32[B, 16, 16, 4]@cpu = torch.method(%c, %23) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %out : f32[B, 16, 16, 4]@cpu = py.binary(%24, %y1) {op = "+"}
+  %25 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %out_1 : f32[B, 4, 16, 16]@cpu = torch.method(%out, %25) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %26 : f32[B, 4, 16, 16]@cpu = torch.method(%out_1) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
+  func.return(%26)
 }
 """
 
@@ -339,7 +339,7 @@ def test_a_returned_shuffle_of_a_cat_is_one_stack_made_row_major_for_the_caller(
     out = laid_out(returned)
     assert out.count('{callee = "torch.stack", aten = "aten::stack"}') == 1
     assert "f32[B, 16, 16, 4, 2]@cpu = torch.call(" in out and "torch.cat" not in out
-    assert re.search(r'= torch.method\(%y\) \{method = "contiguous", [^\n]*\n  func.return\(%\d+\)\n}\n$', out)
+    assert re.search(r'= torch.method\(%y_1\) \{method = "contiguous", [^\n]*\n  func.return\(%\d+\)\n}\n$', out)
 
 
 def test_a_shuffle_of_another_channels_last_tensor_transposes_its_nhwc_rows() -> None:

@@ -541,7 +541,7 @@ class _Rewriter:
             rows = e.call("torch.stack", e.tuple(*(e.method("narrow", p, 3, start, each) for p in parts)), 4)
             flat = e.method("flatten", rows, 3)
             y = e.method("permute", flat, TO_NCHW)
-            y.name = r.name
+            y.name = flat.name = r.name  # (the piece's rows keep its name where they are all that is used)
             r.replace_all_uses_with(y)
             self.nhwc[y] = flat
             self.channels_last.add(y)
@@ -585,7 +585,7 @@ class _Rewriter:
         y = e.method("permute", flat, TO_NCHW)
         e.commit()
         merged = shuffle.merge.result
-        y.name = merged.name
+        y.name = flat.name = merged.name
         merged.replace_all_uses_with(y)
         for op in (shuffle.merge, shuffle.copy, shuffle.swap, shuffle.split):
             op.erase()
