@@ -333,6 +333,21 @@ def test_a_shuffle_of_a_cat_is_a_stack_of_nhwc_rows_and_its_halves_stacks_of_the
 """
 
 
+@pytest.mark.parametrize("merge", [
+    '%y : f32[B, 8, 16, 16]@cpu = torch.method(%copy, %g, %two) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}',
+    '%y : f32[B, 8, 16, 16]@cpu = torch.method(%copy, %n, %eight, %s, %s) {method = "reshape", alias_of = 0, aten = "aten::reshape"}',
+    # no contiguous(): the reshape of the transposed view copies it
+    '%y : f32[B, 8, 16, 16]@cpu = torch.method(%swap, %n, %eight, %s, %s) {method = "reshape", alias_of = 0, aten = "aten::reshape"}',
+])
+def test_other_ways_back_from_the_shuffles_groups_are_the_same_stacks(merge: str) -> None:
+    lines = UNIT.split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("  %y : "))
+    lines[at] = "  " + merge
+    if "%swap," in merge:
+        lines = [line for line in lines if not line.startswith("  %copy : ")]
+    assert laid_out("\n".join(lines)) == laid_out(UNIT)
+
+
 def test_a_returned_shuffle_of_a_cat_is_one_stack_made_row_major_for_the_caller() -> None:
     returned = SHUFFLE_HEAD.replace("-> f32[B, 4, 16, 16]@cpu", "-> f32[B, 8, 16, 16]@cpu") + CAT_OF_CONVS + SHUFFLE \
         + "  func.return(%y)\n}\n"
@@ -456,17 +471,25 @@ class Net(nn.Module):
         {parts} = self.a(x).split({part_sizes}, dim=1)
         y = torch.cat([{changed_parts}], 1)
         n, c, h, w = y.size()
-        y = y.view(n, {groups}, c // {groups}, h, w).transpose(1, 2).contiguous().view(n, c, h, w)
+        y = {shuffle}
         {pieces} = y.split({piece_sizes}, dim=1)
         return self.b(torch.cat([{changed_pieces}], 1))
 """
 
 
-def _shuffle_net(c: int, groups: int, part_sizes: list[int], piece_sizes: list[int]) -> str:
+SHUFFLE_FORMS = {  # ways to write a channel shuffle of y in `g` groups
+    "view": "y.view(n, {g}, c // {g}, h, w).transpose(1, 2).contiguous().view(n, c, h, w)",
+    "flatten": "y.view(n, {g}, c // {g}, h, w).transpose(1, 2).contiguous().flatten(1, 2)",
+    "reshape": "y.reshape(n, {g}, c // {g}, h, w).transpose(1, 2).reshape(n, -1, h, w)",
+    "permute": "y.view(n, {g}, -1, h, w).permute(0, 2, 1, 3, 4).contiguous().view(n, -1, h, w)",
+}
+
+
+def _shuffle_net(c: int, groups: int, part_sizes: list[int], piece_sizes: list[int], form: str = "view") -> str:
     parts = [f"p{i}" for i in range(len(part_sizes))]
     pieces = [f"q{i}" for i in range(len(piece_sizes))]
     return SHUFFLE_NET.format(
-        c=c, groups=groups, part_sizes=part_sizes, piece_sizes=piece_sizes,
+        c=c, part_sizes=part_sizes, piece_sizes=piece_sizes, shuffle=SHUFFLE_FORMS[form].format(g=groups),
         parts=", ".join(parts) + ("," if len(parts) == 1 else ""),
         pieces=", ".join(pieces) + ("," if len(pieces) == 1 else ""),
         changed_parts=", ".join(f"torch.relu({p})" if i % 2 else f"{p} * 0.5" for i, p in enumerate(parts)),
@@ -475,11 +498,13 @@ def _shuffle_net(c: int, groups: int, part_sizes: list[int], piece_sizes: list[i
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(groups=st.integers(2, 4), each=st.integers(1, 4), equal=st.booleans(),
-       cuts=st.lists(st.integers(1, 15), max_size=3), batch=st.sampled_from([1, 2]), seed=st.integers(0, 2**16))
-def test_compiled_shuffles_of_any_parts_and_pieces_match_eager(groups, each, equal, cuts, batch, seed, tmp_path,
+       cuts=st.lists(st.integers(1, 15), max_size=3), batch=st.sampled_from([1, 2]), seed=st.integers(0, 2**16),
+       form=st.sampled_from(sorted(SHUFFLE_FORMS)))
+def test_compiled_shuffles_of_any_parts_and_pieces_match_eager(groups, each, equal, cuts, batch, seed, form, tmp_path,
                                                                 monkeypatch) -> None:
-    """A shuffle of `g` groups of a cat (of `g` equal parts, or of parts of other sizes: then
-    not a stack of them), split into pieces that do or do not divide every part evenly."""
+    """A shuffle (written in any of `SHUFFLE_FORMS`) of `g` groups of a cat (of `g` equal parts,
+    or of parts of other sizes: then not a stack of them), split into pieces that do or do not
+    divide every part evenly."""
     from transpiler import script
 
     c = groups * each
@@ -488,7 +513,7 @@ def test_compiled_shuffles_of_any_parts_and_pieces_match_eager(groups, each, equ
     piece_sizes = [b - a for a, b in zip(piece_sizes, piece_sizes[1:])]
     cache = Path(tempfile.mkdtemp(dir=tmp_path))
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(cache))
-    with imported_source(cache, "shuffle_net", _shuffle_net(c, groups, part_sizes, piece_sizes)) as mod:
+    with imported_source(cache, "shuffle_net", _shuffle_net(c, groups, part_sizes, piece_sizes, form)) as mod:
         torch.manual_seed(seed)
         net = mod.Net().eval()
         with torch.no_grad():

@@ -316,29 +316,44 @@ def _reshapeable(op: Operation) -> bool:
 @dataclass
 class Shuffle:
     """`x.view(N, g, C // g, H, W).transpose(1, 2).contiguous().view(N, C, H, W)` (ShuffleNet's
-    channel shuffle): channel `j * g + i` of the result is channel `i * C // g + j` of `x`."""
+    channel shuffle; `reshape` or `flatten(1, 2)` back too, or a `reshape` of the transposed view
+    itself without `contiguous()`): channel `j * g + i` of the result is channel `i * C // g + j`
+    of `x`."""
 
     source: Value  # x, [N, C, H, W]
     split: Operation  # the view to [N, g, C // g, H, W]
     swap: Operation  # the permute (0, 2, 1, 3, 4)
-    copy: Operation  # contiguous()
-    merge: Operation  # the view back to [N, C, H, W]
+    copy: Operation | None  # contiguous(), when the merge does not copy itself; its shape may be read too
+    merge: Operation  # the view, reshape or flatten back to [N, C, H, W]
     groups: int
 
 
-def channel_shuffle(copy: Operation) -> Shuffle | None:
-    """The channel shuffle whose `contiguous()` is `copy`, each step the only use of the one
-    before; None when `copy` is not one."""
-    if op_name(copy) != "contiguous" or len(copy.operands) != 1 or len(copy.result.uses) != 1:
+MERGES = frozenset({"view", "reshape", "flatten"})
+
+
+def channel_shuffle(op: Operation) -> Shuffle | None:
+    """The channel shuffle whose row-major copy `op` makes: its `contiguous()`, or the `reshape`
+    (`flatten`) of the transposed view that copies it (a `view` of it fails in eager); each step
+    the only use of the one before. None when `op` is not one."""
+    if op_name(op) == "contiguous":
+        others = [u.op for u in op.result.uses if not _reads_shape(u.op, 5)]  # (`flatten` reads its size)
+        if len(op.operands) != 1 or len(others) != 1:
+            return None
+        copy, merge = op, others[0]
+    elif op_name(op) in ("reshape", "flatten"):
+        copy, merge = None, op
+    else:
         return None
-    swap, merge = copy.operands[0].owner, copy.result.uses[0].op
+    if not (isinstance(merge, ops.TensorMethodOp) and op_name(merge) in MERGES and _reshapeable(merge)
+            and (copy is None or merge.operands[0] is copy.result)):
+        return None
+    swap = (copy or merge).operands[0].owner
     if not (isinstance(swap, ops.TensorMethodOp) and op_name(swap) == "permute" and len(swap.result.uses) == 1
             and permutation(swap.operands[1:], swap.attributes.get("kwnames", ())) == (0, 2, 1, 3, 4)):
         return None
     split = swap.operands[0].owner
     if not (isinstance(split, ops.TensorMethodOp) and op_name(split) in ("view", "reshape") and _reshapeable(split)
-            and len(split.result.uses) == 1 and isinstance(merge, ops.TensorMethodOp)
-            and op_name(merge) in ("view", "reshape") and _reshapeable(merge) and merge.operands[0] is copy.result):
+            and len(split.result.uses) == 1):
         return None
     source = split.operands[0]
     x, parts, back = source.type, split.result.type, merge.result.type
@@ -364,10 +379,16 @@ def _chain(y: Value) -> list[Operation]:
     return [*parts, listed, stack, flatten, y.owner]  # type: ignore[list-item]
 
 
-def _reads_shape(op: Operation) -> bool:
-    """`x.size()`, `x.size(d)`, `x.dim()`: what any tensor of x's shape answers alike."""
-    return isinstance(op, ops.TensorMethodOp) and op_name(op) in ("size", "dim") and len(op.operands) <= 2 \
-        and not op.attributes.get("kwnames")
+def _reads_shape(op: Operation, rank: int) -> bool:
+    """`x.size()`, `x.size(d)` for a constant `d` in range, `x.dim()` of an `x` of rank `rank`:
+    what any tensor of x's shape answers alike."""
+    if not (isinstance(op, ops.TensorMethodOp) and op_name(op) in ("size", "dim") and not op.attributes.get("kwnames")):
+        return False
+    if len(op.operands) == 1:
+        return True
+    dim = op.operands[1].owner
+    return len(op.operands) == 2 and isinstance(dim, ops.ConstantOp) and type(dim.value) is int \
+        and -rank <= dim.value < rank
 
 
 class _Rewriter:
@@ -409,7 +430,7 @@ class _Rewriter:
                 self.row_major_results(op)
             elif isinstance(op, ops.UnpackOp):
                 self.split_channels(op)
-            elif op_name(op) == "contiguous" and op.result in self.changed \
+            elif op_name(op) in ("contiguous", "reshape", "flatten") and op.result in self.changed \
                     and (shuffle := channel_shuffle(op)) is not None:
                 self.shuffle(shuffle)
             elif op_name(op) == "view" and op.operands[0] in self.changed:
@@ -573,7 +594,7 @@ class _Rewriter:
         if parts is None and not self.has_nhwc_form(shuffle.source):
             return
         # (a cat's parts are stacked where it was: its size reads between then read the stack)
-        e = self.emit(shuffle.copy if parts is None else shuffle.source.owner)  # type: ignore[arg-type]
+        e = self.emit(shuffle.copy or shuffle.merge if parts is None else shuffle.source.owner)  # type: ignore[arg-type]
         if parts is not None:
             rows = e.call("torch.stack", e.tuple(*(self.nhwc_form(e, v) for v in parts)), 4)
         else:
@@ -587,12 +608,18 @@ class _Rewriter:
         merged = shuffle.merge.result
         y.name = flat.name = merged.name
         merged.replace_all_uses_with(y)
+        like = shuffle.source if parts is None else parts[0]  # (N, H and W as the source's)
+        if shuffle.copy is not None:
+            for use in list(shuffle.copy.result.uses):
+                if use.op is not shuffle.merge:
+                    self.read_shape(use.op, like, {0: 0, 3: 2, 4: 3})
         for op in (shuffle.merge, shuffle.copy, shuffle.swap, shuffle.split):
-            op.erase()
+            if op is not None:
+                op.erase()
         source = shuffle.source.owner
         if parts is not None:
             for use in list(shuffle.source.uses):  # (`_reads_shape`: read from a part instead)
-                self.read_shape(use.op, parts[0], y)
+                self.read_shape(use.op, parts[0], {0: 0, 2: 2, 3: 3})
         if parts is not None and isinstance(source, Operation) and not source.result.uses:
             listed = source.operands[0].owner
             source.erase()
@@ -605,22 +632,21 @@ class _Rewriter:
         if parts is not None:
             self.stacked[y] = list(rows.owner.operands[0].owner.operands)  # type: ignore[union-attr]
 
-    def read_shape(self, op: Operation, part: Value, whole: Value) -> None:
-        """`op` (`_reads_shape` of a tensor of `whole`'s shape) computed from the shape of `part`,
-        which differs only in its channels: the sizes do not keep `whole` alive."""
-        shape = whole.type.shape  # type: ignore[union-attr]
+    def read_shape(self, op: Operation, like: Value, dims: dict[int, int]) -> None:
+        """`op` (`_reads_shape` of a tensor about to be erased) answered from its type: an int
+        where the type knows the size, else `like.size(dims[d])`."""
+        shape = op.operands[0].type.shape  # type: ignore[union-attr]
         e = self.emit(op)
+
+        def size(d: int) -> Value:
+            return e.value(shape[d] if type(shape[d]) is int else e.size(like, dims[d]))
+
         if op_name(op) == "dim":
-            value = e.value(4)
+            value = e.value(len(shape))
         elif len(op.operands) == 1:
-            value = e._add(ops.ListOp([e.value(shape[1] if d == 1 else e.size(part, d)) for d in range(4)],
-                                      [op.result.type]))
-        elif isinstance(dim := op.operands[1].owner, ops.ConstantOp) and type(d := dim.value) is int and -4 <= d < 4:
-            value = e.value(shape[1] if d % 4 == 1 else e.size(part, d % 4))
+            value = e._add(ops.ListOp([size(d) for d in range(len(shape))], [op.result.type]))
         else:
-            e.discard()
-            op.set_operand(0, whole)
-            return
+            value = size(op.operands[1].owner.value % len(shape))  # type: ignore[union-attr]
         e.commit()
         op.result.replace_all_uses_with(value)
         op.erase()
@@ -630,7 +656,7 @@ class _Rewriter:
         shuffle, of `g` parts of `C // g` channels each, every one with an NHWC form."""
         cat = shuffle.source.owner
         if not (isinstance(cat, ops.TorchCallOp) and op_name(cat) in ("cat", "concat", "concatenate")
-                and all(u.op is shuffle.split or _reads_shape(u.op) for u in shuffle.source.uses)):
+                and all(u.op is shuffle.split or _reads_shape(u.op, 4) for u in shuffle.source.uses)):
             return None
         try:
             call = bind(cat, self.facts)
