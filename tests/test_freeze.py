@@ -229,7 +229,8 @@ def _randomize(net: nn.Module, seed: int) -> None:
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(st.tuples(st.sampled_from(FROZEN_LAYERS), st.sampled_from(["layer", "residual"]), st.booleans()),
+@given(steps=st.lists(st.tuples(st.sampled_from(FROZEN_LAYERS), st.sampled_from(["layer", "residual", "shuffle", "unit"]),
+                                st.booleans()),
                       min_size=2, max_size=5),
        wide=st.booleans(), seed=st.integers(0, 2**16))
 def test_frozen_nets_match_eager_before_and_after_their_parameters_change(steps, wide, seed, tmp_path, monkeypatch) -> None:
