@@ -348,6 +348,19 @@ def test_other_ways_back_from_the_shuffles_groups_are_the_same_stacks(merge: str
     assert laid_out("\n".join(lines)) == laid_out(UNIT)
 
 
+def test_a_cat_whose_size_is_kept_is_shuffled_in_nhwc_order_without_a_stack() -> None:
+    """The cat's `size()` is returned, not only unpacked: a list of ints could not stand for the
+    `torch.Size` it is, so the cat stays and its rows are transposed (still channels-last)."""
+    kept = UNIT.replace("-> f32[B, 4, 16, 16]@cpu {", "-> tuple[f32[B, 4, 16, 16]@cpu, list[int]] {").replace(
+        "  func.return(%out)", """\
+  %sizes : list[int] = torch.method(%cat) {method = "size"}
+  %both : tuple[f32[B, 4, 16, 16]@cpu, list[int]] = py.tuple(%out, %sizes)
+  func.return(%both)""")
+    out = laid_out(kept)
+    assert "stack" not in out and "{value = (0, 1, 2, 4, 3)}" in out
+    assert '%sizes : list[int] = torch.method(%cat) {method = "size"}' in out
+
+
 def test_a_returned_shuffle_of_a_cat_is_one_stack_made_row_major_for_the_caller() -> None:
     returned = SHUFFLE_HEAD.replace("-> f32[B, 4, 16, 16]@cpu", "-> f32[B, 8, 16, 16]@cpu") + CAT_OF_CONVS + SHUFFLE \
         + "  func.return(%y)\n}\n"

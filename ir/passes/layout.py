@@ -380,12 +380,13 @@ def _chain(y: Value) -> list[Operation]:
 
 
 def _reads_shape(op: Operation, rank: int) -> bool:
-    """`x.size()`, `x.size(d)` for a constant `d` in range, `x.dim()` of an `x` of rank `rank`:
-    what any tensor of x's shape answers alike."""
+    """`x.size()` only unpacked, `x.size(d)` for a constant `d` in range, `x.dim()` of an `x` of
+    rank `rank`: what any tensor of x's shape answers alike, and ints from the type can stand
+    for (`read_shape`; a `torch.Size` that is kept, compared or returned could not be a list)."""
     if not (isinstance(op, ops.TensorMethodOp) and op_name(op) in ("size", "dim") and not op.attributes.get("kwnames")):
         return False
     if len(op.operands) == 1:
-        return True
+        return op_name(op) == "dim" or all(isinstance(u.op, ops.UnpackOp) for u in op.result.uses)
     dim = op.operands[1].owner
     return len(op.operands) == 2 and isinstance(dim, ops.ConstantOp) and type(dim.value) is int \
         and -rank <= dim.value < rank
