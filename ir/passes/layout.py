@@ -369,16 +369,6 @@ def channel_shuffle(op: Operation) -> Shuffle | None:
     return Shuffle(source, split, swap, copy, merge, g)
 
 
-def _chain(y: Value) -> list[Operation]:
-    """The ops that made a shuffle's result of its stack (`_Rewriter.shuffle`), producers first:
-    the permutes of its parts, the tuple, the stack, the flatten, the permute."""
-    flatten = y.owner.operands[0].owner  # type: ignore[union-attr]
-    stack = flatten.operands[0].owner  # type: ignore[union-attr]
-    listed = stack.operands[0].owner  # type: ignore[union-attr]
-    parts = [v.owner for v in listed.operands if isinstance(v.owner, Operation) and op_name(v.owner) == "permute"]  # type: ignore[union-attr]
-    return [*parts, listed, stack, flatten, y.owner]  # type: ignore[list-item]
-
-
 def _reads_shape(op: Operation, rank: int) -> bool:
     """`x.size()` only unpacked, `x.size(d)` for a constant `d` in range, `x.dim()` of an `x` of
     rank `rank`: what any tensor of x's shape answers alike, and ints from the type can stand
@@ -402,7 +392,8 @@ class _Rewriter:
         # parts of a channels-last tensor split along its channels (`chunk`, `split`): NCHW
         # views whose channels are adjacent in memory, not dense
         self.channel_parts: set[Value] = set()
-        self.stacked: dict[Value, list[Value]] = {}  # a shuffle's result -> the NHWC parts stacked
+        # a shuffle's stacked result -> the NHWC parts it stacks, and the ops that made it of them
+        self.stacked: dict[Value, tuple[list[Value], list[Operation]]] = {}
         self.row_major: set[Value] = set()  # 4-d results of matmuls and linears (ROW_MAJOR)
         self.unused: list[Operation] = []  # permutes back to NCHW and reshapes, erased when unused
 
@@ -550,7 +541,7 @@ class _Rewriter:
         g` on is `k` channels from `o` of each part, interleaved). The pieces are then dense
         channels-last tensors, where slices of the whole were strided (the next conv copied its
         input to channels-last). False when the pieces do not split the parts evenly."""
-        parts = self.stacked.get(x)
+        parts, made = self.stacked.get(x, (None, []))
         pieces = [r.type.shape[1] if isinstance(r.type, TensorType) and r.type.shape is not None else None
                   for r in unpack.results]
         if parts is None or len(x.uses) != 1 or len(split.result.uses) != 1 or not all(
@@ -573,15 +564,12 @@ class _Rewriter:
         e.commit()
         unpack.erase()
         split.erase()
-        self.unused.extend(_chain(x))
+        self.unused.extend(made)
         return True
 
     def has_nhwc_form(self, v: Value) -> bool:
+        """Whether `operand` reads `v` in NHWC order without a copy (a view of it, or its rows)."""
         return v in self.nhwc or v in self.channels_last or v in self.channel_parts
-
-    def nhwc_form(self, e: Emitter, v: Value) -> Value:
-        """`v` (`has_nhwc_form`) in NHWC order."""
-        return self.nhwc[v] if v in self.nhwc else e.method("permute", v, TO_NHWC)
 
     def shuffle(self, shuffle: Shuffle) -> None:
         """A channel shuffle of a channels-last tensor computed in NHWC order: the result's
@@ -597,9 +585,11 @@ class _Rewriter:
         # (a cat's parts are stacked where it was: its size reads between then read the stack)
         e = self.emit(shuffle.copy or shuffle.merge if parts is None else shuffle.source.owner)  # type: ignore[arg-type]
         if parts is not None:
-            rows = e.call("torch.stack", e.tuple(*(self.nhwc_form(e, v) for v in parts)), 4)
+            stacked = [self.operand(e, v) for v in parts]
+            rows_of_parts = e.tuple(*stacked)
+            rows = e.call("torch.stack", rows_of_parts, 4)
         else:
-            xh = self.nhwc_form(e, shuffle.source)
+            xh = self.operand(e, shuffle.source)
             n, h, w, c = (e.size(xh, d) for d in range(4))
             cut = e.method("reshape", xh, n, h, w, shuffle.groups, c // shuffle.groups)  # type: ignore[operator]
             rows = e.method("contiguous", e.method("permute", cut, (0, 1, 2, 4, 3)))
@@ -631,7 +621,8 @@ class _Rewriter:
         self.changed.add(y)
         self.unused.append(y.owner)  # type: ignore[arg-type]
         if parts is not None:
-            self.stacked[y] = list(rows.owner.operands[0].owner.operands)  # type: ignore[union-attr]
+            made = [v.owner for v in (rows_of_parts, rows, flat, y)]  # (erased when a split reads the parts instead)
+            self.stacked[y] = (stacked, made)  # type: ignore[assignment]
 
     def read_shape(self, op: Operation, like: Value, dims: dict[int, int]) -> None:
         """`op` (`_reads_shape` of a tensor about to be erased) answered from its type: an int
