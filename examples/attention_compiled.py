@@ -32,13 +32,13 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     # attention.py:25  q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     tmp = self.num_heads
     tmp_1 = self.head_dim
-    q = q.view(B, T, tmp, tmp_1).permute((0, 2, 1, 3))  # Tensor[?, ?, ?, ?]
+    q = q.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
     # attention.py:26  k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    k = k.view(B, T, tmp, tmp_1).permute((0, 2, 1, 3))  # Tensor[?, ?, ?, ?]
+    k = k.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
     # attention.py:27  v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    v = v.view(B, T, tmp, tmp_1).permute((0, 2, 1, 3))  # Tensor[?, ?, ?, ?]
+    v = v.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
     # attention.py:29  scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    scores = q @ k.permute((0, 1, 3, 2)) / math.sqrt(tmp_1)  # Tensor[?, ?, ?, ?]
+    scores = q @ k.permute(0, 1, 3, 2) / math.sqrt(tmp_1)  # Tensor[?, ?, ?, ?]
     del q, k
     # attention.py:30  scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     scores = torch.where(_guards.attr(self, "mask")[:T, :T] == 0, -math.inf, scores)

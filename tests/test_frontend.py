@@ -222,3 +222,20 @@ def test_module_with_methods_sequential_and_training(workdir: Path) -> None:
         got = compiled_net(x)
     same(expected, got)
     assert int(compiled_net.steps) == int(eager_net.steps) == 1
+
+
+def test_sizes_written_out_are_passed_spread(workdir: Path) -> None:
+    """`x.permute(0, 2, 3, 1)`, not `x.permute((0, 2, 3, 1))`: torch parses a tuple of sizes
+    through a slower path. A tuple held in a name, or of one item, still means the same."""
+    mod, text = compiled_case(workdir, f"frontend_case_{next(_ids)}", HEADER + textwrap.dedent("""\
+        @script
+        def views(x: Tensor, n: int) -> Tensor:
+            shape = (-1, n)
+            a = x.permute((0, 2, 1)).reshape((n, -1)).view(shape)
+            b = x.reshape(n, 6).expand((2, n, 6)).reshape((-1,))
+            return a.sum() + b.repeat((2,)).sum() + x.view((n, 3, 2)).sum()
+        """))
+    for spread in (".permute(0, 2, 1)", ".reshape(n, -1)", ".view(shape)", ".expand(2, n, 6)", ".reshape(-1)",
+                   ".repeat(2)"):
+        assert spread in text, spread
+    check(mod.views, torch.randn(4, 2, 3), 4)

@@ -543,7 +543,7 @@ def test_compiled_shuffles_of_any_parts_and_pieces_match_eager(groups, each, equ
 def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> None:
     steps = [("conv", "residual", True), ("bn", "layer", False), ("depthwise", "layer", False)]
     with _compiled_net(tmp_path, monkeypatch, steps, 2) as (net, compiled, text):
-        assert "memory_format=torch.channels_last" in text and ".permute((0, 2, 3, 1))" in text
+        assert "memory_format=torch.channels_last" in text and ".permute(0, 2, 3, 1)" in text
         x = torch.randn(2, 8, 16, 16).contiguous(memory_format=torch.channels_last)
         with runtime.mode("strict"):
             got = compiled(x)
