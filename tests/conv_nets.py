@@ -22,6 +22,8 @@ STEPS = {  # what forward does with the layer (`y`: the running value, `x`: the 
     "layer": "y = self.l{i}(y)",
     "residual": "y = self.l{i}(y) + y",
     "gate": "y = y * torch.sigmoid(F.adaptive_avg_pool2d(self.l{i}(y), 1))",
+    # squeeze-and-excitation: the layer on the pooled channels
+    "squeeze": "y = y * torch.sigmoid(self.l{i}(F.adaptive_avg_pool2d(torch.relu(y), (1, 1))))",
     "concat": "y = torch.cat([self.l{i}(y), x], 1)[:, :{c}]",
     "fire": "y = torch.cat([torch.relu(self.l{i}(y)[:, :{h}] * 2.0), torch.tanh(y[:, {h}:] + 1.0)], 1)",
     "view": "y = self.l{i}(y).view(y.size(0), {c}, -1).transpose(1, 2).reshape(y.shape)",

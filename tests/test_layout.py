@@ -469,6 +469,27 @@ def test_shufflenet_units_compile_to_stacks_of_nhwc_rows_and_match_eager(tmp_pat
             assert all(g.is_contiguous() for g in got)
 
 
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_squeeze_and_excitation_pools_nhwc_rows_with_mean(tmp_path, monkeypatch, batch) -> None:
+    """The 1x1 pools of channels-last values are means of their NHWC rows over H and W, and the
+    1x1 convs on them (a `linear` of one image) read those means as they are: no permute left
+    around the pools of the gates; values and the returned layout as eager's."""
+    steps = [("conv", "layer", True), ("pointwise", "squeeze", True), ("expand", "squeeze", False),
+             ("bn", "gate", False), ("conv", "layer", False)]
+    with _compiled_net(tmp_path, monkeypatch, steps, batch) as (net, compiled, text):
+        code = [line for line in text[text.index("def Net_forward(self"):].splitlines()
+                if not line.lstrip().startswith("#")]
+        # (the last pool is of the last conv's output, which has no NHWC rows: it stays a pool)
+        assert sum(line.count("torch.mean(") for line in code) == 3
+        assert sum(line.count("adaptive_avg_pool2d") for line in code) == 1
+        for b in {batch, 3} if batch > 1 else {1}:
+            x = torch.randn(b, 8, 16, 16)
+            with runtime.mode("strict"):
+                got = compiled(x)
+            assert_close_to_eager(got, net(x))
+            assert all(g.is_contiguous() for g in got)
+
+
 SHUFFLE_NET = """\
 import torch
 from torch import nn

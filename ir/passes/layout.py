@@ -13,7 +13,9 @@ channels-last tensor are row-major, so the fused kernels that `fuse` makes of th
 write memory in order, and write over the conv's output (`reuse` looks through the permute).
 A 1x1 conv of one image whose input is (or is made) channels-last becomes `linear` of the NHWC
 rows instead (`_as_linear_call`): the same product over channels, and its row-major result is the
-conv's output in NHWC order. A 4-d result of
+conv's output in NHWC order. A 1x1 adaptive average pool of a value with NHWC rows is their
+mean over H and W (`global_pool`), whose `[N, 1, 1, C]` result a squeeze-and-excitation block's
+layers read as rows too. A 4-d result of
 `linear` or `matmul` (row-major) permuted to NCHW is channels-last as well, so the pointwise ops
 after convnext's linear layers over channels compute in NHWC order too.
 ShuffleNet's channel shuffle (`x.view(N, g, C // g, H, W).transpose(1, 2).contiguous()` viewed
@@ -430,6 +432,8 @@ class _Rewriter:
                 op.attributes["aten"] = "aten::reshape"
             elif self.pointwise(op):
                 self.to_nhwc(op)
+            elif op_name(op) == "adaptive_avg_pool2d" and self.global_pool(op):
+                pass
             elif op_name(op) in KEEPS_LAYOUT and op.operands[0] in self.channels_last:
                 self.channels_last.update(op.results)
             elif op_name(op) == "cat" and self.all_channels_last(op.operands[0]):
@@ -516,6 +520,32 @@ class _Rewriter:
         self.channels_last.add(y)
         self.changed.add(y)
         self.unused.append(y.owner)  # type: ignore[arg-type]
+
+    def global_pool(self, op: Operation) -> bool:
+        """`adaptive_avg_pool2d(x, 1)` of a value with NHWC rows as the mean of the rows over H and W
+        (torch computes a 1x1 output as that mean): the `[N, 1, 1, C]` mean is the NHWC form of
+        the pooled value, which a squeeze-excitation block's 1x1 convs read as `linear` rows, and
+        its pointwise ops in NHWC order, without a permute each way."""
+        try:
+            c = bind(op, self.facts)
+            x, size = c.tensor(), c.const("output_size")
+        except Unsupported:
+            return False
+        xh = self.nhwc.get(x)
+        if xh is None or pair(size) != (1, 1) or len(op.results) != 1:
+            return False
+        e = self.emit(op)
+        yh = e.call("torch.mean", xh, (1, 2), keepdim=True)
+        y = e.method("permute", yh, TO_NCHW)
+        y.name = op.result.name
+        e.commit()
+        op.result.replace_all_uses_with(y)
+        op.erase()
+        self.nhwc[y] = yh
+        self.channels_last.add(y)
+        self.changed.add(y)
+        self.unused.append(y.owner)  # type: ignore[arg-type]
+        return True
 
     def split_channels(self, unpack: Operation) -> None:
         """`a, b = x.chunk(2, dim=1)` (or `split`) of a channels-last `x`: the parts are views
