@@ -196,6 +196,50 @@ def test_a_cache_entry_goes_with_its_weight() -> None:
     assert key not in prepacked._FOLDED.entries
 
 
+def test_a_channels_last_weight_is_made_once_and_again_when_the_weight_changes() -> None:
+    w = nn.Parameter(torch.randn(6, 4, 3, 3))
+    first = prepacked.channels_last(w)
+    assert first.is_contiguous(memory_format=torch.channels_last) and torch.equal(first, w)
+    assert prepacked.channels_last(w) is first  # (cached)
+    with torch.no_grad():
+        w.mul_(2.0)
+    second = prepacked.channels_last(w)
+    assert second is not first and torch.equal(second, w)
+    w.data = torch.randn(6, 4, 3, 3)  # other storage
+    assert torch.equal(prepacked.channels_last(w), w)
+    already = torch.randn(6, 4, 3, 3).contiguous(memory_format=torch.channels_last)
+    assert prepacked.channels_last(already).data_ptr() == already.data_ptr()  # (no copy)
+
+
+def test_convs_of_channels_last_inputs_read_their_weights_channels_last_made_once(tmp_path, monkeypatch) -> None:
+    """torch's conv of a channels-last input copies a weight of another layout on every call; a
+    frozen module's weights of more than one input channel per group and more than 1x1 are made
+    channels-last once (a depthwise or 1x1 weight is channels-last already). Values as eager's,
+    before and after the weights change."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    steps = [("conv", "layer", True), ("bn", "layer", False), ("grouped", "residual", False),
+             ("depthwise", "layer", False), ("pointwise", "residual", False), ("conv", "layer", False)]
+    with imported_source(tmp_path, "frozen_weights_net", net_source(steps, 8)) as mod:
+        net = mod.Net().eval()
+        _randomize(net, 0)
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(torch.randn(1, 8, 16, 16),), freeze=True)
+            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+            forward = text[text.index("def Net_forward(self"):]
+            assert forward.count("_prepacked.channels_last(") == 3, forward  # (both 3x3 convs, the grouped one)
+            for change in ("none", "in place", "replaced"):
+                if change == "in place":
+                    net.l2.weight.mul_(-0.5)
+                elif change == "replaced":
+                    net.l5.weight = nn.Parameter(net.l5.weight.flip(0))
+                x = torch.randn(1, 8, 16, 16)
+                with runtime.mode("strict"):
+                    got = compiled(x)
+                assert_close_to_eager(got, net(x), msg=change)
+
+
 @pytest.mark.parametrize(("stride", "padding", "batch"), [((1, 1), (1, 1), 1), ((2, 2), (0, 0), 3), ((1, 2), (2, 1), 2)])
 def test_a_packed_conv_computes_what_conv2d_computes(stride, padding, batch) -> None:
     torch.manual_seed(0)

@@ -44,15 +44,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ir import ops
-from ir.core import PURE, TERMINATOR, Block, Operation, Program, Value
+from ir.core import PURE, TERMINATOR, AliasOf, Block, Operation, Program, Value
 from ir.passes.decompose import Call, Emitter, Facts, Unsupported, bind
 from ir.passes.functionalize import holds_tensors, permutation
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
-from ir.types import MEMORY_FORMAT, TensorType
+from ir.types import MEMORY_FORMAT, ModuleType, TensorType
 
 DTYPES = frozenset({"float32", "float64", "bfloat16"})
 PACKED_CONV = "_prepacked.conv2d"  # runtime/prepacked.py, as generated modules name it
+CHANNELS_LAST_WEIGHT = "_prepacked.channels_last"
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 # Ops whose result depends on strides, not only on values.
@@ -177,6 +178,24 @@ def will_pack(conv: Operation, facts: Facts) -> bool:
         return False
     pairs = [pair(c.const(n)) for n in ("stride", "padding", "dilation")]
     return all(p is not None and all(type(v) is int for v in p) for p in pairs) and type(c.const("groups")) is int
+
+
+def made_once(weight: Value) -> bool:
+    """A module's tensor attribute, a tensor computed once, or a view of one: the same tensor on
+    every call, so that a form of it made once (packed, channels-last) is made again only when it
+    is replaced or written (runtime/prepacked.py)."""
+    v = weight
+    while isinstance(v.owner, Operation):
+        owner = v.owner
+        alias = owner.get_trait(AliasOf)
+        if isinstance(owner, ops.ComputedOnceOp):
+            return True
+        if isinstance(owner, ops.GetAttrOp):
+            return bool(owner.operands) and isinstance(owner.operands[0].type, ModuleType)
+        if alias is None or not isinstance(owner, (ops.TensorMethodOp, ops.TorchCallOp)):
+            return False
+        v = owner.operands[alias.index]
+    return False
 
 
 def _grouped(x: object, weight: TensorType) -> bool:
@@ -476,6 +495,22 @@ class _Rewriter:
             self.pack(op)
         else:
             self.channels_last.add(op.result)
+            self.weight_channels_last(op)
+
+    def weight_channels_last(self, conv: Operation) -> None:
+        """In a frozen program, a conv of a channels-last input reads its weight channels-last,
+        made once (`_prepacked.channels_last`): torch's CPU conv copies a weight of another layout
+        on every call. A weight of one input channel per group or of a 1x1 kernel is channels-last
+        as it is."""
+        w = conv.operands[1]
+        t = w.type
+        if not (self.frozen and isinstance(t, TensorType) and t.shape is not None and len(t.shape) == 4
+                and t.shape[1] != 1 and tuple(t.shape[2:]) != (1, 1) and made_once(w)):
+            return
+        e = self.emit(conv)
+        made = e.builtin(CHANNELS_LAST_WEIGHT, t, w)
+        e.commit()
+        conv.set_operand(1, made)
 
     def pack(self, conv: Operation) -> None:
         """`F.conv2d(...)` as `_prepacked.conv2d(x, w, b, stride, padding, dilation, groups)`: the

@@ -32,10 +32,11 @@ from __future__ import annotations
 import math
 
 from ir import ops
-from ir.core import AliasOf, Operation, Program, Value
+from ir.core import Operation, Program, Value
 from ir.passes.decompose import Emitter, Facts, Unsupported, bind
+from ir.passes.layout import made_once
 from ir.primitives import op_name
-from ir.types import ModuleType, TensorType
+from ir.types import TensorType
 
 HELPER = "_prepacked.linear"  # runtime/prepacked.py, as generated modules name it
 MIN_WEIGHT = 2**18
@@ -60,7 +61,7 @@ def _pack(op: Operation, facts: Facts) -> None:
     except Unsupported:
         return
     if not (_float32_cpu(x) and _float32_cpu(weight) and (bias is None or _float32_cpu(bias))
-            and len(op.results) == 1 and worth_packing(x.type, weight.type) and _made_once(weight)):  # type: ignore[arg-type]
+            and len(op.results) == 1 and worth_packing(x.type, weight.type) and made_once(weight)):  # type: ignore[arg-type]
         return
     e = Emitter(op, facts)
     packed = e.builtin(HELPER, op.result.type, x, weight, e.value(None) if bias is None else bias)
@@ -86,23 +87,6 @@ def worth_packing(x: TensorType, weight: TensorType) -> bool:
 
 def _float32_cpu(v: Value) -> bool:
     return isinstance(v.type, TensorType) and v.type.dtype == "float32" and v.type.device == "cpu"
-
-
-def _made_once(weight: Value) -> bool:
-    """A module's tensor attribute, a tensor computed once, or a view of one: the same tensor on
-    every call, so that its packed form is made once."""
-    v = weight
-    while isinstance(v.owner, Operation):
-        owner = v.owner
-        alias = owner.get_trait(AliasOf)
-        if isinstance(owner, ops.ComputedOnceOp):
-            return True
-        if isinstance(owner, ops.GetAttrOp):
-            return bool(owner.operands) and isinstance(owner.operands[0].type, ModuleType)
-        if alias is None or not isinstance(owner, (ops.TensorMethodOp, ops.TorchCallOp)):
-            return False
-        v = owner.operands[alias.index]
-    return False
 
 
 __all__ = ["pack_linears", "worth_packing", "HELPER"]
