@@ -559,7 +559,7 @@ class _Rewriter:
     def global_pool(self, op: Operation) -> bool:
         """`adaptive_avg_pool2d(x, 1)` of a value with NHWC rows as the mean of the rows over H and W
         (torch computes a 1x1 output as that mean): the `[N, 1, 1, C]` mean is the NHWC form of
-        the pooled value, which a squeeze-excitation block's 1x1 convs read as `linear` rows, and
+        the pooled value, which a squeeze-and-excitation block's 1x1 convs read as `linear` rows, and
         its pointwise ops in NHWC order, without a permute each way."""
         try:
             c = bind(op, self.facts)
