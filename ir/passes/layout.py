@@ -546,11 +546,16 @@ class _Rewriter:
         yh = e.call("torch.nn.functional.linear", xh, weight)
         if bias is not None:  # (as decompose splits linear's bias: it joins the kernel after, or goes back in)
             yh = e.binary("+", yh, bias)
+        self.result_as_rows(e, conv, yh)
+
+    def result_as_rows(self, e: Emitter, op: Operation, yh: Value) -> None:
+        """`op`'s result replaced by the NHWC rows `yh` seen as NCHW (`yh.permute(0, 3, 1, 2)`,
+        channels-last), whose NHWC form they are; commits `e` and erases `op`."""
         y = e.method("permute", yh, TO_NCHW)
-        y.name = conv.result.name
+        y.name = op.result.name
         e.commit()
-        conv.result.replace_all_uses_with(y)
-        conv.erase()
+        op.result.replace_all_uses_with(y)
+        op.erase()
         self.nhwc[y] = yh
         self.channels_last.add(y)
         self.changed.add(y)
@@ -570,16 +575,7 @@ class _Rewriter:
         if xh is None or pair(size) != (1, 1) or len(op.results) != 1:
             return False
         e = self.emit(op)
-        yh = e.call("torch.mean", xh, (1, 2), keepdim=True)
-        y = e.method("permute", yh, TO_NCHW)
-        y.name = op.result.name
-        e.commit()
-        op.result.replace_all_uses_with(y)
-        op.erase()
-        self.nhwc[y] = yh
-        self.channels_last.add(y)
-        self.changed.add(y)
-        self.unused.append(y.owner)  # type: ignore[arg-type]
+        self.result_as_rows(e, op, e.call("torch.mean", xh, (1, 2), keepdim=True))
         return True
 
     def split_channels(self, unpack: Operation) -> None:
@@ -787,16 +783,7 @@ class _Rewriter:
         new.result.type = TensorType(op.result.type.dtype, tuple(shape[i] for i in TO_NHWC),  # type: ignore[union-attr]
                                      op.result.type.device)  # type: ignore[union-attr]
         op.parent.insert_before(op, new)  # type: ignore[union-attr]
-        e = self.emit(op)
-        back = e.method("permute", new.result, TO_NCHW)
-        back.name = op.result.name
-        e.commit()
-        op.result.replace_all_uses_with(back)
-        op.erase()
-        self.nhwc[back] = new.result
-        self.channels_last.add(back)
-        self.changed.add(back)
-        self.unused.append(back.owner)  # type: ignore[arg-type]
+        self.result_as_rows(self.emit(op), op, new.result)
 
     def operand(self, e: Emitter, v: Value) -> Value:
         """`v` broadcast against an NCHW result, in NHWC order."""
