@@ -126,14 +126,17 @@ def channels_last(weight: Tensor) -> Tensor:
     """`weight.contiguous(memory_format=torch.channels_last)`, made once: torch's CPU conv of a
     channels-last input copies a weight of another layout on every call (regnet_y_400mf's stem and
     ten grouped 3x3 convs: 11 copies a call, 3 to 13 us each at batch 1), and returns a
-    channels-last weight as it is."""
-    stamp = (weight._version, weight.data_ptr())
-    found = _CHANNELS_LAST.get(weight, None, (), stamp)
+    channels-last weight as it is. A view of a parameter (a new tensor on every call) is cached
+    against the parameter, with its sizes, strides and offset, as `linear` below does."""
+    base = weight if weight._base is None else weight._base
+    key = ("channels_last", tuple(weight.shape), weight.stride(), weight.storage_offset())
+    stamp = (base._version, base.data_ptr())
+    found = _CHANNELS_LAST.get(base, key, (), stamp)
     if found is not None:
         return found
     with torch.no_grad():
         made = weight.detach().contiguous(memory_format=torch.channels_last)
-    return _CHANNELS_LAST.put(weight, None, (), stamp, made)
+    return _CHANNELS_LAST.put(base, key, (), stamp, made)
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
@@ -177,4 +180,4 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-__all__ = ["fold_batch_norm", "conv2d", "linear", "computed_once"]
+__all__ = ["fold_batch_norm", "channels_last", "conv2d", "linear", "computed_once"]

@@ -209,6 +209,14 @@ def test_a_channels_last_weight_is_made_once_and_again_when_the_weight_changes()
     assert torch.equal(prepacked.channels_last(w), w)
     already = torch.randn(6, 4, 3, 3).contiguous(memory_format=torch.channels_last)
     assert prepacked.channels_last(already).data_ptr() == already.data_ptr()  # (no copy)
+    # a view of a parameter, a new tensor on every call: made once all the same, per view
+    halves = [prepacked.channels_last(w[:3]) for _ in range(2)]
+    assert halves[0] is halves[1] and torch.equal(halves[0], w[:3])
+    other = prepacked.channels_last(w[3:])
+    assert other is not halves[0] and torch.equal(other, w[3:])
+    with torch.no_grad():
+        w.add_(1.0)  # (written through the parameter: the view's copy is made again)
+    assert torch.equal(prepacked.channels_last(w[:3]), w[:3])
 
 
 def test_convs_of_channels_last_inputs_read_their_weights_channels_last_made_once(tmp_path, monkeypatch) -> None:
