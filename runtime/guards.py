@@ -222,6 +222,11 @@ _LAYER_CONDITIONS: dict[str, Any] = {
     "no_indices": lambda m: not m.return_indices,
     "valid_p": lambda m: not (m.p < 0.0 or m.p > 1.0),  # as F.dropout tests it (a NaN passes)
 }
+# test -> (what runtime/guards_native.cpp runs for it, a number): the tests it runs natively,
+# keyed by the function, so that a test replaced in _LAYER_CONDITIONS runs as Python again.
+_NATIVE_CONDITIONS: dict[Callable[[Any], bool], tuple[str, int]] = {
+    _LAYER_CONDITIONS[name]: (name, 0) for name in ("eval", "running_stats", "zeros_padding")
+}
 _class_matches: dict[tuple[type, str], bool] = {}  # only matches
 # qualname -> the classes that matched it (the fast test). A set, not the last class: torchvision's
 # Conv2dNormActivation and RegNet's AnyStage both match "torch.nn.Sequential", and a model of both
@@ -309,6 +314,8 @@ def attr(obj: Any, name: str) -> Any:
 
 _SEQUENTIAL_GETITEM = _nn.Sequential.__getitem__
 _MODULELIST_GETITEM = _nn.ModuleList.__getitem__
+_MODULE_DICT = _nn.Module.__dict__["__dict__"]  # (how guards_native.cpp reads a module's __dict__)
+_OBJECT_GETATTRIBUTE = object.__dict__["__getattribute__"]
 
 
 def item(container: Any, index: int) -> Any:
@@ -369,6 +376,7 @@ def _length_condition(condition: str) -> Callable[[Any], bool]:
         raise KeyError(condition)  # a failed check
     n = int(condition[4:])
     test = _LAYER_CONDITIONS[condition] = lambda m: len(m._modules) == n
+    _NATIVE_CONDITIONS[test] = ("len", n)
     return test
 
 
@@ -540,9 +548,11 @@ def native_setup(**fallbacks: Callable[..., Any]) -> types.SimpleNamespace:
     """What the C++ checks' `setup` takes: the Python checks they fall back to (`fallbacks`
     replaces some, as a test that counts them does) and the tables they share with them."""
     tables = {"_getattr_names": _getattr_names, "_matched": _matched, "_paths": _paths,
-              "_LAYER_CONDITIONS": _LAYER_CONDITIONS, "_module_globals": _module_globals,
+              "_LAYER_CONDITIONS": _LAYER_CONDITIONS, "_NATIVE_CONDITIONS": _NATIVE_CONDITIONS,
+              "_module_globals": _module_globals,
               "_SEQUENTIAL_GETITEM": _SEQUENTIAL_GETITEM, "_MODULELIST_GETITEM": _MODULELIST_GETITEM,
-              "_Tensor": _Tensor, "_Parameter": _Parameter}
+              "_Tensor": _Tensor, "_Parameter": _Parameter, "_MODULE_DICT": _MODULE_DICT,
+              "_OBJECT_GETATTRIBUTE": _OBJECT_GETATTRIBUTE}
     return types.SimpleNamespace(**{**python_checks, **fallbacks}, **tables)
 
 

@@ -26,15 +26,19 @@ struct State {
   PyObject* matched;         // qualname -> the set of classes that matched it
   PyObject* paths;           // path -> ((step, may_be_none), ...)
   PyObject* conditions;      // condition name -> test
+  PyObject* native_conditions;  // test -> (kind, n): the tests condition_holds runs here
   PyObject* module_globals;  // torch.nn.modules.module: the global hook dicts
   PyObject* sequential_getitem;
   PyObject* modulelist_getitem;
   PyObject* tensor_type;
   PyObject* parameter_type;
   PyObject* zero;
+  PyObject* module_dict;          // nn.Module.__dict__["__dict__"]
+  PyObject* object_getattribute;  // object.__dict__["__getattribute__"]
   // interned names
-  PyObject *s_dict, *s_getitem, *s_modules, *s_parameters, *s_buffers, *s_forward, *s_dtype, *s_is_cpu,
-      *s_device, *s_type, *s_shape, *s_cpu;
+  PyObject *s_dict, *s_getattribute, *s_getitem, *s_modules, *s_parameters, *s_buffers, *s_forward, *s_dtype, *s_is_cpu,
+      *s_device, *s_type, *s_shape, *s_cpu, *s_len, *s_eval, *s_training, *s_zeros_padding, *s_padding_mode,
+      *s_zeros, *s_running_stats, *s_running_mean, *s_running_var;
   PyObject* global_hooks[4];
   PyObject* module_hooks[4];
   bool ready;
@@ -49,9 +53,15 @@ PyObject* fallback(PyObject* fn, PyObject* const* args, Py_ssize_t nargs, PyObje
   return PyObject_Vectorcall(fn, args, nargs | PY_VECTORCALL_ARGUMENTS_OFFSET, kwnames);
 }
 
-// obj.__dict__ when it is a plain dict (new reference); nullptr otherwise.
+// obj.__dict__ when it is a plain dict (new reference); nullptr otherwise. A module class that
+// finds nn.Module's `__dict__` descriptor and object's `__getattribute__` along its MRO reads it
+// through the generic getter, which those call: a read through its `__getattr__` hook costs more
+// than the rest of a check (50 against 5 ns).
 PyObject* instance_dict(PyObject* obj) {
-  PyObject* d = PyObject_GetAttr(obj, S.s_dict);
+  PyTypeObject* cls = Py_TYPE(obj);
+  PyObject* d = _PyType_Lookup(cls, S.s_dict) == S.module_dict && _PyType_Lookup(cls, S.s_getattribute) == S.object_getattribute
+                    ? PyObject_GenericGetDict(obj, nullptr)
+                    : PyObject_GetAttr(obj, S.s_dict);
   if (d != nullptr && !PyDict_CheckExact(d)) {
     Py_DECREF(d);
     return nullptr;
@@ -126,6 +136,57 @@ PyObject* fast_attr(PyObject* obj, PyObject* name) {
 // 1 when obj is truthy, 0 when falsy, -1 on an error.
 int truthy(PyObject* obj) { return PyObject_IsTrue(obj); }
 
+// Whether condition `test` holds for `module`, as calling it says: 1 holds; 0 does not, or a
+// Python error. Runs the tests guards._NATIVE_CONDITIONS names here, and calls any other.
+int condition_holds(PyObject* test, PyObject* module) {
+  PyObject* native = PyDict_GetItemWithError(S.native_conditions, test);  // (kind, n)
+  if (native == nullptr || !PyTuple_CheckExact(native) || PyTuple_GET_SIZE(native) != 2) {
+    if (PyErr_Occurred()) return 0;
+    PyObject* holds = PyObject_CallOneArg(test, module);
+    if (holds == nullptr) return 0;
+    int ok = truthy(holds);
+    Py_DECREF(holds);
+    return ok == 1;
+  }
+  PyObject* kind = PyTuple_GET_ITEM(native, 0);
+  if (kind == S.s_len) {  // len(m._modules) == n
+    PyObject* modules = PyObject_GetAttr(module, S.s_modules);
+    if (modules == nullptr) return 0;
+    Py_ssize_t size = PyObject_Size(modules);
+    Py_DECREF(modules);
+    return size >= 0 && size == PyLong_AsSsize_t(PyTuple_GET_ITEM(native, 1));
+  }
+  if (kind == S.s_eval) {  // not m.training
+    PyObject* training = PyObject_GetAttr(module, S.s_training);
+    if (training == nullptr) return 0;
+    int t = truthy(training);
+    Py_DECREF(training);
+    return t == 0;
+  }
+  if (kind == S.s_zeros_padding) {  // m.padding_mode == "zeros"
+    PyObject* mode = PyObject_GetAttr(module, S.s_padding_mode);
+    if (mode == nullptr) return 0;
+    PyObject* same = PyObject_RichCompare(mode, S.s_zeros, Py_EQ);
+    Py_DECREF(mode);
+    if (same == nullptr) return 0;
+    int t = truthy(same);
+    Py_DECREF(same);
+    return t == 1;
+  }
+  if (kind == S.s_running_stats) {  // m._buffers["running_mean"] and m._buffers["running_var"] are not None
+    PyObject* names[] = {S.s_running_mean, S.s_running_var};
+    for (PyObject* name : names) {
+      PyObject* buffers = PyObject_GetAttr(module, S.s_buffers);
+      if (buffers == nullptr) return 0;
+      PyObject* buffer = PyDict_CheckExact(buffers) ? PyDict_GetItemWithError(buffers, name) : nullptr;
+      Py_DECREF(buffers);
+      if (buffer == nullptr || buffer == Py_None) return 0;
+    }
+    return 1;
+  }
+  return 0;
+}
+
 // guards.check_module's passing path; nullptr for "ask Python".
 PyObject* fast_check_module(PyObject* const* args, Py_ssize_t nargs) {
   if (nargs < 3) return nullptr;
@@ -173,12 +234,7 @@ PyObject* fast_check_module(PyObject* const* args, Py_ssize_t nargs) {
     if (own_forward != 0) goto ask_walked;
     for (Py_ssize_t k = 3; k < nargs; ++k) {
       PyObject* test = PyDict_GetItemWithError(S.conditions, args[k]);
-      if (test == nullptr) goto ask_walked;
-      PyObject* holds = PyObject_CallOneArg(test, module);
-      if (holds == nullptr) goto ask_walked;
-      int ok = truthy(holds);
-      Py_DECREF(holds);
-      if (ok != 1) goto ask_walked;
+      if (test == nullptr || !condition_holds(test, module)) goto ask_walked;
     }
     return module;
   }
@@ -302,9 +358,11 @@ PyObject* setup(PyObject*, PyObject* guards) {
       {&S.check_value, "check_value"},       {&S.attr, "attr"},
       {&S.item, "item"},                     {&S.getattr_names, "_getattr_names"},
       {&S.matched, "_matched"},              {&S.paths, "_paths"},
-      {&S.conditions, "_LAYER_CONDITIONS"},  {&S.module_globals, "_module_globals"},
+      {&S.conditions, "_LAYER_CONDITIONS"},  {&S.native_conditions, "_NATIVE_CONDITIONS"},
+      {&S.module_globals, "_module_globals"},
       {&S.sequential_getitem, "_SEQUENTIAL_GETITEM"}, {&S.modulelist_getitem, "_MODULELIST_GETITEM"},
       {&S.tensor_type, "_Tensor"},           {&S.parameter_type, "_Parameter"},
+      {&S.module_dict, "_MODULE_DICT"},      {&S.object_getattribute, "_OBJECT_GETATTRIBUTE"},
   };
   for (Read& r : reads) {
     PyObject* value = PyObject_GetAttrString(guards, r.name);
@@ -312,7 +370,7 @@ PyObject* setup(PyObject*, PyObject* guards) {
     Py_XSETREF(*r.into, value);
   }
   if (!PyDict_CheckExact(S.getattr_names) || !PyDict_CheckExact(S.matched) || !PyDict_CheckExact(S.paths)
-      || !PyDict_CheckExact(S.conditions)) {
+      || !PyDict_CheckExact(S.conditions) || !PyDict_CheckExact(S.native_conditions)) {
     PyErr_SetString(PyExc_TypeError, "runtime.guards: its tables are not dicts");
     return nullptr;
   }
@@ -320,10 +378,14 @@ PyObject* setup(PyObject*, PyObject* guards) {
     PyObject** into;
     const char* text;
   } names[] = {
-      {&S.s_dict, "__dict__"},     {&S.s_getitem, "__getitem__"}, {&S.s_modules, "_modules"},
+      {&S.s_dict, "__dict__"},     {&S.s_getattribute, "__getattribute__"}, {&S.s_getitem, "__getitem__"}, {&S.s_modules, "_modules"},
       {&S.s_parameters, "_parameters"}, {&S.s_buffers, "_buffers"}, {&S.s_forward, "forward"},
       {&S.s_dtype, "dtype"},       {&S.s_is_cpu, "is_cpu"},       {&S.s_device, "device"},
       {&S.s_type, "type"},         {&S.s_shape, "shape"},         {&S.s_cpu, "cpu"},
+      {&S.s_len, "len"},           {&S.s_eval, "eval"},           {&S.s_training, "training"},
+      {&S.s_zeros_padding, "zeros_padding"}, {&S.s_padding_mode, "padding_mode"}, {&S.s_zeros, "zeros"},
+      {&S.s_running_stats, "running_stats"}, {&S.s_running_mean, "running_mean"},
+      {&S.s_running_var, "running_var"},
       {&S.global_hooks[0], "_global_forward_hooks"},   {&S.global_hooks[1], "_global_forward_pre_hooks"},
       {&S.global_hooks[2], "_global_backward_hooks"},  {&S.global_hooks[3], "_global_backward_pre_hooks"},
       {&S.module_hooks[0], "_forward_hooks"},          {&S.module_hooks[1], "_forward_pre_hooks"},

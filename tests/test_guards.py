@@ -211,6 +211,8 @@ class Outer(nn.Module):
         super().__init__()
         self.inner = Inner()
         self.layers = nn.ModuleList([nn.Linear(3, 3), nn.ReLU()])
+        self.head = nn.Sequential(nn.ReLU())
+        self.norm = nn.BatchNorm1d(3).eval()
         self.extra = None
 
 
@@ -259,9 +261,16 @@ MODULE_CHANGES = {
                   "submodule 'inner.conv' is not an unhooked torch.nn.Conv1d with zeros_padding"),
     "list element": (lambda m: m.layers.insert(0, nn.ReLU()),
                      "submodule 'layers.0' is not an unhooked torch.nn.Linear"),
+    "layer appended": (lambda m: m.head.append(nn.ReLU()),
+                       "submodule 'head' is not an unhooked torch.nn.Sequential of 1 layers"),
+    "running stats dropped": (lambda m: setattr(m.norm, "running_var", None),
+                              "submodule 'norm' is not an unhooked torch.nn.BatchNorm1d with running_stats, eval"),
+    "training": (lambda m: m.norm.train(),
+                 "submodule 'norm' is not an unhooked torch.nn.BatchNorm1d with running_stats, eval"),
 }
 CHECKS = [("inner", "Inner"), ("inner.fc", "torch.nn.Linear"), ("inner.conv", "torch.nn.Conv1d", "zeros_padding"),
-          ("layers.0", "torch.nn.Linear")]
+          ("layers.0", "torch.nn.Linear"), ("head", "torch.nn.Sequential", "len=1"),
+          ("norm", "torch.nn.BatchNorm1d", "running_stats", "eval")]
 
 
 @pytest.mark.parametrize("change", sorted(MODULE_CHANGES))
@@ -331,6 +340,48 @@ def test_cpp_check_module_passes_alone_for_classes_sharing_a_qualname() -> None:
         guards._native.setup(guards.native_setup())
 
 
+def test_cpp_check_module_runs_the_conditions_it_knows_and_calls_any_other() -> None:
+    """The C++ check_module runs the tests that guards._NATIVE_CONDITIONS names ("len=N", "eval",
+    "running_stats", "zeros_padding": a Python call each cost more than the rest of the check)
+    itself, keyed by the test function, so a test replaced in _LAYER_CONDITIONS is called."""
+    if not guards.use_native_checks(True):
+        pytest.skip("the C++ checks are not built here")
+    outer = Outer()
+    python_calls, tested = [], []
+
+    def counted(*args):
+        python_calls.append(args[1])
+        return guards.python_checks["check_module"](*args)
+
+    def not_training(m):
+        tested.append(m)
+        return not m.training
+
+    guards._native.setup(guards.native_setup(check_module=counted))
+    original = guards._LAYER_CONDITIONS["eval"]
+    try:
+        for _ in range(2):  # (the first round learns the classes and the "len=N" tests in Python)
+            python_calls.clear()
+            for path, *qualname in CHECKS:
+                guards.check_module(outer, path, *qualname)
+        assert python_calls == []
+        guards._LAYER_CONDITIONS["eval"] = not_training
+        guards._NATIVE_CONDITIONS[not_training] = ("eval", 0)
+        assert guards.check_module(outer, "norm", "torch.nn.BatchNorm1d", "eval") is outer.norm
+        assert tested == []  # run in C++
+        del guards._NATIVE_CONDITIONS[not_training]
+        assert guards.check_module(outer, "norm", "torch.nn.BatchNorm1d", "eval") is outer.norm
+        assert tested == [outer.norm] and python_calls == []  # called from C++
+        guards._LAYER_CONDITIONS["eval"] = lambda m: False
+        with pytest.raises(GuardFailure, match="with running_stats, eval"):
+            guards.check_module(outer, "norm", "torch.nn.BatchNorm1d", "running_stats", "eval")
+        assert python_calls == ["norm"]
+    finally:
+        guards._LAYER_CONDITIONS["eval"] = original
+        guards._NATIVE_CONDITIONS.pop(not_training, None)
+        guards._native.setup(guards.native_setup())
+
+
 def _both(name: str, *args, **kwargs):
     """(what the Python check does, what the bound one does): a result or (exception type, text)."""
     outcomes = []
@@ -365,13 +416,25 @@ class OwnGetitem(nn.Sequential):
         return self.IDENTITY
 
 
+class OwnDict(nn.Sequential):
+    """Serves another `__dict__` (the C++ reads take the generic one only for classes that keep
+    object's __getattribute__)."""
+
+    def __getattribute__(self, name: str):
+        if name == "__dict__":
+            return {"_modules": {"0": "from __getattribute__"}}
+        return super().__getattribute__(name)
+
+
 def containers() -> list[object]:
     seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU(), nn.Sequential(nn.Tanh()))
     lst = nn.ModuleList([nn.Linear(2, 2), nn.ReLU()])
     holes = nn.ModuleList([nn.ReLU(), nn.ReLU()])
     holes._modules["1"] = None  # (a ModuleList slot set to None)
     bare = nn.Sequential.__new__(nn.Sequential)  # no nn.Module.__init__: no _modules
-    return [seq, lst, holes, OwnGetitem(nn.ReLU()), bare, [nn.ReLU()], (1, 2), {0: "a"}]
+    own_dict = OwnDict()
+    own_dict._modules["0"] = nn.ReLU()
+    return [seq, lst, holes, OwnGetitem(nn.ReLU()), own_dict, bare, [nn.ReLU()], (1, 2), {0: "a"}]
 
 
 @pytest.mark.parametrize("container", containers(), ids=lambda c: type(c).__name__)
@@ -383,10 +446,10 @@ def test_item_reads_what_python_reads(container) -> None:
 
 
 PATHS = ["inner", "inner.fc", "inner.conv", "layers.0", "layers.1", "layers.2", "layers.-1", "extra?.fc", "extra.fc",
-         "inner.missing", "inner.fc.weight", "", "layers", "layers.0.weight"]
+         "inner.missing", "inner.fc.weight", "", "layers", "layers.0.weight", "head", "norm"]
 QUALNAMES = ["Inner", "torch.nn.Linear", "torch.nn.Conv1d", "torch.nn.ReLU", "torch.nn.ModuleList", "Outer",
-             "Inner@2", "torch.nn.Sequential"]
-CONDITIONS = ["zeros_padding", "eval", "len=2", "len=3", "running_stats", "no_max_norm", "len=x"]
+             "Inner@2", "torch.nn.Sequential", "torch.nn.BatchNorm1d"]
+CONDITIONS = ["zeros_padding", "eval", "len=1", "len=2", "len=3", "running_stats", "no_max_norm", "len=x"]
 
 
 @settings(max_examples=200, deadline=None)
