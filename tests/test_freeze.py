@@ -28,7 +28,12 @@ from runtime import prepacked
 from source_module import imported_source
 
 CONV_BN = """\
-func @f(%x: f32[B, 32, 16, 16]@cpu, %w: f32[64, 32, 3, 3]@cpu, %mean: f32[64]@cpu, %var: f32[64]@cpu, %gamma: f32[64]@cpu, %beta: f32[64]@cpu) -> f32[B, 64, 16, 16]@cpu {
+func @Net.forward(%self: Module[Net], %x: f32[B, 32, 16, 16]@cpu) -> f32[B, 64, 16, 16]@cpu {
+  %w : f32[64, 32, 3, 3]@cpu = py.getattr(%self) {attr = "weight"}
+  %mean : f32[64]@cpu = py.getattr(%self) {attr = "running_mean"}
+  %var : f32[64]@cpu = py.getattr(%self) {attr = "running_var"}
+  %gamma : f32[64]@cpu = py.getattr(%self) {attr = "gamma"}
+  %beta : f32[64]@cpu = py.getattr(%self) {attr = "beta"}
   %none : None = py.constant() {value = None}
   %one : tuple[int, int] = py.constant() {value = (1, 1)}
   %g : int = py.constant() {value = 1}
@@ -84,18 +89,21 @@ def test_what_does_not_fold(case: str) -> None:
         text = conv_bn(result="%2").replace(
             "  func.return(%2)", "  %2 : f32[B, 64, 16, 16]@cpu = py.binary(%0, %1) {op = \"+\"}\n  func.return(%2)")
     elif case == "another channel count":
-        text = conv_bn().replace("%mean: f32[64]@cpu", "%mean: f32[1]@cpu")
+        text = conv_bn().replace("%mean : f32[64]@cpu", "%mean : f32[1]@cpu")
     elif case == "padding same":  # (oneDNN's packed conv takes int padding only)
         text = conv_bn().replace("  %g : int", '  %same : str = py.constant() {value = "same"}\n  %g : int').replace(
             "torch.call(%x, %w, %none, %one, %one, %one, %g)", "torch.call(%x, %w, %none, %one, %same, %one, %g)")
     else:  # 16 x 32 x 3 x 3: fewer than PACK_MIN_ELEMENTS
-        text = conv_bn().replace("%w: f32[64, 32, 3, 3]", "%w: f32[16, 32, 3, 3]").replace("f32[64]", "f32[16]").replace(
+        text = conv_bn().replace("%w : f32[64, 32, 3, 3]", "%w : f32[16, 32, 3, 3]").replace("f32[64]", "f32[16]").replace(
             "f32[B, 64, 16, 16]", "f32[B, 16, 16, 16]")
     assert "_prepacked" not in run(text, fold_batch_norms)
 
 
 BIG_CONVS = """\
-func @f(%x: f32[B, 512, 7, 7]@cpu, %w: f32[512, 512, 3, 3]@cpu, %w1: f32[512, 512, 1, 1]@cpu, %b: f32[512]@cpu) -> f32[B, 512, 7, 7]@cpu {
+func @Net.forward(%self: Module[Net], %x: f32[B, 512, 7, 7]@cpu) -> f32[B, 512, 7, 7]@cpu {
+  %w : f32[512, 512, 3, 3]@cpu = py.getattr(%self) {attr = "w"}
+  %w1 : f32[512, 512, 1, 1]@cpu = py.getattr(%self) {attr = "w1"}
+  %b : f32[512]@cpu = py.getattr(%self) {attr = "b"}
   %none : None = py.constant() {value = None}
   %one : tuple[int, int] = py.constant() {value = (1, 1)}
   %zero : tuple[int, int] = py.constant() {value = (0, 0)}
@@ -117,6 +125,23 @@ def test_large_conv_weights_of_a_frozen_program_are_packed_and_run_channels_last
     assert out.count('{callee = "_prepacked.conv2d"}') == 2  # (the 1x1 one too: packed beats `linear` there)
     assert out.count('{value = "torch.channels_last"}') == 1  # (the input, once)
     assert "torch.nn.functional.conv2d" not in out and "linear" not in out
+
+
+def test_convs_of_weights_made_on_each_call_are_neither_packed_nor_folded() -> None:
+    """A weight the caller gives, or one computed from an input, is another tensor on every
+    call: packed (or folded with its batch norm), it would be reordered (or folded) on every call."""
+    given = BIG_CONVS.replace("func @Net.forward(%self: Module[Net], %x: f32[B, 512, 7, 7]@cpu)",
+                              "func @Net.forward(%self: Module[Net], %x: f32[B, 512, 7, 7]@cpu, %w: f32[512, 512, 3, 3]@cpu)")
+    given = given.replace('  %w : f32[512, 512, 3, 3]@cpu = py.getattr(%self) {attr = "w"}\n', "")
+    out = run(given, channels_last)
+    assert out.count('{callee = "_prepacked.conv2d"}') == 1 and out.count("torch.nn.functional.conv2d") == 1, out
+    scaled = conv_bn().replace("func @Net.forward(%self: Module[Net], %x: f32[B, 32, 16, 16]@cpu)",
+                               "func @Net.forward(%self: Module[Net], %x: f32[B, 32, 16, 16]@cpu, %s: f32[64]@cpu)")
+    scaled = scaled.replace('%gamma : f32[64]@cpu = py.getattr(%self) {attr = "gamma"}',
+                            '%g0 : f32[64]@cpu = py.getattr(%self) {attr = "gamma"}\n'
+                            '  %gamma : f32[64]@cpu = py.binary(%g0, %s) {op = "*"}')
+    assert "_prepacked" not in run(scaled, fold_batch_norms)
+    assert "_prepacked.fold_batch_norm" in run(conv_bn(), fold_batch_norms)
 
 
 @pytest.mark.parametrize(("weight", "out", "expected", "groups"), [

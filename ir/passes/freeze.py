@@ -11,7 +11,8 @@ frozen program may do this, since a write through `p.data` would go unseen.
 A conv is folded when the layout pass will run it with its weight in oneDNN's layout
 (`layout.will_pack`), where the folded bias costs nothing in oneDNN's call, and its result's only
 use is the input of a `batch_norm` with `training=False`, running statistics and a constant eps,
-in the same block, with parameters of the conv weight's dtype and device.
+in the same block, with parameters of the conv weight's dtype and device, made once (module
+tensors, `layout.made_once`: one made on each call would be folded on each call).
 Other convs keep their batch norm, which the pointwise kernel after the conv computes for
 almost nothing: folded, their plain oneDNN convs with a bias ran slower than without (in
 mobilenet_v3_small's profile, 10 to 30% a conv), and each fold is a call that checks its sources.
@@ -25,11 +26,11 @@ from __future__ import annotations
 from ir import ops
 from ir.core import PURE, Operation, Program, Value
 from ir.passes.decompose import Emitter, Facts, Unsupported, bind
-from ir.passes.layout import will_pack
+from ir.passes.layout import FOLDED_WEIGHTS, made_once, will_pack
 from ir.primitives import op_name
 from ir.types import TensorType, TupleType
 
-HELPER = "_prepacked.fold_batch_norm"  # runtime/prepacked.py, as generated modules name it
+HELPER = FOLDED_WEIGHTS  # runtime/prepacked.py, as generated modules name it
 
 
 def fold_batch_norms(program: Program) -> None:
@@ -60,8 +61,8 @@ def _fold(conv_op: Operation, facts: Facts) -> None:
     w = weight.type
     params = [t for t in (bias, *stats, gamma, beta) if t is not None]
     if not (isinstance(w, TensorType) and w.shape and type(w.shape[0]) is int
-            and all(_per_channel(t, w) for t in params)):
-        return
+            and all(_per_channel(t, w) and made_once(t) for t in params)):
+        return  # (a parameter made on each call would be folded on each call)
     e = Emitter(bn_op, facts)  # (after the batch norm's operands, which follow the conv)
     bias_type = TensorType(w.dtype, (w.shape[0],), w.device)
     folded = e.builtin(HELPER, TupleType((w, bias_type)), weight, _or_none(e, bias), *stats,

@@ -54,6 +54,9 @@ from ir.types import MEMORY_FORMAT, ModuleType, TensorType
 DTYPES = frozenset({"float32", "float64", "bfloat16"})
 PACKED_CONV = "_prepacked.conv2d"  # runtime/prepacked.py, as generated modules name it
 CHANNELS_LAST_WEIGHT = "_prepacked.channels_last"
+FOLDED_WEIGHTS = "_prepacked.fold_batch_norm"  # (ir/passes/freeze.py's)
+# helpers whose result is made once from their tensor operands and cached against them
+MADE_ONCE_CALLS = frozenset({CHANNELS_LAST_WEIGHT, FOLDED_WEIGHTS})
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 # Ops whose result depends on strides, not only on values.
@@ -169,8 +172,8 @@ def will_pack(conv: Operation, facts: Facts) -> bool:
     """Whether a frozen program's layout pass runs this conv packed: `packable`, with stride,
     padding, dilation and groups constant ints (as oneDNN's packed conv takes them; not padding
     "same" or "valid")."""
-    if not packable(conv):
-        return False
+    if not packable(conv) or not made_once(conv.operands[1]):
+        return False  # (a weight made on each call would be reordered on each call)
     try:
         c = bind(conv, facts)
         c.optional_tensor("bias")
@@ -181,9 +184,10 @@ def will_pack(conv: Operation, facts: Facts) -> bool:
 
 
 def made_once(weight: Value) -> bool:
-    """A module's tensor attribute, a tensor computed once, or a view of one: the same tensor on
-    every call, so that a form of it made once (packed, channels-last) is made again only when it
-    is replaced or written (runtime/prepacked.py)."""
+    """A module's tensor attribute, a tensor computed once, a runtime/prepacked.py helper's
+    result made once from such tensors (a conv's weight with its batch norm folded in), or a view
+    of one: the same tensor on every call, so that a form of it made once (packed, channels-last)
+    is made again only when it is replaced or written (runtime/prepacked.py)."""
     v = weight
     while isinstance(v.owner, Operation):
         owner = v.owner
@@ -192,6 +196,11 @@ def made_once(weight: Value) -> bool:
             return True
         if isinstance(owner, ops.GetAttrOp):
             return bool(owner.operands) and isinstance(owner.operands[0].type, ModuleType)
+        if isinstance(owner, ops.BuiltinCallOp) and owner.attributes["callee"] in MADE_ONCE_CALLS:
+            return all(made_once(t) for t in owner.operands if isinstance(t.type, TensorType))
+        if isinstance(owner, ops.GetItemOp) and isinstance(owner.operands[0].owner, ops.BuiltinCallOp):
+            v = owner.operands[0]  # (an item of a helper's tuple: the folded weight and bias)
+            continue
         if alias is None or not isinstance(owner, (ops.TensorMethodOp, ops.TorchCallOp)):
             return False
         v = owner.operands[alias.index]
