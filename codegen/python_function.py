@@ -1129,8 +1129,8 @@ class FunctionEmitter:
         if isinstance(op, ops.BuiltinCallOp):
             if a["callee"].startswith("math."):
                 self.needs.add("math")
-            if a["callee"].startswith("_prepacked."):
-                self.needs.add("_prepacked")
+            if a["callee"].startswith(("_prepacked.", "_stacking.")):
+                self.needs.add(a["callee"].partition(".")[0])
             return Expr(f"{a['callee']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.GetAttrOp):
             if _past_module_getattr(op):

@@ -7,7 +7,6 @@ The helpers are deliberately tiny: they sit on every compiled call's path.
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import os
 import sys
@@ -510,10 +509,6 @@ NATIVE_VAR = "TORCHSCRIBE_NATIVE_GUARDS"
 python_checks: dict[str, Callable[..., Any]] = {
     "check_module": check_module, "check_tensor": check_tensor, "check_value": check_value, "attr": attr, "item": item,
 }
-_MODULE_DEF = """
-static PyModuleDef guards_module = {{PyModuleDef_HEAD_INIT, "{name}", "runtime/guards_native.cpp", -1, methods}};
-PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&guards_module); }}
-"""
 
 
 def native_checks_allowed() -> bool:
@@ -528,17 +523,10 @@ def _load_native() -> types.ModuleType | None:
     if not native_checks_allowed():
         return None
     from runtime import native
-    from runtime.errors import TorchscribeError
 
-    source = (os.path.join(os.path.dirname(os.path.abspath(__file__)), "guards_native.cpp"))
-    try:
-        with open(source, encoding="utf-8") as f:
-            text = f.read()
-        name = "torchscribe_guards_" + hashlib.sha256(text.encode()).hexdigest()[:16]
-        if native.toolchain() is not None and native.python_flags() is None:
-            return None  # a compiler without Python's headers
-        module = native.load_extension(text + _MODULE_DEF.format(name=name), name)
-    except (TorchscribeError, OSError):
+    module = native.runtime_extension(os.path.join(os.path.dirname(os.path.abspath(__file__)), "guards_native.cpp"),
+                                      "torchscribe_guards_")
+    if module is None:
         return None
     module.setup(native_setup())
     return module

@@ -420,5 +420,5 @@ PyMethodDef methods[] = {
 
 }  // namespace
 
-// runtime/guards.py appends the module definition and PyInit_<name>, naming the module after a
+// runtime/native.py (runtime_extension) appends the module definition and PyInit_<name>, naming the module after a
 // hash of this text.

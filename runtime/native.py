@@ -228,6 +228,29 @@ def load_extension(source: str, name: str) -> ModuleType:
     return module  # type: ignore[return-value]
 
 
+_MODULE_DEF = """
+static PyModuleDef module_def = {{PyModuleDef_HEAD_INIT, "{name}", "{doc}", -1, methods}};
+PyMODINIT_FUNC PyInit_{name}(void) {{ return PyModule_Create(&module_def); }}
+"""
+
+
+def runtime_extension(path: str, prefix: str) -> ModuleType | None:
+    """The extension module built from one of the runtime's own C++ files (`path`, which defines
+    a `methods` table), named `prefix` and a hash of its text; None where this machine cannot
+    build or load it (no compiler and no cached build, a compiler without Python's headers), so
+    that the caller keeps its Python path."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        if toolchain() is not None and python_flags() is None:
+            return None  # a compiler without Python's headers
+        name = prefix + hashlib.sha256(text.encode()).hexdigest()[:16]
+        doc = "runtime/" + os.path.basename(path)
+        return load_extension(text + _MODULE_DEF.format(name=name, doc=doc), name)
+    except (TorchscribeError, OSError):
+        return None
+
+
 def _entry(source: str, source_key: str, extra_flags: tuple[str, ...]) -> Path:
     """The valid cache entry built from `source` (see the module docstring), built now if need be."""
     root = cache_dir() / "cpp"

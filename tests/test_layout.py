@@ -287,8 +287,8 @@ UNIT = SHUFFLE_HEAD + CAT_OF_CONVS + SHUFFLE + f"""\
 
 
 def test_a_shuffle_of_a_cat_is_a_stack_of_nhwc_rows_and_its_halves_stacks_of_the_parts_halves() -> None:
-    """Channel `2j + i` of the shuffle is channel `j` of part `i`: in NHWC rows, `torch.stack` of
-    the parts along a last dim. Its first half (channels 0 to 3) is channels 0 and 1 of both
+    """Channel `2j + i` of the shuffle is channel `j` of part `i`: in NHWC rows, a stack of the
+    parts along a last dim (`_stacking.stack_last`, runtime/stacking.py). Its first half (channels 0 to 3) is channels 0 and 1 of both
     parts interleaved, its second half channels 2 and 3: each half a dense channels-last tensor
     (the conv after reads it without a copy), and the whole shuffle is never made."""
     assert laid_out(UNIT) == SHUFFLE_HEAD + """\
@@ -311,24 +311,23 @@ def test_a_shuffle_of_a_cat_is_a_stack_of_nhwc_rows_and_its_halves_stacks_of_the
   %13 : f32[B, 16, 16, 2]@cpu = torch.method(%7, %10, %11, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
   %14 : f32[B, 16, 16, 2]@cpu = torch.method(%b, %10, %11, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
   %15 : tuple[f32[B, 16, 16, 2]@cpu, f32[B, 16, 16, 2]@cpu] = py.tuple(%13, %14)
-  %16 : int = py.constant() {value = 4}
-  %17 : f32[B, 16, 16, 2, 2]@cpu = torch.call(%15, %16) {callee = "torch.stack", aten = "aten::stack"}
-  %y1 : f32[B, 16, 16, 4]@cpu = torch.method(%17, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
-  %18 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
-  %19 : f32[B, 16, 16, 2]@cpu = torch.method(%7, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
-  %20 : f32[B, 16, 16, 2]@cpu = torch.method(%b, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
-  %21 : tuple[f32[B, 16, 16, 2]@cpu, f32[B, 16, 16, 2]@cpu] = py.tuple(%19, %20)
-  %22 : f32[B, 16, 16, 2, 2]@cpu = torch.call(%21, %16) {callee = "torch.stack", aten = "aten::stack"}
-  %y2 : f32[B, 16, 16, 4]@cpu = torch.method(%22, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
-  %y2_1 : f32[B, 4, 16, 16]@cpu = torch.method(%y2, %18) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %16 : f32[B, 16, 16, 2, 2]@cpu = py.call(%15) {callee = "_stacking.stack_last"}
+  %y1 : f32[B, 16, 16, 4]@cpu = torch.method(%16, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
+  %17 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %18 : f32[B, 16, 16, 2]@cpu = torch.method(%7, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %19 : f32[B, 16, 16, 2]@cpu = torch.method(%b, %10, %12, %12) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %20 : tuple[f32[B, 16, 16, 2]@cpu, f32[B, 16, 16, 2]@cpu] = py.tuple(%18, %19)
+  %21 : f32[B, 16, 16, 2, 2]@cpu = py.call(%20) {callee = "_stacking.stack_last"}
+  %y2 : f32[B, 16, 16, 4]@cpu = torch.method(%21, %10) {method = "flatten", alias_of = 0, aten = "aten::flatten.using_ints"}
+  %y2_1 : f32[B, 4, 16, 16]@cpu = torch.method(%y2, %17) {method = "permute", alias_of = 0, aten = "aten::permute"}
   %c : f32[B, 4, 16, 16]@cpu = torch.call(%y2_1, %w2, %none, %one, %one, %one, %g) {callee = "torch.nn.functional.conv2d"}
-  %23 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
-  %24 : f32[B, 16, 16, 4]@cpu = torch.method(%c, %23) {method = "permute", alias_of = 0, aten = "aten::permute"}
-  %out : f32[B, 16, 16, 4]@cpu = py.binary(%24, %y1) {op = "+"}
-  %25 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
-  %out_1 : f32[B, 4, 16, 16]@cpu = torch.method(%out, %25) {method = "permute", alias_of = 0, aten = "aten::permute"}
-  %26 : f32[B, 4, 16, 16]@cpu = torch.method(%out_1) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
-  func.return(%26)
+  %22 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
+  %23 : f32[B, 16, 16, 4]@cpu = torch.method(%c, %22) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %out : f32[B, 16, 16, 4]@cpu = py.binary(%23, %y1) {op = "+"}
+  %24 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %out_1 : f32[B, 4, 16, 16]@cpu = torch.method(%out, %24) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %25 : f32[B, 4, 16, 16]@cpu = torch.method(%out_1) {method = "contiguous", alias_of = 0, aten = "aten::contiguous"}
+  func.return(%25)
 }
 """
 
@@ -365,8 +364,8 @@ def test_a_returned_shuffle_of_a_cat_is_one_stack_made_row_major_for_the_caller(
     returned = SHUFFLE_HEAD.replace("-> f32[B, 4, 16, 16]@cpu", "-> f32[B, 8, 16, 16]@cpu") + CAT_OF_CONVS + SHUFFLE \
         + "  func.return(%y)\n}\n"
     out = laid_out(returned)
-    assert out.count('{callee = "torch.stack", aten = "aten::stack"}') == 1
-    assert "f32[B, 16, 16, 4, 2]@cpu = torch.call(" in out and "torch.cat" not in out
+    assert out.count('{callee = "_stacking.stack_last"}') == 1
+    assert "f32[B, 16, 16, 4, 2]@cpu = py.call(" in out and "torch.cat" not in out
     assert re.search(r'= torch.method\(%y_1\) \{method = "contiguous", [^\n]*\n  func.return\(%\d+\)\n}\n$', out)
 
 
@@ -461,7 +460,7 @@ def test_shufflenet_units_compile_to_stacks_of_nhwc_rows_and_match_eager(tmp_pat
              ("bn", "shuffle4", False), ("conv", "unit", True)]
     with _compiled_net(tmp_path, monkeypatch, steps, batch) as (net, compiled, text):
         forward = text[text.index("def Net_forward(self"):]
-        assert forward.count("torch.stack(") == 5 and "(0, 2, 1, 3, 4)" not in forward
+        assert forward.count("_stacking.stack_last(") == 5 and "(0, 2, 1, 3, 4)" not in forward
         for b in {batch, 2 * batch + 1} if batch > 1 else {1}:
             x = torch.randn(b, 8, 16, 16)
             with runtime.mode("strict"):
@@ -559,7 +558,7 @@ def test_compiled_shuffles_of_any_parts_and_pieces_match_eager(groups, each, equ
             assert_close_to_eager(got, net(x))
             assert got.is_contiguous()
             text = next((cache / "jit").glob("*.py")).read_text()
-            assert ("torch.stack(" in text) == (equal and len(part_sizes) == groups)
+            assert ("_stacking.stack_last(" in text) == (equal and len(part_sizes) == groups)
 
 
 def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> None:
