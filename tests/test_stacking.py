@@ -75,10 +75,11 @@ def test_the_cpp_loop_runs_where_it_is_built(monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("case", ["shapes differ", "dtypes differ", "a list", "no parts", "grad", "complex128",
-                                  "a subclass"])
+                                  "a subclass", "a negative view", "int64"])
 def test_what_torch_stack_does_instead(case: str) -> None:
-    """Anything but a tuple of plain CPU tensors of one shape and dtype, with elements of 1 to 8
-    bytes, wanting no autograd graph, is torch.stack's: its result, or its error."""
+    """Anything but a tuple of plain strided CPU tensors of one shape and floating dtype, wanting
+    no autograd graph, is torch.stack's: its result, or its error (a negative view's values are
+    its data negated, which a copy of the bits would lose)."""
     a, b = torch.randn(2, 3), torch.randn(2, 3)
     if case == "shapes differ":
         with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
@@ -96,6 +97,10 @@ def test_what_torch_stack_does_instead(case: str) -> None:
         parts = (a.requires_grad_(), b)
     elif case == "complex128":
         parts = (a.to(torch.complex128), b.to(torch.complex128))
+    elif case == "a negative view":
+        parts = (torch._neg_view(a), b)
+    elif case == "int64":
+        parts = (a.long(), b.long())
     else:
         parts = (torch.nn.Parameter(a), b)
     got = stacking.stack_last(parts)
