@@ -26,7 +26,7 @@ stack of slices of the parts, each piece dense. In row-major order each unit cop
 the shuffle, and half of it again to channels-last for the next conv. The stacks are
 `_stacking.stack_last(parts)` (runtime/stacking.py), `torch.stack(parts, 4)` written by one C++
 loop: torch's stack along a last dim copies element by element (shufflenet_v2 at batch 1, A/B
-in one process: 6.11 / 5.94 and 6.21 / 6.04 ms).
+in one process: 6.11 / 5.94, 6.21 / 6.04 and 6.32 / 6.27 ms).
 
 Values do not change, only strides. Code that sees strides could tell, so the pass follows every
 value whose layout it may change (`_follow`: the convs' results and what is computed from them)
