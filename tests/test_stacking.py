@@ -108,3 +108,10 @@ def test_what_torch_stack_does_instead(case: str) -> None:
     if case == "grad":
         got.sum().backward()
         assert torch.equal(a.grad, torch.ones(2, 3))
+
+
+def test_without_the_cpp_loop_it_is_torch_stack(monkeypatch) -> None:
+    """Where runtime/stacking.cpp cannot be built, `stack_last` is `torch.stack` itself."""
+    monkeypatch.setattr(stacking, "_native", None)
+    parts = (torch.randn(1, 4, 4, 3), torch.randn(1, 4, 4, 3))
+    _same(stacking.stack_last(parts), torch.stack(parts, -1))

@@ -187,11 +187,12 @@ def will_pack(conv: Operation, facts: Facts) -> bool:
     return all(p is not None and all(type(v) is int for v in p) for p in pairs) and type(c.const("groups")) is int
 
 
-def stack_rows(e: Emitter, rows: list[Value]) -> Value:
-    """`torch.stack(rows, 4)` of NHWC rows of one shape, as `_stacking.stack_last(rows)`."""
-    t = rows[0].type
+def stack_rows(e: Emitter, rows: Value) -> Value:
+    """`torch.stack(rows, 4)` of a tuple of NHWC rows of one shape, as `_stacking.stack_last(rows)`."""
+    parts = rows.owner.operands  # type: ignore[union-attr]
+    t = parts[0].type
     assert isinstance(t, TensorType) and t.shape is not None
-    return e.builtin(STACK_LAST, TensorType(t.dtype, (*t.shape, len(rows)), t.device), e.tuple(*rows))
+    return e.builtin(STACK_LAST, TensorType(t.dtype, (*t.shape, len(parts)), t.device), rows)
 
 
 def made_once(weight: Value) -> bool:
@@ -632,7 +633,7 @@ class _Rewriter:
         start = 0
         for r, c in zip(list(unpack.results), pieces):
             each = c // len(parts)  # type: ignore[operator]
-            rows = stack_rows(e, [e.method("narrow", p, 3, start, each) for p in parts])
+            rows = stack_rows(e, e.tuple(*(e.method("narrow", p, 3, start, each) for p in parts)))
             flat = e.method("flatten", rows, 3)
             y = e.method("permute", flat, TO_NCHW)
             y.name = flat.name = r.name  # (the piece's rows keep its name where they are all that is used)
@@ -667,8 +668,8 @@ class _Rewriter:
         e = self.emit(shuffle.copy or shuffle.merge if parts is None else shuffle.source.owner)  # type: ignore[arg-type]
         if parts is not None:
             stacked = [self.operand(e, v) for v in parts]
-            rows = stack_rows(e, stacked)
-            rows_of_parts = rows.owner.operands[0]  # type: ignore[union-attr]
+            rows_of_parts = e.tuple(*stacked)
+            rows = stack_rows(e, rows_of_parts)
         else:
             xh = self.operand(e, shuffle.source)
             n, h, w, c = (e.size(xh, d) for d in range(4))
