@@ -121,6 +121,13 @@ TS_MATH_INLINE double expm1_P(double r) {
                   0x1.27e4cc72f32c2p-22, 0x1.af4ecdf446d66p-26, 0x1.1f8be5e95bafdp-29);
 }
 template <class T> TS_MATH_INLINE T expm1_poly(T r) { return std::fma(r * r, expm1_P(r), r); }
+// e^r - 1 for exp alone, where only e^r's relative error counts (expm1's is that over |r|, which
+// needs expm1_P near 0): float's P of degree 4 (relative error of e^r 3.1e-9, 0.03 ulp), one fma
+// fewer than expm1's; exp-bound kernels (SiLU, sigmoid) are limited by the fma ports.
+TS_MATH_INLINE float exp_poly(float r) {
+    return std::fma(r * r, horner(r, 0x1.fffffcp-2f, 0x1.555492p-3f, 0x1.5558f2p-5f, 0x1.1239d4p-7f, 0x1.6a2444p-10f), r);
+}
+TS_MATH_INLINE double exp_poly(double r) { return expm1_poly(r); }
 TS_MATH_INLINE float exp_reduce(float x, uint32_t& k) {
     const float shift = 0x1.8p23f;
     float kf = std::fma(x, 0x1.715476p+0f, shift);
@@ -159,7 +166,7 @@ TS_MATH_INLINE double expm1_split(double x, uint64_t k, double r, double& plo) {
 template <class T> TS_MATH_INLINE T exp_core(T x) {
     decltype(bits(x)) k;
     T r = exp_reduce(x, k);
-    return scale2(expm1_poly(r) + T(1), k);
+    return scale2(exp_poly(r) + T(1), k);
 }
 // Below the lower bound e^x rounds to 0, above the upper one it overflows: clamping keeps 2^k
 // representable. NaN fails both comparisons and propagates.
