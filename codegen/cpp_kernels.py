@@ -180,7 +180,8 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
         loads = {k: f"in{k}[0]" for k in range(n_in)}
         lines += ["  " + line for line in body.statements(loads, "0")]
     else:
-        rows, driver = _loops(name, params, rank, n_in, strided, body, aliased, into)
+        ones = {d for d, n in enumerate(shape) if n == 1}  # (sizes the entry checks fix)
+        rows, driver = _loops(name, params, rank, n_in, strided, body, aliased, into, ones)
         lines = rows + [""] + lines + driver
     lines.append("}")
     sig = Signature(name, rank, tuple(r.type.dtype for r in op.results),  # type: ignore[union-attr]
@@ -278,7 +279,7 @@ def _merge_into_inner(rank: int, n_in: int, strided: list[list[int]], into: list
 
 
 def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strided: list[list[int]], body: "_Body",
-           aliased: dict[int, int], into: list[int]) -> tuple[list[str], list[str]]:
+           aliased: dict[int, int], into: list[int], ones: set[int]) -> tuple[list[str], list[str]]:
     """The function `<name>_rows(begin, end, ...)` that computes the rows [begin, end), and the
     kernel's body that calls it (serially, or on each thread's share of the rows). A function of
     its own, not the loop of an `omp parallel for`: gcc compiles such a loop as an outlined
@@ -303,7 +304,7 @@ def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strid
     # per-channel batch-norm scale of a channels-last kernel: 1/sqrt(var + eps); a squeeze-and-
     # excitation gate, per image and channel: sigmoid(s)), is computed once per call into rows
     # of its own.
-    along, dims = _partial_inputs(rank, n_in, strided, aliased) if outer else (set(), [])
+    along, dims = _partial_inputs(rank, n_in, strided, aliased, ones) if outer else (set(), [])
     rowwise, kept = body.row_ops(along, set(hoisted))
     if kept:  # (after the dims are merged: rows as long as the loop nest's)
         driver += _row_buffers(inner, body, along, dims, strided, rowwise, kept)
@@ -336,14 +337,18 @@ def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strid
     return [header] + lines + ["}"], driver
 
 
-def _partial_inputs(rank: int, n_in: int, strided: list[list[int]], aliased: dict[int, int]) -> tuple[set[int], list[int]]:
+def _partial_inputs(rank: int, n_in: int, strided: list[list[int]], aliased: dict[int, int],
+                    ones: set[int]) -> tuple[set[int], list[int]]:
     """The inputs that move along the row but not along every dim, and the dims they move along
-    together (the row's last), when some dim is left; else those that move along the row only."""
+    together (the row's last), when some dim is left; else those that move along the row only.
+    Dims of extent 1 (`ones`: a batch of one) count for none: nothing moves along them."""
     inner = rank - 1
-    along = {k for k in range(n_in) if inner in strided[k] and len(strided[k]) < rank and k not in aliased}
-    dims = sorted({d for k in along for d in strided[k]})
-    if len(dims) == rank:
-        along, dims = {k for k in along if strided[k] == [inner]}, [inner]
+    live = set(range(rank)) - ones
+    moves = [set(dims) & live for dims in strided]
+    along = {k for k in range(n_in) if inner in moves[k] and moves[k] != live and k not in aliased}
+    dims = sorted({d for k in along for d in moves[k]})
+    if set(dims) == live:
+        along, dims = {k for k in along if moves[k] == {inner}}, [inner]
     return along, dims
 
 

@@ -21,6 +21,7 @@ from ir.passes.layout import channels_last
 from ir.passes.plan import plan_memory
 from ir.passes.pool import pool_kernels
 from ir.passes.reuse import reuse_buffers
+from ir.passes.scales import fold_input_scales
 from ir.passes.specialize import specialize
 from ir.verifier import verify
 
@@ -38,6 +39,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions
     ("hoist", hoist_constants),  # a frozen program: tensors of parameters and constants alone, once
     ("layout", channels_last),  # convolutions and the pointwise ops between them in NHWC order
+    ("scales", fold_input_scales),  # a frozen program: a per-channel scale of a linear's input into its weight
     ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
     ("concat", write_into_cats),  # kernels write the parts of a cat into its result
     ("pool", pool_kernels),  # max pooling of channels-last tensors by a kernel of our own

@@ -1,0 +1,100 @@
+"""A per-channel scale of a linear layer's input folded into its weight, in a frozen program.
+
+A squeeze-and-excitation block ends with `linear(x * s, w)` once `layout` has made its 1x1 conv
+a `linear` of NHWC rows: the gate `s` holds one value per input channel, the same for every row
+(`[1, ..., 1, C]`: one image, or one gate for all). That is `linear(x, w * s)`: scaling the
+`N x C` weight in place of the `rows x C` input saves writing the scaled input and reading it
+again, which pays when the input has more rows than the weight (`rows > N`; the scaled weight is
+written and read instead). efficientnet_b0 at batch 1 has ten such products, the gate kernels
+of 12544 to 196 rows; its last three stages, of 49 rows and 192 to 320 outputs, keep theirs.
+
+The scaled weight is `(w * s).reshape(N, C)`: `w` broadcast against `s` as it is, so that `fuse`
+makes one kernel of the gate (a sigmoid of the excitation, computed once per channel) and the
+product. It is made on each call, so `pack` leaves that linear to torch (`made_once`).
+
+Frozen only: values differ from eager's by rounding, `x (s w)` against `(x s) w`, as folding a
+batch norm into a conv's weight (ir/passes/freeze.py) does.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ir import ops
+from ir.core import PURE, Operation, Program, Value
+from ir.passes.decompose import Emitter, Facts, Unsupported, bind
+from ir.primitives import op_name
+from ir.types import TensorType
+
+
+def fold_input_scales(program: Program) -> None:
+    if not program.frozen:
+        return
+    facts = Facts()
+    for func in program.funcs:
+        for op in list(func.walk()):
+            if op.parent is not None and op_name(op) == "linear" and isinstance(op, ops.TorchCallOp):
+                _fold(op, facts)
+
+
+def _fold(op: Operation, facts: Facts) -> None:
+    try:
+        call = bind(op, facts)
+        scaled, weight, bias = call.tensor(), call.tensor("weight"), call.optional_tensor("bias")
+    except Unsupported:
+        return
+    found = _input_and_scale(scaled, op)
+    if found is None or len(op.results) != 1:
+        return
+    x, scale = found
+    w = weight.type
+    assert isinstance(w, TensorType)
+    if not (w.shape is not None and len(w.shape) == 2 and all(type(d) is int for d in w.shape)
+            and w.dtype == scale.type.dtype and w.device == scale.type.device  # type: ignore[union-attr]
+            and w.shape[1] == scale.type.shape[-1] and _rows(x) > w.shape[0]):  # type: ignore[union-attr]
+        return
+    e = Emitter(op, facts)
+    try:
+        scaled_weight = e.method("reshape", e.binary("*", weight, scale), *w.shape)
+        out = e.call(op.attributes["callee"], x, scaled_weight, *([] if bias is None else [bias]))
+    except Unsupported:
+        e.discard()
+        return
+    e.commit()
+    out.type = op.result.type
+    out.name = op.result.name
+    op.result.replace_all_uses_with(out)
+    op.erase()
+    mul = scaled.owner
+    if isinstance(mul, Operation) and not scaled.uses:
+        mul.erase()
+
+
+def _input_and_scale(scaled: Value, linear: Operation) -> tuple[Value, Value] | None:
+    """(x, s) when `scaled` is `x * s` (or `s * x`), used by `linear` alone, in its block, with `s`
+    one value per channel of x's last dim, x of the product's type (so `s` broadcasts to x, never
+    x to `s`) and of a floating dtype."""
+    mul = scaled.owner
+    if not (isinstance(mul, ops.BinaryOp) and mul.attributes["op"] == "*" and mul.has_trait(PURE)
+            and mul.parent is linear.parent and len(scaled.uses) == 1):
+        return None
+    t = scaled.type
+    if not (isinstance(t, TensorType) and t.shape and t.dtype in ("float32", "float64", "float16", "bfloat16")):
+        return None
+    for x, s in (mul.operands, reversed(mul.operands)):
+        st = s.type
+        if (x.type == t and isinstance(st, TensorType) and st.shape and st.dtype == t.dtype
+                and st.device == t.device and len(st.shape) <= len(t.shape)
+                and st.shape[-1] == t.shape[-1] and type(st.shape[-1]) is int
+                and all(d == 1 for d in st.shape[:-1])):
+            return x, s
+    return None
+
+
+def _rows(x: Value) -> int:
+    """How many rows x has at least: its sizes but the last, a symbolic one counting as one."""
+    shape = x.type.shape  # type: ignore[union-attr]
+    return math.prod(d if type(d) is int else 1 for d in shape[:-1])
+
+
+__all__ = ["fold_input_scales"]
