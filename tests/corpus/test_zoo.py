@@ -1,7 +1,7 @@
 """The real-model corpus, opt-in (`make corpus`): each model compiles with
 script(model, example_inputs=...) without changing its source and matches eager within the
 model's documented tolerance, plain and frozen (freeze=True), at the batch size it was compiled for and at another (the batch is
-symbolic). Needs torchvision: run in the corpus virtualenv."""
+symbolic), and frozen at batch 1. Needs torchvision: run in the corpus virtualenv."""
 
 from __future__ import annotations
 
@@ -30,6 +30,21 @@ def test_matches_eager(model: ZooModel, freeze: bool) -> None:
             with runtime.mode("strict"):  # the compiled code runs (no entry check fails)
                 problem = mismatch(model, expected, compiled(*args))
             assert problem is None, f"batch {batch}: {problem}"
+
+
+@pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
+def test_frozen_at_batch_one_matches_eager(model: ZooModel) -> None:
+    """Compiled for one image, the batch is the constant 1 (broadcasts differ from a symbolic
+    batch's): what the zoo times at batch 1, with the rewrites only a batch of one allows (a
+    squeeze-and-excitation gate scaling the next 1x1 conv's weight, ir/passes/scales.py)."""
+    eager = model.build()
+    args = model.inputs(1)
+    with torch.no_grad():
+        compiled = script(eager, example_inputs=args, freeze=True)
+        expected = eager(*args)
+        with runtime.mode("strict"):
+            problem = mismatch(model, expected, compiled(*args))
+    assert problem is None, problem
 
 
 @pytest.mark.parametrize("model", MODELS[:1], ids=[MODELS[0].name])
