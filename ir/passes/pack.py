@@ -30,6 +30,7 @@ Values differ from eager's by rounding only (another GEMM's order of sums).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from ir import ops
 from ir.core import Operation, Program, Value
@@ -45,21 +46,28 @@ MIN_PRODUCT = 2**22
 
 
 def pack_linears(program: Program) -> None:
+    for op, facts, (x, weight, bias) in frozen_linears(program):
+        _pack(op, facts, x, weight, bias)
+
+
+def frozen_linears(program: Program) -> Iterator[tuple[Operation, Facts, tuple[Value, Value, Value | None]]]:
+    """Each `F.linear(x, weight, bias)` of a frozen program (none in another) with its input,
+    weight and bias (None when certainly None), as long as it is still in the program."""
     if not program.frozen:
         return
     facts = Facts()
     for func in program.funcs:
         for op in list(func.walk()):
             if op.parent is not None and op_name(op) == "linear" and isinstance(op, ops.TorchCallOp):
-                _pack(op, facts)
+                try:
+                    call = bind(op, facts)
+                    args = call.tensor(), call.tensor("weight"), call.optional_tensor("bias")
+                except Unsupported:
+                    continue
+                yield op, facts, args
 
 
-def _pack(op: Operation, facts: Facts) -> None:
-    try:
-        call = bind(op, facts)
-        x, weight, bias = call.tensor(), call.tensor("weight"), call.optional_tensor("bias")
-    except Unsupported:
-        return
+def _pack(op: Operation, facts: Facts, x: Value, weight: Value, bias: Value | None) -> None:
     if not (_float32_cpu(x) and _float32_cpu(weight) and (bias is None or _float32_cpu(bias))
             and len(op.results) == 1 and worth_packing(x.type, weight.type) and made_once(weight)):  # type: ignore[arg-type]
         return
@@ -89,4 +97,4 @@ def _float32_cpu(v: Value) -> bool:
     return isinstance(v.type, TensorType) and v.type.dtype == "float32" and v.type.device == "cpu"
 
 
-__all__ = ["pack_linears", "worth_packing", "HELPER"]
+__all__ = ["frozen_linears", "pack_linears", "worth_packing", "HELPER"]
