@@ -47,6 +47,7 @@ def _fold(op: Operation, facts: Facts, scaled: Value, weight: Value, bias: Value
     e = Emitter(op, facts)
     try:
         scaled_weight = e.method("reshape", e.binary("*", weight, scale), *w.shape)
+        scaled_weight.name = "gated_weight"  # (a statement of its own in the generated code)
         out = e.call(op.attributes["callee"], x, scaled_weight, *([] if bias is None else [bias]))
     except Unsupported:
         e.discard()
