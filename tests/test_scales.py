@@ -53,7 +53,7 @@ def test_the_scale_may_be_either_operand_and_of_lower_rank() -> None:
 
 
 @pytest.mark.parametrize("case", ["not frozen", "as many rows as outputs", "a scale per row", "a scale per image row",
-                                  "the product used twice", "a scalar scale"])
+                                  "the product used twice", "a scalar scale", "a module's scale"])
 def test_what_does_not_fold(case: str) -> None:
     text = {
         "not frozen": gated(),
@@ -62,6 +62,7 @@ def test_what_does_not_fold(case: str) -> None:
         "a scale per image row": gated(scale="f32[1, 14, 1, 64]"),
         "the product used twice": gated(result="%0"),
         "a scalar scale": gated(scale="f32[1, 1, 1, 1]"),
+        "a module's scale": gated().replace('  %b : f32[16]@cpu', '  %g : f32[64]@cpu = py.getattr(%self) {attr = "gamma"}\n  %b : f32[16]@cpu').replace("py.binary(%s, %x)", "py.binary(%g, %x)"),
     }[case]
     if case == "the product used twice":
         text = text.replace("-> f32[1, 14, 14, 16]@cpu", "-> f32[1, 14, 14, 64]@cpu")

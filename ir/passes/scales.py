@@ -11,7 +11,9 @@ folds six, regnet_y_400mf four).
 
 The scaled weight is `(w * s).reshape(N, C)`: `w` broadcast against `s` as it is, so that `fuse`
 makes one kernel of the gate (a sigmoid of the excitation, computed once per channel) and the
-product. It is made on each call, so `pack` leaves that linear to torch (`made_once`).
+product. It is made on each call, so `pack` leaves that linear to torch (`made_once`); a scale
+that is itself made once (a module's tensor) is left as it is, so that a large weight stays
+packable.
 
 Frozen only: values differ from eager's by rounding, `x (s w)` against `(x s) w`, as folding a
 batch norm into a conv's weight (ir/passes/freeze.py) does.
@@ -24,6 +26,7 @@ import math
 from ir import ops
 from ir.core import PURE, Operation, Program, Value
 from ir.passes.decompose import Emitter, Facts, Unsupported
+from ir.passes.layout import made_once
 from ir.passes.pack import frozen_linears
 from ir.types import TensorType
 
@@ -38,6 +41,8 @@ def _fold(op: Operation, facts: Facts, scaled: Value, weight: Value, bias: Value
     if found is None or len(op.results) != 1:
         return
     x, scale = found
+    if made_once(scale):
+        return  # (a module's scale: scaling the weight once would keep it packable; not done here)
     w = weight.type
     assert isinstance(w, TensorType)
     if not (w.shape is not None and len(w.shape) == 2 and all(type(d) is int for d in w.shape)
