@@ -89,12 +89,18 @@ def worth_packing(x: TensorType, weight: TensorType) -> bool:
         return True
     if n * k < MIN_WEIGHT_FOR_ROWS or x.shape is None or not x.shape:
         return False
-    rows = math.prod(d for d in x.shape[:-1] if type(d) is int)
-    return rows * n * k >= MIN_PRODUCT
+    return known_rows(x) * n * k >= MIN_PRODUCT
+
+
+def known_rows(x: TensorType) -> int:
+    """How many rows (all sizes but the last) a tensor of type x has at least: a symbolic size
+    counts as one."""
+    assert x.shape is not None
+    return math.prod(d for d in x.shape[:-1] if type(d) is int)
 
 
 def _float32_cpu(v: Value) -> bool:
     return isinstance(v.type, TensorType) and v.type.dtype == "float32" and v.type.device == "cpu"
 
 
-__all__ = ["frozen_linears", "pack_linears", "worth_packing", "HELPER"]
+__all__ = ["frozen_linears", "known_rows", "pack_linears", "worth_packing", "HELPER"]

@@ -16,18 +16,17 @@ that is itself made once (a module's tensor) is left as it is, so that a large w
 packable.
 
 Frozen only: values differ from eager's by rounding, `x (s w)` against `(x s) w`, as folding a
-batch norm into a conv's weight (ir/passes/freeze.py) does.
+batch norm into a conv's weight (ir/passes/freeze.py) does, and where one of the products
+overflows and the other does not (`x s` beyond float's range with `s w` within it).
 """
 
 from __future__ import annotations
-
-import math
 
 from ir import ops
 from ir.core import PURE, Operation, Program, Value
 from ir.passes.decompose import Emitter, Facts, Unsupported
 from ir.passes.layout import made_once
-from ir.passes.pack import frozen_linears
+from ir.passes.pack import frozen_linears, known_rows
 from ir.types import TensorType
 
 
@@ -47,7 +46,7 @@ def _fold(op: Operation, facts: Facts, scaled: Value, weight: Value, bias: Value
     assert isinstance(w, TensorType)
     if not (w.shape is not None and len(w.shape) == 2 and all(type(d) is int for d in w.shape)
             and w.dtype == scale.type.dtype and w.device == scale.type.device  # type: ignore[union-attr]
-            and w.shape[1] == scale.type.shape[-1] and _rows(x) > w.shape[0]):  # type: ignore[union-attr]
+            and w.shape[1] == scale.type.shape[-1] and known_rows(x.type) > w.shape[0]):  # type: ignore[union-attr]
         return
     e = Emitter(op, facts)
     try:
@@ -63,6 +62,10 @@ def _fold(op: Operation, facts: Facts, scaled: Value, weight: Value, bias: Value
     op.result.replace_all_uses_with(out)
     op.erase()
     mul = scaled.owner
+    # the weight's product and its reshape carry the source line of the product they replace
+    # (`return scale * input`), which the generated code prints above them
+    for made in (scaled_weight.owner, scaled_weight.owner.operands[0].owner):  # type: ignore[union-attr]
+        made.loc = mul.loc  # type: ignore[union-attr]
     if isinstance(mul, Operation) and not scaled.uses:
         mul.erase()
 
@@ -86,12 +89,6 @@ def _input_and_scale(scaled: Value, linear: Operation) -> tuple[Value, Value] | 
                 and all(d == 1 for d in st.shape[:-1])):
             return x, s
     return None
-
-
-def _rows(x: Value) -> int:
-    """How many rows x has at least: its sizes but the last, a symbolic one counting as one."""
-    shape = x.type.shape  # type: ignore[union-attr]
-    return math.prod(d if type(d) is int else 1 for d in shape[:-1])
 
 
 __all__ = ["fold_input_scales"]
