@@ -76,6 +76,8 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
         w.line("from runtime import prepacked as _prepacked")
     if "_stacking" in needs:
         w.line("from runtime import stacking as _stacking")
+    if "_buffers" in needs:
+        w.line("from runtime import buffers as _buffers")
     w.blank()
     w.line(f"TORCHSCRIBE_FORMAT = {FORMAT}")
     w.line(f'TORCHSCRIBE_VERSION = "{header.torchscribe_version}"')

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keyword
 
 # Names the generated module binds at top level; locals must not shadow them.
-MODULE_NAMES = {"torch", "F", "math", "Tensor", "Optional", "_guards", "_prepacked", "_stacking", "COMPILED"}
+MODULE_NAMES = {"torch", "F", "math", "Tensor", "Optional", "_guards", "_prepacked", "_stacking", "_buffers", "COMPILED"}
 
 
 def function_name(sym_name: str) -> str:

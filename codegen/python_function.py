@@ -1126,6 +1126,14 @@ class FunctionEmitter:
             if op.operands[n:]:
                 parts.append(self._tuple_display(op.operands[n:]))
             return Expr(f"_prepacked.computed_once({', '.join(parts)})", PREC["atom"])
+        if isinstance(op, ops.TakeBuffersOp):  # (ir/passes/plan.py: buffers kept between calls)
+            self.needs.add("_buffers")
+            return Expr(f"_buffers.take({string_literal(a['key'])})", PREC["atom"])
+        if isinstance(op, ops.BufferOp):
+            buffers, sizes = (self.expr(v, PREC["atom"]).text for v in op.operands)
+            return Expr(f"{buffers}.get({a['slot']}, {sizes}, torch.{a['dtype']})", PREC["atom"])
+        if isinstance(op, ops.GiveBuffersOp):
+            return Expr(f"_buffers.give({self.expr(op.operands[0]).text})", PREC["atom"])
         if isinstance(op, ops.BuiltinCallOp):
             if a["callee"].startswith("math."):
                 self.needs.add("math")

@@ -626,6 +626,41 @@ class ReduceOp(Operation):
         return []
 
 
+# -- buffers a function keeps between calls (ir/passes/plan.py, runtime/buffers.py) ---------------
+class TakeBuffersOp(Operation):
+    """`_buffers.take("<key>")`: the set of buffers this call writes its large temporaries into,
+    taken from those earlier calls of the function (attribute `key`) gave back, or new: two calls
+    running at once never share one. Not pure: each call takes a set of its own."""
+
+    name = "py.take_buffers"
+
+
+class BufferOp(Operation):
+    """`buffers.get(<slot>, sizes, <dtype>)`: a dense row-major tensor of the result's type in slot
+    `slot` of the set of buffers operand 0 (py.take_buffers), whose storage outlives the call;
+    operand 1 is the sizes (a tuple). What it held before is garbage. Not pure: what the slot
+    holds changes when a kernel writes into it."""
+
+    name = "py.buffer"
+
+    def verify_(self) -> list[str]:
+        t = self.results[0].type if len(self.results) == 1 else None
+        if len(self.operands) != 2 or not isinstance(self.operands[0].owner, TakeBuffersOp):
+            return ["py.buffer takes the buffers of py.take_buffers and the sizes"]
+        if not (isinstance(t, TensorType) and t.dtype == self.attributes.get("dtype") and t.shape is not None):
+            return ["py.buffer gives a tensor of its dtype and known rank"]
+        if type(self.attributes.get("slot")) is not int:
+            return ["py.buffer's slot is an int"]
+        return []
+
+
+class GiveBuffersOp(Operation):
+    """`_buffers.give(buffers)`: hands the set back for the function's next call, before it
+    returns. (A call that raises does not: its set is dropped, so nothing it wrote is reused.)"""
+
+    name = "py.give_buffers"
+
+
 class GuardOp(Operation):
     """An entry check: when operand 0 (a bool) is false, the compiled code does not apply and
     the call runs eagerly instead (attribute `reason` says why). Guards stand at the start of a

@@ -149,3 +149,90 @@ def test_compiled_stacks_match_eager(keep: bool, tmp_path, monkeypatch) -> None:
                 with runtime.mode("strict"):
                     got = compiled(x)
                 assert_close_to_eager(got, net(x))
+
+
+# -- buffers kept between calls -----------------------------------------------------------------
+TANH2 = """\
+  %{a} : f32[B, 512, 1024]@cpu = {tanh0}
+  %{r} : f32[B, 512, 1024]@cpu = {tanh1}"""
+
+
+def _tanh2(x: str, a: str, r: str) -> str:
+    """tanh(tanh(x)): two ops, so that `fuse` makes a kernel of them (a lone op stays torch's)."""
+    return TANH2.format(a=a, r=r, tanh0=TANH.format(x=x), tanh1=TANH.format(x=a))
+
+
+def _chain(ret: str = "%s", extra: str = "", later: str = "l1") -> str:
+    """Two kernels of x (x is the caller's: nothing writes over it), k0 then k1, each output 2 MB
+    an image, read by a linear to 512 KB an image; the linears' results summed."""
+    return f"""\
+func @f(%x: f32[B, 512, 1024]@cpu, %w: f32[256, 1024]@cpu) -> f32[B, 512, 256]@cpu {{
+{_tanh2("x", "a0", "k0")}
+  %l1 : f32[B, 512, 256]@cpu = {LINEAR.format(x="k0", w="w")}
+{_tanh2("x", "a1", "k1")}
+  %l2 : f32[B, 512, 256]@cpu = {LINEAR.format(x="k1", w="w")}
+  %s : f32[B, 512, 256]@cpu = torch.call(%{later}, %l2) {{callee = "torch.add", aten = "aten::add.Tensor"}}
+{extra}  func.return({ret})
+}}
+"""
+
+
+def test_a_kernels_large_output_goes_into_a_kept_buffer() -> None:
+    out = planned(_chain())
+    assert """\
+  %buffers : Any = py.take_buffers() {key = "f"}
+  %0 : int = py.constant() {value = 0}
+  %1 : int = torch.method(%x, %0) {method = "size", aten = "aten::size.int"}
+  %2 : int = py.constant() {value = 512}
+  %3 : int = py.constant() {value = 1024}
+  %4 : tuple[int, int, int] = py.tuple(%1, %2, %3)
+  %5 : f32[B, 512, 1024]@cpu = py.buffer(%buffers, %4) {slot = 0, dtype = "float32"}
+  %k0 : f32[B, 512, 1024]@cpu = kernel.pointwise(%x, %5) {name = "f_k0_tanh", inputs = 1, into = (0,)} {""" in out, out
+    assert out.count("py.take_buffers") == 1 and out.count("py.buffer(") == 2
+    # k1 runs after k0's output died: the same slot
+    assert '= py.buffer(%buffers, %10) {slot = 0, dtype = "float32"}\n  %k1 :' in out, out
+    assert out.endswith("  py.give_buffers(%buffers)\n  func.return(%s)\n}\n"), out
+
+
+def test_outputs_alive_at_once_take_slots_of_their_own() -> None:
+    """k0's output is read again after k1 ran: k1 needs another slot."""
+    text = _chain(later="l3").replace("  %s :", f'  %l3 : f32[B, 512, 256]@cpu = {LINEAR.format(x="k0", w="w")}\n  %s :')
+    out = planned(text)
+    assert '{slot = 0, dtype = "float32"}\n  %k0 :' in out and '{slot = 1, dtype = "float32"}\n  %k1 :' in out, out
+
+
+@pytest.mark.parametrize("case", ["returned", "returned in a tuple", "a view returned", "under MIN_BYTES", "python kept"])
+def test_outputs_the_caller_can_see_or_small_ones_are_not_kept(case: str) -> None:
+    text = _chain()
+    if case == "returned":
+        text = _chain(ret="%k1").replace("-> f32[B, 512, 256]@cpu {", "-> f32[B, 512, 1024]@cpu {")
+    elif case == "returned in a tuple":
+        text = _chain(ret="%t", extra="  %t : tuple[Tensor, Tensor] = py.tuple(%s, %k1)\n").replace(
+            "-> f32[B, 512, 256]@cpu {", "-> tuple[f32[B, 512, 256]@cpu, Tensor] {")
+    elif case == "a view returned":
+        text = _chain(ret="%t", extra='  %v : f32[B, 1024, 512]@cpu = torch.method(%k1) {method = "mT", alias_of = 0, aten = "aten::mT"}\n'
+                                      "  %t : tuple[Tensor, Tensor] = py.tuple(%s, %v)\n").replace(
+            "-> f32[B, 512, 256]@cpu {", "-> tuple[f32[B, 512, 256]@cpu, Tensor] {")
+    elif case == "under MIN_BYTES":  # (512 KB an image)
+        text = text.replace("[B, 512, ", "[B, 128, ")
+    else:
+        text = text.replace("  func.return(%s)", '  py.opaque() {kind = "stmt", lines = ("pass",), reads = (), writes = (), reason = "kept"}\n  func.return(%l2)')
+    out = planned(text)
+    if case in ("under MIN_BYTES", "python kept"):
+        assert "py.take_buffers" not in out, out
+    else:  # (k0's output stays kept: only k1's is seen)
+        assert out.count("py.buffer(") == 1 and "%k0 : f32[B, 512, 1024]@cpu = kernel.pointwise(%x, %" in out, out
+
+
+def test_an_output_written_over_a_dying_input_is_not_given_a_buffer() -> None:
+    """The kernel writes over the first linear's result, which dies into it (`reuse`)."""
+    text = f"""\
+func @f(%x: f32[B, 512, 256]@cpu, %w1: f32[1024, 256]@cpu, %w2: f32[256, 1024]@cpu) -> f32[B, 512, 256]@cpu {{
+  %l1 : f32[B, 512, 1024]@cpu = {LINEAR.format(x="x", w="w1")}
+{_tanh2("l1", "a", "k")}
+  %l2 : f32[B, 512, 256]@cpu = {LINEAR.format(x="k", w="w2")}
+  func.return(%l2)
+}}
+"""
+    out = planned(text)
+    assert "reuse = ((0, 0),)" in out and "py.buffer" not in out, out

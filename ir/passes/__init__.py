@@ -46,7 +46,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("dce", dce),
     ("reuse", reuse_buffers),  # kernels write over inputs that die into them
     ("pack", pack_linears),  # a frozen program: linear layers with their weight in oneDNN's layout
-    ("plan", plan_memory),  # large GEMM results into the storage of dead temporaries
+    ("plan", plan_memory),  # large GEMM results into dead temporaries; kernel outputs into kept buffers
 ]
 PASS_NAMES = [name for name, _ in PIPELINE]
 # PIPELINE as defined here: script()'s cache (transpiler/jit_cache.py) tells a pipeline patched in

@@ -20,6 +20,11 @@ A class may be taken when it was allocated by this function (a fresh extern resu
 kernel's own output) and holds no argument, parameter, returned or pinned value. The class's
 last use is the latest top-level op that uses any of its values; the GEMM must stand after it.
 Only the function's own block is planned (a value used in a loop is used on every iteration).
+
+Then the large outputs of pointwise kernels that nothing outside the call can see go into
+buffers the function keeps between calls (`keep_buffers`, runtime/buffers.py): how often a fresh
+tensor faults depends on what the rest of the process allocated (glibc gives the heap's top back
+once enough of it is free), and a kept buffer's pages stay mapped.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from ir.passes.fuse import FRESH_RESULTS, fresh_row_major
 from ir.passes.layout import PACKED_CONV
 from ir.passes.pack import HELPER as PACKED_LINEAR
 from ir.primitives import op_name
-from ir.types import TensorType
+from ir.types import ANY, TensorType
 
 # runtime helpers whose result is a new tensor and that only read their operands
 FRESH_BUILTINS = frozenset({PACKED_CONV, PACKED_LINEAR})
@@ -49,6 +54,7 @@ def plan_memory(program: Program) -> None:
     for func in program.funcs:
         if not any(isinstance(op, ops.OpaqueOp) for op in func.walk()):  # (Python may read locals by name)
             _Planner(func.regions[0].block).run()
+            _Planner(func.regions[0].block).keep_buffers(func.sym_name)  # (classes as the GEMMs left them)
 
 
 class _Planner:
@@ -79,7 +85,8 @@ class _Planner:
             self.allocated[ra] = self.allocated.pop(rb)
         self.last[ra] = max(self.last.get(ra, -1), self.last.pop(rb, -1))
 
-    def run(self) -> None:
+    def run_analysis(self) -> None:
+        """Storage classes, what each allocates, and the position of each class's last use."""
         for arg in self.block.args:
             self.pinned.add(self.find(arg))
         for i, op in enumerate(self.block.ops):
@@ -87,6 +94,9 @@ class _Planner:
             for v in self.values_used(op):
                 root = self.find(v)
                 self.last[root] = max(self.last.get(root, -1), i)
+
+    def run(self) -> None:
+        self.run_analysis()
         targets = [op for op in self.block.ops if self.target(op)]
         position = {op: i for i, op in enumerate(self.block.ops)}
         for op in targets:
@@ -136,6 +146,9 @@ class _Planner:
                 self.pinned.add(self.find(r))  # (a parameter, a buffer: not ours to write)
             return
         alias = op.get_trait(AliasOf)
+        if alias is not None and "out" in op.attributes.get("kwnames", ()):
+            self.union(results[0], op.operands[alias.index])  # (`out=`: the result is that tensor; the rest are read)
+            return
         fresh = (op_name(op) in FRESH_RESULTS or op_name(op) == "new_empty") and alias is None \
             and not op.attributes.get("mutates") and len(results) == 1
         if fresh:
@@ -201,6 +214,72 @@ class _Planner:
         self.parent[gemm.result] = self.find(found)
         op.result.replace_all_uses_with(gemm.result)
         op.erase()
+
+
+    # -- buffers kept between calls ------------------------------------------------------------
+    def keep_buffers(self, key: str) -> None:
+        """Each large output of a pointwise kernel whose storage class this function allocates
+        and nothing outside the call can see (not pinned) is written into a slot of the buffers
+        the function keeps between calls (`py.buffer`, runtime/buffers.py), so the call maps and
+        faults no new pages for it. Slots are shared by outputs whose lives do not overlap: a
+        slot is free at a kernel once the last use of what it held comes before the kernel."""
+        self.run_analysis()
+        slots: list[list[int]] = []  # per slot: [position of the last use of what it holds, bytes]
+        chosen: list[tuple[ops.KernelOp, int, int, tuple]] = []
+        for i, op in enumerate(self.block.ops):
+            if not isinstance(op, ops.PointwiseKernelOp) or op.attributes.get("into"):
+                continue
+            over = {k for k, _ in op.attributes.get("reuse", ())}
+            for k, r in enumerate(op.results):
+                t, root = r.type, self.find(r)
+                if (k in over or not isinstance(t, TensorType) or t.device != "cpu" or root in self.pinned
+                        or self.allocated.get(root) is not r or _static_bytes(t) < MIN_BYTES):
+                    continue
+                sizes = _sizes_from(t, op.operands[:op.attributes["inputs"]])
+                if sizes is None:
+                    continue
+                need = _static_bytes(t)
+                free = [s for s in slots if s[0] < i]  # (what a slot held is dead before this kernel)
+                slot = min(free, key=lambda s: (s[1] < need, abs(s[1] - need)), default=None)  # (the closest fit)
+                if slot is None:
+                    slot = [0, 0]
+                    slots.append(slot)
+                slot[0], slot[1] = max(self.last.get(root, i), i), max(slot[1], need)
+                chosen.append((op, k, slots.index(slot), sizes))
+        if not chosen:
+            return
+        take = ops.TakeBuffersOp([], [ANY], {"key": key}, loc=chosen[0][0].loc)
+        take.result.name = "buffers"
+        self.block.insert_before(chosen[0][0], take)
+        for op, k, slot, sizes in chosen:
+            e = Emitter(op, Facts())
+            parts = [e.size(*s) if isinstance(s, tuple) else s for s in sizes]
+            shape = e.tuple(*[e.value(p) for p in parts]) if any(isinstance(p, Value) for p in parts) \
+                else e.value(tuple(parts))
+            e.commit()
+            buffer = ops.BufferOp([take.result, shape], [op.results[k].type],
+                                  {"slot": slot, "dtype": op.results[k].type.dtype}, loc=op.loc)  # type: ignore[union-attr]
+            self.block.insert_before(op, buffer)
+            op._add_operand(buffer.result)
+            op.attributes["into"] = (*op.attributes.get("into", ()), k)
+        end = self.block.terminator
+        assert end is not None
+        self.block.insert_before(end, ops.GiveBuffersOp([take.result], [], {}, loc=end.loc))
+
+
+def _sizes_from(t: TensorType, inputs: list[Value]) -> list[object] | None:
+    """Each size of `t`: an int, or (input, dim) of a kernel input that has that symbolic size."""
+    sizes: list[object] = []
+    for dim in t.shape or ():
+        if type(dim) is int:
+            sizes.append(dim)
+            continue
+        found = next(((v, list(v.type.shape).index(dim)) for v in inputs  # type: ignore[union-attr]
+                      if isinstance(v.type, TensorType) and v.type.shape is not None and dim in v.type.shape), None)
+        if found is None:
+            return None
+        sizes.append(found)
+    return sizes
 
 
 def _packed_linear(v: Value) -> bool:
