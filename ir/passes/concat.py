@@ -118,12 +118,12 @@ def _plan(cat: Operation, facts: Facts) -> _Plan | None:
     sizes = [d for p in parts for d in p.value.type.shape if type(d) is not int]  # type: ignore[union-attr]
     early = [v for v in _inputs(parts) if not (isinstance(v.owner, Operation) and v.owner in order
                                                 and order[v.owner] > order[first])]
-    move = any(_source(d, early) is None for d in sizes)
+    move = any(size_source(d, early) is None for d in sizes)
     if move:
         inputs = _inputs(parts)
         if not all(_movable(p.kernel, cat, order) for p in parts):
             return None
-        if any(_source(d, inputs) is None for d in sizes):
+        if any(size_source(d, inputs) is None for d in sizes):
             return None  # (a size no input has: the launcher broadcasts the inputs' shapes for it)
     dim_value %= rank
     return _Plan(parts, TO_NCHW[dim_value] if channels_last else dim_value, channels_last, move,
@@ -216,18 +216,18 @@ def _rewrite(cat: Operation, plan: _Plan, facts: Facts) -> None:
     for d in range(len(shapes[0])):
         total: object = 0
         for dim in ([s[d] for s in shapes] if d == plan.along else [shapes[0][d]]):
-            total = _plus(e, total, _size(e, dim, inputs))
+            total = _plus(e, total, size_value(e, dim, inputs))
         sizes.append(total)
     out_type = cat.result.type
     assert isinstance(out_type, TensorType)
-    shape = e.tuple(*[e.value(s) for s in sizes]) if any(isinstance(s, Value) for s in sizes) else e.value(tuple(sizes))
+    shape = e.shape(sizes)
     buf = e.method("new_empty", inputs[0], shape, dtype=Dtype(out_type.dtype))  # type: ignore[arg-type]
     buf.type = TensorType(out_type.dtype, tuple(out_type.shape[i] for i in TO_NHWC) if plan.channels_last  # type: ignore[index]
                           else out_type.shape, out_type.device)
     buf.name = cat.result.name or "cat"
     starts, lengths = [], []
     for s in shapes:
-        lengths.append(_size(e, s[plan.along], inputs))
+        lengths.append(size_value(e, s[plan.along], inputs))
         starts.append(_plus(e, starts[-1], lengths[-2]) if starts else 0)
     e.commit()
     for p, start, length, s in zip(plan.parts, starts, lengths, shapes):  # (each view just before its kernel)
@@ -252,7 +252,7 @@ def _rewrite(cat: Operation, plan: _Plan, facts: Facts) -> None:
             p.permute.erase()
 
 
-def _source(dim: object, inputs: list[Value]) -> tuple[Value, int] | None:
+def size_source(dim: object, inputs: list[Value]) -> tuple[Value, int] | None:
     """An input and the dim of it that has the size `dim`."""
     for v in inputs:
         t = v.type
@@ -261,13 +261,13 @@ def _source(dim: object, inputs: list[Value]) -> tuple[Value, int] | None:
     return None
 
 
-def _size(e: Emitter, dim: object, inputs: list[Value]) -> object:
+def size_value(e: Emitter, dim: object, inputs: list[Value]) -> object:
     """A size as an int, or as `x.size(d)` of an input that has it."""
     if type(dim) is int:
         return dim
-    found = _source(dim, inputs)
+    found = size_source(dim, inputs)
     assert found is not None  # (_plan checked)
     return e.size(*found)
 
 
-__all__ = ["write_into_cats"]
+__all__ = ["write_into_cats", "size_source", "size_value"]

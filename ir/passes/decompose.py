@@ -359,6 +359,12 @@ class Emitter:
     def tuple(self, *values: Value) -> Value:
         return self._add(ops.TupleOp(list(values), [TupleType(tuple(v.type for v in values))]))
 
+    def shape(self, sizes: Sequence[Operand]) -> Value:
+        """A tuple of sizes, ints or int values: one constant when every size is an int."""
+        if any(isinstance(n, Value) for n in sizes):
+            return self.tuple(*[self.value(n) for n in sizes])
+        return self.value(tuple(sizes))
+
     def cast(self, x: Value, dtype: str) -> Value:
         return x if _dtype(x) == dtype else self.method("to", x, Dtype(dtype))
 

@@ -221,10 +221,10 @@ def group_norm(e: Emitter, c: Call) -> Value:
     bias = _affine_param(c, "bias", [channels], d)
     inner = e.count(x, range(2, rank))
     inner = channels // groups * inner if isinstance(inner, int) else e.binary("*", inner, channels // groups)
-    grouped = e.method("reshape", xc, _sizes(e, [e.size(x, 0), groups, inner]))
+    grouped = e.method("reshape", xc, e.shape([e.size(x, 0), groups, inner]))
     _, diff = _centered(e, grouped, grouped, (2,))
     rstd = e.call("torch.rsqrt", e.binary("+", _biased_var(e, grouped, diff, (2,)), c.arg("eps")))
-    out = e.method("reshape", e.binary("*", diff, rstd), _sizes(e, [e.size(x, i) for i in range(rank)]))
+    out = e.method("reshape", e.binary("*", diff, rstd), e.shape([e.size(x, i) for i in range(rank)]))
     out = _scale_shift(e, out, _channel_param(e, weight, rank), _channel_param(e, bias, rank))
     return e.cast(out, d)
 
@@ -249,13 +249,6 @@ def instance_norm(e: Emitter, c: Call) -> Value:
     rstd = e.call("torch.rsqrt", e.binary("+", _biased_var(e, x, diff, dims), c.arg("eps")))
     out = _scale_shift(e, e.binary("*", diff, rstd), _channel_param(e, weight, rank), _channel_param(e, bias, rank))
     return e.cast(out, d)
-
-
-def _sizes(e: Emitter, sizes: Sequence[Operand]) -> Operand:
-    """A size list: a constant tuple when every size is an int, else a tuple display."""
-    if all(isinstance(s, int) for s in sizes):
-        return tuple(sizes)
-    return e.tuple(*[e.value(s) for s in sizes])
 
 
 @rule("batch_norm")
@@ -800,7 +793,7 @@ def flatten(e: Emitter, c: Call) -> Value:
         return x  # eager returns the input itself
     sizes = [e.size(x, i) for i in range(start)] + [e.count(x, range(start, end + 1))]
     sizes += [e.size(x, i) for i in range(end + 1, rank)]
-    return e.method("reshape", x, _sizes(e, sizes))
+    return e.method("reshape", x, e.shape(sizes))
 
 
 @rule("unflatten")
@@ -824,12 +817,12 @@ def unflatten(e: Emitter, c: Call) -> Value:
     else:
         new = list(sizes)
     shape = [e.size(x, i) for i in range(dim)] + new + [e.size(x, i) for i in range(dim + 1, rank)]
-    return e.method("view", x, _sizes(e, shape))
+    return e.method("view", x, e.shape(shape))
 
 
 def _shaped_like(e: Emitter, c: Call, method: str) -> Value:
     other = c.tensor("other")
-    return e.method(method, c.tensor(), _sizes(e, [e.size(other, i) for i in range(_rank(other))]))
+    return e.method(method, c.tensor(), e.shape([e.size(other, i) for i in range(_rank(other))]))
 
 
 @rule("expand_as")
@@ -890,8 +883,8 @@ def conv2d_of_pixels(e: Emitter, c: Call) -> Value:
             raise Unsupported(f"{name} is not known to be valid")
         if name == "stride" and c.const("padding") == "same" and any(v != 1 for v in steps):
             raise Unsupported("padding='same' with a stride raises in eager")
-    rows = e.method("reshape", x, _sizes(e, [e.size(x, 0), e.size(x, 1)]))
-    out = e.call("torch.nn.functional.linear", rows, e.method("reshape", weight, _sizes(e, [e.size(weight, 0), e.size(weight, 1)])))
+    rows = e.method("reshape", x, e.shape([e.size(x, 0), e.size(x, 1)]))
+    out = e.call("torch.nn.functional.linear", rows, e.method("reshape", weight, e.shape([e.size(weight, 0), e.size(weight, 1)])))
     if bias is not None:
         out = e.binary("+", out, bias)
     return e.method("unsqueeze", e.method("unsqueeze", out, -1), -1)

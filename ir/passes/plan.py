@@ -35,6 +35,7 @@ from ir import ops
 from ir.core import AliasOf, Block, Operation, Program, Value
 from ir.passes.decompose import Emitter, Facts
 from ir.passes.canonicalize import immutable
+from ir.passes.concat import size_source, size_value
 from ir.passes.functionalize import holds_tensors
 from ir.passes.fuse import FRESH_RESULTS, fresh_row_major
 from ir.passes.layout import PACKED_CONV
@@ -215,7 +216,6 @@ class _Planner:
         op.result.replace_all_uses_with(gemm.result)
         op.erase()
 
-
     # -- buffers kept between calls ------------------------------------------------------------
     def keep_buffers(self, key: str) -> None:
         """Each large output of a pointwise kernel whose storage class this function allocates
@@ -225,7 +225,7 @@ class _Planner:
         slot is free at a kernel once the last use of what it held comes before the kernel."""
         self.run_analysis()
         slots: list[list[int]] = []  # per slot: [position of the last use of what it holds, bytes]
-        chosen: list[tuple[ops.KernelOp, int, int, tuple]] = []
+        chosen: list[tuple[ops.KernelOp, int, int]] = []
         for i, op in enumerate(self.block.ops):
             if not isinstance(op, ops.PointwiseKernelOp) or op.attributes.get("into"):
                 continue
@@ -235,9 +235,9 @@ class _Planner:
                 if (k in over or not isinstance(t, TensorType) or t.device != "cpu" or root in self.pinned
                         or self.allocated.get(root) is not r or _static_bytes(t) < MIN_BYTES):
                     continue
-                sizes = _sizes_from(t, op.operands[:op.attributes["inputs"]])
-                if sizes is None:
-                    continue
+                inputs = op.operands[:op.attributes["inputs"]]
+                if any(type(d) is not int and size_source(d, inputs) is None for d in t.shape):  # type: ignore[union-attr]
+                    continue  # (a size none of its inputs has)
                 need = _static_bytes(t)
                 free = [s for s in slots if s[0] < i]  # (what a slot held is dead before this kernel)
                 slot = min(free, key=lambda s: (s[1] < need, abs(s[1] - need)), default=None)  # (the closest fit)
@@ -245,17 +245,16 @@ class _Planner:
                     slot = [0, 0]
                     slots.append(slot)
                 slot[0], slot[1] = max(self.last.get(root, i), i), max(slot[1], need)
-                chosen.append((op, k, slots.index(slot), sizes))
+                chosen.append((op, k, slots.index(slot)))
         if not chosen:
             return
         take = ops.TakeBuffersOp([], [ANY], {"key": key}, loc=chosen[0][0].loc)
         take.result.name = "buffers"
         self.block.insert_before(chosen[0][0], take)
-        for op, k, slot, sizes in chosen:
+        for op, k, slot in chosen:
             e = Emitter(op, Facts())
-            parts = [e.size(*s) if isinstance(s, tuple) else s for s in sizes]
-            shape = e.tuple(*[e.value(p) for p in parts]) if any(isinstance(p, Value) for p in parts) \
-                else e.value(tuple(parts))
+            inputs = op.operands[:op.attributes["inputs"]]
+            shape = e.shape([size_value(e, d, inputs) for d in op.results[k].type.shape])  # type: ignore[union-attr]
             e.commit()
             buffer = ops.BufferOp([take.result, shape], [op.results[k].type],
                                   {"slot": slot, "dtype": op.results[k].type.dtype}, loc=op.loc)  # type: ignore[union-attr]
@@ -265,21 +264,6 @@ class _Planner:
         end = self.block.terminator
         assert end is not None
         self.block.insert_before(end, ops.GiveBuffersOp([take.result], [], {}, loc=end.loc))
-
-
-def _sizes_from(t: TensorType, inputs: list[Value]) -> list[object] | None:
-    """Each size of `t`: an int, or (input, dim) of a kernel input that has that symbolic size."""
-    sizes: list[object] = []
-    for dim in t.shape or ():
-        if type(dim) is int:
-            sizes.append(dim)
-            continue
-        found = next(((v, list(v.type.shape).index(dim)) for v in inputs  # type: ignore[union-attr]
-                      if isinstance(v.type, TensorType) and v.type.shape is not None and dim in v.type.shape), None)
-        if found is None:
-            return None
-        sizes.append(found)
-    return sizes
 
 
 def _packed_linear(v: Value) -> bool:
