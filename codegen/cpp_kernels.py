@@ -155,7 +155,7 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
     strided = [_strided_dims(v.type, shape) for v in tensors]  # type: ignore[arg-type]
     name = op.attributes["name"]
     aliased = {j: k for k, j in op.attributes.get("reuse", ())}  # input -> the output over it
-    into = sorted(op.destinations)  # outputs written into a view: their strides are parameters
+    into = op.views_written  # outputs written into a view: their strides are parameters
     assert not into or (rank > 0 and isinstance(op, ops.PointwiseKernelOp))  # (ir/passes/concat.py)
     params = [("int64_t", f"n{i}") for i in range(rank)]  # (C++ type, name)
     for k, r in enumerate(op.results):

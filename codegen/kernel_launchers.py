@@ -103,7 +103,8 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
     n_in = k.attributes["inputs"]
     params = [f"in{i}: Tensor" for i in range(n_in)]
     params += [f"s{i}: {'float' if t == 'double' else 'int'}" for i, t in enumerate(sig.scalars)]
-    params += [f"into{m}: Tensor" for m in range(len(sig.strided))]
+    given = list(k.attributes.get("into", ()))  # outputs written into a tensor passed in, in operand order
+    params += [f"into{m}: Tensor" for m in range(len(given))]
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
     w.line(f"def {sig.name}_cpp({', '.join(params)}) -> {result}:")
     with w.indent():
@@ -123,8 +124,8 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
             if o in over:  # in{i} dies here: its storage holds the output
                 w.line(f"{name} = in{over[o]}.contiguous()")
                 continue
-            if o in sig.strided:  # a view of a larger tensor (ir/passes/concat.py)
-                w.line(f"{name} = into{sig.strided.index(o)}")
+            if o in given:  # a view of a larger tensor (ir/passes/concat.py), or a kept buffer (plan.py)
+                w.line(f"{name} = into{given.index(o)}")
                 continue
             dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
             w.line(f"{name} = torch.empty({', '.join(dims) or '()'}, dtype=torch.{dtype})")

@@ -256,7 +256,8 @@ class _Kernel:
         self.n_in: int = op.attributes["inputs"]
         self.tensors = op.operands[:self.n_in]
         self.scalars = op.scalar_inputs
-        self.into = sorted(op.destinations)  # outputs written into views, with all their strides
+        self.into = op.views_written  # outputs written into views, with all their strides
+        self.given = list(op.attributes.get("into", ()))  # outputs written into a tensor passed in
         assert not self.into or (self.rank > 0 and isinstance(op, ops.PointwiseKernelOp))  # (ir/passes/concat.py)
         self.strided = [_strided_dims(v.type, self.shape) for v in self.tensors]  # type: ignore[arg-type]
         self.body = op.body
@@ -699,7 +700,7 @@ def _launcher(k: _Kernel) -> str:
     params = [f"in{j}: Tensor" for j in range(k.n_in)]
     params += [f"s{j}: {'float' if v.type == FLOAT else 'bool' if v.type == BOOL else 'int'}"
                for j, v in enumerate(k.scalars)]
-    params += [f"into{m}: Tensor" for m in range(len(k.into))]
+    params += [f"into{m}: Tensor" for m in range(len(k.given))]
     outs = [f"out{j}" for j in range(len(k.op.results))]
     result = "Tensor" if len(outs) == 1 else f"tuple[{', '.join(['Tensor'] * len(outs))}]"
     w.line(f"def {k.name}_triton({', '.join(params)}) -> {result}:")
@@ -714,8 +715,8 @@ def _launcher(k: _Kernel) -> str:
                 w.line(f"n{i} = {text}")
                 sizes[i] = f"n{i}"
         for j, r in enumerate(k.op.results):
-            if j in k.into:  # a view of a larger tensor (ir/passes/concat.py)
-                w.line(f"out{j} = into{k.into.index(j)}")
+            if j in k.given:  # a view of a larger tensor (ir/passes/concat.py), or a kept buffer (plan.py)
+                w.line(f"out{j} = into{k.given.index(j)}")
                 continue
             dims = ", ".join(sizes[:-1] + ["1"] if k.is_row_output(j) else sizes) or "()"
             w.line(f"out{j} = torch.empty({dims}, dtype=torch.{r.type.dtype}, device=in0.device)")  # type: ignore[union-attr]

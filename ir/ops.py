@@ -536,10 +536,10 @@ class KernelOp(Kernel):
     and the scalars, and ends in scf.yield of one element per output. Attribute `name`: the
     kernel's name in the generated code; `inputs`: how many operands are tensors.
 
-    Attribute `into` (ir/passes/concat.py), when present: for each output it lists, in order,
-    one more operand after the scalars, a tensor of that output's type (a view of a larger
-    buffer) that the kernel writes the output into; the output is then that tensor. Such a
-    kernel writes its destinations, so it is not pure."""
+    Attribute `into`, when present: for each output it lists, in order, one more operand after
+    the scalars, a tensor of that output's type that the kernel writes the output into (a view
+    of a larger buffer: ir/passes/concat.py; a kept buffer, py.buffer: ir/passes/plan.py); the
+    output is then that tensor. Such a kernel writes its destinations, so it is not pure."""
 
     @property
     def traits(self) -> frozenset[Trait]:  # type: ignore[override]
@@ -562,6 +562,13 @@ class KernelOp(Kernel):
         """Output index -> the tensor it is written into (attribute `into`)."""
         into = self.attributes.get("into", ())
         return dict(zip(into, self.operands[len(self.operands) - len(into):]))
+
+    @property
+    def views_written(self) -> list[int]:
+        """The outputs written into a view they are given (ir/passes/concat.py), whose strides
+        the code takes, in order; an output given a kept buffer (py.buffer: dense, row-major)
+        is written as a new output is."""
+        return sorted(k for k, v in self.destinations.items() if not isinstance(v.owner, BufferOp))
 
     def verify_(self) -> list[str]:
         errors = []

@@ -71,14 +71,16 @@ class Net(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = torch.tanh(x * 2.0 + 1.0)
         w = torch.sigmoid(x) * 3.0 - x
-        u = self.up(h)
+        n = F.layer_norm(x, (256,))
+        u = self.up(h) + self.up(n)
         y = self.down(F.silu(u) - u * 0.5)
-        return y, torch.relu(h - y) * w
+        return y, torch.relu(h - y) * w * n
 """
 
 
 def test_kept_buffers_give_eagers_values_call_after_call(tmp_path, monkeypatch) -> None:
-    """The net's temporary h, 1 MB an image and read again at the end, goes into a kept buffer; calls at batch 2, 3
+    """The net's temporaries h and the layer norm (a row-reduction kernel), 1 MB an image each,
+    go into kept buffers, both read again at the end; calls at batch 2, 3
     and 2 again, in strict mode, match eager, and the results of the first call are not changed
     by the later ones."""
     from transpiler import script
@@ -90,7 +92,8 @@ def test_kept_buffers_give_eagers_values_call_after_call(tmp_path, monkeypatch) 
         with torch.no_grad():
             compiled = script(net, example_inputs=(torch.randn(2, 1024, 256),))
             text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-            assert text.count("buffers.get(") == 1 and "_buffers.give(buffers)" in text, text
+            assert text.count("buffers.get(") == 2 and "_buffers.give(buffers)" in text, text
+            assert "buffers.get(0, " in text and "buffers.get(1, " in text, text  # (one kernel's two outputs)
             first_x = torch.randn(2, 1024, 256)
             with runtime.mode("strict"):
                 first = compiled(first_x)

@@ -236,3 +236,12 @@ func @f(%x: f32[B, 512, 256]@cpu, %w1: f32[1024, 256]@cpu, %w2: f32[256, 1024]@c
 """
     out = planned(text)
     assert "reuse = ((0, 0),)" in out and "py.buffer" not in out, out
+
+
+def test_a_product_written_as_an_operator_gives_a_new_tensor() -> None:
+    """`k0 @ wt` (py.binary) reads k0 and returns a new tensor, as `linear` does: k0 is still
+    kept (an op the planner did not know would pin everything it touches)."""
+    text = _chain().replace("%w: f32[256, 1024]@cpu", "%w: f32[256, 1024]@cpu, %wt: f32[1024, 256]@cpu").replace(
+        "%l1 : f32[B, 512, 256]@cpu = " + LINEAR.format(x="k0", w="w"), '%l1 : f32[B, 512, 256]@cpu = py.binary(%k0, %wt) {op = "@"}')
+    assert 'py.binary(%k0, %wt) {op = "@"}' in text
+    assert planned(text).count("py.buffer(") == 2

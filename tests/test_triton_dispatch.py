@@ -85,6 +85,12 @@ def attention(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     return p @ v, p
 
 
+def kept(x: Tensor, w: Tensor) -> Tensor:
+    h = torch.tanh(x * 2.0 + 1.0)
+    p = torch.softmax(x * 0.5, dim=-1)
+    return h @ w + p @ w
+
+
 class Loop(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -188,6 +194,18 @@ def test_kernels_that_write_over_a_dying_temporary(fns, tmp_path, monkeypatch) -
     g = through_triton(fns.attention, (q, k, v), tmp_path / "attention", monkeypatch)
     q, k, v = randn(3, 5, 16), randn(3, 7, 16), randn(3, 7, 16)
     assert_close_to_eager(g(q, k, v), fns.attention(q, k, v))
+
+
+def test_a_kernel_writing_into_a_kept_buffer(fns, tmp_path, monkeypatch) -> None:
+    """On the CPU, h and p (1 MB an image each, dead after their products; p of a row-reduction
+    kernel) go into buffers the function keeps between calls (ir/passes/plan.py): the Triton
+    launchers write into them as into new outputs."""
+    x, w = randn(2, 512, 512), randn(512, 8)
+    f = through_triton(fns.kept, (x, w), tmp_path, monkeypatch)
+    assert next(tmp_path.glob("jit/*.py")).read_text().count("buffers.get(") == (2 if DEVICE == "cpu" else 0)
+    for batch in (2, 1, 2):
+        x = randn(batch, 512, 512)
+        assert_close_to_eager(f(x, w), fns.kept(x, w))
 
 
 def test_a_module_calling_kernels_in_a_loop(fns, tmp_path, monkeypatch) -> None:

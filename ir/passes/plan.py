@@ -21,7 +21,8 @@ kernel's own output) and holds no argument, parameter, returned or pinned value.
 last use is the latest top-level op that uses any of its values; the GEMM must stand after it.
 Only the function's own block is planned (a value used in a loop is used on every iteration).
 
-Then the large outputs of pointwise kernels that nothing outside the call can see go into
+Then the large outputs of fused kernels (pointwise and row-reduction) that nothing outside the
+call can see go into
 buffers the function keeps between calls (`keep_buffers`, runtime/buffers.py): how often a fresh
 tensor faults depends on what the rest of the process allocated (glibc gives the heap's top back
 once enough of it is free), and a kept buffer's pages stay mapped.
@@ -133,6 +134,10 @@ class _Planner:
         if isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"] in FRESH_BUILTINS and len(results) == 1:
             self.allocate(results[0])  # (reads its operands, returns a new tensor)
             return
+        if isinstance(op, (ops.BinaryOp, ops.UnaryOp)) and len(results) == 1 \
+                and all(isinstance(v.type, TensorType) or immutable(v.type) for v in op.operands):
+            self.allocate(results[0])  # (`a @ b`, `-x` on tensors: a new tensor)
+            return
         if op.regions or not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp, ops.ListOp, ops.TupleOp,
                                              ops.GetItemOp, ops.UnpackOp, ops.GetAttrOp, ops.ConstantOp)):
             for r in results:  # (a call we cannot see into: what it touches may be kept anywhere)
@@ -218,7 +223,7 @@ class _Planner:
 
     # -- buffers kept between calls ------------------------------------------------------------
     def keep_buffers(self, key: str) -> None:
-        """Each large output of a pointwise kernel whose storage class this function allocates
+        """Each large output of a fused kernel whose storage class this function allocates
         and nothing outside the call can see (not pinned) is written into a slot of the buffers
         the function keeps between calls (`py.buffer`, runtime/buffers.py), so the call maps and
         faults no new pages for it. Slots are shared by outputs whose lives do not overlap: a
@@ -227,7 +232,7 @@ class _Planner:
         slots: list[list[int]] = []  # per slot: [position of the last use of what it holds, bytes]
         chosen: list[tuple[ops.KernelOp, int, int]] = []
         for i, op in enumerate(self.block.ops):
-            if not isinstance(op, ops.PointwiseKernelOp) or op.attributes.get("into"):
+            if not isinstance(op, ops.KernelOp) or op.attributes.get("into"):
                 continue
             over = {k for k, _ in op.attributes.get("reuse", ())}
             for k, r in enumerate(op.results):
@@ -239,13 +244,12 @@ class _Planner:
                 if any(type(d) is not int and size_source(d, inputs) is None for d in t.shape):  # type: ignore[union-attr]
                     continue  # (a size none of its inputs has)
                 need = _static_bytes(t)
-                free = [s for s in slots if s[0] < i]  # (what a slot held is dead before this kernel)
-                slot = min(free, key=lambda s: (s[1] < need, abs(s[1] - need)), default=None)  # (the closest fit)
-                if slot is None:
-                    slot = [0, 0]
-                    slots.append(slot)
-                slot[0], slot[1] = max(self.last.get(root, i), i), max(slot[1], need)
-                chosen.append((op, k, slots.index(slot)))
+                free = [n for n, s in enumerate(slots) if s[0] < i]  # (what a slot held is dead before this kernel)
+                n = min(free, key=lambda n: (slots[n][1] < need, abs(slots[n][1] - need)), default=len(slots))  # (the closest fit)
+                if n == len(slots):
+                    slots.append([0, 0])
+                slots[n] = [max(self.last.get(root, i), i), max(slots[n][1], need)]
+                chosen.append((op, k, n))
         if not chosen:
             return
         take = ops.TakeBuffersOp([], [ANY], {"key": key}, loc=chosen[0][0].loc)
