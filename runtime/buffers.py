@@ -1,7 +1,7 @@
 """Buffers a compiled function keeps between calls (ir/passes/plan.py, `keep_buffers`).
 
-A large temporary that a kernel writes and nothing outside the call sees goes into a slot of a
-`Buffers` set instead of a fresh tensor. On the CPU a fresh tensor of megabytes costs page faults
+A large temporary that a fused kernel or a matrix product writes and nothing outside the call
+sees goes into a slot of a `Buffers` set instead of a fresh tensor. On the CPU a fresh tensor of megabytes costs page faults
 whenever glibc has handed the memory back to the system in between (it trims the heap's top when
 enough of it is free, and maps allocations over its mmap threshold anew each time): how often
 depends on what else the process allocated, and efficientnet_b0 at batch 8 faulted 28,900 pages

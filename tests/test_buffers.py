@@ -79,8 +79,8 @@ class Net(nn.Module):
 
 
 def test_kept_buffers_give_eagers_values_call_after_call(tmp_path, monkeypatch) -> None:
-    """The net's temporaries h and the layer norm (a row-reduction kernel), 1 MB an image each,
-    go into kept buffers, both read again at the end; calls at batch 2, 3
+    """The net's temporaries h and the layer norm n (a row-reduction kernel), 1 MB an image each,
+    both read again at the end, and the products of the up-projection go into kept buffers; calls at batch 2, 3
     and 2 again, in strict mode, match eager, and the results of the first call are not changed
     by the later ones."""
     from transpiler import script
@@ -92,8 +92,9 @@ def test_kept_buffers_give_eagers_values_call_after_call(tmp_path, monkeypatch) 
         with torch.no_grad():
             compiled = script(net, example_inputs=(torch.randn(2, 1024, 256),))
             text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-            assert text.count("buffers.get(") == 2 and "_buffers.give(buffers)" in text, text
-            assert "buffers.get(0, " in text and "buffers.get(1, " in text, text  # (one kernel's two outputs)
+            # h and n: one kernel's two outputs, slots 0 and 1; up(h) and up(n), 4 MB an image: 2, 3
+            assert [text.count(f"buffers.get({n}, ") for n in range(5)] == [1, 1, 1, 1, 0], text
+            assert text.count("out=buffers.get(") == 2 and "_buffers.give(buffers)" in text, text
             first_x = torch.randn(2, 1024, 256)
             with runtime.mode("strict"):
                 first = compiled(first_x)

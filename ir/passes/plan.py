@@ -21,8 +21,8 @@ kernel's own output) and holds no argument, parameter, returned or pinned value.
 last use is the latest top-level op that uses any of its values; the GEMM must stand after it.
 Only the function's own block is planned (a value used in a loop is used on every iteration).
 
-Then the large outputs of fused kernels (pointwise and row-reduction) that nothing outside the
-call can see go into
+Then the large outputs of fused kernels (pointwise and row-reduction), and the large GEMM results
+no dead temporary was found for, that nothing outside the call can see go into
 buffers the function keeps between calls (`keep_buffers`, runtime/buffers.py): how often a fresh
 tensor faults depends on what the rest of the process allocated (glibc gives the heap's top back
 once enough of it is free), and a kept buffer's pages stay mapped.
@@ -205,46 +205,41 @@ class _Planner:
                     found = root
         if found is None:
             return
-        dead = self.allocated[found]
-        e = Emitter(op, Facts())
-        a, w = op.operands
-        b = e.method("t", w)  # (F.linear(a, w) is a @ w.t(), the same GEMM)
-        e.commit()
-        gemm = ops.TorchCallOp([a, b, dead], [t], {"callee": "torch.matmul", "kwnames": ("out",), "mutates": (2,),
-                                                  "alias_of": 2, "aten": "aten::matmul.out"}, loc=op.loc)
-        op.parent.insert_before(op, gemm)  # type: ignore[union-attr]
-        gemm.result.name = op.result.name
         mine = self.find(op.result)
         self.allocated.pop(mine, None)  # (the GEMM allocates nothing now)
         self.union(found, mine)  # (its values share the dead tensor's storage, and live as long)
+        gemm = _gemm_into(op, self.allocated[self.find(found)])
         self.parent[gemm.result] = self.find(found)
-        op.result.replace_all_uses_with(gemm.result)
-        op.erase()
 
     # -- buffers kept between calls ------------------------------------------------------------
     def keep_buffers(self, key: str) -> None:
-        """Each large output of a fused kernel whose storage class this function allocates
-        and nothing outside the call can see (not pinned) is written into a slot of the buffers
-        the function keeps between calls (`py.buffer`, runtime/buffers.py), so the call maps and
-        faults no new pages for it. Slots are shared by outputs whose lives do not overlap: a
-        slot is free at a kernel once the last use of what it held comes before the kernel."""
+        """Each large output of a fused kernel, and each large GEMM result no dead temporary was
+        found for (`run`), whose storage class this function allocates and nothing outside the
+        call can see (not pinned) is written into a slot of the buffers the function keeps
+        between calls (`py.buffer`, runtime/buffers.py), so the call maps and faults no new pages
+        for it. Slots are shared by outputs whose lives do not overlap: a
+        slot is free at an op once the last use of what it held comes before the op."""
         self.run_analysis()
         slots: list[list[int]] = []  # per slot: [position of the last use of what it holds, bytes]
-        chosen: list[tuple[ops.KernelOp, int, int]] = []
+        chosen: list[tuple[Operation, int, int]] = []
         for i, op in enumerate(self.block.ops):
-            if not isinstance(op, ops.KernelOp) or op.attributes.get("into"):
+            if self.target(op):  # (a GEMM no dead temporary was found for)
+                outputs, inputs = [(0, op.result)], list(op.operands)
+            elif isinstance(op, ops.KernelOp) and not op.attributes.get("into"):
+                over = {k for k, _ in op.attributes.get("reuse", ())}
+                outputs = [(k, r) for k, r in enumerate(op.results) if k not in over]
+                inputs = op.operands[:op.attributes["inputs"]]
+            else:
                 continue
-            over = {k for k, _ in op.attributes.get("reuse", ())}
-            for k, r in enumerate(op.results):
+            for k, r in outputs:
                 t, root = r.type, self.find(r)
-                if (k in over or not isinstance(t, TensorType) or t.device != "cpu" or root in self.pinned
+                if (not isinstance(t, TensorType) or t.device != "cpu" or root in self.pinned
                         or self.allocated.get(root) is not r or _static_bytes(t) < MIN_BYTES):
                     continue
-                inputs = op.operands[:op.attributes["inputs"]]
                 if any(type(d) is not int and size_source(d, inputs) is None for d in t.shape):  # type: ignore[union-attr]
                     continue  # (a size none of its inputs has)
                 need = _static_bytes(t)
-                free = [n for n, s in enumerate(slots) if s[0] < i]  # (what a slot held is dead before this kernel)
+                free = [n for n, s in enumerate(slots) if s[0] < i]  # (what a slot held is dead before this op)
                 n = min(free, key=lambda n: (slots[n][1] < need, abs(slots[n][1] - need)), default=len(slots))  # (the closest fit)
                 if n == len(slots):
                     slots.append([0, 0])
@@ -257,17 +252,35 @@ class _Planner:
         self.block.insert_before(chosen[0][0], take)
         for op, k, slot in chosen:
             e = Emitter(op, Facts())
-            inputs = op.operands[:op.attributes["inputs"]]
+            inputs = op.operands[:op.attributes["inputs"]] if isinstance(op, ops.KernelOp) else list(op.operands)
             shape = e.shape([size_value(e, d, inputs) for d in op.results[k].type.shape])  # type: ignore[union-attr]
             e.commit()
             buffer = ops.BufferOp([take.result, shape], [op.results[k].type],
                                   {"slot": slot, "dtype": op.results[k].type.dtype}, loc=op.loc)  # type: ignore[union-attr]
             self.block.insert_before(op, buffer)
-            op._add_operand(buffer.result)
-            op.attributes["into"] = (*op.attributes.get("into", ()), k)
+            if isinstance(op, ops.KernelOp):
+                op._add_operand(buffer.result)
+                op.attributes["into"] = (*op.attributes.get("into", ()), k)
+            else:
+                _gemm_into(op, buffer.result)
         end = self.block.terminator
         assert end is not None
         self.block.insert_before(end, ops.GiveBuffersOp([take.result], [], {}, loc=end.loc))
+
+
+def _gemm_into(op: Operation, dest: Value) -> Operation:
+    """`linear(a, w)` replaced by `torch.matmul(a, w.t(), out=dest)`, the same GEMM."""
+    e = Emitter(op, Facts())
+    a, w = op.operands
+    b = e.method("t", w)
+    e.commit()
+    gemm = ops.TorchCallOp([a, b, dest], [op.result.type], {"callee": "torch.matmul", "kwnames": ("out",), "mutates": (2,),
+                                                           "alias_of": 2, "aten": "aten::matmul.out"}, loc=op.loc)
+    op.parent.insert_before(op, gemm)  # type: ignore[union-attr]
+    gemm.result.name = op.result.name
+    op.result.replace_all_uses_with(gemm.result)
+    op.erase()
+    return gemm
 
 
 def _packed_linear(v: Value) -> bool:
