@@ -38,13 +38,18 @@ class Buffers:
         self.slots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def get(self, slot: int, sizes: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        """A dense tensor of `sizes` and `dtype` in the slot's storage; what it holds is garbage."""
+        """A dense CPU tensor of `sizes` and `dtype` in the slot's storage; what it holds is garbage."""
         held = self.slots.get(slot)
         if held is not None and held[1].dtype is dtype and held[1].shape == sizes:
             return held[1]
         nbytes = math.prod(sizes) * dtype.itemsize
-        storage = held[0] if held is not None and held[0].numel() >= nbytes else torch.empty(nbytes, dtype=torch.uint8)
-        view = storage[:nbytes].view(dtype).view(sizes)
+        # (made outside inference mode: a tensor or view made in it may not be written outside
+        # it, as `torch.matmul(..., out=)` of a later call under no_grad would)
+        storage = held[0] if held is not None and held[0].numel() >= nbytes else None
+        with torch.inference_mode(False):
+            if storage is None:
+                storage = torch.empty(nbytes, dtype=torch.uint8, device="cpu")
+            view = storage[:nbytes].view(dtype).view(sizes)
         self.slots[slot] = (storage, view)
         return view
 

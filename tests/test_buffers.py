@@ -49,6 +49,14 @@ def test_a_slot_keeps_its_largest_storage_and_views_its_start() -> None:
     assert s.get(2, (), torch.int64).shape == () and s.get(3, (0, 5), torch.float32).numel() == 0
 
 
+def test_a_slot_is_a_plain_cpu_tensor_whatever_the_mode_and_default_device() -> None:
+    s = buffers.Buffers("f")
+    with torch.inference_mode(), torch.device("meta"):
+        x = s.get(0, (2, 3), torch.float32)
+    assert x.device.type == "cpu" and not x.is_inference()
+    torch.matmul(torch.ones(2, 2), torch.ones(2, 3), out=x)  # (outside inference mode: an inference tensor refuses)
+
+
 def test_nothing_is_kept_when_switched_off(monkeypatch) -> None:
     monkeypatch.setattr(buffers, "KEEP", False)
     a = buffers.take("f")
@@ -106,6 +114,25 @@ def test_kept_buffers_give_eagers_values_call_after_call(tmp_path, monkeypatch) 
                 assert_close_to_eager(got, net(x), msg=f"batch {batch}")
             assert all(torch.equal(a, b) for a, b in zip(first, held))
             assert_close_to_eager(first, net(first_x))
+
+
+def test_buffers_made_in_inference_mode_serve_calls_outside_it(tmp_path, monkeypatch) -> None:
+    """The first call runs under torch.inference_mode(); the later ones under no_grad write the
+    same buffers (a GEMM through `out=`), which an inference tensor would refuse."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "kept_inference", SOURCE) as mod:
+        torch.manual_seed(0)
+        net = mod.Net().eval()
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(torch.randn(2, 1024, 256),))
+        for mode in (torch.inference_mode, torch.no_grad, torch.inference_mode, torch.no_grad):
+            x = torch.randn(2, 1024, 256)
+            with mode(), runtime.mode("strict"):
+                got = compiled(x)
+            with torch.no_grad():
+                assert_close_to_eager(got, net(x), msg=mode.__name__)
 
 
 def test_two_threads_calling_at_once_get_their_own_buffers(tmp_path, monkeypatch) -> None:
