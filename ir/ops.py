@@ -637,18 +637,22 @@ class ReduceOp(Operation):
 class TakeBuffersOp(Operation):
     """`_buffers.take("<key>")`: the set of buffers this call writes its large temporaries into,
     taken from those earlier calls of the function (attribute `key`) gave back, or new: two calls
-    running at once never share one. Not pure: each call takes a set of its own."""
+    running at once never share one. Pure as the function sees it (it reads and writes nothing
+    the function can see), so code around it prints as expressions; plan runs last, so nothing
+    merges or drops it."""
 
     name = "py.take_buffers"
+    traits = frozenset({PURE})
 
 
 class BufferOp(Operation):
     """`buffers.get(<slot>, sizes, <dtype>)`: a dense row-major tensor of the result's type in slot
     `slot` of the set of buffers operand 0 (py.take_buffers), whose storage outlives the call;
-    operand 1 is the sizes (a tuple). What it held before is garbage. Not pure: what the slot
-    holds changes when a kernel writes into it."""
+    operand 1 is the sizes (a tuple). What it held before is garbage: like `new_empty`, an
+    allocation as the function sees it, so pure (the kernel or GEMM that writes it is not)."""
 
     name = "py.buffer"
+    traits = frozenset({PURE})
 
     def verify_(self) -> list[str]:
         t = self.results[0].type if len(self.results) == 1 else None

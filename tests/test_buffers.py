@@ -5,7 +5,9 @@ calls) against eager; hypothesis draws the programs."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from typing import Any, Iterator
 
 import pytest
 import torch
@@ -86,47 +88,47 @@ class Net(nn.Module):
 """
 
 
-def test_kept_buffers_give_eagers_values_call_after_call(tmp_path, monkeypatch) -> None:
-    """The net's temporaries h and the layer norm n (a row-reduction kernel), 1 MB an image each,
-    both read again at the end, and the products of the up-projection go into kept buffers; calls at batch 2, 3
-    and 2 again, in strict mode, match eager, and the results of the first call are not changed
-    by the later ones."""
+@contextlib.contextmanager
+def _compiled_net(tmp_path, monkeypatch, stem: str) -> Iterator[tuple[torch.nn.Module, Any, str]]:
+    """SOURCE's Net (seeded weights), script() of it for [B, 1024, 256] inputs, and the text of
+    the module that generated."""
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    with imported_source(tmp_path, "kept_net", SOURCE) as mod:
+    with imported_source(tmp_path, stem, SOURCE) as mod:
         torch.manual_seed(0)
         net = mod.Net().eval()
         with torch.no_grad():
             compiled = script(net, example_inputs=(torch.randn(2, 1024, 256),))
-            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-            # h and n: one kernel's two outputs, slots 0 and 1; up(h) and up(n), 4 MB an image: 2, 3
-            assert [text.count(f"buffers.get({n}, ") for n in range(5)] == [1, 1, 1, 1, 0], text
-            assert text.count("out=buffers.get(") == 2 and "_buffers.give(buffers)" in text, text
-            first_x = torch.randn(2, 1024, 256)
+        yield net, compiled, next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+
+
+def test_kept_buffers_give_eagers_values_call_after_call(tmp_path, monkeypatch) -> None:
+    """The net's temporaries h and the layer norm n (a row-reduction kernel), 1 MB an image
+    each, both read again at the end, and the products of the up-projection go into kept
+    buffers; calls at batch 2, 3 and 2 again, in strict mode, match eager, and the results of
+    the first call are not changed by the later ones."""
+    with _compiled_net(tmp_path, monkeypatch, "kept_net") as (net, compiled, text), torch.no_grad():
+        # h and n: one kernel's two outputs, slots 0 and 1; up(h) and up(n), 4 MB an image: 2, 3
+        assert [text.count(f"buffers.get({n}, ") for n in range(5)] == [1, 1, 1, 1, 0], text
+        assert text.count("out=buffers.get(") == 2 and "_buffers.give(buffers)" in text, text
+        first_x = torch.randn(2, 1024, 256)
+        with runtime.mode("strict"):
+            first = compiled(first_x)
+        held = [t.clone() for t in first]
+        for batch in (3, 2, 2):
+            x = torch.randn(batch, 1024, 256)
             with runtime.mode("strict"):
-                first = compiled(first_x)
-            held = [t.clone() for t in first]
-            for batch in (3, 2, 2):
-                x = torch.randn(batch, 1024, 256)
-                with runtime.mode("strict"):
-                    got = compiled(x)
-                assert_close_to_eager(got, net(x), msg=f"batch {batch}")
-            assert all(torch.equal(a, b) for a, b in zip(first, held))
-            assert_close_to_eager(first, net(first_x))
+                got = compiled(x)
+            assert_close_to_eager(got, net(x), msg=f"batch {batch}")
+        assert all(torch.equal(a, b) for a, b in zip(first, held))
+        assert_close_to_eager(first, net(first_x))
 
 
 def test_buffers_made_in_inference_mode_serve_calls_outside_it(tmp_path, monkeypatch) -> None:
     """The first call runs under torch.inference_mode(); the later ones under no_grad write the
     same buffers (a GEMM through `out=`), which an inference tensor would refuse."""
-    from transpiler import script
-
-    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    with imported_source(tmp_path, "kept_inference", SOURCE) as mod:
-        torch.manual_seed(0)
-        net = mod.Net().eval()
-        with torch.no_grad():
-            compiled = script(net, example_inputs=(torch.randn(2, 1024, 256),))
+    with _compiled_net(tmp_path, monkeypatch, "kept_inference") as (net, compiled, _):
         for mode in (torch.inference_mode, torch.no_grad, torch.inference_mode, torch.no_grad):
             x = torch.randn(2, 1024, 256)
             with mode(), runtime.mode("strict"):
@@ -136,14 +138,7 @@ def test_buffers_made_in_inference_mode_serve_calls_outside_it(tmp_path, monkeyp
 
 
 def test_two_threads_calling_at_once_get_their_own_buffers(tmp_path, monkeypatch) -> None:
-    from transpiler import script
-
-    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    with imported_source(tmp_path, "kept_threads", SOURCE) as mod:
-        torch.manual_seed(0)
-        net = mod.Net().eval()
-        with torch.no_grad():
-            compiled = script(net, example_inputs=(torch.randn(2, 1024, 256),))
+    with _compiled_net(tmp_path, monkeypatch, "kept_threads") as (net, compiled, _):
         inputs = [torch.randn(2, 1024, 256) for _ in range(2)]
         with torch.no_grad():
             expected = [net(x) for x in inputs]
