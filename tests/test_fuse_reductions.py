@@ -256,3 +256,56 @@ def test_a_view_does_not_move() -> None:
                               '{method = "view", alias_of = 0, aten = "aten::view"}')
     out = fused(text)
     assert 'torch.method(%var, ' not in out, out
+
+
+WIDER_PRODUCT = """\
+func @f(%x: f32[B, 64, 32]@cpu, %l: f32[B, 64, 48]@cpu) -> f32[B, 64, 48]@cpu {
+  %0 : f32[B, 64, 32]@cpu = torch.call(%x) {callee = "torch.tanh", aten = "aten::tanh"}
+  %1 : int = py.constant() {value = -1}
+  %2 : bool = py.constant() {value = True}
+  %3 : f32[B, 64, 1]@cpu = torch.call(%0, %1, %2) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
+  %4 : f32[B, 64, 48]@cpu = py.binary(%l, %3) {op = "*"}
+  %5 : f32[B, 64, 48]@cpu = torch.call(%4) {callee = "torch.exp", aten = "aten::exp"}
+  func.return(%5)
+}
+"""
+
+
+def test_a_row_sum_read_by_a_wider_product_is_still_a_kernel() -> None:
+    """`l * tanh(x).sum(-1, keepdim=True)` with l wider than x's rows: the product cannot join
+    the reduction's kernel (no iteration shape holds both); it starts a kernel of its own, which
+    reads the sums. (Joined, the group had no shape, and nothing of it was fused.)"""
+    out = fused(WIDER_PRODUCT)
+    assert out.count("kernel.reduction(%x)") == 1 and out.count("kernel.pointwise(%l, %") == 1, out
+    assert 'callee = "torch.tanh"' in out and "kernel.reduce(" in out
+
+
+def test_a_wider_product_of_a_row_sum_matches_eager(tmp_path, monkeypatch) -> None:
+    source = """
+import torch
+from torch import nn
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.Linear(32, 48)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.tanh(x * 2.0 + 1.0)
+        return self.up(x) * h.sum(-1, keepdim=True)
+"""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "wider_product", source) as mod:
+        torch.manual_seed(0)
+        net = mod.Net().eval()
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(torch.randn(2, 64, 32),))
+            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+            assert "torch.tanh(" not in text.split("def Net_forward(")[1], text  # (fused)
+            for batch in (2, 5):
+                x = torch.randn(batch, 64, 32)
+                with runtime.mode("strict"):
+                    assert_close_to_eager(compiled(x), net(x))

@@ -247,6 +247,10 @@ def _fuse_block(block: Block, namer: _Namer, func: Operation) -> None:
         if fusible(op):
             # (a closed group is final: its values are inputs here, and the op joins the others)
             joined = [g for g in dict.fromkeys(owner[v] for v in op.operands if v in owner) if not g.closed]
+            if joined and not _rows_still_fit(joined, op):
+                for g in joined:  # (the op reads their values from outside: a group of its own)
+                    g.close(i)
+                joined = []
             if joined:
                 target = joined[0]
                 for g in joined[1:]:
@@ -276,6 +280,21 @@ def _fuse_block(block: Block, namer: _Namer, func: Operation) -> None:
             _build_kernel(block, g, namer)
         elif _view_into_gemms(g.ops[0]):
             _build_kernel(block, g, namer)
+
+
+def _rows_still_fit(joined: list[_Group], op: Operation) -> bool:
+    """Whether `op` can join the groups of its operands when one of them holds a row reduction:
+    the merged group must still have one iteration shape whose rows the reductions reduce. (A
+    product of a row's sum with a wider tensor, `linear(x) * h.sum(-1, keepdim=True)`, does not:
+    joined, the whole group was dropped and nothing of it fused.)"""
+    trial = _Group([o for g in joined for o in g.ops] + [op], set().union(*(g.values for g in joined), op.results))
+    reductions = [o for o in trial.ops if not pointwise_fusible(o)]
+    if not reductions:
+        return True
+    shape = _inputs_and_shape(trial)[1]
+    return shape is not None and shape[-1] != 1 and all(
+        tuple(o.operands[0].type.shape) == shape and tuple(o.result.type.shape) == shape[:-1] + (1,)  # type: ignore[union-attr]
+        for o in reductions)
 
 
 def _view_into_gemms(op: Operation) -> bool:
