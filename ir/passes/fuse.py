@@ -291,7 +291,12 @@ def _rows_still_fit(joined: list[_Group], op: Operation) -> bool:
     reductions = [o for o in trial.ops if not pointwise_fusible(o)]
     if not reductions:
         return True
-    shape = _inputs_and_shape(trial)[1]
+    return _rows_fit(reductions, _inputs_and_shape(trial)[1])
+
+
+def _rows_fit(reductions: list[Operation], shape: tuple | None) -> bool:
+    """Whether `shape` is an iteration shape whose rows (its last dim, longer than 1) each row
+    reduction reduces: its input has that shape and its result the rows' shape."""
     return shape is not None and shape[-1] != 1 and all(
         tuple(o.operands[0].type.shape) == shape and tuple(o.result.type.shape) == shape[:-1] + (1,)  # type: ignore[union-attr]
         for o in reductions)
@@ -502,11 +507,9 @@ def _build_kernel(block: Block, g: _Group, namer: _Namer) -> None:
         return
     allowed = {shape}
     if reductions:
-        row = shape[:-1] + (1,)
-        if shape[-1] == 1 or any(tuple(op.operands[0].type.shape) != shape or tuple(op.result.type.shape) != row  # type: ignore[union-attr]
-                                 for op in reductions):
+        if not _rows_fit(list(reductions), shape):
             return
-        allowed.add(row)
+        allowed.add(shape[:-1] + (1,))
     if any(tuple(r.type.shape) not in allowed for r in outputs):  # type: ignore[union-attr]
         return
     last = g.ops[-1]
