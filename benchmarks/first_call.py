@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-CACHE_ENV = {"torchscribe": "TORCHSCRIBE_CACHE_DIR", "compile": "TORCHINDUCTOR_CACHE_DIR"}
+CACHE_ENV = {"torchscribe": "TORCHSCRIBE_CACHE_DIR", "frozen": "TORCHSCRIBE_CACHE_DIR",
+             "compile": "TORCHINDUCTOR_CACHE_DIR"}
 CHILD_TIMEOUT_S = 900  # a cold torch.compile of the largest example is well under this
 
 
@@ -37,6 +38,8 @@ class FirstCall:
     eager: float | None = None
     torchscribe_empty: float | None = None
     torchscribe_warm: float | None = None
+    frozen_empty: float | None = None  # script(..., freeze=True): its first call also packs weights
+    frozen_warm: float | None = None  # and measures which library runs them (runtime/choices.py)
     compile_empty: float | None = None
     compile_warm: float | None = None
     problems: dict[str, str] = field(default_factory=dict)  # run kind -> why it has no time
@@ -67,6 +70,10 @@ def _first_result(backend: str, ref: str) -> dict[str, Any]:
             from transpiler import script
 
             script(model, example_inputs=inputs)(*inputs)
+        elif backend == "frozen":
+            from transpiler import script
+
+            script(model, example_inputs=inputs, freeze=True)(*inputs)
         elif backend == "compile":
             from benchmarks.bench import undecorated
 
@@ -78,7 +85,7 @@ def _first_result(backend: str, ref: str) -> dict[str, Any]:
 
 def child_main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="one first call (run by benchmarks.bench)")
-    parser.add_argument("backend", choices=("eager", "torchscribe", "compile"))
+    parser.add_argument("backend", choices=("eager", "torchscribe", "frozen", "compile"))
     parser.add_argument("ref")
     parser.add_argument("--started", type=float, required=True, help="the parent's time.time() at launch")
     args = parser.parse_args(argv)

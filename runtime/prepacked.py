@@ -4,8 +4,7 @@ oneDNN's blocked layout, which torch's CPU convolution otherwise does on every c
 512-channel 3x3 convs at batch 1: 5.5 ms a call with the plain weight, 1.6 ms packed), a
 convolution's weight in channels-last order (`channels_last`, which torch's convolution of a
 channels-last input otherwise copies on every call), a linear layer's weight in oneDNN's layout
-(ir/passes/pack.py), and any
-tensor of parameters and constants alone (`computed_once`, ir/passes/hoist.py: swin's relative
+or packed by MKL (ir/passes/pack.py), and any tensor of parameters and constants alone (`computed_once`, ir/passes/hoist.py: swin's relative
 position bias and attention masks).
 
 Each derived tensor is cached against the tensors it was computed from, in a table keyed by
@@ -15,6 +14,10 @@ counter moved: `copy_`, `load_state_dict`, an optimizer step) or holds other sto
 ...`). One entry per weight and kind of call: a weight shared by convs followed by different
 batch norms is folded again on each call, correctly. A write through `p.data` moves no version counter and is not seen: that is the
 freeze contract, as with `torch.jit.freeze`.
+
+A packed conv or linear can run through more than one library; which is fastest for its sizes on
+this machine is measured on its first calls (runtime/choices.py), and only the pack of the way
+chosen is kept.
 """
 
 from __future__ import annotations
@@ -26,10 +29,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from runtime import choices as _choices
+
 # torch builds without oneDNN (and its own switch, torch.backends.mkldnn.enabled) run plain convs
 # and linears.
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
 _ONEDNN_LINEAR = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+_MKL_LINEAR = torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
 
 
 class _Cache:
@@ -62,6 +68,11 @@ class _Cache:
             self.entries[k] = found
         found[1][key] = (others, stamp, value)
         return value
+
+    def drop(self, first: Tensor, key: Any) -> None:
+        found = self.entries.get(id(first))
+        if found is not None and found[0]() is first:
+            found[1].pop(key, None)
 
 
 # A source's stamp: its version counter (moved by every in-place write through it) and where its
@@ -141,12 +152,43 @@ def channels_last(weight: Tensor) -> Tensor:
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
            dilation: Sequence[int], groups: int) -> Tensor:
-    """`F.conv2d(x, weight, bias, stride, padding, dilation, groups)` with the weight in oneDNN's
-    layout for inputs of `x`'s sizes, reordered once (ideep reorders it again, correctly, for a
-    batch whose best layout differs)."""
-    if not (_ONEDNN and torch.backends.mkldnn.enabled and x.device.type == "cpu" and x.dtype == torch.float32):
+    """`F.conv2d(x, weight, bias, stride, padding, dilation, groups)` the fastest way measured
+    here for convs of its sizes (runtime/choices.py): oneDNN's conv with the weight reordered once
+    into its layout for inputs of `x`'s sizes (the default), torch's conv (channels-last weight,
+    made once), or for a 1x1 conv of stride 1 of a channels-last input, `linear` (below) of its
+    NHWC rows. Each gives torch's strides for a channels-last input (channels-last), which is what
+    generated code passes (ir/passes/layout.py); another input takes oneDNN's way."""
+    if not (_ONEDNN and torch.backends.mkldnn.enabled and x.device.type == "cpu" and x.dtype == torch.float32
+            and x.dim() == 4 and weight.dim() == 4):
         return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
-    key = (tuple(stride), tuple(padding), tuple(dilation), groups)
+    stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
+    nhwc = x.is_contiguous(memory_format=torch.channels_last)
+    family = ("conv2d", tuple(x.shape[1:]), nhwc, tuple(weight.shape), stride, padding, dilation, groups,
+              bias is None, torch.get_num_threads())
+    way = _choices.chosen(family, x.shape[0])
+    if way == "onednn":
+        return _onednn_conv2d(x, weight, bias, stride, padding, dilation, groups)
+    if way == "torch":
+        return F.conv2d(x, channels_last(weight), bias, stride, padding, dilation, groups)
+    if way == "linear":
+        return _conv1x1_as_linear(x, weight, bias)
+    ways = {"onednn": lambda: _onednn_conv2d(x, weight, bias, stride, padding, dilation, groups)}
+    if nhwc:  # (the layout generated code gives; oneDNN's result of another need not be torch's)
+        ways["torch"] = lambda: F.conv2d(x, channels_last(weight), bias, stride, padding, dilation, groups)
+    if (nhwc and weight.shape[2:] == (1, 1) and stride == (1, 1) and padding == (0, 0) and groups == 1
+            and (weight.is_contiguous() or weight.is_contiguous(memory_format=torch.channels_last))):
+        ways["linear"] = lambda: _conv1x1_as_linear(x, weight, bias)
+    got = _choices.measure(family, x.shape[0], ways)
+    if _choices.chosen(family, x.shape[0]) != "onednn":  # (its reordered weight is not kept for nothing)
+        _PACKED.drop(weight, ("conv2d", stride, padding, dilation, groups))
+    return got
+
+
+def _onednn_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, padding: tuple,
+                   dilation: tuple, groups: int) -> Tensor:
+    """oneDNN's conv with the weight reordered once for inputs of `x`'s sizes (ideep reorders it
+    again, correctly, for a batch whose best layout differs)."""
+    key = ("conv2d", stride, padding, dilation, groups)
     stamp = (weight._version, weight.data_ptr(), x.shape[1:])  # (another image size: packed again)
     packed = _PACKED.get(weight, key, (), stamp)
     if packed is None:
@@ -157,20 +199,58 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int]
         x, packed, bias, list(padding), list(stride), list(dilation), groups, "none", [], "")
 
 
+def _conv1x1_as_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """A 1x1 conv of stride 1 of a channels-last `x` as `linear` of its NHWC rows, whose
+    row-major result is the conv's channels-last output."""
+    return linear(x.permute(0, 2, 3, 1), weight.view(weight.shape[0], weight.shape[1]), bias).permute(0, 3, 1, 2)
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """`F.linear(x, weight, bias)` with the weight in oneDNN's layout, reordered once
-    (ir/passes/pack.py). A view of a parameter (a conv's weight seen as a matrix) is cached
-    against the parameter, with its sizes, strides and offset. It records no autograd graph, as
-    `conv2d` above: compiled code runs only where none is recorded (its entry checks send a call
-    with grad enabled and a tensor requiring grad to eager)."""
+    """`F.linear(x, weight, bias)` the fastest way measured here for its sizes and number of rows
+    (runtime/choices.py): oneDNN's linear with the weight reordered once into its layout (the
+    default), MKL's GEMM with the weight packed once for that number of rows (MKL computes with a
+    packed weight only at the rows it was packed for, so a weight has a pack for each of at most
+    `choices.PER_SIZE_KEPT` row counts), or torch's linear. A packed weight is cached against its
+    parameter; a view of one (a conv's weight seen as a matrix) with its sizes, strides and
+    offset. It records no autograd graph, as `conv2d` above: compiled code runs only where none
+    is recorded (its entry checks send a call with grad enabled and a tensor requiring grad to
+    eager)."""
     if not (_ONEDNN_LINEAR and torch.backends.mkldnn.enabled and x.device.type == "cpu" and x.dtype == torch.float32
             and weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.dim() == 2
             and x.dim() >= 1 and x.shape[-1] == weight.shape[1]
             and (bias is None or (bias.device.type == "cpu" and bias.dtype == torch.float32
                                   and tuple(bias.shape) == (weight.shape[0],)))):
         return F.linear(x, weight, bias)  # (and its errors, as eager's)
+    rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
+    family = ("linear", tuple(weight.shape), weight.is_contiguous(), x.is_contiguous(), bias is None,
+              torch.get_num_threads())
+    way = _choices.chosen(family, rows)
+    if way == "onednn":
+        return _onednn_linear(x, weight, bias)
+    if way == "mkl":
+        return _mkl_linear(x, weight, bias, rows)
+    if way == "torch":
+        return F.linear(x, weight, bias)
+    ways = {"onednn": lambda: _onednn_linear(x, weight, bias), "torch": lambda: F.linear(x, weight, bias)}
+    if _MKL_LINEAR and rows > 0 and weight.numel() > 0:
+        ways["mkl"] = lambda: _mkl_linear(x, weight, bias, rows)
+    got = _choices.measure(family, rows, ways, per_size=frozenset({"mkl"}))
+    way = _choices.chosen(family, rows)
     base = weight if weight._base is None else weight._base
-    key = ("linear", tuple(weight.shape), weight.stride(), weight.storage_offset())
+    if way != "onednn":  # (a pack not used is not kept)
+        _PACKED.drop(base, _linear_key("onednn", weight))
+    if way != "mkl":
+        _PACKED.drop(base, _linear_key("mkl", weight, rows))
+    return got
+
+
+def _linear_key(way: str, weight: Tensor, rows: int | None = None) -> tuple:
+    return (way, tuple(weight.shape), weight.stride(), weight.storage_offset(), rows)
+
+
+def _onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    base = weight if weight._base is None else weight._base
+    key = _linear_key("onednn", weight)
     stamp = (base._version, base.data_ptr())
     packed = _PACKED.get(base, key, (), stamp)
     if packed is None:
@@ -178,6 +258,19 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
             packed = _PACKED.put(base, key, (), stamp,
                                  torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous()))
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+def _mkl_linear(x: Tensor, weight: Tensor, bias: Tensor | None, rows: int) -> Tensor:
+    base = weight if weight._base is None else weight._base
+    key = _linear_key("mkl", weight, rows)
+    stamp = (base._version, base.data_ptr())
+    packed = _PACKED.get(base, key, (), stamp)
+    if packed is None:
+        with torch.no_grad():
+            packed = _PACKED.put(base, key, (), stamp,
+                                 torch.ops.mkl._mkl_reorder_linear_weight(weight.detach().contiguous(), rows))
+    # (the plain weight is what MKL's call falls back to at other rows: never here)
+    return torch.ops.mkl._mkl_linear(x, packed, weight, bias, rows)
 
 
 __all__ = ["fold_batch_norm", "channels_last", "conv2d", "linear", "computed_once"]

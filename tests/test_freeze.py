@@ -24,7 +24,7 @@ from ir.parser import parse_program
 from ir.passes.layout import channels_last, packable
 from ir.primitives import op_name
 from pass_text import after
-from runtime import prepacked
+from runtime import choices, prepacked
 from source_module import imported_source
 
 CONV_BN = """\
@@ -309,15 +309,17 @@ def _randomize(net: nn.Module, seed: int) -> None:
 @given(steps=st.lists(st.tuples(st.sampled_from(FROZEN_LAYERS), st.sampled_from(["layer", "residual", "shuffle", "unit"]),
                                 st.booleans()),
                       min_size=2, max_size=5),
-       wide=st.booleans(), seed=st.integers(0, 2**16))
-def test_frozen_nets_match_eager_before_and_after_their_parameters_change(steps, wide, seed, tmp_path, monkeypatch) -> None:
+       wide=st.booleans(), seed=st.integers(0, 2**16), way=st.sampled_from(["onednn", "torch", "linear", "mkl", None]))
+def test_frozen_nets_match_eager_before_and_after_their_parameters_change(steps, wide, seed, way, tmp_path,
+                                                                          monkeypatch) -> None:
     """256 channels give weights large enough to pack; after the compiled call, new parameters
-    (load_state_dict, an in-place write, a replaced tensor) and the next call follows them."""
+    (load_state_dict, an in-place write, a replaced tensor) and the next call follows them. The
+    packed convs and linears take a way drawn (runtime/choices.py; None: the one measured)."""
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     c = 256 if wide else 8
-    with imported_source(tmp_path, f"frozen_net_{tmp_path.name}", net_source(steps, c)) as mod:
+    with choices.pinned(way), imported_source(tmp_path, f"frozen_net_{tmp_path.name}", net_source(steps, c)) as mod:
         net = mod.Net().eval()
         _randomize(net, seed)
         with torch.no_grad():

@@ -21,7 +21,7 @@ from closeness import assert_close_to_eager
 from ir.passes.pack import pack_linears, worth_packing
 from ir.types import TensorType
 from pass_text import after
-from runtime import prepacked
+from runtime import choices, prepacked
 from source_module import imported_source
 
 LINEAR = """\
@@ -107,36 +107,6 @@ def test_worth_packing(x: tuple, weight: tuple, expected: bool) -> None:
 
 
 # -- the runtime's packed linear ----------------------------------------------------------------
-@pytest.mark.parametrize("x", [
-    torch.randn(5, 256), torch.randn(2, 7, 256), torch.randn(2, 3, 4, 256), torch.randn(2, 256, 7).transpose(1, 2),
-    torch.randn(5, 512)[:, ::2], torch.randn(0, 256), torch.randn(256), torch.randn(1, 256).expand(6, 256),
-])
-def test_a_packed_linear_computes_what_linear_computes(x: torch.Tensor) -> None:
-    torch.manual_seed(0)
-    w = nn.Parameter(torch.randn(1024, 256) / 16)
-    with torch.no_grad():
-        for bias in (None, torch.randn(1024)):
-            got, expected = prepacked.linear(x, w, bias), F.linear(x, w, bias)
-            torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
-            assert got.shape == expected.shape and got.stride() == expected.stride()
-        w.mul_(-1.0)  # the next call sees the new values
-        torch.testing.assert_close(prepacked.linear(x, w, None), F.linear(x, w, None), atol=1e-4, rtol=1e-4)
-
-
-def test_a_packed_linear_keeps_nans_and_infinities_where_linear_has_them() -> None:
-    torch.manual_seed(0)
-    w, b = torch.randn(1024, 256), torch.randn(1024)
-    x = torch.randn(5, 256)
-    x[1, 3], x[2, 7], x[3] = float("nan"), float("inf"), 0.0
-    w_nan = w.clone()
-    w_nan[4, 0] = float("nan")
-    with torch.no_grad():
-        for weight in (w, w_nan):
-            got, expected = prepacked.linear(x, weight, b), F.linear(x, weight, b)
-            assert torch.equal(got.isnan(), expected.isnan()) and torch.equal(got.isinf(), expected.isinf())
-            torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4, equal_nan=True)
-
-
 def test_what_the_packed_linear_leaves_to_linear() -> None:
     """Other dtypes, a bias of another shape, and wrong sizes (with linear's own error)."""
     w = torch.randn(8, 4)
@@ -148,9 +118,12 @@ def test_what_the_packed_linear_leaves_to_linear() -> None:
         prepacked.linear(torch.randn(3, 5), w, None)
 
 
-def test_the_packed_weight_is_cached_against_its_parameter() -> None:
+def test_the_packed_weight_is_cached_against_its_parameter(monkeypatch) -> None:
     """A view of a parameter (a 1x1 conv's weight as a matrix) is packed once and cached against
-    the parameter; a write to it, or another view of it, packs again."""
+    the parameter; a write to it, or another view of it, packs again. (oneDNN's way; MKL's packs
+    and the ways measured: tests/test_choices.py.)"""
+    monkeypatch.setattr(choices, "TUNE", False)
+    choices.forget()
     torch.manual_seed(0)
     p = nn.Parameter(torch.randn(1024, 256, 1, 1))
     x = torch.randn(4, 256)
@@ -193,11 +166,13 @@ class FeedForward(nn.Module):
 """
 
 
-def test_a_frozen_feed_forward_matches_eager_before_and_after_its_parameters_change(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("way", ["onednn", "mkl", "torch", None])
+def test_a_frozen_feed_forward_matches_eager_before_and_after_its_parameters_change(way, tmp_path, monkeypatch) -> None:
+    """Each way of the packed linear (runtime/choices.py; None: the one measured fastest)."""
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
-    with imported_source(tmp_path, "packed_feed_forward", FEED_FORWARD) as mod:
+    with choices.pinned(way), imported_source(tmp_path, "packed_feed_forward", FEED_FORWARD) as mod:
         torch.manual_seed(0)
         net = mod.FeedForward().eval()
         with torch.no_grad():

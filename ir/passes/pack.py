@@ -25,6 +25,12 @@ GEMMs left a dead tensor's storage (`out=`, which oneDNN's linear lacks): packed
 result ran faster than planned into mapped storage, A/B in one process at batch 1 / 8 (ms):
 vit_b_16 179 / 195 at batch 1, convnext_tiny 55 / 59 and 436 / 452, swin_t 63 / 64 and 514 / 526.
 Values differ from eager's by rounding only (another GEMM's order of sums).
+
+Those figures are oneDNN's, on an AMD EPYC. On an Intel Xeon MKL's GEMM with the weight packed
+once for the call's rows is faster at most sizes, and oneDNN at some (96->384 at 3136 rows), so
+the runtime measures which of oneDNN, MKL packed and torch's linear runs each kind of call fastest
+on the machine, on its first call (runtime/choices.py); this pass only says which linears may be
+packed at all.
 """
 
 from __future__ import annotations
