@@ -9,31 +9,43 @@ oneDNN's 0.84x, but for convnext_tiny's 96->384 at 3136 rows oneDNN took 0.74x a
 on the AMD EPYC machines of earlier runs oneDNN's packed linear beat torch's (ir/passes/pack.py).
 Guessing from the vendor would be wrong for some sizes on every machine.
 
-So each kind of call (a key: the op, the sizes and layout of its operands that decide the cost,
-the thread count) runs every way once untimed, then in turns, timed; the one with the least time
-is used from then on in this process. The first way listed is the default: another replaces it
-only when it is faster by more than the noise allowed (`MARGIN`). Every way computes the same
-product; results differ by rounding (another order of sums), so which one was chosen can change
-the last bits of a result from one process to the next, as a different thread count does.
+So each kind of call (a family: the op, the sizes and layout of its operands that decide the
+cost, the thread count; and one size, the number of rows of a linear) runs every way once
+untimed, then in turns, timed; the one with the least time is used from then on. The first way
+listed is the default: another replaces it only when it is faster by more than the noise allowed
+(`MARGIN`). Every way computes the same product; results differ by rounding (another order of
+sums), so which one was chosen can change the last bits of a result from one machine to the
+next, as a different thread count does.
 
-TORCHSCRIBE_TUNE=0 (read at import) measures nothing: every call takes its default way.
-`decisions()` lists what was measured and chosen; `forget()` drops it all; `with pinned(way):`
-makes the calls in the block take that way where they can.
+Decisions are kept in the cache directory (`<cache>/choices/<machine>.json`, one file per CPU model
+and torch build), so that a later process on the same machine takes them without measuring: a
+first call measures only kinds of call no process measured before. Delete the file to measure
+again. TORCHSCRIBE_TUNE=0 (read at import) measures nothing and reads no file: every call takes
+its default way. `decisions()` lists what this process holds; `forget()` drops it; `with
+pinned(way):` makes the calls in the block take that way where they can.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import hashlib
+import json
 import math
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, Hashable
+
+from runtime import native
+from runtime.loader import cache_dir
 
 TUNE = os.environ.get("TORCHSCRIBE_TUNE", "1") != "0"
 # Timed rounds (every way once each) after an untimed one (oneDNN builds its primitive on a first
 # call): as many as take about BUDGET_S, within these bounds.
-MIN_ROUNDS, MAX_ROUNDS, BUDGET_S = 2, 30, 0.02
+MIN_ROUNDS, MAX_ROUNDS, BUDGET_S = 3, 30, 0.05
 MARGIN = 0.97  # another way must take less than this fraction of the default's time
 MAX_SIZES = 8  # sizes measured per family; the others follow the nearest one measured
 PER_SIZE_KEPT = 2  # sizes per family that may take a way making something for that size alone
@@ -58,6 +70,8 @@ class _Decision:
 # size (the number of rows of a linear, say): the decision}
 _decided: dict[Hashable, dict[int, _Decision]] = {}
 _pinned: str | None = None
+_read_from: Path | None = None  # the file whose decisions _decided holds (read once per file)
+FILE_FORMAT = 1
 
 
 def chosen(family: Hashable, size: int) -> str | None:
@@ -67,6 +81,9 @@ def chosen(family: Hashable, size: int) -> str | None:
     made for that size alone (which would be made again on every call of a new size)."""
     sizes = _decided.get(family)
     if sizes is None:
+        if TUNE and _pinned is None and _read_from != _store():
+            _read()
+            return chosen(family, size)
         return None
     found = sizes.get(size)
     if found is not None:
@@ -111,6 +128,7 @@ def measure(family: Hashable, size: int, ways: Mapping[str, Callable[[], Any]],
     fastest = min(names, key=lambda n: best[n])
     way = fastest if best[fastest] < MARGIN * best[default] else default
     _decided.setdefault(family, {})[size] = _Decision(way, best, per_size)
+    _write(family, size)
     return result
 
 
@@ -120,8 +138,70 @@ def decisions() -> list[tuple[Hashable, int, str, dict[str, float]]]:
 
 
 def forget() -> None:
-    """Drops every decision: the next call of each kind measures again."""
+    """Drops every decision this process holds, and reads the file again on the next call: what
+    it does not hold is measured again."""
+    global _read_from
     _decided.clear()
+    _read_from = None
+
+
+# -- the decisions kept on disk ------------------------------------------------------------------
+_MACHINE: list[str] = []  # (found on first use: torch is imported by then)
+
+
+def _store() -> Path:
+    if not _MACHINE:  # the CPU, and the libraries torch was built with
+        import torch
+
+        _MACHINE.append(f"{native.machine()}\ntorch {torch.__version__} {torch.version.git_version}")
+    digest = hashlib.sha256(_MACHINE[0].encode()).hexdigest()[:16]
+    return cache_dir() / "choices" / f"{digest}.json"
+
+
+def _read() -> None:
+    """Takes the decisions of the file into this process (those it holds already stay). A missing,
+    unreadable or foreign file is no decision."""
+    global _read_from
+    path = _store()
+    _read_from = path
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        entries = data["decisions"] if data.get("format") == FILE_FORMAT and data.get("machine") == _MACHINE[0] else []
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return
+    for entry in entries:
+        try:
+            family = ast.literal_eval(entry["family"])
+            decision = _Decision(str(entry["way"]), {str(k): float(v) for k, v in entry["times"].items()},
+                                 frozenset(entry["per_size"]))
+            _decided.setdefault(family, {}).setdefault(int(entry["size"]), decision)
+        except (ValueError, KeyError, TypeError, SyntaxError, AttributeError):
+            continue  # (an entry this runtime cannot read is no decision)
+
+
+def _write(family: Hashable, size: int) -> None:
+    """Adds one decision to the file, written whole to a temporary file and renamed over it: a
+    reader sees the old file or the new one. Two processes writing at once may lose one's
+    decision, which is then measured again. A cache that cannot be written keeps nothing."""
+    path = _store()
+    d = _decided[family][size]
+    entry = {"family": repr(family), "size": size, "way": d.way, "times": d.times, "per_size": sorted(d.per_size)}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("format") != FILE_FORMAT or data.get("machine") != _MACHINE[0]:
+            raise ValueError("another file")
+        kept = [e for e in data["decisions"] if (e["family"], e["size"]) != (entry["family"], size)]
+    except (OSError, ValueError, KeyError, TypeError):
+        kept = []
+    text = json.dumps({"format": FILE_FORMAT, "machine": _MACHINE[0], "decisions": kept + [entry]}, indent=1)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        return
 
 
 @contextlib.contextmanager

@@ -117,7 +117,7 @@ def _probe(cxx: str) -> tuple[str, str]:
 
 
 @functools.lru_cache(maxsize=None)
-def _machine() -> str:
+def machine() -> str:
     """What -march=native code depends on: the architecture and the CPU model."""
     model = platform.processor()
     try:
@@ -195,7 +195,7 @@ def load(source: str) -> ctypes.CDLL:
     """The shared library built from `source` (C++). Built now when the cache has no valid entry
     for this source, compiler and flags; without a compiler, the entry last built from this
     source on this machine is used (CompilerNotFound when there is none)."""
-    source_key = _hash(CACHE_FORMAT, _machine(), source)
+    source_key = _hash(CACHE_FORMAT, machine(), source)
     lib = _loaded.get(source_key)
     if lib is None:
         lib = ctypes.CDLL(str(_entry(source, source_key, ()) / "kernels.so"))
@@ -208,7 +208,7 @@ def load_extension(source: str, name: str) -> ModuleType:
     (runtime/pyext.py writes it); cached as `load` does, with the interpreter's ABI in the key.
     Not entered in sys.modules. `name` should be derived from the source: a process can load
     any number of these, but not two different ones of one name."""
-    source_key = _hash(CACHE_FORMAT, _machine(), _python_abi(), source)
+    source_key = _hash(CACHE_FORMAT, machine(), _python_abi(), source)
     module = _loaded.get(source_key)
     if module is None:
         if toolchain() is None:

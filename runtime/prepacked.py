@@ -4,16 +4,16 @@ oneDNN's blocked layout, which torch's CPU convolution otherwise does on every c
 512-channel 3x3 convs at batch 1: 5.5 ms a call with the plain weight, 1.6 ms packed), a
 convolution's weight in channels-last order (`channels_last`, which torch's convolution of a
 channels-last input otherwise copies on every call), a linear layer's weight in oneDNN's layout
-or packed by MKL (ir/passes/pack.py), and any tensor of parameters and constants alone (`computed_once`, ir/passes/hoist.py: swin's relative
-position bias and attention masks).
+or packed by MKL (ir/passes/pack.py), and any tensor of parameters and constants alone
+(`computed_once`, ir/passes/hoist.py: swin's relative position bias and attention masks).
 
 Each derived tensor is cached against the tensors it was computed from, in a table keyed by
 the first of them (the entry goes when that parameter goes, and is never saved with the model),
 and computed again when any source is another object, has been written in place (its version
 counter moved: `copy_`, `load_state_dict`, an optimizer step) or holds other storage (`p.data =
 ...`). One entry per weight and kind of call: a weight shared by convs followed by different
-batch norms is folded again on each call, correctly. A write through `p.data` moves no version counter and is not seen: that is the
-freeze contract, as with `torch.jit.freeze`.
+batch norms is folded again on each call, correctly. A write through `p.data` moves no version
+counter and is not seen: that is the freeze contract, as with `torch.jit.freeze`.
 
 A packed conv or linear can run through more than one library; which is fastest for its sizes on
 this machine is measured on its first calls (runtime/choices.py), and only the pack of the way

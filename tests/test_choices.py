@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import json
 import types
 
 import pytest
@@ -16,8 +17,9 @@ from runtime import choices, prepacked
 
 
 @pytest.fixture(autouse=True)
-def _fresh_choices(monkeypatch):
-    """Each test decides anew, and leaves no decision behind."""
+def _fresh_choices(monkeypatch, tmp_path):
+    """Each test decides anew, in a cache of its own, and leaves no decision behind."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(choices, "TUNE", True)
     with choices.pinned(None):
         yield
@@ -130,6 +132,57 @@ def test_a_family_takes_a_per_size_way_for_so_many_sizes_only(clock) -> None:
         4 - choices.PER_SIZE_KEPT)
 
 
+# -- decisions kept on disk --------------------------------------------------------------------
+def test_a_later_process_takes_the_decisions_of_an_earlier_one_without_measuring(clock) -> None:
+    family = ("linear", (768, 3072), True, True, False, 2)
+    choices.measure(family, 197, {"a": clock.way("a", 2e-3), "b": clock.way("b", 1e-3)}, per_size=frozenset({"b"}))
+    choices.measure(("conv2d", 1), 1, {"a": clock.way("a", 1e-3), "b": clock.way("b", 2e-3)})
+    assert len(list((choices.cache_dir() / "choices").glob("*.json"))) == 1
+    choices.forget()  # (as a new process starts)
+    runs = len(clock.runs)
+    assert choices.chosen(family, 197) == "b" and choices.chosen(("conv2d", 1), 1) == "a"
+    assert choices.chosen(family, 198) is None
+    assert len(clock.runs) == runs
+    [(_, _, _, times), _] = choices.decisions()
+    assert times == pytest.approx({"a": 2e-3, "b": 1e-3})
+    for size in (1, 2):  # (the per-size way read counts against the family's)
+        choices.measure(family, size, {"a": clock.way("a", 2e-3), "b": clock.way("b", 1e-3)}, per_size=frozenset({"b"}))
+    assert (choices.chosen(family, 1), choices.chosen(family, 2)) == ("b", "a")
+
+
+@pytest.mark.parametrize("damage", ["not json", "another machine", "another format", "a bad entry"])
+def test_a_file_of_decisions_that_is_not_this_machines_is_no_decision(clock, damage) -> None:
+    choices.measure("fam", 1, {"a": clock.way("a", 2e-3), "b": clock.way("b", 1e-3)})
+    [path] = (choices.cache_dir() / "choices").glob("*.json")
+    data = json.loads(path.read_text())
+    if damage == "another machine":
+        data["machine"] += " (other)"
+    elif damage == "another format":
+        data["format"] += 1
+    elif damage == "a bad entry":
+        data["decisions"][0]["family"] = "import os"
+    path.write_text("{" if damage == "not json" else json.dumps(data))
+    choices.forget()
+    assert choices.chosen("fam", 1) is None
+    choices.measure("fam", 1, {"a": clock.way("a", 1e-3), "b": clock.way("b", 2e-3)})  # (and it is written anew)
+    choices.forget()
+    assert choices.chosen("fam", 1) == "a"
+
+
+def test_pinned_or_with_tuning_off_the_file_is_neither_read_nor_written(clock, monkeypatch) -> None:
+    choices.measure("fam", 1, {"a": clock.way("a", 2e-3), "b": clock.way("b", 1e-3)})
+    [path] = (choices.cache_dir() / "choices").glob("*.json")
+    written = path.read_text()
+    with choices.pinned("a"):
+        assert choices.chosen("fam", 1) is None
+        choices.measure("other", 1, {"a": clock.way("a", 2e-3), "b": clock.way("b", 1e-3)})
+    monkeypatch.setattr(choices, "TUNE", False)
+    choices.forget()
+    assert choices.chosen("fam", 1) is None
+    choices.measure("third", 1, {"a": clock.way("a", 2e-3), "b": clock.way("b", 1e-3)})
+    assert path.read_text() == written
+
+
 # -- the ways of the packed linear and conv ------------------------------------------------------
 LINEAR_WAYS = ["onednn", "mkl", "torch"]
 
@@ -207,14 +260,17 @@ CONV_WAYS = ["onednn", "torch", "linear"]
 
 
 @pytest.mark.parametrize("way", CONV_WAYS + [None])
-@pytest.mark.parametrize(("kernel", "stride", "padding", "groups"), [(1, 1, 0, 1), (3, 1, 1, 1), (1, 2, 0, 1), (3, 2, 1, 2)])
-def test_each_way_of_the_packed_conv_computes_what_conv2d_computes(way, kernel, stride, padding, groups, pin) -> None:
+@pytest.mark.parametrize(("kernel", "stride", "padding", "groups"),
+                         [(1, 1, 0, 1), (3, 1, 1, 1), (1, 2, 0, 1), (3, 2, 1, 2)])
+def test_each_way_of_the_packed_conv_computes_what_conv2d_computes(way, kernel, stride, padding, groups,
+                                                                   pin) -> None:
     """`linear` is a way of 1x1 convs of stride 1 only; elsewhere the pin falls back to the default."""
     torch.manual_seed(0)
     pin(way)
     w = nn.Parameter(torch.randn(32, 16 // groups, kernel, kernel) / 8)
     for batch in (1, 3):
-        for x in (torch.randn(batch, 16, 9, 9), torch.randn(batch, 16, 9, 9).contiguous(memory_format=torch.channels_last)):
+        row_major = torch.randn(batch, 16, 9, 9)
+        for x in (row_major, row_major.contiguous(memory_format=torch.channels_last)):
             with torch.no_grad():
                 for bias in (None, torch.randn(32)):
                     args = ((stride, stride), (padding, padding), (1, 1), groups)
