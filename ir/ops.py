@@ -143,11 +143,30 @@ class InplaceOp(Operation):
     traits = frozenset({Mutates(0), AliasOf(0)})
 
 
-class BuiltinCallOp(Operation):
-    """A call of a Python builtin or `math` function (attribute `callee`: "len", "math.sqrt")."""
+class _CallTraits:
+    """Effects of a torch call depend on what it calls; the front end records them as
+    attributes (`mutates`, `random`, `alias_of`) and the traits follow from those."""
+
+    attributes: dict[str, Any]
+
+    @property
+    def traits(self) -> frozenset[Trait]:  # type: ignore[override]
+        mutates = self.attributes.get("mutates", ())
+        found: set[Trait] = {Mutates(i) for i in mutates}
+        alias = self.attributes.get("alias_of")
+        if alias is not None:
+            found.add(AliasOf(alias))
+        if not mutates and not self.attributes.get("random", False):
+            found.add(PURE)
+        return frozenset(found)
+
+
+class BuiltinCallOp(_CallTraits, Operation):
+    """A call of a Python builtin or `math` function (attribute `callee`: "len", "math.sqrt"), or
+    of a runtime helper ("_prepacked.conv2d"): pure, unless `mutates` lists an operand it writes
+    (a result written into a buffer, ir/passes/plan.py)."""
 
     name = "py.call"
-    traits = frozenset({PURE})
 
 
 class GetAttrOp(Operation):
@@ -273,24 +292,6 @@ class GetItemOp(Operation):
 
 
 # -- tensor operations -----------------------------------------------------------------------
-class _CallTraits:
-    """Effects of a torch call depend on what it calls; the front end records them as
-    attributes (`mutates`, `random`, `alias_of`) and the traits follow from those."""
-
-    attributes: dict[str, Any]
-
-    @property
-    def traits(self) -> frozenset[Trait]:  # type: ignore[override]
-        mutates = self.attributes.get("mutates", ())
-        found: set[Trait] = {Mutates(i) for i in mutates}
-        alias = self.attributes.get("alias_of")
-        if alias is not None:
-            found.add(AliasOf(alias))
-        if not mutates and not self.attributes.get("random", False):
-            found.add(PURE)
-        return frozenset(found)
-
-
 class TorchCallOp(_CallTraits, Operation):
     """A call of a torch function (attribute `callee`: "torch.tanh", "torch.nn.functional.gelu").
     Operands are the positional arguments, then keyword arguments named by `kwnames`."""

@@ -48,7 +48,6 @@ TUNE = os.environ.get("TORCHSCRIBE_TUNE", "1") != "0"
 MIN_ROUNDS, MAX_ROUNDS, BUDGET_S = 3, 30, 0.05
 MARGIN = 0.97  # another way must take less than this fraction of the default's time
 MAX_SIZES = 8  # sizes measured per family; the others follow the nearest one measured
-PER_SIZE_KEPT = 2  # sizes per family that may take a way making something for that size alone
 
 
 class _Decision:
@@ -98,12 +97,8 @@ def measure(family: Hashable, size: int, ways: Mapping[str, Callable[[], Any]],
     """Runs every way (the first is the default) and times them in turns, records the fastest
     for `family` at `size`, and returns the last result (every way computes the same). With
     tuning off, or one way, only the default runs, and is recorded. `per_size`: the ways that
-    make something for this size alone (MKL's packed weight, made for one number of rows): of
-    these, a family takes one for PER_SIZE_KEPT sizes at most, so that a weight has that many
-    packs at most and calls alternating between more sizes do not make them again and again."""
-    sizes = _decided.get(family, {})
-    if per_size and sum(d.way in per_size for d in sizes.values()) >= PER_SIZE_KEPT:
-        ways = {name: run for name, run in ways.items() if name not in per_size}
+    make something for this size alone (MKL's packed weight, made for one number of rows): how
+    many of those one operand may hold is the caller's to bound (`without_per_size`)."""
     names = list(ways)
     if not TUNE or len(names) == 1 or _pinned is not None:
         way = _pinned if _pinned in ways else names[0]
@@ -130,6 +125,16 @@ def measure(family: Hashable, size: int, ways: Mapping[str, Callable[[], Any]],
     _decided.setdefault(family, {})[size] = _Decision(way, best, per_size)
     _write(family, size)
     return result
+
+
+def without_per_size(family: Hashable, size: int) -> str:
+    """The way for a call of `family` at `size` (decided) that makes nothing for its size alone:
+    for an operand that holds as many such things as it may already."""
+    sizes = _decided[family]
+    found = sizes.get(size)
+    if found is None:
+        found = sizes[min(sizes, key=lambda s: (abs(s - size), s))]
+    return found.without_per_size()
 
 
 def decisions() -> list[tuple[Hashable, int, str, dict[str, float]]]:

@@ -36,6 +36,7 @@ from runtime import choices as _choices
 _ONEDNN = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_convolution_pointwise")
 _ONEDNN_LINEAR = torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 _MKL_LINEAR = torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_linear")
+MKL_PACKS_KEPT = 2  # row counts one weight has MKL packs for: calls of others take another way
 
 
 class _Cache:
@@ -68,6 +69,10 @@ class _Cache:
             self.entries[k] = found
         found[1][key] = (others, stamp, value)
         return value
+
+    def has(self, first: Tensor, key: Any) -> bool:
+        found = self.entries.get(id(first))
+        return found is not None and found[0]() is first and key in found[1]
 
     def drop(self, first: Tensor, key: Any) -> None:
         found = self.entries.get(id(first))
@@ -151,20 +156,22 @@ def channels_last(weight: Tensor) -> Tensor:
 
 
 def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
-           dilation: Sequence[int], groups: int) -> Tensor:
+           dilation: Sequence[int], groups: int, out: Tensor | None = None) -> Tensor:
     """`F.conv2d(x, weight, bias, stride, padding, dilation, groups)` the fastest way measured
     here for convs of its sizes (runtime/choices.py): oneDNN's conv with the weight reordered once
     into its layout for inputs of `x`'s sizes (the default), torch's conv (channels-last weight,
     made once), or for a 1x1 conv of stride 1 of a channels-last input, `linear` (below) of its
-    NHWC rows. Each gives torch's strides for a channels-last input (channels-last), which is what
-    generated code passes (ir/passes/layout.py); another input takes oneDNN's way."""
+    NHWC rows, or given `out` (a channels-last tensor of the result's sizes, from buffers the
+    function keeps: ir/passes/plan.py), a GEMM of those rows written into it. Each gives torch's
+    strides for a channels-last input (channels-last), which is what generated code passes
+    (ir/passes/layout.py); another input takes oneDNN's way. The result is `out` or a new tensor."""
     if not (_ONEDNN and torch.backends.mkldnn.enabled and x.device.type == "cpu" and x.dtype == torch.float32
             and x.dim() == 4 and weight.dim() == 4):
         return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     nhwc = x.is_contiguous(memory_format=torch.channels_last)
     family = ("conv2d", tuple(x.shape[1:]), nhwc, tuple(weight.shape), stride, padding, dilation, groups,
-              bias is None, torch.get_num_threads())
+              bias is None, out is None, torch.get_num_threads())
     way = _choices.chosen(family, x.shape[0])
     if way == "onednn":
         return _onednn_conv2d(x, weight, bias, stride, padding, dilation, groups)
@@ -172,12 +179,16 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int]
         return F.conv2d(x, channels_last(weight), bias, stride, padding, dilation, groups)
     if way == "linear":
         return _conv1x1_as_linear(x, weight, bias)
+    if way == "gemm_into":
+        return _conv1x1_into(x, weight, bias, out)  # type: ignore[arg-type]
     ways = {"onednn": lambda: _onednn_conv2d(x, weight, bias, stride, padding, dilation, groups)}
     if nhwc:  # (the layout generated code gives; oneDNN's result of another need not be torch's)
         ways["torch"] = lambda: F.conv2d(x, channels_last(weight), bias, stride, padding, dilation, groups)
     if (nhwc and weight.shape[2:] == (1, 1) and stride == (1, 1) and padding == (0, 0) and groups == 1
             and (weight.is_contiguous() or weight.is_contiguous(memory_format=torch.channels_last))):
         ways["linear"] = lambda: _conv1x1_as_linear(x, weight, bias)
+        if out is not None:
+            ways["gemm_into"] = lambda: _conv1x1_into(x, weight, bias, out)
     got = _choices.measure(family, x.shape[0], ways)
     if _choices.chosen(family, x.shape[0]) != "onednn":  # (its reordered weight is not kept for nothing)
         _PACKED.drop(weight, ("conv2d", stride, padding, dilation, groups))
@@ -205,12 +216,32 @@ def _conv1x1_as_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor
     return linear(x.permute(0, 2, 3, 1), weight.view(weight.shape[0], weight.shape[1]), bias).permute(0, 3, 1, 2)
 
 
+def _conv1x1_into(x: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor) -> Tensor:
+    """A 1x1 conv of stride 1 of a channels-last `x` as a GEMM of its NHWC rows written into the
+    NHWC rows of `out` (`torch.mm(..., out=)`, with the bias `addmm`'s): a fresh output of
+    megabytes faults its pages on every call where the allocator gave them back. An `out` of other
+    sizes or layout gets torch's conv, returned."""
+    n, h, w, c_out = x.shape[0], x.shape[2], x.shape[3], weight.shape[0]
+    if not (out.shape == (n, c_out, h, w) and out.dtype == x.dtype and out.device == x.device
+            and out.is_contiguous(memory_format=torch.channels_last)):
+        return F.conv2d(x, weight, bias)
+    rows = x.permute(0, 2, 3, 1).reshape(n * h * w, x.shape[1])
+    into = out.permute(0, 2, 3, 1).view(n * h * w, c_out)
+    matrix = weight.view(c_out, weight.shape[1]).t()
+    if bias is None:
+        torch.mm(rows, matrix, out=into)
+    else:
+        torch.addmm(bias, rows, matrix, out=into)
+    return out
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """`F.linear(x, weight, bias)` the fastest way measured here for its sizes and number of rows
     (runtime/choices.py): oneDNN's linear with the weight reordered once into its layout (the
     default), MKL's GEMM with the weight packed once for that number of rows (MKL computes with a
     packed weight only at the rows it was packed for, so a weight has a pack for each of at most
-    `choices.PER_SIZE_KEPT` row counts), or torch's linear. A packed weight is cached against its
+    `MKL_PACKS_KEPT` row counts, and others take the fastest of the other ways), or torch's
+    linear. A packed weight is cached against its
     parameter; a view of one (a conv's weight seen as a matrix) with its sizes, strides and
     offset. It records no autograd graph, as `conv2d` above: compiled code runs only where none
     is recorded (its entry checks send a call with grad enabled and a tensor requiring grad to
@@ -228,12 +259,16 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     if way == "onednn":
         return _onednn_linear(x, weight, bias)
     if way == "mkl":
-        return _mkl_linear(x, weight, bias, rows)
+        got = _mkl_linear(x, weight, bias, rows)
+        if got is not None:
+            return got
+        way = _choices.without_per_size(family, rows)  # (the weight has packs for other rows)
+        return _onednn_linear(x, weight, bias) if way == "onednn" else F.linear(x, weight, bias)
     if way == "torch":
         return F.linear(x, weight, bias)
     ways = {"onednn": lambda: _onednn_linear(x, weight, bias), "torch": lambda: F.linear(x, weight, bias)}
-    if _MKL_LINEAR and rows > 0 and weight.numel() > 0:
-        ways["mkl"] = lambda: _mkl_linear(x, weight, bias, rows)
+    if _MKL_LINEAR and rows > 0 and weight.numel() > 0 and _mkl_packs(weight) < MKL_PACKS_KEPT:
+        ways["mkl"] = lambda: _mkl_linear(x, weight, bias, rows)  # type: ignore[return-value]
     got = _choices.measure(family, rows, ways, per_size=frozenset({"mkl"}))
     way = _choices.chosen(family, rows)
     base = weight if weight._base is None else weight._base
@@ -242,6 +277,16 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     if way != "mkl":
         _PACKED.drop(base, _linear_key("mkl", weight, rows))
     return got
+
+
+def _mkl_packs(weight: Tensor) -> int:
+    """How many row counts MKL's packs of this weight (this view of its parameter) serve."""
+    base = weight if weight._base is None else weight._base
+    found = _PACKED.entries.get(id(base))
+    if found is None or found[0]() is not base:
+        return 0
+    key = _linear_key("mkl", weight)
+    return sum(k[:4] == key[:4] for k in found[1])
 
 
 def _linear_key(way: str, weight: Tensor, rows: int | None = None) -> tuple:
@@ -260,12 +305,16 @@ def _onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
 
 
-def _mkl_linear(x: Tensor, weight: Tensor, bias: Tensor | None, rows: int) -> Tensor:
+def _mkl_linear(x: Tensor, weight: Tensor, bias: Tensor | None, rows: int) -> Tensor | None:
+    """MKL's GEMM with the weight packed for `rows`; None where the weight has packs for
+    MKL_PACKS_KEPT other row counts already (a pack is a copy of the weight)."""
     base = weight if weight._base is None else weight._base
     key = _linear_key("mkl", weight, rows)
     stamp = (base._version, base.data_ptr())
     packed = _PACKED.get(base, key, (), stamp)
     if packed is None:
+        if not _PACKED.has(base, key) and _mkl_packs(weight) >= MKL_PACKS_KEPT:
+            return None  # (a pack of these rows, made stale by a write, is made again in its place)
         with torch.no_grad():
             packed = _PACKED.put(base, key, (), stamp,
                                  torch.ops.mkl._mkl_reorder_linear_weight(weight.detach().contiguous(), rows))

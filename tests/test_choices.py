@@ -124,14 +124,6 @@ def test_past_the_sizes_measured_a_family_follows_the_nearest_without_its_per_si
     assert len(choices.decisions()) == choices.MAX_SIZES
 
 
-def test_a_family_takes_a_per_size_way_for_so_many_sizes_only(clock) -> None:
-    for size in range(1, 5):
-        choices.measure("fam", size, {"a": clock.way("a", 2e-3), "mkl": clock.way("mkl", 1e-3)},
-                        per_size=frozenset({"mkl"}))
-    assert [choices.chosen("fam", s) for s in range(1, 5)] == ["mkl"] * choices.PER_SIZE_KEPT + ["a"] * (
-        4 - choices.PER_SIZE_KEPT)
-
-
 # -- decisions kept on disk --------------------------------------------------------------------
 def test_a_later_process_takes_the_decisions_of_an_earlier_one_without_measuring(clock) -> None:
     family = ("linear", (768, 3072), True, True, False, 2)
@@ -145,9 +137,7 @@ def test_a_later_process_takes_the_decisions_of_an_earlier_one_without_measuring
     assert len(clock.runs) == runs
     [(_, _, _, times), _] = choices.decisions()
     assert times == pytest.approx({"a": 2e-3, "b": 1e-3})
-    for size in (1, 2):  # (the per-size way read counts against the family's)
-        choices.measure(family, size, {"a": clock.way("a", 2e-3), "b": clock.way("b", 1e-3)}, per_size=frozenset({"b"}))
-    assert (choices.chosen(family, 1), choices.chosen(family, 2)) == ("b", "a")
+    assert choices.without_per_size(family, 197) == "a"
 
 
 @pytest.mark.parametrize("damage", ["not json", "another machine", "another format", "a bad entry"])
@@ -246,7 +236,7 @@ def test_a_weight_has_mkl_packs_for_so_many_row_counts_made_again_when_it_is_wri
         for rows in (1, 2, 3, 4, 2):
             x = torch.randn(rows, 256)
             torch.testing.assert_close(prepacked.linear(x, w, None), F.linear(x, w), atol=1e-4, rtol=1e-4)
-        assert _packs(w) == ["mkl"] * choices.PER_SIZE_KEPT + ["onednn"]  # (rows 3 and 4: the default)
+        assert _packs(w) == ["mkl"] * prepacked.MKL_PACKS_KEPT + ["onednn"]  # (rows 3 and 4: the default)
         w.mul_(-2.0)
         x = torch.randn(2, 256)
         torch.testing.assert_close(prepacked.linear(x, w, None), F.linear(x, w), atol=1e-4, rtol=1e-4)

@@ -399,3 +399,54 @@ def test_freeze_takes_a_module_instance(target: str) -> None:
             script(f, example_inputs=(torch.randn(2),), freeze=True)
         else:
             script(freeze=True)(nn.Module)
+
+
+EXPAND = """\
+import torch
+from torch import nn
+
+
+class Expand(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.up = nn.Conv2d(16, 96, 1, bias=False)
+        self.bn = nn.BatchNorm2d(96)
+        self.down = nn.Conv2d(96, 16, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.stem(x)
+        return self.down(torch.relu(self.bn(self.up(h)))) + h
+"""
+
+
+@pytest.mark.parametrize("way", ["gemm_into", "onednn", "torch", "linear", None])
+def test_a_large_1x1_conv_runs_each_way_into_a_kept_buffer_as_eager(way, tmp_path, monkeypatch) -> None:
+    """At a batch not known to be one, 1x1 convs run as `_prepacked.conv2d` (layout.measured_1x1),
+    the 16->96 one at 56x56 (1.2 MB an image) given a kept buffer it may be written into
+    (`gemm_into`) and its batch norm not folded (it joins the kernel after); each way against
+    eager at batches 2, 3, 2, the first call's result unchanged by the later ones."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with choices.pinned(way), imported_source(tmp_path, "frozen_expand", EXPAND) as mod:
+        net = mod.Expand().eval()
+        _randomize(net, 0)
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(torch.randn(2, 3, 56, 56),), freeze=True)
+            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+            forward = text[text.index("def Expand_forward(self"):]
+            assert forward.count("_prepacked.conv2d(") == 2 and "fold_batch_norm" not in forward, forward
+            assert "torch.float32).permute(0, 3, 1, 2)" in forward, forward  # (the NHWC rows of a kept buffer)
+            first_x = torch.randn(2, 3, 56, 56)
+            with runtime.mode("strict"):
+                first = compiled(first_x)
+            assert_close_to_eager(first, net(first_x))
+            for batch in (3, 2):
+                x = torch.randn(batch, 3, 56, 56)
+                with runtime.mode("strict"):
+                    assert_close_to_eager(compiled(x), net(x))
+            assert_close_to_eager(first, net(first_x))
+        if way is not None:  # (the 96->16 conv's output, 200 KB an image, has no buffer to be written into)
+            expected = {way, "onednn"} if way == "gemm_into" else {way}
+            assert {w for family, _, w, _ in choices.decisions() if family[0] == "conv2d"} == expected

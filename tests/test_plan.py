@@ -261,3 +261,40 @@ def test_a_product_written_as_an_operator_gives_a_new_tensor() -> None:
         "%l1 : f32[B, 512, 256]@cpu = " + LINEAR.format(x="k0", w="w"), '%l1 : f32[B, 512, 256]@cpu = py.binary(%k0, %wt) {op = "@"}')
     assert 'py.binary(%k0, %wt) {op = "@"}' in text
     assert planned(text).count("py.buffer(") == 2
+
+
+CONV_1X1 = """\
+func @f(%x: f32[B, 16, 112, 112]@cpu, %w: f32[96, 16, {k}, {k}]@cpu, %w2: f32[16, 96, 1, 1]@cpu) -> {ret_type} {{
+  %n : None = py.constant() {{value = None}}
+  %s : tuple[int, int] = py.constant() {{value = (1, 1)}}
+  %p : tuple[int, int] = py.constant() {{value = ({pad}, {pad})}}
+  %g : int = py.constant() {{value = 1}}
+  %y : f32[B, 96, 112, 112]@cpu = py.call(%x, %w, %n, %s, %p, %s, %g) {{callee = "_prepacked.conv2d"}}
+  %z : f32[B, 16, 112, 112]@cpu = torch.call(%y, %w2) {{callee = "torch.nn.functional.conv2d", aten = "aten::conv2d"}}
+  func.return({ret})
+}}
+"""
+
+
+def test_a_large_1x1_conv_is_given_a_kept_buffer_as_nhwc_rows() -> None:
+    """runtime/prepacked.conv2d may write it with a GEMM of the input's rows (`out`); the buffer is
+    the result's NHWC rows, passed seen as NCHW (channels-last, as the conv's result is)."""
+    out = planned(CONV_1X1.format(k=1, pad=0, ret="%z", ret_type="f32[B, 16, 112, 112]@cpu"))
+    buffer = re.search(r"^  (%\w+) : f32\[B, 112, 112, 96\]@cpu = py\.buffer\(%buffers, %\w+\) \{slot = 0, dtype = \"float32\"\}\n"
+                       r"  %\w+ : .+ = py\.constant\(\) \{value = \(0, 3, 1, 2\)\}\n"
+                       r"  (%\w+) : f32\[B, 96, 112, 112\]@cpu = torch\.method\(\1, %\w+\) \{method = \"permute\"", out, re.M)
+    assert buffer, out
+    assert (f'%y : f32[B, 96, 112, 112]@cpu = py.call(%x, %w, %n, %s, %p, %s, %g, {buffer.group(2)}) '
+            '{callee = "_prepacked.conv2d", mutates = (7,), alias_of = 7}') in out, out
+    assert out.count("py.buffer(") == 1  # (z is returned)
+
+
+@pytest.mark.parametrize("case", ["3x3", "padded", "returned", "under MIN_BYTES"])
+def test_what_conv_gets_no_kept_buffer(case: str) -> None:
+    text = CONV_1X1.format(k=3 if case == "3x3" else 1, pad=1 if case == "padded" else 0,
+                           ret="%y" if case == "returned" else "%z",
+                           ret_type="f32[B, 96, 112, 112]@cpu" if case == "returned" else "f32[B, 16, 112, 112]@cpu")
+    if case == "under MIN_BYTES":
+        text = text.replace("112, 112", "28, 28")
+    out = planned(text)
+    assert "py.buffer(" not in out and 'callee = "_prepacked.conv2d"}' in out, out

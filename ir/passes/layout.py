@@ -13,7 +13,8 @@ channels-last tensor are row-major, so the fused kernels that `fuse` makes of th
 write memory in order, and write over the conv's output (`reuse` looks through the permute).
 A 1x1 conv of one image whose input is (or is made) channels-last becomes `linear` of the NHWC
 rows instead (`_as_linear_call`): the same product over channels, and its row-major result is the
-conv's output in NHWC order. A 1x1 adaptive average pool of a value with NHWC rows is their
+conv's output in NHWC order; in a frozen program one of a batch not known to be one image runs
+as `_prepacked.conv2d`, whose ways the runtime measures (`measured_1x1`). A 1x1 adaptive average pool of a value with NHWC rows is their
 mean over H and W (`global_pool`), whose `[N, 1, 1, C]` result a squeeze-and-excitation block's
 layers read as rows too. A 4-d result of
 `linear` or `matmul` (row-major) permuted to NCHW is channels-last as well, so the pointwise ops
@@ -226,9 +227,10 @@ def _grouped(x: object, weight: TensorType) -> bool:
             and type(x.shape[1]) is int and type(weight.shape[1]) is int and weight.shape[1] < x.shape[1])
 
 
-def _as_linear_call(conv: Operation, facts: Facts) -> Call | None:
+def _as_linear_call(conv: Operation, facts: Facts, images_one: bool = True) -> Call | None:
     """A 1x1 convolution of stride 1, no padding and one group, of a batch known to be one image
-    (arguments by position or by name). On channels-last input it is a matrix product over
+    (or, with `images_one` false, of one not known to be: `measured_1x1`) (arguments by position
+    or by name). On channels-last input it is a matrix product over
     channels, and torch's `linear` of the NHWC rows ran it as fast as oneDNN's convolution or
     faster at one image, and slower for more rows, on the machine of benchmarks/RESULTS.md (two
     threads). Single convs, linear / conv time, by rows (batch x positions): at 784 rows 0.64x to
@@ -251,10 +253,27 @@ def _as_linear_call(conv: Operation, facts: Facts) -> Call | None:
         return None
     padding = c.const("padding")
     one_image = x_shape is not None and x_shape[0] == 1
-    fits = (one_image and pair(c.const("stride")) == (1, 1)
-            and (padding in ("valid", "same") or pair(padding) == (0, 0))
+    fits = (pair(c.const("stride")) == (1, 1) and (padding in ("valid", "same") or pair(padding) == (0, 0))
             and type(c.const("groups")) is int and c.const("groups") == 1)
-    return c if fits else None
+    return c if fits and one_image == images_one else None
+
+
+def measured_1x1(conv: Operation, facts: Facts) -> bool:
+    """In a frozen program, a float32 1x1 conv of stride 1 and one group, of a batch not known to
+    be one image, whose weight is made once: it runs as `_prepacked.conv2d`, whose ways the
+    runtime measures (a conv, oneDNN's with its weight reordered once, the `linear` of its NHWC
+    rows, or for a large output a GEMM into a buffer the function keeps, ir/passes/plan.py).
+    Which is fastest depends on the machine: on an Intel Xeon at batch 8, for efficientnet_b0's
+    1x1 convs, the fastest of them took 0.9x torch's conv time over all, and the GEMM into a
+    kept buffer 4.7 ms against 18.7 for the conv of 16 to 96 channels at 112x112 (its fresh
+    38.5 MB output faults every page on every call); on an AMD EPYC `linear` was the slower
+    (above), so the choice is not made here. Its batch norm stays (not folded): it joins the
+    kernel after the conv, and the GEMM takes no bias."""
+    x, weight = conv.operands[0].type, conv.operands[1].type
+    call = _as_linear_call(conv, facts, images_one=False)
+    return (call is not None and not isinstance(call.const("padding"), str) and isinstance(x, TensorType)
+            and x.dtype == "float32" and isinstance(weight, TensorType) and weight.dtype == "float32"
+            and made_once(conv.operands[1]))
 
 
 def read_rows_directly(nchw: Value, rows: Value) -> None:
@@ -496,7 +515,7 @@ class _Rewriter:
 
     def conv(self, op: Operation) -> None:
         x = op.operands[0]
-        packed = self.frozen and will_pack(op, self.facts)
+        packed = self.frozen and (will_pack(op, self.facts) or measured_1x1(op, self.facts))
         call = None if packed else _as_linear_call(op, self.facts)
         if call is not None and (prefers_channels_last(op) or x in self.channels_last or x in self.channel_parts):
             self.as_linear(call)

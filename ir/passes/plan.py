@@ -25,7 +25,10 @@ Then the large outputs of fused kernels (pointwise and row-reduction), and the l
 no dead temporary was found for, that nothing outside the call can see go into
 buffers the function keeps between calls (`keep_buffers`, runtime/buffers.py): how often a fresh
 tensor faults depends on what the rest of the process allocated (glibc gives the heap's top back
-once enough of it is free), and a kept buffer's pages stay mapped.
+once enough of it is free), and a kept buffer's pages stay mapped. A large result of a 1x1
+`_prepacked.conv2d` of stride 1 (ir/passes/layout.py, `measured_1x1`) is given the NHWC rows of
+such a buffer as `out`, seen as NCHW: the runtime may write it there as a GEMM of the input's
+rows, or return a new tensor from a conv way that measured faster (runtime/prepacked.py).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from ir.passes.canonicalize import immutable
 from ir.passes.concat import size_source, size_value
 from ir.passes.functionalize import holds_tensors
 from ir.passes.fuse import FRESH_RESULTS, fresh_row_major
-from ir.passes.layout import PACKED_CONV
+from ir.passes.layout import PACKED_CONV, TO_NCHW, TO_NHWC
 from ir.passes.pack import HELPER as PACKED_LINEAR
 from ir.primitives import op_name
 from ir.types import ANY, TensorType
@@ -225,6 +228,8 @@ class _Planner:
         for i, op in enumerate(self.block.ops):
             if self.target(op):  # (a GEMM no dead temporary was found for)
                 outputs, inputs = [(0, op.result)], list(op.operands)
+            elif _conv_1x1(op):  # (a 1x1 conv the runtime may run as a GEMM into the buffer)
+                outputs, inputs = [(0, op.result)], [op.operands[0]]
             elif isinstance(op, ops.KernelOp) and not op.attributes.get("into"):
                 over = {k for k, _ in op.attributes.get("reuse", ())}
                 outputs = [(k, r) for k, r in enumerate(op.results) if k not in over]
@@ -253,12 +258,21 @@ class _Planner:
         for op, k, slot in chosen:
             e = Emitter(op, Facts())
             inputs = op.operands[:op.attributes["inputs"]] if isinstance(op, ops.KernelOp) else list(op.operands)
-            shape = e.shape([size_value(e, d, inputs) for d in op.results[k].type.shape])  # type: ignore[union-attr]
+            t = op.results[k].type
+            conv = _conv_1x1(op)
+            if conv:  # (the NHWC rows of its channels-last result)
+                t = TensorType(t.dtype, tuple(t.shape[i] for i in TO_NHWC), t.device)  # type: ignore[union-attr]
+            shape = e.shape([size_value(e, d, inputs) for d in t.shape])  # type: ignore[union-attr]
             e.commit()
-            buffer = ops.BufferOp([take.result, shape], [op.results[k].type],
-                                  {"slot": slot, "dtype": op.results[k].type.dtype}, loc=op.loc)  # type: ignore[union-attr]
+            buffer = ops.BufferOp([take.result, shape], [t], {"slot": slot, "dtype": t.dtype}, loc=op.loc)  # type: ignore[union-attr]
             self.block.insert_before(op, buffer)
-            if isinstance(op, ops.KernelOp):
+            if conv:
+                e = Emitter(op, Facts())
+                seen = e.method("permute", buffer.result, TO_NCHW)
+                e.commit()
+                op._add_operand(seen)
+                op.attributes.update(mutates=(len(op.operands) - 1,), alias_of=len(op.operands) - 1)
+            elif isinstance(op, ops.KernelOp):
                 op._add_operand(buffer.result)
                 op.attributes["into"] = (*op.attributes.get("into", ()), k)
             else:
@@ -281,6 +295,18 @@ def _gemm_into(op: Operation, dest: Value) -> Operation:
     op.result.replace_all_uses_with(gemm.result)
     op.erase()
     return gemm
+
+
+def _conv_1x1(op: Operation) -> bool:
+    """`_prepacked.conv2d(x, w, b, (1, 1), (0, 0), dilation, 1)` of a 1x1 weight, given no buffer
+    yet: its result may be written by a GEMM of the input's NHWC rows (runtime/prepacked.py)."""
+    if not (isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"] == PACKED_CONV and len(op.operands) == 7):
+        return False
+    w = op.operands[1].type
+    stride, padding, _, groups = (v.owner.attributes.get("value") if isinstance(v.owner, ops.ConstantOp) else None
+                                  for v in op.operands[3:])
+    return (isinstance(w, TensorType) and w.shape is not None and len(w.shape) == 4 and tuple(w.shape[2:]) == (1, 1)
+            and stride == (1, 1) and padding == (0, 0) and groups == 1)
 
 
 def _packed_linear(v: Value) -> bool:
