@@ -244,13 +244,21 @@ def test_a_channels_last_weight_is_made_once_and_again_when_the_weight_changes()
     assert torch.equal(prepacked.channels_last(w[:3]), w[:3])
 
 
+def _frozen(net: nn.Module, example: torch.Tensor, tmp_path: Path) -> tuple[nn.Module, str]:
+    """`script(net, example_inputs=(example,), freeze=True)` (into the cache under `tmp_path`) and
+    the text of the forward it generated."""
+    from transpiler import script
+
+    compiled = script(net, example_inputs=(example,), freeze=True)
+    text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
+    return compiled, text[text.index(f"def {type(net).__name__}_forward(self"):]
+
+
 def test_convs_of_channels_last_inputs_read_their_weights_channels_last_made_once(tmp_path, monkeypatch) -> None:
     """torch's conv of a channels-last input copies a weight of another layout on every call; a
     frozen module's weights of more than one input channel per group and more than 1x1 are made
     channels-last once (a depthwise or 1x1 weight is channels-last already). Values as eager's,
     before and after the weights change."""
-    from transpiler import script
-
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     steps = [("conv", "layer", True), ("bn", "layer", False), ("grouped", "residual", False),
              ("depthwise", "layer", False), ("pointwise", "residual", False), ("conv", "layer", False)]
@@ -258,9 +266,7 @@ def test_convs_of_channels_last_inputs_read_their_weights_channels_last_made_onc
         net = mod.Net().eval()
         _randomize(net, 0)
         with torch.no_grad():
-            compiled = script(net, example_inputs=(torch.randn(1, 8, 16, 16),), freeze=True)
-            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-            forward = text[text.index("def Net_forward(self"):]
+            compiled, forward = _frozen(net, torch.randn(1, 8, 16, 16), tmp_path)
             assert forward.count("_prepacked.channels_last(") == 3, forward  # (both 3x3 convs, the grouped one)
             for change in ("none", "in place", "replaced"):
                 if change == "in place":
@@ -426,16 +432,12 @@ def test_a_large_1x1_conv_runs_each_way_into_a_kept_buffer_as_eager(way, tmp_pat
     the 16->96 one at 56x56 (1.2 MB an image) given a kept buffer it may be written into
     (`gemm_into`) and its batch norm not folded (it joins the kernel after); each way against
     eager at batches 2, 3, 2, the first call's result unchanged by the later ones."""
-    from transpiler import script
-
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     with choices.pinned(way), imported_source(tmp_path, "frozen_expand", EXPAND) as mod:
         net = mod.Expand().eval()
         _randomize(net, 0)
         with torch.no_grad():
-            compiled = script(net, example_inputs=(torch.randn(2, 3, 56, 56),), freeze=True)
-            text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-            forward = text[text.index("def Expand_forward(self"):]
+            compiled, forward = _frozen(net, torch.randn(2, 3, 56, 56), tmp_path)
             assert forward.count("_prepacked.conv2d(") == 2 and "fold_batch_norm" not in forward, forward
             assert "torch.float32).permute(0, 3, 1, 2)" in forward, forward  # (the NHWC rows of a kept buffer)
             first_x = torch.randn(2, 3, 56, 56)
