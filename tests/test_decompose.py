@@ -386,6 +386,26 @@ def test_gelu_at_infinity() -> None:
     assert all(math.isnan(v) for v in compiled.fn(x).tolist()[1:])
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_softmax_writes_no_subnormal_probabilities(dtype: torch.dtype) -> None:
+    """exp(x - max) below e^-87 (float64: e^-708) counts as 0 (docs/primitives.md, "Subnormals"):
+    eager's probabilities there are subnormal, ours 0; the others as eager's, with NaN and -inf."""
+    compiled = compile_case(fn(X, "torch.softmax(x, -1)"), [torch.zeros(4, 6, dtype=dtype)])
+    gap = 100.0 if dtype == torch.float32 else 720.0
+    x = torch.randn(4, 6, dtype=dtype)
+    x[0, 3:] -= gap  # (swin_t's mask: -100 for other windows' pixels)
+    x[1, 2] = -math.inf
+    x[2, 1] = math.nan
+    x[3, 0] = x[3, 1:].max() - (87.5 if dtype == torch.float32 else 708.5)  # (just past the bound)
+    want, got = torch.softmax(x, -1), compiled.fn(x)
+    tiny = torch.finfo(dtype).tiny
+    assert ((want > 0) & (want < tiny))[0, 3:].all(), want  # (eager's are subnormal)
+    assert not ((got > 0) & (got < tiny)).any(), got
+    assert (got[0, 3:] == 0).all() and got[3, 0] == 0 and got[1, 2] == 0
+    assert got[2].isnan().all() and want[2].isnan().all()
+    assert torch.allclose(got[[0, 1, 3]], want[[0, 1, 3]], rtol=1e-6, atol=2 * tiny)
+
 # -- after the pass: primitives, or left as is ------------------------------------------------------
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_after_the_pass_every_tensor_op_is_a_primitive(case: Case) -> None:

@@ -60,12 +60,17 @@ func @f(%x: f16[B, T, 8]) -> f16[B, T, 8] {
   %4 : bool = py.constant() {value = True}
   %5 : f32[B, T, 1] = torch.call(%2, %3, %4) {callee = "torch.amax", kwnames = ("keepdim",), aten = "aten::amax"}
   %6 : f32[B, T, 8] = py.binary(%2, %5) {op = "-"}
-  %7 : f32[B, T, 8] = torch.call(%6) {callee = "torch.exp", aten = "aten::exp"}
-  %8 : f32[B, T, 1] = torch.call(%7, %3, %4) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
-  %9 : f32[B, T, 8] = py.binary(%7, %8) {op = "/"}
-  %10 : dtype = py.constant() {value = "torch.float16"}
-  %11 : f16[B, T, 8] = torch.method(%9, %10) {method = "to", alias_of = 0, aten = "aten::to.dtype"}
-  func.return(%11)
+  %7 : float = py.constant() {value = -87.0}
+  %8 : f32[B, T, 8] = torch.call(%6, %7) {callee = "torch.clamp_min", aten = "aten::clamp_min"}
+  %9 : f32[B, T, 8] = torch.call(%8) {callee = "torch.exp", aten = "aten::exp"}
+  %10 : bool[B, T, 8] = py.compare(%6, %7) {op = "<"}
+  %11 : float = py.constant() {value = 0.0}
+  %12 : f32[B, T, 8] = torch.call(%10, %11, %9) {callee = "torch.where", aten = "aten::where.ScalarSelf"}
+  %13 : f32[B, T, 1] = torch.call(%12, %3, %4) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
+  %14 : f32[B, T, 8] = py.binary(%12, %13) {op = "/"}
+  %15 : dtype = py.constant() {value = "torch.float16"}
+  %16 : f16[B, T, 8] = torch.method(%14, %15) {method = "to", alias_of = 0, aten = "aten::to.dtype"}
+  func.return(%16)
 }
 """,
     ),
@@ -84,10 +89,15 @@ func @f(%x: f32[B, 8]) -> f32[B, 8] {
   %2 : bool = py.constant() {value = True}
   %3 : f32[1, 8] = torch.call(%x, %1, %2) {callee = "torch.amax", kwnames = ("keepdim",), aten = "aten::amax"}
   %4 : f32[B, 8] = py.binary(%x, %3) {op = "-"}
-  %5 : f32[B, 8] = torch.call(%4) {callee = "torch.exp", aten = "aten::exp"}
-  %6 : f32[1, 8] = torch.call(%5, %1, %2) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
-  %7 : f32[B, 8] = py.binary(%5, %6) {op = "/"}
-  func.return(%7)
+  %5 : float = py.constant() {value = -87.0}
+  %6 : f32[B, 8] = torch.call(%4, %5) {callee = "torch.clamp_min", aten = "aten::clamp_min"}
+  %7 : f32[B, 8] = torch.call(%6) {callee = "torch.exp", aten = "aten::exp"}
+  %8 : bool[B, 8] = py.compare(%4, %5) {op = "<"}
+  %9 : float = py.constant() {value = 0.0}
+  %10 : f32[B, 8] = torch.call(%8, %9, %7) {callee = "torch.where", aten = "aten::where.ScalarSelf"}
+  %11 : f32[1, 8] = torch.call(%10, %1, %2) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
+  %12 : f32[B, 8] = py.binary(%10, %11) {op = "/"}
+  func.return(%12)
 }
 """,
     ),
@@ -157,10 +167,15 @@ func @f(%x: f32[B, 8]) -> f64[B, 8] {
   %6 : bool = py.constant() {value = True}
   %7 : f64[1, 8] = torch.call(%4, %5, %6) {callee = "torch.amax", kwnames = ("keepdim",), aten = "aten::amax"}
   %8 : f64[B, 8] = py.binary(%4, %7) {op = "-"}
-  %9 : f64[B, 8] = torch.call(%8) {callee = "torch.exp", aten = "aten::exp"}
-  %10 : f64[1, 8] = torch.call(%9, %5, %6) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
-  %11 : f64[B, 8] = py.binary(%9, %10) {op = "/"}
-  func.return(%11)
+  %9 : float = py.constant() {value = -708.0}
+  %10 : f64[B, 8] = torch.call(%8, %9) {callee = "torch.clamp_min", aten = "aten::clamp_min"}
+  %11 : f64[B, 8] = torch.call(%10) {callee = "torch.exp", aten = "aten::exp"}
+  %12 : bool[B, 8] = py.compare(%8, %9) {op = "<"}
+  %13 : float = py.constant() {value = 0.0}
+  %14 : f64[B, 8] = torch.call(%12, %13, %11) {callee = "torch.where", aten = "aten::where.ScalarSelf"}
+  %15 : f64[1, 8] = torch.call(%14, %5, %6) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
+  %16 : f64[B, 8] = py.binary(%14, %15) {op = "/"}
+  func.return(%16)
 }
 """,
     ),

@@ -44,7 +44,7 @@ attend (model.py:10)
     k.shape[0] == B
   kernels (1):
     attend_k0_mul_amax_sub: reduction over [B, 8, 8] (line 13)
-      fuses: line 12: mul, amax, sub, exp, sum, div; line 13: tanh, add
+      fuses: line 12: mul, amax, sub, clamp_min, exp, lt, where, sum, div; line 13: tanh, add
       input 0: s = matmul (line 11): f32[B, 8, 8]@cpu
       output 0: f32[B, 8, 8]@cpu, written over input 0
       saves: 1536·B bytes: writing and reading mul (line 12), div (line 12), tanh (line 13)

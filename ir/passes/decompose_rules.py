@@ -79,8 +79,21 @@ def _shift_by_max(e: Emitter, x: Value, dim: int) -> Value:
     return e.binary("-", x, e.call("torch.amax", x, dim, keepdim=True))
 
 
+# Below this, exp(x - max) counts as 0 in a softmax: e^-87 (1.6e-38) and e^-708 (3.3e-308) are the
+# last normal numbers of float32 and float64 with some room. A subnormal exp costs x86 cores a
+# microcode assist (~100 cycles) there and in every multiply that reads it: the matmul after
+# swin_t's masked softmax (its -100 for other windows' pixels gives e^-100) took 22x as long.
+# The probability changes by less than 2e-38 (float64: 4e-308), below half an ulp of any
+# probability above 2^-102, and the row's sum, at least 1, not at all.
+SOFTMAX_NEGLIGIBLE = {"float32": -87.0, "float64": -708.0}
+
+
 def _softmax(e: Emitter, x: Value, dim: int) -> Value:
-    unnormalized = e.call("torch.exp", _shift_by_max(e, x, dim))
+    shifted = _shift_by_max(e, x, dim)
+    low = SOFTMAX_NEGLIGIBLE[_float_dtype(x)]
+    # exp of the clamped value: one of a subnormal would pay the assist even where `where` drops it
+    exp = e.call("torch.exp", e.call("torch.clamp_min", shifted, low))
+    unnormalized = e.call("torch.where", e.binary("<", shifted, low), 0.0, exp)
     return e.binary("/", unnormalized, e.call("torch.sum", unnormalized, dim, keepdim=True))
 
 
