@@ -145,9 +145,19 @@ def decisions() -> list[tuple[Hashable, int, str, dict[str, float]]]:
 def forget() -> None:
     """Drops every decision this process holds, and reads the file again on the next call: what
     it does not hold is measured again."""
-    global _read_from
+    global _read_from, _epoch
     _decided.clear()
     _read_from = None
+    _epoch += 1
+
+
+_epoch = 0
+
+
+def epoch() -> int:
+    """A number that changes whenever decisions are dropped (`forget`, `pinned`): what a caller
+    kept of a decision holds while it stays the same."""
+    return _epoch
 
 
 # -- the decisions kept on disk ------------------------------------------------------------------

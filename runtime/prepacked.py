@@ -235,6 +235,14 @@ def _conv1x1_into(x: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor) -
     return out
 
 
+# (the weight's and bias's ids, x's sizes, dtype, device and contiguity, the thread count, oneDNN's
+# switch) -> (a weak reference to the weight, its stamp, one to the bias, the decisions' epoch,
+# the call the decision made for them): a later call of the same kind skips the checks, the
+# lookups of the decision and of the pack (about 5 us of the 8 a small linear's wrapper took)
+_FAST: dict[tuple, tuple] = {}
+FAST_KEPT = 4096  # entries before the table is emptied (kinds of call, not calls)
+
+
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     """`F.linear(x, weight, bias)` the fastest way measured here for its sizes and number of rows
     (runtime/choices.py): oneDNN's linear with the weight reordered once into its layout (the
@@ -245,27 +253,52 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     parameter; a view of one (a conv's weight seen as a matrix) with its sizes, strides and
     offset. It records no autograd graph, as `conv2d` above: compiled code runs only where none
     is recorded (its entry checks send a call with grad enabled and a tensor requiring grad to
-    eager)."""
+    eager). A call of a kind seen before (`_FAST`) takes the call decided then, while the weight is
+    the same tensor, unwritten, and the decisions stand."""
+    key = (id(weight), None if bias is None else id(bias), x.shape, x.dtype, x.device, x.is_contiguous(),
+           torch.get_num_threads(), torch._C._get_mkldnn_enabled())
+    hit = _FAST.get(key)
+    if (hit is not None and hit[0]() is weight and hit[1] == (weight._version, weight.data_ptr(), weight.shape)
+            and (bias is None or hit[2]() is bias) and hit[3] == _choices.epoch()):
+        return hit[4](x, weight, bias)
+    got, call = _linear(x, weight, bias)
+    if call is not None and weight._base is None:
+        if len(_FAST) >= FAST_KEPT:
+            _FAST.clear()
+        _FAST[key] = (weakref.ref(weight, lambda r, k=key: _FAST.pop(k) if _FAST.get(k, (None,))[0] is r else None),
+                      (weight._version, weight.data_ptr(), weight.shape), None if bias is None else weakref.ref(bias),
+                      _choices.epoch(), call)
+    return got
+
+
+def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Callable | None]:
+    """`linear`, and the call that its decision makes for a later call of the same kind (None while
+    it is being measured, or where there is nothing to keep)."""
     if not (_ONEDNN_LINEAR and torch.backends.mkldnn.enabled and x.device.type == "cpu" and x.dtype == torch.float32
             and weight.device.type == "cpu" and weight.dtype == torch.float32 and weight.dim() == 2
             and x.dim() >= 1 and x.shape[-1] == weight.shape[1]
             and (bias is None or (bias.device.type == "cpu" and bias.dtype == torch.float32
                                   and tuple(bias.shape) == (weight.shape[0],)))):
-        return F.linear(x, weight, bias)  # (and its errors, as eager's)
+        return F.linear(x, weight, bias), None  # (and its errors, as eager's)
     rows = x.numel() // x.shape[-1] if x.shape[-1] else 0
     family = ("linear", tuple(weight.shape), weight.is_contiguous(), x.is_contiguous(), bias is None,
               torch.get_num_threads())
     way = _choices.chosen(family, rows)
-    if way == "onednn":
-        return _onednn_linear(x, weight, bias)
     if way == "mkl":
         got = _mkl_linear(x, weight, bias, rows)
         if got is not None:
-            return got
+            packed = _PACKED.get(weight, _linear_key("mkl", weight, rows), (), (weight._version, weight.data_ptr()))
+            return got, (None if packed is None else
+                         lambda x, w, b: torch.ops.mkl._mkl_linear(x, packed, w, b, rows))
         way = _choices.without_per_size(family, rows)  # (the weight has packs for other rows)
-        return _onednn_linear(x, weight, bias) if way == "onednn" else F.linear(x, weight, bias)
+        way = "onednn" if way == "onednn" else "torch"
+    if way == "onednn":
+        got = _onednn_linear(x, weight, bias)
+        packed = _PACKED.get(weight, _linear_key("onednn", weight), (), (weight._version, weight.data_ptr()))
+        return got, (None if packed is None else
+                     lambda x, w, b: torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], ""))
     if way == "torch":
-        return F.linear(x, weight, bias)
+        return F.linear(x, weight, bias), F.linear
     ways = {"onednn": lambda: _onednn_linear(x, weight, bias), "torch": lambda: F.linear(x, weight, bias)}
     if _MKL_LINEAR and rows > 0 and weight.numel() > 0 and _mkl_packs(weight) < MKL_PACKS_KEPT:
         ways["mkl"] = lambda: _mkl_linear(x, weight, bias, rows)  # type: ignore[return-value]
@@ -276,7 +309,7 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
         _PACKED.drop(base, _linear_key("onednn", weight))
     if way != "mkl":
         _PACKED.drop(base, _linear_key("mkl", weight, rows))
-    return got
+    return got, None
 
 
 def _mkl_packs(weight: Tensor) -> int:

@@ -246,6 +246,47 @@ def test_a_weight_has_mkl_packs_for_so_many_row_counts_made_again_when_it_is_wri
     assert key not in prepacked._PACKED.entries
 
 
+
+@pytest.mark.parametrize("way", LINEAR_WAYS)
+def test_a_linear_of_a_kind_seen_before_takes_the_call_kept_while_nothing_it_depends_on_changed(
+        way, pin, monkeypatch) -> None:
+    """prepacked._FAST: the second call of a kind skips the decision and the pack's lookup; a
+    written weight, another bias, another input's sizes or layout, or decisions dropped (pinned)
+    go the long way again. Values as F.linear's throughout; the entry goes with the weight."""
+    torch.manual_seed(0)
+    pin(way)
+    w, b = nn.Parameter(torch.randn(512, 256) / 16), torch.randn(512)
+    long_way = []
+    real = prepacked._linear
+    monkeypatch.setattr(prepacked, "_linear", lambda *a: long_way.append(1) or real(*a))
+
+    def check(x, bias, long):
+        before = len(long_way)
+        torch.testing.assert_close(prepacked.linear(x, w, bias), F.linear(x, w, bias), atol=1e-4, rtol=1e-4)
+        assert len(long_way) - before == long, (x.shape, long)
+
+    x = torch.randn(8, 256)
+    with torch.no_grad():
+        check(x, b, 1)  # (measured: nothing kept)
+        check(x, b, 1)  # (decided: its call kept)
+        check(torch.randn(8, 256), b, 0)  # (same kind: the call kept)
+        w.mul_(-1.0)
+        check(x, b, 1)  # (the weight was written)
+        check(x, b, 0)
+        check(x, b.clone(), 1)  # (another bias)
+        check(torch.randn(9, 256), b, 1)  # (other sizes: measured, then kept)
+        check(torch.randn(9, 256), b, 1)
+        check(torch.randn(9, 256), b, 0)
+        check(torch.randn(256, 8).t(), b, 1)  # (another layout)
+        with choices.pinned("torch" if way != "torch" else "onednn"):
+            check(x, b, 1)  # (decisions dropped)
+        check(x, b, 1)
+    keys = [k for k in prepacked._FAST if k[0] == id(w)]
+    assert keys
+    del w
+    gc.collect()
+    assert not any(k in prepacked._FAST for k in keys)
+
 CONV_WAYS = ["onednn", "torch", "linear"]
 
 
