@@ -44,7 +44,7 @@ CACHE_FORMAT = "1"  # bump when the entry layout or the build recipe changes
 BASE_FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off", "-fwrapv",
               "-std=c++17", "-shared", "-fPIC")
 # -mprefer-vector-width=512: where the CPU has AVX-512, loops use all of it (gcc's tuning for Intel
-# cores picks 256 bits; a softmax over 768 on a Xeon then took 1.33x as long), as torch's own
+# cores picks 256 bits; a softmax over 768 on a Xeon then took 1.38x as long), as torch's own
 # kernels do; without AVX-512 the flag changes nothing.
 # -ffp-contract=off: no fused multiply-adds across ops, so `a * b + c` rounds twice, like eager;
 # -fwrapv: signed integer overflow wraps around, as torch's integer ops do (C++ leaves it undefined)

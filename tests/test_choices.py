@@ -250,9 +250,9 @@ def test_a_weight_has_mkl_packs_for_so_many_row_counts_made_again_when_it_is_wri
 @pytest.mark.parametrize("way", LINEAR_WAYS)
 def test_a_linear_of_a_kind_seen_before_takes_the_call_kept_while_nothing_it_depends_on_changed(
         way, pin, monkeypatch) -> None:
-    """prepacked._FAST: the second call of a kind skips the decision and the pack's lookup; a
-    written weight, another bias, another input's sizes or layout, or decisions dropped (pinned)
-    go the long way again. Values as F.linear's throughout; the entry goes with the weight."""
+    """prepacked._FAST: the second call of a kind skips the decision and the pack's lookup, and
+    computes with the bias it is given; a written weight, no bias, another input's sizes or
+    layout, or decisions dropped (pinned) go the long way again. Values as F.linear's throughout; the entry goes with the weight."""
     torch.manual_seed(0)
     pin(way)
     w, b = nn.Parameter(torch.randn(512, 256) / 16), torch.randn(512)
@@ -273,7 +273,10 @@ def test_a_linear_of_a_kind_seen_before_takes_the_call_kept_while_nothing_it_dep
         w.mul_(-1.0)
         check(x, b, 1)  # (the weight was written)
         check(x, b, 0)
-        check(x, b.clone(), 1)  # (another bias)
+        check(x, b.clone() * 2, 0)  # (another bias of the same kind: the call kept, given that bias)
+        check(x, None, 1)  # (no bias: another kind, measured, then kept)
+        check(x, None, 1)
+        check(x, None, 0)
         check(torch.randn(9, 256), b, 1)  # (other sizes: measured, then kept)
         check(torch.randn(9, 256), b, 1)
         check(torch.randn(9, 256), b, 0)
