@@ -13,11 +13,16 @@ Which launcher a kernel runs is chosen once, when the module is imported (`launc
 one for a kernel on CPU tensors, the Triton one for a kernel on CUDA tensors (the entry checks
 pin every tensor's device, so a call never has to look), unless TORCHSCRIBE_BACKEND says "cpp"
 or "triton" for every kernel. Triton is imported only where a kernel runs on it
-(`import_triton`), so a module on CPU tensors imports and runs where Triton is not installed."""
+(`import_triton`), so a module on CPU tensors imports and runs where Triton is not installed.
+
+TORCHSCRIBE_PROFILE=1 (read at import) makes each launcher a torch.profiler range named
+`torchscribe:<kernel>`, so that a profile shows each generated kernel's time beside torch's ops
+(otherwise a C++ kernel's time is the calling Python frame's)."""
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 from types import ModuleType
 from typing import Any, Callable
@@ -74,6 +79,7 @@ def _extension_module(source: str, signatures: dict[str, str], required: bool) -
 
 
 BACKEND_VAR = "TORCHSCRIBE_BACKEND"
+PROFILE = os.environ.get("TORCHSCRIBE_PROFILE", "0") == "1"
 BACKENDS = ("cpp", "triton")
 
 
@@ -130,7 +136,22 @@ def launcher(namespace: dict[str, Any], name: str, device: str) -> Callable[...,
             f"{BACKEND_VAR}=triton runs the kernels of CPU tensors only in Triton's interpreter: set "
             f"TRITON_INTERPRET=1 before Triton is imported, or unset {BACKEND_VAR} to run them as C++."
         )
-    return chosen
+    return _profiled(name, chosen) if PROFILE else chosen
+
+
+def _profiled(name: str, launch: Callable[..., Any]) -> Callable[..., Any]:
+    """`launch` inside a torch.profiler range named after the kernel (TORCHSCRIBE_PROFILE=1)."""
+    import torch
+
+    record = torch.profiler.record_function
+    label = f"torchscribe:{name}"
+
+    @functools.wraps(launch)
+    def run(*args: Any) -> Any:
+        with record(label):
+            return launch(*args)
+
+    return run
 
 
 def _interpreted(triton: ModuleType) -> bool:

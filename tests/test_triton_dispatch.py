@@ -384,3 +384,21 @@ def test_bad_settings_are_errors(fns, tmp_path, monkeypatch) -> None:
     with pytest.raises(TorchscribeError, match="runs the kernels of CPU tensors only in Triton's interpreter: set "
                                                "TRITON_INTERPRET=1"):
         compile_now(fns.chain, (torch.randn(4, 37), torch.randn(37)), tmp_path, monkeypatch)
+
+
+def test_profiled_launchers_name_their_kernels_in_a_profile(fns, tmp_path, monkeypatch) -> None:
+    """TORCHSCRIBE_PROFILE=1: each launcher runs inside a torch.profiler range named after its
+    kernel, and still computes what it did."""
+    from runtime import kernels
+
+    monkeypatch.setattr(kernels, "PROFILE", True)
+    monkeypatch.setenv("TORCHSCRIBE_PROFILE", "1")  # (part of the cache key: a module of its own)
+    x, y = torch.randn(5, 37), torch.randn(37)
+    compiled, module = compile_now(fns.chain, (x, y), tmp_path, monkeypatch)
+    names = sorted(launchers(module))
+    assert names
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof, torch.no_grad():
+        got = compiled(x, y)
+    seen = {e.key for e in prof.key_averages()}
+    assert {f"torchscribe:{n}" for n in names} <= seen, seen
+    assert_close_to_eager(got, fns.chain(x, y))
