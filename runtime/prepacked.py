@@ -164,23 +164,55 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int]
     NHWC rows, or given `out` (a channels-last tensor of the result's sizes, from buffers the
     function keeps: ir/passes/plan.py), a GEMM of those rows written into it. Each gives torch's
     strides for a channels-last input (channels-last), which is what generated code passes
-    (ir/passes/layout.py); another input takes oneDNN's way. The result is `out` or a new tensor."""
+    (ir/passes/layout.py); another input takes oneDNN's way. The result is `out` or a new tensor.
+    A call of a kind seen before (`_CONV_FAST`) takes the call decided then, as `linear`'s do."""
+    key = (id(weight), None if bias is None else (bias.dtype, bias.device, bias.shape), x.shape, x.stride(),
+           x.dtype, x.device, out is None, stride, padding, dilation, groups, torch.get_num_threads(),
+           torch._C._get_mkldnn_enabled())
+    try:
+        hit = _CONV_FAST.get(key)
+    except TypeError:  # (window settings given as lists: not a key)
+        hit = key = None
+    if (hit is not None and hit[0]() is weight and hit[1] == (weight._version, weight.data_ptr(), weight.shape)
+            and hit[2] == _choices.epoch()):
+        return hit[3](x, weight, bias, out)
+    got, call = _conv2d(x, weight, bias, stride, padding, dilation, groups, out)
+    if call is not None and key is not None and weight._base is None:
+        if len(_CONV_FAST) >= FAST_KEPT:
+            _CONV_FAST.clear()
+        _CONV_FAST[key] = (weakref.ref(weight, lambda r, k=key: _CONV_FAST.pop(k) if _CONV_FAST.get(k, (None,))[0] is r
+                                       else None),
+                           (weight._version, weight.data_ptr(), weight.shape), _choices.epoch(), call)
+    return got
+
+
+def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int], padding: Sequence[int],
+            dilation: Sequence[int], groups: int, out: Tensor | None) -> tuple[Tensor, Callable | None]:
+    """`conv2d`, and the call that its decision makes for a later call of the same kind (None while
+    it is being measured, and for inputs that take torch's plain conv)."""
     if not (_ONEDNN and torch.backends.mkldnn.enabled and x.device.type == "cpu" and x.dtype == torch.float32
             and x.dim() == 4 and weight.dim() == 4):
-        return F.conv2d(x, weight, bias, stride, padding, dilation, groups)
+        return F.conv2d(x, weight, bias, stride, padding, dilation, groups), None
     stride, padding, dilation = tuple(stride), tuple(padding), tuple(dilation)
     nhwc = x.is_contiguous(memory_format=torch.channels_last)
     family = ("conv2d", tuple(x.shape[1:]), nhwc, tuple(weight.shape), stride, padding, dilation, groups,
               bias is None, out is None, torch.get_num_threads())
     way = _choices.chosen(family, x.shape[0])
     if way == "onednn":
-        return _onednn_conv2d(x, weight, bias, stride, padding, dilation, groups)
+        got = _onednn_conv2d(x, weight, bias, stride, padding, dilation, groups)
+        packed = _PACKED.get(weight, ("conv2d", stride, padding, dilation, groups), (),
+                             (weight._version, weight.data_ptr(), x.shape[1:]))
+        args = (list(padding), list(stride), list(dilation), groups, "none", [], "")
+        return got, (None if packed is None else
+                     lambda x, w, b, out: torch.ops.mkldnn._convolution_pointwise(x, packed, b, *args))
     if way == "torch":
-        return F.conv2d(x, channels_last(weight), bias, stride, padding, dilation, groups)
+        laid = channels_last(weight)
+        return (F.conv2d(x, laid, bias, stride, padding, dilation, groups),
+                lambda x, w, b, out: F.conv2d(x, laid, b, stride, padding, dilation, groups))
     if way == "linear":
-        return _conv1x1_as_linear(x, weight, bias)
+        return _conv1x1_as_linear(x, weight, bias), lambda x, w, b, out: _conv1x1_as_linear(x, w, b)
     if way == "gemm_into":
-        return _conv1x1_into(x, weight, bias, out)  # type: ignore[arg-type]
+        return _conv1x1_into(x, weight, bias, out), _conv1x1_into  # type: ignore[arg-type]
     ways = {"onednn": lambda: _onednn_conv2d(x, weight, bias, stride, padding, dilation, groups)}
     if nhwc:  # (the layout generated code gives; oneDNN's result of another need not be torch's)
         ways["torch"] = lambda: F.conv2d(x, channels_last(weight), bias, stride, padding, dilation, groups)
@@ -192,7 +224,7 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int]
     got = _choices.measure(family, x.shape[0], ways)
     if _choices.chosen(family, x.shape[0]) != "onednn":  # (its reordered weight is not kept for nothing)
         _PACKED.drop(weight, ("conv2d", stride, padding, dilation, groups))
-    return got
+    return got, None
 
 
 def _onednn_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple, padding: tuple,
@@ -241,6 +273,9 @@ def _conv1x1_into(x: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor) -
 # lookups of the decision and of the pack (a tiny linear: 4.3 us a call, 7.9 without, MKL's own 2.8). The
 # bias is passed to the call, so any bias of the same kind takes it (one computed on every call too).
 _FAST: dict[tuple, tuple] = {}
+# The same for convs: (the weight's id, the bias's dtype, device and sizes, x's sizes, strides, dtype
+# and device, whether there is an `out`, the window settings, the thread count, oneDNN's switch) -> as above.
+_CONV_FAST: dict[tuple, tuple] = {}
 FAST_KEPT = 4096  # entries before the table is emptied (kinds of call, not calls)
 
 

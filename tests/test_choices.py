@@ -290,6 +290,65 @@ def test_a_linear_of_a_kind_seen_before_takes_the_call_kept_while_nothing_it_dep
     gc.collect()
     assert not any(k in prepacked._FAST for k in keys)
 
+
+@pytest.mark.parametrize("way", ["onednn", "torch", "linear", "gemm_into"])
+def test_a_conv_of_a_kind_seen_before_takes_the_call_kept_while_nothing_it_depends_on_changed(
+        way, pin, monkeypatch) -> None:
+    """prepacked._CONV_FAST, as _FAST for linears: a written weight, no bias, another input's sizes
+    or layout, an `out` given or not, or decisions dropped (pinned) go the long way again; another
+    bias of the same kind takes the call kept. Values and layout as F.conv2d's throughout; the
+    entry goes with the weight."""
+    torch.manual_seed(0)
+    pin(way)
+    w, b = nn.Parameter(torch.randn(32, 16, 1, 1) / 4), torch.randn(32)
+    long_way = []
+    real = prepacked._conv2d
+    monkeypatch.setattr(prepacked, "_conv2d", lambda *a: long_way.append(1) or real(*a))
+    args = ((1, 1), (0, 0), (1, 1), 1)
+
+    def nhwc(*sizes):
+        return torch.randn(*sizes).contiguous(memory_format=torch.channels_last)
+
+    def check(x, bias, long, into=False):
+        before = len(long_way)
+        out = torch.empty(x.shape[0], 32, *x.shape[2:]).contiguous(memory_format=torch.channels_last) if into else None
+        got, expected = prepacked.conv2d(x, w, bias, *args, out=out), F.conv2d(x, w, bias, *args)
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
+        assert got.stride() == expected.stride() or not x.is_contiguous(memory_format=torch.channels_last)
+        assert len(long_way) - before == long, (x.shape, long)
+
+    into = way == "gemm_into"  # (a way of calls given `out` only)
+    x = nhwc(2, 16, 7, 7)
+    with torch.no_grad():
+        check(x, b, 1, into)  # (measured: nothing kept)
+        check(x, b, 1, into)  # (decided: its call kept)
+        check(nhwc(2, 16, 7, 7), b, 0, into)  # (same kind: the call kept)
+        w.mul_(-1.0)
+        check(x, b, 1, into)  # (the weight was written)
+        check(x, b, 0, into)
+        check(x, b.clone() * 2, 0, into)  # (another bias of the same kind, given to the call)
+        check(x, None, 1, into)  # (no bias: another kind, measured, then kept)
+        check(x, None, 1, into)
+        check(x, None, 0, into)
+        check(x, b, 1, not into)  # (`out` given or not: another kind)
+        check(x, b, 1, not into)
+        check(x, b, 0, not into)
+        check(nhwc(3, 16, 5, 5), b, 1, into)  # (other sizes)
+        check(nhwc(3, 16, 5, 5), b, 1, into)
+        check(nhwc(3, 16, 5, 5), b, 0, into)
+        check(torch.randn(2, 16, 7, 7), b, 1, into)  # (another layout: oneDNN's way, then kept)
+        check(torch.randn(2, 16, 7, 7), b, 1, into)
+        check(torch.randn(2, 16, 7, 7), b, 0, into)
+        with choices.pinned("torch" if way != "torch" else "onednn"):
+            check(x, b, 1, into)  # (decisions dropped)
+        check(x, b, 1, into)
+    keys = [k for k in prepacked._CONV_FAST if k[0] == id(w)]
+    assert keys
+    del w
+    gc.collect()
+    assert not any(k in prepacked._CONV_FAST for k in keys)
+
+
 CONV_WAYS = ["onednn", "torch", "linear"]
 
 
