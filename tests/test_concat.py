@@ -197,6 +197,135 @@ def test_a_permuted_part_of_unknown_channels_stays() -> None:
     assert "torch.cat" in out and "into" not in out
 
 
+# -- the cats of a growing list: prefixes of one buffer ---------------------------------------
+# DenseNet's `torch.cat(features, 1)` as `features` grows, each result read by a kernel
+CHAIN = """\
+func @f(%x: f32[B, 2, 4]@cpu, %y: f32[B, 3, 4]@cpu, %z: f32[B, 4, 4]@cpu) -> tuple[f32[B, 2, 4]@cpu, f32[B, 5, 4]@cpu, f32[B, 9, 4]@cpu] {
+  %dim : int = py.constant() {value = 1}
+  %0 : list[Tensor] = py.list(%x)
+  %1 : f32[B, 2, 4]@cpu = torch.call(%0, %dim) {callee = "torch.cat", aten = "aten::cat"}
+  %2 : f32[B, 2, 4]@cpu = torch.call(%1) {callee = "torch.tanh", aten = "aten::tanh"}
+  %3 : list[Tensor] = py.list(%x, %y)
+  %4 : f32[B, 5, 4]@cpu = torch.call(%3, %dim) {callee = "torch.cat", aten = "aten::cat"}
+  %5 : f32[B, 5, 4]@cpu = torch.call(%4) {callee = "torch.tanh", aten = "aten::tanh"}
+  %6 : list[Tensor] = py.list(%x, %y, %z)
+  %7 : f32[B, 9, 4]@cpu = torch.call(%6, %dim) {callee = "torch.cat", aten = "aten::cat"}
+  %8 : f32[B, 9, 4]@cpu = torch.call(%7) {callee = "torch.tanh", aten = "aten::tanh"}
+  %9 : tuple[f32[B, 2, 4]@cpu, f32[B, 5, 4]@cpu, f32[B, 9, 4]@cpu] = py.tuple(%2, %5, %8)
+  func.return(%9)
+}
+"""
+
+
+def test_the_cats_of_a_growing_list_are_prefixes_of_one_buffer() -> None:
+    """Each part is copied once into the buffer, where the first cat that lists it was; each cat
+    is the prefix of the parts it lists, the last the whole buffer."""
+    assert written_in(CHAIN) == """\
+func @f(%x: f32[B, 2, 4]@cpu, %y: f32[B, 3, 4]@cpu, %z: f32[B, 4, 4]@cpu) -> tuple[f32[B, 2, 4]@cpu, f32[B, 5, 4]@cpu, f32[B, 9, 4]@cpu] {
+  %0 : int = py.constant() {value = 0}
+  %1 : int = torch.method(%x, %0) {method = "size", aten = "aten::size.int"}
+  %2 : int = py.constant() {value = 9}
+  %3 : int = py.constant() {value = 4}
+  %4 : tuple[int, int, int] = py.tuple(%1, %2, %3)
+  %5 : dtype = py.constant() {value = "torch.float32"}
+  %cat : f32[B, 9, 4]@cpu = torch.method(%x, %4, %5) {method = "new_empty", kwnames = ("dtype",), aten = "aten::new_empty"}
+  %6 : int = py.constant() {value = 1}
+  %7 : int = py.constant() {value = 0}
+  %8 : int = py.constant() {value = 2}
+  %9 : f32[B, 2, 4]@cpu = torch.method(%cat, %6, %7, %8) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %10 : f32[B, 2, 4]@cpu = torch.method(%9, %x) {method = "copy_", mutates = (0,), alias_of = 0, aten = "aten::copy_"}
+  %11 : int = py.constant() {value = 1}
+  %12 : int = py.constant() {value = 0}
+  %13 : int = py.constant() {value = 2}
+  %14 : f32[B, 2, 4]@cpu = torch.method(%cat, %11, %12, %13) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %15 : f32[B, 2, 4]@cpu = kernel.pointwise(%14) {name = "f_k0_tanh", inputs = 1} {
+    ^(%16: f32[]@cpu):
+    %17 : f32[]@cpu = torch.call(%16) {callee = "torch.tanh", aten = "aten::tanh"}
+    scf.yield(%17)
+  }
+  %18 : int = py.constant() {value = 1}
+  %19 : int = py.constant() {value = 2}
+  %20 : int = py.constant() {value = 3}
+  %21 : f32[B, 3, 4]@cpu = torch.method(%cat, %18, %19, %20) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %22 : f32[B, 3, 4]@cpu = torch.method(%21, %y) {method = "copy_", mutates = (0,), alias_of = 0, aten = "aten::copy_"}
+  %23 : int = py.constant() {value = 1}
+  %24 : int = py.constant() {value = 0}
+  %25 : int = py.constant() {value = 5}
+  %26 : f32[B, 5, 4]@cpu = torch.method(%cat, %23, %24, %25) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %27 : f32[B, 5, 4]@cpu = kernel.pointwise(%26) {name = "f_k1_tanh", inputs = 1} {
+    ^(%28: f32[]@cpu):
+    %29 : f32[]@cpu = torch.call(%28) {callee = "torch.tanh", aten = "aten::tanh"}
+    scf.yield(%29)
+  }
+  %30 : int = py.constant() {value = 1}
+  %31 : int = py.constant() {value = 5}
+  %32 : int = py.constant() {value = 4}
+  %33 : f32[B, 4, 4]@cpu = torch.method(%cat, %30, %31, %32) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %34 : f32[B, 4, 4]@cpu = torch.method(%33, %z) {method = "copy_", mutates = (0,), alias_of = 0, aten = "aten::copy_"}
+  %35 : f32[B, 9, 4]@cpu = kernel.pointwise(%cat) {name = "f_k2_tanh", inputs = 1} {
+    ^(%36: f32[]@cpu):
+    %37 : f32[]@cpu = torch.call(%36) {callee = "torch.tanh", aten = "aten::tanh"}
+    scf.yield(%37)
+  }
+  %38 : tuple[f32[B, 2, 4]@cpu, f32[B, 5, 4]@cpu, f32[B, 9, 4]@cpu] = py.tuple(%15, %27, %35)
+  func.return(%38)
+}
+"""
+
+
+def test_growing_cats_read_as_nhwc_rows_share_an_nhwc_buffer() -> None:
+    """Read through `.permute(0, 2, 3, 1)` (NHWC rows, what the layout pass makes for kernels
+    between convs): the buffer is NHWC, its prefixes along the channels are the rows read, and
+    each part is copied into a prefix's view as NCHW."""
+    text = CHAIN.replace("f32[B, 2, 4]", "f32[B, 2, 3, 3]").replace("f32[B, 3, 4]", "f32[B, 3, 3, 3]")
+    text = text.replace("f32[B, 4, 4]", "f32[B, 4, 3, 3]").replace("f32[B, 5, 4]", "f32[B, 5, 3, 3]")
+    text = text.replace("f32[B, 9, 4]", "f32[B, 9, 3, 3]")
+    for cat, n in (("1", 2), ("4", 5), ("7", 9)):
+        text = text.replace(f"torch.call(%{cat}) {{callee = \"torch.tanh\"",
+                            f"torch.call(%p{cat}) {{callee = \"torch.tanh\"")
+        text = text.replace(f"  %{int(cat) + 1} : f32[B, {n}, 3, 3]@cpu = torch.call(%p{cat})", f"""\
+  %p{cat} : f32[B, 3, 3, {n}]@cpu = torch.method(%{cat}, %nhwc) {{method = "permute", alias_of = 0, aten = "aten::permute"}}
+  %{int(cat) + 1} : f32[B, 3, 3, {n}]@cpu = torch.call(%p{cat})""")
+    text = text.replace("  %dim : int", "  %nhwc : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}\n  %dim : int")
+    text = text.replace("tuple[f32[B, 2, 3, 3]@cpu, f32[B, 5, 3, 3]@cpu, f32[B, 9, 3, 3]@cpu]",
+                        "tuple[f32[B, 3, 3, 2]@cpu, f32[B, 3, 3, 5]@cpu, f32[B, 3, 3, 9]@cpu]")
+    out = written_in(text)
+    assert "torch.cat" not in out and '"permute"' in out
+    assert '%cat : f32[B, 3, 3, 9]@cpu = torch.method(%x, %4, %5) {method = "new_empty"' in out
+    assert """\
+  %28 : f32[B, 3, 3, 5]@cpu = torch.method(%cat, %25, %26, %27) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %29 : f32[B, 3, 3, 5]@cpu = kernel.pointwise(%28) {name = "f_k1_tanh", inputs = 1} {""" in out
+    assert """\
+  %34 : f32[B, 3, 3, 4]@cpu = torch.method(%cat, %31, %32, %33) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
+  %35 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
+  %36 : f32[B, 4, 3, 3]@cpu = torch.method(%34, %35) {method = "permute", alias_of = 0, aten = "aten::permute"}
+  %37 : f32[B, 4, 3, 3]@cpu = torch.method(%36, %z) {method = "copy_", mutates = (0,), alias_of = 0, aten = "aten::copy_"}
+  %38 : f32[B, 3, 3, 9]@cpu = kernel.pointwise(%cat) {name = "f_k2_tanh", inputs = 1} {""" in out
+
+
+@pytest.mark.parametrize(("change", "cats_left"), [
+    # the last result is returned (as torch's cat: its strides), the two before still share
+    (("py.tuple(%2, %5, %8)", "py.tuple(%2, %5, %7)"), 1),
+    # read by a matmul, which takes no prefix of the buffer for what torch's cat gives it
+    (("%5 : f32[B, 5, 4]@cpu = torch.call(%4) {callee = \"torch.tanh\"",
+      "%5 : f32[B, 5, 4]@cpu = torch.call(%4, %w) {callee = \"torch.matmul\""), 1),
+    # a part of unknown length: its cats stay, and one cat left is no run
+    (("%y: f32[B, 3, 4]@cpu", "%y: f32[B, C, 4]@cpu"), 3),
+    # the third list does not extend the second: a run of two, then a cat of its own
+    (("py.list(%x, %y, %z)", "py.list(%y, %x, %z)"), 1),
+    # dim -2 is dim 1 of these: the same run
+    (("%7 : f32[B, 9, 4]@cpu = torch.call(%6, %dim)", "%7 : f32[B, 9, 4]@cpu = torch.call(%6, %one)"), 0),
+])
+def test_growing_cats_that_stay(change: tuple[str, str], cats_left: int) -> None:
+    text = CHAIN.replace(*change).replace("  %dim : int", "  %one : int = py.constant() {value = -2}\n  %dim : int")
+    if "%w" in text:
+        text = text.replace("%z: f32[B, 4, 4]@cpu)", "%z: f32[B, 4, 4]@cpu, %w: f32[4, 4]@cpu)")
+    if "f32[B, C, 4]" in text:
+        text = text.replace("f32[B, 5, 4]", "f32[B, 2 + C, 4]").replace("f32[B, 9, 4]", "f32[B, 6 + C, 4]")
+    out = written_in(text)
+    assert out.count("torch.cat") == cats_left, out
+
+
 # -- generated functions against eager --------------------------------------------------------
 PARTS = ["torch.tanh({x} * 2.0)", "torch.relu({x} - 0.5) * 3.0", "torch.sigmoid({x}) + {x}", "{x} * {x} + 1.0",
          "torch.exp(-{x}.abs())"]
@@ -278,3 +407,63 @@ def f(x: Tensor, y: Tensor) -> Tensor:
             with runtime.mode("strict"):
                 assert_close_to_eager(compiled(x, y), mod.f(x, y))
 
+
+
+DENSE = """\
+import torch
+from torch import nn
+
+
+class Dense(nn.Module):
+    \"\"\"DenseNet's block: each layer reads the cat of every output before it.\"\"\"
+
+    def __init__(self, first: int, growth: int, layers: int, kernel: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([
+            nn.Sequential(nn.BatchNorm2d(first + i * growth), nn.ReLU(),
+                          nn.Conv2d(first + i * growth, growth, kernel, padding=kernel // 2, bias=False))
+            for i in range(layers)])
+        self.norm = nn.BatchNorm2d(first + layers * growth)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = [x]
+        for layer in self.layers:
+            features.append(layer(torch.cat(features, 1)))
+        return torch.relu(self.norm(torch.cat(features, 1)))
+"""
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.integers(1, 9), growth=st.integers(1, 6), layers=st.integers(1, 3), kernel=st.sampled_from([1, 3]),
+       size=st.integers(1, 6), batch=st.integers(1, 3), freeze=st.booleans())
+def test_a_dense_block_matches_eager(first, growth, layers, kernel, size, batch, freeze, tmp_path) -> None:
+    """The cats of the growing list as prefixes of one buffer, frozen and not, against eager
+    (running statistics randomized, the module's state unchanged by the calls), at the batch
+    compiled for and (past one image) another."""
+    from transpiler import script
+
+    cache = Path(tempfile.mkdtemp(dir=tmp_path))
+    with pytest.MonkeyPatch.context() as mp, imported_source(cache, "dense", DENSE) as mod:
+        mp.setenv("TORCHSCRIBE_CACHE_DIR", str(cache))
+        torch.manual_seed(0)
+        net = mod.Dense(first, growth, layers, kernel).eval()
+        with torch.no_grad():
+            for m in net.modules():
+                if isinstance(m, torch.nn.BatchNorm2d):
+                    m.running_mean.uniform_(-1, 1)
+                    m.running_var.uniform_(0.5, 2)
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.uniform_(-1, 1)
+        state = {k: v.clone() for k, v in net.state_dict().items()}
+        x = torch.randn(batch, first, size, size)
+        with torch.no_grad():
+            compiled = script(net, example_inputs=(x,), freeze=freeze)
+            text = next((cache / "jit").glob("*.py")).read_text()
+            code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+            assert ".narrow(" in code and "torch.cat" not in code, code
+            for n in [batch] + [batch + 1] * (batch > 1):  # (one image compiles for one image only)
+                x = torch.randn(n, first, size, size)
+                with runtime.mode("strict"):
+                    assert_close_to_eager(compiled(x), net(x))
+        for k, v in net.state_dict().items():
+            assert torch.equal(v, state[k]), k
