@@ -95,8 +95,20 @@ class _Plan:
     inputs: list[Value]  # what the buffer's sizes are read from
 
 
-def _plan(cat: Operation, facts: Facts) -> _Plan | None:
-    """How the parts of `cat` are written into its result; None when the `cat` stays."""
+@dataclass
+class _Cat:
+    """A `cat` of a list made for it alone, along `dim` (made nonnegative): its tensors."""
+
+    op: Operation
+    parts: list[Value]
+    dim: int
+
+
+def _of_list(cat: Operation, facts: Facts) -> _Cat | None:
+    """`cat` as a `_Cat`: a cat of a known tensor type, of a list or tuple made in its block for
+    it alone, along a constant dim; None for any other."""
+    if not (op_name(cat) in CATS and isinstance(cat, ops.TorchCallOp) and len(cat.results) == 1):
+        return None
     try:
         call = bind(cat, facts)
     except Unsupported:
@@ -105,16 +117,24 @@ def _plan(cat: Operation, facts: Facts) -> _Plan | None:
     dim_value = dim.value if dim is not None else 0
     result = cat.result.type
     if set(call.args) - {"tensors", "dim"} or listed is None or type(dim_value) is not int \
-            or not known_tensor(result) or not result.shape or len(cat.results) != 1:  # type: ignore[union-attr]
+            or not known_tensor(result) or not result.shape:  # type: ignore[union-attr]
         return None
     owner = listed.owner
-    if not (isinstance(owner, (ops.ListOp, ops.TupleOp)) and owner.parent is cat.parent and len(listed.uses) == 1
-            and len(owner.operands) >= 2):
-        return None
     rank = len(result.shape)  # type: ignore[union-attr]
-    if not -rank <= dim_value < rank:
+    if not (isinstance(owner, (ops.ListOp, ops.TupleOp)) and owner.parent is cat.parent and len(listed.uses) == 1
+            and owner.operands and -rank <= dim_value < rank):
         return None
-    found = [_part(v, cat) for v in owner.operands]
+    return _Cat(cat, list(owner.operands), dim_value % rank)
+
+
+def _plan(cat: Operation, facts: Facts) -> _Plan | None:
+    """How the parts of `cat` are written into its result; None when the `cat` stays."""
+    of_list = _of_list(cat, facts)
+    if of_list is None or len(of_list.parts) < 2:
+        return None
+    result = cat.result.type
+    rank = len(result.shape)  # type: ignore[union-attr]
+    found = [_part(v, cat) for v in of_list.parts]
     parts = [p for p in found if p is not None]
     if len(parts) != len(found):
         return None
@@ -139,8 +159,7 @@ def _plan(cat: Operation, facts: Facts) -> _Plan | None:
             return None
         if any(size_source(d, inputs) is None for d in sizes):
             return None  # (a size no input has: the launcher broadcasts the inputs' shapes for it)
-    dim_value %= rank
-    return _Plan(parts, TO_NCHW[dim_value] if channels_last else dim_value, channels_last, move,
+    return _Plan(parts, TO_NCHW[of_list.dim] if channels_last else of_list.dim, channels_last, move,
                  early if not move else inputs)
 
 
@@ -266,41 +285,16 @@ def _rewrite(cat: Operation, plan: _Plan, facts: Facts) -> None:
             p.permute.erase()
 
 
-@dataclass
-class _Cat:
-    """A `cat` of a list made for it alone, along `dim` (made nonnegative): its tensors."""
-
-    op: Operation
-    parts: list[Value]
-    dim: int
-
-
 def _growing_cats(block: Block, facts: Facts) -> list[_Cat]:
     """The cats of `block` whose every part has a known size along the dim, and whose results
     are read only by kernels (directly, or as NHWC rows through `.permute(0, 2, 3, 1)`), which
     take any strides: a prefix of a shared buffer is not laid out as torch's `cat` result is."""
     found = []
     for op in block.ops:
-        if not (op_name(op) in CATS and isinstance(op, ops.TorchCallOp) and len(op.results) == 1):
-            continue
-        try:
-            call = bind(op, facts)
-        except Unsupported:
-            continue
-        listed, dim = call.operands.get("tensors"), call.args.get("dim")
-        dim_value = dim.value if dim is not None else 0
-        result = op.result.type
-        if set(call.args) - {"tensors", "dim"} or listed is None or type(dim_value) is not int \
-                or not known_tensor(result) or not result.shape:  # type: ignore[union-attr]
-            continue
-        owner = listed.owner
-        rank = len(result.shape)  # type: ignore[union-attr]
-        if not (isinstance(owner, (ops.ListOp, ops.TupleOp)) and owner.parent is block and len(listed.uses) == 1
-                and owner.operands and -rank <= dim_value < rank):
-            continue
-        dim_value %= rank
-        if all(_fits(v, result, dim_value) for v in owner.operands) and _strided_read(op.result):
-            found.append(_Cat(op, list(owner.operands), dim_value))
+        cat = _of_list(op, facts)
+        if cat is not None and all(_fits(v, cat.op.result.type, cat.dim) for v in cat.parts) \
+                and _strided_read(op.result):  # type: ignore[arg-type]
+            found.append(cat)
     return found
 
 
