@@ -170,19 +170,14 @@ def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int]
            x.dtype, x.device, out is None, stride, padding, dilation, groups, torch.get_num_threads(),
            torch._C._get_mkldnn_enabled())
     try:
-        hit = _CONV_FAST.get(key)
+        call = _kept_call(_CONV_FAST, key, weight)
     except TypeError:  # (window settings given as lists: not a key)
-        hit = key = None
-    if (hit is not None and hit[0]() is weight and hit[1] == (weight._version, weight.data_ptr(), weight.shape)
-            and hit[2] == _choices.epoch()):
-        return hit[3](x, weight, bias, out)
+        call = key = None
+    if call is not None:
+        return call(x, weight, bias, out)
     got, call = _conv2d(x, weight, bias, stride, padding, dilation, groups, out)
-    if call is not None and key is not None and weight._base is None:
-        if len(_CONV_FAST) >= FAST_KEPT:
-            _CONV_FAST.clear()
-        _CONV_FAST[key] = (weakref.ref(weight, lambda r, k=key: _CONV_FAST.pop(k) if _CONV_FAST.get(k, (None,))[0] is r
-                                       else None),
-                           (weight._version, weight.data_ptr(), weight.shape), _choices.epoch(), call)
+    if call is not None and key is not None:
+        _keep_call(_CONV_FAST, key, weight, call)
     return got
 
 
@@ -293,17 +288,34 @@ def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     the same tensor, unwritten, and the decisions stand."""
     key = (id(weight), None if bias is None else (bias.dtype, bias.device, bias.shape), x.shape, x.dtype, x.device,
            x.is_contiguous(), torch.get_num_threads(), torch._C._get_mkldnn_enabled())
-    hit = _FAST.get(key)
+    call = _kept_call(_FAST, key, weight)
+    if call is not None:
+        return call(x, weight, bias)
+    got, call = _linear(x, weight, bias)
+    if call is not None:
+        _keep_call(_FAST, key, weight, call)
+    return got
+
+
+def _kept_call(table: dict[tuple, tuple], key: tuple, weight: Tensor) -> Callable | None:
+    """The call `table` (`_FAST`, `_CONV_FAST`) keeps for `key`, while the weight it was decided
+    for is this tensor, unwritten, and the decisions stand; else None."""
+    hit = table.get(key)
     if (hit is not None and hit[0]() is weight and hit[1] == (weight._version, weight.data_ptr(), weight.shape)
             and hit[2] == _choices.epoch()):
-        return hit[3](x, weight, bias)
-    got, call = _linear(x, weight, bias)
-    if call is not None and weight._base is None:
-        if len(_FAST) >= FAST_KEPT:
-            _FAST.clear()
-        _FAST[key] = (weakref.ref(weight, lambda r, k=key: _FAST.pop(k) if _FAST.get(k, (None,))[0] is r else None),
-                      (weight._version, weight.data_ptr(), weight.shape), _choices.epoch(), call)
-    return got
+        return hit[3]
+    return None
+
+
+def _keep_call(table: dict[tuple, tuple], key: tuple, weight: Tensor, call: Callable) -> None:
+    """Keeps `call` for `key` in `table` until the weight goes (not for a view of a parameter,
+    which is a new tensor on every call)."""
+    if weight._base is not None:
+        return
+    if len(table) >= FAST_KEPT:
+        table.clear()
+    table[key] = (weakref.ref(weight, lambda r, k=key: table.pop(k) if table.get(k, (None,))[0] is r else None),
+                  (weight._version, weight.data_ptr(), weight.shape), _choices.epoch(), call)
 
 
 def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Callable | None]:
