@@ -381,6 +381,7 @@ class Timed:
     context: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
     restore: Callable[[], None] | None = None
     times: list[float] = field(default_factory=list)
+    rounds: list[list[float]] = field(default_factory=list)  # `times`, by round of `time_in_turns`
 
     def once(self) -> float:
         if self.restore is not None:
@@ -407,7 +408,9 @@ def time_in_turns(timed: dict[str, Timed], budget_s: float) -> None:
             entry.run_for(budget_s * WARMUP_FRACTION, MIN_WARMUP_CALLS)
         for _ in range(ROUNDS):
             for entry in timed.values():
-                entry.times += entry.run_for(budget_s / ROUNDS, math.ceil(MIN_RUNS / ROUNDS))
+                got = entry.run_for(budget_s / ROUNDS, math.ceil(MIN_RUNS / ROUNDS))
+                entry.rounds.append(got)
+                entry.times += got
 
 
 @dataclass

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from typing import Any
@@ -74,7 +75,28 @@ def run_case(model: ZooModel, batch: int, budget_s: float) -> dict[str, Any]:
     time_in_turns(timed, budget_s)
     for backend, entry in timed.items():
         row[backend] = sorted(entry.times)[len(entry.times) // 2]
+    row["rounds"] = paired_ratios({b: e.rounds for b, e in timed.items()})
     return row
+
+
+def paired_ratios(rounds: dict[str, list[list[float]]]) -> list[float]:
+    """For each round of `time_in_turns`, the faster of frozen TorchScript's and torch.compile's
+    median in that round over frozen torchscribe's: each ratio compares calls made within a second
+    of each other, so a busy spell of the host that spans rounds moves it less than the medians
+    over the whole run. Empty when frozen torchscribe or both others were not timed."""
+    others = [rounds[b] for b in ("jit", "compile") if b in rounds]
+    if "frozen" not in rounds or not others:
+        return []
+    return [min(statistics.median(o[i]) for o in others) / statistics.median(mine)
+            for i, mine in enumerate(rounds["frozen"])]
+
+
+def spread(ratios: list[float]) -> str:
+    """The middle half of the rounds' ratios, as `(lower quartile-upper quartile)`."""
+    if len(ratios) < 4:
+        return ""
+    q1, _, q3 = statistics.quantiles(ratios, n=4)
+    return f" ({q1:.2f}-{q3:.2f})"
 
 
 def ratio(row: dict[str, Any], backend: str) -> float | None:
@@ -89,7 +111,10 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
     out += ["", "Median latency in ms; in brackets the speed-up over eager. Target per model: torchscribe at least",
             "the faster of frozen TorchScript and torch.compile, never slower than eager; geomean >= 1.3x eager.",
             "torchscribe (frozen) is `script(model, example_inputs=..., freeze=True)`, the contract of",
-            "`torch.jit.freeze` (docs/models.md); the last column compares it with the faster other.", "",
+            "`torch.jit.freeze` (docs/models.md); the last column compares it with the faster other: the",
+            "ratio of the medians, and in brackets the middle half of the ratios within each of the ten",
+            "rounds (every backend takes a turn in a round; a cell whose lower bound is under 1.00 is level",
+            "within this host's noise rather than ahead).", "",
             "| model | batch | " + " | ".join(LABELS[b] for b in BACKENDS) + " | vs best other |",
             "| --- | --- | " + " | ".join("---" for _ in BACKENDS) + " | --- |"]
     notes: list[str] = []
@@ -104,9 +129,10 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
                 cells.append(f"failed [{len(notes) + 1}]")
                 notes.append(f"[{len(notes) + 1}] {name} B={batch} {backend}: {value}")
         others = [row[b] for b in ("jit", "compile") if isinstance(row.get(b), float)]
-        best = f"{min(others) / row['frozen']:.2f}x" if others and isinstance(row.get("frozen"), float) else "-"
+        best = (f"{min(others) / row['frozen']:.2f}x{spread(row.get('rounds', []))}"
+                if others and isinstance(row.get("frozen"), float) else "-")
         out.append(f"| {name} | {batch} | " + " | ".join(cells) + f" | {best} |")
-    out.append("")
+    out += ["", verdict(rows)]
     for batch in sorted({b for _, b in rows}):
         parts = []
         for backend in BACKENDS[1:]:
@@ -117,6 +143,19 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
         out.append(f"Geomean speed-up over eager at B={batch}: " + ", ".join(parts) + ".")
     out += [""] + notes
     return "\n".join(out).rstrip() + "\n"
+
+
+def verdict(rows: dict[tuple[str, int], dict[str, Any]]) -> str:
+    """How many cells meet the per-model target against the faster other, by the ratio of the
+    medians, and by the lower quartile of the rounds' ratios."""
+    compared = [row for row in rows.values() if isinstance(row.get("frozen"), float)
+                and any(isinstance(row.get(b), float) for b in ("jit", "compile"))]
+    level = sum(min(row[b] for b in ("jit", "compile") if isinstance(row.get(b), float)) >= row["frozen"]
+                for row in compared)
+    held = sum(len(row.get("rounds", [])) >= 4 and statistics.quantiles(row["rounds"], n=4)[0] >= 1.0
+               for row in compared)
+    return (f"Against the faster other: {level} of {len(compared)} cells at or above 1.00x by the medians; "
+            f"{held} of {len(compared)} with the lower quartile of the rounds at or above 1.00x.")
 
 
 def write_results(text: str) -> None:
@@ -150,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             rows[(model.name, batch)] = run_case(model, batch, args.budget)
             print(f"{model.name} B={batch}: " + ", ".join(
                 f"{b} {v * 1e3:.2f} ms" if isinstance(v, float) else f"{b} failed ({v})"
-                for b, v in rows[(model.name, batch)].items()) + f"  [{time.perf_counter() - started:.0f} s]",
+                for b, v in rows[(model.name, batch)].items() if b in BACKENDS) + f"  [{time.perf_counter() - started:.0f} s]",
                 flush=True)
     header = machine_lines(args, args.budget, (load_start, os.getloadavg()[0]))
     header = [(k, v.replace("benchmarks.bench", "benchmarks.zoo")) for k, v in header]

@@ -143,3 +143,37 @@ def test_ideal_bytes_count_inputs_parameters_and_outputs_once() -> None:
     model, (x,) = micro.make("layer_norm_gelu", "b1")
     params = sum(p.numel() for p in model.parameters()) * 4
     assert bench.ideal_bytes(model, (x,), torch.empty_like(x)) == 2 * x.numel() * 4 + params
+
+
+def test_time_in_turns_keeps_each_round() -> None:
+    calls: list[str] = []
+    timed = {name: bench.Timed(lambda name=name: calls.append(name), ()) for name in ("a", "b")}
+    bench.time_in_turns(timed, 0.0)
+    for entry in timed.values():
+        assert len(entry.rounds) == bench.ROUNDS
+        assert [t for r in entry.rounds for t in r] == entry.times
+    assert calls[-2:] == ["a", "b"]  # (the last round: each in turn)
+
+
+def test_the_zoo_compares_rounds_pairwise() -> None:
+    from benchmarks import zoo
+
+    # a busy spell in round 2 slows everyone; the ratio within each round stays
+    rounds = {"jit": [[2.0, 2.2], [6.0], [3.0]], "compile": [[4.0], [9.0], [2.0]],
+              "frozen": [[1.0], [3.0], [2.0]], "eager": [[9.0], [9.0], [9.0]]}
+    assert zoo.paired_ratios(rounds) == [2.1, 2.0, 1.0]
+    assert zoo.paired_ratios({"frozen": [[1.0]], "eager": [[2.0]]}) == []
+    assert zoo.paired_ratios({"jit": [[1.0]], "compile": [[1.0]]}) == []
+    assert zoo.spread([1.0, 1.0, 1.2, 1.2]) == " (1.00-1.20)"
+    assert zoo.spread([1.0, 2.0]) == ""
+    rows = {("m", 1): {"eager": 3e-3, "jit": 2e-3, "compile": 2.5e-3, "torchscribe": 2.4e-3, "frozen": 1.9e-3,
+                       "rounds": [0.9, 0.95, 1.1, 1.2]},
+            ("m", 8): {"eager": 3.0, "jit": 2.0, "compile": "failed", "frozen": 1.0, "rounds": [2.0] * 10},
+            ("n", 1): {"eager": 3.0, "jit": 1.0, "frozen": 1.5, "rounds": [0.7] * 10},
+            ("n", 8): {"eager": 3.0, "jit": "failed", "compile": "failed", "frozen": 1.0}}
+    assert zoo.verdict(rows) == ("Against the faster other: 2 of 3 cells at or above 1.00x by the medians; "
+                                 "1 of 3 with the lower quartile of the rounds at or above 1.00x.")
+    table = zoo.render(rows, [("machine", "test")])
+    assert ("| m | 1 | 3.00 | 2.00 (1.50x) | 2.50 (1.20x) | 2.40 (1.25x) | 1.90 (1.58x) | 1.05x (0.91-1.17) |"
+            in table.splitlines())
+    assert "| n | 8 | 3000.00 | failed [5] | failed [6] | failed [7] | 1000.00 (3.00x) | - |" in table.splitlines()
