@@ -23,6 +23,7 @@ import torch
 
 from benchmarks.bench import (
     BUILDERS,
+    ROUNDS,
     Built,
     RESULTS,
     ZOO_END,
@@ -36,6 +37,7 @@ from benchmarks.bench import (
 from benchmarks.zoo_models import MODELS, ZooModel, mismatch
 
 BACKENDS = ("eager", "jit", "compile", "torchscribe", "frozen")
+OTHERS = ("jit", "compile")  # what the per-model target compares frozen torchscribe with
 LABELS = {"eager": "eager", "jit": "TorchScript (frozen)", "compile": "torch.compile", "torchscribe": "torchscribe",
           "frozen": "torchscribe (frozen)"}
 
@@ -84,19 +86,32 @@ def paired_ratios(rounds: dict[str, list[list[float]]]) -> list[float]:
     median in that round over frozen torchscribe's: each ratio compares calls made within a second
     of each other, so a busy spell of the host that spans rounds moves it less than the medians
     over the whole run. Empty when frozen torchscribe or both others were not timed."""
-    others = [rounds[b] for b in ("jit", "compile") if b in rounds]
+    others = [rounds[b] for b in OTHERS if b in rounds]
     if "frozen" not in rounds or not others:
         return []
     return [min(statistics.median(o[i]) for o in others) / statistics.median(mine)
             for i, mine in enumerate(rounds["frozen"])]
 
 
-def spread(ratios: list[float]) -> str:
-    """The middle half of the rounds' ratios, as `(lower quartile-upper quartile)`."""
+def quartiles(ratios: list[float]) -> tuple[float, float] | None:
+    """The lower and upper quartiles of the rounds' ratios (None for fewer than four)."""
     if len(ratios) < 4:
-        return ""
+        return None
     q1, _, q3 = statistics.quantiles(ratios, n=4)
-    return f" ({q1:.2f}-{q3:.2f})"
+    return q1, q3
+
+
+def spread(ratios: list[float]) -> str:
+    """The middle half of the rounds' ratios, as ` (lower quartile-upper quartile)`."""
+    found = quartiles(ratios)
+    return "" if found is None else f" ({found[0]:.2f}-{found[1]:.2f})"
+
+
+def best_other(row: dict[str, Any]) -> float | None:
+    """The faster of the others' medians over frozen torchscribe's, or None where either side
+    has no time."""
+    others = [row[b] for b in OTHERS if isinstance(row.get(b), float)]
+    return min(others) / row["frozen"] if others and isinstance(row.get("frozen"), float) else None
 
 
 def ratio(row: dict[str, Any], backend: str) -> float | None:
@@ -112,7 +127,7 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
             "the faster of frozen TorchScript and torch.compile, never slower than eager; geomean >= 1.3x eager.",
             "torchscribe (frozen) is `script(model, example_inputs=..., freeze=True)`, the contract of",
             "`torch.jit.freeze` (docs/models.md); the last column compares it with the faster other: the",
-            "ratio of the medians, and in brackets the middle half of the ratios within each of the ten",
+            f"ratio of the medians, and in brackets the middle half of the ratios within each of the {ROUNDS}",
             "rounds (every backend takes a turn in a round; a cell whose lower bound is under 1.00 is level",
             "within this host's noise rather than ahead).", "",
             "| model | batch | " + " | ".join(LABELS[b] for b in BACKENDS) + " | vs best other |",
@@ -128,10 +143,9 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
             else:
                 cells.append(f"failed [{len(notes) + 1}]")
                 notes.append(f"[{len(notes) + 1}] {name} B={batch} {backend}: {value}")
-        others = [row[b] for b in ("jit", "compile") if isinstance(row.get(b), float)]
-        best = (f"{min(others) / row['frozen']:.2f}x{spread(row.get('rounds', []))}"
-                if others and isinstance(row.get("frozen"), float) else "-")
-        out.append(f"| {name} | {batch} | " + " | ".join(cells) + f" | {best} |")
+        best = best_other(row)
+        against = "-" if best is None else f"{best:.2f}x{spread(row.get('rounds', []))}"
+        out.append(f"| {name} | {batch} | " + " | ".join(cells) + f" | {against} |")
     out += ["", verdict(rows)]
     for batch in sorted({b for _, b in rows}):
         parts = []
@@ -148,12 +162,9 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
 def verdict(rows: dict[tuple[str, int], dict[str, Any]]) -> str:
     """How many cells meet the per-model target against the faster other, by the ratio of the
     medians, and by the lower quartile of the rounds' ratios."""
-    compared = [row for row in rows.values() if isinstance(row.get("frozen"), float)
-                and any(isinstance(row.get(b), float) for b in ("jit", "compile"))]
-    level = sum(min(row[b] for b in ("jit", "compile") if isinstance(row.get(b), float)) >= row["frozen"]
-                for row in compared)
-    held = sum(len(row.get("rounds", [])) >= 4 and statistics.quantiles(row["rounds"], n=4)[0] >= 1.0
-               for row in compared)
+    compared = [(best, row.get("rounds", [])) for row in rows.values() if (best := best_other(row)) is not None]
+    level = sum(best >= 1.0 for best, _ in compared)
+    held = sum((found := quartiles(rounds)) is not None and found[0] >= 1.0 for _, rounds in compared)
     return (f"Against the faster other: {level} of {len(compared)} cells at or above 1.00x by the medians; "
             f"{held} of {len(compared)} with the lower quartile of the rounds at or above 1.00x.")
 
