@@ -516,7 +516,8 @@ class _RowPlan:
             later = self._closure([v for q in self.passes[i + 1:] for v in self.roots(q)], set())
             later_values = {o.result for o in later}
             self.computed[p] = computed
-            self.stored[p] = [o.result for o in computed if op_name(o) in _EXPENSIVE and o.result in later_values]
+            self.stored[p] = [o.result for o in computed
+                              if op_name(o) in _EXPENSIVE and o.result in later_values and o.result not in available]
             available |= set(self.stored[p])
         self.available_before = {p: {v for q in self.passes if q < p for v in self.stored[q]} for p in self.passes}
 
