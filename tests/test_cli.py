@@ -319,3 +319,55 @@ def test_a_one_line_edit_changes_only_its_function(tmp_path: Path) -> None:
     assert changed and all("SOURCE_HASH" in line or "2.0" in line or "3.0" in line for line in changed), changed
     start = after.index("def second(x: Tensor, w: Tensor) -> Tensor:")
     assert after[start:] == before[start:]
+
+
+OPTIONAL_IMPORT = '''\
+import torch
+from torch import Tensor
+
+try:
+    from transpiler import script
+except ImportError:  # torchscribe is an optional dependency of this model
+    def script(obj=None, **options):
+        return obj
+
+
+@script
+def double(x: Tensor) -> Tensor:
+    return x * 2
+'''
+
+
+@pytest.mark.parametrize("seed", ["0", "1", "2", "3"])
+def test_discovery_does_not_depend_on_the_directory_or_the_spelling(tmp_path: Path, seed: str) -> None:
+    """A name bound by an import and by a fallback `def` has two qualified names, which libcst
+    gives as a set: its order follows the process's hash seed, and so did whether the file had
+    targets. From any directory, by any spelling, under any seed, the file is found."""
+    path = tmp_path / "d" / "m.py"
+    path.parent.mkdir()
+    path.write_text(OPTIONAL_IMPORT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": seed}
+    for cwd, spelling in [(path.parent, "m.py"), (path.parent, str(path)), (tmp_path, "d/m.py"),
+                          (tmp_path, str(path)), (Path("/"), str(path))]:
+        done = subprocess.run([sys.executable, "-m", "transpiler.cli", "--check", spelling],
+                              capture_output=True, text=True, cwd=cwd, env=env)
+        assert done.returncode == 1 and "missing" in done.stdout, (cwd, spelling, done.stdout, done.stderr)
+
+
+def test_a_file_or_directory_named_without_targets_gets_a_note(model: Path, capsys) -> None:
+    folder = model.parent
+    (folder / "elsewhere.py").write_text("from mylib import script\n\n\n@script\ndef f(x):\n    return x\n")
+    (folder / "empty").mkdir()
+    (folder / "plain_only").mkdir()
+    (folder / "plain_only" / "util.py").write_text("def helper(x):\n    return x\n")
+    assert main([str(model), str(folder / "plain.py"), str(folder / "elsewhere.py"),
+                 str(folder / "empty"), str(folder / "plain_only")]) == 0
+    err = capsys.readouterr().err
+    assert f"note: {folder / 'plain.py'}: nothing to compile: no class or function is decorated with `@script`" in err
+    assert (f"note: {folder / 'elsewhere.py'}: nothing to compile: the `@script` of `f` (line 4) is not "
+            "torchscribe's: import it with `from transpiler import script`") in err
+    assert f"note: {folder / 'empty'}: nothing to compile: it holds no Python file" in err
+    assert f"note: {folder / 'plain_only'}: nothing to compile: no class or function in its 1 Python file" in err
+    assert str(model) not in err  # the model itself compiled: no note
+    assert main([str(folder)]) == 0  # a directory with targets: no note for the plain files in it
+    assert "note:" not in capsys.readouterr().err

@@ -169,6 +169,11 @@ def run(args: argparse.Namespace) -> int:
             print(result.dumps, end="")
     failed = [r for r in results if r.status in ("error", "internal")]
     compiled = [r for r in results if r.status == "compiled"]
+    if not args.quiet:
+        untargeted = [r.path for r in results if r.status == "no_targets"]
+        untargeted += [path for path in sources if path not in candidates]
+        for note in untargeted_notes(args.paths, untargeted, sources):
+            print(note, file=sys.stderr)
     status = 3 if any(r.status == "internal" for r in failed) else 2
 
     def summary(written: int, unchanged: int) -> None:
@@ -213,6 +218,34 @@ def run(args: argparse.Namespace) -> int:
     summary(written, len(outputs) - written)
     # For pre-commit: a hook that changed files fails the commit until they are staged.
     return 1 if written and args.exit_nonzero_on_write else 0
+
+
+def untargeted_notes(paths: list[str], untargeted: list[Path], sources: list[Path]) -> list[str]:
+    """A note for each file named on the command line that has nothing to compile, saying why,
+    and for each directory named whose files have none: nothing is skipped silently."""
+    from transpiler.batch import plural
+    from transpiler.diagnostics import UserError
+    from transpiler.source import SourceFile
+
+    notes = []
+    skipped = set(untargeted)
+    for p in paths:
+        path = Path(p)
+        if path.is_file() and path in skipped:
+            try:
+                why = SourceFile.read(path).why_no_targets() if mentions_script(path) else \
+                    "no class or function is decorated with `@script`"
+            except (OSError, UnicodeDecodeError, UserError):
+                why = "it could not be read as Python"
+            notes.append(f"torchscribe: note: {p}: nothing to compile: {why}")
+        elif path.is_dir():
+            inside = [s for s in sources if path == s.parent or path in s.parents]
+            if not inside:
+                notes.append(f"torchscribe: note: {p}: nothing to compile: it holds no Python file")
+            elif all(s in skipped for s in inside):
+                notes.append(f"torchscribe: note: {p}: nothing to compile: no class or function in its "
+                             f"{plural(len(inside), 'Python file')} is decorated with `@script` (from transpiler)")
+    return notes
 
 
 def check(outputs: list[tuple[Path, str]]) -> int:

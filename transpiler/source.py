@@ -114,12 +114,19 @@ class SourceFile:
             root = root.value
         if not isinstance(root, cst.Name):
             return None
-        for q in self.qualified_names(node):
-            if q.source in (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN):
-                return q.name
-            if q.source == QualifiedNameSource.LOCAL and "<locals>" not in q.name:
-                return q.name
-        return None
+        names = self._global_names(node)
+        return names[0] if names else None
+
+    def _global_names(self, node: cst.CSTNode) -> list[str]:
+        """Every global a name may refer to, imports and builtins first, then module-level
+        definitions, each group sorted. A name bound twice (`try: from transpiler import script`
+        / `except ImportError: def script(...)`) has several; libcst gives them as a set, whose
+        order changes with the process's hash seed, so it is sorted here."""
+        imported = sorted(q.name for q in self.qualified_names(node)
+                          if q.source in (QualifiedNameSource.IMPORT, QualifiedNameSource.BUILTIN))
+        local = sorted(q.name for q in self.qualified_names(node)
+                       if q.source == QualifiedNameSource.LOCAL and "<locals>" not in q.name)
+        return imported + local
 
     def _scan_top_level(self) -> None:
         for stmt in self.module.body:
@@ -147,12 +154,28 @@ class SourceFile:
                         found.append(Target(stmt.name.value, stmt, options))
         return found
 
+    def why_no_targets(self) -> str:
+        """Why `targets()` found nothing, for a note on a file named on the command line."""
+        for stmt in self.module.body:
+            if not isinstance(stmt, (cst.ClassDef, cst.FunctionDef)):
+                continue
+            for deco in stmt.decorators:
+                expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
+                spelled = expr.attr.value if isinstance(expr, cst.Attribute) else getattr(expr, "value", None)
+                if spelled == "script":
+                    line = self.loc(deco).line
+                    return (f"the `@script` of `{stmt.name.value}` (line {line}) is not torchscribe's: "
+                            "import it with `from transpiler import script`")
+        return "no class or function is decorated with `@script`"
+
     def _script_decorator(self, expr: cst.BaseExpression) -> dict[str, object] | None:
         call_args: list[cst.Arg] = []
         if isinstance(expr, cst.Call):
             call_args = list(expr.args)
             expr = expr.func
-        if self.global_name(expr) not in SCRIPT_NAMES:
+        # Any binding will do: the fallback `def script` of an optional import is the same
+        # decorator when torchscribe is installed.
+        if not set(self._global_names(expr)) & SCRIPT_NAMES:
             return None
         options: dict[str, object] = {}
         for arg in call_args:
