@@ -22,8 +22,9 @@ chosen is kept.
 
 from __future__ import annotations
 
+import contextlib
 import weakref
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -80,8 +81,29 @@ class _Cache:
             found[1].pop(key, None)
 
 
-# A source's stamp: its version counter (moved by every in-place write through it) and where its
-# data is (moved by `p.data = ...`, which leaves the counter).
+def _stamp(t: Tensor | None) -> tuple | None:
+    """A source's stamp: its version counter (moved by every in-place write through it) and where
+    its data is (moved by `p.data = ...`, which leaves the counter). A tensor made under
+    `torch.inference_mode()` has no version counter, so a write to it inside inference mode could
+    not be seen: its stamp is new on every call, and what is made from it is made again each
+    time (sound, at the cost of the work; a model's parameters are not inference tensors unless
+    the model was built under inference mode)."""
+    if t is None:
+        return None
+    if t.is_inference():
+        return (object(), t.data_ptr())
+    return (t._version, t.data_ptr())
+
+
+@contextlib.contextmanager
+def _making() -> Iterator[None]:
+    """The context a tensor made once is made in: no autograd graph, and outside inference mode
+    whatever the caller's, so that the tensor has a version counter to stamp (`_stamp`) and may
+    be read by later calls in any mode."""
+    with torch.inference_mode(False), torch.no_grad():
+        yield
+
+
 _FOLDED = _Cache()
 _PACKED = _Cache()
 _ONCE = _Cache()
@@ -100,15 +122,15 @@ def computed_once(compute: Callable[..., Any], sources: tuple[Tensor, ...], like
     if not sources:
         table = _ONCE_CONSTANT.setdefault(compute, {})
         if kinds not in table:
-            with torch.no_grad():
+            with _making():
                 table[kinds] = compute(*like)
         return table[kinds]
     key = (compute, kinds)
-    stamp = tuple((s._version, s.data_ptr()) for s in sources)
+    stamp = tuple(_stamp(s) for s in sources)
     found = _ONCE.get(sources[0], key, sources[1:], stamp)
     if found is not None:
         return found
-    with torch.no_grad():
+    with _making():
         value = compute(*sources, *like)
     return _ONCE.put(sources[0], key, sources[1:], stamp, value)
 
@@ -119,14 +141,11 @@ def fold_batch_norm(weight: Tensor, bias: Tensor | None, mean: Tensor, var: Tens
     is `batch_norm(conv(x, w, b), mean, var, gamma, beta, eps=eps)` up to rounding. Computed in
     float64 and rounded once."""
     others = (bias, mean, var, gamma, beta)
-    stamp = (weight._version, weight.data_ptr(), mean._version, mean.data_ptr(), var._version, var.data_ptr(),
-             None if bias is None else (bias._version, bias.data_ptr()),
-             None if gamma is None else (gamma._version, gamma.data_ptr()),
-             None if beta is None else (beta._version, beta.data_ptr()))
+    stamp = (_stamp(weight), _stamp(mean), _stamp(var), _stamp(bias), _stamp(gamma), _stamp(beta))
     found = _FOLDED.get(weight, eps, others, stamp)
     if found is not None:
         return found
-    with torch.no_grad():
+    with _making():
         scale = torch.rsqrt(var.double() + eps)
         if gamma is not None:
             scale = scale * gamma.double()
@@ -146,11 +165,11 @@ def channels_last(weight: Tensor) -> Tensor:
     against the parameter, with its sizes, strides and offset, as `linear` below does."""
     base = weight if weight._base is None else weight._base
     key = ("channels_last", tuple(weight.shape), weight.stride(), weight.storage_offset())
-    stamp = (base._version, base.data_ptr())
+    stamp = _stamp(base)
     found = _CHANNELS_LAST.get(base, key, (), stamp)
     if found is not None:
         return found
-    with torch.no_grad():
+    with _making():
         made = weight.detach().contiguous(memory_format=torch.channels_last)
     return _CHANNELS_LAST.put(base, key, (), stamp, made)
 
@@ -196,7 +215,7 @@ def _conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Sequence[int
     if way == "onednn":
         got = _onednn_conv2d(x, weight, bias, stride, padding, dilation, groups)
         packed = _PACKED.get(weight, ("conv2d", stride, padding, dilation, groups), (),
-                             (weight._version, weight.data_ptr(), x.shape[1:]))
+                             (_stamp(weight), x.shape[1:]))
         args = (list(padding), list(stride), list(dilation), groups, "none", [], "")
         return got, (None if packed is None else
                      lambda x, w, b, out: torch.ops.mkldnn._convolution_pointwise(x, packed, b, *args))
@@ -227,10 +246,10 @@ def _onednn_conv2d(x: Tensor, weight: Tensor, bias: Tensor | None, stride: tuple
     """oneDNN's conv with the weight reordered once for inputs of `x`'s sizes (ideep reorders it
     again, correctly, for a batch whose best layout differs)."""
     key = ("conv2d", stride, padding, dilation, groups)
-    stamp = (weight._version, weight.data_ptr(), x.shape[1:])  # (another image size: packed again)
+    stamp = (_stamp(weight), x.shape[1:])  # (another image size: packed again)
     packed = _PACKED.get(weight, key, (), stamp)
     if packed is None:
-        with torch.no_grad():
+        with _making():
             packed = _PACKED.put(weight, key, (), stamp, torch.ops.mkldnn._reorder_convolution_weight(
                 weight.detach(), list(padding), list(stride), list(dilation), groups, list(x.shape)))
     return torch.ops.mkldnn._convolution_pointwise(
@@ -301,7 +320,7 @@ def _kept_call(table: dict[tuple, tuple], key: tuple, weight: Tensor) -> Callabl
     """The call `table` (`_FAST`, `_CONV_FAST`) keeps for `key`, while the weight it was decided
     for is this tensor, unwritten, and the decisions stand; else None."""
     hit = table.get(key)
-    if (hit is not None and hit[0]() is weight and hit[1] == (weight._version, weight.data_ptr(), weight.shape)
+    if (hit is not None and hit[0]() is weight and hit[1] == (_stamp(weight), weight.shape)
             and hit[2] == _choices.epoch()):
         return hit[3]
     return None
@@ -315,7 +334,7 @@ def _keep_call(table: dict[tuple, tuple], key: tuple, weight: Tensor, call: Call
     if len(table) >= FAST_KEPT:
         table.clear()
     table[key] = (weakref.ref(weight, lambda r, k=key: table.pop(k) if table.get(k, (None,))[0] is r else None),
-                  (weight._version, weight.data_ptr(), weight.shape), _choices.epoch(), call)
+                  (_stamp(weight), weight.shape), _choices.epoch(), call)
 
 
 def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Callable | None]:
@@ -334,14 +353,14 @@ def _linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> tuple[Tensor, Cal
     if way == "mkl":
         got = _mkl_linear(x, weight, bias, rows)
         if got is not None:
-            packed = _PACKED.get(weight, _linear_key("mkl", weight, rows), (), (weight._version, weight.data_ptr()))
+            packed = _PACKED.get(weight, _linear_key("mkl", weight, rows), (), _stamp(weight))
             return got, (None if packed is None else
                          lambda x, w, b: torch.ops.mkl._mkl_linear(x, packed, w, b, rows))
         way = _choices.without_per_size(family, rows)  # (the weight has packs for other rows)
         way = "onednn" if way == "onednn" else "torch"
     if way == "onednn":
         got = _onednn_linear(x, weight, bias)
-        packed = _PACKED.get(weight, _linear_key("onednn", weight), (), (weight._version, weight.data_ptr()))
+        packed = _PACKED.get(weight, _linear_key("onednn", weight), (), _stamp(weight))
         return got, (None if packed is None else
                      lambda x, w, b: torch.ops.mkldnn._linear_pointwise(x, packed, b, "none", [], ""))
     if way == "torch":
@@ -376,10 +395,10 @@ def _linear_key(way: str, weight: Tensor, rows: int | None = None) -> tuple:
 def _onednn_linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
     base = weight if weight._base is None else weight._base
     key = _linear_key("onednn", weight)
-    stamp = (base._version, base.data_ptr())
+    stamp = _stamp(base)
     packed = _PACKED.get(base, key, (), stamp)
     if packed is None:
-        with torch.no_grad():
+        with _making():
             packed = _PACKED.put(base, key, (), stamp,
                                  torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous()))
     return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
@@ -390,12 +409,12 @@ def _mkl_linear(x: Tensor, weight: Tensor, bias: Tensor | None, rows: int) -> Te
     MKL_PACKS_KEPT other row counts already (a pack is a copy of the weight)."""
     base = weight if weight._base is None else weight._base
     key = _linear_key("mkl", weight, rows)
-    stamp = (base._version, base.data_ptr())
+    stamp = _stamp(base)
     packed = _PACKED.get(base, key, (), stamp)
     if packed is None:
         if not _PACKED.has(base, key) and _mkl_packs(weight) >= MKL_PACKS_KEPT:
             return None  # (a pack of these rows, made stale by a write, is made again in its place)
-        with torch.no_grad():
+        with _making():
             packed = _PACKED.put(base, key, (), stamp,
                                  torch.ops.mkl._mkl_reorder_linear_weight(weight.detach().contiguous(), rows))
     # (the plain weight is what MKL's call falls back to at other rows: never here)

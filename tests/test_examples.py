@@ -25,9 +25,9 @@ CASES = [
 ]
 
 
-def run(factory, mode: str) -> dict:
+def run(factory, mode: str, context=torch.no_grad) -> dict:
     model, inputs = factory()
-    with runtime.mode(mode), torch.no_grad():
+    with runtime.mode(mode), context():
         out = model(*inputs)
     return snapshot(observe(model, inputs, out))
 
@@ -37,10 +37,11 @@ def test_committed_modules_are_fresh() -> None:
     assert cli_main(["--check", str(EXAMPLES)]) == 0
 
 
+@pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode], ids=["no_grad", "inference_mode"])
 @pytest.mark.parametrize("stem,variant,factory", CASES, ids=[f"{s}[{v}]" if v else s for s, v, _ in CASES])
-def test_compiled_matches_eager(stem: str, variant: str, factory) -> None:
-    eager = run(factory, "off")
-    compiled = run(factory, "strict")
+def test_compiled_matches_eager(stem: str, variant: str, factory, context) -> None:
+    eager = run(factory, "off", context)
+    compiled = run(factory, "strict", context)
     # The compiled module calls the same torch ops in the same order: results are bitwise equal.
     result = compare(eager, compiled, atol=0.0, rtol=0.0)
     assert result.ok, f"{stem}[{variant}]: {result.mismatches}"

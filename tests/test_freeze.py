@@ -298,6 +298,10 @@ def test_a_packed_conv_computes_what_conv2d_computes(stride, padding, batch) -> 
 FROZEN_LAYERS = ["conv", "pointwise", "depthwise", "bn", "relu"]
 
 
+def _no_graph(context: str):
+    return torch.inference_mode() if context == "inference_mode" else torch.no_grad()
+
+
 def _randomize(net: nn.Module, seed: int) -> None:
     torch.manual_seed(seed)
     with torch.no_grad():
@@ -315,22 +319,27 @@ def _randomize(net: nn.Module, seed: int) -> None:
 @given(steps=st.lists(st.tuples(st.sampled_from(FROZEN_LAYERS), st.sampled_from(["layer", "residual", "shuffle", "unit"]),
                                 st.booleans()),
                       min_size=2, max_size=5),
-       wide=st.booleans(), seed=st.integers(0, 2**16), way=st.sampled_from(["onednn", "torch", "linear", "mkl", None]))
-def test_frozen_nets_match_eager_before_and_after_their_parameters_change(steps, wide, seed, way, tmp_path,
+       wide=st.booleans(), seed=st.integers(0, 2**16), way=st.sampled_from(["onednn", "torch", "linear", "mkl", None]),
+       first=st.sampled_from(["no_grad", "inference_mode"]))
+def test_frozen_nets_match_eager_before_and_after_their_parameters_change(steps, wide, seed, way, first, tmp_path,
                                                                           monkeypatch) -> None:
     """256 channels give weights large enough to pack; after the compiled call, new parameters
     (load_state_dict, an in-place write, a replaced tensor) and the next call follows them. The
-    packed convs and linears take a way drawn (runtime/choices.py; None: the one measured)."""
+    packed convs and linears take a way drawn (runtime/choices.py; None: the one measured). The
+    first calls run under `first`, the later ones under the other context too: what a call under
+    `torch.inference_mode()` makes once, a call under `torch.no_grad()` reads, and back."""
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     c = 256 if wide else 8
+    second = "no_grad" if first == "inference_mode" else "inference_mode"
     with choices.pinned(way), imported_source(tmp_path, f"frozen_net_{tmp_path.name}", net_source(steps, c)) as mod:
         net = mod.Net().eval()
         _randomize(net, seed)
-        with torch.no_grad():
+        with _no_graph(first):
             compiled = script(net, example_inputs=(torch.randn(2, c, 7, 7),), freeze=True)
-            for change in ("none", "load_state_dict", "in place", "replaced"):
+        for change in ("none", "load_state_dict", "in place", "replaced"):
+            with _no_graph(first if change in ("none", "replaced") else second):
                 if change == "load_state_dict":
                     other = mod.Net().eval()
                     _randomize(other, seed + 1)
@@ -352,6 +361,30 @@ def test_frozen_nets_match_eager_before_and_after_their_parameters_change(steps,
                     expected = net(x)
                     scale = expected[0].abs().max().item() + 1  # (the values grow with 256 channels)
                     assert_close_to_eager([g / scale for g in got], [e / scale for e in expected], msg=change)
+
+
+def test_a_frozen_module_built_under_inference_mode_sees_writes_to_its_parameters(tmp_path, monkeypatch) -> None:
+    """Parameters made under `torch.inference_mode()` are inference tensors: no version counter
+    tells when they are written, so what is made from them is made on every call, and a write
+    inside inference mode (a `load_state_dict` there) is seen."""
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    steps = [("conv", "layer", True), ("bn", "layer", False), ("relu", "layer", False), ("conv", "residual", False)]
+    with imported_source(tmp_path, "inference_built_net", net_source(steps, 256)) as mod, torch.inference_mode():
+        net = mod.Net().eval()
+        _randomize(net, 0)
+        assert net.l0.weight.is_inference()
+        compiled = script(net, example_inputs=(torch.randn(1, 256, 7, 7),), freeze=True)
+        for step in range(3):
+            x = torch.randn(1, 256, 7, 7)
+            with runtime.mode("strict"):
+                got = compiled(x)
+            expected = net(x)
+            scale = expected[0].abs().max().item() + 1
+            assert_close_to_eager([g / scale for g in got], [e / scale for e in expected], msg=f"step {step}")
+            net.l0.weight.mul_(-0.5)
+            net.l1.running_mean.add_(0.25)
 
 
 def test_a_frozen_module_in_training_mode_runs_eagerly(tmp_path, monkeypatch) -> None:

@@ -1,7 +1,7 @@
 """The real-model corpus, opt-in (`make corpus`): each model compiles with
 script(model, example_inputs=...) without changing its source and matches eager within the
 model's documented tolerance, plain and frozen (freeze=True), at the batch size it was compiled for and at another (the batch is
-symbolic), and frozen at batch 1. Needs torchvision: run in the corpus virtualenv."""
+symbolic), under torch.inference_mode() and torch.no_grad(), and frozen at batch 1. Needs torchvision: run in the corpus virtualenv."""
 
 from __future__ import annotations
 
@@ -22,14 +22,17 @@ pytestmark = pytest.mark.corpus
 def test_matches_eager(model: ZooModel, freeze: bool) -> None:
     eager = model.build()
     inputs = model.inputs(2)
-    with torch.no_grad():
+    # Compiled and first called under inference mode (what a frozen module makes once then, a
+    # later call under no_grad reads), then called under no_grad.
+    with torch.inference_mode():
         compiled = script(eager, example_inputs=inputs, freeze=freeze)
-        for batch in (2, 3):
+    for batch, context in ((2, torch.inference_mode), (3, torch.no_grad)):
+        with context():
             args = model.inputs(batch)
             expected = eager(*args)
             with runtime.mode("strict"):  # the compiled code runs (no entry check fails)
                 problem = mismatch(model, expected, compiled(*args))
-            assert problem is None, f"batch {batch}: {problem}"
+        assert problem is None, f"batch {batch} under {context.__name__}: {problem}"
 
 
 @pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
