@@ -33,13 +33,13 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Hashable
 
 from runtime import native
+from runtime.files import write_atomic
 from runtime.loader import cache_dir
 
 TUNE = os.environ.get("TORCHSCRIBE_TUNE", "1") != "0"
@@ -210,11 +210,7 @@ def _write(family: Hashable, size: int) -> None:
         kept = []
     text = json.dumps({"format": FILE_FORMAT, "machine": _MACHINE[0], "decisions": kept + [entry]}, indent=1)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        os.replace(tmp, path)
+        write_atomic(path, text + "\n")
     except OSError:
         return
 

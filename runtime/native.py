@@ -38,6 +38,7 @@ from pathlib import Path
 from types import ModuleType
 
 from runtime.errors import TorchscribeError
+from runtime.files import make_temporary_dir, write_atomic
 from runtime.loader import cache_dir
 
 CACHE_FORMAT = "1"  # bump when the entry layout or the build recipe changes
@@ -86,7 +87,7 @@ def toolchain() -> Toolchain | None:
         version, openmp = record.read_text(encoding="utf-8").splitlines()[:2]
     except (OSError, ValueError):
         version, openmp = _probe(cxx)
-        _write_atomic(record, f"{version}\n{openmp}\n")
+        write_atomic(record, f"{version}\n{openmp}\n")
     flags = BASE_FLAGS + (("-fopenmp",) if openmp == "openmp" else ())
     return Toolchain(cxx, version, flags)
 
@@ -167,7 +168,7 @@ def python_flags() -> tuple[str, ...] | None:
         found = record.read_text(encoding="utf-8").strip()
     except OSError:
         found = _probe_python(chain, flags)
-        _write_atomic(record, found + "\n")
+        write_atomic(record, found + "\n")
     return flags if found == "python" else None
 
 
@@ -273,7 +274,7 @@ def _entry(source: str, source_key: str, extra_flags: tuple[str, ...]) -> Path:
         with _locked(root / f"{entry.name}.lock"):
             if not _valid(entry):  # another process may have built it while we waited
                 _build(source, chain, extra_flags, entry)
-        _write_atomic(latest, entry.name + "\n")
+        write_atomic(latest, entry.name + "\n")
     return entry
 
 
@@ -295,14 +296,6 @@ def _valid(entry: Path) -> bool:
     return hashlib.sha256(data).hexdigest() == digest
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 class _locked:
     """An exclusive lock on a file (held by the process until released or the process ends)."""
 
@@ -319,7 +312,7 @@ class _locked:
 
 
 def _build(source: str, chain: Toolchain, extra_flags: tuple[str, ...], entry: Path) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", dir=entry.parent))
+    tmp = make_temporary_dir(entry.parent, f".{entry.name}.")
     try:
         src = tmp / "kernels.cpp"
         src.write_text(source, encoding="utf-8")

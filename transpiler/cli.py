@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -51,18 +50,6 @@ def mentions_script(path: Path) -> bool:
         return "script" in path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return False
-
-
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def comparable(text: str) -> str:
@@ -142,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runtime.files import write_atomic
     from runtime.loader import compiled_path_for, is_generated_file
     from transpiler.batch import compile_all, plural, progress_stream, up_to_date
 

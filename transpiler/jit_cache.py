@@ -40,7 +40,6 @@ import importlib.util
 import os
 import re
 import sys
-import tempfile
 import types
 from pathlib import Path
 from typing import Any, Sequence
@@ -49,6 +48,7 @@ import torch
 from torch import nn
 
 from runtime.guards import is_plain_object
+from runtime.files import write_atomic
 from runtime.loader import FORMAT, VERSION, cache_dir, is_generated_text
 
 KEY_FORMAT = "torchscribe-jit-key-1"  # bump when what the key covers changes
@@ -370,21 +370,6 @@ def _file_digest(path: str) -> str:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
     except OSError:
         return "missing"
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 __all__ = ["Uncacheable", "compiler_fingerprint", "function_key", "lookup", "module_key", "store_key",

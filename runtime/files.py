@@ -1,0 +1,55 @@
+"""Files the tool writes (compiled modules, the caches): whole or not at all, with the mode a
+plain `open(path, "w")` would give them.
+
+`tempfile.mkstemp` makes a file of mode 0600 and `mkdtemp` a directory of mode 0700, and a rename
+keeps the mode: a compiled module written that way could not be read by another user of the
+checkout (a container, a service account), nor a shared cache's kernels. So the temporary file or
+directory takes the process's umask applied to 0666 or 0777 before it is renamed into place.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def umask() -> int:
+    """The process's umask (Linux shows it in /proc; elsewhere it is read by setting it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """`path` holds `data` (text as UTF-8 with "\\n" line ends), or is as it was: a temporary file
+    beside it, renamed over it. Its parent directories are made as needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.chmod(tmp, 0o666 & ~umask())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def make_temporary_dir(parent: Path, prefix: str) -> Path:
+    """A new directory under `parent`, to fill and then rename into place, with a plain mkdir's mode."""
+    made = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    os.chmod(made, 0o777 & ~umask())
+    return made
+
+
+__all__ = ["make_temporary_dir", "umask", "write_atomic"]
