@@ -371,3 +371,108 @@ def test_a_file_or_directory_named_without_targets_gets_a_note(model: Path, caps
     assert str(model) not in err  # the model itself compiled: no note
     assert main([str(folder)]) == 0  # a directory with targets: no note for the plain files in it
     assert "note:" not in capsys.readouterr().err
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes under `pid` (its pool's forkserver, resource tracker and workers)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pids: set[int]) -> set[int]:
+    alive = set()
+    for pid in pids:
+        try:
+            state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            alive.add(pid)
+    return alive
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the process tree from /proc")
+@pytest.mark.parametrize("how", ["SIGKILL", "SIGTERM", "SIGINT"])
+def test_an_interrupted_parallel_run_leaves_no_process_and_no_temporary(tmp_path: Path, how: str) -> None:
+    """`kill -9`, SIGTERM (an interrupted hook) or Ctrl-C (SIGINT to the whole process group) during
+    a run in worker processes: no worker, forkserver or resource tracker outlives it, and no file
+    is left half-written. SIGTERM exits 143, Ctrl-C 130, quietly."""
+    import signal
+    import time
+
+    models = tmp_path / "models"
+    models.mkdir()
+    for k in range(12):
+        (models / f"cell_{k}.py").write_text(MODEL.replace("nn.Linear(4, 4)", f"nn.Linear(4, {k + 4})"))
+    run = subprocess.Popen([sys.executable, "-m", "transpiler.cli", "-j", "2", str(models)], cwd=ROOT,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+    deadline = time.monotonic() + 120
+    pool: set[int] = set()
+    while time.monotonic() < deadline and run.poll() is None:  # until the pool's workers are there
+        pool = _descendants(run.pid)
+        if len(pool) >= 4:  # forkserver, resource tracker, two workers
+            break
+        time.sleep(0.05)
+    assert run.poll() is None and len(pool) >= 4, "the run ended before its pool started"
+    if how == "SIGINT":
+        os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    else:
+        run.send_signal(getattr(signal, how))
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == {"SIGKILL": -9, "SIGTERM": 143, "SIGINT": 130}[how], err
+    if how != "SIGKILL":
+        assert "Traceback" not in err, err
+    deadline = time.monotonic() + 30
+    while _alive(pool) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(pool), f"left running: {sorted(_alive(pool))}"
+    assert not [p.name for p in models.iterdir() if p.name.startswith(".")]
+
+
+def test_an_unwritable_output_is_a_diagnostic_naming_it(model: Path, monkeypatch, capsys) -> None:
+    """A read-only checkout: the error names the file and what to do, exit 2, no traceback, and
+    the summary counts the module as not written."""
+    import runtime.files
+
+    def refuse(path: Path, data: object) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(runtime.files, "write_atomic", refuse)
+    assert main([str(model)]) == 2
+    out, err = capsys.readouterr()
+    assert f"torchscribe: error: cannot write {compiled(model)}: Permission denied; make its directory writable" in err
+    assert "1 file: 0 written, 1 not written, 0 up to date, 0 failed" in out
+    assert "internal error" not in err and "Traceback" not in err
+
+
+def test_a_failed_run_counts_the_files_it_compiled_but_did_not_write(model: Path, capsys) -> None:
+    (model.parent / "broken.py").write_text(MODEL.replace("torch.relu(self.linear(x))", "torch.relu(self.linear(x), 3, 4)"))
+    assert main(["-j", "1", str(model.parent)]) == 2
+    assert "2 files: 0 written, 1 not written, 0 up to date, 1 failed" in capsys.readouterr().out
+    assert not compiled(model).exists()
+
+
+def test_help_names_explain(capsys) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "torchscribe explain [--example] PATH" in capsys.readouterr().out
+
+
+def test_explain_example_without_make_example_is_a_usage_error(model: Path, capsys) -> None:
+    assert main(["explain", "--example", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert "--example needs a module-level make_example() returning (model, inputs); define one" in err
+    assert "internal error" not in err

@@ -7,15 +7,19 @@ result and does not stop the others (the command line decides what to write).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
+import select
+import signal
 import sys
+import threading
 import time
 import traceback
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Iterator, TextIO
 
 if TYPE_CHECKING:
     from ir.core import Program
@@ -107,11 +111,49 @@ def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False
     )
 
 
-def _worker_init() -> None:
+def _worker_init(parent: int) -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the pool, the workers say nothing.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # (the forkserver was started while they were held)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+    _exit_with(parent)
     # The pool's processes already divide the machine between them.
     import torch
 
     torch.set_num_threads(1)
+
+
+def _exit_with(pid: int) -> None:
+    """End this process when process `pid` ends, however it ends (`kill -9` included). A worker
+    is the forkserver's child, not the parent's, and the pool's queues never see an end of file
+    while a worker holds both ends: without this, the workers of a killed run (and with them the
+    forkserver and the resource tracker, which live while a worker does) stay forever."""
+    try:
+        fd = os.pidfd_open(pid)  # (readable once the process has ended; Linux 5.3)
+    except ProcessLookupError:
+        os._exit(1)
+    except (AttributeError, OSError):
+        fd = None
+
+    def watch() -> None:
+        if fd is not None:
+            select.select([fd], [], [])
+        else:
+            while _alive(pid):
+                time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="torchscribe-parent-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -146,8 +188,13 @@ def compile_all(
             results[i] = compile_one(path, dump_ir, permissive)
             report(results[i])
     else:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=_worker_init) as pool:
-            futures = {pool.submit(compile_one, path, dump_ir, permissive): i for i, path in enumerate(paths)}
+        pool = ProcessPoolExecutor(max_workers=jobs, mp_context=_pool_context(), initializer=_worker_init,
+                                   initargs=(os.getpid(),))
+        try:
+            # Submitting starts the workers: a signal in the middle would leave one started that
+            # the pool does not list (and that _stop cannot end), so signals wait until it is done.
+            with _signals_held():
+                futures = {pool.submit(compile_one, path, dump_ir, permissive): i for i, path in enumerate(paths)}
             for future in as_completed(futures):
                 i = futures[future]
                 try:
@@ -157,7 +204,37 @@ def compile_all(
                                             message=f"torchscribe: internal error while compiling {paths[i]}: "
                                                     f"{sys.exc_info()[1]!r}")
                 report(results[i])
+        except BaseException:  # Ctrl-C, SIGTERM: stop now, not after the files still queued
+            _stop(pool)
+            raise
+        pool.shutdown()
     return [results[i] for i in range(total)]
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Ctrl-C and SIGTERM are delivered after the block, not in it (main thread, POSIX)."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what is queued and end the workers now. shutdown() alone waits for the running
+    files, and the interpreter's exit joins the pool's manager thread, which waits for them too;
+    the executor has no public call that ends its processes."""
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.kill()
+    for process in processes:
+        process.join(5)
 
 
 def progress_stream(count: int, quiet: bool, stream: TextIO = sys.stderr) -> TextIO | None:

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -74,6 +76,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="torchscribe",
         description="Compile @script models into <stem>_compiled.py modules next to their source.",
+        epilog="torchscribe explain [--example] PATH...: print what each compiled function's kernels fuse, its "
+               "extern calls and entry checks, and what stayed Python and why (torchscribe explain --help).",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="model files or directories (searched recursively)")
     parser.add_argument("--check", action="store_true",
@@ -114,8 +118,18 @@ def main(argv: list[str] | None = None) -> int:
 
         return explain.main(argv[1:])
     args = parse_args(argv)
+    # SIGTERM (an interrupted commit hook, a CI timeout) stops the run as Ctrl-C does, so that the
+    # workers are ended and no temporary file is left.
+    previous = signal.signal(signal.SIGTERM, _terminated) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         return run(args)
+    except KeyboardInterrupt:  # Ctrl-C: each file is written whole or not at all, so stop quietly
+        print("torchscribe: interrupted", file=sys.stderr)
+        return 130
+    except _Terminated:
+        print("torchscribe: terminated", file=sys.stderr)
+        return 143
     except Exception:  # a compiler bug, not the user's mistake
         if os.environ.get("TORCHSCRIBE_DEBUG"):
             traceback.print_exc()
@@ -126,6 +140,17 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
         return 3
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised where the main thread is so that cleanups run."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -164,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
             print(note, file=sys.stderr)
     status = 3 if any(r.status == "internal" for r in failed) else 2
 
-    def summary(written: int, unchanged: int) -> None:
+    def summary(written: int, unchanged: int, unwritten: int = 0) -> None:
         if args.quiet or args.dump_ir:
             return
         files = len(fresh) + len(compiled) + len(failed)
@@ -172,12 +197,13 @@ def run(args: argparse.Namespace) -> int:
                  f"{plural(sum(r.kernels for r in compiled), 'kernel')}, "
                  f"{plural(sum(r.fallbacks for r in compiled), 'eager fallback')}"
                  + (f", {sum(len(r.kept) for r in compiled)} kept as Python" if args.permissive else "") + ")")
-        print(f"torchscribe: {plural(files, 'file')}: {written} written, {len(fresh) + unchanged} up to date, "
+        not_written = f"{unwritten} not written, " if unwritten else ""
+        print(f"torchscribe: {plural(files, 'file')}: {written} written, {not_written}{len(fresh) + unchanged} up to date, "
               f"{len(failed)} failed ({stats}; {time.perf_counter() - start:.1f} s")
 
     if failed:
         print("torchscribe: errors found; nothing was written.", file=sys.stderr)
-        summary(0, 0)
+        summary(0, 0, len(compiled))  # (the files that compiled were not written either)
         return status
     if args.dump_ir:
         return 0
@@ -194,16 +220,24 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(problems), file=sys.stderr)
         print("torchscribe: nothing was written.", file=sys.stderr)
         return 2
-    written = 0
+    written = unwritable = 0
     for path, text in outputs:
         out = compiled_path_for(path)
-        if out.exists() and out.read_text(encoding="utf-8") == text:
+        try:
+            if out.exists() and out.read_text(encoding="utf-8") == text:
+                continue
+            write_atomic(out, text)  # never a half-written module: a temporary file, then a rename
+        except OSError as e:  # a read-only checkout, a full disk: the user's to fix, not a bug
+            print(f"torchscribe: error: cannot write {out}: {e.strerror or e}; make its directory writable "
+                  "(or run where it is), then run again", file=sys.stderr)
+            unwritable += 1
             continue
-        write_atomic(out, text)  # never a half-written module: a temporary file, then a rename
         written += 1
         if not args.quiet:
             print(f"wrote {out}")
-    summary(written, len(outputs) - written)
+    summary(written, len(outputs) - written - unwritable, unwritable)
+    if unwritable:
+        return 2
     # For pre-commit: a hook that changed files fails the commit until they are staged.
     return 1 if written and args.exit_nonzero_on_write else 0
 

@@ -366,14 +366,21 @@ def compile_for_example(path: Path) -> Program:
         name = f"_torchscribe_explain_{resolved.stem}"
         spec = importlib.util.spec_from_file_location(name, resolved)
         if spec is None or spec.loader is None:
-            raise ValueError(f"{path}: cannot be imported")
+            raise ExampleError(f"{path}: cannot be imported")
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as e:
+            raise ExampleError(f"{path}: importing it raised {e!r}") from e
     make = getattr(module, "make_example", None)
     if make is None:
-        raise ValueError(f"{path}: --example needs a module-level make_example() returning (model, inputs)")
-    obj, inputs = make()
+        raise ExampleError(f"{path}: --example needs a module-level make_example() returning (model, inputs); "
+                           "define one, or run without --example")
+    try:
+        obj, inputs = make()
+    except Exception as e:
+        raise ExampleError(f"{path}: make_example() raised {e!r}") from e
     source = SourceFile.read(path, os.path.relpath(path))
     if isinstance(obj, torch.nn.Module):
         cls = type(obj)
@@ -383,6 +390,10 @@ def compile_for_example(path: Path) -> Program:
         targets = [Target(fn.__name__, source.functions[fn.__name__])]
         compiled = compile_source(source, "explain", path.name, targets, example_inputs=inputs)
     return compiled.program
+
+
+class ExampleError(Exception):
+    """A file `--example` cannot take (no make_example(), or it or the import raised): the user's."""
 
 
 def explain_path(path: Path, example: bool = False) -> str | None:
@@ -402,7 +413,7 @@ def main(argv: list[str]) -> int:
 
     try:
         return _main(argv)
-    except Exception:  # a bug in torchscribe, or make_example() raising: say which, as the CLI does
+    except Exception:  # a bug in torchscribe
         if os.environ.get("TORCHSCRIBE_DEBUG"):
             traceback.print_exc()
         else:
@@ -443,6 +454,10 @@ def _main(argv: list[str]) -> int:
             continue
         except UserError as e:
             print(e.diagnostic.render(None), file=sys.stderr)
+            failed = True
+            continue
+        except ExampleError as e:
+            print(f"torchscribe explain: error: {e}", file=sys.stderr)
             failed = True
             continue
         if text is None:
