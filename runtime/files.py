@@ -5,12 +5,18 @@ plain `open(path, "w")` would give them.
 keeps the mode: a compiled module written that way could not be read by another user of the
 checkout (a container, a service account), nor a shared cache's kernels. So the temporary file or
 directory takes the process's umask applied to 0666 or 0777 before it is renamed into place.
+
+A cache directory that cannot be written (read-only, another user's) is replaced, for the writes
+of this process, by a temporary directory of its own (`writable`).
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
+import warnings
 from pathlib import Path
 
 
@@ -52,4 +58,44 @@ def make_temporary_dir(parent: Path, prefix: str) -> Path:
     return made
 
 
-__all__ = ["make_temporary_dir", "umask", "write_atomic"]
+_writable: dict[Path, Path] = {}  # a cache directory -> where this process writes in its place
+_private: list[Path] = []  # this process's temporary directory, made on first need
+
+
+def private_dir() -> Path:
+    """A directory of this process's own, removed when it exits: where what must not (or cannot)
+    go into the cache is written instead (`TORCHSCRIBE_JIT_CACHE=off`, an unwritable cache)."""
+    if not _private:
+        made = Path(tempfile.mkdtemp(prefix="torchscribe-"))
+        atexit.register(shutil.rmtree, made, True)
+        _private.append(made)
+    return _private[0]
+
+
+def writable(directory: Path) -> Path:
+    """`directory` when this process can write into it (made if need be), else a directory under
+    `private_dir()` in its place, with one warning: a read-only or unwritable cache costs the
+    builds of this process, not the run."""
+    found = _writable.get(directory)
+    if found is not None:
+        return found
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+        found = directory
+    except OSError as e:
+        found = private_dir() / directory.name
+        found.mkdir(parents=True, exist_ok=True)
+        from runtime.errors import TorchscribeWarning  # (warned once per cache directory)
+
+        warnings.warn(TorchscribeWarning(
+            f"the torchscribe cache {directory} cannot be written ({e.strerror or e}): this process compiles "
+            f"into a temporary directory, and what it builds is not kept; set TORCHSCRIBE_CACHE_DIR to a "
+            f"writable directory to keep it"), stacklevel=2)
+    _writable[directory] = found
+    return found
+
+
+__all__ = ["make_temporary_dir", "private_dir", "umask", "writable", "write_atomic"]

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 
 from runtime.errors import TorchscribeError
-from runtime.files import make_temporary_dir, write_atomic
+from runtime.files import make_temporary_dir, writable, write_atomic
 from runtime.loader import cache_dir
 
 CACHE_FORMAT = "1"  # bump when the entry layout or the build recipe changes
@@ -87,7 +87,10 @@ def toolchain() -> Toolchain | None:
         version, openmp = record.read_text(encoding="utf-8").splitlines()[:2]
     except (OSError, ValueError):
         version, openmp = _probe(cxx)
-        write_atomic(record, f"{version}\n{openmp}\n")
+        try:
+            write_atomic(record, f"{version}\n{openmp}\n")
+        except OSError:  # (an unwritable cache: probed again by the next process)
+            pass
     flags = BASE_FLAGS + (("-fopenmp",) if openmp == "openmp" else ())
     return Toolchain(cxx, version, flags)
 
@@ -270,11 +273,14 @@ def _entry(source: str, source_key: str, extra_flags: tuple[str, ...]) -> Path:
         return entry
     entry = root / _hash(source_key, chain.identity, *extra_flags)
     if not _valid(entry):
-        root.mkdir(parents=True, exist_ok=True)
-        with _locked(root / f"{entry.name}.lock"):
-            if not _valid(entry):  # another process may have built it while we waited
-                _build(source, chain, extra_flags, entry)
-        write_atomic(latest, entry.name + "\n")
+        # (a read-only cache still serves what it holds; what is built goes where this process can write)
+        root = writable(root)
+        entry = root / entry.name
+        if not _valid(entry):
+            with _locked(root / f"{entry.name}.lock"):
+                if not _valid(entry):  # another process may have built it while we waited
+                    _build(source, chain, extra_flags, entry)
+            write_atomic(root / "by-source" / source_key, entry.name + "\n")
     return entry
 
 

@@ -95,3 +95,39 @@ def test_cache_files_and_kernel_builds_take_the_umask(tmp_path: Path, monkeypatc
         assert mode(p) & 0o044 == 0o644 & ~mask & 0o044, (p, oct(mode(p)))  # readable as a plain write is
     for p in dirs:
         assert mode(p) & 0o055 == 0o755 & ~mask & 0o055, (p, oct(mode(p)))
+
+
+def test_an_unwritable_cache_compiles_in_a_private_directory_with_one_warning(tmp_path: Path, monkeypatch) -> None:
+    """A cache directory that cannot be made or written (here under a regular file, which even
+    root cannot write into): `script()` compiles, builds its kernels in this process's own
+    temporary directory, and says so once."""
+    import runtime.files
+    from runtime.errors import TorchscribeWarning
+    from transpiler import script
+
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(blocker / "cache"))
+    monkeypatch.setattr(runtime.files, "_writable", {})
+    with imported_source(tmp_path, "unwritable_cache", SOURCE.format(k=7)) as module:
+        with pytest.warns(TorchscribeWarning, match="cannot be written") as warned:
+            f = script(module.chain, example_inputs=(torch.randn(4, 8),))
+            g = script(module.chain, example_inputs=(torch.randn(4, 8),))
+        x = torch.randn(3, 8)
+        torch.testing.assert_close(f(x), module.chain(x))
+        torch.testing.assert_close(g(x), module.chain(x))
+    assert len({str(w.message).split(" cannot")[0] for w in warned}) == len(warned)  # once per directory
+    assert list(runtime.files.private_dir().glob("cpp/*/kernels.so"))  # its kernel was built there
+    assert list(runtime.files.private_dir().glob("jit/chain_*.py"))
+
+
+def test_jit_cache_off_writes_no_module_into_the_cache(tmp_path: Path, monkeypatch) -> None:
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TORCHSCRIBE_JIT_CACHE", "off")
+    with imported_source(tmp_path, "jit_cache_off", SOURCE.format(k=8)) as module:
+        f = script(module.chain, example_inputs=(torch.randn(4, 8),))
+        x = torch.randn(3, 8)
+        torch.testing.assert_close(f(x), module.chain(x))
+    assert not (tmp_path / "cache" / "jit").exists()

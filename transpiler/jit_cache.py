@@ -48,7 +48,7 @@ import torch
 from torch import nn
 
 from runtime.guards import is_plain_object
-from runtime.files import write_atomic
+from runtime.files import private_dir, writable, write_atomic
 from runtime.loader import FORMAT, VERSION, cache_dir, is_generated_text
 
 KEY_FORMAT = "torchscribe-jit-key-1"  # bump when what the key covers changes
@@ -344,10 +344,13 @@ def lookup(key: str, stem: str) -> Path | None:
 
 
 def store_module(text: str, stem: str) -> Path:
-    """`jit/<stem>_<digest>.py` holding `text` (written now unless it already does)."""
+    """`jit/<stem>_<digest>.py` holding `text` (written now unless it already does). With the
+    cache off, or a cache directory that cannot be written, in this process's own temporary
+    directory instead (runtime/files.py): a module is imported from a file."""
     data = text.encode("utf-8")
     digest = hashlib.sha256(data).hexdigest()[:16]
-    path = jit_dir() / f"{stem}_{digest}.py"
+    directory = writable(jit_dir()) if enabled() else private_dir() / "jit"
+    path = directory / f"{stem}_{digest}.py"
     try:
         if path.read_bytes() == data:
             return path
@@ -361,6 +364,8 @@ def store_key(key: str, module_path: Path, dependencies: Sequence[str] = ()) -> 
     """Record the entry `key`; `dependencies` are the other source files it was compiled from
     (script(instance) compiles submodule classes and called functions from any file): the entry
     holds while each has the content it had."""
+    if not enabled() or module_path.parent != jit_dir():  # (off, or a module not in the cache)
+        return
     lines = [module_path.name] + [f"{_file_digest(f)} {f}" for f in sorted(dependencies)]
     write_atomic(jit_dir() / "keys" / key, ("\n".join(lines) + "\n").encode())
 
