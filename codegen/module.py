@@ -9,6 +9,7 @@ from codegen.names import function_name, model_module_name
 from codegen.pyformat import format_python
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
+from runtime.loader import with_body_hash
 from ir.core import Program
 from ir.ops import CheckGlobalOp, CheckLookupOp, FuncOp, Kernel, OpaqueOp
 from codegen.kernel_launchers import emit_kernels
@@ -83,6 +84,7 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
     w.line(f'TORCHSCRIBE_VERSION = "{header.torchscribe_version}"')
     w.line(f'SOURCE_FILE = "{header.source_file}"')
     w.line(f'SOURCE_HASH = "{header.source_hash}"')
+    w.line('BODY_HASH = ""')  # (filled in below, once the text is final)
     w.line(f'TORCH_VERSION = "{header.torch_version}"')
     if header.permissive:
         w.line("PERMISSIVE = True")
@@ -108,4 +110,4 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
         for key, sym in entries.items():
             w.line(f'"{key}": {function_name(sym)},')
     w.line("}")
-    return format_python(w.text())  # black's style: a user's black hook agrees with ours
+    return with_body_hash(format_python(w.text()))  # black's style: a user's black hook agrees with ours

@@ -380,6 +380,17 @@ def _load_file(source: str, model_module: ModuleType) -> _FileState:
         digest = file_source_hash(source)
     except (OSError, SyntaxError, UnicodeDecodeError) as error:
         return failed(f"cannot be checked because the model source cannot be read ({error})")
+    # What runs is what was reviewed: a module whose text is not what torchscribe wrote (a hand
+    # edit, a bad merge) does not run. One read and one hash per file, once per process.
+    try:
+        text = compiled_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        return failed(f"cannot be read ({error})")
+    header = loader.parse_header(text)
+    stale = loader.freshness_problem(header, digest, compiled_path.parent) if header is not None else None
+    edited = loader.body_problem(text)
+    if stale is None and edited is not None:
+        return failed(edited)
     try:
         module = _import_compiled(compiled_path, _compiled_module_name(model_module, compiled_path))
     except Exception as error:

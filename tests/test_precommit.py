@@ -67,6 +67,65 @@ def hook_repository(tmp_path: Path, env: dict[str, str]) -> tuple[Path, str]:
     return repo, git(repo, env, "rev-parse", "HEAD").stdout.strip()
 
 
+def project(tmp_path: Path, env: dict[str, str]) -> tuple[Path, Path]:
+    """A git repository using the hook, with one model file (not committed yet)."""
+    hooks, rev = hook_repository(tmp_path, env)
+    work = tmp_path / "project"
+    (work / "models").mkdir(parents=True)
+    (work / "pyproject.toml").write_text("")
+    model = work / "models" / "act.py"
+    model.write_text(MODEL)
+    (work / ".pre-commit-config.yaml").write_text(
+        f"repos:\n- repo: {hooks.as_posix()}\n  rev: {rev}\n  hooks:\n  - id: torchscribe\n"
+    )
+    git(work, env, "init", "-q")
+    git(work, env, "config", "commit.gpgsign", "false")
+    done = subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return work, model
+
+
+def commit_with_module(work: Path, env: dict[str, str], message: str) -> None:
+    """Commit everything: the hook writes the compiled module, which is then staged."""
+    git(work, env, "add", "-A")
+    git(work, env, "commit", "-m", message, check=False)
+    git(work, env, "add", "-A")
+    done = git(work, env, "commit", "-m", message, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_hook_regenerates_a_staged_module_edited_by_hand(tmp_path: Path, env: dict[str, str]) -> None:
+    work, model = project(tmp_path, env)
+    commit_with_module(work, env, "model")
+    compiled = model.with_name("act_compiled.py")
+    reviewed = compiled.read_text()
+    compiled.write_text(reviewed.replace("* 2", "* 3"))  # a hand edit (or a bad merge)
+    git(work, env, "add", str(compiled))
+    done = git(work, env, "commit", "-m", "edit", check=False)
+    assert done.returncode != 0, done.stdout + done.stderr
+    assert "wrote models/act_compiled.py" in done.stdout + done.stderr
+    assert compiled.read_text() == reviewed  # regenerated: what the compiler writes
+    git(work, env, "add", str(compiled))
+    assert git(work, env, "status", "--porcelain").stdout == ""  # nothing left to commit
+
+
+def test_hook_fails_on_the_module_a_rename_left_behind(tmp_path: Path, env: dict[str, str]) -> None:
+    work, model = project(tmp_path, env)
+    commit_with_module(work, env, "model")
+    git(work, env, "mv", "models/act.py", "models/activations.py")
+    done = git(work, env, "commit", "-m", "rename", check=False)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "models/act_compiled.py: its model act.py is gone" in out, out
+    assert "--remove-orphans" in out
+    git(work, env, "rm", "-q", "models/act_compiled.py")
+    git(work, env, "add", "-A")
+    done = git(work, env, "commit", "-m", "rename", check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (work / "models" / "activations_compiled.py").exists()
+
+
 def test_hook_regenerates_and_fails_the_commit_until_staged(tmp_path: Path, env: dict[str, str]) -> None:
     hooks, rev = hook_repository(tmp_path, env)
     work = tmp_path / "project"

@@ -132,7 +132,7 @@ def test_dispatch_runs_compiled_when_dependencies_are_fresh(files: Files) -> Non
 
 
 def test_module_generated_with_another_torch_says_so_when_loaded(files: Files) -> None:
-    text = files.compile().replace(f'TORCH_VERSION = "{dispatch.TORCH_VERSION}"', 'TORCH_VERSION = "1.0"')
+    text = rehashed(files.compile().replace(f'TORCH_VERSION = "{dispatch.TORCH_VERSION}"', 'TORCH_VERSION = "1.0"'))
     assert 'TORCH_VERSION = "1.0"' in text
     files.compiled.write_text(text)
     __import__(files.name)
@@ -160,3 +160,76 @@ def test_check_names_the_changed_dependency(files: Files, monkeypatch: pytest.Mo
     assert "lib/helpers.py" in out and "changed since it was generated" in out
     assert f"run `torchscribe {files.model}`" in out
     assert read_header(files.compiled) is not None
+
+
+def rehashed(text: str) -> str:
+    """A generated module's text after a change, with its BODY_HASH made to match again (as a
+    module generated that way would have)."""
+    import re
+
+    return loader.with_body_hash(re.sub(r'^BODY_HASH = "[^"]*"$', 'BODY_HASH = ""', text, count=1, flags=re.M))
+
+
+EDITS = {
+    "a changed constant": lambda t: t.replace("x * 2.0", "x * 3.0"),
+    "a deleted line": lambda t: "\n".join(line for line in t.splitlines() if "_guards.check_tensor" not in line) + "\n",
+    "a changed hash": lambda t: t.replace('BODY_HASH = "sha256:', 'BODY_HASH = "sha256:0'),
+    "no hash": lambda t: "\n".join(line for line in t.splitlines() if not line.startswith("BODY_HASH")) + "\n",
+}
+
+
+@pytest.mark.parametrize("edit", EDITS, ids=list(EDITS))
+def test_a_module_edited_after_it_was_generated_does_not_run(files: Files, edit: str) -> None:
+    """What runs is what was reviewed: a hand edit (or a bad merge) of the compiled module makes
+    it stale. Eager with a warning naming the file; strict mode raises."""
+    text = files.compile()
+    assert "x * 2.0" in text and loader.body_problem(text) is None
+    files.compiled.write_text(EDITS[edit](text))
+    assert loader.body_problem(files.compiled.read_text()) is not None
+    assert loader.compiled_problem(files.model) is not None
+    __import__(files.name)
+    model = sys.modules[files.name]
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        out = model.double(torch.ones(3))
+    assert torch.equal(out, torch.full((3,), 2.0))  # eager's, not the edited module's
+    [message] = _torchscribe_warnings(record)
+    assert f"{files.name}_compiled.py" in message and "running eagerly" in message, message
+    assert "BODY_HASH" in message
+    runtime.reset()
+    with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="BODY_HASH"):
+        model.double(torch.ones(3))
+
+
+def test_line_endings_do_not_count_as_an_edit(files: Files) -> None:
+    text = files.compile()
+    assert loader.body_problem(text.replace("\n", "\r\n")) is None
+
+
+def test_the_cli_regenerates_an_edited_module_and_check_says_why(files: Files, capsys) -> None:
+    assert cli.main(["-q", str(files.model)]) == 0
+    assert cli.main(["--check", str(files.model)]) == 0
+    files.compiled.write_text(EDITS["a changed constant"](files.compiled.read_text()))
+    capsys.readouterr()
+    assert cli.main(["--check", str(files.model)]) == 1
+    assert "was edited after it was generated" in capsys.readouterr().out
+    assert cli.main(["-q", str(files.model)]) == 0  # not "up to date": written again
+    assert "x * 2.0" in files.compiled.read_text() and loader.body_problem(files.compiled.read_text()) is None
+    files.compiled.write_text(EDITS["a changed constant"](files.compiled.read_text()))
+    assert cli.main(["-q", str(files.compiled)]) == 0  # the module named: its model is compiled
+    assert "x * 2.0" in files.compiled.read_text()
+
+
+def test_orphans_are_reported_by_check_and_removed_only_when_asked(files: Files, capsys) -> None:
+    files.compiled.write_text(files.compile())
+    renamed = files.model.with_name(f"{files.name}_renamed.py")
+    files.model.rename(renamed)
+    capsys.readouterr()
+    assert cli.main(["--check", str(files.model.parent)]) == 1
+    assert f"its model {files.model.name} is gone" in capsys.readouterr().err
+    assert cli.main(["-q", "--exit-nonzero-on-write", str(renamed)]) == 1  # the hook's call, given the new name
+    assert files.compiled.exists()  # reported, not removed
+    plain = files.model.with_name("notes_compiled.py")
+    plain.write_text("# a file of the user's that happens to end in _compiled.py\n")
+    assert cli.main(["-q", "--remove-orphans", str(renamed)]) == 0
+    assert not files.compiled.exists() and plain.exists()
