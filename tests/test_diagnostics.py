@@ -106,14 +106,27 @@ CHECK_CASES = {
     "with_statement_body_is_still_checked": """
         @script
         def f(x: Tensor) -> Tensor:
-            with torch.no_grad():  # error: 5: with statements are not supported
-                y = [x for _ in range(2)]  # error: 13: list comprehensions
+            with open("log.txt"):  # error: 5: with statements are not supported here
+                y = {x for _ in range(2)}  # error: 13: set comprehensions
+            return x
+        """,
+    "with_that_does_not_turn_grad_off": """
+        @script
+        def f(x: Tensor) -> Tensor:
+            with torch.enable_grad():  # error: 5: with statements are not supported here
+                x = x + 1
+            with torch.no_grad() as g:  # error: 5: with statements are not supported here
+                x = x + 1
+            with torch.inference_mode(False):  # error: 5: with statements are not supported here
+                x = x + 1
+            with torch.no_grad(), torch.set_grad_enabled(False):
+                x = x + 1
             return x
         """,
     "raise_and_assert": """
         @script
         def f(x: Tensor) -> Tensor:
-            assert x.dim() == 2  # error: 5: assert statements are not supported
+            assert x.dim() == 2
             if x.dim() != 2:
                 raise  # error: 9: a bare `raise` is not supported
             return x
@@ -403,8 +416,8 @@ LOWERING_CASES = {
                 self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
 
             def forward(self, x: Tensor) -> Tensor:
-                ys = [layer(x) for layer in self.layers]  # error: 14: list comprehensions
-                with torch.no_grad():  # error: 9: with statements
+                ys = {i: layer(x) for i, layer in enumerate(self.layers)}  # error: 14: dict comprehensions
+                with open("log.txt"):  # error: 9: with statements
                     x = x + 1
                 return x
 
@@ -481,12 +494,12 @@ def test_diagnostics_are_sorted_and_underline_the_construct(tmp_path: Path) -> N
     got = check_markers(tmp_path, LOWERING_CASES["several_errors_in_one_file"])
     assert got == sorted(got, key=lambda d: (d.loc.line, d.loc.col))
     comprehension = got[0]
-    assert (comprehension.loc.end_col - comprehension.loc.col) == len("[layer(x) for layer in self.layers]")
+    assert (comprehension.loc.end_col - comprehension.loc.col) == len("{i: layer(x) for i, layer in enumerate(self.layers)}")
 
 
 @pytest.mark.parametrize("name,header", [
     ("try_statement", "try"),
-    ("with_statement_body_is_still_checked", "with torch.no_grad()"),
+    ("with_statement_body_is_still_checked", 'with open("log.txt")'),
     ("for_else_and_while_else", "else"),
     ("keyword_only_and_positional_only_parameters", "/"),
 ])
@@ -574,10 +587,10 @@ def test_cli_reports_errors_without_traceback(tmp_path: Path) -> None:
         assert f"{shown(path)}:{line}:{col}: error: {message}" in err
     line, col, _ = want[0]
     source_line = text.splitlines()[line - 1]
-    comprehension = "[layer(x) for layer in self.layers]"
+    comprehension = "{i: layer(x) for i, layer in enumerate(self.layers)}"
     assert f"{line} | {source_line}" in err
     assert f"{' ' * len(str(line))} | {' ' * (col - 1)}{'^' * len(comprehension)}\n" in err
-    assert "   = help: write a for loop that appends to a list" in err
+    assert "   = help: compiled code has no dicts" in err
     assert err.count(": error: ") == len(want) == 5
     assert "nothing was written" in err
     assert not (tmp_path / "bad_compiled.py").exists()

@@ -519,6 +519,12 @@ class ExpressionLowering:
             return result
         raise self.error(node, f"a value of type {value.type} used as a condition")
 
+    def condition_of(self, value: Value, node: cst.CSTNode) -> Value:
+        """The bool an assertion tests: Python's truth of `value`, a one-element tensor's too."""
+        if isinstance(value.type, TensorType):
+            return self.op(ops.BuiltinCallOp, [value], [BOOL], callee="bool").result
+        return self.truth(value, node)
+
     def comparison(self, node: cst.Comparison) -> Value:
         left = self.expr(node.left)
         result: Value | None = None
@@ -976,11 +982,7 @@ class ExpressionLowering:
                                       for a in node.args):
             raise self.error(node, "torch._assert takes a condition and a message")
         cond_node, message_node = node.args[0].value, node.args[1].value
-        cond = self.expr(cond_node)
-        if isinstance(cond.type, TensorType):
-            cond = self.op(ops.BuiltinCallOp, [cond], [BOOL], callee="bool").result
-        else:
-            cond = self.truth(cond, cond_node)
+        cond = self.condition_of(self.expr(cond_node), cond_node)
         lazy = isinstance(message_node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
         message = None if lazy else self.expr(message_node)
         failed = self.op(ops.UnaryOp, [cond], [BOOL], op="not").result
@@ -1114,6 +1116,8 @@ class ExpressionLowering:
             thunks = self.comprehension_elements(arg)
         else:
             seq = self.expr(arg)
+            if name == "list":
+                return self.list_of(seq, arg)
             if name == "sum" and isinstance(seq.type, ListType) and seq.type.elem in (INT, FLOAT, BOOL):
                 result = INT if seq.type.elem == BOOL else seq.type.elem
                 return self.op(ops.BuiltinCallOp, [seq], [result], callee="sum").result
@@ -1152,6 +1156,25 @@ class ExpressionLowering:
         for t in thunks[1:]:
             result = self.short_circuit(op, result, lambda t=t: truth_of(t), node)
         return result
+
+    def list_of(self, seq: Value, node: cst.CSTNode) -> Value:
+        """`list(seq)`: a new list holding seq's items (a shallow copy of a list); a tuple's
+        items must have one type."""
+        if isinstance(seq.type, ListType):
+            none = self.b.constant(None)
+            return self.op(ops.SliceOp, [seq, none, none, none], [seq.type]).result
+        if isinstance(seq.type, TupleType):
+            elem = unify_all(list(seq.type.elems)) if seq.type.elems else None
+            if elem is None:
+                raise self.error(node, f"list() of a {seq.type}: " + (
+                    "its items have different types, and a list holds one type" if seq.type.elems
+                    else "the type of an empty list is not known"),
+                    "keep the tuple, or annotate an empty list: `xs: list[Tensor] = []`")
+            items = [self._getter(seq, i)() for i in range(len(seq.type.elems))]
+            return self.op(ops.ListOp, items, [ListType(TENSOR if isinstance(elem, TensorType) else elem)]).result
+        raise self.error(node, f"list() of {a_type(seq.type)} is not supported",
+                         "list() takes a list or a tuple in compiled code"
+                         + ("; for a tensor's rows use list(t.unbind(0))" if isinstance(seq.type, TensorType) else ""))
 
     def _getter(self, seq: Value, i: int) -> Callable[[], Value]:
         def get() -> Value:

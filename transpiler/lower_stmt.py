@@ -34,6 +34,7 @@ from ir.types import (
 )
 from transpiler.annotations import annotation_type
 from transpiler.classinfo import module_class_names
+from transpiler.check import WITH_HINT, turns_grad_off
 from transpiler.context import Break, Lookup, applied_decorators
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
@@ -228,7 +229,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         elif isinstance(stmt, cst.Try):
             raise self.error(stmt, "try statements are not supported", "move error handling outside the compiled code")
         elif isinstance(stmt, cst.With):
-            raise self.error(stmt, "with statements are not supported", "move the context manager outside the compiled code")
+            exits = self.with_stmt(stmt)
         else:
             raise self.error(stmt, f"{type(stmt).__name__} statements are not supported")
         return False, exits
@@ -761,6 +762,20 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         self.env = before
         return op, yielded
 
+    # -- with -----------------------------------------------------------------------------------
+    def with_stmt(self, node: cst.With) -> Exits:
+        """`with torch.no_grad():` (or `inference_mode()`): compiled code runs only where
+        autograd records nothing, so the block is its body; the entry checks that it does
+        (py.check_no_autograd; script(instance) checks every call already)."""
+        for item in node.items:
+            qual = self.source.global_name(item.item.func) if isinstance(item.item, cst.Call) else None
+            if node.asynchronous is not None or not turns_grad_off(qual, item):
+                raise UserError("with statements are not supported here", self.source.loc(node.items[0]), WITH_HINT)
+        if not self.ctx.recursive:
+            with self.at(node.items[0]):
+                self.op(ops.CheckNoAutogradOp, [], [])
+        return self.stmts(statements_of(node.body))
+
     # -- simple statements ----------------------------------------------------------------------
     def small_stmt(self, node: cst.BaseSmallStatement) -> Exits:
         if isinstance(node, cst.Return):
@@ -813,7 +828,8 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             self.aug_assign(node)
             return Exits()
         if isinstance(node, cst.Assert):
-            raise self.error(node, "assert statements are not supported yet", "check inputs before calling the model")
+            self.assert_stmt(node)
+            return Exits()
         if isinstance(node, cst.Raise):
             self.raise_stmt(node)
             return Raises()
@@ -824,6 +840,26 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         if isinstance(node, cst.Del):
             raise self.error(node, "del statements are not supported", "let the name go out of use")
         raise self.error(node, f"{type(node).__name__} statements are not supported")
+
+    def assert_stmt(self, node: cst.Assert) -> None:
+        """`assert cond, msg`: raise AssertionError(msg) where cond is false, msg evaluated only
+        then, as Python does (and TorchScript). Past it, `x is not None` in cond holds. A cond
+        known now folds (specialization folds one on sizes known at entry)."""
+        with self.at(node.test):
+            cond = self.condition_of(self.expr(node.test), node.test)
+        if self.known_bool(cond) is not True:
+            failed = self.op(ops.UnaryOp, [cond], [BOOL], op="not").result
+            if_op = self.new_if(failed, [])
+            saved = self.env
+            self.env = saved.copy()  # nothing the message computes is seen after the assert
+            with self.b.at_end_of(if_op.then_block), self.at(node):
+                message = [self.expr(node.msg)] if node.msg is not None else []
+                self.op(ops.RaiseOp, message, [], exc="AssertionError", called=bool(message))
+                self.b.create(ops.YieldOp, [])
+            with self.b.at_end_of(if_op.else_block):
+                self.b.create(ops.YieldOp, [])
+            self.env = saved
+        self.apply_refinements(self.refinements(node.test)[0], node.test)
 
     def raise_stmt(self, node: cst.Raise) -> None:
         """`raise E`, `raise E(args)` for a builtin exception class E."""
