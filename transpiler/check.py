@@ -63,7 +63,6 @@ def turns_grad_off(qualname: str | None, item: cst.WithItem) -> bool:
 # Expressions rejected wherever they appear; the pass does not look inside them.
 EXPRESSIONS: dict[type, tuple[str, str]] = {
     cst.Lambda: ("lambda expressions are not supported", "define a module-level function decorated with @script"),
-    cst.ListComp: ("list comprehensions are not supported", "write a for loop that appends to a list"),
     cst.SetComp: ("set comprehensions are not supported", "compiled code has no sets; use a list and a for loop"),
     cst.DictComp: ("dict comprehensions are not supported",
                    "compiled code has no dicts; use a list or a tuple, or separate values"),

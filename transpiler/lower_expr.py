@@ -181,6 +181,8 @@ class ExpressionLowering:
         if isinstance(node, cst.List):
             values = [self.element(e) for e in node.elements]
             return self.make_list(values, None, node)
+        if isinstance(node, cst.ListComp):
+            return self.list_comprehension(node)  # type: ignore[attr-defined]
         if isinstance(node, cst.Dict) and self.ctx.permissive:
             return self.dict_display(node)
         what = describe(node)
@@ -1112,6 +1114,8 @@ class ExpressionLowering:
             raise self.error(node, f"{name}() takes one argument here")
         arg = node.args[0].value
         lazy = isinstance(arg, cst.GeneratorExp)
+        if name == "list" and isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
+            return self.list_comprehension(arg)  # type: ignore[attr-defined]
         if isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
             thunks = self.comprehension_elements(arg)
         else:

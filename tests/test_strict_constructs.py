@@ -1,0 +1,322 @@
+"""Constructs TorchScript accepts that strict mode compiles too (issue 45): `list(xs)`, `assert`,
+`with torch.no_grad():`, list comprehensions, `torch.Size(...)`, `next(...)`, `@staticmethod`
+helpers and attributes assigned outside `__init__`. Each is compiled ahead of time (the CLI) and,
+where it matters, through `script(instance, example_inputs=...)`, and compared with eager in
+strict mode (a fallback to eager would raise)."""
+from __future__ import annotations
+
+import itertools
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import runtime
+from source_module import case_directory, compiled_case, imported_source
+from transpiler import script
+from transpiler.compile import compile_path
+from transpiler.diagnostics import CompileError, UserError
+
+HEADER = """\
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor, nn
+
+from transpiler import script
+
+"""
+
+_ids = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory):
+    with case_directory(tmp_path_factory.mktemp("strict_constructs")) as directory:
+        yield directory
+    runtime.reset()
+
+
+def build(workdir: Path, body: str):
+    module, text = compiled_case(workdir, f"strict_case_{next(_ids)}", HEADER + textwrap.dedent(body))
+    return module, text
+
+
+def same(a, b) -> None:
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, torch.Tensor):
+        assert a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b), (a, b)
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b), (a, b)
+        for x, y in zip(a, b):
+            same(x, y)
+    else:
+        assert a == b, (a, b)
+
+
+def check(fn, *args) -> None:
+    """Compiled (strict) and eager on clones of the same inputs: results, raised errors and
+    inputs agree."""
+    def clones():
+        def copy(a):
+            return a.clone() if isinstance(a, torch.Tensor) else [copy(t) for t in a] if isinstance(a, list) else a
+        return [copy(a) for a in args]
+
+    results = []
+    for mode, given in (("off", clones()), ("strict", clones())):
+        with runtime.mode(mode):
+            try:
+                results.append((fn(*given), None, given))
+            except AssertionError as e:
+                results.append((None, e.args, given))
+    (expected, error, eager_args), (got, got_error, compiled_args) = results
+    assert error == got_error
+    same(expected, got)
+    same(eager_args, compiled_args)
+
+
+def diagnostics_of(tmp_path: Path, body: str) -> list:
+    path = tmp_path / "model.py"
+    path.write_text(HEADER + textwrap.dedent(body), encoding="utf-8")
+    try:
+        compile_path(path, path.name)
+    except CompileError as e:
+        return e.diagnostics
+    except UserError as e:
+        return [e.diagnostic]
+    return []
+
+
+# -- list(xs) -------------------------------------------------------------------------------------
+def test_list_of_a_list_is_a_shallow_copy(workdir: Path) -> None:
+    module, _ = build(workdir, """
+        @script
+        def f(xs: List[Tensor], sizes: List[int], pair: Tuple[int, int]) -> Tuple[List[Tensor], List[Tensor], List[int], List[int]]:
+            ys = list(xs)
+            ys.append(xs[0] * 2)  # the copy grows, the original does not
+            ys[0] = ys[0] + 1
+            s = list(sizes)
+            s[0] = 7
+            return xs, ys, s, list(pair) + sizes
+        """)
+    check(module.f, [torch.randn(3), torch.randn(3)], [1, 2, 3], (4, 5))
+
+
+def test_list_of_a_tuple_of_two_types_is_a_diagnostic(tmp_path: Path) -> None:
+    (d,) = diagnostics_of(tmp_path, """
+        @script
+        def f(x: Tensor, n: int) -> List[int]:
+            return list((x, n))
+        """)
+    assert "list() of a tuple[Tensor, int]: its items have different types" in d.message
+    assert d.hint and "keep the tuple" in d.hint
+
+
+# -- assert -----------------------------------------------------------------------------------------
+def test_assert_raises_as_python_does(workdir: Path) -> None:
+    module, text = build(workdir, """
+        @script
+        def f(x: Tensor, y: Optional[Tensor], n: int) -> Tensor:
+            assert x.dim() == 2, f"want 2 dims, got {x.dim()}"
+            assert n
+            assert y is not None  # refines y past it
+            assert (x > -100).all(), "a tensor's truth, as bool(t)"
+            return x + y * n
+        """)
+    assert "raise AssertionError(f\"want 2 dims, got" in text
+    x = torch.randn(2, 3)
+    check(module.f, x, torch.randn(3), 2)
+    check(module.f, torch.randn(3), torch.randn(3), 2)  # the message
+    check(module.f, x, torch.randn(3), 0)  # no message
+    check(module.f, x, None, 1)
+    check(module.f, x - 1000, torch.randn(3), 1)
+
+
+def test_an_assert_known_when_compiling_folds(tmp_path: Path, monkeypatch) -> None:
+    """Sizes known from the example inputs: the assert on them folds; one on values stays."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "asserting_model", '''
+        import torch
+        from torch import nn
+
+
+        class M(nn.Module):
+            def forward(self, x):
+                assert x.size(1) == 4, "four features"
+                assert bool(x.abs().sum() >= 0)
+                return x * 2
+    ''') as mod:
+        model = mod.M()
+        x = torch.randn(3, 4)
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(x,))
+            with runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+                with pytest.raises(AssertionError):
+                    compiled(torch.full((3, 4), float("nan")))
+    (path,) = (tmp_path / "cache" / "jit").glob("M_*.py")
+    text = path.read_text()
+    assert "four features" not in text  # folded: the entry check pins size 4
+    assert "raise AssertionError" in text
+
+
+# -- with torch.no_grad() ---------------------------------------------------------------------------
+def test_with_no_grad_runs_its_body(workdir: Path) -> None:
+    module, text = build(workdir, """
+        @script
+        def f(x: Tensor, n: int) -> Tensor:
+            y = x + 1
+            with torch.no_grad():
+                z = y * 2
+                if n > 2:
+                    return z
+            with torch.inference_mode():
+                z = z + 1
+            return z + y
+
+        @script
+        class Counter(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+                self.register_buffer("total", torch.zeros(3))
+
+            def forward(self, x: Tensor) -> Tensor:
+                y = self.lin(x)
+                with torch.no_grad():
+                    self.total.add_(y.sum(0))
+                return y
+        """)
+    assert text.count("_guards.check_no_autograd(") == 2
+    for n in (1, 5):
+        check(module.f, torch.randn(2, 3), n)
+    model = module.Counter()
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        with runtime.mode("off"):
+            expected = model(x)
+            eager_total = model.total.clone()
+        model.total.zero_()
+        with runtime.mode("strict"):
+            got = model(x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    torch.testing.assert_close(model.total, eager_total, rtol=0, atol=0)
+
+
+def test_with_no_grad_under_autograd_runs_eagerly(workdir: Path) -> None:
+    """Where autograd records a graph, the block must switch it off: the call runs eagerly."""
+    module, _ = build(workdir, """
+        @script
+        def f(x: Tensor) -> Tensor:
+            with torch.no_grad():
+                y = x * 2
+            return x + y
+        """)
+    x = torch.randn(3, requires_grad=True)
+    with runtime.mode("on"), pytest.warns(runtime.TorchscribeWarning, match="requires grad"):
+        got = module.f(x)
+    with runtime.mode("off"):
+        expected = module.f(x)
+    assert got.requires_grad and torch.equal(got, expected)
+    got.sum().backward()
+    torch.testing.assert_close(x.grad, torch.ones(3))  # y holds no graph
+
+
+def test_with_no_grad_through_script_instance(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "no_grad_model", '''
+        import torch
+        from torch import nn
+
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+                self.register_buffer("seen", torch.zeros(4))
+
+            def forward(self, x):
+                y = self.lin(x)
+                with torch.no_grad():
+                    self.seen.copy_(y.mean(0))
+                return y.relu()
+    ''') as mod:
+        model, twin = mod.M(), mod.M()
+        twin.load_state_dict(model.state_dict())
+        x = torch.randn(3, 4)
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(x,))
+            with runtime.mode("strict"):
+                got = compiled(x)
+            expected = twin(x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+    torch.testing.assert_close(model.seen, twin.seen, rtol=0, atol=0)
+
+
+# -- list comprehensions ----------------------------------------------------------------------------
+def test_list_comprehensions(workdir: Path) -> None:
+    module, text = build(workdir, """
+        @script
+        def f(xs: List[Tensor], n: int) -> List[Tensor]:
+            x = xs[0]
+            ys = [x * 2 for x in xs if bool(x.sum() > 0)]
+            zs = [x + i for i in range(n) for x in xs if i % 2 == 0 if i > 0]
+            ws = [x + i for i, x in enumerate((xs[0], xs[1]))]
+            vs = list(x - 1 for x in xs)
+            return ys + zs + ws + vs + [x]  # x is still xs[0]: a comprehension's names do not leak
+
+        @script
+        def g(xs: List[Optional[Tensor]], x: Tensor) -> Tuple[List[Tensor], List[int], List[int]]:
+            present = [t for t in xs if t is not None]
+            return present, [s // 2 for s in x.shape], [i * i for i in range(3)]
+        """)
+    assert " in xs:" in text and ".append(" in text
+    xs = [torch.randn(3) for _ in range(4)]
+    for n in (0, 3, 5):
+        check(module.f, xs, n)
+    check(module.g, [torch.randn(2), None, torch.randn(2)], torch.randn(4, 6, 2))
+
+
+def test_comprehensions_over_module_lists(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "comprehension_model", '''
+        import torch
+        from torch import nn
+
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.heads = nn.ModuleList([nn.Linear(4, 2) for _ in range(3)])
+
+            def forward(self, x):
+                outs = [head(x) for head in self.heads]
+                return torch.cat([outs[i] * i for i in range(len(outs)) if i != 1], 1)
+    ''') as mod:
+        model = mod.M()
+        x = torch.randn(5, 4)
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(x,))
+            with runtime.mode("strict"):
+                got = compiled(x)
+            expected = model(x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_comprehension_diagnostics(tmp_path: Path) -> None:
+    (d,) = diagnostics_of(tmp_path, """
+        @script
+        def f(xs: List[Tensor], n: int) -> List[int]:
+            return [v for v in (xs[0], n)]
+        """)
+    assert "different types" in d.message
+    got = diagnostics_of(tmp_path, """
+        @script
+        def f(xs: List[Tensor]) -> Tensor:
+            d = {i: x for i, x in enumerate(xs)}
+            s = {x for x in xs}
+            return xs[0]
+        """)
+    assert [d.message for d in got] == ["dict comprehensions are not supported", "set comprehensions are not supported"]
+    assert all(d.hint for d in got)
