@@ -34,10 +34,10 @@ MARKER = re.compile(r"#\s*error:\s*(\d+):\s*([^#]*)")
 
 # -- the check pass: unsupported syntax, all of it reported at once -------------------------------
 CHECK_CASES = {
-    "list_comprehension": """
+    "set_comprehension": """
         @script
         def f(x: Tensor) -> Tensor:
-            ys = [x * i for i in range(3)]  # error: 10: list comprehensions are not supported
+            ys = {x * i for i in range(3)}  # error: 10: set comprehensions are not supported
             return x
         """,
     "dict_and_set_comprehensions": """
@@ -223,7 +223,7 @@ CHECK_CASES = {
                 return self.helper(x)
 
             def helper(self, x: Tensor) -> Tensor:
-                ys = [x for _ in range(2)]  # error: 14: list comprehensions
+                ys = {x for _ in range(2)}  # error: 14: set comprehensions
                 return x
         """,
     "check_errors_suppress_lowering_errors_of_the_same_function": """
@@ -542,15 +542,15 @@ def test_code_that_is_not_compiled_is_not_checked(tmp_path: Path) -> None:
 
 
 def test_rendering(tmp_path: Path) -> None:
-    got = check_markers(tmp_path, CHECK_CASES["list_comprehension"])
-    text = model_text(CHECK_CASES["list_comprehension"])
+    got = check_markers(tmp_path, CHECK_CASES["set_comprehension"])
+    text = model_text(CHECK_CASES["set_comprehension"])
     rendered = got[0].render(text.splitlines())
     assert rendered.splitlines() == [
-        "model.py:11:10: error: list comprehensions are not supported",
+        "model.py:11:10: error: set comprehensions are not supported",
         "   |",
-        "11 |     ys = [x * i for i in range(3)]  # error: 10: list comprehensions are not supported",
+        "11 |     ys = {x * i for i in range(3)}  # error: 10: set comprehensions are not supported",
         "   |          ^^^^^^^^^^^^^^^^^^^^^^^^^",
-        "   = help: write a for loop that appends to a list",
+        "   = help: compiled code has no sets; use a list and a for loop",
     ]
 
 
