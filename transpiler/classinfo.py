@@ -117,7 +117,25 @@ def class_from_source(source: SourceFile, node: cst.ClassDef) -> ClassInfo:
     init = info.methods.get("__init__")
     if init is not None:
         _scan_init(source, init, info, classes)
+        for name in _called_from(init, info):  # `self.reset_parameters()`: what it assigns too
+            _scan_init(source, info.methods[name], info, classes)
     return info
+
+
+def _called_from(init: cst.FunctionDef, info: ClassInfo) -> list[str]:
+    """The methods `__init__` calls as `self.<method>(...)`, and those they call, in order."""
+    found: list[str] = []
+    pending = [init]
+    while pending:
+        for node in _walk_statements(pending.pop(0).body):
+            calls = [node.value] if isinstance(node, cst.Expr) else []
+            for call in calls:
+                if isinstance(call, cst.Call) and _is_self_attr(call.func):
+                    name = call.func.attr.value  # type: ignore[attr-defined]
+                    if name in info.methods and name != "__init__" and name not in found:
+                        found.append(name)
+                        pending.append(info.methods[name])
+    return found
 
 
 def _is_overload(node: cst.FunctionDef) -> bool:

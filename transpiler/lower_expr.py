@@ -382,10 +382,13 @@ class ExpressionLowering:
         found = info.attrs.get(attr)
         if found is None:
             close = difflib.get_close_matches(attr, [*info.attrs, *info.methods], n=1)
+            elsewhere = assigned_in_method(info, attr)
             raise self.error(
                 at,
                 f"`{info.name}` has no attribute `{attr}` that the compiler can see",
-                f"did you mean `{close[0]}`?" if close
+                f"it is assigned in `{elsewhere[0]}` (line {elsewhere[1]}), which `__init__` does not call: "
+                f"declare it at class level, `{attr}: <type>` (e.g. `{attr}: float`)" if elsewhere
+                else f"did you mean `{close[0]}`?" if close
                 else "assign it in __init__ or declare it at class level (e.g. `scale: float`)",
             )
         if found.kind == "unknown":
@@ -934,6 +937,8 @@ class ExpressionLowering:
             return self.call_math(node, qual)
         if qual == "torch._assert":
             return self.torch_assert(node)
+        if qual == "torch.Size":
+            return self.torch_size(node)
         if qual.startswith("torch."):
             return self.call_torch(node, qual)
         looked_up = self.lookup_call(node) if self.ctx.permissive and self.ctx.functions is not None else None
@@ -998,6 +1003,22 @@ class ExpressionLowering:
         with self.b.at_end_of(if_op.else_block):
             self.b.create(ops.YieldOp, [])
         return self.b.constant(None)
+
+    def torch_size(self, node: cst.Call) -> Value:
+        """`torch.Size(sizes)` of a list or tuple of ints: a tuple of ints at run time, as
+        `x.size()` is (a tuple type where the number of sizes is known now)."""
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        if kwnames or len(args) > 1:
+            raise self.error(node, "torch.Size takes one list or tuple of ints")
+        seq = args[0] if args else self.b.constant(())
+        t = seq.type
+        elems = t.elems if isinstance(t, TupleType) else (t.elem,) if isinstance(t, ListType) else None
+        if elems is None or not all(e in (INT, ANY) for e in elems):
+            raise self.error(node.args[0] if node.args else node, f"torch.Size of {a_type(t)}",
+                             "pass a list or a tuple of ints (x.shape and x.size() already are sizes)")
+        if isinstance(seq.owner, ops.ListOp):  # a display: its length is known
+            t = TupleType(tuple(v.type for v in seq.owner.operands))
+        return self.op(ops.BuiltinCallOp, [seq], [t], callee="torch.Size").result
 
     def call_torch(self, node: cst.Call, qual: str) -> Value:
         args, kwnames, kwargs, _ = self.call_arguments(node, sizes=qual in SIZE_VARARGS_FUNCTIONS)
@@ -1451,12 +1472,38 @@ def _has_fstring(node: cst.BaseExpression) -> bool:
 _ABSENT = object()
 
 
+def assigned_in_method(info: ClassInfo, attr: str) -> tuple[str, int] | None:
+    """The method (and line) that assigns `self.<attr>`, for a class read from source."""
+    if info.source is None:
+        return None
+    for name, method in info.methods.items():
+        for node in _self_assignments(method):
+            if node.attr.value == attr:
+                return name, info.source.loc(node).line
+    return None
+
+
+def _self_assignments(method: cst.FunctionDef) -> list[cst.Attribute]:
+    found: list[cst.Attribute] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            t = node.target
+            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                found.append(t)
+
+    method.body.visit(Finder())
+    return found
+
+
 def _tuple_when_run(value: Value) -> bool:
     """A list[int] that is a tuple at run time: `x.shape` / `x.size()` of a tensor whose rank is
     not known when lowering (a torch.Size), a slice of one, a py.spread."""
     owner = value.owner
     if isinstance(owner, ops.SliceOp):
         return _tuple_when_run(owner.operands[0])
+    if isinstance(owner, ops.BuiltinCallOp) and owner.attributes["callee"] == "torch.Size":
+        return True
     return isinstance(owner, ops.SpreadOp) or (
         isinstance(owner, ops.GetAttrOp) and owner.attributes.get("attr") == "shape") or (
         isinstance(owner, ops.TensorMethodOp) and owner.attributes.get("method") == "size" and len(owner.operands) == 1)
