@@ -289,7 +289,7 @@ class SubsetChecker(cst.CSTVisitor):
             expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
             found = self.get_metadata(QualifiedNameProvider, expr, set())
             names = {q.name for q in (found() if callable(found) else found)}
-            if not is_method and names & SCRIPT_NAMES:
+            if not is_method and names & SCRIPT_NAMES or is_method and "builtins.staticmethod" in names:
                 continue
             known = sorted(names & DECORATOR_HINTS.keys())
             hint = (DECORATOR_HINTS[known[0]].format(name=func.name.value) if known

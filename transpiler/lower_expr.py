@@ -47,7 +47,7 @@ from ir.types import (
 )
 from transpiler.check import left_to_python
 from transpiler.diagnostics import UserError
-from transpiler.context import GlobalRef, Lookup
+from transpiler.context import GlobalRef, Lookup, is_static
 from transpiler.env import Env, Signature, Unbound
 from runtime.guards import is_plain_object
 from transpiler.source import SourceFile, literal_value
@@ -926,7 +926,7 @@ class ExpressionLowering:
             return self.b.constant(True if scripting else CONSTANT_CALLS[qual], BOOL)
         if qual.startswith("builtins."):
             return self.call_builtin(node, qual[len("builtins."):])
-        signature = self.ctx.function_signature(qual, self.source, node.func)
+        signature = self.ctx.function_signature(qual, self.source, node.func) or self.ctx.static_signature(qual)
         if signature is not None:
             args, kwnames, kwargs, _ = self.call_arguments(node)
             return self.call_compiled(node, signature, None, args, kwnames, kwargs)
@@ -1300,7 +1300,8 @@ class ExpressionLowering:
         assert self.class_info is not None and self.self_value is not None
         signature = self.ctx.method_signature(self.class_info, method, node)
         args, kwnames, kwargs, _ = self.call_arguments(node)
-        return self.call_compiled(node, signature, self.self_value, args, kwnames, kwargs)
+        static = is_static(self.class_info.source or self.source, self.class_info.methods[method])
+        return self.call_compiled(node, signature, None if static else self.self_value, args, kwnames, kwargs)
 
     def variant_for_call(self, info: ClassInfo, args: list[Value], kwnames: list[str],
                          kwargs: list[Value]) -> Signature | None:
