@@ -85,7 +85,9 @@ TORCH_DTYPES = {
     ).split()
 }
 BUILTIN_CALLS = {"len", "min", "max", "int", "float", "bool", "abs", "round", "isinstance", "range", "str",
-                 "all", "any", "sum", "tuple", "list", "hasattr", "getattr"}
+                 "all", "any", "sum", "tuple", "list", "hasattr", "getattr", "next"}
+NEXT_HINT = ("compiled code takes next(iter(xs)) of a list or tuple, and next(self.parameters()) / "
+             "next(self.buffers()); else read the tensor by name (`self.fc.weight.device`) or index (`xs[0]`)")
 UNROLLED_CALLS = {"all", "any", "sum", "tuple", "list"}
 # Calls whose value in eager code is known: compiled code computes what eager computes.
 CONSTANT_CALLS = {"torch.jit.is_scripting": False, "torch.jit.is_tracing": False,
@@ -1089,6 +1091,8 @@ class ExpressionLowering:
             return self.isinstance_call(node)
         if name in ("hasattr", "getattr"):
             return self.module_hasattr(node, name)
+        if name == "next":
+            return self.next_call(node)
         if name in UNROLLED_CALLS:
             return self.unrolled_call(node, name)
         args, kwnames, kwargs, _ = self.call_arguments(node)
@@ -1245,6 +1249,61 @@ class ExpressionLowering:
             return lower
 
         return [element(g) for g in elements]
+
+    def next_call(self, node: cst.Call) -> Value:
+        """`next(iter(xs))` of a list or tuple: its first item (StopIteration when there is
+        none, as Python); `next(self.parameters())` / `next(self.buffers())` (also in `iter()`):
+        the module's first, as torch orders them (a live instance's, or ahead of time one of
+        the class's own)."""
+        if len(node.args) != 1 or node.args[0].star or node.args[0].keyword is not None:
+            raise self.error(node, "next() with a default is not supported", NEXT_HINT)
+        arg = node.args[0].value
+        if isinstance(arg, cst.Call) and self.source.global_name(arg.func) == "builtins.iter" \
+                and self.env.get("iter") is None and len(arg.args) == 1 and not arg.args[0].star:
+            arg = arg.args[0].value
+        if isinstance(arg, cst.Call) and not arg.args and isinstance(arg.func, cst.Attribute) \
+                and isinstance(arg.func.value, cst.Name) and arg.func.value.value == "self" \
+                and arg.func.attr.value in ("parameters", "buffers") and self.class_info is not None \
+                and self.self_value is not None and arg.func.attr.value not in self.class_info.methods:
+            return self.first_tensor_of_self(node, arg.func.attr.value)
+        seq = self.expr(arg)
+        if isinstance(seq.type, TupleType) and seq.type.elems:
+            return self._getter(seq, 0)()
+        if isinstance(seq.type, ListType):
+            empty = self.op(ops.UnaryOp, [seq], [BOOL], op="not").result
+            if_op = ops.IfOp([empty], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
+            self.b.insert(if_op)
+            with self.b.at_end_of(if_op.then_block):
+                self.op(ops.RaiseOp, [], [], exc="StopIteration", called=False)
+                self.b.create(ops.YieldOp, [])
+            with self.b.at_end_of(if_op.else_block):
+                self.b.create(ops.YieldOp, [])
+            return self.op(ops.GetItemOp, [seq, self.b.constant(0)], [seq.type.elem]).result
+        raise self.error(node, f"next() of {a_type(seq.type)} is not supported", NEXT_HINT)
+
+    def first_tensor_of_self(self, node: cst.Call, kind: str) -> Value:
+        """The first of `self.parameters()` / `self.buffers()`: a read by its path."""
+        assert self.class_info is not None and self.self_value is not None
+        instance = self.class_info.instance
+        if instance is not None:
+            named = instance.named_parameters() if kind == "parameters" else instance.named_buffers()
+            path = next(iter(named), (None,))[0]
+        else:  # ahead of time: torch lists the module's own before its submodules'
+            own = "parameter" if kind == "parameters" else "buffer"
+            path = next((n for n, a in self.class_info.attrs.items() if a.kind == own and a.type != NONE), None)
+        if path is None:
+            raise self.error(node, f"the compiler cannot tell which is the first of `self.{kind}()`"
+                             + ("" if instance is None else f": `{type(instance).__name__}` has none"), NEXT_HINT)
+        obj, info = self.self_value, self.class_info
+        parts = path.split(".")
+        for part in parts[:-1]:
+            found = info.attrs.get(part) if info is not None else None
+            if found is None or found.kind != "module":
+                raise self.error(node, f"the first of `self.{kind}()` is `self.{path}`, which the compiler cannot read",
+                                 NEXT_HINT)
+            obj = self.op(ops.GetAttrOp, [obj], [found.type], attr=part).result
+            info = self.ctx.class_named(found.type.qualname) if isinstance(found.type, ModuleType) else None
+        return self.op(ops.GetAttrOp, [obj], [TENSOR], attr=parts[-1]).result
 
     def isinstance_call(self, node: cst.Call) -> Value:
         if len(node.args) != 2:
