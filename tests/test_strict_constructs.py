@@ -320,3 +320,146 @@ def test_comprehension_diagnostics(tmp_path: Path) -> None:
         """)
     assert [d.message for d in got] == ["dict comprehensions are not supported", "set comprehensions are not supported"]
     assert all(d.hint for d in got)
+
+
+# -- torch.Size, next, @staticmethod, attributes outside __init__ ------------------------------------
+def test_torch_size_next_and_static_helpers(workdir: Path) -> None:
+    module, text = build(workdir, """
+        @script
+        def f(x: Tensor, n: List[int]) -> Tuple[bool, bool, bool, Tensor]:
+            s = torch.Size([2, 3])
+            t = torch.Size(n)
+            return x.size() == s, x.shape == t, isinstance(t, tuple), x.new_zeros(torch.Size([s[0], 4]))
+
+        @script
+        def g(xs: List[Tensor], t: Tuple[int, float]) -> Tensor:
+            return next(iter(xs)) * next(iter(t))
+
+        @script
+        class M(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.scale = nn.Parameter(torch.ones(3) * 2)
+                self.build(3)
+                self.reset()
+
+            def build(self, d: int) -> None:
+                self.lin = nn.Linear(d, d)
+                self.register_buffer("shift", torch.arange(3.0))
+
+            def reset(self) -> None:
+                self.offset = 0.5
+
+            @staticmethod
+            def helper(x: Tensor, k: int = 2) -> Tensor:
+                return M.twice(x) + k
+
+            @staticmethod
+            def twice(x: Tensor) -> Tensor:
+                return x * 2
+
+            def forward(self, x: Tensor) -> Tensor:
+                p = next(self.parameters())
+                b = next(iter(self.buffers()))
+                return self.helper(self.lin(x.to(p.dtype))) * p + M.helper(b, k=3) + self.offset
+        """)
+    assert "torch.Size(n)" in text and "raise StopIteration" in text
+    for x, n in ((torch.randn(2, 3), [2, 3]), (torch.randn(3, 2), [3, 3])):
+        check(module.f, x, n)
+    check(module.g, [torch.randn(3), torch.randn(3)], (2, 0.5))
+    with runtime.mode("off"), pytest.raises(StopIteration):
+        module.g([], (2, 0.5))
+    with runtime.mode("strict"), pytest.raises(StopIteration):
+        module.g([], (2, 0.5))
+    model = module.M()
+    x = torch.randn(4, 3)
+    with torch.no_grad():
+        with runtime.mode("off"):
+            expected = model(x)
+        with runtime.mode("strict"):
+            got = model(x)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
+def test_next_parameter_and_static_helper_through_script_instance(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "next_model", '''
+        import torch
+        from torch import nn
+
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.fc(x)
+
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+                self.init_weights()
+
+            def init_weights(self):
+                self.gain = 1.5
+
+            @staticmethod
+            def squash(x):
+                return torch.tanh(x) * 2
+
+            def forward(self, x):
+                w = next(self.parameters())  # block.fc.weight
+                x = x.to(dtype=w.dtype, device=w.device)
+                return M.squash(self.block(x)) * self.gain + self.squash(w.sum())
+    ''') as mod:
+        model = mod.M()
+        x = torch.randn(3, 4)
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(x,))
+            with runtime.mode("strict"):
+                got = compiled(x)
+            expected = model(x)
+    torch.testing.assert_close(got, expected)  # (tanh in a fused kernel: rounding)
+
+
+def test_diagnostics_of_unsupported_next_and_size_and_attributes(tmp_path: Path) -> None:
+    got = diagnostics_of(tmp_path, """
+        @script
+        class M(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+
+            def configure(self, n: int) -> None:
+                self.extra = n
+
+            def forward(self, x: Tensor) -> Tensor:
+                p = next(self.parameters())
+                return self.lin(x) * p.sum() + self.extra
+        """)
+    assert [d.message for d in got] == ["the compiler cannot tell which is the first of `self.parameters()`"]
+    assert "self.fc.weight.device" in got[0].hint
+    (d,) = diagnostics_of(tmp_path, """
+        @script
+        class M(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+
+            def configure(self, n: int) -> None:
+                self.extra = n
+
+            def forward(self, x: Tensor) -> Tensor:
+                return self.lin(x) + self.extra
+        """)
+    assert "`M` has no attribute `extra`" in d.message
+    assert "assigned in `configure` (line 16)" in d.hint and "extra: <type>" in d.hint
+    (d,) = diagnostics_of(tmp_path, """
+        @script
+        def f(x: Tensor) -> Tensor:
+            return x.new_zeros(torch.Size(x))
+        """)
+    assert "torch.Size of a Tensor" in d.message
