@@ -223,6 +223,36 @@ def test_with_no_grad_under_autograd_runs_eagerly(workdir: Path) -> None:
     torch.testing.assert_close(x.grad, torch.ones(3))  # y holds no graph
 
 
+def test_no_grad_decorator(workdir: Path, tmp_path: Path) -> None:
+    """`@torch.no_grad()` on a compiled method is a `with` around its body."""
+    module, text = build(workdir, """
+        @script
+        class M(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lin = nn.Linear(3, 3)
+
+            @torch.no_grad()
+            def forward(self, x: Tensor) -> Tensor:
+                return self.lin(x)
+        """)
+    assert "_guards.check_no_autograd(self, (x,), {})" in text
+    model = module.M()
+    x = torch.randn(2, 3)
+    with runtime.mode("strict"):  # (the dispatcher runs it inside the decorator's wrapper)
+        got = model(x)
+    with runtime.mode("off"):
+        eager = model(x)
+    assert not got.requires_grad and not eager.requires_grad and torch.equal(got, eager)
+    (d,) = diagnostics_of(tmp_path, """
+        @script
+        @torch.enable_grad()
+        def f(x: Tensor) -> Tensor:
+            return x
+        """)
+    assert "decorator `@torch.enable_grad()` on a compiled function is not supported" in d.message
+
+
 def test_with_no_grad_through_script_instance(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     with imported_source(tmp_path, "no_grad_model", '''

@@ -42,11 +42,11 @@ WITH_HINT = ("compiled code supports `with torch.no_grad():` and `with torch.inf
              "move any other context manager outside the compiled code")
 
 
-def turns_grad_off(qualname: str | None, item: cst.WithItem) -> bool:
-    """Whether a `with` item is one of GRAD_OFF_CONTEXTS, entered as one that turns grad off
-    (`no_grad()`, `inference_mode()` or `(True)`, `set_grad_enabled(False)`), bound to no name."""
-    call = item.item
-    if item.asname is not None or not isinstance(call, cst.Call) or qualname not in GRAD_OFF_CONTEXTS:
+def turns_grad_off(qualname: str | None, call: cst.BaseExpression) -> bool:
+    """Whether `call` (a `with` item or a decorator; `qualname`: what its callee names) makes
+    one of GRAD_OFF_CONTEXTS that turns grad off: `no_grad()`, `inference_mode()` or `(True)`,
+    `set_grad_enabled(False)`."""
+    if not isinstance(call, cst.Call) or qualname not in GRAD_OFF_CONTEXTS:
         return False
     args = [a for a in call.args if not a.star]
     if len(args) != len(call.args) or len(args) > 1:
@@ -256,7 +256,8 @@ class SubsetChecker(cst.CSTVisitor):
                 found = self.get_metadata(QualifiedNameProvider, item.item.func, set()) \
                     if isinstance(item.item, cst.Call) else set()
                 names = {q.name for q in (found() if callable(found) else found)}
-                if node.asynchronous is not None or not any(turns_grad_off(n, item) for n in names):
+                if node.asynchronous is not None or item.asname is not None \
+                        or not any(turns_grad_off(n, item.item) for n in names):
                     self.report(node, "with statements are not supported here", WITH_HINT)
                     return
         if isinstance(node, (cst.For, cst.While)):
@@ -289,7 +290,8 @@ class SubsetChecker(cst.CSTVisitor):
             expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
             found = self.get_metadata(QualifiedNameProvider, expr, set())
             names = {q.name for q in (found() if callable(found) else found)}
-            if not is_method and names & SCRIPT_NAMES or is_method and "builtins.staticmethod" in names:
+            if not is_method and names & SCRIPT_NAMES or is_method and "builtins.staticmethod" in names \
+                    or any(turns_grad_off(n, deco.decorator) for n in names):
                 continue
             known = sorted(names & DECORATOR_HINTS.keys())
             hint = (DECORATOR_HINTS[known[0]].format(name=func.name.value) if known

@@ -443,7 +443,8 @@ def _literal_default(p: cst.Param, source: SourceFile) -> object:
 
 
 # Decorators that change nothing compiled code relies on: compiled code runs only where no
-# autograd is needed (runtime.guards.check_no_autograd), so `torch.no_grad()` is moot there.
+# autograd is needed (runtime.guards.check_no_autograd; ahead of time, a py.check_no_autograd the
+# lowering puts at the entry of a function decorated so), so `torch.no_grad()` is moot there.
 NEUTRAL_DECORATORS = {"builtins.staticmethod", "torch.no_grad", "torch.jit.export", "torch.jit._overload_method",
                       "torch.jit._overload", "typing.overload"}
 

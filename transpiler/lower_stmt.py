@@ -135,6 +135,10 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
     def lower(self) -> ops.FuncOp:
         if self.ctx.permissive and self.sig.sym_name in self.ctx.entry_names:
             self.note_decorators()
+        if not self.ctx.recursive and any(turns_grad_off(self.source.global_name(d.decorator.func), d.decorator)
+                                          for d in self.node.decorators if isinstance(d.decorator, cst.Call)):
+            with self.at(self.node):  # `@torch.no_grad()`: as a `with` around the body
+                self.op(ops.CheckNoAutogradOp, [], [])
         body = statements_of(self.node.body)
         exits = self.stmts(body)
         if not exits.always():
@@ -868,7 +872,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         (py.check_no_autograd; script(instance) checks every call already)."""
         for item in node.items:
             qual = self.source.global_name(item.item.func) if isinstance(item.item, cst.Call) else None
-            if node.asynchronous is not None or not turns_grad_off(qual, item):
+            if node.asynchronous is not None or item.asname is not None or not turns_grad_off(qual, item.item):
                 raise UserError("with statements are not supported here", self.source.loc(node.items[0]), WITH_HINT)
         if not self.ctx.recursive:
             with self.at(node.items[0]):
