@@ -493,3 +493,39 @@ def test_diagnostics_of_unsupported_next_and_size_and_attributes(tmp_path: Path)
             return x.new_zeros(torch.Size(x))
         """)
     assert "torch.Size of a Tensor" in d.message
+
+
+def test_the_constructs_through_script_instance(tmp_path: Path, monkeypatch) -> None:
+    """Specialised to example inputs (sizes known, kernels fused): the same values as eager."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "constructs_model", '''
+        import torch
+        from torch import nn
+
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+            def forward(self, x):
+                assert x.dim() == 2, "rows of features"
+                outs = [layer(x).relu() for layer in self.layers]
+                kept = list(outs)
+                kept.append(x)  # outs keeps its three
+                first = next(iter(outs))
+                if x.size() == torch.Size([x.size(0), 4]):
+                    first = first + 1
+                parts = [outs[i] * (i + 1) for i in range(len(outs)) if i != 1]
+                return torch.cat(parts + [first, kept[-1]], 1), len(outs), len(kept)
+    ''') as mod:
+        model = mod.M()
+        x, y = torch.randn(5, 4), torch.randn(2, 4)
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(x,))
+            with runtime.mode("strict"):
+                got = compiled(x), compiled(y)  # another batch size: the same code
+            expected = model(x), model(y)
+    torch.testing.assert_close(got, expected)
+    text = next((tmp_path / "cache" / "jit").glob("M_*.py")).read_text()
+    assert "rows of features" not in text  # the rank is pinned at entry: the assert folded
