@@ -123,6 +123,12 @@ def test_assert_raises_as_python_does(workdir: Path) -> None:
             assert y is not None  # refines y past it
             assert (x > -100).all(), "a tensor's truth, as bool(t)"
             return x + y * n
+
+        @script
+        def g(x: Tensor, n: int) -> Tensor:
+            if n > 0:
+                return x * n
+            assert False, f"n is {n}"  # leaves, as a raise does
         """)
     assert "raise AssertionError(f\"want 2 dims, got" in text
     x = torch.randn(2, 3)
@@ -131,6 +137,8 @@ def test_assert_raises_as_python_does(workdir: Path) -> None:
     check(module.f, x, torch.randn(3), 0)  # no message
     check(module.f, x, None, 1)
     check(module.f, x - 1000, torch.randn(3), 1)
+    check(module.g, x, 2)
+    check(module.g, x, -1)
 
 
 def test_an_assert_known_when_compiling_folds(tmp_path: Path, monkeypatch) -> None:

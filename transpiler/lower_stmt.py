@@ -931,8 +931,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             self.aug_assign(node)
             return Exits()
         if isinstance(node, cst.Assert):
-            self.assert_stmt(node)
-            return Exits()
+            return self.assert_stmt(node)
         if isinstance(node, cst.Raise):
             self.raise_stmt(node)
             return Raises()
@@ -944,13 +943,20 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             raise self.error(node, "del statements are not supported", "let the name go out of use")
         raise self.error(node, f"{type(node).__name__} statements are not supported")
 
-    def assert_stmt(self, node: cst.Assert) -> None:
+    def assert_stmt(self, node: cst.Assert) -> Exits:
         """`assert cond, msg`: raise AssertionError(msg) where cond is false, msg evaluated only
         then, as Python does (and TorchScript). Past it, `x is not None` in cond holds. A cond
-        known now folds (specialization folds one on sizes known at entry)."""
+        known now folds (specialization folds one on sizes known at entry); `assert False`
+        always raises, like a raise statement."""
         with self.at(node.test):
             cond = self.condition_of(self.expr(node.test), node.test)
-        if self.known_bool(cond) is not True:
+        known = self.known_bool(cond)
+        if known is False:
+            with self.at(node):
+                message = [self.expr(node.msg)] if node.msg is not None else []
+                self.op(ops.RaiseOp, message, [], exc="AssertionError", called=bool(message))
+            return Raises()
+        if known is not True:
             failed = self.op(ops.UnaryOp, [cond], [BOOL], op="not").result
             if_op = self.new_if(failed, [])
             saved = self.env
@@ -963,6 +969,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                 self.b.create(ops.YieldOp, [])
             self.env = saved
         self.apply_refinements(self.refinements(node.test)[0], node.test)
+        return Exits()
 
     def raise_stmt(self, node: cst.Raise) -> None:
         """`raise E`, `raise E(args)` for a builtin exception class E."""
