@@ -563,7 +563,8 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         with self.at(comp.iter):
             loop, head, elem = self.iteration(comp.iter, lambda: False)
             bounds = [self.constant_int(v) for v in head] if loop is ops.ForRangeOp else []
-            if bounds and all(b is not None for b in bounds) and len(range(*bounds)) <= UNROLL_LIMIT:  # type: ignore[misc]
+            if bounds and all(b is not None for b in bounds) and bounds[2] != 0 \
+                    and len(range(*bounds)) <= UNROLL_LIMIT:  # type: ignore[misc]
                 items = [self.b.constant(i) for i in range(*bounds)]  # type: ignore[misc]
                 loop, head = None, [self.op(ops.TupleOp, items, [TupleType((INT,) * len(items))]).result]
         if loop is None:  # once per element
