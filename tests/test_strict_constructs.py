@@ -419,6 +419,39 @@ def test_torch_size_next_and_static_helpers(workdir: Path) -> None:
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
+def test_attributes_assigned_in_methods_init_calls(workdir: Path) -> None:
+    module, _ = build(workdir, """
+        @script
+        class M(nn.Module):
+            def __init__(self, d: int) -> None:
+                super().__init__()
+                self.head = self._make(d)
+
+            def _make(self, d: int) -> nn.Linear:
+                self.width = d
+                with torch.no_grad():
+                    self._reset()
+                return nn.Linear(d, d)
+
+            def _reset(self) -> None:
+                self.scale = 0.5
+
+            def forward(self, x: Tensor) -> Tensor:
+                return self.head(x) * self.scale + self.width
+        """)
+    model = module.M(3)
+    x = torch.randn(2, 3)
+    with torch.no_grad():
+        with runtime.mode("off"):
+            expected = model(x)
+        with runtime.mode("strict"):
+            got = model(x)
+        model.scale = 2.0  # set later on the instance: read when the call runs
+        with runtime.mode("strict"):
+            torch.testing.assert_close(model(x), model.head(x) * 2.0 + 3, rtol=0, atol=0)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
 def test_next_parameter_and_static_helper_through_script_instance(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     with imported_source(tmp_path, "next_model", '''

@@ -125,16 +125,19 @@ def class_from_source(source: SourceFile, node: cst.ClassDef) -> ClassInfo:
 def _called_from(init: cst.FunctionDef, info: ClassInfo) -> list[str]:
     """The methods `__init__` calls as `self.<method>(...)`, and those they call, in order."""
     found: list[str] = []
-    pending = [init]
-    while pending:
-        for node in _walk_statements(pending.pop(0).body):
-            calls = [node.value] if isinstance(node, cst.Expr) else []
-            for call in calls:
-                if isinstance(call, cst.Call) and _is_self_attr(call.func):
-                    name = call.func.attr.value  # type: ignore[attr-defined]
-                    if name in info.methods and name != "__init__" and name not in found:
-                        found.append(name)
-                        pending.append(info.methods[name])
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if _is_self_attr(node.func):
+                name = node.func.attr.value  # type: ignore[attr-defined]
+                if name in info.methods and name != "__init__" and name not in found:
+                    found.append(name)
+                    info.methods[name].body.visit(self)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False  # (a nested function's calls run only if it is called)
+
+    init.body.visit(Calls())
     return found
 
 
@@ -238,6 +241,14 @@ def _infer_value(
     if isinstance(value, cst.Name) and value.value in params:
         t = params[value.value]
         return ("module" if _is_module_type(t) else "tensor" if t == TENSOR else "constant"), t
+    if isinstance(value, cst.Call) and _is_self_attr(value.func) and value.func.attr.value in info.methods:  # type: ignore[attr-defined]
+        returns = info.methods[value.func.attr.value].returns  # type: ignore[attr-defined]
+        if returns is not None:  # `self.head = self._make_head(d)`: what it is declared to return
+            try:
+                t = annotation_type(source, returns.annotation, classes)
+            except UserError:
+                return "unknown", ANY
+            return ("module" if _is_module_type(t) else "tensor" if t == TENSOR else "constant"), t
     if isinstance(value, cst.Call):
         callee = source.global_name(value.func)
         if callee in PARAMETER:
