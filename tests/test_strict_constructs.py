@@ -570,3 +570,44 @@ def test_the_constructs_through_script_instance(tmp_path: Path, monkeypatch) -> 
     torch.testing.assert_close(got, expected)
     text = next((tmp_path / "cache" / "jit").glob("M_*.py")).read_text()
     assert "rows of features" not in text  # the rank is pinned at entry: the assert folded
+
+
+def test_permissive_mode_keeps_the_unsupported_forms_as_python(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "kept_model", '''
+        import contextlib
+
+        import torch
+        from torch import nn
+
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+
+            def forward(self, x):
+                with contextlib.nullcontext():
+                    y = self.lin(x)
+                with torch.enable_grad():
+                    y = y + 1
+                w = next(iter({"a": y}.values()))
+                d = {k: y for k in range(2)}
+                assert len(d) == 2
+                with torch.no_grad():
+                    y = y * 2
+                return y + w + d[1] + list((y, x))[1]
+    ''') as mod:
+        model = mod.M()
+        x = torch.randn(2, 4)
+        with torch.no_grad():
+            compiled = script(model, example_inputs=(x,), permissive=True)
+            with runtime.mode("strict"):
+                got = compiled(x)
+            expected = model(x)
+    torch.testing.assert_close(got, expected)
+    text = next((tmp_path / "cache" / "jit").glob("M_*.py")).read_text()
+    for why in ("with statements are not supported here", "next() of a Python object (Any) is not supported",
+                "dict comprehensions are not supported"):
+        assert f"kept as Python: {why}" in text
+    assert text.count("kept as Python") == 4  # the no_grad block, the assert and list() compile
