@@ -958,8 +958,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                 self.op(ops.RaiseOp, message, [], exc="AssertionError", called=bool(message))
             return Raises()
         if known is not True:
-            failed = self.op(ops.UnaryOp, [cond], [BOOL], op="not").result
-            if_op = self.new_if(failed, [])
+            if_op = self.new_if(self.negated(cond), [])
             saved = self.env
             self.env = saved.copy()  # nothing the message computes is seen after the assert
             with self.b.at_end_of(if_op.then_block), self.at(node):
@@ -971,6 +970,16 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             self.env = saved
         self.apply_refinements(self.refinements(node.test)[0], node.test)
         return Exits()
+
+    def negated(self, cond: Value) -> Value:
+        """`not cond`; `y is None` for `y is not None` (and `==`/`!=`, between values that are
+        not Python objects of unknown type) so that the code reads as written."""
+        owner = cond.owner
+        inverse = {"is": "is not", "is not": "is", "==": "!=", "!=": "=="}
+        if isinstance(owner, ops.CompareOp) and owner.attributes["op"] in inverse \
+                and not any(v.type == ANY for v in owner.operands):
+            return self.op(ops.CompareOp, list(owner.operands), [BOOL], op=inverse[owner.attributes["op"]]).result
+        return self.op(ops.UnaryOp, [cond], [BOOL], op="not").result
 
     def raise_stmt(self, node: cst.Raise) -> None:
         """`raise E`, `raise E(args)` for a builtin exception class E."""
