@@ -241,8 +241,9 @@ def _infer_value(
     if isinstance(value, cst.Name) and value.value in params:
         t = params[value.value]
         return ("module" if _is_module_type(t) else "tensor" if t == TENSOR else "constant"), t
-    if isinstance(value, cst.Call) and _is_self_attr(value.func) and value.func.attr.value in info.methods:  # type: ignore[attr-defined]
-        returns = info.methods[value.func.attr.value].returns  # type: ignore[attr-defined]
+    method = value.func.attr.value if isinstance(value, cst.Call) and _is_self_attr(value.func) else None  # type: ignore[attr-defined]
+    if method in info.methods:
+        returns = info.methods[method].returns
         if returns is not None:  # `self.head = self._make_head(d)`: what it is declared to return
             try:
                 t = annotation_type(source, returns.annotation, classes)

@@ -489,7 +489,8 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             return self.unrolled_loop(node, head[0])
         return self.build_loop(node, loop, head, elem)
 
-    def iteration(self, it: cst.BaseExpression, jumps: Callable[[], bool]) -> tuple[type[ops.Operation] | None, list[Value], Type | None]:
+    def iteration(self, it: cst.BaseExpression, jumps: Callable[[], bool]
+                  ) -> tuple[type[ops.Operation] | None, list[Value], Type | None]:
         """How a for loop (or a comprehension) walks `it`: the loop op, its head operands and the
         element type; or (None, [seq], None) to run the body once per element of seq, a tuple or
         module list. `jumps`: whether the body may leave early (such a loop is not unrolled)."""
