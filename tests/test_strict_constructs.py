@@ -308,12 +308,19 @@ def test_list_comprehensions(workdir: Path) -> None:
         def g(xs: List[Optional[Tensor]], x: Tensor) -> Tuple[List[Tensor], List[int], List[int]]:
             present = [t for t in xs if t is not None]
             return present, [s // 2 for s in x.shape], [i * i for i in range(3)]
+
+        @script
+        def h(rows: List[List[int]], n: int) -> Tuple[List[int], int, float]:
+            flat = [v * 2 for row in rows for v in row if v > 0]
+            return flat, sum(i for i in range(n) if i % 3 != 0), sum([float(v) for v in flat])
         """)
     assert " in xs:" in text and ".append(" in text
     xs = [torch.randn(3) for _ in range(4)]
     for n in (0, 3, 5):
         check(module.f, xs, n)
     check(module.g, [torch.randn(2), None, torch.randn(2)], torch.randn(4, 6, 2))
+    check(module.h, [[1, -2, 3], [], [4]], 7)
+    check(module.h, [], 0)
 
 
 def test_comprehensions_over_module_lists(tmp_path: Path, monkeypatch) -> None:
@@ -357,6 +364,12 @@ def test_comprehension_diagnostics(tmp_path: Path) -> None:
             return xs[0]
         """)
     assert [d.message for d in got] == ["dict comprehensions are not supported", "set comprehensions are not supported"]
+    (d,) = diagnostics_of(tmp_path, """
+        @script
+        def f(xs: List[Tensor]) -> Tensor:
+            return sum(x * 2 for x in xs)
+        """)
+    assert d.message == "sum() of a list of Tensor is not supported" and "torch.stack" in d.hint
     assert all(d.hint for d in got)
 
 

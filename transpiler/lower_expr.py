@@ -1142,14 +1142,20 @@ class ExpressionLowering:
         if name == "list" and isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
             return self.list_comprehension(arg)  # type: ignore[attr-defined]
         if isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
-            thunks = self.comprehension_elements(arg)
+            mark = self.mark()  # type: ignore[attr-defined]
+            try:
+                thunks = self.comprehension_elements(arg)
+            except UserError:
+                if name != "sum":
+                    raise
+                self.rollback(mark)  # type: ignore[attr-defined]  # (what the iterable built)
+                return self.sum_of_list(self.list_comprehension(arg), arg)  # type: ignore[attr-defined]
         else:
             seq = self.expr(arg)
             if name == "list":
                 return self.list_of(seq, arg)
-            if name == "sum" and isinstance(seq.type, ListType) and seq.type.elem in (INT, FLOAT, BOOL):
-                result = INT if seq.type.elem == BOOL else seq.type.elem
-                return self.op(ops.BuiltinCallOp, [seq], [result], callee="sum").result
+            if name == "sum" and isinstance(seq.type, ListType):
+                return self.sum_of_list(seq, arg)
             if not isinstance(seq.type, TupleType):
                 raise self.error(arg, f"{name}() of a {seq.type} is not supported",
                                  "pass a tuple, or a generator expression over a tuple or range(<constant>)")
@@ -1185,6 +1191,14 @@ class ExpressionLowering:
         for t in thunks[1:]:
             result = self.short_circuit(op, result, lambda t=t: truth_of(t), node)
         return result
+
+    def sum_of_list(self, seq: Value, node: cst.CSTNode) -> Value:
+        """`sum(xs)` of a list of numbers (of tensors it would be the int 0 when empty)."""
+        elem = seq.type.elem  # type: ignore[attr-defined]
+        if elem not in (INT, FLOAT, BOOL):
+            raise self.error(node, f"sum() of a list of {elem} is not supported",
+                             "sum() takes numbers here; add tensors in a for loop, or torch.stack(xs).sum(0)")
+        return self.op(ops.BuiltinCallOp, [seq], [INT if elem == BOOL else elem], callee="sum").result
 
     def list_of(self, seq: Value, node: cst.CSTNode) -> Value:
         """`list(seq)`: a new list holding seq's items (a shallow copy of a list); a tuple's
