@@ -99,8 +99,15 @@ def test_list_of_a_list_is_a_shallow_copy(workdir: Path) -> None:
             s = list(sizes)
             s[0] = 7
             return xs, ys, s, list(pair) + sizes
+
+        @script
+        def g(x: Tensor) -> List[int]:
+            s = list(x.shape)  # a list, not the torch.Size a slice of the shape would be
+            s.append(1)
+            return s
         """)
     check(module.f, [torch.randn(3), torch.randn(3)], [1, 2, 3], (4, 5))
+    check(module.g, torch.randn(2, 3))
 
 
 def test_list_of_a_tuple_of_two_types_is_a_diagnostic(tmp_path: Path) -> None:

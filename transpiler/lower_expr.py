@@ -1203,6 +1203,8 @@ class ExpressionLowering:
     def list_of(self, seq: Value, node: cst.CSTNode) -> Value:
         """`list(seq)`: a new list holding seq's items (a shallow copy of a list); a tuple's
         items must have one type."""
+        if isinstance(seq.type, ListType) and _tuple_when_run(seq):  # a torch.Size: its slice is one too
+            return self.op(ops.BuiltinCallOp, [seq], [seq.type], callee="list").result
         if isinstance(seq.type, ListType):
             none = self.b.constant(None)
             return self.op(ops.SliceOp, [seq, none, none, none], [seq.type]).result
