@@ -1154,6 +1154,12 @@ class FunctionEmitter:
             name = string_literal(f"{a['module'] or PurePath(op.loc.file if op.loc else '').stem}.{a['symbol']}")
             return Expr(f"_guards.check_value({model_module_name(a['module'])}.{a['symbol']}, {_literal(a['expected'])}, "
                         f"{name})", PREC["atom"])
+        if isinstance(op, ops.CheckNoAutogradOp):  # (of the entry's arguments: specialize put it there)
+            method = bool(self.func.args) and isinstance(self.func.args[0].type, ModuleType)
+            args = self.func.args[1:] if method else self.func.args
+            module = self.expr(self.func.args[0]).text if method else "None"
+            listed = ", ".join(self.expr(v).text for v in args) + ("," if len(args) == 1 else "")
+            return Expr(f"_guards.check_no_autograd({module}, ({listed}), {{}})", PREC["atom"])
         if isinstance(op, ops.CheckLookupOp):
             module = model_module_name(a["module"])
             # (its arguments as compiled for; where an entry check does not pin one, as they are now)

@@ -719,6 +719,15 @@ class CheckLookupOp(Operation):
     traits = frozenset({OPAQUE})
 
 
+class CheckNoAutogradOp(Operation):
+    """Code under `with torch.no_grad():` runs compiled only where autograd records nothing: grad
+    mode off, or no tensor argument and no parameter of `self` that requires grad (else the call
+    runs eagerly, where the block switches grad off). Specialize moves it to the entry."""
+
+    name = "py.check_no_autograd"
+    traits = frozenset({OPAQUE})
+
+
 class CheckGlobalOp(Operation):
     """A module-level name of a model file that compiled code took as a constant (`module`,
     `symbol`) still holds `expected`; specialize moves it to the entry."""

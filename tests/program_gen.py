@@ -1099,7 +1099,7 @@ class Gen:
         elif how == "lambda":
             text = f"(lambda q: q)({value.text})"
         else:
-            text = f"[q for q in ({value.text},)][0]"
+            text = f"{{0: q for q in ({value.text},)}}[0]"  # (a list comprehension compiles)
         if targets and self.chance(0.5):
             v = self.pick([t for t in targets if t.shape == shape] or targets)
             if v.shape == shape:

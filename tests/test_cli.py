@@ -236,12 +236,12 @@ def test_parallel_matches_serial_in_order(tmp_path: Path, capsys) -> None:
 def test_parallel_errors_do_not_stop_the_others(tmp_path: Path, capsys) -> None:
     (tmp_path / "pyproject.toml").write_text("")
     paths = many_models(tmp_path, 3)
-    bad = MODEL.replace("return torch.relu(self.linear(x))", "return [y for y in x]")
+    bad = MODEL.replace("return torch.relu(self.linear(x))", "return {y for y in x}")
     paths[0].write_text(bad)
     paths[2].write_text(bad)
     assert main(["-j", "2", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    first, last = (f"{os.path.relpath(p)}:13:16: error: list comprehensions are not supported" for p in (paths[0], paths[2]))
+    first, last = (f"{os.path.relpath(p)}:13:16: error: set comprehensions are not supported" for p in (paths[0], paths[2]))
     assert first in err and last in err and err.index(first) < err.index(last)  # in the files' order
     assert "nothing was written" in err
     assert not any(compiled(p).exists() for p in paths)

@@ -34,10 +34,10 @@ MARKER = re.compile(r"#\s*error:\s*(\d+):\s*([^#]*)")
 
 # -- the check pass: unsupported syntax, all of it reported at once -------------------------------
 CHECK_CASES = {
-    "list_comprehension": """
+    "set_comprehension": """
         @script
         def f(x: Tensor) -> Tensor:
-            ys = [x * i for i in range(3)]  # error: 10: list comprehensions are not supported
+            ys = {x * i for i in range(3)}  # error: 10: set comprehensions are not supported
             return x
         """,
     "dict_and_set_comprehensions": """
@@ -106,14 +106,27 @@ CHECK_CASES = {
     "with_statement_body_is_still_checked": """
         @script
         def f(x: Tensor) -> Tensor:
-            with torch.no_grad():  # error: 5: with statements are not supported
-                y = [x for _ in range(2)]  # error: 13: list comprehensions
+            with open("log.txt"):  # error: 5: with statements are not supported here
+                y = {x for _ in range(2)}  # error: 13: set comprehensions
+            return x
+        """,
+    "with_that_does_not_turn_grad_off": """
+        @script
+        def f(x: Tensor) -> Tensor:
+            with torch.enable_grad():  # error: 5: with statements are not supported here
+                x = x + 1
+            with torch.no_grad() as g:  # error: 5: with statements are not supported here
+                x = x + 1
+            with torch.inference_mode(False):  # error: 5: with statements are not supported here
+                x = x + 1
+            with torch.no_grad(), torch.set_grad_enabled(False):
+                x = x + 1
             return x
         """,
     "raise_and_assert": """
         @script
         def f(x: Tensor) -> Tensor:
-            assert x.dim() == 2  # error: 5: assert statements are not supported
+            assert x.dim() == 2
             if x.dim() != 2:
                 raise  # error: 9: a bare `raise` is not supported
             return x
@@ -177,7 +190,7 @@ CHECK_CASES = {
             def forward(self, x: Tensor) -> Tensor:
                 return self.scale(x) * self.factor
 
-            @staticmethod  # error: 5: decorator `@staticmethod` on a compiled method is not supported
+            @staticmethod
             def scale(x: Tensor) -> Tensor:
                 return x
 
@@ -187,7 +200,7 @@ CHECK_CASES = {
         """,
     "decorator_on_a_function": """
         @script
-        @torch.no_grad()  # error: 1: decorator `@torch.no_grad()` on a compiled function
+        @torch.enable_grad()  # error: 1: decorator `@torch.enable_grad()` on a compiled function
         def f(x: Tensor) -> Tensor:
             return x
         """,
@@ -210,7 +223,7 @@ CHECK_CASES = {
                 return self.helper(x)
 
             def helper(self, x: Tensor) -> Tensor:
-                ys = [x for _ in range(2)]  # error: 14: list comprehensions
+                ys = {x for _ in range(2)}  # error: 14: set comprehensions
                 return x
         """,
     "check_errors_suppress_lowering_errors_of_the_same_function": """
@@ -403,8 +416,8 @@ LOWERING_CASES = {
                 self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(2)])
 
             def forward(self, x: Tensor) -> Tensor:
-                ys = [layer(x) for layer in self.layers]  # error: 14: list comprehensions
-                with torch.no_grad():  # error: 9: with statements
+                ys = {i: layer(x) for i, layer in enumerate(self.layers)}  # error: 14: dict comprehensions
+                with open("log.txt"):  # error: 9: with statements
                     x = x + 1
                 return x
 
@@ -481,12 +494,12 @@ def test_diagnostics_are_sorted_and_underline_the_construct(tmp_path: Path) -> N
     got = check_markers(tmp_path, LOWERING_CASES["several_errors_in_one_file"])
     assert got == sorted(got, key=lambda d: (d.loc.line, d.loc.col))
     comprehension = got[0]
-    assert (comprehension.loc.end_col - comprehension.loc.col) == len("[layer(x) for layer in self.layers]")
+    assert (comprehension.loc.end_col - comprehension.loc.col) == len("{i: layer(x) for i, layer in enumerate(self.layers)}")
 
 
 @pytest.mark.parametrize("name,header", [
     ("try_statement", "try"),
-    ("with_statement_body_is_still_checked", "with torch.no_grad()"),
+    ("with_statement_body_is_still_checked", 'with open("log.txt")'),
     ("for_else_and_while_else", "else"),
     ("keyword_only_and_positional_only_parameters", "/"),
 ])
@@ -529,15 +542,15 @@ def test_code_that_is_not_compiled_is_not_checked(tmp_path: Path) -> None:
 
 
 def test_rendering(tmp_path: Path) -> None:
-    got = check_markers(tmp_path, CHECK_CASES["list_comprehension"])
-    text = model_text(CHECK_CASES["list_comprehension"])
+    got = check_markers(tmp_path, CHECK_CASES["set_comprehension"])
+    text = model_text(CHECK_CASES["set_comprehension"])
     rendered = got[0].render(text.splitlines())
     assert rendered.splitlines() == [
-        "model.py:11:10: error: list comprehensions are not supported",
+        "model.py:11:10: error: set comprehensions are not supported",
         "   |",
-        "11 |     ys = [x * i for i in range(3)]  # error: 10: list comprehensions are not supported",
+        "11 |     ys = {x * i for i in range(3)}  # error: 10: set comprehensions are not supported",
         "   |          ^^^^^^^^^^^^^^^^^^^^^^^^^",
-        "   = help: write a for loop that appends to a list",
+        "   = help: compiled code has no sets; use a list and a for loop",
     ]
 
 
@@ -574,10 +587,10 @@ def test_cli_reports_errors_without_traceback(tmp_path: Path) -> None:
         assert f"{shown(path)}:{line}:{col}: error: {message}" in err
     line, col, _ = want[0]
     source_line = text.splitlines()[line - 1]
-    comprehension = "[layer(x) for layer in self.layers]"
+    comprehension = "{i: layer(x) for i, layer in enumerate(self.layers)}"
     assert f"{line} | {source_line}" in err
     assert f"{' ' * len(str(line))} | {' ' * (col - 1)}{'^' * len(comprehension)}\n" in err
-    assert "   = help: write a for loop that appends to a list" in err
+    assert "   = help: compiled code has no dicts" in err
     assert err.count(": error: ") == len(want) == 5
     assert "nothing was written" in err
     assert not (tmp_path / "bad_compiled.py").exists()

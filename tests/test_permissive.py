@@ -120,7 +120,7 @@ CELL = textwrap.dedent('''\
             x.mul_(0.5)
             setattr(self, "scale", self.scale + 1.0)
             y = helper(h, k=s) * self.scale
-            vals = [v * 2 for v in (1, 2, 3)]
+            vals = {v * 2 for v in (1, 2, 3)}
             z = torch.tanh(y) + sum(vals)
             return z + d["h"] + x
     ''')
@@ -133,7 +133,7 @@ def test_kept_python_is_reported_printed_and_runs_as_eager(tmp_path: Path, capsy
         assert cli_main([str(path)]) == 0
         err = capsys.readouterr().err
         for line, col, why in [(27, 13, "a dict holding a Tensor is not supported"), (28, 9, "try statements are not supported"),
-                               (36, 16, "list comprehensions are not supported")]:
+                               (36, 16, "set comprehensions are not supported")]:
             assert f"cell_perm.py:{line}:{col}: note: kept as Python: {why}" in err
         text = (tmp_path / "cell_perm_compiled.py").read_text()
         assert "_source = _guards.model_module(__name__, SOURCE_FILE)" in text

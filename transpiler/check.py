@@ -24,9 +24,6 @@ from transpiler.source import SCRIPT_NAMES, SourceFile, Target, is_literal, lite
 STATEMENTS: dict[type, tuple[str, str]] = {
     cst.Try: ("try statements are not supported", "move error handling outside the compiled code"),
     cst.TryStar: ("try statements are not supported", "move error handling outside the compiled code"),
-    cst.With: ("with statements are not supported",
-               "move the context manager outside the compiled code (e.g. call the model under torch.no_grad())"),
-    cst.Assert: ("assert statements are not supported", "check inputs before calling the model"),
     cst.Global: ("global statements are not supported", "pass the value as an argument, or keep it on self"),
     cst.Nonlocal: ("nonlocal statements are not supported", "pass the value as an argument and return the result"),
     cst.Del: ("del statements are not supported", "let the name go out of use (or assign None to it)"),
@@ -36,10 +33,36 @@ STATEMENTS: dict[type, tuple[str, str]] = {
     cst.TypeAlias: ("type alias statements are not supported", "define the alias at module level"),
 }
 
+# Context managers a compiled `with` may enter: they turn autograd off, and compiled code runs
+# only where autograd records nothing (py.check_no_autograd), so the block is its body.
+GRAD_OFF_CONTEXTS = {"torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",
+                     "torch.inference_mode", "torch.autograd.grad_mode.inference_mode",
+                     "torch.set_grad_enabled", "torch.autograd.grad_mode.set_grad_enabled"}
+WITH_HINT = ("compiled code supports `with torch.no_grad():` and `with torch.inference_mode():`; "
+             "move any other context manager outside the compiled code")
+
+
+def turns_grad_off(qualname: str | None, call: cst.BaseExpression) -> bool:
+    """Whether `call` (a `with` item or a decorator; `qualname`: what its callee names) makes
+    one of GRAD_OFF_CONTEXTS that turns grad off: `no_grad()`, `inference_mode()` or `(True)`,
+    `set_grad_enabled(False)`."""
+    if not isinstance(call, cst.Call) or qualname not in GRAD_OFF_CONTEXTS:
+        return False
+    args = [a for a in call.args if not a.star]
+    if len(args) != len(call.args) or len(args) > 1:
+        return False
+    if qualname.endswith("no_grad"):
+        return not args
+    value = args[0].value if args else None
+    flag = value.value if isinstance(value, cst.Name) and value.value in ("True", "False") else None
+    if qualname.endswith("inference_mode"):
+        return not args or flag == "True"
+    return flag == "False"
+
+
 # Expressions rejected wherever they appear; the pass does not look inside them.
 EXPRESSIONS: dict[type, tuple[str, str]] = {
     cst.Lambda: ("lambda expressions are not supported", "define a module-level function decorated with @script"),
-    cst.ListComp: ("list comprehensions are not supported", "write a for loop that appends to a list"),
     cst.SetComp: ("set comprehensions are not supported", "compiled code has no sets; use a list and a for loop"),
     cst.DictComp: ("dict comprehensions are not supported",
                    "compiled code has no dicts; use a list or a tuple, or separate values"),
@@ -228,6 +251,15 @@ class SubsetChecker(cst.CSTVisitor):
 
     # -- rules ----------------------------------------------------------------------------------
     def check_node(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.With):
+            for item in node.items:
+                found = self.get_metadata(QualifiedNameProvider, item.item.func, set()) \
+                    if isinstance(item.item, cst.Call) else set()
+                names = {q.name for q in (found() if callable(found) else found)}
+                if node.asynchronous is not None or item.asname is not None \
+                        or not any(turns_grad_off(n, item.item) for n in names):
+                    self.report(node, "with statements are not supported here", WITH_HINT)
+                    return
         if isinstance(node, (cst.For, cst.While)):
             if node.orelse is not None:
                 loop = "for" if isinstance(node, cst.For) else "while"
@@ -258,7 +290,8 @@ class SubsetChecker(cst.CSTVisitor):
             expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
             found = self.get_metadata(QualifiedNameProvider, expr, set())
             names = {q.name for q in (found() if callable(found) else found)}
-            if not is_method and names & SCRIPT_NAMES:
+            if not is_method and names & SCRIPT_NAMES or is_method and "builtins.staticmethod" in names \
+                    or any(turns_grad_off(n, deco.decorator) for n in names):
                 continue
             known = sorted(names & DECORATOR_HINTS.keys())
             hint = (DECORATOR_HINTS[known[0]].format(name=func.name.value) if known

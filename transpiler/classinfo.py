@@ -117,7 +117,28 @@ def class_from_source(source: SourceFile, node: cst.ClassDef) -> ClassInfo:
     init = info.methods.get("__init__")
     if init is not None:
         _scan_init(source, init, info, classes)
+        for name in _called_from(init, info):  # `self.reset_parameters()`: what it assigns too
+            _scan_init(source, info.methods[name], info, classes)
     return info
+
+
+def _called_from(init: cst.FunctionDef, info: ClassInfo) -> list[str]:
+    """The methods `__init__` calls as `self.<method>(...)`, and those they call, in order."""
+    found: list[str] = []
+
+    class Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if _is_self_attr(node.func):
+                name = node.func.attr.value  # type: ignore[attr-defined]
+                if name in info.methods and name != "__init__" and name not in found:
+                    found.append(name)
+                    info.methods[name].body.visit(self)
+
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False  # (a nested function's calls run only if it is called)
+
+    init.body.visit(Calls())
+    return found
 
 
 def _is_overload(node: cst.FunctionDef) -> bool:
@@ -220,6 +241,15 @@ def _infer_value(
     if isinstance(value, cst.Name) and value.value in params:
         t = params[value.value]
         return ("module" if _is_module_type(t) else "tensor" if t == TENSOR else "constant"), t
+    method = value.func.attr.value if isinstance(value, cst.Call) and _is_self_attr(value.func) else None  # type: ignore[attr-defined]
+    if method in info.methods:
+        returns = info.methods[method].returns
+        if returns is not None:  # `self.head = self._make_head(d)`: what it is declared to return
+            try:
+                t = annotation_type(source, returns.annotation, classes)
+            except UserError:
+                return "unknown", ANY
+            return ("module" if _is_module_type(t) else "tensor" if t == TENSOR else "constant"), t
     if isinstance(value, cst.Call):
         callee = source.global_name(value.func)
         if callee in PARAMETER:

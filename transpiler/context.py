@@ -147,7 +147,19 @@ class FileContext:
         node = info.methods.get(method)
         if node is None:
             raise UserError(f"`{info.name}` has no method `{method}`", self.source.loc(at) if at else None)  # type: ignore[arg-type]
-        return self._request(f"{info.name}.{method}", node, info, info.source or self.source)
+        source = info.source or self.source
+        if is_static(source, node):  # a function that lives in the class: no `self`
+            return self._request(f"{info.name}.{method}", node, None, source)
+        return self._request(f"{info.name}.{method}", node, info, source)
+
+    def static_signature(self, qual: str) -> Signature | None:
+        """`Cls.helper` of a `@staticmethod` of a class of this file, or None."""
+        owner, _, method = qual.rpartition(".")
+        info = self.class_named(owner) if owner in self.source.classes else None
+        node = info.methods.get(method) if info is not None else None
+        if node is None or not is_static(info.source or self.source, node):  # type: ignore[union-attr]
+            return None
+        return self.method_signature(info, method)  # type: ignore[arg-type]
 
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
         """The method compiled for the first of its `_overload_method` declarations whose
@@ -431,9 +443,15 @@ def _literal_default(p: cst.Param, source: SourceFile) -> object:
 
 
 # Decorators that change nothing compiled code relies on: compiled code runs only where no
-# autograd is needed (runtime.guards.check_no_autograd), so `torch.no_grad()` is moot there.
+# autograd is needed (runtime.guards.check_no_autograd; ahead of time, a py.check_no_autograd the
+# lowering puts at the entry of a function decorated so), so `torch.no_grad()` is moot there.
 NEUTRAL_DECORATORS = {"builtins.staticmethod", "torch.no_grad", "torch.jit.export", "torch.jit._overload_method",
                       "torch.jit._overload", "typing.overload"}
+
+
+def is_static(source: SourceFile, node: cst.FunctionDef) -> bool:
+    """Whether a method is decorated `@staticmethod`."""
+    return any(source.global_name(d.decorator) == "builtins.staticmethod" for d in node.decorators)
 
 
 def applied_decorators(source: SourceFile, node: cst.FunctionDef) -> list[cst.Decorator]:

@@ -1,10 +1,10 @@
 """One diagnostic type and one renderer for every user-facing compile error.
 
-    examples/bad.py:12:9: error: list comprehensions are not supported
+    examples/bad.py:12:13: error: lambda expressions are not supported
        |
-    12 |         ys = [f(x) for x in xs]
-       |              ^^^^^^^^^^^^^^^^^^
-       = help: write a for loop that appends to a list
+    12 |         g = lambda t: t + 1
+       |             ^^^^^^^^^^^^^^^
+       = help: define a module-level function decorated with @script
 """
 
 from __future__ import annotations

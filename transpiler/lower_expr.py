@@ -47,7 +47,7 @@ from ir.types import (
 )
 from transpiler.check import left_to_python
 from transpiler.diagnostics import UserError
-from transpiler.context import GlobalRef, Lookup
+from transpiler.context import GlobalRef, Lookup, is_static
 from transpiler.env import Env, Signature, Unbound
 from runtime.guards import is_plain_object
 from transpiler.source import SourceFile, literal_value
@@ -85,7 +85,9 @@ TORCH_DTYPES = {
     ).split()
 }
 BUILTIN_CALLS = {"len", "min", "max", "int", "float", "bool", "abs", "round", "isinstance", "range", "str",
-                 "all", "any", "sum", "tuple", "list", "hasattr", "getattr"}
+                 "all", "any", "sum", "tuple", "list", "hasattr", "getattr", "next"}
+NEXT_HINT = ("compiled code takes next(iter(xs)) of a list or tuple, and next(self.parameters()) / "
+             "next(self.buffers()); else read the tensor by name (`self.fc.weight.device`) or index (`xs[0]`)")
 UNROLLED_CALLS = {"all", "any", "sum", "tuple", "list"}
 # Calls whose value in eager code is known: compiled code computes what eager computes.
 CONSTANT_CALLS = {"torch.jit.is_scripting": False, "torch.jit.is_tracing": False,
@@ -181,6 +183,8 @@ class ExpressionLowering:
         if isinstance(node, cst.List):
             values = [self.element(e) for e in node.elements]
             return self.make_list(values, None, node)
+        if isinstance(node, cst.ListComp):
+            return self.list_comprehension(node)  # type: ignore[attr-defined]
         if isinstance(node, cst.Dict) and self.ctx.permissive:
             return self.dict_display(node)
         what = describe(node)
@@ -380,10 +384,13 @@ class ExpressionLowering:
         found = info.attrs.get(attr)
         if found is None:
             close = difflib.get_close_matches(attr, [*info.attrs, *info.methods], n=1)
+            elsewhere = assigned_in_method(info, attr)
             raise self.error(
                 at,
                 f"`{info.name}` has no attribute `{attr}` that the compiler can see",
-                f"did you mean `{close[0]}`?" if close
+                f"it is assigned in `{elsewhere[0]}` (line {elsewhere[1]}), which `__init__` does not call: "
+                f"declare it at class level, `{attr}: <type>` (e.g. `{attr}: float`)" if elsewhere
+                else f"did you mean `{close[0]}`?" if close
                 else "assign it in __init__ or declare it at class level (e.g. `scale: float`)",
             )
         if found.kind == "unknown":
@@ -518,6 +525,12 @@ class ExpressionLowering:
                 self.live[result] = bool(known)
             return result
         raise self.error(node, f"a value of type {value.type} used as a condition")
+
+    def condition_of(self, value: Value, node: cst.CSTNode) -> Value:
+        """The bool an assertion tests: Python's truth of `value`, a one-element tensor's too."""
+        if isinstance(value.type, TensorType):
+            return self.op(ops.BuiltinCallOp, [value], [BOOL], callee="bool").result
+        return self.truth(value, node)
 
     def comparison(self, node: cst.Comparison) -> Value:
         left = self.expr(node.left)
@@ -915,7 +928,7 @@ class ExpressionLowering:
             return self.b.constant(True if scripting else CONSTANT_CALLS[qual], BOOL)
         if qual.startswith("builtins."):
             return self.call_builtin(node, qual[len("builtins."):])
-        signature = self.ctx.function_signature(qual, self.source, node.func)
+        signature = self.ctx.function_signature(qual, self.source, node.func) or self.ctx.static_signature(qual)
         if signature is not None:
             args, kwnames, kwargs, _ = self.call_arguments(node)
             return self.call_compiled(node, signature, None, args, kwnames, kwargs)
@@ -926,6 +939,8 @@ class ExpressionLowering:
             return self.call_math(node, qual)
         if qual == "torch._assert":
             return self.torch_assert(node)
+        if qual == "torch.Size":
+            return self.torch_size(node)
         if qual.startswith("torch."):
             return self.call_torch(node, qual)
         looked_up = self.lookup_call(node) if self.ctx.permissive and self.ctx.functions is not None else None
@@ -976,11 +991,7 @@ class ExpressionLowering:
                                       for a in node.args):
             raise self.error(node, "torch._assert takes a condition and a message")
         cond_node, message_node = node.args[0].value, node.args[1].value
-        cond = self.expr(cond_node)
-        if isinstance(cond.type, TensorType):
-            cond = self.op(ops.BuiltinCallOp, [cond], [BOOL], callee="bool").result
-        else:
-            cond = self.truth(cond, cond_node)
+        cond = self.condition_of(self.expr(cond_node), cond_node)
         lazy = isinstance(message_node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
         message = None if lazy else self.expr(message_node)
         failed = self.op(ops.UnaryOp, [cond], [BOOL], op="not").result
@@ -994,6 +1005,22 @@ class ExpressionLowering:
         with self.b.at_end_of(if_op.else_block):
             self.b.create(ops.YieldOp, [])
         return self.b.constant(None)
+
+    def torch_size(self, node: cst.Call) -> Value:
+        """`torch.Size(sizes)` of a list or tuple of ints: a tuple of ints at run time, as
+        `x.size()` is (a tuple type where the number of sizes is known now)."""
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        if kwnames or len(args) > 1:
+            raise self.error(node, "torch.Size takes one list or tuple of ints")
+        seq = args[0] if args else self.b.constant(())
+        t = seq.type
+        elems = t.elems if isinstance(t, TupleType) else (t.elem,) if isinstance(t, ListType) else None
+        if elems is None or not all(e in (INT, ANY) for e in elems):
+            raise self.error(node.args[0] if node.args else node, f"torch.Size of {a_type(t)}",
+                             "pass a list or a tuple of ints (x.shape and x.size() already are sizes)")
+        if isinstance(seq.owner, ops.ListOp):  # a display: its length is known
+            t = TupleType(tuple(v.type for v in seq.owner.operands))
+        return self.op(ops.BuiltinCallOp, [seq], [t], callee="torch.Size").result
 
     def call_torch(self, node: cst.Call, qual: str) -> Value:
         args, kwnames, kwargs, _ = self.call_arguments(node, sizes=qual in SIZE_VARARGS_FUNCTIONS)
@@ -1064,6 +1091,8 @@ class ExpressionLowering:
             return self.isinstance_call(node)
         if name in ("hasattr", "getattr"):
             return self.module_hasattr(node, name)
+        if name == "next":
+            return self.next_call(node)
         if name in UNROLLED_CALLS:
             return self.unrolled_call(node, name)
         args, kwnames, kwargs, _ = self.call_arguments(node)
@@ -1110,13 +1139,23 @@ class ExpressionLowering:
             raise self.error(node, f"{name}() takes one argument here")
         arg = node.args[0].value
         lazy = isinstance(arg, cst.GeneratorExp)
+        if name == "list" and isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
+            return self.list_comprehension(arg)  # type: ignore[attr-defined]
         if isinstance(arg, (cst.GeneratorExp, cst.ListComp)):
-            thunks = self.comprehension_elements(arg)
+            mark = self.mark()  # type: ignore[attr-defined]
+            try:
+                thunks = self.comprehension_elements(arg)
+            except UserError:
+                if name != "sum":
+                    raise
+                self.rollback(mark)  # type: ignore[attr-defined]  # (what the iterable built)
+                return self.sum_of_list(self.list_comprehension(arg), arg)  # type: ignore[attr-defined]
         else:
             seq = self.expr(arg)
-            if name == "sum" and isinstance(seq.type, ListType) and seq.type.elem in (INT, FLOAT, BOOL):
-                result = INT if seq.type.elem == BOOL else seq.type.elem
-                return self.op(ops.BuiltinCallOp, [seq], [result], callee="sum").result
+            if name == "list":
+                return self.list_of(seq, arg)
+            if name == "sum" and isinstance(seq.type, ListType):
+                return self.sum_of_list(seq, arg)
             if not isinstance(seq.type, TupleType):
                 raise self.error(arg, f"{name}() of a {seq.type} is not supported",
                                  "pass a tuple, or a generator expression over a tuple or range(<constant>)")
@@ -1152,6 +1191,35 @@ class ExpressionLowering:
         for t in thunks[1:]:
             result = self.short_circuit(op, result, lambda t=t: truth_of(t), node)
         return result
+
+    def sum_of_list(self, seq: Value, node: cst.CSTNode) -> Value:
+        """`sum(xs)` of a list of numbers (of tensors it would be the int 0 when empty)."""
+        elem = seq.type.elem  # type: ignore[attr-defined]
+        if elem not in (INT, FLOAT, BOOL):
+            raise self.error(node, f"sum() of a list of {elem} is not supported",
+                             "sum() takes numbers here; add tensors in a for loop, or torch.stack(xs).sum(0)")
+        return self.op(ops.BuiltinCallOp, [seq], [INT if elem == BOOL else elem], callee="sum").result
+
+    def list_of(self, seq: Value, node: cst.CSTNode) -> Value:
+        """`list(seq)`: a new list holding seq's items (a shallow copy of a list); a tuple's
+        items must have one type."""
+        if isinstance(seq.type, ListType) and _tuple_when_run(seq):  # a torch.Size: its slice is one too
+            return self.op(ops.BuiltinCallOp, [seq], [seq.type], callee="list").result
+        if isinstance(seq.type, ListType):
+            none = self.b.constant(None)
+            return self.op(ops.SliceOp, [seq, none, none, none], [seq.type]).result
+        if isinstance(seq.type, TupleType):
+            elem = unify_all(list(seq.type.elems)) if seq.type.elems else None
+            if elem is None:
+                raise self.error(node, f"list() of a {seq.type}: " + (
+                    "its items have different types, and a list holds one type" if seq.type.elems
+                    else "the type of an empty list is not known"),
+                    "keep the tuple, or annotate an empty list: `xs: list[Tensor] = []`")
+            items = [self._getter(seq, i)() for i in range(len(seq.type.elems))]
+            return self.op(ops.ListOp, items, [ListType(TENSOR if isinstance(elem, TensorType) else elem)]).result
+        raise self.error(node, f"list() of {a_type(seq.type)} is not supported",
+                         "list() takes a list or a tuple in compiled code"
+                         + ("; for a tensor's rows use list(t.unbind(0))" if isinstance(seq.type, TensorType) else ""))
 
     def _getter(self, seq: Value, i: int) -> Callable[[], Value]:
         def get() -> Value:
@@ -1197,6 +1265,61 @@ class ExpressionLowering:
             return lower
 
         return [element(g) for g in elements]
+
+    def next_call(self, node: cst.Call) -> Value:
+        """`next(iter(xs))` of a list or tuple: its first item (StopIteration when there is
+        none, as Python); `next(self.parameters())` / `next(self.buffers())` (also in `iter()`):
+        the module's first, as torch orders them (a live instance's, or ahead of time one of
+        the class's own)."""
+        if len(node.args) != 1 or node.args[0].star or node.args[0].keyword is not None:
+            raise self.error(node, "next() with a default is not supported", NEXT_HINT)
+        arg = node.args[0].value
+        if isinstance(arg, cst.Call) and self.source.global_name(arg.func) == "builtins.iter" \
+                and self.env.get("iter") is None and len(arg.args) == 1 and not arg.args[0].star:
+            arg = arg.args[0].value
+        if isinstance(arg, cst.Call) and not arg.args and isinstance(arg.func, cst.Attribute) \
+                and isinstance(arg.func.value, cst.Name) and arg.func.value.value == "self" \
+                and arg.func.attr.value in ("parameters", "buffers") and self.class_info is not None \
+                and self.self_value is not None and arg.func.attr.value not in self.class_info.methods:
+            return self.first_tensor_of_self(node, arg.func.attr.value)
+        seq = self.expr(arg)
+        if isinstance(seq.type, TupleType) and seq.type.elems:
+            return self._getter(seq, 0)()
+        if isinstance(seq.type, ListType):
+            empty = self.op(ops.UnaryOp, [seq], [BOOL], op="not").result
+            if_op = ops.IfOp([empty], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
+            self.b.insert(if_op)
+            with self.b.at_end_of(if_op.then_block):
+                self.op(ops.RaiseOp, [], [], exc="StopIteration", called=False)
+                self.b.create(ops.YieldOp, [])
+            with self.b.at_end_of(if_op.else_block):
+                self.b.create(ops.YieldOp, [])
+            return self.op(ops.GetItemOp, [seq, self.b.constant(0)], [seq.type.elem]).result
+        raise self.error(node, f"next() of {a_type(seq.type)} is not supported", NEXT_HINT)
+
+    def first_tensor_of_self(self, node: cst.Call, kind: str) -> Value:
+        """The first of `self.parameters()` / `self.buffers()`: a read by its path."""
+        assert self.class_info is not None and self.self_value is not None
+        instance = self.class_info.instance
+        if instance is not None:
+            named = instance.named_parameters() if kind == "parameters" else instance.named_buffers()
+            path = next(iter(named), (None,))[0]
+        else:  # ahead of time: torch lists the module's own before its submodules'
+            own = "parameter" if kind == "parameters" else "buffer"
+            path = next((n for n, a in self.class_info.attrs.items() if a.kind == own and a.type != NONE), None)
+        if path is None:
+            raise self.error(node, f"the compiler cannot tell which is the first of `self.{kind}()`"
+                             + ("" if instance is None else f": `{type(instance).__name__}` has none"), NEXT_HINT)
+        obj, info = self.self_value, self.class_info
+        parts = path.split(".")
+        for part in parts[:-1]:
+            found = info.attrs.get(part) if info is not None else None
+            if found is None or found.kind != "module":
+                raise self.error(node, f"the first of `self.{kind}()` is `self.{path}`, which the compiler cannot read",
+                                 NEXT_HINT)
+            obj = self.op(ops.GetAttrOp, [obj], [found.type], attr=part).result
+            info = self.ctx.class_named(found.type.qualname) if isinstance(found.type, ModuleType) else None
+        return self.op(ops.GetAttrOp, [obj], [TENSOR], attr=parts[-1]).result
 
     def isinstance_call(self, node: cst.Call) -> Value:
         if len(node.args) != 2:
@@ -1252,7 +1375,8 @@ class ExpressionLowering:
         assert self.class_info is not None and self.self_value is not None
         signature = self.ctx.method_signature(self.class_info, method, node)
         args, kwnames, kwargs, _ = self.call_arguments(node)
-        return self.call_compiled(node, signature, self.self_value, args, kwnames, kwargs)
+        static = is_static(self.class_info.source or self.source, self.class_info.methods[method])
+        return self.call_compiled(node, signature, None if static else self.self_value, args, kwnames, kwargs)
 
     def variant_for_call(self, info: ClassInfo, args: list[Value], kwnames: list[str],
                          kwargs: list[Value]) -> Signature | None:
@@ -1424,12 +1548,38 @@ def _has_fstring(node: cst.BaseExpression) -> bool:
 _ABSENT = object()
 
 
+def assigned_in_method(info: ClassInfo, attr: str) -> tuple[str, int] | None:
+    """The method (and line) that assigns `self.<attr>`, for a class read from source."""
+    if info.source is None:
+        return None
+    for name, method in info.methods.items():
+        for node in _self_assignments(method):
+            if node.attr.value == attr:
+                return name, info.source.loc(node).line
+    return None
+
+
+def _self_assignments(method: cst.FunctionDef) -> list[cst.Attribute]:
+    found: list[cst.Attribute] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            t = node.target
+            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                found.append(t)
+
+    method.body.visit(Finder())
+    return found
+
+
 def _tuple_when_run(value: Value) -> bool:
     """A list[int] that is a tuple at run time: `x.shape` / `x.size()` of a tensor whose rank is
     not known when lowering (a torch.Size), a slice of one, a py.spread."""
     owner = value.owner
     if isinstance(owner, ops.SliceOp):
         return _tuple_when_run(owner.operands[0])
+    if isinstance(owner, ops.BuiltinCallOp) and owner.attributes["callee"] == "torch.Size":
+        return True
     return isinstance(owner, ops.SpreadOp) or (
         isinstance(owner, ops.GetAttrOp) and owner.attributes.get("attr") == "shape") or (
         isinstance(owner, ops.TensorMethodOp) and owner.attributes.get("method") == "size" and len(owner.operands) == 1)

@@ -26,6 +26,7 @@ from ir.types import (
     ModuleListType,
     ModuleType,
     OptionalType,
+    TENSOR,
     TensorType,
     TupleType,
     Type,
@@ -34,6 +35,7 @@ from ir.types import (
 )
 from transpiler.annotations import annotation_type
 from transpiler.classinfo import module_class_names
+from transpiler.check import WITH_HINT, turns_grad_off
 from transpiler.context import Break, Lookup, applied_decorators
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
@@ -133,6 +135,10 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
     def lower(self) -> ops.FuncOp:
         if self.ctx.permissive and self.sig.sym_name in self.ctx.entry_names:
             self.note_decorators()
+        if not self.ctx.recursive and any(turns_grad_off(self.source.global_name(d.decorator.func), d.decorator)
+                                          for d in self.node.decorators if isinstance(d.decorator, cst.Call)):
+            with self.at(self.node):  # `@torch.no_grad()`: as a `with` around the body
+                self.op(ops.CheckNoAutogradOp, [], [])
         body = statements_of(self.node.body)
         exits = self.stmts(body)
         if not exits.always():
@@ -228,7 +234,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         elif isinstance(stmt, cst.Try):
             raise self.error(stmt, "try statements are not supported", "move error handling outside the compiled code")
         elif isinstance(stmt, cst.With):
-            raise self.error(stmt, "with statements are not supported", "move the context manager outside the compiled code")
+            exits = self.with_stmt(stmt)
         else:
             raise self.error(stmt, f"{type(stmt).__name__} statements are not supported")
         return False, exits
@@ -478,43 +484,143 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
 
     def for_stmt(self, node: cst.For) -> Exits:
         with self.at(node.iter):
-            it = node.iter
-            if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.range" and self.env.get("range") is None:
-                args, kwnames, _, _ = self.call_arguments(it)
-                bad = [(a, arg) for a, arg in zip(args, it.args) if a.type not in (INT, BOOL)]
-                if bad:
-                    raise self.error(bad[0][1], f"range() takes ints, not {a_type(bad[0][0].type)}",
-                                     "convert it with int(...), or loop over an int count")
-                if kwnames or not 1 <= len(args) <= 3:
-                    raise self.error(it, "range() takes one to three int arguments")
-                start, stop, step = (
-                    (self.b.constant(0), args[0], self.b.constant(1)) if len(args) == 1
-                    else (args[0], args[1], self.b.constant(1)) if len(args) == 2 else tuple(args)
-                )
-                return self.build_loop(node, ops.ForRangeOp, [start, stop, step], INT)
-            if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.enumerate" \
-                    and self.env.get("enumerate") is None and len(it.args) == 1 and not it.args[0].keyword \
-                    and not it.args[0].star:
-                pairs = self.enumerated(self.expr(it.args[0].value))
-                if pairs is not None:  # a module list or tuple: its (index, item) pairs, unrolled
-                    return self.unrolled_loop(node, pairs)
-            iterable = self.expr(it)
+            loop, head, elem = self.iteration(node.iter, lambda: has_jump(statements_of(node.body)))
+        if loop is None:
+            return self.unrolled_loop(node, head[0])
+        return self.build_loop(node, loop, head, elem)
+
+    def iteration(self, it: cst.BaseExpression, jumps: Callable[[], bool]
+                  ) -> tuple[type[ops.Operation] | None, list[Value], Type | None]:
+        """How a for loop (or a comprehension) walks `it`: the loop op, its head operands and the
+        element type; or (None, [seq], None) to run the body once per element of seq, a tuple or
+        module list. `jumps`: whether the body may leave early (such a loop is not unrolled)."""
+        if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.range" and self.env.get("range") is None:
+            args, kwnames, _, _ = self.call_arguments(it)
+            bad = [(a, arg) for a, arg in zip(args, it.args) if a.type not in (INT, BOOL)]
+            if bad:
+                raise self.error(bad[0][1], f"range() takes ints, not {a_type(bad[0][0].type)}",
+                                 "convert it with int(...), or loop over an int count")
+            if kwnames or not 1 <= len(args) <= 3:
+                raise self.error(it, "range() takes one to three int arguments")
+            start, stop, step = (
+                (self.b.constant(0), args[0], self.b.constant(1)) if len(args) == 1
+                else (args[0], args[1], self.b.constant(1)) if len(args) == 2 else tuple(args)
+            )
+            return ops.ForRangeOp, [start, stop, step], INT
+        if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.enumerate" \
+                and self.env.get("enumerate") is None and len(it.args) == 1 and not it.args[0].keyword \
+                and not it.args[0].star:
+            pairs = self.enumerated(self.expr(it.args[0].value))
+            if pairs is not None:  # a module list or tuple: its (index, item) pairs, unrolled
+                return None, [pairs], None
+        iterable = self.expr(it)
         t = iterable.type
         if isinstance(t, ListType):
-            return self.build_loop(node, ops.ForEachOp, [iterable], t.elem)
+            return ops.ForEachOp, [iterable], t.elem
         if isinstance(t, ModuleListType) and t.length_known and self.ctx.recursive and len(t.elems) <= UNROLL_LIMIT \
-                and not has_jump(statements_of(node.body)):
+                and not jumps():
             # Unrolled, as TorchScript does: each layer's call is then one the inliner can follow.
-            return self.unrolled_loop(node, iterable)
+            return None, [iterable], None
         if isinstance(t, ModuleListType) and (not t.length_known or len(set(t.elems)) <= 1):
-            return self.build_loop(node, ops.ForEachOp, [iterable], unify_all(t.elems) or ModuleType("torch.nn.Module"))
+            return ops.ForEachOp, [iterable], unify_all(t.elems) or ModuleType("torch.nn.Module")
         if isinstance(t, (TupleType, ModuleListType)):
-            return self.unrolled_loop(node, iterable)
+            return None, [iterable], None
         if isinstance(t, TensorType):
             name = self.source.code(it) if isinstance(it, (cst.Name, cst.Attribute)) else "t"
             raise self.error(it, "iterating over a tensor is not supported",
                              f"loop over range({name}.size(0)) and index {name}[i], or over {name}.unbind(0)")
         raise self.error(it, f"iterating over a value of type {t} is not supported")
+
+    # -- comprehensions -------------------------------------------------------------------------
+    def list_comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> Value:
+        """`[elt for t in it if c ...]`: a new list, appended to by the loops it stands for (a
+        loop as a for statement over `it` would be, unrolled over a tuple or range(<constant>));
+        `if` clauses guard the rest. Its targets live in a scope of their own, as in Python 3."""
+        with self.at(node):
+            result = self.op(ops.ListOp, [], [ListType(ANY)]).result  # its type: what is appended
+        appended: list[Value] = []
+        saved = self.env
+        self.env = saved.copy()
+        try:
+            self.comprehension_for(node, node.for_in, result, appended)
+        finally:
+            self.env = saved
+        elem = unify_all([v.type for v in appended])
+        if elem is None:
+            raise self.error(node.elt, "the elements of this list comprehension have different types"
+                             if appended else "the type of an empty list is not known",
+                             "a list holds one type: convert the elements to one, or build a tuple")
+        result.type = ListType(TENSOR if isinstance(elem, TensorType) else elem)
+        return result
+
+    def comprehension_for(self, node: cst.ListComp | cst.GeneratorExp, comp: cst.CompFor, result: Value,
+                          appended: list[Value]) -> None:
+        if comp.asynchronous is not None:
+            raise self.error(comp, "async comprehensions are not supported", "use a plain `for`")
+
+        def body() -> None:
+            self.comprehension_ifs(node, comp, list(comp.ifs), result, appended)
+
+        with self.at(comp.iter):
+            loop, head, elem = self.iteration(comp.iter, lambda: False)
+            bounds = [self.constant_int(v) for v in head] if loop is ops.ForRangeOp else []
+            if bounds and all(b is not None for b in bounds) and bounds[2] != 0 \
+                    and len(range(*bounds)) <= UNROLL_LIMIT:  # type: ignore[misc]
+                items = [self.b.constant(i) for i in range(*bounds)]  # type: ignore[misc]
+                loop, head = None, [self.op(ops.TupleOp, items, [TupleType((INT,) * len(items))]).result]
+        if loop is None:  # once per element
+            seq = head[0]
+            for i, elem_type in enumerate(seq.type.elems):  # type: ignore[attr-defined]
+                with self.at(comp.iter):
+                    item = self.op(ops.GetItemOp, [seq, self.b.constant(i)], [elem_type]).result
+                self.bind_target(comp.target, item)
+                body()
+            return
+        block = Block([elem])  # type: ignore[list-item]
+        op = loop([*head], [], regions=[Region([block])], loc=self.source.loc(comp))
+        self.b.insert(op)
+        before = self.env
+        self.env = before.copy()
+        self.loop_depth += 1
+        with self.b.at_end_of(block):
+            if isinstance(comp.target, cst.Name):
+                block.args[0].name = comp.target.value
+            self.bind_target(comp.target, block.args[0])
+            body()
+            self.b.create(ops.YieldOp, [])
+        self.loop_depth -= 1
+        self.env = before
+
+    def comprehension_ifs(self, node: cst.ListComp | cst.GeneratorExp, comp: cst.CompFor, ifs: list[cst.CompIf],
+                          result: Value, appended: list[Value]) -> None:
+        """The `if` clauses left, each evaluated only where those before it held; then the
+        inner `for`, or the element appended."""
+        if not ifs:
+            if comp.inner_for_in is not None:
+                self.comprehension_for(node, comp.inner_for_in, result, appended)
+                return
+            value = self.expr(node.elt)
+            with self.at(node.elt):
+                self.op(ops.ListAppendOp, [result, value], [])
+            appended.append(value)
+            return
+        test = ifs[0].test
+        with self.at(test):
+            cond = self.truth(self.expr(test), test)
+        refine_then, _ = self.refinements(test)
+        known = self.known_bool(cond)
+
+        def then() -> Exits:
+            self.apply_refinements(refine_then, test)
+            self.comprehension_ifs(node, comp, ifs[1:], result, appended)
+            return Exits()
+
+        if known is not None:
+            if known:
+                then()
+            return
+        with self.at(ifs[0]):
+            self.branch(cond, then, lambda: Exits())
 
     def enumerated(self, seq: Value) -> Value | None:
         """`enumerate(seq)` of a tuple or of a module list of known length: the tuple of its
@@ -761,6 +867,20 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         self.env = before
         return op, yielded
 
+    # -- with -----------------------------------------------------------------------------------
+    def with_stmt(self, node: cst.With) -> Exits:
+        """`with torch.no_grad():` (or `inference_mode()`): compiled code runs only where
+        autograd records nothing, so the block is its body; the entry checks that it does
+        (py.check_no_autograd; script(instance) checks every call already)."""
+        for item in node.items:
+            qual = self.source.global_name(item.item.func) if isinstance(item.item, cst.Call) else None
+            if node.asynchronous is not None or item.asname is not None or not turns_grad_off(qual, item.item):
+                raise UserError("with statements are not supported here", self.source.loc(node.items[0]), WITH_HINT)
+        if not self.ctx.recursive:
+            with self.at(node.items[0]):
+                self.op(ops.CheckNoAutogradOp, [], [])
+        return self.stmts(statements_of(node.body))
+
     # -- simple statements ----------------------------------------------------------------------
     def small_stmt(self, node: cst.BaseSmallStatement) -> Exits:
         if isinstance(node, cst.Return):
@@ -813,7 +933,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             self.aug_assign(node)
             return Exits()
         if isinstance(node, cst.Assert):
-            raise self.error(node, "assert statements are not supported yet", "check inputs before calling the model")
+            return self.assert_stmt(node)
         if isinstance(node, cst.Raise):
             self.raise_stmt(node)
             return Raises()
@@ -824,6 +944,43 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         if isinstance(node, cst.Del):
             raise self.error(node, "del statements are not supported", "let the name go out of use")
         raise self.error(node, f"{type(node).__name__} statements are not supported")
+
+    def assert_stmt(self, node: cst.Assert) -> Exits:
+        """`assert cond, msg`: raise AssertionError(msg) where cond is false, msg evaluated only
+        then, as Python does (and TorchScript). Past it, `x is not None` in cond holds. A cond
+        known now folds (specialization folds one on sizes known at entry); `assert False`
+        always raises, like a raise statement."""
+        with self.at(node.test):
+            cond = self.condition_of(self.expr(node.test), node.test)
+        known = self.known_bool(cond)
+        if known is False:
+            with self.at(node):
+                message = [self.expr(node.msg)] if node.msg is not None else []
+                self.op(ops.RaiseOp, message, [], exc="AssertionError", called=bool(message))
+            return Raises()
+        if known is not True:
+            if_op = self.new_if(self.negated(cond), [])
+            saved = self.env
+            self.env = saved.copy()  # nothing the message computes is seen after the assert
+            with self.b.at_end_of(if_op.then_block), self.at(node):
+                message = [self.expr(node.msg)] if node.msg is not None else []
+                self.op(ops.RaiseOp, message, [], exc="AssertionError", called=bool(message))
+                self.b.create(ops.YieldOp, [])
+            with self.b.at_end_of(if_op.else_block):
+                self.b.create(ops.YieldOp, [])
+            self.env = saved
+        self.apply_refinements(self.refinements(node.test)[0], node.test)
+        return Exits()
+
+    def negated(self, cond: Value) -> Value:
+        """`not cond`; `y is None` for `y is not None` (and `==`/`!=`, between values that are
+        not Python objects of unknown type) so that the code reads as written."""
+        owner = cond.owner
+        inverse = {"is": "is not", "is not": "is", "==": "!=", "!=": "=="}
+        if isinstance(owner, ops.CompareOp) and owner.attributes["op"] in inverse \
+                and not any(v.type == ANY for v in owner.operands):
+            return self.op(ops.CompareOp, list(owner.operands), [BOOL], op=inverse[owner.attributes["op"]]).result
+        return self.op(ops.UnaryOp, [cond], [BOOL], op="not").result
 
     def raise_stmt(self, node: cst.Raise) -> None:
         """`raise E`, `raise E(args)` for a builtin exception class E."""

@@ -37,11 +37,11 @@ def specialize(program: Program) -> None:
 
 def hoist_module_checks(func: ops.FuncOp, facts: ShapeFacts, checked: set[tuple]) -> None:
     """Checks of module-level state go to the entry, after the entry checks, once each: a
-    py.check_global, and a py.check_lookup whose arguments are literals or values those checks
+    py.check_global, a py.check_no_autograd, and a py.check_lookup whose arguments are literals or values those checks
     pin (its call is then made once per call of the function, before any effect)."""
     first: dict[tuple, Operation] = {}
     for op in list(func.walk()):
-        if not isinstance(op, (ops.CheckLookupOp, ops.CheckGlobalOp)):
+        if not isinstance(op, (ops.CheckLookupOp, ops.CheckGlobalOp, ops.CheckNoAutogradOp)):
             continue
         if not all(isinstance(v.owner, ops.ConstantOp) or
                    (facts.values.get(v) is not None and facts.values[v].origin in checked) for v in op.operands):
