@@ -40,6 +40,10 @@ class Value:
         raise NotImplementedError
 
     def replace_all_uses_with(self, new: Value) -> None:
+        # The source's name survives a rewrite (`batch, steps = x.size(0), x.size(1)` keeps
+        # `batch` and `steps` for the sizes it unpacks), unless the new value has one of its own.
+        if self.name is not None and new.name is None and self.uses:
+            new.name = self.name
         for use in list(self.uses):
             use.op.set_operand(use.index, new)
 

@@ -512,9 +512,9 @@ func @f(%x: Tensor, %xs: list[Tensor]) -> Tensor {
         """\
 func @f(%x: Tensor, %xs: list[Tensor]) -> Tensor {
   py.list_append(%xs, %x)
-  %0 : Tensor = torch.call(%x) {callee = "torch.tanh"}
-  %1 : Tensor = torch.call(%0) {callee = "torch.exp"}
-  func.return(%1)
+  %y : Tensor = torch.call(%x) {callee = "torch.tanh"}
+  %z : Tensor = torch.call(%y) {callee = "torch.exp"}
+  func.return(%z)
 }
 """,
     )
@@ -555,16 +555,16 @@ func @f(%x: Tensor, %b: bool, %xs: list[int]) -> tuple[bool, bool, bool, int, Te
   %n : int = py.call(%xs) {callee = "len"}
   %c : bool = py.compare(%n, %n) {op = "<"}
   %0 : int = py.constant() {value = 3}
-  %1 : bool = py.unary(%c) {op = "not"}
+  %s : bool = py.unary(%c) {op = "not"}
   %t : bool = scf.if(%b) {
-    %2 : bool = py.constant() {value = True}
-    scf.yield(%2)
+    %1 : bool = py.constant() {value = True}
+    scf.yield(%1)
   } {
-    %3 : bool = py.constant() {value = False}
-    scf.yield(%3)
+    %2 : bool = py.constant() {value = False}
+    scf.yield(%2)
   }
-  %4 : tuple[bool, bool, bool, int, Tensor] = py.tuple(%c, %1, %t, %0, %x)
-  func.return(%4)
+  %3 : tuple[bool, bool, bool, int, Tensor] = py.tuple(%c, %s, %t, %0, %x)
+  func.return(%3)
 }
 """,
     )
@@ -664,8 +664,8 @@ func @f(%x: Tensor, %xs: list[Tensor]) -> Tensor {
         """\
 func @f(%x: Tensor, %xs: list[Tensor]) -> Tensor {
   py.list_append(%xs, %x)
-  %0 : Tensor = torch.call(%x) {callee = "torch.tanh"}
-  func.return(%0)
+  %y : Tensor = torch.call(%x) {callee = "torch.tanh"}
+  func.return(%y)
 }
 """,
     )

@@ -477,3 +477,37 @@ def test_explain_example_without_make_example_is_a_usage_error(model: Path, caps
     err = capsys.readouterr().err
     assert "--example needs a module-level make_example() returning (model, inputs); define one" in err
     assert "internal error" not in err
+
+
+NAMED = '''\
+import torch
+from torch import Tensor, nn
+from transpiler import script
+
+
+@script
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def helper(self, x: Tensor) -> Tensor:
+        return torch.relu(self.fc(x))
+
+    def forward(self, x: Tensor) -> Tensor:
+        batch, steps = x.size(0), x.size(1)
+        y = self.helper(x)
+        return y.reshape(batch * steps, -1)
+'''
+
+
+def test_local_names_survive_and_inlined_methods_are_not_printed_again(tmp_path: Path) -> None:
+    """Folding a tuple unpack keeps the names it bound; an inlined method's result keeps the
+    caller's name; a method only inlined is not emitted as a function nothing calls."""
+    path = tmp_path / "named.py"
+    path.write_text(NAMED)
+    assert main(["-q", str(path)]) == 0
+    text = compiled(path).read_text()
+    assert "    batch = x.size(0)\n    steps = x.size(1)\n" in text
+    assert "    y = torch.relu(" in text and "return y.reshape(batch * steps, -1)" in text
+    assert "def Net_helper" not in text and "def Net_forward" in text

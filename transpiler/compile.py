@@ -188,10 +188,10 @@ def compile_source(
         after_pass("lower", program)
     # TORCHSCRIBE_VERIFY=1 (the test suite sets it) runs the verifier before and after each pass.
     run_pipeline(program, after_pass, check=os.environ.get("TORCHSCRIBE_VERIFY") == "1")
-    if functions is not None:
-        # script(instance, ...): the module serves the entry only; what inlining copied into it
-        # (a dozen submodule classes, helpers from other files) need not be printed again.
-        program.funcs = reachable(program, set(entries.values()))
+    # The module serves its entries: what inlining copied into them (a method, a dozen submodule
+    # classes, helpers from other files) is not printed again as code nothing calls (a one-line
+    # edit of an inlined method would show twice in the diff).
+    program.funcs = reachable(program, set(entries.values()))
     header = Header(
         source_file=source_file_name,
         source_hash=source_hash(source.text),

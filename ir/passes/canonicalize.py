@@ -103,6 +103,8 @@ class Rewriter:
         use.op.set_operand(use.index, new)
 
     def replace_value(self, old: Value, new: Value) -> None:
+        if old.name is not None and new.name is None and old.uses and not isinstance(new.owner, ops.ConstantOp):
+            new.name = old.name  # (as Value.replace_all_uses_with does)
         for use in list(old.uses):
             self.replace_use(use, new)
 
