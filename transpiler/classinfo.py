@@ -82,6 +82,11 @@ class ClassInfo:
     # nn.Module's. Its file, its definition and "module:qualname" of the function, which an entry
     # check compares with the module's (runtime/guards.py check_module, condition "call:...").
     call_override: tuple[SourceFile, cst.FunctionDef, str] | None = None
+    # The file of each method a base class in another file defines (`source` for the others)
+    method_sources: dict[str, SourceFile] = field(default_factory=dict)
+
+    def method_source(self, name: str) -> SourceFile | None:
+        return self.method_sources.get(name, self.source)
 
 
 def std_name(cls: type) -> str:

@@ -147,14 +147,14 @@ class FileContext:
         node = info.methods.get(method)
         if node is None:
             raise UserError(f"`{info.name}` has no method `{method}`", self.source.loc(at) if at else None)  # type: ignore[arg-type]
-        return self._request(f"{info.name}.{method}", node, info, info.source or self.source)
+        return self._request(f"{info.name}.{method}", node, info, info.method_source(method) or self.source)
 
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
         """The method compiled for the first of its `_overload_method` declarations whose
         parameter types the arguments fit (`Block.forward#1`), or None when none does."""
         from ir.types import fits
 
-        source = info.source or self.source
+        source = info.method_source(method) or self.source
         for i, stub in enumerate(info.overloads.get(method, [])):
             declared = self.signature_of(stub, f"{info.name}.{method}#{i}", info, source)
             types = list(declared.types[1:])

@@ -799,7 +799,7 @@ class ExpressionLowering:
                 and self.class_info is not None and func.attr.value in self.class_info.methods \
                 and self.env.get("self") is not None:
             method = self.class_info.methods[func.attr.value]
-            if left_to_python(self.class_info.source or self.source, method):
+            if left_to_python(self.class_info.method_source(func.attr.value) or self.source, method):
                 return self.call_python_method(node, method)
             return self.call_method_of_self(node, func.attr.value)
         if isinstance(func, cst.Attribute) and func.attr.value == "__call__" and isinstance(func.value, cst.Call) \

@@ -10,6 +10,7 @@ parameters) are its own and stay as they are.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -80,7 +81,10 @@ def analyze(source: SourceFile, node: cst.CSTNode, func: cst.FunctionDef, bound:
                     code.writes.append(name)
                 code.occurrences.append((*where, kind))
                 continue
-        if _module_level(scope, name) and not _shared_import(source, name_node):
+        # A name bound nowhere in the file that is not a builtin is a global all the same (from a
+        # `from helpers import *`): Python looks it up in the module, and so does the kept code.
+        if (_module_level(scope, name) or not _bound_anywhere(scope, name) and not hasattr(builtins, name)) \
+                and not _shared_import(source, name_node):
             if name not in code.globals:
                 code.globals.append(name)
             code.occurrences.append((*where, GLOBAL))
@@ -159,6 +163,15 @@ def _module_level(scope, name: str) -> bool:
     while scope is not None and not isinstance(scope, GlobalScope):
         scope = scope.parent if scope.parent is not scope else None
     return scope is not None and bool(scope.assignments[name])
+
+
+def _bound_anywhere(scope, name: str) -> bool:
+    while True:
+        if scope.assignments[name]:
+            return True
+        if scope.parent is scope:
+            return False
+        scope = scope.parent
 
 
 def _is_aug_target(node: cst.CSTNode, name_node: cst.Name) -> bool:
