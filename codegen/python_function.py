@@ -788,7 +788,11 @@ class FunctionEmitter:
                 self.needs.add(name)
         lines = list(a["lines"])
         for line, col, end, name, kind in sorted(a["occurrences"], key=lambda o: (o[0], -o[1])):
-            text = {"read": read.get(name), "write": written.get(name), "global": f"{module}.{name}"}[kind]
+            if kind == "super":  # super(Class, self): the generated function has no __class__ cell
+                klass, first = name.split()
+                text: str | None = f"super({module}.{klass}, {read.get(first, first)})"
+            else:
+                text = {"read": read.get(name), "write": written.get(name), "global": f"{module}.{name}"}[kind]
             if text is None:  # an expression's read of a name it binds (a walrus): as written
                 continue
             lines[line] = lines[line][:col] + text + lines[line][end:]

@@ -149,6 +149,26 @@ class FileContext:
             raise UserError(f"`{info.name}` has no method `{method}`", self.source.loc(at) if at else None)  # type: ignore[arg-type]
         return self._request(f"{info.name}.{method}", node, info, info.method_source(method) or self.source)
 
+    def entry_signature(self, info: ClassInfo) -> Signature:
+        """The entry's forward. In permissive mode, one whose `*args` takes the example inputs
+        beyond its named parameters is compiled for that many (as a compiled call passing them
+        is: `call_variant`); the generated function checks that `*args` holds no more."""
+        node = info.methods["forward"]
+        sym_name = f"{info.name}.forward"
+        source = info.method_source("forward") or self.source
+        if self.permissive and self.entry_examples is not None and self.entry_examples[0] == sym_name \
+                and isinstance(node.params.star_arg, cst.Param) and sym_name not in self.signatures:
+            sig = self.signature_of(node, sym_name, info, source)
+            at = len(sig.params) if sig.positional is None else sig.positional
+            extra = self.entry_examples[1] - (at - 1)
+            if extra > 0:
+                stars = tuple(f"{sig.star}_{i}" for i in range(extra))
+                variant = replace(sig, params=sig.params[:at] + stars + sig.params[at:],
+                                  types=sig.types[:at] + (TENSOR,) * extra + sig.types[at:], result=None,
+                                  positional=at + extra, star_items=stars)
+                return self._request(sym_name, node, info, source, variant)
+        return self.method_signature(info, "forward")
+
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
         """The method compiled for the first of its `_overload_method` declarations whose
         parameter types the arguments fit (`Block.forward#1`), or None when none does."""
@@ -274,10 +294,14 @@ class FileContext:
         names: list[str] = []
         types: list[Type] = []
         defaults: dict[str, object] = {}
+        static = info is not None and is_staticmethod(source, node)
+        if static:  # called as `module(x)` or `self.f(x)`: compiled taking the module all the same
+            names.append("self" if all(p.name.value != "self" for p in every) else "self_")
+            types.append(ModuleType(info.name))  # type: ignore[union-attr]
         for i, p in enumerate(every):
             name = p.name.value
             names.append(name)
-            if i == 0 and info is not None:
+            if i == 0 and info is not None and not static:
                 types.append(ModuleType(info.name))
                 continue
             t: Type = TENSOR if self.recursive else ANY
@@ -434,6 +458,11 @@ def _literal_default(p: cst.Param, source: SourceFile) -> object:
 # autograd is needed (runtime.guards.check_no_autograd), so `torch.no_grad()` is moot there.
 NEUTRAL_DECORATORS = {"builtins.staticmethod", "torch.no_grad", "torch.jit.export", "torch.jit._overload_method",
                       "torch.jit._overload", "typing.overload"}
+
+
+def is_staticmethod(source: SourceFile, node: cst.FunctionDef) -> bool:
+    return any((source.global_name(d.decorator) or source.code(d.decorator)) in ("staticmethod", "builtins.staticmethod")
+               for d in node.decorators)
 
 
 def applied_decorators(source: SourceFile, node: cst.FunctionDef) -> list[cst.Decorator]:

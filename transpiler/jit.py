@@ -81,10 +81,7 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
     qualname = f"{cls.__module__}:{cls.__name__}.forward"
     # A decorated forward (permissive mode): its wrappers around the compiled body
     forward = inside_wrappers(source_forward, module.COMPILED[f"{cls.__name__}.forward"], qualname)
-    if isinstance(inspect.getattr_static(cls, "forward", None), staticmethod):
-        bound: Callable[..., Any] = forward  # (compiled without `self`, as it is called)
-    else:
-        bound = types.MethodType(forward, scripted)
+    bound: Callable[..., Any] = types.MethodType(forward, scripted)  # (a staticmethod's too: context.py)
 
     def compiled_forward(*args: Any, **kwargs: Any) -> Any:
         check_no_autograd(scripted, args, kwargs)
