@@ -129,9 +129,12 @@ def _compile_sequential(instance: nn.Sequential, example_inputs: Sequence[Any] |
     (transpiler/containers.py holds the call; torch's container source is never read)."""
     from transpiler.containers import SequentialCall
 
-    holder = SequentialCall(instance)
+    scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
+    layers = copy.copy(instance)  # ... without the hooks, which calling `scripted` runs
+    for hooks in ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks"):
+        object.__setattr__(layers, hooks, type(getattr(instance, hooks))())
+    holder = SequentialCall(layers)
     body = _module_code(holder, example_inputs, options).COMPILED["SequentialCall.forward"]
-    scripted = copy.copy(instance)  # (the holder calls `instance`: same layers, hooks and entry checks)
     cls = type(instance)
 
     def compiled_forward(*args: Any, **kwargs: Any) -> Any:
