@@ -274,6 +274,11 @@ class FileContext:
 
         probe = self._probe(replace(sig, result=INFERRING), node, info, source)
         result = unify_all(probe.returned_types) if probe.returned_types else NONE
+        if result is None and self.permissive:
+            # A tensor on one path and a tuple on another: a Python object, as Python returns it
+            # (permissive mode; TorchScript needs one type).
+            probe = self._probe(replace(sig, result=ANY), node, info, source)
+            result = ANY
         if result is None:
             raise UserError(f"`{sig.sym_name}` returns values of different types: "
                             + ", ".join(str(t) for t in probe.returned_types),
