@@ -1,0 +1,133 @@
+"""`script(instance, example_inputs=...)` on small modules written the way GitHub model code is
+(tests/module_corpus/): permissive mode compiles every one and matches eager; strict mode
+compiles at least as many as TorchScript scripts. Run under TORCHSCRIBE=strict, so that a
+fallback to eager is an error, not a silent success.
+
+Each case is checked for its results, the buffers it updates and the inputs it writes, on a call
+under torch.no_grad() and another under torch.inference_mode(), against a second instance made
+from the same seed and run eagerly. The rates (compiled and matching eager / cases) are printed
+by test_rates; TorchScript's, for comparison, only with `make test-slow` (marked slow)."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+import pytest
+import torch
+
+import runtime
+from closeness import assert_close_to_eager
+from module_corpus import CASES
+from transpiler import script
+
+NAMES = [name for name, _ in CASES]
+FACTORIES = dict(CASES)
+
+# Cases strict mode compiles (the rest use what only permissive mode keeps as Python: dicts,
+# `super()` in forward, numpy, `*args`, a tensor-or-tuple result, star imports, ...).
+STRICT_COMPILES = {
+    "vision.Sequential", "vision.ConvBNAct", "vision.BasicBlock", "vision.BasicBlockTrain", "vision.SqueezeExcite",
+    "vision.MobileBlock", "vision.UNetUp", "vision.CBAM", "vision.GhostModule", "vision.PixelNorm",
+    "vision.EqualConv2d", "vision.TinyClassifier", "vision.RunningStats",
+    "audio.TemporalBlock", "audio.TemporalConvNet", "audio.ResBlock1", "audio.WaveNetStack",
+    "audio.SubsampledEncoder", "audio.Windowed", "audio.Snake", "audio.PreNet", "audio.Chomp1d",
+    "attention.PositionalEncoding", "attention.ScaledDotProductAttention", "attention.MultiHeadAttention",
+    "attention.GeluFeedForward", "attention.PlainFeedForward", "attention.EncoderLayer", "attention.Encoder",
+    "attention.SelfAttention1d", "attention.TokenClassifier",
+    "misc.MultiInput", "misc.ConfigMLP", "misc.ResidualFeedForward", "misc.InplaceNormalize", "misc.ChannelList",
+    "misc.Hooked", "misc.SequentialWithExtras",
+}
+
+RESULTS: dict[str, dict[str, str | None]] = {"permissive": {}, "strict": {}, "torchscript": {}}
+
+
+@pytest.fixture
+def jit_env(tmp_path_factory, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "module_corpus_cache"))
+    monkeypatch.setenv("TORCHSCRIBE", "strict")
+
+
+def _made(factory: Callable[[], tuple[Any, tuple]]) -> tuple[Any, tuple]:
+    torch.manual_seed(0)
+    return factory()
+
+
+def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def check_case(name: str, how: str) -> str | None:
+    """Compile case `name` (`how`: "permissive", "strict" or "torchscript") and compare two calls
+    with eager's; None when it matches, else what went wrong."""
+    model, inputs = _made(FACTORIES[name])
+    reference, ref_inputs = _made(FACTORIES[name])
+    try:
+        if how == "torchscript":
+            compiled = torch.jit.script(model)
+        else:
+            compiled = script(model, example_inputs=inputs, permissive=how == "permissive")
+    except Exception as error:  # noqa: BLE001 - a case that does not compile is a result here
+        return f"compile: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+    for grad_mode in (torch.no_grad, torch.inference_mode):
+        args = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in inputs)
+        expected_args = tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in ref_inputs)
+        with grad_mode():
+            with runtime.mode("off"):
+                expected = reference(*expected_args)
+            try:
+                got = compiled(*args)
+            except Exception as error:  # noqa: BLE001
+                return f"run ({grad_mode.__name__}): {type(error).__name__}: {str(error)[:300]}"
+        try:
+            assert_close_to_eager(got, expected, f"{name}: result")
+            assert_close_to_eager(args, expected_args, f"{name}: inputs after the call")
+            ours, theirs = _state(model), _state(reference)
+            assert ours.keys() == theirs.keys()
+            for key in theirs:
+                assert_close_to_eager(ours[key], theirs[key], f"{name}: {key} after the call")
+        except AssertionError as error:
+            return f"differs ({grad_mode.__name__}): {str(error)[:300]}"
+    return None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_permissive(name: str, jit_env) -> None:
+    problem = RESULTS["permissive"][name] = check_case(name, "permissive")
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_strict(name: str, jit_env) -> None:
+    problem = RESULTS["strict"][name] = check_case(name, "strict")
+    if name in STRICT_COMPILES:
+        assert problem is None, problem
+    elif problem is None:
+        pytest.fail(f"{name} compiles in strict mode now: add it to STRICT_COMPILES")
+    # (the others must fail cleanly: a compile error, never a wrong result)
+    assert problem.startswith("compile: CompileError"), problem
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", NAMES)
+def test_torchscript(name: str) -> None:
+    """What TorchScript scripts of the corpus: recorded for test_rates, never a failure."""
+    with contextlib.suppress(Exception), runtime.mode("off"):
+        RESULTS["torchscript"][name] = check_case(name, "torchscript")
+    RESULTS["torchscript"].setdefault(name, "error")
+
+
+def test_rates(capsys) -> None:
+    """The share of the corpus each way compiles and matches eager (of the cases run)."""
+    lines = []
+    rates = {}
+    for how, found in RESULTS.items():
+        if found:
+            rates[how] = sum(p is None for p in found.values()) / len(found)
+            lines.append(f"{how}: {sum(p is None for p in found.values())}/{len(found)} ({rates[how]:.0%})")
+    with capsys.disabled():
+        print("\nmodule corpus, compiled and matching eager: " + "; ".join(lines))
+    if len(RESULTS["permissive"]) == len(NAMES):
+        assert rates["permissive"] >= 0.97
+    if len(RESULTS["strict"]) == len(NAMES) and len(RESULTS["torchscript"]) == len(NAMES):
+        assert rates["strict"] >= rates["torchscript"]
