@@ -630,12 +630,27 @@ class ExpressionLowering:
 
     def if_expression(self, node: cst.IfExp) -> Value:
         cond = self.truth(self.expr(node.test), node.test)
+        refine_then, refine_else = self.refinements(node.test)  # type: ignore[attr-defined]
+        env = self.env
+
+        def side(refinements: list[tuple], expr: cst.BaseExpression) -> Value:
+            # `x if m is None else m(x)`: `m` is refined on each side, as an `if` statement refines it
+            self.env = env.copy()
+            try:
+                self.apply_refinements(refinements, node.test)  # type: ignore[attr-defined]
+                return self.expr(expr)
+            finally:
+                self.env = env
+
+        known = self.known_bool(cond)  # type: ignore[attr-defined]
+        if known is not None:  # (only the side Python takes: the other may not lower for this setting)
+            return side(refine_then, node.body) if known else side(refine_else, node.orelse)
         if_op = ops.IfOp([cond], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
         self.b.insert(if_op)
         with self.b.at_end_of(if_op.then_block):
-            a = self.expr(node.body)
+            a = side(refine_then, node.body)
         with self.b.at_end_of(if_op.else_block):
-            c = self.expr(node.orelse)
+            c = side(refine_else, node.orelse)
         t = unify(a.type, c.type)
         if t is None:
             raise self.error(node, f"the two sides of the conditional expression have types {a.type} and {c.type}")
