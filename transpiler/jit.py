@@ -69,10 +69,8 @@ def _read_source(path: str) -> Any:
 
 def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, options: dict[str, Any],
                     example_kwargs: dict[str, Any] | None = None) -> nn.Module:
-    from transpiler.classinfo import is_container
-
-    if is_container(instance) and isinstance(instance, nn.Sequential):
-        return _compile_sequential(instance, example_inputs, options)
+    if isinstance(instance, nn.Sequential) and type(instance).forward is nn.Sequential.forward:
+        return _compile_sequential(instance, example_inputs, options)  # (classinfo.is_container: no compiler import)
     cls = type(instance)
     module = _module_code(instance, example_inputs, options, example_kwargs)
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
