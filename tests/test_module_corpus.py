@@ -145,3 +145,74 @@ def test_rates(capsys) -> None:
         assert rates["permissive"] >= 0.97
     if len(RESULTS["strict"]) == len(NAMES) and len(RESULTS["torchscript"]) == len(NAMES):
         assert rates["strict"] >= rates["torchscript"]
+
+
+# -- the features, one call each beyond the examples ------------------------------------------------
+def _compare(compiled, model, *args) -> None:
+    with torch.no_grad():
+        with runtime.mode("off"):
+            expected = model(*args)
+        assert_close_to_eager(compiled(*args), expected)
+
+
+def test_root_sequential_runs_its_hooks_once_and_checks_its_length(jit_env, monkeypatch) -> None:
+    model, (x,) = _made(FACTORIES["vision.Sequential"])
+    calls = []
+    model.register_forward_hook(lambda module, args, out: calls.append(out.shape))
+    compiled = script(model, example_inputs=(x,))
+    _compare(compiled, model, x)
+    calls.clear()
+    with torch.no_grad():
+        compiled(x)
+    assert len(calls) == 1
+    monkeypatch.setenv("TORCHSCRIBE", "on")
+    model.append(torch.nn.ReLU())  # (the compiled module shares the layers): eager, by the entry check
+    before = sum(runtime.fallback_counts().values())
+    _compare(compiled, model, x)
+    assert sum(runtime.fallback_counts().values()) == before + 1
+
+
+def test_hooked_submodule_runs_its_hook_in_compiled_code(jit_env) -> None:
+    model, (x,) = _made(FACTORIES["misc.Hooked"])
+    seen = []
+    model.fc.register_forward_pre_hook(lambda module, args: seen.append(1))
+    compiled = script(model, example_inputs=(x,), permissive=True)
+    _compare(compiled, model, x)
+    seen.clear()
+    with torch.no_grad():
+        compiled(x)
+    assert len(seen) == 1
+
+
+def test_star_args_entry_takes_as_many_as_compiled_for(jit_env, monkeypatch) -> None:
+    model, (a, b) = _made(FACTORIES["misc.Concat"])
+    compiled = script(model, example_inputs=(a, b), permissive=True)
+    _compare(compiled, model, a, b)
+    monkeypatch.setenv("TORCHSCRIBE", "on")
+    before = sum(runtime.fallback_counts().values())
+    _compare(compiled, model, a, b, b)  # three: eager
+    assert sum(runtime.fallback_counts().values()) == before + 1
+
+
+def test_tensor_or_tuple_result_follows_the_path_taken(jit_env) -> None:
+    model, (x,) = _made(FACTORIES["misc.MaybeTuple"])
+    compiled = script(model, example_inputs=(x,), permissive=True)
+    _compare(compiled, model, x)
+    with torch.no_grad():
+        assert isinstance(compiled(x), tuple)
+        one = x[:1]
+        with runtime.mode("off"):
+            expected = model(one)
+        got = compiled(one)  # (TORCHSCRIBE=strict: compiled code, the batch size a symbol)
+    assert isinstance(got, torch.Tensor)
+    assert_close_to_eager(got, expected)
+
+
+def test_subclass_method_overrides_the_one_its_base_forward_calls(jit_env) -> None:
+    """The base's forward calls `self.activation`: the subclass's gelu, not the base's relu."""
+    model, (x,) = _made(FACTORIES["attention.GeluFeedForward"])
+    compiled = script(model, example_inputs=(x,))
+    _compare(compiled, model, x)
+    with torch.no_grad():
+        relu = model.norm(x + model.w_2(torch.relu(model.w_1(x))))
+        assert not torch.allclose(compiled(x), relu)
