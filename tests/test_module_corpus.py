@@ -216,3 +216,17 @@ def test_subclass_method_overrides_the_one_its_base_forward_calls(jit_env) -> No
     with torch.no_grad():
         relu = model.norm(x + model.w_2(torch.relu(model.w_1(x))))
         assert not torch.allclose(compiled(x), relu)
+
+
+def test_module_list_unrolled_by_zip_checks_its_length(jit_env, monkeypatch) -> None:
+    """The loop over zip(self.convs1, self.convs2) is unrolled for two layers each: a layer
+    appended to both since sends the call to eager code (it was silently skipped)."""
+    model, (x,) = _made(FACTORIES["audio.ResBlock1"])
+    compiled = script(model, example_inputs=(x,))
+    _compare(compiled, model, x)
+    monkeypatch.setenv("TORCHSCRIBE", "on")
+    for convs in (model.convs1, model.convs2):
+        convs.append(torch.nn.Conv1d(4, 4, 3, padding=1))
+    before = sum(runtime.fallback_counts().values())
+    _compare(compiled, model, x)
+    assert sum(runtime.fallback_counts().values()) == before + 1
