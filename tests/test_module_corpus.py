@@ -73,11 +73,11 @@ def _state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
-def check_case(name: str, how: str) -> str | None:
+def check_case(name: str, how: str, factory: Callable[[], tuple[Any, tuple]] | None = None) -> str | None:
     """Compile case `name` (`how`: "permissive", "strict" or "torchscript") and compare two calls
     with eager's; None when it matches, else what went wrong."""
-    model, inputs = _made(FACTORIES[name])
-    reference, ref_inputs = _made(FACTORIES[name])
+    model, inputs = _made(factory or FACTORIES[name])
+    reference, ref_inputs = _made(factory or FACTORIES[name])
     try:
         if how == "torchscript":
             compiled = torch.jit.script(model)
@@ -230,3 +230,21 @@ def test_module_list_unrolled_by_zip_checks_its_length(jit_env, monkeypatch) -> 
     before = sum(runtime.fallback_counts().values())
     _compare(compiled, model, x)
     assert sum(runtime.fallback_counts().values()) == before + 1
+
+
+# torch's own layers at the root compile as they do as submodules (transpiler/roots.py), not from
+# torch's source: an in-place activation writes its input, a batch norm in training its buffers.
+TORCH_ROOTS = {
+    "Conv2d": lambda: (torch.nn.Conv2d(3, 4, 3, padding=1).eval(), (torch.randn(2, 3, 6, 6),)),
+    "LayerNorm": lambda: (torch.nn.LayerNorm(8).eval(), (torch.randn(2, 5, 8),)),
+    "ReLU(inplace)": lambda: (torch.nn.ReLU(inplace=True), (torch.randn(2, 8),)),
+    "BatchNorm1d(train)": lambda: (torch.nn.BatchNorm1d(8).train(), (torch.randn(4, 8),)),
+    "LSTM": lambda: (torch.nn.LSTM(8, 4, batch_first=True).eval(), (torch.randn(2, 3, 8),)),
+}
+
+
+@pytest.mark.parametrize("permissive", [True, False])
+@pytest.mark.parametrize("layer", list(TORCH_ROOTS))
+def test_root_torch_layer(layer: str, permissive: bool, jit_env) -> None:
+    problem = check_case(layer, "permissive" if permissive else "strict", TORCH_ROOTS[layer])
+    assert problem is None, problem

@@ -69,8 +69,8 @@ def _read_source(path: str) -> Any:
 
 def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, options: dict[str, Any],
                     example_kwargs: dict[str, Any] | None = None) -> nn.Module:
-    if isinstance(instance, nn.Sequential) and type(instance).forward is nn.Sequential.forward:
-        return _compile_sequential(instance, example_inputs, options)  # (classinfo.is_container: no compiler import)
+    if _called_through_holder(instance, example_inputs, example_kwargs):
+        return _compile_through_holder(instance, example_inputs, options)
     cls = type(instance)
     module = _module_code(instance, example_inputs, options, example_kwargs)
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
@@ -120,26 +120,39 @@ def _module_code(instance: nn.Module, example_inputs: Sequence[Any] | None, opti
     return module
 
 
-def _compile_sequential(instance: nn.Sequential, example_inputs: Sequence[Any] | None,
-                        options: dict[str, Any]) -> nn.Module:
-    """An nn.Sequential (or a subclass that keeps its forward) compiled as the compiler sees one
-    that is a submodule: the call of each layer in order, each compiled from its own class
-    (transpiler/containers.py holds the call; torch's container source is never read)."""
-    from transpiler.containers import SequentialCall
+def _called_through_holder(instance: nn.Module, example_inputs: Sequence[Any] | None,
+                           example_kwargs: dict[str, Any] | None) -> bool:
+    """A root the compiler knows as a submodule, not from its source: an nn.Sequential (or a
+    subclass that keeps its forward: classinfo.is_container, without importing the compiler), or
+    one of torch's own layers, called with one input."""
+    cls = type(instance)
+    if example_kwargs or example_inputs is not None and len(example_inputs) != 1:
+        return False
+    if isinstance(instance, nn.Sequential):
+        return cls.forward is nn.Sequential.forward
+    return cls.__module__.startswith("torch.") and cls not in reference_classes() \
+        and not isinstance(instance, (nn.ModuleList, nn.ModuleDict))
+
+
+def _compile_through_holder(instance: nn.Module, example_inputs: Sequence[Any] | None,
+                            options: dict[str, Any]) -> nn.Module:
+    """`instance` compiled as the compiler sees it when it is a submodule: the forward of a module
+    that calls it (transpiler/roots.py), never torch's own source."""
+    from transpiler.roots import RootCall
 
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
-    layers = copy.copy(instance)  # ... without the hooks, which calling `scripted` runs
+    root = copy.copy(instance)  # ... without the hooks, which calling `scripted` runs
     for hooks in ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks"):
-        object.__setattr__(layers, hooks, type(getattr(instance, hooks))())
-    holder = SequentialCall(layers)
-    body = _module_code(holder, example_inputs, options).COMPILED["SequentialCall.forward"]
+        object.__setattr__(root, hooks, type(getattr(instance, hooks))())
+    holder = RootCall(root)
+    body = _module_code(holder, example_inputs, options).COMPILED["RootCall.forward"]
     cls = type(instance)
 
     def compiled_forward(*args: Any, **kwargs: Any) -> Any:
         check_no_autograd(scripted, args, kwargs)
         return body(holder, *args, **kwargs)
 
-    scripted.forward = compiled_dispatcher(nn.Sequential.forward.__get__(scripted), compiled_forward,
+    scripted.forward = compiled_dispatcher(cls.forward.__get__(scripted), compiled_forward,
                                            f"{cls.__module__}:{cls.__name__}.forward")
     return scripted
 
