@@ -42,7 +42,7 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
     reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
     # Kept Python code (permissive mode) reads module-level names through the model's modules.
     model_modules = sorted({op.attributes["module"] for op in program.walk() if isinstance(op, OpaqueOp)
-                            and any(o[4] == "global" for o in op.attributes["occurrences"])}
+                            and any(o[4] in ("global", "super") for o in op.attributes["occurrences"])}
                            | {m for op in program.walk() if isinstance(op, CheckLookupOp)
                               for m in (op.attributes["module"], op.attributes["returns"][0])}
                            | {op.attributes["module"] for op in program.walk() if isinstance(op, CheckGlobalOp)})

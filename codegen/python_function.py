@@ -81,6 +81,10 @@ def _literal(value: object) -> str:
         return f"({inner},)" if len(value) == 1 else f"({inner})"
     if isinstance(value, list):
         return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, float):  # (numpy's float64 is a float whose repr names numpy)
+        return repr(float(value))
+    if isinstance(value, int) and not isinstance(value, bool):
+        return repr(int(value))
     return repr(value)
 
 
@@ -788,7 +792,11 @@ class FunctionEmitter:
                 self.needs.add(name)
         lines = list(a["lines"])
         for line, col, end, name, kind in sorted(a["occurrences"], key=lambda o: (o[0], -o[1])):
-            text = {"read": read.get(name), "write": written.get(name), "global": f"{module}.{name}"}[kind]
+            if kind == "super":  # super(Class, self): the generated function has no __class__ cell
+                klass, first = name.split()
+                text: str | None = f"super({module}.{klass}, {read.get(first, first)})"
+            else:
+                text = {"read": read.get(name), "write": written.get(name), "global": f"{module}.{name}"}[kind]
             if text is None:  # an expression's read of a name it binds (a walrus): as written
                 continue
             lines[line] = lines[line][:col] + text + lines[line][end:]
@@ -1061,10 +1069,10 @@ class FunctionEmitter:
             if math.isinf(value):
                 self.needs.add("math")
                 return Expr("math.inf", PREC["atom"]) if value > 0 else Expr("-math.inf", PREC["unary"])
-            text = repr(value)
+            text = repr(float(value))  # (numpy's float64 is a float whose repr names numpy)
             return Expr(text, PREC["unary"] if text.startswith("-") else PREC["atom"])
         if isinstance(value, int) and not isinstance(value, bool):
-            return Expr(repr(value), PREC["unary"] if value < 0 else PREC["atom"])
+            return Expr(repr(int(value)), PREC["unary"] if value < 0 else PREC["atom"])
         if isinstance(value, tuple):
             inner = ", ".join(self.literal(v).text for v in value)
             return Expr(f"({inner},)" if len(value) == 1 else f"({inner})", PREC["atom"])

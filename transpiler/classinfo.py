@@ -82,6 +82,11 @@ class ClassInfo:
     # nn.Module's. Its file, its definition and "module:qualname" of the function, which an entry
     # check compares with the module's (runtime/guards.py check_module, condition "call:...").
     call_override: tuple[SourceFile, cst.FunctionDef, str] | None = None
+    # The file of each method a base class in another file defines (`source` for the others)
+    method_sources: dict[str, SourceFile] = field(default_factory=dict)
+
+    def method_source(self, name: str) -> SourceFile | None:
+        return self.method_sources.get(name, self.source)
 
 
 def std_name(cls: type) -> str:
@@ -322,9 +327,11 @@ def _literal_type(value: object) -> Type | None:
 def python_value_type(value: object, name_of: Callable[[nn.Module], str] | None = None) -> Type | None:
     if isinstance(value, torch.Tensor):
         return TENSOR
-    if is_container(value):
+    if is_container(value) and not has_hooks(value):
         kind = "ModuleList" if isinstance(value, nn.ModuleList) else "Sequential"
         return ModuleListType(kind, tuple(python_value_type(m, name_of) or ANY for m in value), True)  # type: ignore[attr-defined]
+    if isinstance(value, nn.Module) and has_hooks(value):
+        return ANY  # (a Python object: its call runs nn.Module.__call__, the hooks with the forward)
     if isinstance(value, nn.Module):
         return ModuleType((name_of or module_qualname)(value))
     torch_function = _torch_function_name(value)
@@ -350,6 +357,14 @@ def _torch_function_name(value: object) -> str | None:
         if getattr(owner, name, None) is value:
             return f"{public}.{name}"
     return None
+
+
+def has_hooks(module: nn.Module) -> bool:
+    """Whether calling `module` runs hooks of its own (`weight_norm`'s forward pre-hook): compiled
+    code calls it as Python then, rather than its forward's code (which an entry check would
+    find hooked on every call)."""
+    return bool(module._forward_pre_hooks or module._forward_hooks or module._backward_hooks
+                or module._backward_pre_hooks)
 
 
 def is_container(value: object) -> bool:

@@ -83,7 +83,7 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                                     source.loc(target.node.name), "define forward(self, ...)")
                 if check.has_errors(info.methods["forward"]):
                     continue
-                entries[f"{target.name}.forward"] = ctx.method_signature(info, "forward").sym_name
+                entries[f"{target.name}.forward"] = ctx.entry_signature(info).sym_name
             else:
                 if isinstance(target.node, cst.FunctionDef) and check.has_errors(target.node):
                     continue

@@ -147,9 +147,10 @@ class FileContext:
         node = info.methods.get(method)
         if node is None:
             raise UserError(f"`{info.name}` has no method `{method}`", self.source.loc(at) if at else None)  # type: ignore[arg-type]
-        source = info.source or self.source
-        if is_static(source, node):  # a function that lives in the class: no `self`
+        source = info.method_source(method) or self.source
+        if is_static(source, node) and method != "forward":  # a function that lives in the class: no `self`
             return self._request(f"{info.name}.{method}", node, None, source)
+        # (a static forward is called as `module(x)`: permissive mode compiles it taking the module)
         return self._request(f"{info.name}.{method}", node, info, source)
 
     def static_signature(self, qual: str) -> Signature | None:
@@ -157,16 +158,36 @@ class FileContext:
         owner, _, method = qual.rpartition(".")
         info = self.class_named(owner) if owner in self.source.classes else None
         node = info.methods.get(method) if info is not None else None
-        if node is None or not is_static(info.source or self.source, node):  # type: ignore[union-attr]
+        if node is None or not is_static(info.method_source(method) or self.source, node):  # type: ignore[union-attr]
             return None
         return self.method_signature(info, method)  # type: ignore[arg-type]
+
+    def entry_signature(self, info: ClassInfo) -> Signature:
+        """The entry's forward. In permissive mode, one whose `*args` takes the example inputs
+        beyond its named parameters is compiled for that many (as a compiled call passing them
+        is: `call_variant`); the generated function checks that `*args` holds no more."""
+        node = info.methods["forward"]
+        sym_name = f"{info.name}.forward"
+        source = info.method_source("forward") or self.source
+        if self.permissive and self.entry_examples is not None and self.entry_examples[0] == sym_name \
+                and isinstance(node.params.star_arg, cst.Param) and sym_name not in self.signatures:
+            sig = self.signature_of(node, sym_name, info, source)
+            at = len(sig.params) if sig.positional is None else sig.positional
+            extra = self.entry_examples[1] - (at - 1)
+            if extra > 0:
+                stars = tuple(f"{sig.star}_{i}" for i in range(extra))
+                variant = replace(sig, params=sig.params[:at] + stars + sig.params[at:],
+                                  types=sig.types[:at] + (TENSOR,) * extra + sig.types[at:], result=None,
+                                  positional=at + extra, star_items=stars)
+                return self._request(sym_name, node, info, source, variant)
+        return self.method_signature(info, "forward")
 
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
         """The method compiled for the first of its `_overload_method` declarations whose
         parameter types the arguments fit (`Block.forward#1`), or None when none does."""
         from ir.types import fits
 
-        source = info.source or self.source
+        source = info.method_source(method) or self.source
         for i, stub in enumerate(info.overloads.get(method, [])):
             declared = self.signature_of(stub, f"{info.name}.{method}#{i}", info, source)
             types = list(declared.types[1:])
@@ -266,6 +287,11 @@ class FileContext:
 
         probe = self._probe(replace(sig, result=INFERRING), node, info, source)
         result = unify_all(probe.returned_types) if probe.returned_types else NONE
+        if result is None and self.permissive:
+            # A tensor on one path and a tuple on another: a Python object, as Python returns it
+            # (permissive mode; TorchScript needs one type).
+            probe = self._probe(replace(sig, result=ANY), node, info, source)
+            result = ANY
         if result is None:
             raise UserError(f"`{sig.sym_name}` returns values of different types: "
                             + ", ".join(str(t) for t in probe.returned_types),
@@ -286,10 +312,14 @@ class FileContext:
         names: list[str] = []
         types: list[Type] = []
         defaults: dict[str, object] = {}
+        static = info is not None and is_static(source, node)
+        if static:  # called as `module(x)` or `self.f(x)`: compiled taking the module all the same
+            names.append("self" if all(p.name.value != "self" for p in every) else "self_")
+            types.append(ModuleType(info.name))  # type: ignore[union-attr]
         for i, p in enumerate(every):
             name = p.name.value
             names.append(name)
-            if i == 0 and info is not None:
+            if i == 0 and info is not None and not static:
                 types.append(ModuleType(info.name))
                 continue
             t: Type = TENSOR if self.recursive else ANY
@@ -451,7 +481,8 @@ NEUTRAL_DECORATORS = {"builtins.staticmethod", "torch.no_grad", "torch.jit.expor
 
 def is_static(source: SourceFile, node: cst.FunctionDef) -> bool:
     """Whether a method is decorated `@staticmethod`."""
-    return any(source.global_name(d.decorator) == "builtins.staticmethod" for d in node.decorators)
+    return any((source.global_name(d.decorator) or source.code(d.decorator)) in ("staticmethod", "builtins.staticmethod")
+               for d in node.decorators)
 
 
 def applied_decorators(source: SourceFile, node: cst.FunctionDef) -> list[cst.Decorator]:

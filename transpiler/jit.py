@@ -69,6 +69,33 @@ def _read_source(path: str) -> Any:
 
 def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, options: dict[str, Any],
                     example_kwargs: dict[str, Any] | None = None) -> nn.Module:
+    if _called_through_holder(instance, example_inputs, example_kwargs):
+        return _compile_through_holder(instance, example_inputs, options)
+    cls = type(instance)
+    module = _module_code(instance, example_inputs, options, example_kwargs)
+    scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
+    source_forward = cls.__dict__.get("__torchscribe_eager__", cls.forward)  # never the AOT dispatcher
+    eager = source_forward.__get__(scripted)
+    qualname = f"{cls.__module__}:{cls.__name__}.forward"
+    # A decorated forward (permissive mode): its wrappers around the compiled body
+    forward = inside_wrappers(source_forward, module.COMPILED[f"{cls.__name__}.forward"], qualname)
+    bound: Callable[..., Any] = types.MethodType(forward, scripted)  # (a staticmethod's too: context.py)
+
+    def compiled_forward(*args: Any, **kwargs: Any) -> Any:
+        check_no_autograd(scripted, args, kwargs)
+        return bound(*args, **kwargs)
+
+    scripted.forward = compiled_dispatcher(eager, compiled_forward, qualname)
+    if options["permissive"] and example_inputs is not None:
+        for where, child, (args, kwargs) in _decorated_submodules(instance, example_inputs, example_kwargs or {}):
+            _replace_submodule(scripted, where, _compile_module(
+                child, args, {"permissive": True, **({"freeze": True} if options.get("freeze") else {})}, kwargs))
+    return scripted
+
+
+def _module_code(instance: nn.Module, example_inputs: Sequence[Any] | None, options: dict[str, Any],
+                 example_kwargs: dict[str, Any] | None = None) -> types.ModuleType:
+    """The generated module of `instance`'s class, from the cache or compiled now."""
     cls = type(instance)
     path = _source_path(cls)
     text = Path(path).read_text(encoding="utf-8")
@@ -90,23 +117,43 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
         compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)",
                                     options["permissive"], example_kwargs or {}, options.get("freeze", False))
         module = _load(compiled.text, cls.__name__, key, compiled.files)
+    return module
+
+
+def _called_through_holder(instance: nn.Module, example_inputs: Sequence[Any] | None,
+                           example_kwargs: dict[str, Any] | None) -> bool:
+    """A root the compiler knows as a submodule, not from its source: an nn.Sequential (or a
+    subclass that keeps its forward: classinfo.is_container, without importing the compiler), or
+    one of torch's own layers, called with one input."""
+    cls = type(instance)
+    if example_kwargs or example_inputs is not None and len(example_inputs) != 1:
+        return False
+    if isinstance(instance, nn.Sequential):
+        return cls.forward is nn.Sequential.forward
+    return cls.__module__.startswith("torch.") and cls not in reference_classes() \
+        and not isinstance(instance, (nn.ModuleList, nn.ModuleDict))
+
+
+def _compile_through_holder(instance: nn.Module, example_inputs: Sequence[Any] | None,
+                            options: dict[str, Any]) -> nn.Module:
+    """`instance` compiled as the compiler sees it when it is a submodule: the forward of a module
+    that calls it (transpiler/roots.py), never torch's own source."""
+    from transpiler.roots import RootCall
+
     scripted = copy.copy(instance)  # a shallow copy: the same parameter, buffer and module dicts
-    source_forward = cls.__dict__.get("__torchscribe_eager__", cls.forward)  # never the AOT dispatcher
-    eager = source_forward.__get__(scripted)
-    qualname = f"{cls.__module__}:{cls.__name__}.forward"
-    # A decorated forward (permissive mode): its wrappers around the compiled body
-    forward = inside_wrappers(source_forward, module.COMPILED[f"{cls.__name__}.forward"], qualname)
-    bound: Callable[..., Any] = types.MethodType(forward, scripted)
+    root = copy.copy(instance)  # ... without the hooks, which calling `scripted` runs
+    for hooks in ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks"):
+        object.__setattr__(root, hooks, type(getattr(instance, hooks))())
+    holder = RootCall(root)
+    body = _module_code(holder, example_inputs, options).COMPILED["RootCall.forward"]
+    cls = type(instance)
 
     def compiled_forward(*args: Any, **kwargs: Any) -> Any:
         check_no_autograd(scripted, args, kwargs)
-        return bound(*args, **kwargs)
+        return body(holder, *args, **kwargs)
 
-    scripted.forward = compiled_dispatcher(eager, compiled_forward, qualname)
-    if options["permissive"] and example_inputs is not None:
-        for where, child, (args, kwargs) in _decorated_submodules(instance, example_inputs, example_kwargs or {}):
-            _replace_submodule(scripted, where, _compile_module(
-                child, args, {"permissive": True, **({"freeze": True} if options.get("freeze") else {})}, kwargs))
+    scripted.forward = compiled_dispatcher(cls.forward.__get__(scripted), compiled_forward,
+                                           f"{cls.__module__}:{cls.__name__}.forward")
     return scripted
 
 
@@ -380,6 +427,7 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
         if node is None or defining.__qualname__ != defining.__name__:
             return
         info = class_from_instance(module, source, node, name_of)
+        _inherited_methods(info, cls, sources)
         if module is not root and cls.__call__ is not nn.Module.__call__:
             info.call_override = _call_override(cls, sources)
             if info.call_override is None:
@@ -405,6 +453,38 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
         names[id(module)] = variants[key]
 
     visit(root)
+
+
+def _inherited_methods(info: ClassInfo, cls: type, sources: _Sources) -> None:
+    """The methods `cls` has along its MRO, each as Python finds it: the first class that
+    defines the name wins (a base's forward calls a method its subclass defines; a subclass
+    takes forward from a base in another file). A name a class without source defines first
+    (torch's) is not compiled."""
+    import libcst as cst
+    from transpiler.classinfo import _is_overload
+
+    methods: dict[str, Any] = {}
+    where: dict[str, Any] = {}
+    for klass in cls.__mro__:
+        if klass is object:
+            break
+        source = sources.of(klass) if klass.__qualname__ == klass.__name__ else None
+        node = source.classes.get(klass.__name__) if source is not None else None
+        if node is None:
+            for name, value in vars(klass).items():
+                methods.setdefault(name, None)
+            continue
+        for stmt in node.body.body:
+            if isinstance(stmt, cst.FunctionDef) and not _is_overload(stmt) and stmt.name.value not in methods:
+                methods[stmt.name.value] = stmt
+                where[stmt.name.value] = source
+    for name, stmt in methods.items():
+        if stmt is None:
+            info.methods.pop(name, None)
+            continue
+        info.methods[name] = stmt
+        if where[name] is not info.source:
+            info.method_sources[name] = where[name]
 
 
 def _keep_shared_values(variant: ClassInfo, other: ClassInfo) -> None:

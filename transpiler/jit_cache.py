@@ -191,8 +191,8 @@ def _module_tree(root: nn.Module, module_name: str | None) -> tuple:
             tuple((k, None if v is None else _tensor(v, None)) for k, v in m._buffers.items()),
             tuple(sorted(m._non_persistent_buffers_set)),
             tuple((k, None if v is None else module(v)) for k, v in m._modules.items()),
-            # hooks do not change the generated code (guards check them per call), but when in
-            # doubt a key says more: a model with hooks is its own entry
+            # hooks change the generated code (a submodule with hooks is called as Python:
+            # classinfo.has_hooks), so how many each dict holds is part of the key
             tuple((k, len(d[k])) for k in sorted(internals) if k in d and hasattr(d[k], "__len__")),
             tuple((k, value(v)) for k, v in d.items() if k not in internals),
         )

@@ -643,12 +643,27 @@ class ExpressionLowering:
 
     def if_expression(self, node: cst.IfExp) -> Value:
         cond = self.truth(self.expr(node.test), node.test)
+        refine_then, refine_else = self.refinements(node.test)  # type: ignore[attr-defined]
+        env = self.env
+
+        def side(refinements: list[tuple], expr: cst.BaseExpression) -> Value:
+            # `x if m is None else m(x)`: `m` is refined on each side, as an `if` statement refines it
+            self.env = env.copy()
+            try:
+                self.apply_refinements(refinements, node.test)  # type: ignore[attr-defined]
+                return self.expr(expr)
+            finally:
+                self.env = env
+
+        known = self.known_bool(cond)  # type: ignore[attr-defined]
+        if known is not None:  # (only the side Python takes: the other may not lower for this setting)
+            return side(refine_then, node.body) if known else side(refine_else, node.orelse)
         if_op = ops.IfOp([cond], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
         self.b.insert(if_op)
         with self.b.at_end_of(if_op.then_block):
-            a = self.expr(node.body)
+            a = side(refine_then, node.body)
         with self.b.at_end_of(if_op.else_block):
-            c = self.expr(node.orelse)
+            c = side(refine_else, node.orelse)
         t = unify(a.type, c.type)
         if t is None:
             raise self.error(node, f"the two sides of the conditional expression have types {a.type} and {c.type}")
@@ -812,7 +827,7 @@ class ExpressionLowering:
                 and self.class_info is not None and func.attr.value in self.class_info.methods \
                 and self.env.get("self") is not None:
             method = self.class_info.methods[func.attr.value]
-            if left_to_python(self.class_info.source or self.source, method):
+            if left_to_python(self.class_info.method_source(func.attr.value) or self.source, method):
                 return self.call_python_method(node, method)
             return self.call_method_of_self(node, func.attr.value)
         if isinstance(func, cst.Attribute) and func.attr.value == "__call__" and isinstance(func.value, cst.Call) \
@@ -1375,7 +1390,7 @@ class ExpressionLowering:
         assert self.class_info is not None and self.self_value is not None
         signature = self.ctx.method_signature(self.class_info, method, node)
         args, kwnames, kwargs, _ = self.call_arguments(node)
-        static = is_static(self.class_info.source or self.source, self.class_info.methods[method])
+        static = is_static(self.class_info.method_source(method) or self.source, self.class_info.methods[method])
         return self.call_compiled(node, signature, None if static else self.self_value, args, kwnames, kwargs)
 
     def variant_for_call(self, info: ClassInfo, args: list[Value], kwnames: list[str],

@@ -513,6 +513,11 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             pairs = self.enumerated(self.expr(it.args[0].value))
             if pairs is not None:  # a module list or tuple: its (index, item) pairs, unrolled
                 return None, [pairs], None
+        if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.zip" \
+                and self.env.get("zip") is None and it.args and all(not a.keyword and not a.star for a in it.args):
+            tuples = self.zipped([self.expr(a.value) for a in it.args])
+            if tuples is not None:  # module lists or tuples: their items side by side, unrolled
+                return None, [tuples], None
         iterable = self.expr(it)
         t = iterable.type
         if isinstance(t, ListType):
@@ -635,6 +640,22 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             item = self.op(ops.GetItemOp, [seq, index], [elem]).result
             pairs.append(self.op(ops.TupleOp, [index, item], [TupleType((INT, elem))]).result)
         return self.op(ops.TupleOp, pairs, [TupleType(tuple(p.type for p in pairs))]).result
+
+    def zipped(self, seqs: list[Value]) -> Value | None:
+        """`zip(a, b, ...)` of tuples and module lists of known length: the tuple of their items
+        side by side, as long as the shortest; None for anything else."""
+        if not all(isinstance(s.type, TupleType) or isinstance(s.type, ModuleListType) and s.type.length_known
+                   for s in seqs):
+            return None
+        count = min(len(s.type.elems) for s in seqs)  # type: ignore[attr-defined]
+        if count > UNROLL_LIMIT:
+            return None
+        rows = []
+        for i in range(count):
+            index = self.b.constant(i)
+            items = [self.op(ops.GetItemOp, [s, index], [s.type.elems[i]]).result for s in seqs]  # type: ignore[attr-defined]
+            rows.append(self.op(ops.TupleOp, items, [TupleType(tuple(v.type for v in items))]).result)
+        return self.op(ops.TupleOp, rows, [TupleType(tuple(r.type for r in rows))]).result
 
     def unrolled_loop(self, node: cst.For, iterable: Value) -> Exits:
         """A loop over a tuple or a mixed module list runs its body once per element."""

@@ -10,6 +10,7 @@ parameters) are its own and stay as they are.
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -18,7 +19,8 @@ from libcst.metadata import ExpressionContext, GlobalScope
 from transpiler.source import SourceFile
 
 # How an occurrence of a name is printed: the value read, the variable bound, or the module's.
-READ, WRITE, GLOBAL = "read", "write", "global"
+# SUPER: a zero-argument `super()`, named "Class self" (its class and the method's first parameter).
+READ, WRITE, GLOBAL, SUPER = "read", "write", "global", "super"
 
 
 @dataclass
@@ -53,11 +55,31 @@ def analyze(source: SourceFile, node: cst.CSTNode, func: cst.FunctionDef, bound:
     scopes, contexts = source.scopes()
     func_scope = _scope_of(func, scopes)
     inside = set(_walk(node))
+    owner = _method_of(source, func)
+    calls = _zero_argument_super(node) if owner is not None else {}
     for name_node in _names(node):
         scope = scopes.get(name_node)
         if scope is None:
             continue
         name = name_node.value
+        if owner is not None and not _bound_anywhere(scope, name) and (name_node in calls or name == "__class__"):
+            # The generated function is not defined in the class: it has no `__class__` cell, which
+            # `super()` and `__class__` read. Name the class (and the method's first parameter).
+            klass, me = owner
+            p = source.positions[calls.get(name_node, name_node)]
+            line = p.start.line - first
+            if p.end.line != p.start.line:
+                continue
+            span = (line, p.start.column - shift[line], p.end.column - shift[line])
+            if name == "__class__":
+                code.occurrences.append((*span, klass, GLOBAL))
+            else:
+                code.occurrences.append((*span, f"{klass} {me}", SUPER))
+                if me not in code.reads:
+                    code.reads.append(me)
+            if klass not in code.globals:
+                code.globals.append(klass)
+            continue
         if _bound_inside(scope, name, func_scope, inside):
             continue
         p = source.positions[name_node].start
@@ -80,7 +102,10 @@ def analyze(source: SourceFile, node: cst.CSTNode, func: cst.FunctionDef, bound:
                     code.writes.append(name)
                 code.occurrences.append((*where, kind))
                 continue
-        if _module_level(scope, name) and not _shared_import(source, name_node):
+        # A name bound nowhere in the file that is not a builtin is a global all the same (from a
+        # `from helpers import *`): Python looks it up in the module, and so does the kept code.
+        if (_module_level(scope, name) or not _bound_anywhere(scope, name) and not hasattr(builtins, name)) \
+                and not _shared_import(source, name_node):
             if name not in code.globals:
                 code.globals.append(name)
             code.occurrences.append((*where, GLOBAL))
@@ -159,6 +184,45 @@ def _module_level(scope, name: str) -> bool:
     while scope is not None and not isinstance(scope, GlobalScope):
         scope = scope.parent if scope.parent is not scope else None
     return scope is not None and bool(scope.assignments[name])
+
+
+def _method_of(source: SourceFile, func: cst.FunctionDef) -> tuple[str, str] | None:
+    """The module-level class that defines method `func`, and the name of its first parameter
+    (None for a function, or a method without one)."""
+    params = func.params.params or func.params.posonly_params
+    for name, klass in source.classes.items():
+        if any(stmt is func for stmt in klass.body.body) and params:
+            return name, params[0].name.value
+    return None
+
+
+def _zero_argument_super(node: cst.CSTNode) -> dict[cst.Name, cst.Call]:
+    """The `super` names of the `super()` calls in `node` (not in a class or function defined there)."""
+    found: dict[cst.Name, cst.Call] = {}
+
+    class Visitor(cst.CSTVisitor):
+        def visit_Call(self, n: cst.Call) -> None:
+            if isinstance(n.func, cst.Name) and n.func.value == "super" and not n.args:
+                found[n.func] = n
+
+        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
+            return False
+
+        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
+            return False
+
+    node.visit(Visitor())
+    return found
+
+
+def _bound_anywhere(scope, name: str) -> bool:
+    """Whether the file binds `name` in `scope` or a scope around it (builtins do not count)."""
+    while True:
+        if scope.assignments[name]:
+            return True
+        if isinstance(scope, GlobalScope) or scope.parent is scope:
+            return False
+        scope = scope.parent
 
 
 def _is_aug_target(node: cst.CSTNode, name_node: cst.Name) -> bool:

@@ -52,6 +52,7 @@ class SourceFile:
         self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, object] = {}  # NAME = <literal> at module level
         self._scopes: tuple[Mapping, Mapping] | None = None
+        self.star_imports = False  # `from helpers import *` at module level
         # The module's import name, when known (script(instance, ...)): Python code kept by
         # permissive mode reads the file's module-level names from it.
         self.module_name: str | None = None
@@ -82,7 +83,9 @@ class SourceFile:
             return _NOT_LITERAL
         scopes, _ = self.scopes()
         scope = scopes.get(self.module)
-        if scope is None or len(scope.assignments[name]) != 1 or name in self._declared_global():
+        bindings = len(scope.assignments[name]) if scope is not None else -1
+        # (a name a star import brings is bound once too, by the import)
+        if not (bindings == 1 or bindings == 0 and self.star_imports) or name in self._declared_global():
             return _NOT_LITERAL
         value = getattr(module, name)
         return value if value is None or type(value) in (bool, int, float, str) else _NOT_LITERAL
@@ -115,7 +118,11 @@ class SourceFile:
         if not isinstance(root, cst.Name):
             return None
         names = self._global_names(node)
-        return names[0] if names else None
+        if names:
+            return names[0]
+        if not self.qualified_names(node) and self.star_imports:
+            return self._star_imported(node, root)
+        return None
 
     def _global_names(self, node: cst.CSTNode) -> list[str]:
         """Every global a name may refer to, imports and builtins first, then module-level
@@ -128,6 +135,20 @@ class SourceFile:
                        if q.source == QualifiedNameSource.LOCAL and "<locals>" not in q.name)
         return imported + local
 
+    def _star_imported(self, node: cst.CSTNode, root: cst.Name) -> str | None:
+        """A name the file binds nowhere but has from a `from helpers import *` (script(instance,
+        ...): the imported module holds it): a module's own qualified name for a module, else
+        the name as the file's own (its value, or the function it calls, is read from the
+        imported module, as for names the file binds)."""
+        module = sys.modules.get(self.module_name) if self.module_name is not None else None
+        value = getattr(module, root.value, None) if module is not None else None
+        if value is None:
+            return None
+        text = self.code(node)
+        if isinstance(value, type(sys)):
+            return value.__name__ + text[len(root.value):]
+        return text
+
     def _scan_top_level(self) -> None:
         for stmt in self.module.body:
             if isinstance(stmt, cst.ClassDef):
@@ -136,6 +157,8 @@ class SourceFile:
                 self.functions[stmt.name.value] = stmt
             elif isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
+                    if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                        self.star_imports = True
                     target, value = _simple_assignment(small)
                     if target is not None:
                         literal = literal_value(value)

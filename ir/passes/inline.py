@@ -258,6 +258,7 @@ def inline(program: Program) -> None:
     recursive = {name for name in funcs if _reaches(graph, name, name)}
     assigned = assigned_attributes(program)
     for name in _callees_first(graph, list(funcs)):
+        _check_lengths(funcs[name], assigned)
         if _inline_into(funcs[name], funcs, recursive, assigned):
             name_shared_modules(funcs[name])
 
@@ -388,6 +389,20 @@ def _inline_call(func: ops.FuncOp, call: Operation, funcs: dict[str, ops.FuncOp]
         old.replace_all_uses_with(mapping.get(new, new))
     call.erase()
     return True
+
+
+def _check_lengths(func: ops.FuncOp, assigned: set[str]) -> None:
+    """A module list (or Sequential) of known length whose items the code reads by position (a
+    loop over it unrolled, `zip`, `enumerate`, `self.layers[0]`) holds as many modules as when it
+    was compiled: an entry guard says so (a layer appended since would be skipped)."""
+    for op in list(func.walk()):
+        t = op.operands[0].type if isinstance(op, ops.GetItemOp) else None
+        if not (isinstance(t, ModuleListType) and t.length_known):
+            continue
+        path = module_path(op.operands[0], func, assigned)
+        if path is not None:
+            kind = SEQUENTIAL if t.kind == "Sequential" else "torch.nn.ModuleList"
+            add_module_guard(func, path, kind, (f"len={len(t.elems)}",), op.loc)
 
 
 def _unroll_sequentials(func: ops.FuncOp, assigned: set[str]) -> bool:
