@@ -91,7 +91,7 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                 assert sig is not None
                 entries[target.name] = sig.sym_name
         except UserError as e:
-            diagnostics.append(e.diagnostic)
+            diagnostics.extend(e.diagnostics)
     if ctx.recursive:
         # Calls of these classes appear once nn.Sequential calls are unrolled (ir/passes/inline.py):
         # their forwards are compiled whether or not the source calls them by name.
@@ -101,7 +101,7 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                     ctx.method_signature(info, "forward")
                 except UserError as e:
                     if not permissive:  # (permissive: where it is called, the call stays Python)
-                        diagnostics.append(e.diagnostic)
+                        diagnostics.extend(e.diagnostics)
     funcs = []
     done = 0
     while done < len(ctx.worklist):
@@ -112,7 +112,7 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
         try:
             funcs.append(FunctionLowerer(ctx, pending.node, pending.sig, pending.class_info, pending.source).lower())
         except UserError as e:
-            diagnostics.append(e.diagnostic)
+            diagnostics.extend(e.diagnostics)
     if diagnostics or check.diagnostics:
         raise CompileError(merge_diagnostics(check, diagnostics), ctx.sources())
     # The entry file's functions first, in source order; then each other file's.

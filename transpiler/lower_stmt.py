@@ -18,6 +18,7 @@ from ir.builder import Builder
 from ir.core import Block, Region, Value
 from ir.types import (
     ANY,
+    ERROR,
     fits,
     BOOL,
     INT,
@@ -39,6 +40,7 @@ from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
 from transpiler.lower_expr import AUG_OPS, ExpressionLowering, a_type, unify_all
 from transpiler.lower_python import KeptAsPython
+from transpiler.recover import Recovery
 from transpiler.source import SourceFile
 
 if TYPE_CHECKING:
@@ -58,12 +60,13 @@ class Raises(Exits):
     returned: Value | bool = True
 
 
-class FunctionLowerer(ExpressionLowering, KeptAsPython):
+class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
     def __init__(self, ctx: FileContext, node: cst.FunctionDef, sig: Signature, class_info: ClassInfo | None,
                  source: SourceFile | None = None):
         self.ctx = ctx
         self.source: SourceFile = source or ctx.source
         self.returned_types: list[Type] = []  # what each return statement returns (result inference)
+        self.diagnostics = list(sig.errors)  # (transpiler/recover.py; its annotations' first)
         self.node = node
         self.sig = sig
         self.class_info = class_info
@@ -135,16 +138,19 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             self.note_decorators()
         body = statements_of(self.node.body)
         exits = self.stmts(body)
+        if self.diagnostics:  # (strict mode: every error of the function, the IR dropped)
+            if exits.always() or self.lost_return or is_subtype(NONE, self.sig.result):  # type: ignore[arg-type]
+                raise UserError.of(self.diagnostics)
         if not exits.always():
             self.returned_types.append(NONE)
             if self.sig.result != NONE:
                 # Python returns None when falling off the end; that only fits Optional results.
                 if not is_subtype(NONE, self.sig.result):  # type: ignore[arg-type]
-                    raise UserError(
+                    raise UserError.of(self.diagnostics + [UserError(
                         f"`{self.sig.sym_name}` can reach its end without returning a {self.sig.result}",
                         self.source.loc(self.node.name),
                         "add a return statement at the end",
-                    )
+                    ).diagnostic])
             none = self.b.constant(None)
             self.finish_return(exits, none)
         elif exits.ret_value is None:
@@ -197,6 +203,14 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                     self.rollback(mark)
                     self.kept_as_python(stmt, error, expression=False)
                     done, exits = False, Exits()
+            elif not isinstance(stmt, cst.SimpleStatementLine):
+                mark, reads = self.mark(), self.error_reads
+                try:
+                    done, exits = self.statement(stmt, rest)
+                except UserError as error:
+                    self.rollback(mark)
+                    self.failed_statement(stmt, error, reads)
+                    done, exits = False, Exits()
             else:
                 done, exits = self.statement(stmt, rest)
             if done:
@@ -245,7 +259,13 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                         self.kept_as_python(small, error, expression=False)
                         exits = Exits()
                 else:
-                    exits = self.small_stmt(small)
+                    mark, reads = self.mark(), self.error_reads
+                    try:
+                        exits = self.small_stmt(small)
+                    except UserError as error:
+                        self.rollback(mark)
+                        self.failed_statement(small, error, reads)
+                        exits = Exits()
             if not exits.never():
                 return exits
         return Exits()
@@ -512,9 +532,11 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             return self.unrolled_loop(node, iterable)
         if isinstance(t, TensorType):
             name = self.source.code(it) if isinstance(it, (cst.Name, cst.Attribute)) else "t"
-            raise self.error(it, "iterating over a tensor is not supported",
-                             f"loop over range({name}.size(0)) and index {name}[i], or over {name}.unbind(0)")
-        raise self.error(it, f"iterating over a value of type {t} is not supported")
+            self.go_on(self.error(it, "iterating over a tensor is not supported",
+                                  f"loop over range({name}.size(0)) and index {name}[i], or over {name}.unbind(0)"), it)
+        elif t != ERROR:
+            self.go_on(self.error(it, f"iterating over a value of type {t} is not supported"), it)
+        return self.build_loop(node, ops.ForEachOp, [iterable], ERROR)  # (its body checked all the same)
 
     def enumerated(self, seq: Value) -> Value | None:
         """`enumerate(seq)` of a tuple or of a module list of known length: the tuple of its
