@@ -101,6 +101,7 @@ class FileContext:
     _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)
     _failed: dict[str, Pending] = field(default_factory=dict)  # sym_name -> a function that did not lower
+    _errors: dict[str, UserError] = field(default_factory=dict)  # strict: sym_name -> why it did not lower
 
     def sources(self) -> dict[str, list[str]]:
         """display name -> lines of every file compiled from (for diagnostics and comments)."""
@@ -167,6 +168,8 @@ class FileContext:
         if sym_name in self._inferring:
             raise UserError(f"`{sym_name}` calls itself, so its result type cannot be inferred",
                             source.loc(node.name), "annotate its return type")
+        if sym_name in self._errors:
+            raise self._errors[sym_name]  # (each call of a function that failed: its errors once)
         if sym_name not in self.signatures:
             if self.permissive and sym_name.partition("#")[0] not in self.entry_names:
                 applied = applied_decorators(source, node)
@@ -182,9 +185,11 @@ class FileContext:
                     # A function that cannot be compiled leaves its call as Python: find out now,
                     # at the call, by lowering it once (the lowering that is kept comes later).
                     self._probe(sig, node, info, source)
-            except UserError:
+            except UserError as e:
                 if self.permissive and self.recursive and declared is None:  # (variants may still compile)
                     self._failed[sym_name] = Pending(sig, node, info, source)
+                if not self.permissive:
+                    self._errors[sym_name] = e
                 raise
             self.signatures[sym_name] = sig
             self.worklist.append(Pending(sig, node, info, source))
