@@ -138,19 +138,21 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             self.note_decorators()
         body = statements_of(self.node.body)
         exits = self.stmts(body)
-        if self.diagnostics:  # (strict mode: every error of the function, the IR dropped)
-            if exits.always() or self.lost_return or is_subtype(NONE, self.sig.result):  # type: ignore[arg-type]
-                raise UserError.of(self.diagnostics)
+        if self.diagnostics:
+            # Strict mode: every error of the function; its IR is dropped. Whether it can fall off
+            # its end is not asked: a statement left out (a `return`, a `raise`, a `yield`) may
+            # be why.
+            raise UserError.of(self.diagnostics)
         if not exits.always():
             self.returned_types.append(NONE)
             if self.sig.result != NONE:
                 # Python returns None when falling off the end; that only fits Optional results.
                 if not is_subtype(NONE, self.sig.result):  # type: ignore[arg-type]
-                    raise UserError.of(self.diagnostics + [UserError(
+                    raise UserError(
                         f"`{self.sig.sym_name}` can reach its end without returning a {self.sig.result}",
                         self.source.loc(self.node.name),
                         "add a return statement at the end",
-                    ).diagnostic])
+                    )
             none = self.b.constant(None)
             self.finish_return(exits, none)
         elif exits.ret_value is None:

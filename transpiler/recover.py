@@ -36,7 +36,6 @@ class Recovery:
     env: Env
     diagnostics: list[Diagnostic]  # what this function's lowering found so far
     error_reads: int = 0  # how many times an expression gave an ERROR value (see `follows`)
-    lost_return: bool = False  # a statement holding a `return` was left out
 
     @property
     def recovering(self) -> bool:
@@ -95,23 +94,3 @@ class Recovery:
             self.record(error, stmt, reads_before)
         for name in sorted(assigned_names([stmt])):  # type: ignore[list-item]
             self.env.set(name, self.error_value())
-        if contains_return(stmt):
-            self.lost_return = True  # (so falling off the end may be an effect of this error)
-
-
-def contains_return(node: cst.CSTNode) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_Return(self, ret: cst.Return) -> None:
-            nonlocal found
-            found = True
-
-        def visit_FunctionDef(self, inner: cst.FunctionDef) -> bool:
-            return False
-
-        def visit_Lambda(self, inner: cst.Lambda) -> bool:
-            return False
-
-    node.visit(Finder())
-    return found
