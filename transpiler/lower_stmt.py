@@ -373,8 +373,9 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                 if t is None and self.ctx.permissive:
                     t = ANY  # a plain Python object from here on
                 if t is None:
-                    raise self.error_at_if(if_op, f"`{key}` is {a_type(va.type)} on one side of the if and {a_type(vb.type)} on the other",
-                                           "give it the same type on both sides (Optional[T] for None)")
+                    self.go_on(self.error_at_if(if_op, f"`{key}` is {a_type(va.type)} on one side of the if and {a_type(vb.type)} on the other",
+                                                "give it the same type on both sides (Optional[T] for None)"))
+                    t = ERROR
                 add(key, va, vb, t)
             elif isinstance(va, Value) or isinstance(vb, Value):
                 if key.startswith("self."):
@@ -503,10 +504,10 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             it = node.iter
             if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.range" and self.env.get("range") is None:
                 args, kwnames, _, _ = self.call_arguments(it)
-                bad = [(a, arg) for a, arg in zip(args, it.args) if a.type not in (INT, BOOL)]
-                if bad:
-                    raise self.error(bad[0][1], f"range() takes ints, not {a_type(bad[0][0].type)}",
-                                     "convert it with int(...), or loop over an int count")
+                bad = [(a, arg) for a, arg in zip(args, it.args) if a.type not in (INT, BOOL, ERROR)]
+                if bad:  # (strict mode checks the body all the same)
+                    self.go_on(self.error(bad[0][1], f"range() takes ints, not {a_type(bad[0][0].type)}",
+                                          "convert it with int(...), or loop over an int count"), bad[0][1])
                 if kwnames or not 1 <= len(args) <= 3:
                     raise self.error(it, "range() takes one to three int arguments")
                 start, stop, step = (
@@ -589,10 +590,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
         for _attempt in range(3):
             op, yielded_types = self.try_loop(node, op_class, head, elem_type, carried, inits, carried_types,
                                               extra_inits, extra_types, returns, breaks)  # type: ignore[arg-type]
-            widened = [self.widen(a, y) for a, y in zip(carried_types, yielded_types)]
-            for name, w, a, y in zip(carried, widened, carried_types, yielded_types):
-                if w is None:
-                    raise self.loop_type_error(node, name, a, y)
+            widened = self.widened(node, carried, carried_types, yielded_types)
             if widened == carried_types:
                 break
             op.erase()
@@ -612,6 +610,17 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             flag, value = results[len(carried)], results[len(carried) + 1]
             return Exits(returned=flag, ret_value=value)
         return Exits()
+
+    def widened(self, node: cst.For | cst.While, carried: list[str], before: list[Type], inside: list[Type]) -> list[Type]:
+        """The types of the loop-carried names after one lowering of the body (strict mode goes
+        on past one that does not fit, as ERROR)."""
+        out = []
+        for name, a, y in zip(carried, before, inside):
+            w = self.widen(a, y)
+            if w is None:
+                self.go_on(self.loop_type_error(node, name, a, y))
+            out.append(ERROR if w is None else w)
+        return out
 
     def widen(self, before: Type, inside: Type) -> Type | None:
         """The type of a loop-carried name; in permissive mode Any where types disagree."""
@@ -718,10 +727,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                 extra_types += [BOOL, self.sig.result]  # type: ignore[list-item]
         for _attempt in range(3):
             op, yielded = self._while_exits_once(node, carried, inits, carried_types, extra_inits, extra_types, returns)
-            widened = [self.widen(a, y) for a, y in zip(carried_types, yielded)]
-            for name, w, a, y in zip(carried, widened, carried_types, yielded):
-                if w is None:
-                    raise self.loop_type_error(node, name, a, y)
+            widened = self.widened(node, carried, carried_types, yielded)
             if widened == carried_types:
                 break
             op.erase()

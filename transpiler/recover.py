@@ -73,12 +73,14 @@ class Recovery:
         if not self.follows(node, reads_before):
             self.diagnostics.extend(error.diagnostics)
 
-    def go_on(self, error: UserError, node: cst.CSTNode) -> None:
-        """Raise `error`, or in strict mode record it and return: the caller lowers what follows
-        as if `node` gave an ERROR value (a loop over a tensor still has its body checked)."""
+    def go_on(self, error: UserError, node: cst.CSTNode | None = None) -> None:
+        """Raise `error`, or in strict mode record it (unless `node` reads an ERROR value) and
+        return: the caller goes on as if what failed were ERROR (a loop over a tensor still has
+        its body checked; a name of two types after an if is ERROR, the others as they are)."""
         if not self.recovering:
             raise error
-        self.record(error, node, self.error_reads)
+        if node is None or not self.follows(node, self.error_reads):
+            self.diagnostics.extend(error.diagnostics)
 
     def failed_statement(self, stmt: cst.CSTNode, error: UserError, reads_before: int) -> None:
         """After `stmt` raised `error` (and what it built was taken back): record the error, bind
