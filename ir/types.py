@@ -132,8 +132,8 @@ DEVICE = ScalarType("device")
 MEMORY_FORMAT = ScalarType("memory_format")  # torch.channels_last, torch.contiguous_format
 ANY = ScalarType("Any")  # a dynamic Python value the compiler does not reason about
 # What an expression that failed to lower stands for, so that lowering goes on and reports every
-# error of a file (transpiler/lower_stmt.py). It fits everywhere and mixes with everything, so
-# that its uses report nothing more; a function holding one is never emitted nor passed on.
+# error of a file (transpiler/recover.py). It fits everywhere and mixes with everything, so that
+# its uses report nothing more; a function holding one is never passed on (the verifier refuses it).
 ERROR = ScalarType("<error>")
 NUMBER_TYPES = (INT, FLOAT, BOOL)
 

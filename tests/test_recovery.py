@@ -254,3 +254,26 @@ def test_generated_programs_report_each_inserted_error(tmp_path_factory, prog: p
     assert [d.loc.line for d in got] == [line for line, _ in want], str(caught.value)
     for d, (_, message) in zip(got, want):
         assert message in d.message, str(caught.value)
+
+
+def test_a_callee_that_fails_reports_its_errors_whatever_it_is_passed(tmp_path: Path, monkeypatch) -> None:
+    """script(instance): a helper lowered for its call reports its own errors, even where that
+    call passes a value an earlier error made."""
+    import torch
+
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE", "strict")
+    monkeypatch.setenv("TORCHSCRIBE_JIT_CACHE", "off")
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "recovery_callee.py"
+    path.write_text(MODULE.replace("b = helper(h, 2) + helper(h, 3)", "b = helper(a, 2)"),
+                    encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("recovery_callee", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "recovery_callee", module)
+    spec.loader.exec_module(module)
+    with pytest.raises(CompileError) as caught:
+        script(module.Block(), example_inputs=(torch.randn(2, 4),))
+    assert [d.loc.line for d in caught.value.diagnostics] == [6, 16, 18], str(caught.value)

@@ -141,7 +141,7 @@ def _check_other_files(check: CheckResult, checked: set[int], classes: dict[str,
     return check
 
 
-def merge_diagnostics(check: CheckResult, lowering: list[Diagnostic], files: list[str] = ()) -> list[Diagnostic]:  # type: ignore[assignment]
+def merge_diagnostics(check: CheckResult, lowering: list[Diagnostic], files: Sequence[str] = ()) -> list[Diagnostic]:
     """The check's diagnostics and lowering's, sorted by position (the entry file's first, then
     each other file's, in the order of `files`). Lowering's whose span overlaps a construct the
     check reported (its own words for it) or lies at a use of a function the check rejected

@@ -34,6 +34,7 @@ class Recovery:
     source: SourceFile
     b: Builder
     env: Env
+    node: cst.FunctionDef
     diagnostics: list[Diagnostic]  # what this function's lowering found so far
     error_reads: int = 0  # how many times an expression gave an ERROR value (see `follows`)
 
@@ -70,8 +71,17 @@ class Recovery:
         return found
 
     def record(self, error: UserError, node: cst.CSTNode, reads_before: int) -> None:
-        if not self.follows(node, reads_before):
-            self.diagnostics.extend(error.diagnostics)
+        self.keep(error, self.follows(node, reads_before))
+
+    def keep(self, error: UserError, follows: bool = False) -> None:
+        """Record `error`'s diagnostics; where it `follows` from an earlier error, only those of
+        other functions (a callee that failed to lower, whatever it was passed). A message that
+        names the ERROR type is about a value an earlier error made."""
+        own = self.source.loc(self.node)
+        for d in error.diagnostics:
+            elsewhere = d.loc.file != own.file or not own.line <= d.loc.line <= own.end_line
+            if (elsewhere or not follows) and str(ERROR) not in d.message:
+                self.diagnostics.append(d)
 
     def go_on(self, error: UserError, node: cst.CSTNode | None = None) -> None:
         """Raise `error`, or in strict mode record it (unless `node` reads an ERROR value) and
@@ -79,8 +89,7 @@ class Recovery:
         its body checked; a name of two types after an if is ERROR, the others as they are)."""
         if not self.recovering:
             raise error
-        if node is None or not self.follows(node, self.error_reads):
-            self.diagnostics.extend(error.diagnostics)
+        self.keep(error, node is not None and self.follows(node, self.error_reads))
 
     def failed_statement(self, stmt: cst.CSTNode, error: UserError, reads_before: int) -> None:
         """After `stmt` raised `error` (and what it built was taken back): record the error, bind
@@ -90,8 +99,7 @@ class Recovery:
 
         header = stmt.test if isinstance(stmt, (cst.If, cst.While)) else stmt.iter if isinstance(stmt, cst.For) else None
         if header is not None:
-            if not self.follows(header, self.error_reads):
-                self.diagnostics.extend(error.diagnostics)
+            self.keep(error, self.follows(header, self.error_reads))
         else:
             self.record(error, stmt, reads_before)
         for name in sorted(assigned_names([stmt])):  # type: ignore[list-item]
