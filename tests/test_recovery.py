@@ -87,6 +87,18 @@ CASES = {
             b = unannotated(a, 3)
             return helper(a, 1) + b.anything() + x.frob4()  # error: 42: no method `frob4`
         """,
+    # A parameter without an annotation: its body is checked as if it had the one suggested,
+    # where the body decides it; else it is ERROR.
+    "missing_annotation_body_checked": """
+        @script
+        def f(x, n: int) -> Tensor:  # error: 7: parameter `x` has no type annotation
+            y = torch.relu(x)
+            return y.frob() + n  # error: 12: no method `frob`
+
+        @script
+        def g(x, k) -> Tensor:  # error: 7: parameters `x`, `k` of `g`
+            return x.frob() + k
+        """,
     # A `return` that fails does not make the function fall off its end.
     "failed_return": """
         @script

@@ -346,8 +346,8 @@ class FileContext:
                             source.loc(first), "use ordinary parameters")
         # Unannotated parameters the signature cannot type: without a default (strict mode) or
         # with a default that is not a literal. One error names them all, with what to write.
-        # What the annotations do not type is ERROR, its error kept with the signature: the body
-        # is still checked and callers report nothing more (transpiler/recover.py).
+        # What the annotations do not type is reported with the signature (`errors`), which is
+        # still lowered (transpiler/recover.py): ERROR, where callers report nothing more.
         errors: list[Diagnostic] = []
         untyped = [p for i, p in enumerate(params.params)
                    if p.annotation is None and not (i == 0 and info is not None)
@@ -365,7 +365,10 @@ class FileContext:
                 types.append(ModuleType(info.name))
                 continue
             if any(p is u for u in untyped):
-                types.append(ERROR)
+                # Its body is checked as the annotation its error suggests would have it, where
+                # the body decides one (what the user is told to write); else ERROR.
+                found = suggest_parameter(source, node, name) if p.default is None else None
+                types.append(found.type if found is not None and found.decided else ERROR)
                 continue
             if p.annotation is None and p.default is None:
                 types.append(TENSOR)  # TorchScript's rule for unannotated parameters (recursive only)
