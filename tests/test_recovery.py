@@ -99,6 +99,18 @@ CASES = {
         def g(x, k) -> Tensor:  # error: 7: parameters `x`, `k` of `g`
             return x.frob() + k
         """,
+    # A condition that is not a bool: reported, and both sides still checked.
+    "bad_conditions": """
+        @script
+        def f(x: Tensor, n: int) -> Tensor:
+            if x:  # error: 8: a tensor cannot be used as a condition
+                y = x.frob()  # error: 13: no method `frob`
+            else:
+                y = x
+            while x.sum():  # error: 11: a tensor cannot be used as a condition
+                x = x.frob2()  # error: 13: no method `frob2`
+            return y + x.frob3()
+        """,
     # A `return` that fails does not make the function fall off its end.
     "failed_return": """
         @script

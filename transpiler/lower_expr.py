@@ -520,11 +520,12 @@ class ExpressionLowering:
         if value.type in (BOOL, ERROR):
             return value
         if isinstance(value.type, TensorType):
-            raise self.error(
+            self.go_on(self.error(  # type: ignore[attr-defined]
                 node,
                 "a tensor cannot be used as a condition",
                 "write bool(t) (one element), or t.any() / t.all() wrapped in bool(...)",
-            )
+            ), node)
+            return self.error_value()  # type: ignore[attr-defined]  (strict mode: both sides checked)
         if value.type == NONE:
             return self.b.constant(False)
         if value.type in (INT, FLOAT, STR, ANY) or isinstance(value.type, (OptionalType, ListType)):
@@ -533,7 +534,8 @@ class ExpressionLowering:
             if known is not self._UNKNOWN:
                 self.live[result] = bool(known)
             return result
-        raise self.error(node, f"a value of type {value.type} used as a condition")
+        self.go_on(self.error(node, f"a value of type {value.type} used as a condition"), node)  # type: ignore[attr-defined]
+        return self.error_value()  # type: ignore[attr-defined]
 
     def comparison(self, node: cst.Comparison) -> Value:
         left = self.expr(node.left)
