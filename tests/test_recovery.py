@@ -111,6 +111,18 @@ CASES = {
                 x = x.frob2()  # error: 13: no method `frob2`
             return y + x.frob3()
         """,
+    # A loop whose carried types widen is lowered again: its body's errors come once.
+    "loop_lowered_twice": """
+        from typing import Annotated
+
+        @script
+        def f(x: Annotated[Tensor, "B C"], n: int) -> Tensor:
+            h = x
+            for i in range(n):
+                y = torch.relu(h, 1)  # error: 13: torch.relu(Tensor, int): takes 1 positional
+                h = h.sum(0)
+            return h
+        """,
     # A `return` that fails does not make the function fall off its end.
     "failed_return": """
         @script

@@ -588,9 +588,10 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                 extra_inits = [self.b.constant(False), self.uninitialized(self.sig.result)]  # type: ignore[arg-type]
                 extra_types = [BOOL, self.sig.result]  # type: ignore[list-item]
         for _attempt in range(3):
+            found = len(self.diagnostics)
             op, yielded_types = self.try_loop(node, op_class, head, elem_type, carried, inits, carried_types,
                                               extra_inits, extra_types, returns, breaks)  # type: ignore[arg-type]
-            widened = self.widened(node, carried, carried_types, yielded_types)
+            widened = self.widened(node, carried, carried_types, yielded_types, found)
             if widened == carried_types:
                 break
             op.erase()
@@ -611,16 +612,19 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             return Exits(returned=flag, ret_value=value)
         return Exits()
 
-    def widened(self, node: cst.For | cst.While, carried: list[str], before: list[Type], inside: list[Type]) -> list[Type]:
-        """The types of the loop-carried names after one lowering of the body (strict mode goes
-        on past one that does not fit, as ERROR)."""
-        out = []
-        for name, a, y in zip(carried, before, inside):
-            w = self.widen(a, y)
+    def widened(self, node: cst.For | cst.While, carried: list[str], before: list[Type], inside: list[Type],
+                found: int) -> list[Type]:
+        """The types of the loop-carried names after one lowering of the body, which reported
+        `diagnostics[found:]` (strict mode goes on past a name whose type does not fit, as ERROR)."""
+        out = [self.widen(a, y) for a, y in zip(before, inside)]
+        if [ERROR if w is None else w for w in out] != before and not any(w in (None, ERROR) for w in out):
+            # The body is lowered again with wider types: what it reports then is what counts
+            # (not where an error made a name ERROR: that lowering reports nothing of it).
+            del self.diagnostics[found:]
+        for name, w, a, y in zip(carried, out, before, inside):
             if w is None:
                 self.go_on(self.loop_type_error(node, name, a, y))
-            out.append(ERROR if w is None else w)
-        return out
+        return [ERROR if w is None else w for w in out]
 
     def widen(self, before: Type, inside: Type) -> Type | None:
         """The type of a loop-carried name; in permissive mode Any where types disagree."""
@@ -726,8 +730,9 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                 extra_inits += [self.b.constant(False), self.uninitialized(self.sig.result)]  # type: ignore[arg-type]
                 extra_types += [BOOL, self.sig.result]  # type: ignore[list-item]
         for _attempt in range(3):
+            found = len(self.diagnostics)
             op, yielded = self._while_exits_once(node, carried, inits, carried_types, extra_inits, extra_types, returns)
-            widened = self.widened(node, carried, carried_types, yielded)
+            widened = self.widened(node, carried, carried_types, yielded, found)
             if widened == carried_types:
                 break
             op.erase()
