@@ -32,6 +32,7 @@ CASES = {
         def first(x: Tensor) -> Tensor:
             y = torch.relu(x, 3, 4)  # error: 9: takes 1 positional arguments but 3 were given
             w = x.no_such_method()  # error: 9: tensors have no method `no_such_method`
+            m = torch.matmul(x, "a")  # error: 9: argument 'other' must be Tensor, not str
             v = x + "a"  # error: 9: unsupported operand types for +
             for row in x:  # error: 16: iterating over a tensor is not supported
                 u = torch.sigmoid(x, x)  # error: 13: takes 1 positional arguments
@@ -56,7 +57,7 @@ CASES = {
                 z = z * r
             return z
         """,
-    # ...nor through expressions: `relu` of a failed call, the body of a loop over it.
+    # ...nor through expressions: `relu` of a failed call, a method of what it gives.
     "no_cascade_through_expressions": """
         @script
         def f(x: Tensor) -> Tensor:
@@ -194,10 +195,10 @@ def test_cli_reports_every_error_and_writes_nothing(tmp_path: Path) -> None:
     done = run_cli(str(path))
     assert done.returncode == 2, done.stderr
     errors = [line for line in done.stderr.splitlines() if ": error: " in line]
-    assert len(errors) == 8, done.stderr
+    assert len(errors) == 9, done.stderr
     lines = [int(re.search(r":(\d+):\d+: error: ", e).group(1)) for e in errors]  # type: ignore[union-attr]
     assert lines == sorted(lines)
-    assert "8 errors" in done.stderr
+    assert "9 errors" in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.py"]
 
 
