@@ -314,3 +314,20 @@ def test_a_callee_that_fails_reports_its_errors_whatever_it_is_passed(tmp_path: 
     with pytest.raises(CompileError) as caught:
         script(module.Block(), example_inputs=(torch.randn(2, 4),))
     assert [d.loc.line for d in caught.value.diagnostics] == [6, 16, 18], str(caught.value)
+
+
+def test_permissive_mode_keeps_what_fails_as_python(tmp_path: Path) -> None:
+    """Recovery is strict mode's: in permissive mode each failing expression stays Python, as before."""
+    text = model_text("""
+        @script(permissive=True)
+        def f(x: Tensor) -> Tensor:
+            w = x.no_such_method()
+            v = x + "a"
+            return x + w
+        """)
+    path = tmp_path / "model.py"
+    path.write_text(text, encoding="utf-8")
+    program, _ = lower_file(SourceFile.read(path, "model.py"))
+    assert [b.reason for b in program.breaks] == ["tensors have no method `no_such_method`",
+                                                  "unsupported operand types for +: Tensor and str"]
+    assert "<error>" not in str([v.type for f in program.funcs for op in f.walk() for v in op.results])
