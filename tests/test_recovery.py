@@ -331,3 +331,26 @@ def test_permissive_mode_keeps_what_fails_as_python(tmp_path: Path) -> None:
     assert [b.reason for b in program.breaks] == ["tensors have no method `no_such_method`",
                                                   "unsupported operand types for +: Tensor and str"]
     assert "<error>" not in str([v.type for f in program.funcs for op in f.walk() for v in op.results])
+
+
+def test_the_verifier_refuses_an_error_value(tmp_path: Path) -> None:
+    """Passes never see what a failed lowering made: the verifier says so if one gets through."""
+    from ir import ops
+    from ir.types import ERROR, TupleType, TENSOR
+    from ir.verifier import VerifyError, verify
+
+    text = model_text("""
+        @script
+        def f(x: Tensor) -> Tensor:
+            return x
+        """)
+    path = tmp_path / "model.py"
+    path.write_text(text, encoding="utf-8")
+    for t in (ERROR, TupleType((TENSOR, ERROR))):
+        program, _ = lower_file(SourceFile.read(path, "model.py"))
+        verify(program)
+        body = program.funcs[0].body
+        body.ops.insert(0, ops.UninitializedOp([], [t]))
+        body.ops[0].parent = body
+        with pytest.raises(VerifyError, match="error type"):
+            verify(program)
