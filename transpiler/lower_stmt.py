@@ -137,7 +137,14 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
         if self.ctx.permissive and self.sig.sym_name in self.ctx.entry_names:
             self.note_decorators()
         body = statements_of(self.node.body)
-        exits = self.stmts(body)
+        try:
+            exits = self.stmts(body)
+        except UserError:
+            raise
+        except Exception:
+            if self.diagnostics:  # (a failure past an error is taken for its consequence: the user's errors first)
+                raise UserError.of(self.diagnostics) from None
+            raise
         if self.diagnostics:
             # Strict mode: every error of the function; its IR is dropped. Whether it can fall off
             # its end is not asked: a statement left out (a `return`, a `raise`, a `yield`) may
