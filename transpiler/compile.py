@@ -114,6 +114,9 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
             funcs.append(FunctionLowerer(ctx, pending.node, pending.sig, pending.class_info, pending.source).lower())
         except UserError as e:
             diagnostics.extend(e.diagnostics)
+        except Exception:
+            if not check.has_errors(pending.node):
+                raise  # (a compiler bug; in a function the check rejected, what lowering finds is a bonus)
     if diagnostics or check.diagnostics:
         raise CompileError(merge_diagnostics(check, diagnostics, list(ctx.sources())), ctx.sources())
     # The entry file's functions first, in source order; then each other file's.
