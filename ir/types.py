@@ -131,6 +131,10 @@ DTYPE = ScalarType("dtype")
 DEVICE = ScalarType("device")
 MEMORY_FORMAT = ScalarType("memory_format")  # torch.channels_last, torch.contiguous_format
 ANY = ScalarType("Any")  # a dynamic Python value the compiler does not reason about
+# What an expression that failed to lower stands for, so that lowering goes on and reports every
+# error of a file (transpiler/recover.py). It fits everywhere and mixes with everything, so that
+# its uses report nothing more; a function holding one is never passed on (the verifier refuses it).
+ERROR = ScalarType("<error>")
 NUMBER_TYPES = (INT, FLOAT, BOOL)
 
 
@@ -209,7 +213,7 @@ def is_number(t: Type) -> bool:
 
 def is_subtype(a: Type, b: Type) -> bool:
     """Whether every value of type `a` is also a value of type `b`."""
-    if a == b or b == ANY:
+    if a == b or b == ANY or a == ERROR or b == ERROR:
         return True
     if isinstance(a, TensorType) and isinstance(b, TensorType):
         return (
@@ -251,6 +255,8 @@ def unify(a: Type, b: Type) -> Type | None:
     """The type both `a` and `b` fit, keeping only the facts they share; None if they do not mix."""
     if a == b:
         return a
+    if a == ERROR or b == ERROR:
+        return ERROR
     if a == ANY or b == ANY:
         return ANY
     if isinstance(a, TensorType) and isinstance(b, TensorType):

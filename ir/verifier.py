@@ -9,6 +9,7 @@ from __future__ import annotations
 from ir.core import TERMINATOR, Block, Operation, Program, Value
 from ir.ops import FuncOp
 from ir.printer import Printer
+from ir.types import ERROR, ListType, OptionalType, TupleType, Type
 
 
 class VerifyError(Exception):
@@ -48,6 +49,12 @@ def _verify_block(block: Block, visible: set[Value], problems: list[tuple[Operat
         for result in op.results:
             _check_uses(result, problems)
             scope.add(result)
+            if _is_error(result.type):
+                problems.append((op, "a result of the error type: lowering failed, and its errors were not reported"))
+
+
+def _is_error(t: Type) -> bool:
+    return t == ERROR or isinstance(t, (TupleType, ListType, OptionalType)) and "<error>" in str(t)
 
 
 def _check_uses(value: Value, problems: list[tuple[Operation, str]]) -> None:

@@ -226,13 +226,16 @@ CHECK_CASES = {
                 ys = {x for _ in range(2)}  # error: 14: set comprehensions
                 return x
         """,
-    "check_errors_suppress_lowering_errors_of_the_same_function": """
+    # A function whose body the check rejected is still lowered: its other errors come in the same
+    # run, and what lowering says of the construct the check reported is left out.
+    "check_errors_and_lowering_errors_of_the_same_function": """
         @script
         def f(x: Tensor, flag: bool) -> Tensor:
             g = lambda t: t  # error: 9: lambda expressions
+            z = g(x)
             if flag:
                 y = x
-            return y
+            return y + z  # error: 12: `y` is not bound on every path
         """,
 }
 

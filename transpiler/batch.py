@@ -86,7 +86,7 @@ def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False
     except CompileError as e:
         return done("error", message=e.render() + "\n")
     except UserError as e:
-        return done("error", message=e.diagnostic.render(_lines(path)))
+        return done("error", message="\n\n".join(d.render(_lines(path)) for d in e.diagnostics))
     except Exception:  # a compiler bug, not the user's mistake
         if os.environ.get("TORCHSCRIBE_DEBUG"):
             message = f"torchscribe: internal error while compiling {path}:\n{traceback.format_exc()}"

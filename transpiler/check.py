@@ -1,9 +1,12 @@
 """The check pass: every construct outside the compiled subset, reported before lowering.
 
-Lowering stops at the first error of a function; this pass walks every function that will be
-compiled with one read-only visitor and reports all unsupported syntax at once, each with the span
-of the construct and what to write instead. Semantic errors (types, unknown names, bindings) are
-lowering's business; this pass only looks at the shape of the code.
+This pass walks every function that will be compiled with one read-only visitor and reports all
+unsupported syntax at once, each with the span of the construct and what to write instead.
+Semantic errors (types, unknown names, bindings) are lowering's business, which goes on past
+each error (transpiler/recover.py) and also lowers the functions whose body alone this pass
+rejected: what it says of a construct reported here is left out (compile.merge_diagnostics).
+A function whose definition this pass rejected (a decorator, `async`, `*args`) is not lowered: its
+body would not mean what lowering takes it to.
 
 Which functions are compiled: every @script function, and for every @script class its `forward`
 and the methods that code reaches through `self.<method>`.
@@ -97,12 +100,17 @@ DECORATOR_HINTS = {
 class CheckResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     failed: list[cst.FunctionDef] = field(default_factory=list)  # functions with at least one diagnostic
-    # Spans of the functions in `failed` and of their uses (`self.helper(x)`), where lowering's
-    # errors would only be consequences of what the check reported.
+    # Spans of the functions whose definition was rejected, and of the uses of the functions in
+    # `failed` (`self.helper(x)`), where lowering's errors would only be consequences of what the
+    # check reported.
     covered: list[Loc] = field(default_factory=list)
+    rejected: list[cst.FunctionDef] = field(default_factory=list)  # definition rejected: not lowered
 
     def has_errors(self, node: cst.FunctionDef) -> bool:
         return any(f is node for f in self.failed)
+
+    def is_rejected(self, node: cst.FunctionDef) -> bool:
+        return any(f is node for f in self.rejected)
 
 
 def check_file(source: SourceFile, targets: list[Target]) -> CheckResult:
@@ -111,8 +119,9 @@ def check_file(source: SourceFile, targets: list[Target]) -> CheckResult:
     checker = SubsetChecker(source.display, functions)
     source.wrapper.visit(checker)
     failed = [f for f in functions if f in checker.failed]
-    covered = [source.loc(node) for f in failed for node in [f, *uses.get(f, [])]]
-    return CheckResult(checker.diagnostics, failed, covered)
+    rejected = [f for f in functions if f in checker.rejected]
+    covered = [source.loc(f) for f in rejected] + [source.loc(node) for f in failed for node in uses.get(f, [])]
+    return CheckResult(checker.diagnostics, failed, covered, rejected)
 
 
 def left_to_python(source: SourceFile | None, func: cst.FunctionDef) -> bool:
@@ -186,6 +195,7 @@ class SubsetChecker(cst.CSTVisitor):
         self.functions = functions
         self.diagnostics: list[Diagnostic] = []
         self.failed: set[cst.FunctionDef] = set()
+        self.rejected: set[cst.FunctionDef] = set()  # (check_definition reported it)
         self.current: cst.FunctionDef | None = None
         self.unrolled: set[cst.CSTNode] = set()
 
@@ -219,7 +229,10 @@ class SubsetChecker(cst.CSTVisitor):
         if self.current is None:
             if isinstance(node, cst.FunctionDef) and node in self.functions:
                 self.current = node
+                found = len(self.diagnostics)
                 self.check_definition(node, self.functions[node])
+                if len(self.diagnostics) > found:
+                    self.rejected.add(node)
             return True
         if isinstance(node, (cst.Decorator, cst.Parameters, cst.Annotation)):
             return False  # checked by check_definition; annotations are lowering's business

@@ -11,7 +11,7 @@ import libcst as cst
 import torch
 
 from codegen.module import Header, emit_module
-from ir.core import Program
+from ir.core import Loc, Program
 from ir.ops import ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
 from ir.types import ModuleType
 from ir.passes.shapes import example_input_types
@@ -46,8 +46,9 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     recursive, as TorchScript's: see FileContext.recursive. Raises CompileError with every
     diagnostic found."""
     targets = source.targets() if targets is None else targets
-    # The check pass reports every unsupported construct at once; a function it rejected is not
-    # lowered, so its errors are not reported twice.
+    # The check pass reports every unsupported construct at once; lowering reports the rest
+    # (merge_diagnostics leaves out what it says of a construct the check reported), but does
+    # not lower a function whose definition the check rejected.
     # Permissive mode (the caller's option, or @script(permissive=True) on any object of the
     # file) keeps what does not lower as Python instead: nothing is rejected up front.
     permissive = permissive or any(t.options.get("permissive") is True for t in targets)
@@ -81,17 +82,17 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                 if "forward" not in info.methods:
                     raise UserError(f"`{target.name}` has no forward method to compile",
                                     source.loc(target.node.name), "define forward(self, ...)")
-                if check.has_errors(info.methods["forward"]):
+                if check.is_rejected(info.methods["forward"]):
                     continue
                 entries[f"{target.name}.forward"] = ctx.entry_signature(info).sym_name
             else:
-                if isinstance(target.node, cst.FunctionDef) and check.has_errors(target.node):
+                if isinstance(target.node, cst.FunctionDef) and check.is_rejected(target.node):
                     continue
                 sig = ctx.function_signature(target.name)
                 assert sig is not None
                 entries[target.name] = sig.sym_name
         except UserError as e:
-            diagnostics.append(e.diagnostic)
+            diagnostics.extend(e.diagnostics)
     if ctx.recursive:
         # Calls of these classes appear once nn.Sequential calls are unrolled (ir/passes/inline.py):
         # their forwards are compiled whether or not the source calls them by name.
@@ -101,20 +102,23 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                     ctx.method_signature(info, "forward")
                 except UserError as e:
                     if not permissive:  # (permissive: where it is called, the call stays Python)
-                        diagnostics.append(e.diagnostic)
+                        diagnostics.extend(e.diagnostics)
     funcs = []
     done = 0
     while done < len(ctx.worklist):
         pending = ctx.worklist[done]
         done += 1
-        if check.has_errors(pending.node):
+        if check.is_rejected(pending.node):
             continue
         try:
             funcs.append(FunctionLowerer(ctx, pending.node, pending.sig, pending.class_info, pending.source).lower())
         except UserError as e:
-            diagnostics.append(e.diagnostic)
+            diagnostics.extend(e.diagnostics)
+        except Exception:
+            if not check.has_errors(pending.node):
+                raise  # (a compiler bug; in a function the check rejected, what lowering finds is a bonus)
     if diagnostics or check.diagnostics:
-        raise CompileError(merge_diagnostics(check, diagnostics), ctx.sources())
+        raise CompileError(merge_diagnostics(check, diagnostics, list(ctx.sources())), ctx.sources())
     # The entry file's functions first, in source order; then each other file's.
     order = {name: i for i, name in enumerate(ctx.sources())}
     funcs.sort(key=lambda f: (order.get(f.loc.file, len(order)), f.loc.file, f.loc.line, f.loc.col)
@@ -136,22 +140,33 @@ def _check_other_files(check: CheckResult, checked: set[int], classes: dict[str,
     for other, targets in by_file.values():
         found = check_file(other, targets)
         check = CheckResult(check.diagnostics + found.diagnostics, check.failed + found.failed,
-                            check.covered + found.covered)
+                            check.covered + found.covered, check.rejected + found.rejected)
     return check
 
 
-def merge_diagnostics(check: CheckResult, lowering: list[Diagnostic]) -> list[Diagnostic]:
-    """The check's diagnostics and lowering's, sorted by position. Lowering's inside a function
-    the check rejected (a caller asking for its signature) or at a use of one (`self.helper(x)`
-    of a @staticmethod helper) are consequences of what the check reported, so they are left
-    out; so are exact duplicates."""
+def merge_diagnostics(check: CheckResult, lowering: list[Diagnostic], files: Sequence[str] = ()) -> list[Diagnostic]:
+    """The check's diagnostics and lowering's, sorted by position (the entry file's first, then
+    each other file's, in the order of `files`). Lowering's whose span overlaps a construct the
+    check reported (its own words for it) or lies at a use of a function the check rejected
+    (`self.helper(x)` of a @staticmethod helper) are consequences of what the check reported, so
+    they are left out; so are exact duplicates."""
+
+    def inside(d: Diagnostic, r: Loc) -> bool:
+        return r.file == d.loc.file and (r.line, r.col) <= (d.loc.line, d.loc.col) < (r.end_line, r.end_col)
+
+    def overlaps(a: Loc, b: Loc) -> bool:
+        end_a, end_b = (a.end_line, a.end_col), (b.end_line, b.end_col)
+        return a.file == b.file and (a.line, a.col) < max(end_b, (b.line, b.col + 1)) \
+            and (b.line, b.col) < max(end_a, (a.line, a.col + 1))
 
     def covered(d: Diagnostic) -> bool:
-        return any((r.line, r.col) <= (d.loc.line, d.loc.col) < (r.end_line, r.end_col) for r in check.covered)
+        return any(inside(d, r) for r in check.covered) or any(overlaps(d.loc, c.loc) for c in check.diagnostics)
 
     merged = list(check.diagnostics) + [d for d in lowering if not covered(d)]
     unique = list(dict.fromkeys(merged))
-    return sorted(unique, key=lambda d: (d.loc.line, d.loc.col, d.loc.end_line, d.loc.end_col))
+    order = {name: i for i, name in enumerate(files)}
+    return sorted(unique, key=lambda d: (order.get(d.loc.file, len(order)), d.loc.file, d.loc.line, d.loc.col,
+                                         d.loc.end_line, d.loc.end_col))
 
 
 def compile_source(

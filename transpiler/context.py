@@ -10,11 +10,11 @@ import libcst as cst
 
 from ir.builder import literal_type
 from ir.core import Loc
-from ir.types import ANY, NONE, TENSOR, ModuleType, TensorType, Type
+from ir.types import ANY, ERROR, NONE, TENSOR, ModuleType, TensorType, Type
 from transpiler.annotations import annotation_type
 from transpiler.check import PYTHON_DECORATORS
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names
-from transpiler.diagnostics import UserError
+from transpiler.diagnostics import Diagnostic, UserError
 from transpiler.env import Signature
 from transpiler.infer_annotations import missing_parameters_error, missing_result_error, suggest_parameter
 from transpiler.source import SCRIPT_NAMES, SourceFile, is_literal, literal_value
@@ -101,6 +101,7 @@ class FileContext:
     _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)
     _failed: dict[str, Pending] = field(default_factory=dict)  # sym_name -> a function that did not lower
+    _errors: dict[str, UserError] = field(default_factory=dict)  # strict: sym_name -> why it did not lower
 
     def sources(self) -> dict[str, list[str]]:
         """display name -> lines of every file compiled from (for diagnostics and comments)."""
@@ -200,6 +201,8 @@ class FileContext:
         if sym_name in self._inferring:
             raise UserError(f"`{sym_name}` calls itself, so its result type cannot be inferred",
                             source.loc(node.name), "annotate its return type")
+        if sym_name in self._errors:
+            raise self._errors[sym_name]  # (each call of a function that failed: its errors once)
         if sym_name not in self.signatures:
             if self.permissive and sym_name.partition("#")[0] not in self.entry_names:
                 applied = applied_decorators(source, node)
@@ -215,9 +218,11 @@ class FileContext:
                     # A function that cannot be compiled leaves its call as Python: find out now,
                     # at the call, by lowering it once (the lowering that is kept comes later).
                     self._probe(sig, node, info, source)
-            except UserError:
+            except UserError as e:
                 if self.permissive and self.recursive and declared is None:  # (variants may still compile)
                     self._failed[sym_name] = Pending(sig, node, info, source)
+                if not self.permissive:
+                    self._errors[sym_name] = e
                 raise
             self.signatures[sym_name] = sig
             self.worklist.append(Pending(sig, node, info, source))
@@ -383,12 +388,15 @@ class FileContext:
                             source.loc(first), "use ordinary parameters")
         # Unannotated parameters the signature cannot type: without a default (strict mode) or
         # with a default that is not a literal. One error names them all, with what to write.
+        # What the annotations do not type is reported with the signature (`errors`), which is
+        # still lowered (transpiler/recover.py): ERROR, where callers report nothing more.
+        errors: list[Diagnostic] = []
         untyped = [p for i, p in enumerate(params.params)
                    if p.annotation is None and not (i == 0 and info is not None)
                    and (not self.recursive if p.default is None else not is_literal(literal_value(p.default)))]
+        result_missing = node.returns is None and _returns_value(node) and not self.recursive
         if untyped:
-            raise missing_parameters_error(source, node, untyped, info is not None,
-                                           node.returns is None and _returns_value(node) and not self.recursive)
+            errors += missing_parameters_error(source, node, untyped, info is not None, result_missing).diagnostics
         names: list[str] = []
         types: list[Type] = []
         defaults: dict[str, object] = {}
@@ -397,6 +405,12 @@ class FileContext:
             names.append(name)
             if i == 0 and info is not None:
                 types.append(ModuleType(info.name))
+                continue
+            if any(p is u for u in untyped):
+                # Its body is checked as the annotation its error suggests would have it, where
+                # the body decides one (what the user is told to write); else ERROR.
+                found = suggest_parameter(source, node, name) if p.default is None else None
+                types.append(found.type if found is not None and found.decided else ERROR)
                 continue
             if p.annotation is None and p.default is None:
                 types.append(TENSOR)  # TorchScript's rule for unannotated parameters (recursive only)
@@ -407,10 +421,19 @@ class FileContext:
                 types.append(literal_type(defaults[name]) if defaults[name] is not None
                              else suggest_parameter(source, node, name).type)
                 continue
-            t = annotation_type(source, p.annotation.annotation, classes)
+            try:
+                t = annotation_type(source, p.annotation.annotation, classes)
+            except UserError as e:
+                errors += e.diagnostics
+                t = ERROR
             if p.default is not None:
-                value = defaults[name] = _literal_default(p, source)
-                if value is None and t != NONE and not _is_optional(t):
+                try:
+                    value = defaults[name] = _literal_default(p, source)
+                except UserError as e:
+                    errors += e.diagnostics
+                    value = defaults[name] = None  # (a call may still leave it out)
+                    t = ERROR
+                if value is None and t not in (NONE, ERROR) and not _is_optional(t):
                     # `x: Tensor = None` means Optional[Tensor], as TorchScript reads it.
                     from ir.types import OptionalType
 
@@ -421,10 +444,16 @@ class FileContext:
         if node.returns is None:
             result: Type = NONE if not _returns_value(node) else None  # type: ignore[assignment]
             if result is None and not self.recursive:
-                raise missing_result_error(source, node, sym_name)
+                if not untyped:  # (else its error says so)
+                    errors += missing_result_error(source, node, sym_name).diagnostics
+                result = ERROR
         else:
-            result = annotation_type(source, node.returns.annotation, classes)
-        return Signature(sym_name, tuple(names), tuple(types), defaults, result, source.loc(node))
+            try:
+                result = annotation_type(source, node.returns.annotation, classes)
+            except UserError as e:
+                errors += e.diagnostics
+                result = ERROR
+        return Signature(sym_name, tuple(names), tuple(types), defaults, result, source.loc(node), errors=tuple(errors))
 
     def module_result_type(self, qualname: str, at: cst.CSTNode) -> Type:
         """What calling a submodule of this class returns."""

@@ -48,12 +48,30 @@ class CompileError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        return "\n\n".join(d.render(self.sources.get(d.loc.file)) for d in self.diagnostics)
+        text = "\n\n".join(d.render(self.sources.get(d.loc.file)) for d in self.diagnostics)
+        if len(self.diagnostics) > 1:  # (the count ends the list, where the reader finishes)
+            text += f"\n\n{len(self.diagnostics)} errors"
+        return text
 
 
 class UserError(Exception):
-    """A single error at a location, raised inside lowering and collected into a Diagnostic."""
+    """An error at a location, raised inside lowering and collected into a Diagnostic.
+    `diagnostics` holds every error found: a function's lowering goes on past an error and
+    raises them all at its end (UserError.of), the first being `diagnostic`."""
 
     def __init__(self, message: str, loc: Loc, hint: str | None = None) -> None:
         super().__init__(message)
         self.diagnostic = Diagnostic(message, loc, hint)
+        self.diagnostics = [self.diagnostic]
+
+    @staticmethod
+    def of(diagnostics: list[Diagnostic]) -> UserError:
+        """One error carrying all of `diagnostics` (deduplicated, in source order)."""
+        found = sorted(dict.fromkeys(diagnostics), key=position)
+        error = UserError(found[0].message, found[0].loc, found[0].hint)
+        error.diagnostic, error.diagnostics = found[0], found
+        return error
+
+
+def position(d: Diagnostic) -> tuple:
+    return (d.loc.file, d.loc.line, d.loc.col, d.loc.end_line, d.loc.end_col)

@@ -75,3 +75,7 @@ class Signature:
     # stand for the keywords the call puts in `**kwargs`
     kwstar_items: tuple[str, ...] = ()
     star_items: tuple[str, ...] = ()  # and the parameters that stand for what it puts in `*args`
+    # Strict mode: errors of its annotations (the types ERROR, or a missing one's suggestion);
+    # lowering its body reports them with the body's own, and its callers report nothing more
+    # (transpiler/recover.py).
+    errors: tuple = ()

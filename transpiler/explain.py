@@ -453,7 +453,7 @@ def _main(argv: list[str]) -> int:
             failed = True
             continue
         except UserError as e:
-            print(e.diagnostic.render(None), file=sys.stderr)
+            print("\n\n".join(d.render(None) for d in e.diagnostics), file=sys.stderr)
             failed = True
             continue
         except ExampleError as e:

@@ -29,6 +29,7 @@ from ir.types import (
     BOOL,
     DEVICE,
     DTYPE,
+    ERROR,
     FLOAT,
     INT,
     NONE,
@@ -116,6 +117,7 @@ class ExpressionLowering:
     loop_depth: int
     star_tuples: dict[Value, list[Value]]
     epoch: int  # (transpiler/lower_python.py)
+    error_reads: int  # (transpiler/recover.py)
     # Values read from the live instance when compiling for one (script(instance)): objects the
     # modules hold (a config), and literals read from them, which entry checks pin
     # (ir/passes/specialize.py) so that the code may be specialised to them now.
@@ -135,7 +137,9 @@ class ExpressionLowering:
     def expr(self, node: cst.BaseExpression, name: str | None = None) -> Value:
         """Lower `node`; `name` is the source name the value is assigned to, if any."""
         with self.at(node):
-            value = self._expr(node) if not self.ctx.permissive else self._expr_or_python(node)
+            value = self._expr_or_python(node) if self.ctx.permissive else self._expr_or_error(node)
+        if value.type == ERROR:
+            self.error_reads += 1  # (transpiler/recover.py)
         if name is not None and value.name is None and isinstance(value.owner, ops.Operation):
             if not isinstance(value.owner, (ops.ConstantOp,)):
                 value.name = name
@@ -149,6 +153,18 @@ class ExpressionLowering:
         except UserError as error:
             self.rollback(mark)  # type: ignore[attr-defined]
             return self.kept_as_python(node, error, expression=True)  # type: ignore[attr-defined]
+
+    def _expr_or_error(self, node: cst.BaseExpression) -> Value:
+        """Strict mode: an expression that does not lower records its error and stands for an
+        ERROR value, so that lowering goes on (transpiler/recover.py)."""
+        mark = self.mark()  # type: ignore[attr-defined]
+        reads = self.error_reads
+        try:
+            return self._expr(node)
+        except UserError as error:
+            self.rollback(mark)  # type: ignore[attr-defined]
+            self.record(error, node, reads)  # type: ignore[attr-defined]
+            return self.error_value()  # type: ignore[attr-defined]
 
     def _expr(self, node: cst.BaseExpression) -> Value:
         if isinstance(node, cst.FormattedString) or isinstance(node, cst.ConcatenatedString) and _has_fstring(node):
@@ -508,14 +524,15 @@ class ExpressionLowering:
 
     def truth(self, value: Value, node: cst.CSTNode) -> Value:
         """A bool for a condition. Tensors must be converted explicitly, as in TorchScript."""
-        if value.type == BOOL:
+        if value.type in (BOOL, ERROR):
             return value
         if isinstance(value.type, TensorType):
-            raise self.error(
+            self.go_on(self.error(  # type: ignore[attr-defined]
                 node,
                 "a tensor cannot be used as a condition",
                 "write bool(t) (one element), or t.any() / t.all() wrapped in bool(...)",
-            )
+            ), node)
+            return self.error_value()  # type: ignore[attr-defined]  (strict mode: both sides checked)
         if value.type == NONE:
             return self.b.constant(False)
         if value.type in (INT, FLOAT, STR, ANY) or isinstance(value.type, (OptionalType, ListType)):
@@ -524,7 +541,8 @@ class ExpressionLowering:
             if known is not self._UNKNOWN:
                 self.live[result] = bool(known)
             return result
-        raise self.error(node, f"a value of type {value.type} used as a condition")
+        self.go_on(self.error(node, f"a value of type {value.type} used as a condition"), node)  # type: ignore[attr-defined]
+        return self.error_value()  # type: ignore[attr-defined]
 
     def condition_of(self, value: Value, node: cst.CSTNode) -> Value:
         """The bool an assertion tests: Python's truth of `value`, a one-element tensor's too."""

@@ -40,6 +40,7 @@ class Mark:
     returned: int
     breaks: int
     epoch: int
+    loop_depth: int
 
 
 class KeptAsPython:
@@ -51,6 +52,7 @@ class KeptAsPython:
     b: Builder
     env: Env
     returned_types: list
+    loop_depth: int
     empty_stars: set[Value]
     star_items: dict[Value, dict[str, Value]]
     # How many py.opaque ops came before: attribute reads of a module after one are read again
@@ -59,7 +61,7 @@ class KeptAsPython:
 
     def mark(self) -> Mark:
         return Mark(self.b.block, len(self.b.block.ops), self.env.copy(), len(self.returned_types),
-                    len(self.ctx.breaks), self.epoch)
+                    len(self.ctx.breaks), self.epoch, self.loop_depth)
 
     def rollback(self, mark: Mark) -> None:
         """Take back what lowering built since `mark`."""
@@ -70,6 +72,7 @@ class KeptAsPython:
         del self.returned_types[mark.returned:]
         del self.ctx.breaks[mark.breaks:]
         self.epoch = mark.epoch
+        self.loop_depth = mark.loop_depth  # (a loop's lowering that raised did not leave it)
 
     def kept_as_python(self, node: cst.CSTNode, error: UserError, expression: bool) -> Value | None:
         """Put `node` in the function as Python text; raise `error` when it cannot stay Python.

@@ -18,6 +18,7 @@ from ir.builder import Builder
 from ir.core import Block, Region, Value
 from ir.types import (
     ANY,
+    ERROR,
     fits,
     BOOL,
     INT,
@@ -41,6 +42,7 @@ from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
 from transpiler.lower_expr import AUG_OPS, ExpressionLowering, a_type, unify_all
 from transpiler.lower_python import KeptAsPython
+from transpiler.recover import Recovery
 from transpiler.source import SourceFile
 
 if TYPE_CHECKING:
@@ -60,12 +62,13 @@ class Raises(Exits):
     returned: Value | bool = True
 
 
-class FunctionLowerer(ExpressionLowering, KeptAsPython):
+class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
     def __init__(self, ctx: FileContext, node: cst.FunctionDef, sig: Signature, class_info: ClassInfo | None,
                  source: SourceFile | None = None):
         self.ctx = ctx
         self.source: SourceFile = source or ctx.source
         self.returned_types: list[Type] = []  # what each return statement returns (result inference)
+        self.diagnostics = list(sig.errors)  # (transpiler/recover.py; its annotations' first)
         self.node = node
         self.sig = sig
         self.class_info = class_info
@@ -140,7 +143,19 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             with self.at(self.node):  # `@torch.no_grad()`: as a `with` around the body
                 self.op(ops.CheckNoAutogradOp, [], [])
         body = statements_of(self.node.body)
-        exits = self.stmts(body)
+        try:
+            exits = self.stmts(body)
+        except UserError:
+            raise
+        except Exception:
+            if self.diagnostics:  # (a failure past an error is taken for its consequence: the user's errors first)
+                raise UserError.of(self.diagnostics) from None
+            raise
+        if self.diagnostics:
+            # Strict mode: every error of the function; its IR is dropped. Whether it can fall off
+            # its end is not asked: a statement left out (a `return`, a `raise`, a `yield`) may
+            # be why.
+            raise UserError.of(self.diagnostics)
         if not exits.always():
             self.returned_types.append(NONE)
             if self.sig.result != NONE:
@@ -203,6 +218,14 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                     self.rollback(mark)
                     self.kept_as_python(stmt, error, expression=False)
                     done, exits = False, Exits()
+            elif not isinstance(stmt, cst.SimpleStatementLine):
+                mark, reads = self.mark(), self.error_reads
+                try:
+                    done, exits = self.statement(stmt, rest)
+                except UserError as error:
+                    self.rollback(mark)
+                    self.failed_statement(stmt, error, reads)
+                    done, exits = False, Exits()
             else:
                 done, exits = self.statement(stmt, rest)
             if done:
@@ -251,7 +274,13 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                         self.kept_as_python(small, error, expression=False)
                         exits = Exits()
                 else:
-                    exits = self.small_stmt(small)
+                    mark, reads = self.mark(), self.error_reads
+                    try:
+                        exits = self.small_stmt(small)
+                    except UserError as error:
+                        self.rollback(mark)
+                        self.failed_statement(small, error, reads)
+                        exits = Exits()
             if not exits.never():
                 return exits
         return Exits()
@@ -357,8 +386,9 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                 if t is None and self.ctx.permissive:
                     t = ANY  # a plain Python object from here on
                 if t is None:
-                    raise self.error_at_if(if_op, f"`{key}` is {a_type(va.type)} on one side of the if and {a_type(vb.type)} on the other",
-                                           "give it the same type on both sides (Optional[T] for None)")
+                    self.go_on(self.error_at_if(if_op, f"`{key}` is {a_type(va.type)} on one side of the if and {a_type(vb.type)} on the other",
+                                                "give it the same type on both sides (Optional[T] for None)"))
+                    t = ERROR
                 add(key, va, vb, t)
             elif isinstance(va, Value) or isinstance(vb, Value):
                 if key.startswith("self."):
@@ -496,10 +526,10 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
         module list. `jumps`: whether the body may leave early (such a loop is not unrolled)."""
         if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.range" and self.env.get("range") is None:
             args, kwnames, _, _ = self.call_arguments(it)
-            bad = [(a, arg) for a, arg in zip(args, it.args) if a.type not in (INT, BOOL)]
-            if bad:
-                raise self.error(bad[0][1], f"range() takes ints, not {a_type(bad[0][0].type)}",
-                                 "convert it with int(...), or loop over an int count")
+            bad = [(a, arg) for a, arg in zip(args, it.args) if a.type not in (INT, BOOL, ERROR)]
+            if bad:  # (strict mode checks the body all the same)
+                self.go_on(self.error(bad[0][1], f"range() takes ints, not {a_type(bad[0][0].type)}",
+                                      "convert it with int(...), or loop over an int count"), bad[0][1])
             if kwnames or not 1 <= len(args) <= 3:
                 raise self.error(it, "range() takes one to three int arguments")
             start, stop, step = (
@@ -532,9 +562,11 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             return None, [iterable], None
         if isinstance(t, TensorType):
             name = self.source.code(it) if isinstance(it, (cst.Name, cst.Attribute)) else "t"
-            raise self.error(it, "iterating over a tensor is not supported",
-                             f"loop over range({name}.size(0)) and index {name}[i], or over {name}.unbind(0)")
-        raise self.error(it, f"iterating over a value of type {t} is not supported")
+            self.go_on(self.error(it, "iterating over a tensor is not supported",
+                                  f"loop over range({name}.size(0)) and index {name}[i], or over {name}.unbind(0)"), it)
+        elif t != ERROR:
+            self.go_on(self.error(it, f"iterating over a value of type {t} is not supported"), it)
+        return ops.ForEachOp, [iterable], ERROR  # (its body checked all the same)
 
     # -- comprehensions -------------------------------------------------------------------------
     def list_comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> Value:
@@ -690,12 +722,10 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                 extra_inits = [self.b.constant(False), self.uninitialized(self.sig.result)]  # type: ignore[arg-type]
                 extra_types = [BOOL, self.sig.result]  # type: ignore[list-item]
         for _attempt in range(3):
+            found = len(self.diagnostics)
             op, yielded_types = self.try_loop(node, op_class, head, elem_type, carried, inits, carried_types,
                                               extra_inits, extra_types, returns, breaks)  # type: ignore[arg-type]
-            widened = [self.widen(a, y) for a, y in zip(carried_types, yielded_types)]
-            for name, w, a, y in zip(carried, widened, carried_types, yielded_types):
-                if w is None:
-                    raise self.loop_type_error(node, name, a, y)
+            widened = self.widened(node, carried, carried_types, yielded_types, found)
             if widened == carried_types:
                 break
             op.erase()
@@ -715,6 +745,20 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
             flag, value = results[len(carried)], results[len(carried) + 1]
             return Exits(returned=flag, ret_value=value)
         return Exits()
+
+    def widened(self, node: cst.For | cst.While, carried: list[str], before: list[Type], inside: list[Type],
+                found: int) -> list[Type]:
+        """The types of the loop-carried names after one lowering of the body, which reported
+        `diagnostics[found:]` (strict mode goes on past a name whose type does not fit, as ERROR)."""
+        out = [self.widen(a, y) for a, y in zip(before, inside)]
+        if [ERROR if w is None else w for w in out] != before and not any(w in (None, ERROR) for w in out):
+            # The body is lowered again with wider types: what it reports then is what counts
+            # (not where an error made a name ERROR: that lowering reports nothing of it).
+            del self.diagnostics[found:]
+        for name, w, a, y in zip(carried, out, before, inside):
+            if w is None:
+                self.go_on(self.loop_type_error(node, name, a, y))
+        return [ERROR if w is None else w for w in out]
 
     def widen(self, before: Type, inside: Type) -> Type | None:
         """The type of a loop-carried name; in permissive mode Any where types disagree."""
@@ -820,11 +864,9 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython):
                 extra_inits += [self.b.constant(False), self.uninitialized(self.sig.result)]  # type: ignore[arg-type]
                 extra_types += [BOOL, self.sig.result]  # type: ignore[list-item]
         for _attempt in range(3):
+            found = len(self.diagnostics)
             op, yielded = self._while_exits_once(node, carried, inits, carried_types, extra_inits, extra_types, returns)
-            widened = [self.widen(a, y) for a, y in zip(carried_types, yielded)]
-            for name, w, a, y in zip(carried, widened, carried_types, yielded):
-                if w is None:
-                    raise self.loop_type_error(node, name, a, y)
+            widened = self.widened(node, carried, carried_types, yielded, found)
             if widened == carried_types:
                 break
             op.erase()
