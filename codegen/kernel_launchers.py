@@ -28,10 +28,10 @@ def kernel_device(k: ops.Kernel) -> str:
     return k.results[0].type.device  # type: ignore[union-attr,return-value]
 
 
-def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_file: str | bool) -> None:
+def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None) -> None:
     cpu = [k for k in kernels if kernel_device(k) == "cpu"]
     if cpu:
-        _emit_cpp(w, cpu, source_file)
+        _emit_cpp(w, cpu, source_lines)
     _emit_triton(w, kernels)
     w.blank(2)
     w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
@@ -60,7 +60,7 @@ def _emit_triton(w: Writer, kernels: list[ops.Kernel]) -> None:
                     w.line(line)
 
 
-def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_file: str | bool) -> None:
+def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None) -> None:
     sources, kinds, signatures = [], {}, []
     for k in kernels:
         sig = None
@@ -87,9 +87,9 @@ def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_file: str | bool) -> 
     for k, sig in zip(kernels, signatures):
         w.blank(2)
         if sig is None:
-            pool_kernels.cpp_launcher(w, k, source_file)  # type: ignore[arg-type]
+            pool_kernels.cpp_launcher(w, k, source_lines)  # type: ignore[arg-type]
         else:
-            _launcher(w, k, sig, source_file)  # type: ignore[arg-type]
+            _launcher(w, k, sig, source_lines)  # type: ignore[arg-type]
 
 
 def _kinds(sig: Signature) -> str:
@@ -99,7 +99,7 @@ def _kinds(sig: Signature) -> str:
     return kinds + "".join("d" if t == "double" else "i" for t in sig.scalars)
 
 
-def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | bool) -> None:
+def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_lines: dict[str, list[str]] | None) -> None:
     n_in = k.attributes["inputs"]
     params = [f"in{i}: Tensor" for i in range(n_in)]
     params += [f"s{i}: {'float' if t == 'double' else 'int'}" for i, t in enumerate(sig.scalars)]
@@ -108,7 +108,7 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_file: str | boo
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
     w.line(f"def {sig.name}_cpp({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(f'"""{describe(k, source_file)}"""')
+        w.line(f'"""{describe(k, source_lines)}"""')
         shape = kernel_shape(k)
         outs = [f"out{i}" for i in range(len(sig.outputs))]
         sizes = size_texts(k, shape)

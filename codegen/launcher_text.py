@@ -3,9 +3,9 @@ expressions, and the docstring naming the ops the kernel fuses."""
 
 from __future__ import annotations
 
-from pathlib import PurePath
 
 from ir import ops
+from ir.core import Loc
 from ir.primitives import op_name
 from ir.types import TensorType
 
@@ -34,19 +34,39 @@ def size_texts(k: ops.KernelOp, shape: tuple) -> list[str] | None:
     return parts
 
 
-def describe(k: ops.KernelOp, source_file: str | bool, backend: str = "") -> str:
-    """`Fused: add, tanh from cell.py:15.` (`Fused (Triton): ...` with a backend named)."""
+def source_text(loc: Loc | None, source_lines: dict[str, list[str]] | None) -> str | None:
+    """The source line at `loc`, stripped; None where it is not known. Generated code quotes
+    the source rather than naming line numbers, which every line inserted above would change."""
+    if loc is None or source_lines is None:
+        return None
+    lines = source_lines.get(loc.file)
+    if lines is None or not 1 <= loc.line <= len(lines):
+        return None
+    return lines[loc.line - 1].strip() or None
+
+
+QUOTED_LINES = 3  # source lines a kernel's description quotes; past that, how many more
+
+
+def quoted(locs: list[Loc], source_lines: dict[str, list[str]] | None) -> str:
+    """" of `a = ...` and `b = ...`" for the distinct source lines at `locs`, in source order."""
+    first = {(loc.file, loc.line): loc for loc in sorted(locs, key=lambda loc: (loc.file, loc.line))}
+    texts = list(dict.fromkeys(t for t in (source_text(loc, source_lines) for loc in first.values()) if t))
+    if not texts:
+        return ""
+    shown = [f"`{t}`" for t in texts[:QUOTED_LINES]]
+    if len(texts) > QUOTED_LINES:
+        more = len(texts) - QUOTED_LINES
+        shown.append(f"{more} more line{'s' if more > 1 else ''}")
+    return " of " + (shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1])
+
+
+def describe(k: ops.KernelOp, source_lines: dict[str, list[str]] | None, backend: str = "") -> str:
+    """`Fused: add, tanh of `h = torch.tanh(x + 1)`.` (`Fused (Triton): ...` with a backend named)."""
     names = ", ".join(dict.fromkeys(op.attributes["kind"] if isinstance(op, ops.ReduceOp) else op_name(op)
                                     for op in k.body.ops if not isinstance(op, (ops.YieldOp, ops.ConstantOp))))
-    lines: dict[str, set[int]] = {}
-    for op in k.body.ops:
-        if op.loc is not None:
-            lines.setdefault(PurePath(op.loc.file).name, set()).add(op.loc.line)
-    where = ""
-    if lines and source_file:
-        where = " from " + ", ".join(f"{file}:" + ",".join(str(n) for n in sorted(found))
-                                     for file, found in lines.items())
+    where = quoted([op.loc for op in k.body.ops if op.loc is not None], source_lines)
     return f"Fused{f' ({backend})' if backend else ''}: {names}{where}."
 
 
-__all__ = ["size_texts", "describe"]
+__all__ = ["size_texts", "describe", "quoted", "source_text"]

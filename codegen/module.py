@@ -100,7 +100,7 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
             where = f'"{m}"' if m else "__name__, SOURCE_FILE"
             w.line(f"{model_module_name(m)} = _guards.model_module({where})")
     if kernels:
-        emit_kernels(w, kernels, source_lines is not None and header.source_file)
+        emit_kernels(w, kernels, source_lines)
     for body in bodies:
         w.blank(2)
         w.lines.extend(body)

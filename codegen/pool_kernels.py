@@ -22,9 +22,8 @@ kernels' tiles, ts_tile), the window unrolled (`tl.static_range`), masked loads 
 
 from __future__ import annotations
 
-from pathlib import PurePath
-
 from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN
+from codegen.launcher_text import source_text
 from codegen.triton_kernels import TL, TritonKernel
 from codegen.writer import Writer
 from ir import ops
@@ -53,11 +52,9 @@ class _Pool:
         self.sizes = {i: str(x.shape[i]) if type(x.shape[i]) is int else f"in0.shape[{i}]" for i in (0, 3)}
         self.n0, self.n3 = (text if text.isdigit() else f"n{i}" for i, text in self.sizes.items())
 
-    def describe(self, source_file: str | bool, backend: str = "") -> str:
-        where = ""
-        loc = self.op.loc
-        if loc is not None and source_file:
-            where = f" from {PurePath(loc.file).name}:{loc.line}"
+    def describe(self, source_lines: dict[str, list[str]] | None, backend: str = "") -> str:
+        text = source_text(self.op.loc, source_lines)
+        where = f", for `{text}`" if text else ""
         return (f"Max pool{f' ({backend})' if backend else ''}: {self.kh}x{self.kw} windows, stride "
                 f"{self.sh}x{self.sw}, padding {self.ph}x{self.pw}, of NHWC rows{where}.")
 
@@ -167,11 +164,11 @@ def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
     return "\n".join(lines) + "\n", "iipp" + "i" * 4
 
 
-def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_file: str | bool) -> None:
+def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None) -> None:
     p = _Pool(op)
     w.line(f"def {p.name}_cpp(in0: Tensor) -> Tensor:")
     with w.indent():
-        w.line(f'"""{p.describe(source_file)}"""')
+        w.line(f'"""{p.describe(source_lines)}"""')
         p.sizes_and_output(w)
         w.line(f"_lib.{p.name}({p.n0}, {p.n3}, out0.data_ptr(), in0.data_ptr(), *in0.stride())")
         w.line("return out0")
@@ -211,7 +208,7 @@ def triton_kernel(op: ops.PoolKernelOp) -> TritonKernel:
     w = Writer()
     w.line(f"def {p.name}_triton(in0: Tensor) -> Tensor:")
     with w.indent():
-        w.line(f'"""{p.describe(False, "Triton")}"""')
+        w.line(f'"""{p.describe(None, "Triton")}"""')
         p.sizes_and_output(w, ", device=in0.device")
         n_rows = str(int(p.n0) * p.oh * p.ow) if p.n0.isdigit() else "n_rows"
         if not p.n0.isdigit():

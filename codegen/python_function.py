@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Iterator
 from pathlib import PurePath
 
+from codegen.launcher_text import source_text
 from codegen.names import Namespace, function_name, model_module_name
 from codegen.writer import Writer
 from ir import ops
@@ -507,15 +508,18 @@ class FunctionEmitter:
             self.w.line(line)
 
     def source_comment(self, op: Operation) -> None:
+        """The source line a statement comes from, quoted (no line number: a line inserted above
+        the function would change every comment); `(inlined)` where it is another function's."""
         loc = op.loc
-        if loc is None or self.source_lines is None or (loc.file, loc.line) == self.last_line:
+        if loc is None or (loc.file, loc.line) == self.last_line:
             return
         self.last_line = (loc.file, loc.line)
-        lines = self.source_lines.get(loc.file)
-        if lines is None or not 1 <= loc.line <= len(lines):
+        text = source_text(loc, self.source_lines)
+        if text is None:
             return
-        text = lines[loc.line - 1].strip()
-        self.w.line(f"# {PurePath(loc.file).name}:{loc.line}  {text}")
+        own = self.func.loc
+        inside = own is not None and own.file == loc.file and own.line <= loc.line <= max(own.end_line, own.line)
+        self.w.line(f"# {'' if inside else '(inlined) '}{text}")
 
     def block(self, block: Block) -> None:
         skip: set[Operation] = set()
@@ -740,7 +744,7 @@ class FunctionEmitter:
         a = op.attributes
         loc = op.loc
         if loc is not None:
-            self.w.line(f"# {PurePath(loc.file).name}:{loc.line}: kept as Python: {a['reason']}")
+            self.w.line(f"# kept as Python: {a['reason']}")
             self.last_line = (loc.file, loc.line)
         read: dict[str, str] = {}
         for name, value in zip(a["reads"], op.operands):
@@ -779,8 +783,7 @@ class FunctionEmitter:
             owner = pending.pop().owner
             if isinstance(owner, Operation) and owner in self.folded:
                 if isinstance(owner, ops.OpaqueOp) and owner.loc is not None:
-                    self.w.line(f"# {PurePath(owner.loc.file).name}:{owner.loc.line}: kept as Python: "
-                                f"{owner.attributes['reason']}")
+                    self.w.line(f"# kept as Python: {owner.attributes['reason']}")
                 pending += owner.operands
 
     def python_text(self, op: ops.OpaqueOp, read: dict[str, str], written: dict[str, str]) -> list[str]:
@@ -1175,7 +1178,7 @@ class FunctionEmitter:
             args = [f"{module}.{value}" if kind == "global" else
                     self.expr(next(pinned)).text if op.operands else _literal(value) for kind, value in a["args"]]
             returns = f"{model_module_name(a['returns'][0])}.{a['returns'][1]}"
-            where = string_literal(f"{PurePath(op.loc.file).name}:{op.loc.line}" if op.loc else a["callee"])
+            where = string_literal(f"{a['callee']}(...)")  # (no line number: one inserted above would change it)
             return Expr(f"_guards.check_lookup({module}.{a['callee']}({', '.join(args)}), {returns}, {where})", PREC["atom"])
         if isinstance(op, ops.DictOp):
             return Expr("{" + ", ".join(f"{k!r}: {self.expr(v, PREC['if']).text}" for k, v in zip(a["keys"], op.operands))

@@ -705,7 +705,7 @@ def _launcher(k: _Kernel) -> str:
     result = "Tensor" if len(outs) == 1 else f"tuple[{', '.join(['Tensor'] * len(outs))}]"
     w.line(f"def {k.name}_triton({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(f'"""{describe(k.op, False, "Triton")}"""')
+        w.line(f'"""{describe(k.op, None, "Triton")}"""')
         sizes = size_texts(k.op, k.shape)
         if sizes is None:  # (a size only the broadcast of the inputs gives)
             w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(k.n_in)) + ")")

@@ -14,7 +14,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:39c62dad245a6614d4f86688dbfb1c04780a4f3b516b0dd5b89a24c84d79cb7c"
-BODY_HASH = "sha256:70512e8c98c1af46d29b5cf468500feade020d74802c343e35e4d761899e0b31"
+BODY_HASH = "sha256:c2832136ead943f6eddddfe3ca1ab819b30815f44a4f0d9f043529b93b76739a"
 TORCH_VERSION = "2.13"
 
 
@@ -23,39 +23,39 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(self, "qkv", "torch.nn.Linear")
     _guards.check_module(self, "dropout", "torch.nn.Dropout", "valid_p")
     _guards.check_module(self, "proj", "torch.nn.Linear")
-    # attention.py:23  B, T, C = x.size()
+    # B, T, C = x.size()
     B, T, C = x.size()
-    # attention.py:24  q, k, v = self.qkv(x).split(C, dim=2)
+    # q, k, v = self.qkv(x).split(C, dim=2)
     qkv = _guards.attr(self, "qkv")
     q, k, v = F.linear(x, _guards.attr(qkv, "weight"), _guards.attr(qkv, "bias")).split(
         C, dim=2
     )
-    # attention.py:25  q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+    # q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     tmp = self.num_heads
     tmp_1 = self.head_dim
     q = q.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
-    # attention.py:26  k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+    # k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     k = k.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
-    # attention.py:27  v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
+    # v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     v = v.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
-    # attention.py:29  scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+    # scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
     scores = q @ k.permute(0, 1, 3, 2) / math.sqrt(tmp_1)  # Tensor[?, ?, ?, ?]
     del q, k
-    # attention.py:30  scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
+    # scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     scores = torch.where(_guards.attr(self, "mask")[:T, :T] == 0, -math.inf, scores)
-    # attention.py:31  weights = F.softmax(scores, dim=-1)
+    # weights = F.softmax(scores, dim=-1)
     weights = F.softmax(scores, dim=-1)
     del scores
-    # attention.py:32  weights = self.dropout(weights)
+    # weights = self.dropout(weights)
     dropout = _guards.attr(self, "dropout")
     if dropout.training:
         weights = dropout(weights)
-    # attention.py:34  y = weights @ v
+    # y = weights @ v
     y = weights @ v
     del v
-    # attention.py:35  y = y.transpose(1, 2).contiguous().view(B, T, C)
+    # y = y.transpose(1, 2).contiguous().view(B, T, C)
     y = y.transpose(1, 2).contiguous().view(B, T, C)  # Tensor[?, ?, ?]
-    # attention.py:36  return self.proj(y)
+    # return self.proj(y)
     proj = _guards.attr(self, "proj")
     return F.linear(y, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
 

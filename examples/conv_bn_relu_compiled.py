@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:778d460f9be187e21779c4f08068a2bdc5c9978897f098e0b60bbc0190e0643b"
-BODY_HASH = "sha256:296c216b17f04398bb8467ecf3d3a0e6f0a10b5d40988e8cf26a71a6ae1ec0c1"
+BODY_HASH = "sha256:07e744a38ef1f369d6cddb89decbe489a15d33436da9c94b2891f6f3ca125553"
 TORCH_VERSION = "2.13"
 
 
@@ -21,7 +21,7 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(self, "conv", "torch.nn.Conv2d", "zeros_padding")
     _guards.check_module(self, "bn", "torch.nn.BatchNorm2d", "running_stats")
     _guards.check_module(self, "relu", "torch.nn.ReLU")
-    # conv_bn_relu.py:18  return self.relu(self.bn(self.conv(x)))
+    # return self.relu(self.bn(self.conv(x)))
     conv = _guards.attr(self, "conv")
     tmp = F.conv2d(
         x,

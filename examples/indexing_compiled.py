@@ -11,7 +11,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "indexing.py"
 SOURCE_HASH = "sha256:cc122e435379d6c86869cb09dc6900d5c63ed79f495685b32af90c224a229279"
-BODY_HASH = "sha256:2a6fa77fdbfc99d5296e72afd67cd3ca3b35650771e09c07a20f2ca690c48154"
+BODY_HASH = "sha256:f56bb78dc000f7f3af26c4a90f8961f4ac111ebe61a2fd0b668d0a4aafe8feb7"
 TORCH_VERSION = "2.13"
 
 
@@ -24,35 +24,35 @@ def indexing(
         raise _guards.GuardFailure(
             "`acc` (written) may share memory with another tensor argument or attribute"
         )
-    # indexing.py:11  evens = x[:, ::2]
+    # evens = x[:, ::2]
     evens = x[:, ::2]
-    # indexing.py:12  last = x[..., -1]
+    # last = x[..., -1]
     last = x[..., -1]
-    # indexing.py:13  window = x[1:-1, None, 2:10:3]
+    # window = x[1:-1, None, 2:10:3]
     window = x[1:-1, None, 2:10:3]
-    # indexing.py:14  picked = x[x > threshold]  # 1-d, its length depends on the data
+    # picked = x[x > threshold]  # 1-d, its length depends on the data
     picked = x[x > threshold]
-    # indexing.py:17  y = x.clone()
+    # y = x.clone()
     y = x.clone()
-    # indexing.py:18  y[y < 0] = 0.0
+    # y[y < 0] = 0.0
     y = y.index_put((y < 0,), y.new_full((), 0.0))
-    # indexing.py:19  y[:, :4] = last[:, None]
+    # y[:, :4] = last[:, None]
     tmp = y[:, :4]
     y = torch.slice_scatter(
         y, last[:, None].expand_as(tmp).to(tmp.dtype, copy=True), 1, None, 4, 1
     )
     del tmp
-    # indexing.py:20  y[0] += 1.0
+    # y[0] += 1.0
     y = torch.select_scatter(y, y[0] + 1.0, 0, 0)
-    # indexing.py:23  acc.mul_(2)
+    # acc.mul_(2)
     acc_1 = acc.mul(2)
-    # indexing.py:24  acc += evens.sum(dim=1, keepdim=True)
+    # acc += evens.sum(dim=1, keepdim=True)
     acc_2 = (acc_1 + evens.sum(dim=1, keepdim=True)).to(acc_1.dtype).expand_as(acc_1)
     del acc_1
-    # indexing.py:25  acc[:, 0] = 0.0
+    # acc[:, 0] = 0.0
     acc_3 = torch.select_scatter(acc_2, torch.full_like(acc_2[:, 0], 0.0), 1, 0)
     del acc_2
-    # indexing.py:27  return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
+    # return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
     tmp_1 = (evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked)
     del evens, last, window, picked, y
     acc.copy_(acc_3)

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:92d61544d35bbd22412ac1a56c4592a4600b785b74395921fe2d0f0f73b4a02e"
-BODY_HASH = "sha256:c4b611638303da80e7c202b7535c50abbe5cc2cd6ad505c4c7bb39b93cb66bd6"
+BODY_HASH = "sha256:8382db75e66d7e193a71887843a69bf2c1fdd8dca598fa83e518be081b440ca8"
 TORCH_VERSION = "2.13"
 
 
@@ -23,36 +23,36 @@ def LSTM_forward(
 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     _guards.check_tensor(x, "x")
     _guards.check_module(self, "gates", "torch.nn.Linear")
-    # lstm_cell.py:17  h, c = state
+    # h, c = state
     h, c = state
-    # lstm_cell.py:18  outputs: list[Tensor] = []
+    # outputs: list[Tensor] = []
     outputs = []
-    # lstm_cell.py:19  for t in range(x.size(0)):
+    # for t in range(x.size(0)):
     for t in range(x.size(0)):
-        # lstm_cell.py:20  gates = self.gates(torch.cat([x[t], h], dim=1))
+        # gates = self.gates(torch.cat([x[t], h], dim=1))
         gates_module = _guards.attr(self, "gates")
         gates = F.linear(
             torch.cat([x[t], h], dim=1),
             _guards.attr(gates_module, "weight"),
             _guards.attr(gates_module, "bias"),
         )
-        # lstm_cell.py:21  i, f, g, o = gates.chunk(4, dim=1)
+        # i, f, g, o = gates.chunk(4, dim=1)
         i, f, g, o = gates.chunk(4, dim=1)
-        # lstm_cell.py:22  i = torch.sigmoid(i)
+        # i = torch.sigmoid(i)
         i = torch.sigmoid(i)
-        # lstm_cell.py:23  f = torch.sigmoid(f)
+        # f = torch.sigmoid(f)
         f = torch.sigmoid(f)
-        # lstm_cell.py:24  g = torch.tanh(g)
+        # g = torch.tanh(g)
         g = torch.tanh(g)
-        # lstm_cell.py:25  o = torch.sigmoid(o)
+        # o = torch.sigmoid(o)
         o = torch.sigmoid(o)
-        # lstm_cell.py:26  c = f * c + i * g
+        # c = f * c + i * g
         c = f * c + i * g
-        # lstm_cell.py:27  h = o * torch.tanh(c)
+        # h = o * torch.tanh(c)
         h = o * torch.tanh(c)
-        # lstm_cell.py:28  outputs.append(h)
+        # outputs.append(h)
         outputs.append(h)
-    # lstm_cell.py:29  return torch.stack(outputs), (h, c)
+    # return torch.stack(outputs), (h, c)
     return torch.stack(outputs), (h, c)
 
 

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:75db453a3bb84745587dd503b7e7ed9ef5e97b616e227cf9507b000aaf4587c2"
-BODY_HASH = "sha256:1f456f5bc7cc5f566e270184d609e19656f7d73b298a991eb5aaf43be6e2f3f2"
+BODY_HASH = "sha256:b26290cb4f4547208c466249a851e396ed966bb4c64f91196a5eb891fae4d99a"
 TORCH_VERSION = "2.13"
 
 
@@ -21,13 +21,13 @@ def MLP_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(self, "fc1", "torch.nn.Linear")
     _guards.check_module(self, "fc2", "torch.nn.Linear")
     _guards.check_module(self, "norm", "torch.nn.LayerNorm")
-    # mlp.py:18  h = F.gelu(self.fc1(x))
+    # h = F.gelu(self.fc1(x))
     fc1 = _guards.attr(self, "fc1")
     h = F.gelu(F.linear(x, _guards.attr(fc1, "weight"), _guards.attr(fc1, "bias")))
-    # mlp.py:19  h = self.fc2(h)
+    # h = self.fc2(h)
     fc2 = _guards.attr(self, "fc2")
     h = F.linear(h, _guards.attr(fc2, "weight"), _guards.attr(fc2, "bias"))
-    # mlp.py:20  return self.norm(x + h)
+    # return self.norm(x + h)
     norm = _guards.attr(self, "norm")
     return F.layer_norm(
         x + h,

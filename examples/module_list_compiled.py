@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:129d1d51e6b0ebff614bd6c7d995d080cf723cd93cd573da08768f8cd1945949"
-BODY_HASH = "sha256:df8fb5f64060a1867515b6388e596d5830c22b0c952e7dae85e3c86f0e4af765"
+BODY_HASH = "sha256:ed43d783a843c3e9040ba1cf26047c615036b6ef92bec31af6bd2e7b72b987ff"
 TORCH_VERSION = "2.13"
 
 
@@ -20,7 +20,7 @@ def Block_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
     _guards.check_module(self, "norm", "torch.nn.LayerNorm")
     _guards.check_module(self, "fc", "torch.nn.Linear")
-    # module_list.py:17  return F.silu(self.fc(self.norm(x)))
+    # return F.silu(self.fc(self.norm(x)))
     norm = _guards.attr(self, "norm")
     fc = _guards.attr(self, "fc")
     return F.silu(
@@ -41,11 +41,11 @@ def Block_forward(self, x: Tensor) -> Tensor:
 def Stack_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
     _guards.check_module(self, "head", "torch.nn.Linear")
-    # module_list.py:29  for layer in self.layers:
+    # for layer in self.layers:
     for layer in _guards.attr(self, "layers"):
-        # module_list.py:30  x = x + self.residual_scale * layer(x)
+        # x = x + self.residual_scale * layer(x)
         x = x + self.residual_scale * layer(x)
-    # module_list.py:31  return self.head(x)
+    # return self.head(x)
     head = _guards.attr(self, "head")
     return F.linear(x, _guards.attr(head, "weight"), _guards.attr(head, "bias"))
 

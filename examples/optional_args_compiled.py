@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:ea610e23fdda7b730bfef3f60ee0a86d6813ac444db426a8651a1a294f44b8fc"
-BODY_HASH = "sha256:1c1803b7afb249bfe7f737681edd7f425f08134dbaea83e4e823e7722c004045"
+BODY_HASH = "sha256:043663bd60d98f98f0d6eea14203878cfb7e4334888c320fcf515bc073647696"
 TORCH_VERSION = "2.13"
 
 
@@ -28,35 +28,35 @@ def MaskedPool_forward(
 ) -> Tensor:
     _guards.check_tensor(x, "x")
     _guards.check_module(self, "proj", "torch.nn.Linear")
-    # optional_args.py:24  if mask is None:
+    # if mask is None:
     if mask is None:
-        # optional_args.py:25  mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
+        # mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
         mask = torch.ones(
             x.size(0), x.size(1), dtype=torch.bool, device=x.device
         )  # bool[?, ?]
-    # optional_args.py:26  weights = mask.unsqueeze(-1).to(x.dtype)
+    # weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)
-    # optional_args.py:27  if reduction == "sum":
+    # if reduction == "sum":
     if reduction == "sum":
-        # optional_args.py:28  pooled = (x * weights).sum(dim=1)
+        # pooled = (x * weights).sum(dim=1)
         pooled = (x * weights).sum(dim=1)
     else:
-        # optional_args.py:29  elif reduction == "mean":
+        # elif reduction == "mean":
         if reduction == "mean":
-            # optional_args.py:30  pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+            # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
         else:
-            # optional_args.py:32  pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
+            # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
             pooled = torch.where(weights == 0, -math.inf, x).amax(dim=1)
     del weights
-    # optional_args.py:33  out = self.proj(pooled)
+    # out = self.proj(pooled)
     proj = _guards.attr(self, "proj")
     out = F.linear(pooled, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
-    # optional_args.py:34  if temperature is not None:
+    # if temperature is not None:
     if temperature is not None:
-        # optional_args.py:35  out = out / temperature
+        # out = out / temperature
         out = out / temperature
-    # optional_args.py:36  return out
+    # return out
     return out
 
 

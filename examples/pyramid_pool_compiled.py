@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "pyramid_pool.py"
 SOURCE_HASH = "sha256:ca14be6b66cd886ecfc4ee38936d5de69d7b0db7f2e3b5d348d6e2b310aad0ce"
-BODY_HASH = "sha256:e037e09238ddce6362e677c40dd06207b1742c0ed5c3a5d60a3f9d9c403ce061"
+BODY_HASH = "sha256:276e740d2639019d26870770314a681794735083afb4dba3a2be0dbabc4e1665"
 TORCH_VERSION = "2.13"
 
 
@@ -20,21 +20,21 @@ def pyramid_pool(
     x: Tensor, sizes: list[int], pad: tuple[int, int] = (0, 0)
 ) -> tuple[Tensor, int]:
     _guards.check_tensor(x, "x")
-    # pyramid_pool.py:12  left, right = pad
+    # left, right = pad
     left, right = pad
-    # pyramid_pool.py:13  x = F.pad(x, (left, right))
+    # x = F.pad(x, (left, right))
     x = F.pad(x, (left, right))
-    # pyramid_pool.py:14  length = x.size(-1)
+    # length = x.size(-1)
     length = x.size(-1)
-    # pyramid_pool.py:15  pooled: list[Tensor] = []
+    # pooled: list[Tensor] = []
     pooled = []
-    # pyramid_pool.py:16  for size in sizes:
+    # for size in sizes:
     for size in sizes:
-        # pyramid_pool.py:17  size = max(1, min(size, length))
+        # size = max(1, min(size, length))
         size = max(1, min(size, length))
-        # pyramid_pool.py:18  pooled.append(F.adaptive_avg_pool1d(x, size))
+        # pooled.append(F.adaptive_avg_pool1d(x, size))
         pooled.append(F.adaptive_avg_pool1d(x, size))
-    # pyramid_pool.py:19  return torch.cat(pooled, dim=-1), len(pooled)
+    # return torch.cat(pooled, dim=-1), len(pooled)
     return torch.cat(pooled, dim=-1), len(pooled)
 
 

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:060c6739bd64713d77bcbf602405cd75764232d1676e28d4add94fc15ca91d29"
-BODY_HASH = "sha256:4304e1dd074338b057cd364a077cb9a40cbdd7f2214ebc365e5e60c69cadae64"
+BODY_HASH = "sha256:57c2f72d37142fe44ebb829f30ba4730ea0fb578e79c81423e4994583ece9461"
 TORCH_VERSION = "2.13"
 
 
@@ -26,7 +26,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(self, "bn2", "torch.nn.BatchNorm2d", "running_stats")
     _guards.check_module(self, "downsample?.0", "torch.nn.Conv2d", "zeros_padding")
     _guards.check_module(self, "downsample?.1", "torch.nn.BatchNorm2d", "running_stats")
-    # residual_block.py:29  out = self.conv1(x)
+    # out = self.conv1(x)
     conv1 = _guards.attr(self, "conv1")
     out = F.conv2d(
         x,
@@ -37,7 +37,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
         conv1.dilation,
         conv1.groups,
     )
-    # residual_block.py:30  out = self.bn1(out)
+    # out = self.bn1(out)
     bn1 = _guards.attr(self, "bn1")
     if bn1.training:
         out = bn1(out)
@@ -52,12 +52,12 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
             0.0,
             bn1.eps,
         )
-    # residual_block.py:31  out = self.relu(out)
+    # out = self.relu(out)
     if _guards.attr(self, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)
-    # residual_block.py:33  out = self.conv2(out)
+    # out = self.conv2(out)
     conv2 = _guards.attr(self, "conv2")
     out = F.conv2d(
         out,
@@ -68,7 +68,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
         conv2.dilation,
         conv2.groups,
     )
-    # residual_block.py:34  out = self.bn2(out)
+    # out = self.bn2(out)
     bn2 = _guards.attr(self, "bn2")
     if bn2.training:
         out = bn2(out)
@@ -83,10 +83,10 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
             0.0,
             bn2.eps,
         )
-    # residual_block.py:36  if self.downsample is not None:
+    # if self.downsample is not None:
     tmp = _guards.attr(self, "downsample")
     if tmp is not None:
-        # residual_block.py:37  identity = self.downsample(x)
+        # identity = self.downsample(x)
         tmp_1 = _guards.item(tmp, 0)
         tmp_2 = F.conv2d(
             x,
@@ -113,14 +113,14 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
             )
     else:
         identity = x
-    # residual_block.py:39  out += identity
+    # out += identity
     out = (out + identity).to(out.dtype).expand_as(out)
-    # residual_block.py:40  out = self.relu(out)
+    # out = self.relu(out)
     if _guards.attr(self, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)
-    # residual_block.py:41  return out
+    # return out
     return out
 
 
@@ -152,10 +152,10 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     _guards.check_module(
         self, "block2.downsample?.1", "torch.nn.BatchNorm2d", "running_stats"
     )
-    # residual_block.py:54  return self.block2(self.block1(x))
+    # return self.block2(self.block1(x))
     block2 = _guards.attr(self, "block2")
     block1 = _guards.attr(self, "block1")
-    # residual_block.py:29  out = self.conv1(x)
+    # (inlined) out = self.conv1(x)
     conv1 = _guards.attr(block1, "conv1")
     out = F.conv2d(
         x,
@@ -166,7 +166,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         conv1.dilation,
         conv1.groups,
     )
-    # residual_block.py:30  out = self.bn1(out)
+    # (inlined) out = self.bn1(out)
     bn1 = _guards.attr(block1, "bn1")
     if bn1.training:
         out = bn1(out)
@@ -181,12 +181,12 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             0.0,
             bn1.eps,
         )
-    # residual_block.py:31  out = self.relu(out)
+    # (inlined) out = self.relu(out)
     if _guards.attr(block1, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)
-    # residual_block.py:33  out = self.conv2(out)
+    # (inlined) out = self.conv2(out)
     conv2 = _guards.attr(block1, "conv2")
     out = F.conv2d(
         out,
@@ -197,7 +197,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         conv2.dilation,
         conv2.groups,
     )
-    # residual_block.py:34  out = self.bn2(out)
+    # (inlined) out = self.bn2(out)
     bn2 = _guards.attr(block1, "bn2")
     if bn2.training:
         out = bn2(out)
@@ -212,10 +212,10 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             0.0,
             bn2.eps,
         )
-    # residual_block.py:36  if self.downsample is not None:
+    # (inlined) if self.downsample is not None:
     tmp = _guards.attr(block1, "downsample")
     if tmp is not None:
-        # residual_block.py:37  identity = self.downsample(x)
+        # (inlined) identity = self.downsample(x)
         tmp_1 = _guards.item(tmp, 0)
         tmp_2 = F.conv2d(
             x,
@@ -242,14 +242,14 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             )
     else:
         identity = x
-    # residual_block.py:39  out += identity
+    # (inlined) out += identity
     out = (out + identity).to(out.dtype).expand_as(out)
-    # residual_block.py:40  out = self.relu(out)
+    # (inlined) out = self.relu(out)
     if _guards.attr(block1, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)
-    # residual_block.py:29  out = self.conv1(x)
+    # (inlined) out = self.conv1(x)
     conv1 = _guards.attr(block2, "conv1")
     out_1 = F.conv2d(
         out,
@@ -260,7 +260,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         conv1.dilation,
         conv1.groups,
     )
-    # residual_block.py:30  out = self.bn1(out)
+    # (inlined) out = self.bn1(out)
     bn1 = _guards.attr(block2, "bn1")
     if bn1.training:
         out_2 = bn1(out_1)
@@ -276,12 +276,12 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             bn1.eps,
         )
     del out_1
-    # residual_block.py:31  out = self.relu(out)
+    # (inlined) out = self.relu(out)
     if _guards.attr(block2, "relu").inplace:
         out_3 = F.relu(out_2)
     else:
         out_3 = F.relu(out_2)
-    # residual_block.py:33  out = self.conv2(out)
+    # (inlined) out = self.conv2(out)
     conv2 = _guards.attr(block2, "conv2")
     out_4 = F.conv2d(
         out_3,
@@ -292,7 +292,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         conv2.dilation,
         conv2.groups,
     )
-    # residual_block.py:34  out = self.bn2(out)
+    # (inlined) out = self.bn2(out)
     bn2 = _guards.attr(block2, "bn2")
     if bn2.training:
         out_5 = bn2(out_4)
@@ -308,10 +308,10 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             bn2.eps,
         )
     del out_4
-    # residual_block.py:36  if self.downsample is not None:
+    # (inlined) if self.downsample is not None:
     tmp_4 = _guards.attr(block2, "downsample")
     if tmp_4 is not None:
-        # residual_block.py:37  identity = self.downsample(x)
+        # (inlined) identity = self.downsample(x)
         tmp_5 = _guards.item(tmp_4, 0)
         tmp_6 = F.conv2d(
             out,
@@ -338,14 +338,14 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             )
     else:
         identity = out
-    # residual_block.py:39  out += identity
+    # (inlined) out += identity
     out = (out_5 + identity).to(out_5.dtype).expand_as(out_5)
-    # residual_block.py:40  out = self.relu(out)
+    # (inlined) out = self.relu(out)
     if _guards.attr(block2, "relu").inplace:
         out = F.relu(out)
     else:
         out = F.relu(out)
-    # residual_block.py:54  return self.block2(self.block1(x))
+    # return self.block2(self.block1(x))
     return out
 
 

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "rnn_cell.py"
 SOURCE_HASH = "sha256:5546d7eac07faccf8431ebd410cdddba86ccf67fdd73a57a7215b24c972fb6e4"
-BODY_HASH = "sha256:6e8f03097d3ec8a2c7325ad2ea2476c07ccbe2f961c7b019e9c892a0103d2996"
+BODY_HASH = "sha256:9ab73fb211c3a7ea244be0f67057c3c7c653117169ead8dd10cc0ffb2328e805"
 TORCH_VERSION = "2.13"
 
 
@@ -20,12 +20,12 @@ def MyCell_forward(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
     _guards.check_tensor(x, "x")
     _guards.check_tensor(h, "h")
     _guards.check_module(self, "linear", "torch.nn.Linear")
-    # rnn_cell.py:15  new_h = torch.tanh(self.linear(x) + h)
+    # new_h = torch.tanh(self.linear(x) + h)
     linear = _guards.attr(self, "linear")
     new_h = torch.tanh(
         F.linear(x, _guards.attr(linear, "weight"), _guards.attr(linear, "bias")) + h
     )
-    # rnn_cell.py:16  return new_h, new_h
+    # return new_h, new_h
     return new_h, new_h
 
 

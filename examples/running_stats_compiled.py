@@ -11,13 +11,13 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:5aa39fbe64e1c52a7999a3989eef928bf5b0c3789dcfc1020aea55932a8cd0a8"
-BODY_HASH = "sha256:776a278b34b70db8771e82bf1a21e34bb9c837917d277ff758dd957f841f3ad2"
+BODY_HASH = "sha256:156317e0181e8323b5a63d5077fe875b58afb8c5c1278c20c03faca7277c1ef0"
 TORCH_VERSION = "2.13"
 
 
 def RunningNorm_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    # running_stats.py:18  def forward(self, x: Tensor) -> Tensor:
+    # def forward(self, x: Tensor) -> Tensor:
     mean = _guards.attr(self, "mean")
     var = _guards.attr(self, "var")
     count = _guards.attr(self, "count")
@@ -25,23 +25,23 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
         raise _guards.GuardFailure(
             "`self.mean`, `self.var`, `self.count` (written) may share memory with another tensor argument or attribute"
         )
-    # running_stats.py:20  if self.training:
+    # if self.training:
     if self.training:
-        # running_stats.py:21  batch_mean = x.mean(dim=0)
+        # batch_mean = x.mean(dim=0)
         batch_mean = x.mean(dim=0)
-        # running_stats.py:22  batch_var = x.var(dim=0, unbiased=False)
+        # batch_var = x.var(dim=0, unbiased=False)
         batch_var = x.var(dim=0, unbiased=False)
-        # running_stats.py:23  self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
+        # self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
         tmp = self.momentum
         mean_2 = mean.mul(1.0 - tmp)
         mean_1 = mean_2.add(batch_mean, alpha=tmp).to(mean_2.dtype).expand_as(mean_2)
-        # running_stats.py:24  self.var.lerp_(batch_var, self.momentum)
+        # self.var.lerp_(batch_var, self.momentum)
         var_1 = var.lerp(batch_var, tmp).to(var.dtype).expand_as(var)
-        # running_stats.py:25  self.count += 1
+        # self.count += 1
         count_1 = count + 1
     else:
         mean_1, var_1, count_1 = mean, var, count
-    # running_stats.py:26  return (x - self.mean) / torch.sqrt(self.var + self.eps)
+    # return (x - self.mean) / torch.sqrt(self.var + self.eps)
     tmp_1 = (x - mean_1) / torch.sqrt(var_1 + self.eps)
     if mean_1 is not mean:
         mean.copy_(mean_1)

@@ -11,25 +11,25 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:2c7b52304610bd8b94d118a01df36c16cbf4f795910076371d8c4f3d3d0cb1f8"
-BODY_HASH = "sha256:4ac6d77911579b57d043a843bbd17321341df47b68e411ac7bfca7fb2a004904"
+BODY_HASH = "sha256:7d61e72bedf362d938e71e28d886f83d157732be7293c6d0e1553231625d8f77"
 TORCH_VERSION = "2.13"
 
 
 def newton_sqrt(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Tensor:
     _guards.check_tensor(x, "x")
-    # while_loop.py:11  y = torch.where(x > 1.0, x, torch.ones_like(x))
+    # y = torch.where(x > 1.0, x, torch.ones_like(x))
     y = torch.where(x > 1.0, x, torch.ones_like(x))
-    # while_loop.py:13  while i < max_iter:
+    # while i < max_iter:
     i, done, returned, result = 0, False, False, None
     while not done and i < max_iter:
-        # while_loop.py:14  y_next = 0.5 * (y + x / y)
+        # y_next = 0.5 * (y + x / y)
         y_next = 0.5 * (y + x / y)
-        # while_loop.py:15  if bool(((y_next - y).abs() < tol).all()):
+        # if bool(((y_next - y).abs() < tol).all()):
         done = bool(((y_next - y).abs() < tol).all())
         if done:
             y, i, result = None, None, y_next
         else:
-            # while_loop.py:18  i += 1
+            # i += 1
             i = i + 1
             y, result = y_next, None
         returned = done
@@ -40,26 +40,26 @@ def newton_sqrt(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Tensor:
 
 def shrink_until(x: Tensor, limit: float, max_steps: int = 64) -> tuple[Tensor, int]:
     _guards.check_tensor(x, "x")
-    # while_loop.py:26  while steps < max_steps:
+    # while steps < max_steps:
     steps, done = 0, False
     while not done and steps < max_steps:
-        # while_loop.py:27  peak = x.abs().max()
+        # peak = x.abs().max()
         peak = x.abs().max()  # Tensor[]
-        # while_loop.py:28  if bool(peak <= limit):
+        # if bool(peak <= limit):
         done = bool(peak <= limit)
         if done:
             pass
         else:
-            # while_loop.py:30  steps += 1
+            # steps += 1
             steps = steps + 1
-            # while_loop.py:31  if bool(peak > 4.0 * limit):
+            # if bool(peak > 4.0 * limit):
             if bool(peak > 4.0 * limit):
-                # while_loop.py:33  x = x * 0.25
+                # x = x * 0.25
                 x = x * 0.25
             else:
-                # while_loop.py:35  x = x * 0.5
+                # x = x * 0.5
                 x = x * 0.5
-    # while_loop.py:36  return x, steps
+    # return x, steps
     return x, steps
 
 

@@ -511,3 +511,60 @@ def test_local_names_survive_and_inlined_methods_are_not_printed_again(tmp_path:
     assert "    batch = x.size(0)\n    steps = x.size(1)\n" in text
     assert "    y = torch.relu(" in text and "return y.reshape(batch * steps, -1)" in text
     assert "def Net_helper" not in text and "def Net_forward" in text
+
+
+def _changed_lines(before: str, after: str) -> list[str]:
+    import difflib
+
+    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), lineterm="", n=0)
+            if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+
+
+def test_a_line_inserted_above_changes_only_the_hashes(tmp_path: Path) -> None:
+    """Comments quote the source rather than naming its line numbers, so a docstring added at the
+    top of the model changes the module's two hashes and nothing else."""
+    (tmp_path / "pyproject.toml").write_text("")
+    path = tmp_path / "two.py"
+    path.write_text(TWO_FUNCTIONS)
+    assert main(["-q", str(path)]) == 0
+    before = compiled(path).read_text()
+    assert "# y = torch.relu(x) * 2.0" in before
+    path.write_text('"""Two functions."""\n\n' + TWO_FUNCTIONS)
+    assert main(["-q", str(path)]) == 0
+    changed = _changed_lines(before, compiled(path).read_text())
+    assert sorted(line[1:].split(" =")[0] for line in changed) == ["BODY_HASH"] * 2 + ["SOURCE_HASH"] * 2, changed
+
+
+KERNEL_MODEL = '''\
+import torch
+from torch import Tensor, nn
+
+
+class Cell(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x: Tensor, h: Tensor) -> Tensor:
+        new_h = torch.tanh(x + h)
+        return self.norm(new_h * 2)
+'''
+
+
+def test_kernels_quote_their_source_lines_and_do_not_ripple(tmp_path: Path, monkeypatch) -> None:
+    import torch
+
+    from source_module import imported_source
+    from transpiler import script
+
+    texts = []
+    for k, prefix in enumerate(["", "# a comment\n# and another\n"]):
+        monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / f"cache{k}"))
+        (tmp_path / str(k)).mkdir()
+        with imported_source(tmp_path / str(k), "kernel_cell", prefix + KERNEL_MODEL) as module:
+            x = torch.randn(4, 16)
+            script(module.Cell().eval(), example_inputs=(x, x))
+        texts.append(next((tmp_path / f"cache{k}" / "jit").glob("*.py")).read_text())
+    assert "of `new_h = torch.tanh(x + h)` and `return self.norm(new_h * 2)`." in texts[0]
+    changed = _changed_lines(*texts)
+    assert sorted(line[1:].split(" =")[0] for line in changed) == ["BODY_HASH"] * 2 + ["SOURCE_HASH"] * 2, changed

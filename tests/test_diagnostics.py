@@ -553,7 +553,7 @@ def test_rendering(tmp_path: Path) -> None:
         "   |",
         "11 |     ys = {x * i for i in range(3)}  # error: 10: set comprehensions are not supported",
         "   |          ^^^^^^^^^^^^^^^^^^^^^^^^^",
-        "   = help: compiled code has no sets; use a list and a for loop",
+        "   = help: compiled code has no sets; use a list comprehension (`[f(x) for x in xs]`)",
     ]
 
 

@@ -66,11 +66,12 @@ def turns_grad_off(qualname: str | None, call: cst.BaseExpression) -> bool:
 # Expressions rejected wherever they appear; the pass does not look inside them.
 EXPRESSIONS: dict[type, tuple[str, str]] = {
     cst.Lambda: ("lambda expressions are not supported", "define a module-level function decorated with @script"),
-    cst.SetComp: ("set comprehensions are not supported", "compiled code has no sets; use a list and a for loop"),
+    cst.SetComp: ("set comprehensions are not supported",
+                  "compiled code has no sets; use a list comprehension (`[f(x) for x in xs]`)"),
     cst.DictComp: ("dict comprehensions are not supported",
                    "compiled code has no dicts; use a list or a tuple, or separate values"),
     cst.GeneratorExp: ("generator expressions are not supported",
-                       "write a for loop (e.g. accumulate a sum in a variable)"),
+                       "use a list comprehension (`[f(x) for x in xs]`), or a for loop"),
     cst.Dict: ("dict displays are not supported", "return a tuple, or pass the values as separate arguments"),
     cst.Set: ("set displays are not supported", "use a list or a tuple; `x in (a, b)` works for tests"),
     cst.StarredElement: ("starred expressions (`*x`) are not supported",

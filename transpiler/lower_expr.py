@@ -1654,7 +1654,7 @@ def describe(node: cst.CSTNode) -> str:
 def hint_for(node: cst.CSTNode) -> str | None:
     hints = {
         cst.ListComp: "write a for loop that appends to a list",
-        cst.GeneratorExp: "write a for loop",
+        cst.GeneratorExp: "use a list comprehension, or a for loop",
         cst.Lambda: "define a function decorated with @script",
         cst.Dict: "return a tuple, or pass values as separate arguments",
         cst.FormattedString: "compiled code cannot build strings; compute values and format outside",
