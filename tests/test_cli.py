@@ -568,3 +568,18 @@ def test_kernels_quote_their_source_lines_and_do_not_ripple(tmp_path: Path, monk
     assert "of `new_h = torch.tanh(x + h)` and `return self.norm(new_h * 2)`." in texts[0]
     changed = _changed_lines(*texts)
     assert sorted(line[1:].split(" =")[0] for line in changed) == ["BODY_HASH"] * 2 + ["SOURCE_HASH"] * 2, changed
+
+
+def test_the_default_process_count_pays_for_the_pool(tmp_path: Path, monkeypatch) -> None:
+    """A few small models compile in this process; past the work a pool's start costs, as many
+    processes as CPUs."""
+    from transpiler import batch
+
+    monkeypatch.setattr(batch, "cpus", lambda: 2)
+    small = tmp_path / "small.py"
+    small.write_text("x = 1\n" * 2000)  # 12 KB
+    assert batch.default_jobs([small] * 10) == 1
+    assert batch.default_jobs([small] * 20) == 2  # 240 KB: about 15 s of work
+    assert batch.default_jobs([]) == 1
+    monkeypatch.setattr(batch, "cpus", lambda: 1)
+    assert batch.default_jobs([small] * 100) == 1
