@@ -1,0 +1,110 @@
+"""Generated nn.Module programs compiled with `script(instance, example_inputs=(x,))` into fused
+kernels, run through both backends (C++; Triton, in its interpreter where there is no GPU) and
+compared with eager.
+
+tests/module_program_gen.py writes the programs: loops over ModuleList and Sequential (of Linear
+layers or of a nested Block), residual adds functional and in place, activations, layer norms,
+softmaxes and mean/var reductions after pointwise chains, conv + batch norm and linear layers with
+activation epilogues, dropout. Each is compiled under TORCHSCRIBE=strict (a construct that falls
+back is an error), must have kernels in its generated module (so the test cannot pass by running
+torch's ops alone), and is called in strict mode at the example's batch size and another one;
+results, the input after the call and the model's state (batch norm's running statistics in
+training mode) must match eager within the tolerance of fused code (tests/closeness.py). A kernel
+that does not build fails the C++ run with a BuildError.
+
+On failure hypothesis prints the program and its generated module (`note`). Run many more
+examples with `pytest -m slow tests/test_module_programs.py`.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import HealthCheck, event, given, note, settings
+
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import module_program_gen as mpg  # noqa: E402
+from closeness import assert_close_to_eager  # noqa: E402
+from source_module import imported_source  # noqa: E402
+
+import runtime  # noqa: E402
+
+SETTINGS = dict(deadline=None, derandomize=True, print_blob=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture, HealthCheck.filter_too_much])
+BACKENDS = ["cpp", "triton"]
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The generated sources and script()'s cache, shared by the examples (kernels that recur
+    are built once: the C++ builds are cached by their text)."""
+    return tmp_path_factory.mktemp("module_programs")
+
+
+def check_program(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> None:
+    from transpiler import script
+
+    if backend == "triton":
+        pytest.importorskip("triton")
+        if os.environ.get("TRITON_INTERPRET") != "1":
+            pytest.skip("a GPU: test_triton_dispatch runs Triton on CUDA tensors")
+    for feature in sorted(prog.features):
+        event(feature)
+    note(f"--- generated program ({'train' if prog.train else 'eval'}, {prog.dtype}, "
+         f"input {prog.input_shape}, then batch {prog.other_batch}) ---\n{prog.source}")
+    jit = workspace / "cache" / "jit"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TORCHSCRIBE", "strict")
+        mp.setenv("TORCHSCRIBE_CACHE_DIR", str(workspace / "cache"))
+        if backend == "triton":
+            mp.setenv("TORCHSCRIBE_BACKEND", "triton")
+        with imported_source(workspace, f"modprog_{backend}_{next(_counter)}", prog.source) as mod:
+            eager = prog.make_model(mod)
+            model = copy.deepcopy(eager)
+            example = prog.make_input(prog.input_shape[0])
+            before = set(jit.glob("*.py")) if jit.exists() else set()
+            compiled = script(model, example_inputs=(example,))
+            (path,) = set(jit.glob("*.py")) - before
+            text = path.read_text()
+            note(f"--- generated module ---\n{text}")
+            assert "_kernels.launcher(" in text, "no kernels: nothing of the program was fused"
+            for batch in (prog.input_shape[0], prog.other_batch):
+                x = prog.make_input(batch)
+                with torch.no_grad():
+                    expected = eager(x.clone())
+                    with runtime.mode("strict"):
+                        got = compiled(x)
+                assert_close_to_eager(got, expected, f"batch {batch}")
+                torch.testing.assert_close(x, prog.make_input(batch), rtol=0, atol=0,
+                                           msg=f"batch {batch}: the compiled forward changed its input")
+            state_e, state_c = eager.state_dict(), model.state_dict()
+            assert list(state_c) == list(state_e)
+            for key in state_e:
+                assert_close_to_eager(state_c[key], state_e[key], f"state_dict[{key!r}]")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=10, **SETTINGS)
+@given(prog=mpg.module_programs())
+def test_generated_module_programs(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> None:
+    check_program(workspace, backend, prog)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+@settings(max_examples=300, **SETTINGS)
+@given(prog=mpg.module_programs(max_statements=6))
+def test_generated_module_programs_slow(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> None:
+    check_program(workspace, backend, prog)
