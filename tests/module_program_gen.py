@@ -118,9 +118,10 @@ class Writer:
         """One statement on x of shape (..., D); returns the new last dim."""
         kind = self.draw(st.sampled_from(
             ["mlp", "linear_act", "inplace", "norm", "softmax", "standardize", "pointwise",
-             "rms", "center", "dropout", "loop"]))
+             "rms", "center", "dropout", "loop", "mlp_seq", "glu", "attention", "affine"]))
         self.features.add(f"row_{kind}")
-        self.fused |= kind in ("mlp", "inplace", "softmax", "standardize", "rms", "center", "pointwise")
+        self.fused |= kind in ("mlp", "inplace", "softmax", "standardize", "rms", "center", "pointwise",
+                               "glu", "attention", "affine")
         if kind == "linear_act":
             D2 = self.draw(st.integers(2, 9)) if width_may_change else D
             fc = self.layer("fc", f"nn.Linear({D}, {D2}, bias={self.chance()})")
@@ -138,6 +139,30 @@ class Writer:
                 self.emit(f"x = x + {inner}")
             else:
                 self.emit(f"x = {norm}(x + {fc2}({self.act(f'{fc1}(x)')}))")
+            return D
+        if kind == "mlp_seq":  # x + mlp(norm(x)), the MLP a Sequential of modules
+            H = self.draw(st.integers(2, 12))
+            norm = self.layer("norm", f"nn.LayerNorm({D})")
+            parts = [f"nn.Linear({D}, {H})", self.pick(ACT_MODULES), f"nn.Linear({H}, {D})"]
+            if self.chance():
+                parts.append(f"nn.Dropout({0.0 if self.train else 0.1})")
+            mlp = self.layer("mlp", f"nn.Sequential({', '.join(parts)})")
+            self.emit(f"x = x + {mlp}({norm}(x))")
+            return D
+        if kind == "glu":  # a gated unit: act(a(x)) * b(x), projected back
+            H = self.draw(st.integers(2, 12))
+            a, b = self.layer("fc", f"nn.Linear({D}, {H}, bias=False)"), self.layer("fc", f"nn.Linear({D}, {H}, bias=False)")
+            out = self.layer("fc", f"nn.Linear({H}, {D})")
+            self.emit(f"x = x + {out}({self.act(f'{a}(x)')} * {b}(x))")
+            return D
+        if kind == "attention":  # softmax over the rows of x x^T (the batch, for 2-d x), times x
+            self.emit(f"a = torch.softmax(x @ x.transpose(-2, -1) * {self.pick([0.5, 0.25])}, dim=-1)")
+            self.emit(f"x = {self.pick(['x + a @ x', 'a @ x'])}")
+            return D
+        if kind == "affine":  # parameters broadcast along the rows
+            scale = self.layer("scale", f"nn.Parameter(torch.linspace(0.5, 1.5, {D}))")
+            shift = self.layer("shift", f"nn.Parameter(torch.linspace(-1.0, 1.0, {D}))")
+            self.emit(f"x = {self.act(f'x * {scale} + {shift}')}")
             return D
         if kind == "inplace":  # x = x.clone(); h = act(fc(x)); x += h  (the issue's block)
             fc = self.layer("fc", f"nn.Linear({D}, {D})")
