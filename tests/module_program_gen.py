@@ -35,7 +35,10 @@ from torch import Tensor, nn
 # Activations as functions of one tensor (`{}`) and as modules for nn.Sequential.
 ACTS = ["F.gelu({})", "torch.relu({})", "F.silu({})", "torch.tanh({})", "torch.sigmoid({})",
         "F.relu({})", "{}.sigmoid()", "F.gelu({}, approximate='tanh')", "F.leaky_relu({}, 0.1)"]
-ACT_MODULES = ["nn.GELU()", "nn.ReLU()", "nn.SiLU()", "nn.Tanh()", "nn.Sigmoid()"]
+ACT_MODULES = ["nn.GELU()", "nn.ReLU()", "nn.SiLU()", "nn.Tanh()", "nn.Sigmoid()", "nn.ReLU(inplace=True)",
+               "nn.Hardswish()"]
+# Activations in place, of a tensor this forward owns.
+ACTS_INPLACE = ["x.relu_()", "F.relu_(x)", "x.sigmoid_()", "x.tanh_()", "F.silu(x, inplace=True)", "x.mul_(0.5)"]
 
 
 @dataclass
@@ -84,6 +87,8 @@ class Writer:
         self.n = 0
         self.owned = False  # x is a tensor this forward made (in-place updates are its own)
         self.fused = False  # a statement drawn that surely makes a kernel (pointwise ops, reductions)
+        self.rank = 2  # of x
+        self.skip: tuple | None = None  # the shape of `skip`, once bound (x, kept for a residual)
 
     def pick(self, seq: list[Any]) -> Any:
         return seq[self.draw(st.integers(0, len(seq) - 1))]
@@ -109,6 +114,22 @@ class Writer:
         if not self.owned:
             self.emit("x = x.clone()", indent)
 
+    def skip_connection(self, shape: tuple) -> tuple:
+        """`skip = x`, or `x = x + skip` where skip was bound to a tensor of x's shape (x may have
+        been updated in place since: skip sees that, as in eager)."""
+        if self.skip == shape:
+            self.emit("x = x + skip")
+            self.features.add("skip_add")
+        else:
+            self.emit("skip = x", owned=self.owned)
+            self.skip = shape
+        return shape
+
+    def act_inplace(self) -> None:
+        self.own()
+        self.emit(self.pick(ACTS_INPLACE))
+        self.fused = True
+
     def dropout(self) -> str:
         p = 0.0 if self.train else self.pick([0.0, 0.1, 0.5])
         return self.layer("drop", f"nn.Dropout({p})")
@@ -118,10 +139,21 @@ class Writer:
         """One statement on x of shape (..., D); returns the new last dim."""
         kind = self.draw(st.sampled_from(
             ["mlp", "linear_act", "inplace", "norm", "softmax", "standardize", "pointwise",
-             "rms", "center", "dropout", "loop", "mlp_seq", "glu", "attention", "affine"]))
+             "rms", "center", "dropout", "loop", "mlp_seq", "glu", "attention", "affine", "skip",
+             "act_inplace", "column"]))
         self.features.add(f"row_{kind}")
         self.fused |= kind in ("mlp", "inplace", "softmax", "standardize", "rms", "center", "pointwise",
-                               "glu", "attention", "affine")
+                               "glu", "attention", "affine", "column")
+        if kind == "skip":
+            return self.skip_connection((D,))[0]
+        if kind == "act_inplace":
+            self.act_inplace()
+            return D
+        if kind == "column":  # a reduction over a dim that is not the last
+            dim = self.pick([0, 1]) if self.rank == 3 else 0  # (0: across the batch)
+            red = self.pick(["mean", "sum", "amax"])
+            self.emit(f"x = {self.act('x')} - x.{red}({dim}, keepdim=True)")
+            return D
         if kind == "linear_act":
             D2 = self.draw(st.integers(2, 9)) if width_may_change else D
             fc = self.layer("fc", f"nn.Linear({D}, {D2}, bias={self.chance()})")
@@ -184,7 +216,7 @@ class Writer:
         if kind == "standardize":  # mean and var (two row reductions) after a pointwise chain
             self.emit(f"y = {self.act('x')} + x")
             self.emit(f"m = y.mean(-1, keepdim=True)")
-            self.emit(f"v = y.var(-1, keepdim=True, unbiased={self.chance()})")
+            self.emit(f"v = y.var(-1, keepdim=True, unbiased={D > 1 and self.chance()})")
             self.emit("x = (y - m) / torch.sqrt(v + 1e-5)")
             return D
         if kind == "rms":
@@ -244,9 +276,26 @@ class Writer:
     def image(self, C: int, H: int, W: int) -> tuple[int, int, int]:
         """One statement on x of shape (B, C, H, W); returns the new (C, H, W)."""
         kind = self.draw(st.sampled_from(["conv_bn_act", "conv_act", "residual", "inplace", "seq",
-                                          "channel_softmax", "channel_center"]))
+                                          "channel_softmax", "channel_center", "group_norm", "instance_norm",
+                                          "skip", "act_inplace"]))
         self.features.add(f"image_{kind}")
-        self.fused |= kind in ("residual", "inplace", "channel_softmax", "channel_center")
+        self.fused |= kind in ("residual", "inplace", "channel_softmax", "channel_center", "instance_norm")
+        if kind == "skip":
+            return self.skip_connection((C, H, W))
+        if kind == "act_inplace":
+            self.act_inplace()
+            return C, H, W
+        if kind == "group_norm":
+            groups = self.pick([g for g in (1, 2, 3) if C % g == 0])
+            norm = self.layer("gn", f"nn.GroupNorm({groups}, {C})")
+            self.emit(f"x = {self.act(f'{norm}(x)')}")
+            return C, H, W
+        if kind == "instance_norm":  # mean and var over (H, W) after a pointwise chain
+            self.emit(f"y = {self.act('x')} * 2.0")
+            self.emit("m = y.mean((2, 3), keepdim=True)")
+            self.emit(f"v = y.var((2, 3), keepdim=True, unbiased=False)")
+            self.emit("x = (y - m) * torch.rsqrt(v + 1e-5)")
+            return C, H, W
         if kind in ("conv_bn_act", "conv_act"):
             C2 = self.draw(st.integers(1, 6))
             k = self.pick([1, 3])
@@ -322,15 +371,18 @@ def module_programs(draw: Callable[[Any], Any], max_statements: int = 4) -> Modu
         for _ in range(draw(st.integers(1, max_statements))):
             C, H, W = w.image(C, H, W)
         D = w.to_rows(C, H, W) if draw(st.booleans()) else None
+        w.skip = None  # (the shapes are of rows now)
     else:
-        D = draw(st.integers(2, 9))
+        D = draw(st.integers(2, 9)) if draw(st.integers(0, 4)) else draw(st.sampled_from([33, 67, 130]))
         shape = (B, D) if draw(st.booleans()) else (B, draw(st.integers(1, 3)), D)
+        w.rank = len(shape)
     if D is not None:
         for k in range(draw(st.integers(0 if image else 1, max_statements))):
             D = w.row(D, width_may_change=True)
     block = ""
     if w.block_dim is not None:  # a Block of the loops: its own statements, width kept
         bw = Writer(draw, train, features, blocks=False)  # (x is the caller's: not owned)
+        bw.rank = w.rank
         for _ in range(draw(st.integers(1, 3))):
             bw.row(w.block_dim, width_may_change=False)
         block = "\n\n" + class_source("Block", bw.init, bw.fwd)
