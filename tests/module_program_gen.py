@@ -48,6 +48,7 @@ class ModuleProgram:
     other_batch: int  # a second batch size the compiled module is called with
     dtype: torch.dtype
     train: bool
+    freeze: bool  # script(..., freeze=True): parameters as constants (eval programs only)
     seed: int
     features: set[str] = field(default_factory=set)
 
@@ -393,5 +394,6 @@ def module_programs(draw: Callable[[Any], Any], max_statements: int = 4) -> Modu
     source = HEADER + block + "\n\n" + class_source("Model", w.init, w.fwd)
     dtype = draw(st.sampled_from([torch.float32, torch.float64]))
     other = draw(st.sampled_from([B + 1, B + 3, 2 * B]))
-    return ModuleProgram(source=source, input_shape=shape, other_batch=other, dtype=dtype, train=train,
+    freeze = not train and draw(st.booleans())
+    return ModuleProgram(source=source, input_shape=shape, other_batch=other, dtype=dtype, train=train, freeze=freeze,
                          seed=draw(st.integers(0, 2**16)), features=features)

@@ -60,9 +60,9 @@ def check_program(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> Non
         pytest.importorskip("triton")
         if os.environ.get("TRITON_INTERPRET") != "1":
             pytest.skip("a GPU: test_triton_dispatch runs Triton on CUDA tensors")
-    for feature in sorted(prog.features):
+    for feature in sorted(prog.features | {"frozen"} * prog.freeze):
         event(feature)
-    note(f"--- generated program ({'train' if prog.train else 'eval'}, {prog.dtype}, "
+    note(f"--- generated program ({'train' if prog.train else 'eval'}{', frozen' if prog.freeze else ''}, {prog.dtype}, "
          f"input {prog.input_shape}, then batch {prog.other_batch}) ---\n{prog.source}")
     jit = workspace / "cache" / "jit"
     with pytest.MonkeyPatch.context() as mp:
@@ -75,7 +75,7 @@ def check_program(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> Non
             model = copy.deepcopy(eager)
             example = prog.make_input(prog.input_shape[0])
             before = set(jit.glob("*.py")) if jit.exists() else set()
-            compiled = script(model, example_inputs=(example,))
+            compiled = script(model, example_inputs=(example,), freeze=prog.freeze)
             (path,) = set(jit.glob("*.py")) - before
             text = path.read_text()
             note(f"--- generated module ---\n{text}")
