@@ -60,7 +60,7 @@ def check_program(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> Non
         pytest.importorskip("triton")
         if os.environ.get("TRITON_INTERPRET") != "1":
             pytest.skip("a GPU: test_triton_dispatch runs Triton on CUDA tensors")
-    for feature in sorted(prog.features | {"frozen"} * prog.freeze):
+    for feature in sorted(prog.features | ({"frozen"} if prog.freeze else set())):
         event(feature)
     note(f"--- generated program ({'train' if prog.train else 'eval'}{', frozen' if prog.freeze else ''}, {prog.dtype}, "
          f"input {prog.input_shape}, then batch {prog.other_batch}) ---\n{prog.source}")
