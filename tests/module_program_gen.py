@@ -346,16 +346,16 @@ class Writer:
         return C * H * W
 
 
-def class_source(name: str, init: list[str], fwd: list[str]) -> str:
+def class_source(name: str, init: list[str], fwd: list[str], ret: str = "x", ret_type: str = "Tensor") -> str:
     return "\n".join([
         f"class {name}(nn.Module):",
         "    def __init__(self) -> None:",
         "        super().__init__()",
         *(f"        {line}" for line in init),
         "",
-        "    def forward(self, x: Tensor) -> Tensor:",
+        f"    def forward(self, x: Tensor) -> {ret_type}:",
         *(f"        {line}" for line in fwd),
-        "        return x",
+        f"        return {ret}",
     ]) + "\n"
 
 
@@ -391,7 +391,13 @@ def module_programs(draw: Callable[[Any], Any], max_statements: int = 4) -> Modu
         w.fused |= bw.fused
     if not w.fused:  # (the test asserts that kernels were made)
         w.emit(f"x = {w.act('x')} * 0.5 + x")
-    source = HEADER + block + "\n\n" + class_source("Model", w.init, w.fwd)
+    # A second output: a row reduction of the result, or `skip` (perhaps the input itself)
+    second = draw(st.sampled_from([None, "x.sum(-1)", "x.amax(-1)"] + (["skip"] if w.skip is not None else [])))
+    if second is not None:
+        features.add(f"second_output_{second}")
+    model = (class_source("Model", w.init, w.fwd) if second is None else
+             class_source("Model", w.init, w.fwd, f"x, {second}", "tuple[Tensor, Tensor]"))
+    source = HEADER + block + "\n\n" + model
     dtype = draw(st.sampled_from([torch.float32, torch.float64]))
     other = draw(st.sampled_from([B + 1, B + 3, 2 * B]))
     freeze = not train and draw(st.booleans())
