@@ -21,12 +21,13 @@ from __future__ import annotations
 import copy
 import itertools
 import os
+import re
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, event, given, note, settings
+from hypothesis import HealthCheck, event, example, given, note, settings
 
 HERE = Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
@@ -79,7 +80,11 @@ def check_program(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> Non
             (path,) = set(jit.glob("*.py")) - before
             text = path.read_text()
             note(f"--- generated module ---\n{text}")
-            assert "_kernels.launcher(" in text, "no kernels: nothing of the program was fused"
+            kernels = re.findall(r'_kernels\.launcher\(\s*globals\(\),\s*"(\w+)"', text)
+            assert kernels, "no kernels: nothing of the program was fused"
+            generated = sys.modules[f"torchscribe_jit.{path.stem}"]
+            for name in kernels:  # (each runs through the backend under test)
+                assert getattr(generated, name) is getattr(generated, f"{name}_{backend}"), name
             for batch in (prog.input_shape[0], prog.other_batch):
                 x = prog.make_input(batch)
                 with torch.no_grad():
@@ -95,9 +100,59 @@ def check_program(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> Non
                 assert_close_to_eager(state_c[key], state_e[key], f"state_dict[{key!r}]")
 
 
+# The two programs of issue 45, always run first: the C++ of both declared a row buffer twice
+# (`norm(x + gelu(h))`: erf kept by the mean's pass was stored again by the variance's).
+ISSUE_45_INPLACE = mpg.HEADER + """
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(16, 16) for _ in range(3)])
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x: Tensor) -> Tensor:
+        x = x.clone()
+        for layer in self.layers:
+            h = F.gelu(layer(x))
+            x += h
+        return self.norm(x)
+"""
+ISSUE_45_PRE_NORM = mpg.HEADER + """
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(16)
+        self.fc1 = nn.Linear(16, 32)
+        self.fc2 = nn.Linear(32, 16)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x + F.gelu(self.fc2(F.gelu(self.fc1(self.norm(x)))))
+
+
+class Model(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Block() for _ in range(2)])
+        self.norm = nn.LayerNorm(16)
+
+    def forward(self, x: Tensor) -> Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x)
+"""
+
+
+def issue_45(source: str) -> mpg.ModuleProgram:
+    return mpg.ModuleProgram(source=source, input_shape=(4, 5, 16), other_batch=7, dtype=torch.float32,
+                             train=False, freeze=False, seed=45, features={"issue_45"})
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-@settings(max_examples=10, **SETTINGS)
+@settings(max_examples=16, **SETTINGS)
 @given(prog=mpg.module_programs())
+@example(prog=issue_45(ISSUE_45_INPLACE))
+@example(prog=issue_45(ISSUE_45_PRE_NORM))
 def test_generated_module_programs(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> None:
     check_program(workspace, backend, prog)
 
