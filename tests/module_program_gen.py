@@ -129,7 +129,6 @@ class Writer:
     def act_inplace(self) -> None:
         self.own()
         self.emit(self.pick(ACTS_INPLACE))
-        self.fused = True
 
     def dropout(self) -> str:
         p = 0.0 if self.train else self.pick([0.0, 0.1, 0.5])
@@ -280,7 +279,8 @@ class Writer:
                                           "channel_softmax", "channel_center", "group_norm", "instance_norm",
                                           "skip", "act_inplace"]))
         self.features.add(f"image_{kind}")
-        self.fused |= kind in ("residual", "inplace", "channel_softmax", "channel_center", "instance_norm")
+        # (not "inplace": in training mode batch norm stays torch's, and `x += h` an in-place add)
+        self.fused |= kind in ("residual", "channel_softmax", "channel_center", "instance_norm")
         if kind == "skip":
             return self.skip_connection((C, H, W))
         if kind == "act_inplace":
