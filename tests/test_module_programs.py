@@ -9,8 +9,11 @@ activation epilogues, dropout. Each is compiled under TORCHSCRIBE=strict (a cons
 back is an error), must have kernels in its generated module (so the test cannot pass by running
 torch's ops alone), and is called in strict mode at the example's batch size and another one;
 results, the input after the call and the model's state (batch norm's running statistics in
-training mode) must match eager within the tolerance of fused code (tests/closeness.py). A kernel
-that does not build fails the C++ run with a BuildError.
+training mode) must match eager within the tolerance of fused code (tests/closeness.py), or, for
+a float32 result where eager float32 is itself far from the exact one (an ill-conditioned norm),
+be as close to eager's float64 result as eager float32 is (`as_close_as_eager`). A kernel that
+does not build fails the C++ run with a BuildError. Frozen compilation (`freeze=True`) is drawn
+for half of the eval programs.
 
 On failure hypothesis prints the program and its generated module (`note`). Run many more
 examples with `pytest -m slow tests/test_module_programs.py`.
@@ -24,6 +27,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -35,6 +39,7 @@ if str(HERE) not in sys.path:
 
 import module_program_gen as mpg  # noqa: E402
 from closeness import assert_close_to_eager  # noqa: E402
+from ir.primitives import TOLERANCE  # noqa: E402
 from source_module import imported_source  # noqa: E402
 
 import runtime  # noqa: E402
@@ -52,6 +57,27 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The generated sources and script()'s cache, shared by the examples (kernels that recur
     are built once: the C++ builds are cached by their text)."""
     return tmp_path_factory.mktemp("module_programs")
+
+
+def as_close_as_eager(got: Any, expected: Any, reference: Any, where: str) -> None:
+    """Compiled float32 as close to the float64 result (`reference`, eager in float64) as eager
+    float32 is, where the two float32 results differ by more than TOLERANCE: a norm of nearly
+    constant rows (an instance norm of 1x2 images, rows squared and normalised again) scales
+    the rounding of its mean by up to 1/sqrt(eps), and then eager's own result is that far off.
+    A wrong result is much farther from the exact one than eager's rounding."""
+    if isinstance(expected, tuple):
+        assert isinstance(got, tuple) and len(got) == len(expected), where
+        for k, (g, e, r) in enumerate(zip(got, expected, reference)):
+            as_close_as_eager(g, e, r, f"{where}[{k}]")
+        return
+    assert got.shape == expected.shape and got.dtype == expected.dtype, where
+    atol, _ = TOLERANCE["float32"]
+    finite = reference.isfinite()
+    assert torch.equal(finite, got.isfinite()), f"{where}: inf or NaN where the float64 result has none"
+    compiled_error = max((got.double() - reference).abs()[finite].tolist(), default=0.0)
+    eager_error = max((expected.double() - reference).abs()[finite].tolist(), default=0.0)
+    assert compiled_error <= 4 * eager_error + atol, (
+        f"{where}: compiled is {compiled_error:.3g} from the float64 result, eager float32 {eager_error:.3g}")
 
 
 def check_program(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> None:
@@ -74,6 +100,7 @@ def check_program(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> Non
         with imported_source(workspace, f"modprog_{backend}_{next(_counter)}", prog.source) as mod:
             eager = prog.make_model(mod)
             model = copy.deepcopy(eager)
+            exact = copy.deepcopy(eager).double()  # (the float64 reference of float32 programs)
             example = prog.make_input(prog.input_shape[0])
             before = set(jit.glob("*.py")) if jit.exists() else set()
             compiled = script(model, example_inputs=(example,), freeze=prog.freeze)
@@ -91,7 +118,14 @@ def check_program(workspace: Path, backend: str, prog: mpg.ModuleProgram) -> Non
                     expected = eager(x.clone())
                     with runtime.mode("strict"):
                         got = compiled(x)
-                assert_close_to_eager(got, expected, f"batch {batch}")
+                try:
+                    assert_close_to_eager(got, expected, f"batch {batch}")
+                except AssertionError:
+                    if prog.dtype != torch.float32:
+                        raise
+                    with torch.no_grad():
+                        reference = exact(x.double())
+                    as_close_as_eager(got, expected, reference, f"batch {batch}")
                 torch.testing.assert_close(x, prog.make_input(batch), rtol=0, atol=0,
                                            msg=f"batch {batch}: the compiled forward changed its input")
             state_e, state_c = eager.state_dict(), model.state_dict()
