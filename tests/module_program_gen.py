@@ -115,6 +115,31 @@ class Writer:
         if not self.owned:
             self.emit("x = x.clone()", indent)
 
+    def views(self, D: int, width_may_change: bool) -> int:
+        """Strided and offset views into kernels, and kernels writing into a cat: a cat of x and
+        act(x), a gate of two chunks, a slice, a transposed pointwise chain."""
+        forms = ["transpose"] if self.rank == 3 else ["half"]
+        if width_may_change:
+            forms += ["cat"] + (["slice"] if D > 2 else []) + (["chunk"] if D % 2 == 0 else [])
+        form = self.pick(forms)
+        self.features.add(f"view_{form}")
+        self.fused = True
+        if form == "cat":
+            self.emit(f"x = torch.cat([x, {self.act('x')}], dim=-1)")
+            return 2 * D
+        if form == "chunk":
+            self.emit("a, b = x.chunk(2, dim=-1)")
+            self.emit(f"x = a * {self.act('b')}")
+            return D // 2
+        if form == "slice":
+            self.emit(f"x = {self.act('x[..., 1:]')} + x[..., :-1]")
+            return D - 1
+        if form == "transpose":
+            self.emit(f"x = ({self.act('x.transpose(1, 2)')} * 2.0 - x.transpose(1, 2)).transpose(1, 2)")
+            return D
+        self.emit(f"x = {self.act('x * 0.5')} + x.flip(0)")  # (the batch reversed: a negative stride)
+        return D
+
     def skip_connection(self, shape: tuple) -> tuple:
         """`skip = x`, or `x = x + skip` where skip was bound to a tensor of x's shape (x may have
         been updated in place since: skip sees that, as in eager)."""
@@ -140,12 +165,14 @@ class Writer:
         kind = self.draw(st.sampled_from(
             ["mlp", "linear_act", "inplace", "norm", "softmax", "standardize", "pointwise",
              "rms", "center", "dropout", "loop", "mlp_seq", "glu", "attention", "affine", "skip",
-             "act_inplace", "column"]))
+             "act_inplace", "column", "views"]))
         self.features.add(f"row_{kind}")
         self.fused |= kind in ("mlp", "inplace", "softmax", "standardize", "rms", "center", "pointwise",
                                "glu", "attention", "affine", "column")
         if kind == "skip":
             return self.skip_connection((D,))[0]
+        if kind == "views":
+            return self.views(D, width_may_change)
         if kind == "act_inplace":
             self.act_inplace()
             return D
