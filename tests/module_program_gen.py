@@ -74,6 +74,16 @@ class ModuleProgram:
         return model.train(self.train)
 
 
+def atom(e: str) -> bool:
+    """Whether `e` has no operator outside brackets (a name, an attribute, a call, a subscript)."""
+    depth = 0
+    for ch in e:
+        depth += ch in "([" and 1 or -(ch in ")]")
+        if depth == 0 and ch in " +-*/@":
+            return False
+    return True
+
+
 class Writer:
     """The `__init__` and `forward` lines of one class. `draw` is hypothesis's."""
 
@@ -108,7 +118,10 @@ class Writer:
         self.owned = owned
 
     def act(self, e: str) -> str:
-        return self.pick(ACTS).format(e)
+        form = self.pick(ACTS)
+        if form.startswith("{}.") and not atom(e):
+            e = f"({e})"  # (a method's receiver: `(x * 0.5).sigmoid()`)
+        return form.format(e)
 
     def own(self, indent: int = 0) -> None:
         """x = x.clone() unless x is already this forward's own tensor."""
@@ -186,18 +199,19 @@ class Writer:
             fc = self.layer("fc", f"nn.Linear({D}, {D2}, bias={self.chance()})")
             self.emit(f"x = {self.act(f'{fc}(x)')}")
             return D2
-        if kind == "mlp":  # pre-norm (x + fc2(act(fc1(norm(x))))) or post-norm
+        if kind == "mlp":  # pre-norm x + f(fc2(act(fc1(norm(x))))), or post-norm norm(x + f(fc2(act(fc1(x)))))
             H = self.draw(st.integers(2, 12))
             fc1 = self.layer("fc", f"nn.Linear({D}, {H})")
             fc2 = self.layer("fc", f"nn.Linear({H}, {D})")
             norm = self.layer("norm", f"nn.LayerNorm({D})")
-            inner = f"{fc2}({self.act(f'{fc1}({norm}(x))')})"
+            pre = self.chance()
+            # f: an activation or not; under the post-norm's norm (or the next statement's), a
+            # transcendental one is kept in a row buffer across the norm's passes (issue 45)
+            outer = self.pick(["{}", *ACTS])
+            inner = outer.format(f"{fc2}({self.act(f'{fc1}({norm}(x))' if pre else f'{fc1}(x)')})")
             if self.chance():
                 inner = f"{self.dropout()}({inner})"
-            if self.chance():
-                self.emit(f"x = x + {inner}")
-            else:
-                self.emit(f"x = {norm}(x + {fc2}({self.act(f'{fc1}(x)')}))")
+            self.emit(f"x = x + {inner}" if pre else f"x = {norm}(x + {inner})")
             return D
         if kind == "mlp_seq":  # x + mlp(norm(x)), the MLP a Sequential of modules
             H = self.draw(st.integers(2, 12))
