@@ -207,7 +207,7 @@ class Writer:
             pre = self.chance()
             # f: an activation or not; under the post-norm's norm (or the next statement's), a
             # transcendental one is kept in a row buffer across the norm's passes (issue 45)
-            outer = self.pick(["{}", *ACTS])
+            outer = self.pick([*ACTS, "{}"])  # (gelu first: the simplest programs have the issue's form)
             inner = outer.format(f"{fc2}({self.act(f'{fc1}({norm}(x))' if pre else f'{fc1}(x)')})")
             if self.chance():
                 inner = f"{self.dropout()}({inner})"
