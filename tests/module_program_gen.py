@@ -1,10 +1,12 @@
 """A hypothesis strategy that writes nn.Module programs as Python source, the kind of model code
 that `script(instance, example_inputs=(x,))` compiles into fused kernels: an `__init__` building
-layers (Linear, Conv2d with BatchNorm2d, LayerNorm, Dropout, ModuleList and Sequential of layers
-or of a nested `Block` class) and a `forward` that loops over them, adds residuals functionally
-(`x = x + f(x)`) and in place (`x = x.clone()`, then `x += h`), applies activations, norms,
-softmaxes and mean/var reductions after pointwise chains (row-reduction kernels with row
-buffers), and linear or conv layers with bias and activation epilogues.
+layers (Linear, Conv2d with BatchNorm2d, LayerNorm, GroupNorm, Dropout, parameters, ModuleList
+and Sequential of layers or of a nested `Block` class) and a `forward` that loops over them, adds
+residuals functionally (`x = x + f(x)`, pre- and post-norm MLPs, gated units) and in place
+(`x = x.clone()`, then `x += h`; activations in place; a `skip` that aliases x), applies
+activations, norms, softmaxes and mean/var reductions after pointwise chains (row-reduction
+kernels with row buffers), linear or conv layers with bias and activation epilogues, views
+(chunks, slices, transposes, a flipped batch) and cats, and may return a second output.
 
 Every program is valid eager PyTorch by construction: the generator tracks the shape of `x`
 (image-shaped `(B, C, H, W)` until it is pooled or flattened, then `(B, [T,] D)`) and whether
