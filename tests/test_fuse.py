@@ -177,6 +177,22 @@ def test_per_channel_values_of_several_inputs_join_their_consumer() -> None:
     assert sorted(reshaped) == ["%b", "%m", "%v", "%w"], out  # (the inputs, once each)
 
 
+def test_per_channel_values_reshaped_by_a_later_constant() -> None:
+    """beta's reshape reads a shape constant of its own, defined after alpha's reshape (where
+    the DAG moves to): the moved reshapes read alpha's constant, which is defined before them.
+    (Found by tests/test_module_programs.py: an eval batch norm of one channel, on a 1x1 image,
+    did not verify: `operand #1 is not defined before this use`.)"""
+    text = BATCH_NORM.replace(
+        "  %6 : f32[8, 1, 1]@cpu = torch.method(%beta, %c11)",
+        "  %c11b : tuple[int, int, int] = py.constant() {value = (8, 1, 1)}\n"
+        "  %6 : f32[8, 1, 1]@cpu = torch.method(%beta, %c11b)")
+    out = fused(text)
+    kernels = [op for op in parse_program(out).walk() if isinstance(op, ops.PointwiseKernelOp)]
+    assert len(kernels) == 1, out
+    reshaped = [line.split("torch.method(")[1].split(")")[0] for line in out.splitlines() if '"reshape"' in line]
+    assert sorted(reshaped) == ["%b, %c11", "%m, %c11", "%v, %c11", "%w, %c11"], out
+
+
 def test_per_channel_values_used_elsewhere_stay() -> None:
     """A value of the DAG that is also used as it is (here alpha, returned) stays where it is,
     computed by a kernel of its own, and is an input of what moves (beta's part)."""

@@ -218,7 +218,9 @@ def _sink_reshapes_of_a_dag(op: Operation) -> None:
     for n in sorted(dag, key=order.__getitem__):
         for v in n.operands:
             if isinstance(v.type, TensorType) and v not in mapping and v.owner not in dag:
-                reshape = clone_op(op, {op.operands[0]: v})
+                # `first` does what `op` does, and its other operands (the shape's constants) are
+                # defined before it, where the copies go; `op`'s may be defined after `first`
+                reshape = clone_op(first, {first.operands[0]: v})
                 reshape.result.type = dataclasses.replace(op.result.type, dtype=v.type.dtype)  # type: ignore[union-attr]
                 reshape.result.name = None
                 block.insert_before(first, reshape)
