@@ -127,22 +127,9 @@ def test_hook_fails_on_the_module_a_rename_left_behind(tmp_path: Path, env: dict
 
 
 def test_hook_regenerates_and_fails_the_commit_until_staged(tmp_path: Path, env: dict[str, str]) -> None:
-    hooks, rev = hook_repository(tmp_path, env)
-    work = tmp_path / "project"
-    (work / "models").mkdir(parents=True)
-    (work / "pyproject.toml").write_text("")
-    model = work / "models" / "act.py"
-    model.write_text(MODEL)
+    work, model = project(tmp_path, env)
     (work / "models" / "plain.py").write_text("x = 1\n")  # no @script: the hook leaves it alone
-    (work / ".pre-commit-config.yaml").write_text(
-        f"repos:\n- repo: {hooks.as_posix()}\n  rev: {rev}\n  hooks:\n  - id: torchscribe\n"
-    )
     compiled = model.with_name("act_compiled.py")
-    git(work, env, "init", "-q")
-    git(work, env, "config", "commit.gpgsign", "false")
-    done = subprocess.run([sys.executable, "-m", "pre_commit", "install"], cwd=work, env=env,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
 
     # The hook generates the compiled module; the commit fails until it is staged.
     git(work, env, "add", "-A")
