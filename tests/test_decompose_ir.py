@@ -204,16 +204,20 @@ func @f(%x: f32[B, T, C], %w: f32[C], %b: f32[C]) -> f32[B, T, C] {
   %8 : int = torch.method(%x, %5) {method = "size", aten = "aten::size.int"}
   %9 : f32[B, T, 1] = py.binary(%7, %8) {op = "/"}
   %10 : f32[B, T, C] = py.binary(%x, %9) {op = "-"}
-  %11 : f32[B, T, C] = py.binary(%10, %10) {op = "*"}
-  %12 : f32[B, T, 1] = torch.call(%11, %5, %6) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
-  %13 : f32[B, T, 1] = py.binary(%12, %8) {op = "/"}
-  %14 : float = py.constant() {value = 1e-05}
-  %15 : f32[B, T, 1] = py.binary(%13, %14) {op = "+"}
-  %16 : f32[B, T, 1] = torch.call(%15) {callee = "torch.rsqrt", aten = "aten::rsqrt"}
-  %17 : f32[B, T, C] = py.binary(%10, %16) {op = "*"}
-  %18 : f32[B, T, C] = py.binary(%17, %w) {op = "*"}
-  %19 : f32[B, T, C] = py.binary(%18, %b) {op = "+"}
-  func.return(%19)
+  %11 : f32[B, T, 1] = torch.call(%10, %5, %6) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
+  %12 : f32[B, T, 1] = py.binary(%11, %8) {op = "/"}
+  %13 : f32[B, T, 1] = py.binary(%9, %12) {op = "+"}
+  %14 : f32[B, T, C] = py.binary(%x, %13) {op = "-"}
+  %15 : f32[B, T, C] = py.binary(%14, %14) {op = "*"}
+  %16 : f32[B, T, 1] = torch.call(%15, %5, %6) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
+  %17 : f32[B, T, 1] = py.binary(%16, %8) {op = "/"}
+  %18 : float = py.constant() {value = 1e-05}
+  %19 : f32[B, T, 1] = py.binary(%17, %18) {op = "+"}
+  %20 : f32[B, T, 1] = torch.call(%19) {callee = "torch.rsqrt", aten = "aten::rsqrt"}
+  %21 : f32[B, T, C] = py.binary(%14, %20) {op = "*"}
+  %22 : f32[B, T, C] = py.binary(%21, %w) {op = "*"}
+  %23 : f32[B, T, C] = py.binary(%22, %b) {op = "+"}
+  func.return(%23)
 }
 """,
     ),

@@ -178,7 +178,12 @@ def layer_norm(e: Emitter, c: Call) -> Value:
     normalized = [_shape(x)[i] for i in dims]
     weight = _affine_param(c, "weight", normalized, d)
     bias = _affine_param(c, "bias", normalized, d)
-    _, diff = _centered(e, x, xc, dims)
+    # The mean corrected once by the mean of what is left (x - mean): `sum / n` may be an ulp
+    # off, and a row of one value then normalizes to ulp / sqrt(eps) (~2e-5) where eager's
+    # Welford mean is exact and its result 0. One more pass over the row, in the same kernel.
+    first, left = _centered(e, x, xc, dims)
+    mean = e.binary("+", first, _mean(e, x, left, dims, True))
+    diff = e.binary("-", xc, mean)
     rstd = e.call("torch.rsqrt", e.binary("+", _biased_var(e, x, diff, dims), c.arg("eps")))
     return e.cast(_scale_shift(e, e.binary("*", diff, rstd), weight, bias), d)
 
