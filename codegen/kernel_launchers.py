@@ -32,7 +32,7 @@ def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, l
     cpu = [k for k in kernels if kernel_device(k) == "cpu"]
     if cpu:
         _emit_cpp(w, cpu, source_lines)
-    _emit_triton(w, kernels)
+    _emit_triton(w, kernels, source_lines)
     w.blank(2)
     w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
     w.line("# Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.")
@@ -41,7 +41,7 @@ def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, l
         w.line(f'{name} = _kernels.launcher(globals(), "{name}", "{kernel_device(k)}")')
 
 
-def _emit_triton(w: Writer, kernels: list[ops.Kernel]) -> None:
+def _emit_triton(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None) -> None:
     devices = sorted({kernel_device(k) for k in kernels})
     w.blank(2)
     w.line("triton = _kernels.import_triton({" + ", ".join(f'"{d}"' for d in devices) + "})")
@@ -52,8 +52,8 @@ def _emit_triton(w: Writer, kernels: list[ops.Kernel]) -> None:
         for line in imports + [""] + triton_kernels.PRELUDE.rstrip("\n").splitlines():
             w.line(line)
         for k in kernels:
-            emitted = (pool_kernels.triton_kernel(k) if isinstance(k, ops.PoolKernelOp)
-                       else triton_kernels.emit_triton_kernel(k))  # type: ignore[arg-type]
+            emitted = (pool_kernels.triton_kernel(k, source_lines) if isinstance(k, ops.PoolKernelOp)
+                       else triton_kernels.emit_triton_kernel(k, source_lines))  # type: ignore[arg-type]
             for text in (emitted.source, emitted.launcher):
                 w.blank(2)
                 for line in text.rstrip("\n").splitlines():

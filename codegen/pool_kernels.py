@@ -175,7 +175,7 @@ def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_lines: dict[str, list[s
 
 
 # -- Triton -----------------------------------------------------------------------------------
-def triton_kernel(op: ops.PoolKernelOp) -> TritonKernel:
+def triton_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None = None) -> TritonKernel:
     p = _Pool(op)
     acc = "tl.float64" if p.dtype == "float64" else "tl.float32"
     w = Writer()
@@ -208,7 +208,7 @@ def triton_kernel(op: ops.PoolKernelOp) -> TritonKernel:
     w = Writer()
     w.line(f"def {p.name}_triton(in0: Tensor) -> Tensor:")
     with w.indent():
-        w.line(f'"""{p.describe(None, "Triton")}"""')
+        w.line(f'"""{p.describe(source_lines, "Triton")}"""')
         p.sizes_and_output(w, ", device=in0.device")
         n_rows = str(int(p.n0) * p.oh * p.ow) if p.n0.isdigit() else "n_rows"
         if not p.n0.isdigit():

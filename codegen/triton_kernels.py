@@ -229,13 +229,13 @@ class TritonKernel:
         return f"{self.name}_triton"
 
 
-def emit_triton_kernel(op: ops.KernelOp) -> TritonKernel:
+def emit_triton_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> TritonKernel:
     k = _Kernel(op)
     if isinstance(op, ops.ReductionKernelOp):
         source = _block_function(k) + "\n\n" + _loop_function(k)
     else:
         source = _pointwise_function(k)
-    return TritonKernel(k.name, source, _launcher(k))
+    return TritonKernel(k.name, source, _launcher(k, source_lines))
 
 
 def _strided_dims(t: TensorType, shape: tuple) -> set[int]:
@@ -695,7 +695,7 @@ def _loop_function(k: _Kernel) -> str:
 
 
 # -- launcher ----------------------------------------------------------------------------------
-def _launcher(k: _Kernel) -> str:
+def _launcher(k: _Kernel, source_lines: dict[str, list[str]] | None) -> str:
     w = Writer()
     params = [f"in{j}: Tensor" for j in range(k.n_in)]
     params += [f"s{j}: {'float' if v.type == FLOAT else 'bool' if v.type == BOOL else 'int'}"
@@ -705,7 +705,7 @@ def _launcher(k: _Kernel) -> str:
     result = "Tensor" if len(outs) == 1 else f"tuple[{', '.join(['Tensor'] * len(outs))}]"
     w.line(f"def {k.name}_triton({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(f'"""{describe(k.op, None, "Triton")}"""')
+        w.line(f'"""{describe(k.op, source_lines, "Triton")}"""')
         sizes = size_texts(k.op, k.shape)
         if sizes is None:  # (a size only the broadcast of the inputs gives)
             w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(k.n_in)) + ")")
