@@ -3,6 +3,7 @@ table the runtime dispatches through."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from codegen.names import function_name, model_module_name
@@ -27,12 +28,16 @@ class Header:
     # (path relative to the compiled module's directory, source hash) of every other file whose
     # @script code the module holds, sorted; written as SOURCES when there is any
     sources: tuple[tuple[str, str], ...] = ()
+    # (distribution, version) of every installed library whose code the module holds (a model
+    # from torchvision); written as LIBRARIES when there is any
+    libraries: tuple[tuple[str, str], ...] = ()
     permissive: bool = False  # compiled with --permissive: written as PERMISSIVE = True
 
 
-def emit_module(program: Program, header: Header, entries: dict[str, str],
+def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[str, ...]],
                 source_lines: dict[str, list[str]] | list[str] | None) -> str:
-    """`entries` maps the runtime's COMPILED keys ("MyCell.forward") to function sym_names;
+    """`entries` maps the runtime's COMPILED keys ("MyCell.forward") to function sym_names (a
+    tuple: the specialisations to try in order, then the generic function);
     `source_lines` holds the lines of each file by the name locations give (a list: those of the
     program's own file), for the comments that quote the source."""
     if isinstance(source_lines, list):
@@ -94,6 +99,12 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
             for rel, digest in header.sources:
                 w.line(f'"{rel}": "{digest}",')
         w.line("}")
+    if header.libraries:
+        w.line("LIBRARIES = {")
+        with w.indent():
+            for name, version in header.libraries:
+                w.line(f'"{name}": "{version}",')
+        w.line("}")
     if model_modules:
         w.blank()
         for m in model_modules:
@@ -108,6 +119,9 @@ def emit_module(program: Program, header: Header, entries: dict[str, str],
     w.line("COMPILED = {")
     with w.indent():
         for key, sym in entries.items():
-            w.line(f'"{key}": {function_name(sym)},')
+            if isinstance(sym, tuple) and len(sym) > 1:
+                w.line(f'"{key}": ({", ".join(function_name(s) for s in sym)}),')
+            else:
+                w.line(f'"{key}": {function_name(sym if isinstance(sym, str) else sym[0])},')
     w.line("}")
     return with_body_hash(format_python(w.text()))  # black's style: a user's black hook agrees with ours

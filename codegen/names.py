@@ -10,8 +10,9 @@ MODULE_NAMES = {"torch", "F", "math", "Tensor", "Optional", "_guards", "_prepack
 
 def function_name(sym_name: str) -> str:
     """`MyCell.forward` -> `MyCell_forward`; `Block@2.forward` (a variant) -> `Block_v2_forward`;
-    `Block.forward#1` (compiled for an overload declaration) -> `Block_forward_o1`."""
-    return sym_name.replace(".", "_").replace("@", "_v").replace("#", "_o")
+    `Block.forward#1` (compiled for an overload declaration) -> `Block_forward_o1`;
+    `Block.forward:example` (a specialisation, transpiler/specialisations.py) -> `Block_forward_example`."""
+    return sym_name.replace(".", "_").replace("@", "_v").replace("#", "_o").replace(":", "_")
 
 
 def model_module_name(module: str) -> str:

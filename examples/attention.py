@@ -8,7 +8,7 @@ from torch import Tensor, nn
 from transpiler import script
 
 
-@script
+@script(example="make_example")
 class CausalSelfAttention(nn.Module):
     def __init__(self, embed_dim: int, num_heads: int, max_len: int = 128, dropout: float = 0.0) -> None:
         super().__init__()

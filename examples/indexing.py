@@ -5,7 +5,7 @@ from torch import Tensor
 from transpiler import script
 
 
-@script
+@script(example="make_example")
 def indexing(x: Tensor, acc: Tensor, threshold: float = 0.5) -> tuple[Tensor, Tensor, Tensor]:
     # Reads: step slices, negative indices, None (new axis), ellipsis, a boolean mask.
     evens = x[:, ::2]

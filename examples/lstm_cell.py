@@ -5,7 +5,7 @@ from torch import Tensor, nn
 from transpiler import script
 
 
-@script
+@script(example="make_example")
 class LSTM(nn.Module):
     def __init__(self, input_size: int, hidden_size: int) -> None:
         super().__init__()

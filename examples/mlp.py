@@ -6,7 +6,7 @@ from torch import Tensor, nn
 from transpiler import script
 
 
-@script
+@script(example="make_example")
 class MLP(nn.Module):
     def __init__(self, dim: int, hidden_dim: int) -> None:
         super().__init__()

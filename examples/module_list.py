@@ -17,7 +17,7 @@ class Block(nn.Module):
         return F.silu(self.fc(self.norm(x)))
 
 
-@script
+@script(example="make_example")
 class Stack(nn.Module):
     def __init__(self, dim: int, depth: int, residual_scale: float = 0.5) -> None:
         super().__init__()

@@ -6,7 +6,7 @@ from torch import Tensor
 from transpiler import script
 
 
-@script
+@script(example="make_example")
 def pyramid_pool(x: Tensor, sizes: list[int], pad: tuple[int, int] = (0, 0)) -> tuple[Tensor, int]:
     """Average-pool a (batch, channels, length) signal at several output sizes and concatenate."""
     left, right = pad

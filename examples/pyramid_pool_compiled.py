@@ -11,8 +11,8 @@ from runtime import guards as _guards
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "pyramid_pool.py"
-SOURCE_HASH = "sha256:ca14be6b66cd886ecfc4ee38936d5de69d7b0db7f2e3b5d348d6e2b310aad0ce"
-BODY_HASH = "sha256:276e740d2639019d26870770314a681794735083afb4dba3a2be0dbabc4e1665"
+SOURCE_HASH = "sha256:40199382efa71e82d98ecc7a6d126c9cd29101e03e0394aaeca395d66c78db7f"
+BODY_HASH = "sha256:80206d9f4dbeaeb216e715670f4d53e88423f8b7709fb4ab893d31a300fb5a08"
 TORCH_VERSION = "2.13"
 
 
@@ -38,6 +38,30 @@ def pyramid_pool(
     return torch.cat(pooled, dim=-1), len(pooled)
 
 
+def pyramid_pool_example(
+    x: Tensor,
+    sizes: list[int],
+    pad: tuple[int, int] = (0, 0),
+) -> tuple[Tensor, int]:
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 50))
+    # left, right = pad
+    left, right = pad
+    # x = F.pad(x, (left, right))
+    x = F.pad(x, (left, right))  # f32[B, 16, ?]@cpu
+    # length = x.size(-1)
+    length = x.size(-1)
+    # pooled: list[Tensor] = []
+    pooled = []
+    # for size in sizes:
+    for size in sizes:
+        # size = max(1, min(size, length))
+        size = max(1, min(size, length))
+        # pooled.append(F.adaptive_avg_pool1d(x, size))
+        pooled.append(F.adaptive_avg_pool1d(x, size))
+    # return torch.cat(pooled, dim=-1), len(pooled)
+    return torch.cat(pooled, dim=-1), len(pooled)
+
+
 COMPILED = {
-    "pyramid_pool": pyramid_pool,
+    "pyramid_pool": (pyramid_pool_example, pyramid_pool),
 }

@@ -41,7 +41,7 @@ class BasicBlock(nn.Module):
         return out
 
 
-@script
+@script(example="make_example")
 class ResNetStage(nn.Module):
     """Two blocks: the first downsamples (downsample is a Sequential), the second does not (None)."""
 

@@ -5,7 +5,7 @@ from torch import Tensor, nn
 from transpiler import script
 
 
-@script
+@script(example="make_example")
 class MyCell(nn.Module):
     def __init__(self) -> None:
         super().__init__()

@@ -5,7 +5,7 @@ from torch import Tensor
 from transpiler import script
 
 
-@script
+@script(example="make_example")
 def newton_sqrt(x: Tensor, max_iter: int = 20, tol: float = 1e-6) -> Tensor:
     """Element-wise square root of a positive tensor by Newton's method, returning once converged."""
     y = torch.where(x > 1.0, x, torch.ones_like(x))
@@ -19,7 +19,7 @@ def newton_sqrt(x: Tensor, max_iter: int = 20, tol: float = 1e-6) -> Tensor:
     return y
 
 
-@script
+@script(example="make_example_shrink")
 def shrink_until(x: Tensor, limit: float, max_steps: int = 64) -> tuple[Tensor, int]:
     """Scale x down until its largest magnitude is at most `limit`; returns (x, steps taken)."""
     steps = 0

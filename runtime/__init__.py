@@ -10,7 +10,7 @@ from runtime.errors import TorchscribeError, TorchscribeWarning
 from runtime.guards import GuardFailure
 from runtime.loader import VERSION as __version__
 from runtime.modes import current_mode, mode
-from runtime.stats import fallback_counts
+from runtime.stats import fallback_counts, generic_counts
 
 __all__ = [
     "GuardFailure",
@@ -18,6 +18,7 @@ __all__ = [
     "TorchscribeWarning",
     "current_mode",
     "fallback_counts",
+    "generic_counts",
     "mode",
     "reset",
     "script",

@@ -30,7 +30,7 @@ from torch import nn
 
 from runtime import loader, stats
 from runtime.errors import TorchscribeError, TorchscribeWarning
-from runtime.guards import GuardFailure
+from runtime.guards import GuardFailure, check_no_autograd
 from runtime.modes import current_mode
 from runtime.source_hash import file_source_hash
 
@@ -94,6 +94,7 @@ def script(
     example_inputs: Sequence[Any] | None = None,
     permissive: bool = False,
     freeze: bool = False,
+    example: str | None = None,
 ) -> Any:
     """Mark an ``nn.Module`` subclass or a module-level function for ahead-of-time compilation.
 
@@ -107,6 +108,12 @@ def script(
       convolutions, convolution weights in oneDNN's layout) are computed once and again only
       when a parameter is written in place or replaced; a write through ``.data`` is not seen
       (``runtime/prepacked.py``).
+    - ``@script(example="make_example")``: ``torchscribe`` also compiles the class (function)
+      for what the module-level function ``make_example`` of the same file returns,
+      ``(instance, inputs)`` (the inputs, for a function), as ``script(instance,
+      example_inputs=inputs)`` compiles it now, kernels included, into the checked-in module; with
+      ``freeze=True`` too, as ``script(..., freeze=True)`` does. A call those kernels do not
+      accept runs the module's generic code.
 
     Options are stored as ``__torchscribe_options__`` for the compiler to read.
     """
@@ -114,14 +121,25 @@ def script(
         raise TypeError(f"script(permissive=...) takes True or False, not {permissive!r}")
     if not isinstance(freeze, bool):
         raise TypeError(f"script(freeze=...) takes True or False, not {freeze!r}")
+    if example is not None and (not isinstance(example, str) or not example.isidentifier()):
+        raise TypeError(f"script(example=...) takes the name of a module-level function, not {example!r}")
     options: dict[str, Any] = {"permissive": permissive}
-    if freeze and not isinstance(obj, nn.Module):
+    if example is not None:
+        options["example"] = example
+        if freeze:
+            options["freeze"] = True
+    if freeze and example is None and not isinstance(obj, nn.Module):
         raise TypeError(
             "script(freeze=True) takes an nn.Module instance (its parameters and buffers are what "
-            "it freezes): compile the instance now with script(instance, example_inputs=..., freeze=True)."
+            "it freezes): compile the instance now with script(instance, example_inputs=..., freeze=True), "
+            "or name an example factory: @script(example=\"make_example\", freeze=True)."
         )
     if obj is _NO_OBJECT:
-        return lambda target: script(target, example_inputs=example_inputs, permissive=permissive)
+        return lambda target: script(target, example_inputs=example_inputs, permissive=permissive, freeze=freeze,
+                                     example=example)
+    if example is not None and (isinstance(obj, nn.Module) or example_inputs is not None):
+        raise TypeError("script(example=...) is a decorator option for ahead-of-time compilation; to compile "
+                        "now, pass the instance and example_inputs=...")
 
     if isinstance(obj, nn.Module):
         return _compile_now(obj, example_inputs, {**options, "freeze": freeze})
@@ -360,7 +378,32 @@ def _lookup(target: _Target) -> tuple[Callable[..., Any] | None, Problem | None,
             f"{state.display}: compiled module {state.compiled_name} has no entry for {target.key!r}",
             state.hint,
         ), None
+    if isinstance(compiled, tuple):
+        compiled = specialised(compiled, target.qualname, method=target.key.endswith(".forward"))
     return compiled, None, state.note
+
+
+def specialised(choices: tuple[Callable[..., Any], ...], qualname: str, method: bool) -> Callable[..., Any]:
+    """One function of a COMPILED entry `(specialised..., generic)` (shared/DESIGN.md §4b): the
+    first specialisation whose entry checks accept the call runs, else the generic code (counted:
+    `runtime.generic_counts()`), whose own failed checks send the call to eager code. Kernels
+    record no autograd graph: a call that autograd would record runs the generic code (torch ops)."""
+    *special, generic = choices
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            check_no_autograd(args[0] if method and args else None, args[1:] if method else args, kwargs)
+            for fn in special:
+                try:
+                    return fn(*args, **kwargs)
+                except GuardFailure:
+                    continue
+        except GuardFailure:
+            pass
+        stats.count_generic(qualname)
+        return generic(*args, **kwargs)
+
+    return call
 
 
 def _load_file(source: str, model_module: ModuleType) -> _FileState:

@@ -2,6 +2,7 @@
 the committed compiled modules are fresh; generation is deterministic."""
 from __future__ import annotations
 
+import copy
 import importlib
 import os
 import subprocess
@@ -32,6 +33,16 @@ def run(factory, mode: str, context=torch.no_grad) -> dict:
     return snapshot(observe(model, inputs, out))
 
 
+def example_of(stem: str, factory) -> str | None:
+    """The COMPILED key whose `@script(example=...)` names `factory`, or None."""
+    module = importlib.import_module(f"examples.{stem}")
+    for name, obj in vars(module).items():
+        options = getattr(obj, "__torchscribe_options__", {})
+        if options.get("example") == factory.__name__ and getattr(obj, "__module__", None) == module.__name__:
+            return f"{name}.forward" if isinstance(obj, type) else name
+    return None
+
+
 def test_committed_modules_are_fresh() -> None:
     """`torchscribe --check examples` passes: what is committed is what the compiler writes."""
     assert cli_main(["--check", str(EXAMPLES)]) == 0
@@ -40,11 +51,51 @@ def test_committed_modules_are_fresh() -> None:
 @pytest.mark.parametrize("context", [torch.no_grad, torch.inference_mode], ids=["no_grad", "inference_mode"])
 @pytest.mark.parametrize("stem,variant,factory", CASES, ids=[f"{s}[{v}]" if v else s for s, v, _ in CASES])
 def test_compiled_matches_eager(stem: str, variant: str, factory, context) -> None:
+    """The committed module against eager, on values and side effects; the example a decorator
+    names runs its specialisation (kernels), within the tolerance of fused float32 code."""
+    runtime.dispatch.reset()
     eager = run(factory, "off", context)
     compiled = run(factory, "strict", context)
-    # The compiled module calls the same torch ops in the same order: results are bitwise equal.
-    result = compare(eager, compiled, atol=0.0, rtol=0.0)
+    result = compare(eager, compiled, atol=1e-5, rtol=1e-5)
     assert result.ok, f"{stem}[{variant}]: {result.mismatches}"
+    if example_of(stem, factory) is not None:
+        assert runtime.generic_counts() == {}, "a call of the decorator's own example ran the generic code"
+
+
+@pytest.mark.parametrize("stem,variant,factory", CASES, ids=[f"{s}[{v}]" if v else s for s, v, _ in CASES])
+def test_generic_code_matches_eager_exactly(stem: str, variant: str, factory) -> None:
+    """The generic code of every entry (what a call the specialisations refuse runs) calls the
+    same torch ops in the same order as eager: results are bitwise equal."""
+    runtime.dispatch.reset()
+    model, inputs = factory()
+    eager = run(factory, "off")
+    compiled_module = importlib.import_module(f"examples.{stem}_compiled")
+    generic = {key: fns[-1] if isinstance(fns, tuple) else fns for key, fns in compiled_module.COMPILED.items()}
+    key = f"{type(model).__name__}.forward" if isinstance(model, torch.nn.Module) else model.__name__
+    with torch.no_grad():
+        out = generic[key](model, *inputs) if isinstance(model, torch.nn.Module) else generic[key](*inputs)
+    result = compare(eager, snapshot(observe(model, inputs, out)), atol=0.0, rtol=0.0)
+    assert result.ok, f"{stem}[{variant}]: {result.mismatches}"
+
+
+def test_a_call_the_specialisation_refuses_runs_the_generic_code() -> None:
+    """Another batch size is still the specialisation (the batch is symbolic); another spatial
+    size, or float64, runs the generic code, counted, never eager, and computes what eager does."""
+    from examples import residual_block
+
+    key = "examples.residual_block.ResNetStage.forward"
+    runtime.dispatch.reset()
+    model, (x,) = residual_block.make_example()
+    calls = [(model, x[:3], 0), (model, x[:, :, :8, :8], 1), (copy.deepcopy(model).double(), x.double(), 2)]
+    for m, arg, generic_calls in calls:
+        with torch.no_grad():
+            with runtime.mode("off"):
+                expected = m(arg)
+            with runtime.mode("strict"):
+                got = m(arg)
+        assert runtime.generic_counts().get(key, 0) == generic_calls
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    runtime.dispatch.reset()
 
 
 def test_compiled_code_really_runs() -> None:
@@ -54,10 +105,11 @@ def test_compiled_code_really_runs() -> None:
 
     calls = []
     original = rnn_cell_compiled.COMPILED["MyCell.forward"]
-    rnn_cell_compiled.COMPILED["MyCell.forward"] = lambda *a, **k: calls.append(1) or original(*a, **k)
+    specialised, generic = original
+    rnn_cell_compiled.COMPILED["MyCell.forward"] = (lambda *a, **k: calls.append(1) or specialised(*a, **k), generic)
     try:
         model, inputs = rnn_cell.make_example()
-        with runtime.mode("strict"):
+        with runtime.mode("strict"), torch.no_grad():
             model(*inputs)
     finally:
         rnn_cell_compiled.COMPILED["MyCell.forward"] = original

@@ -149,8 +149,8 @@ def test_check_names_the_changed_dependency(files: Files, monkeypatch: pytest.Mo
                                             capsys: pytest.CaptureFixture[str]) -> None:
     real = compile_mod.compile_path
     monkeypatch.setattr(compile_mod, "compile_path",
-                        lambda path, display=None, after_pass=None, permissive=False:
-                        real(path, display, files.add_dependency, permissive))
+                        lambda path, display=None, after_pass=None, permissive=False, examples="child":
+                        real(path, display, files.add_dependency, permissive, examples))
     files.compiled.write_text(files.compile())
     assert cli.main(["--check", str(files.model)]) == 0
     capsys.readouterr()

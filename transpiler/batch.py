@@ -84,8 +84,10 @@ def up_to_date(path: Path, permissive: bool = False) -> bool:
         and header.get("PERMISSIVE", False) == permissive
 
 
-def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False) -> FileResult:
-    """Compile one file; never raises for what goes wrong in the compiler (see FileResult)."""
+def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False,
+                examples: str = "child") -> FileResult:
+    """Compile one file; never raises for what goes wrong in the compiler (see FileResult). A
+    file with example factories compiles in a child process (`examples="here"`: this one is it)."""
     from ir.ops import Kernel, ModuleCallOp
     from ir.printer import print_program
     from transpiler.compile import compile_path
@@ -101,8 +103,14 @@ def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False
     def done(status: str, **fields: object) -> FileResult:
         return FileResult(path, status, seconds=time.perf_counter() - start, **fields)  # type: ignore[arg-type]
 
+    from transpiler.examples import ExamplesNeedAChild, run_in_child
+
     try:
-        compiled = compile_path(path, after_pass=dump if dump_ir else None, permissive=permissive)
+        compiled = compile_path(path, after_pass=dump if dump_ir else None, permissive=permissive, examples=examples)
+    except ExamplesNeedAChild:
+        result = run_in_child(path, dump_ir, permissive)
+        result.seconds = time.perf_counter() - start
+        return result
     except CompileError as e:
         return done("error", message=e.render() + "\n")
     except UserError as e:

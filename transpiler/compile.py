@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -125,6 +126,7 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                if f.loc else (0, "", 0, 0))
     program = Program(source.display, funcs)
     program.source_lines = ctx.sources()
+    program.dependencies = ctx.source_paths()
     program.breaks = list(ctx.breaks)
     return program, entries
 
@@ -185,6 +187,25 @@ def compile_source(
     """`instance` (an nn.Module) and `example_inputs` specialise the first target to what it
     will be called with (script(instance, example_inputs=...)); entry checks guard that.
     `frozen`: script(..., freeze=True), see runtime/prepacked.py."""
+    program, entries = build_program(source, targets, instance_classes, after_pass, instance, example_inputs,
+                                     functions, permissive, frozen)
+    text = emit_module(program, module_header(source, regenerate, source_file_name, program, permissive),
+                       entries, program.source_lines)
+    return CompiledFile(program, entries, text)
+
+
+def build_program(
+    source: SourceFile,
+    targets: list[Target] | None = None,
+    instance_classes: dict[str, ClassInfo] | None = None,
+    after_pass: Callable[[str, Program], None] | None = None,
+    instance: Any = None,
+    example_inputs: Sequence[Any] | None = None,
+    functions: FunctionFinder | None = None,
+    permissive: bool = False,
+    frozen: bool = False,
+) -> tuple[Program, dict[str, str]]:
+    """The program of `compile_source` after the passes, with its COMPILED entries."""
     program, entries = lower_file(source, targets, instance_classes, functions, permissive,
                                   None if example_inputs is None else len(example_inputs))
     program.frozen = frozen
@@ -207,17 +228,22 @@ def compile_source(
     # classes, helpers from other files) is not printed again as code nothing calls (a one-line
     # edit of an inlined method would show twice in the diff).
     program.funcs = reachable(program, set(entries.values()))
-    header = Header(
+    return program, entries
+
+
+def module_header(source: SourceFile, regenerate: str, source_file_name: str, program: Program,
+                  permissive: bool) -> Header:
+    sources, libraries = dependency_hashes(source.path, program.dependencies)
+    return Header(
         source_file=source_file_name,
         source_hash=source_hash(source.text),
         regenerate=regenerate,
         torchscribe_version=VERSION,
         torch_version=torch_version(),
-        sources=dependency_hashes(source.path, program.dependencies),
+        sources=sources,
+        libraries=libraries,
         permissive=permissive,
     )
-    text = emit_module(program, header, entries, program.source_lines)
-    return CompiledFile(program, entries, text)
 
 
 def reachable(program: Program, roots: set[str]) -> list:
@@ -239,21 +265,50 @@ def reachable(program: Program, roots: set[str]) -> list:
     return [f for f in program.funcs if not isinstance(f, FuncOp) or f.sym_name in seen]
 
 
-def dependency_hashes(source_path: Path, dependencies: Sequence[Path]) -> tuple[tuple[str, str], ...]:
-    """(path relative to the model file's directory, POSIX separators; its source hash) of each
-    other file the program was compiled from, sorted: the header's SOURCES. Relative paths keep
-    the output the same on every machine; the runtime and --check resolve them against the
-    compiled module's directory (the model file's)."""
+def dependency_hashes(source_path: Path, dependencies: Sequence[Path]) \
+        -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+    """The header's SOURCES and LIBRARIES for the other files the program was compiled from.
+    SOURCES: (path relative to the model file's directory, POSIX separators; its source hash) of
+    each file of the user's own, sorted; the runtime and --check resolve them against the
+    compiled module's directory (the model file's). LIBRARIES: (distribution, version) of each
+    installed library a file comes from (torchvision's resnet.py): its path differs between
+    machines, its version names what it holds. torchscribe's own files (transpiler/torch_layers.py)
+    are neither: the module's TORCHSCRIBE_VERSION covers them. Relative paths and versions keep
+    the output the same on every machine."""
     base = Path(source_path).resolve().parent
     own = Path(source_path).resolve()
+    ours = Path(__file__).resolve().parent.parent
     found: dict[str, str] = {}
+    libraries: dict[str, str] = {}
     for dep in dependencies:
         resolved = Path(dep).resolve()
-        if resolved == own:
+        if resolved == own or resolved.is_relative_to(ours) and resolved.parent.name in ("transpiler", "runtime"):
+            continue
+        library = installed_distribution(resolved)
+        if library is not None:
+            libraries[library[0]] = library[1]
             continue
         rel = Path(os.path.relpath(resolved, base)).as_posix()
         found[rel] = source_hash(read_source_text(resolved))
-    return tuple(sorted(found.items()))
+    return tuple(sorted(found.items())), tuple(sorted(libraries.items()))
+
+
+def installed_distribution(path: Path) -> tuple[str, str] | None:
+    """(distribution name, version) of the installed package that holds `path`, or None for a
+    file that no installed distribution holds (the user's own)."""
+    import importlib.metadata
+
+    for entry in sys.path:
+        root = Path(entry or ".").resolve()
+        if root.name not in ("site-packages", "dist-packages") or not path.is_relative_to(root):
+            continue
+        top = path.relative_to(root).parts[0].removesuffix(".py")
+        for dist in importlib.metadata.packages_distributions().get(top, []):
+            try:
+                return dist, importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return None
 
 
 def project_relative(path: Path) -> str:
@@ -268,11 +323,30 @@ def project_relative(path: Path) -> str:
 
 def compile_path(path: Path, display: str | None = None,
                  after_pass: Callable[[str, Program], None] | None = None,
-                 permissive: bool = False) -> CompiledFile | None:
-    """Compile a model file for the ahead-of-time path; None when it has no @script objects."""
+                 permissive: bool = False, examples: str = "child") -> CompiledFile | None:
+    """Compile a model file for the ahead-of-time path; None when it has no @script objects.
+    A file whose targets name example factories (`@script(example=...)`) is imported and the
+    factories run: with `examples="here"` in this process, else ExamplesNeedAChild is raised
+    (transpiler/examples.py runs this in a child process)."""
+    from transpiler import examples as _examples
+    from transpiler.specialisations import merge
+
     source = SourceFile.read(path, display or os.path.relpath(path))
     targets = source.targets()
     if not targets:
         return None
+    with_examples = _examples.example_targets(targets)
+    if with_examples and examples != "here":
+        raise _examples.ExamplesNeedAChild(path)
     regenerate = f"torchscribe {'--permissive ' if permissive else ''}{project_relative(path)}"
-    return compile_source(source, regenerate, path.name, targets, None, after_pass, permissive=permissive)
+    program, entries = build_program(source, targets, None, after_pass, permissive=permissive)
+    table: dict[str, tuple[str, ...]] | dict[str, str] = entries
+    if with_examples:
+        try:
+            found = _examples.specialisations(source, with_examples, permissive)
+        except CompileError as e:
+            # (a specialisation's diagnostics name the file, and others it compiled from)
+            raise CompileError(e.diagnostics, {source.display: source.lines, **e.sources}) from None
+        program, table = merge(program, entries, found)
+    header = module_header(source, regenerate, path.name, program, permissive)
+    return CompiledFile(program, entries, emit_module(program, header, table, program.source_lines))

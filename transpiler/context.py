@@ -4,6 +4,7 @@ functions still to lower."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Protocol
 
 import libcst as cst
@@ -112,6 +113,16 @@ class FileContext:
         for pending in self.worklist:
             found.setdefault(pending.source.display, pending.source.lines)
         return found
+
+    def source_paths(self) -> list[Path]:
+        """The path of every file compiled from, this one first."""
+        found = {self.source.path: None}
+        for info in self.classes.values():
+            if info.source is not None:
+                found.setdefault(info.source.path, None)
+        for pending in self.worklist:
+            found.setdefault(pending.source.path, None)
+        return [Path(p) for p in found]
 
     def class_named(self, qualname: str) -> ClassInfo | None:
         if qualname in self.classes:

@@ -216,7 +216,21 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     """Compile the class of `instance` (`node` in `source`) for this instance, recursively: the
     classes of its submodules and the functions the code calls, from whichever file defines
     them (TorchScript's recursive scripting), so that inlining sees them."""
-    from transpiler.compile import compile_source
+    from codegen.module import emit_module
+    from transpiler.compile import CompiledFile, module_header
+
+    program, entries, files = instance_program(instance, source, node, example_inputs, permissive, example_kwargs,
+                                               frozen)
+    header = module_header(source, regenerate, Path(source.path).name, program, permissive)
+    return CompiledFile(program, entries, emit_module(program, header, entries, program.source_lines), files)
+
+
+def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
+                     permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
+                     frozen: bool = False) -> tuple[Any, dict[str, str], tuple[str, ...]]:
+    """(program after the passes, COMPILED entries, the other files compiled from) of
+    `compile_instance`."""
+    from transpiler.compile import build_program
     from transpiler.source import Target
 
     sources = _Sources(source)
@@ -226,12 +240,11 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     options: dict[str, object] = {}
     if permissive and example_inputs is not None:
         options.update(_what_decorators_pass(instance, example_inputs, example_kwargs))
-    compiled = compile_source(source, regenerate, Path(source.path).name, [Target(cls.__name__, node, options)], infos,
-                              instance=instance, example_inputs=example_inputs, functions=sources,
-                              permissive=permissive, frozen=frozen)
+    program, entries = build_program(source, [Target(cls.__name__, node, options)], infos, instance=instance,
+                                     example_inputs=example_inputs, functions=sources, permissive=permissive,
+                                     frozen=frozen)
     own = str(Path(source.path).resolve())
-    compiled.files = tuple(f for f in sources.files if f != own)
-    return compiled
+    return program, entries, tuple(f for f in sources.files if f != own)
 
 
 def _call_override(cls: type, sources: _Sources) -> tuple[Any, Any, str] | None:

@@ -1,0 +1,178 @@
+"""Kernels from an example: `@script(example="make_example")` (shared/DESIGN.md §4b).
+
+The named module-level function of the same file returns `(instance, inputs)` for a class (the
+inputs, for a function). The file is imported and the factory run in a child process (the
+command line's own process, and its workers, never import user code), where the class is
+compiled for that instance and those inputs exactly as `script(instance, example_inputs=...)`
+compiles it now (and with `freeze=True` as `script(..., freeze=True)` does); the result is a
+specialisation of the file's module (transpiler/specialisations.py). The child sends back the
+whole file's result (`batch.FileResult`): an example that raises is a diagnostic at the line
+that raised, never a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+
+from ir.core import Loc
+from transpiler.diagnostics import UserError
+from transpiler.source import SourceFile, Target
+from transpiler.specialisations import Specialisation
+
+
+class ExamplesNeedAChild(Exception):
+    """The file names example factories: it compiles in a child process (`run_in_child`)."""
+
+
+def example_targets(targets: list[Target]) -> list[Target]:
+    return [t for t in targets if t.options.get("example") is not None]
+
+
+def run_in_child(path: Path, dump_ir: str | None, permissive: bool) -> Any:
+    """`batch.compile_one(path, ...)` in a new Python process that may import the file."""
+    from transpiler.batch import FileResult
+
+    with tempfile.TemporaryDirectory(prefix="torchscribe-example-") as tmp:
+        result_path = os.path.join(tmp, "result.pickle")
+        command = [sys.executable, "-m", "transpiler.examples", str(path), result_path, dump_ir or "",
+                   "permissive" if permissive else ""]
+        # Decorated code the example runs stays eager here (its compiled module is being written).
+        env = {**os.environ, "TORCHSCRIBE": "off"}
+        done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if done.returncode == 0 and os.path.exists(result_path):
+            with open(result_path, "rb") as f:
+                return pickle.load(f)
+    output = (done.stdout + done.stderr).strip()
+    return FileResult(path, "internal", message=f"torchscribe: internal error while compiling {path}: the process "
+                                                f"that runs its examples ended with status {done.returncode}"
+                                                + (f":\n{output}" if output else ""))
+
+
+def _main(argv: list[str]) -> int:
+    path, result_path, dump_ir, permissive = argv
+    import torch
+
+    from transpiler.batch import compile_one
+
+    torch.set_num_threads(1)  # (compiling; the example's own work is small)
+    result = compile_one(Path(path), dump_ir or None, permissive == "permissive", examples="here")
+    with open(result_path, "wb") as f:
+        pickle.dump(result, f)
+    return 0
+
+
+def specialisations(source: SourceFile, targets: list[Target], permissive: bool) -> list[Specialisation]:
+    """Each example target compiled for its factory's instance and inputs (in this process,
+    which imports the file)."""
+    module = import_model_file(source)
+    found = []
+    for target in targets:
+        found.append(_specialise(source, module, target, permissive))
+    return found
+
+
+def import_model_file(source: SourceFile) -> Any:
+    """The model file imported under the name a program that imports it from its project would
+    give it: the package path of its directories that hold an `__init__.py`."""
+    path = Path(source.path).resolve()
+    parts = [path.stem]
+    root = path.parent
+    while (root / "__init__.py").is_file():
+        parts.insert(0, root.name)
+        root = root.parent
+    name = ".".join(parts)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        module = importlib.import_module(name)
+    except BaseException as error:  # noqa: BLE001 - the user's code: any failure is a diagnostic
+        raise _raised(source, error, f"importing {path.name} to run its examples raised") from None
+    source.module_name = name
+    return module
+
+
+def _specialise(source: SourceFile, module: Any, target: Target, permissive: bool) -> Specialisation:
+    from transpiler.compile import build_program
+    from transpiler.jit import instance_program
+
+    factory_name = str(target.options["example"])
+    where = _option_loc(source, target, "example")
+    factory = getattr(module, factory_name, None)
+    if factory_name not in source.functions or not callable(factory):
+        raise UserError(f"the example factory `{factory_name}` is not a module-level function of {source.display}",
+                        where, f"define `def {factory_name}()` at module level, returning "
+                        + ("(instance, inputs)" if target.name in source.classes else "the inputs"))
+    try:
+        made = factory()
+    except BaseException as error:  # noqa: BLE001 - the user's code
+        raise _raised(source, error, f"the example factory `{factory_name}` raised") from None
+    factory_loc = source.loc(source.functions[factory_name].name)
+    frozen = target.options.get("freeze") is True
+    if target.name in source.classes:
+        cls = getattr(module, target.name)
+        if not (isinstance(made, tuple) and len(made) == 2 and type(made[0]) is cls
+                and isinstance(made[1], (tuple, list))):
+            raise UserError(f"the example factory `{factory_name}` must return (instance, inputs): an instance of "
+                            f"{target.name} and a tuple of its forward's arguments; it returned {_describe(made)}",
+                            factory_loc, f"return e.g. `{target.name}(...), (torch.randn(8, 16),)`")
+        instance, inputs = made
+        program, entries, files = instance_program(instance, source, target.node, tuple(inputs), permissive,
+                                                   frozen=frozen)
+    else:
+        function = getattr(module, target.name)
+        if isinstance(made, tuple) and len(made) == 2 and made[0] is function and isinstance(made[1], (tuple, list)):
+            made = made[1]  # (function, inputs), as `script(function, example_inputs=inputs)` takes them
+        if not isinstance(made, (tuple, list)):
+            raise UserError(f"the example factory `{factory_name}` must return a tuple of {target.name}'s arguments; "
+                            f"it returned {_describe(made)}", factory_loc,
+                            "return e.g. `(torch.randn(8, 16),)`")
+        program, entries = build_program(source, [Target(target.name, target.node)], example_inputs=tuple(made),
+                                         permissive=permissive)
+        files = ()
+    return Specialisation("example", program, entries, files)
+
+
+def _option_loc(source: SourceFile, target: Target, keyword: str) -> Loc:
+    """Where the decorator of `target` says `keyword=...` (else its name)."""
+    for deco in target.node.decorators:
+        if isinstance(deco.decorator, cst.Call):
+            for arg in deco.decorator.args:
+                if arg.keyword is not None and arg.keyword.value == keyword:
+                    return source.loc(arg)
+    return source.loc(target.node.name)
+
+
+def _raised(source: SourceFile, error: BaseException, what: str) -> UserError:
+    """A diagnostic at the deepest line of the model file in the traceback of `error`."""
+    own = str(Path(source.path).resolve())
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if os.path.realpath(f.filename) == own]
+    message = f"{what} {type(error).__name__}: {error}".rstrip(": ")
+    if frames and frames[-1].lineno:
+        line = frames[-1].lineno
+        text = source.lines[line - 1] if line <= len(source.lines) else ""
+        col = len(text) - len(text.lstrip())
+        loc = Loc(source.display, line, col, line, len(text.rstrip()))
+    else:
+        loc = Loc(source.display, 1, 0, 1, 1)
+    return UserError(message, loc, "the example runs when torchscribe compiles this file; fix it, or remove the "
+                                   "`example=` option of @script")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, tuple):
+        return f"a tuple of {len(value)} ({', '.join(type(v).__name__ for v in value[:4])})"
+    return f"a {type(value).__name__}"
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

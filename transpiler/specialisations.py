@@ -1,0 +1,74 @@
+"""One checked-in module, several compilations of each function (shared/DESIGN.md §4b).
+
+The generic program serves every call (aten-level code, no kernels: nothing about dtypes or
+sizes is known). A specialisation is the same entry compiled again for what it will be called
+with (an example factory's instance and inputs), with its kernels and the entry checks that pin
+what they assume. `merge` puts them into one program: each specialisation's functions renamed
+with its label (`ResNetStage.forward` -> `ResNetStage.forward:example`), its kernels named apart,
+and each COMPILED key mapped to its functions in the order they are tried, the generic one last
+(runtime/dispatch.py runs the first whose entry checks accept the call)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ir.core import Program
+from ir.ops import ComputedOnceOp, FuncCallOp, FuncOp, Kernel, ModuleCallOp
+
+
+@dataclass
+class Specialisation:
+    label: str  # a word for the function names: "example"
+    program: Program  # after the passes
+    entries: dict[str, str]  # COMPILED key -> sym_name in `program`
+    files: tuple[str, ...] = field(default=())  # other source files it was compiled from
+
+
+def merge(generic: Program, entries: dict[str, str], specialisations: list[Specialisation]) \
+        -> tuple[Program, dict[str, tuple[str, ...]]]:
+    """`generic` with the functions of every specialisation added after its own, and the
+    COMPILED table: key -> (specialised sym_names..., generic sym_name)."""
+    table: dict[str, tuple[str, ...]] = {key: (sym,) for key, sym in entries.items()}
+    taken_syms = {f.sym_name for f in generic.funcs if isinstance(f, FuncOp)}
+    taken_kernels = {op.attributes["name"] for op in generic.walk() if isinstance(op, Kernel)}
+    for spec in specialisations:
+        renamed = _rename_functions(spec.program, spec.label, taken_syms)
+        _rename_kernels(spec.program, taken_kernels)
+        generic.funcs.extend(spec.program.funcs)
+        for key, sym in spec.entries.items():
+            table[key] = (renamed[sym], *table.get(key, ()))
+        for name, lines in spec.program.source_lines.items():
+            generic.source_lines.setdefault(name, lines)
+        generic.breaks.extend(spec.program.breaks)
+        generic.dependencies.extend(p for p in spec.program.dependencies if p not in generic.dependencies)
+    # (a specialisation tried first: the later a label, the earlier it is tried)
+    return generic, table
+
+
+def _rename_functions(program: Program, label: str, taken: set[str]) -> dict[str, str]:
+    renames: dict[str, str] = {}
+    for func in program.funcs:
+        if isinstance(func, FuncOp):
+            name = f"{func.sym_name}:{label}"
+            while name in taken:
+                name += "_"
+            taken.add(name)
+            renames[func.sym_name] = name
+    for func in program.funcs:
+        if isinstance(func, FuncOp):
+            func.attributes["sym_name"] = renames[func.sym_name]
+    for op in program.walk():
+        if isinstance(op, (FuncCallOp, ModuleCallOp, ComputedOnceOp)) and op.attributes.get("callee") in renames:
+            op.attributes["callee"] = renames[op.attributes["callee"]]
+    return renames
+
+
+def _rename_kernels(program: Program, taken: set[str]) -> None:
+    for op in program.walk():
+        if isinstance(op, Kernel):
+            name, n = op.attributes["name"], 1
+            while name in taken:
+                n += 1
+                name = f"{op.attributes['name']}_{n}"
+            op.attributes["name"] = name
+            taken.add(name)
