@@ -34,7 +34,7 @@ class Header:
     permissive: bool = False  # compiled with --permissive: written as PERMISSIVE = True
 
 
-def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[str, ...]],
+def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[str | None, ...]],
                 source_lines: dict[str, list[str]] | list[str] | None) -> str:
     """`entries` maps the runtime's COMPILED keys ("MyCell.forward") to function sym_names (a
     tuple: the specialisations to try in order, then the generic function);
@@ -119,8 +119,8 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     w.line("COMPILED = {")
     with w.indent():
         for key, sym in entries.items():
-            if isinstance(sym, tuple) and len(sym) > 1:
-                w.line(f'"{key}": ({", ".join(function_name(s) for s in sym)}),')
+            if isinstance(sym, tuple) and len(sym) > 1:  # (None: no generic code)
+                w.line(f'"{key}": ({", ".join(function_name(s) if s else "None" for s in sym)}),')
             else:
                 w.line(f'"{key}": {function_name(sym if isinstance(sym, str) else sym[0])},')
     w.line("}")

@@ -383,23 +383,28 @@ def _lookup(target: _Target) -> tuple[Callable[..., Any] | None, Problem | None,
     return compiled, None, state.note
 
 
-def specialised(choices: tuple[Callable[..., Any], ...], qualname: str, method: bool) -> Callable[..., Any]:
+def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, method: bool) -> Callable[..., Any]:
     """One function of a COMPILED entry `(specialised..., generic)` (shared/DESIGN.md §4b): the
     first specialisation whose entry checks accept the call runs, else the generic code (counted:
-    `runtime.generic_counts()`), whose own failed checks send the call to eager code. Kernels
-    record no autograd graph: a call that autograd would record runs the generic code (torch ops)."""
+    `runtime.generic_counts()`), whose own failed checks send the call to eager code, as does a
+    generic of None (an entry compiled from its example alone). Kernels record no autograd
+    graph: a call that autograd would record runs the generic code (torch ops)."""
     *special, generic = choices
 
     def call(*args: Any, **kwargs: Any) -> Any:
+        refused = None
         try:
             check_no_autograd(args[0] if method and args else None, args[1:] if method else args, kwargs)
+        except GuardFailure as failure:
+            refused = failure
+        else:
             for fn in special:
                 try:
                     return fn(*args, **kwargs)
-                except GuardFailure:
-                    continue
-        except GuardFailure:
-            pass
+                except GuardFailure as failure:
+                    refused = failure  # (the reason the last one gave)
+        if generic is None:
+            raise refused  # type: ignore[misc]
         stats.count_generic(qualname)
         return generic(*args, **kwargs)
 

@@ -135,7 +135,7 @@ def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False
         kernels=sum(isinstance(op, Kernel) for op in ops),
         fallbacks=sum(isinstance(op, ModuleCallOp) for op in ops),
         kept=[f"{b.loc.file}:{b.loc.line}:{b.loc.col + 1}: note: kept as Python: {b.reason}"
-              for b in compiled.program.breaks],
+              for b in compiled.program.breaks] + list(compiled.notes),
     )
 
 

@@ -33,6 +33,7 @@ class CompiledFile:
     entries: dict[str, str]  # COMPILED key -> function sym_name
     text: str
     files: tuple[str, ...] = ()  # other source files compiled from (script(instance, ...))
+    notes: tuple[str, ...] = ()  # "file:line:col: note: ..." for the command line to print
 
 
 def torch_version() -> str:
@@ -339,7 +340,23 @@ def compile_path(path: Path, display: str | None = None,
     if with_examples and examples != "here":
         raise _examples.ExamplesNeedAChild(path)
     regenerate = f"torchscribe {'--permissive ' if permissive else ''}{project_relative(path)}"
-    program, entries = build_program(source, targets, None, after_pass, permissive=permissive)
+    notes: list[str] = []
+    try:
+        program, entries = build_program(source, targets, None, after_pass, permissive=permissive)
+    except CompileError as e:
+        # A class with an example may hold what ahead-of-time code cannot type (a submodule of a
+        # class from another file): it keeps its specialisation, without generic code.
+        failed = [t for t in with_examples if any(_inside(d, source, t) for d in e.diagnostics)]
+        if not failed or any(not any(_inside(d, source, t) for t in failed) for d in e.diagnostics):
+            raise
+        for t in failed:
+            first = next(d for d in e.diagnostics if _inside(d, source, t))
+            notes.append(f"{source.loc(t.node.name)}: note: `{t.name}` has no generic code ({first.message}, at line "
+                         f"{first.loc.line}): a call its example's entry checks refuse runs eagerly")
+        rest = [t for t in targets if t not in failed]
+        program, entries = build_program(source, rest, None, after_pass, permissive=permissive) if rest \
+            else (Program(source.display), {})
+        program.source_lines = program.source_lines or {source.display: source.lines}
     table: dict[str, tuple[str, ...]] | dict[str, str] = entries
     if with_examples:
         try:
@@ -349,4 +366,11 @@ def compile_path(path: Path, display: str | None = None,
             raise CompileError(e.diagnostics, {source.display: source.lines, **e.sources}) from None
         program, table = merge(program, entries, found)
     header = module_header(source, regenerate, path.name, program, permissive)
-    return CompiledFile(program, entries, emit_module(program, header, table, program.source_lines))
+    return CompiledFile(program, entries, emit_module(program, header, table, program.source_lines),
+                        notes=tuple(notes))
+
+
+def _inside(d: Diagnostic, source: SourceFile, target: Target) -> bool:
+    """Whether diagnostic `d` lies in the source of `target` (its decorators included)."""
+    span = source.positions[target.node]
+    return d.loc.file == source.display and span.start.line - len(target.node.decorators) <= d.loc.line <= span.end.line

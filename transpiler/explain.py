@@ -402,7 +402,9 @@ def explain_path(path: Path, example: bool = False) -> str | None:
 
     if example:
         return explain_program(compile_for_example(path))
-    compiled = compile_path(path)
+    # (what the checked-in module holds: the specialisations of `@script(example=...)` too, whose
+    # factories run in this process, as --example runs make_example())
+    compiled = compile_path(path, examples="here")
     return None if compiled is None else explain_program(compiled.program)
 
 

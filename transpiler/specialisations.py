@@ -25,10 +25,11 @@ class Specialisation:
 
 
 def merge(generic: Program, entries: dict[str, str], specialisations: list[Specialisation]) \
-        -> tuple[Program, dict[str, tuple[str, ...]]]:
+        -> tuple[Program, dict[str, tuple[str | None, ...]]]:
     """`generic` with the functions of every specialisation added after its own, and the
-    COMPILED table: key -> (specialised sym_names..., generic sym_name)."""
-    table: dict[str, tuple[str, ...]] = {key: (sym,) for key, sym in entries.items()}
+    COMPILED table: key -> (specialised sym_names..., generic sym_name, or None for an entry
+    without generic code)."""
+    table: dict[str, tuple[str | None, ...]] = {key: (sym,) for key, sym in entries.items()}
     taken_syms = {f.sym_name for f in generic.funcs if isinstance(f, FuncOp)}
     taken_kernels = {op.attributes["name"] for op in generic.walk() if isinstance(op, Kernel)}
     for spec in specialisations:
@@ -36,7 +37,7 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
         _rename_kernels(spec.program, taken_kernels)
         generic.funcs.extend(spec.program.funcs)
         for key, sym in spec.entries.items():
-            table[key] = (renamed[sym], *table.get(key, ()))
+            table[key] = (renamed[sym], *table.get(key, (None,)))
         for name, lines in spec.program.source_lines.items():
             generic.source_lines.setdefault(name, lines)
         generic.breaks.extend(spec.program.breaks)

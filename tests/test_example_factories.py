@@ -1,0 +1,283 @@
+"""`@script(example="make_example")`: the checked-in module holds a specialisation compiled for
+what the named factory returns (kernels, entry checks), tried before the generic code; a factory
+that fails is a diagnostic at the line that failed; the module is stale when any file it holds
+code of changes, or an installed library it holds code of changes version."""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import runtime
+from runtime import dispatch, loader
+from transpiler import cli
+from transpiler.compile import dependency_hashes, installed_distribution
+
+_names = itertools.count()
+
+BLOCK = '''\
+import torch
+from torch import Tensor, nn
+from transpiler import script
+{imports}
+
+@script({options})
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(16, 32)
+        self.norm = nn.LayerNorm(32)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.nn.functional.gelu(self.norm(self.fc(x)))
+
+
+def make_example():
+{factory}
+'''
+
+GOOD_FACTORY = '''\
+    torch.manual_seed(0)
+    return Block().eval(), (torch.randn(4, 16),)'''
+
+
+def write_model(root: Path, options: str = 'example="make_example"', factory: str = GOOD_FACTORY,
+                imports: str = "") -> Path:
+    """A model file in a package of its own under `root`, importable as `<pkg>.model`."""
+    package = root / f"ts_example_pkg_{next(_names)}"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    path = package / "model.py"
+    path.write_text(BLOCK.format(options=options, factory=factory, imports=imports))
+    return path
+
+
+def load(path: Path):
+    sys.path.insert(0, str(path.parent.parent))
+    try:
+        return importlib.import_module(f"{path.parent.name}.model")
+    finally:
+        sys.path.remove(str(path.parent.parent))
+
+
+def compile_cli(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = cli.main([str(path)])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+def test_the_example_specialisation_runs_its_kernels_and_others_run_the_generic_code(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_model(tmp_path)
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    text = loader.compiled_path_for(path).read_text()
+    assert '"Block.forward": (Block_forward_example, Block_forward)' in text
+    assert "KERNELS_CPP" in text  # the layer norm and GELU fuse: the module carries the kernel
+    module = load(path)
+    dispatch.reset()
+    model, (x,) = module.make_example()
+    qualname = f"{module.__name__}.Block.forward"
+    with torch.no_grad():
+        with runtime.mode("off"):
+            expected = model(x)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(model(x), expected, atol=1e-5, rtol=1e-5)
+            assert runtime.generic_counts() == {}
+            # another trailing size is not what the kernels were compiled for: the generic code
+            wide = torch.randn(4, 3, 16)
+            with runtime.mode("off"):
+                wide_expected = model(wide)
+            assert torch.equal(model(wide), wide_expected)
+    assert runtime.generic_counts() == {qualname: 1}
+    # grad enabled with parameters that require grad: kernels record no graph, the generic code does
+    with runtime.mode("strict"):
+        y = model(x)
+    assert y.requires_grad and runtime.generic_counts() == {qualname: 2}
+    dispatch.reset()
+
+
+def test_a_frozen_example_computes_its_weights_at_run_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """freeze=True: weights computed from parameters are made on the first call and again when a
+    parameter changes, never baked into the file."""
+    conv = '''\
+import torch
+from torch import Tensor, nn
+from transpiler import script
+
+
+@script(example="make_example", freeze=True)
+class ConvBN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(32, 64, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(64)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(self.bn(self.conv(x)))
+
+
+def make_example():
+    torch.manual_seed(0)
+    model = ConvBN().eval()
+    model.bn.running_var.uniform_(0.5, 1.5)
+    return model, (torch.randn(2, 32, 16, 16),)
+'''
+    path = write_model(tmp_path)
+    path.write_text(conv)
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    text = loader.compiled_path_for(path).read_text()
+    assert "_prepacked.fold_batch_norm" in text
+    module = load(path)
+    dispatch.reset()
+    model, (x,) = module.make_example()
+    with torch.no_grad():
+        for step in range(2):
+            with runtime.mode("off"):
+                expected = model(x)
+            with runtime.mode("strict"):
+                torch.testing.assert_close(model(x), expected, atol=1e-4, rtol=1e-4)
+            model.bn.weight.mul_(1.5)  # (the folded weight is computed again)
+    assert runtime.generic_counts() == {}
+    dispatch.reset()
+
+
+def test_a_function_example_may_return_the_inputs_or_the_function_and_its_inputs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = '''\
+import torch
+from torch import Tensor
+from transpiler import script
+
+
+@script(example="inputs_only")
+def mix(x: Tensor, y: Tensor) -> Tensor:
+    return torch.sigmoid(x) * torch.tanh(y) + 1.0
+
+
+@script(example="function_and_inputs")
+def scale(x: Tensor) -> Tensor:
+    return torch.exp(x) * 0.5
+
+
+def inputs_only():
+    return torch.randn(8, 32), torch.randn(8, 32)
+
+
+def function_and_inputs():
+    return scale, (torch.randn(8, 32),)
+'''
+    path = write_model(tmp_path)
+    path.write_text(source)
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    text = loader.compiled_path_for(path).read_text()
+    assert '"mix": (mix_example, mix)' in text and '"scale": (scale_example, scale)' in text
+    module = load(path)
+    dispatch.reset()
+    x, y = module.inputs_only()
+    with runtime.mode("strict"):
+        torch.testing.assert_close(module.mix(x, y), torch.sigmoid(x) * torch.tanh(y) + 1.0)
+        torch.testing.assert_close(module.scale(x), torch.exp(x) * 0.5)
+    assert runtime.generic_counts() == {}
+    dispatch.reset()
+
+
+@pytest.mark.parametrize("factory,options,line,message", [
+    ("    raise ValueError('no weights here')", 'example="make_example"', 18,
+     "the example factory `make_example` raised ValueError: no weights here"),
+    (GOOD_FACTORY, 'example="make_sample"', 6, "the example factory `make_sample` is not a module-level function"),
+    ("    return Block()", 'example="make_example"', 17, "must return (instance, inputs)"),
+])
+def test_a_factory_that_fails_is_a_diagnostic_at_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          factory: str, options: str, line: int, message: str) -> None:
+    path = write_model(tmp_path, options=options, factory=factory)
+    code, output = compile_cli(path, capsys)
+    assert code == 2, output
+    assert f"model.py:{line}:" in output and message in output, output
+    assert "Traceback" not in output
+    assert not loader.compiled_path_for(path).exists()  # nothing written
+
+
+def test_a_file_whose_import_fails_is_a_diagnostic(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_model(tmp_path, imports="import a_module_that_is_not_installed")
+    code, output = compile_cli(path, capsys)
+    assert code == 2 and "model.py:4:" in output and "ModuleNotFoundError" in output, output
+    assert not loader.compiled_path_for(path).exists()
+
+
+def test_another_file_of_the_project_is_a_source_and_its_edit_makes_the_module_stale(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_model(tmp_path)
+    (path.parent / "layers.py").write_text(textwrap.dedent('''\
+        import torch
+        from torch import Tensor, nn
+
+
+        class Scale(nn.Module):
+            def forward(self, x: Tensor) -> Tensor:
+                return x * 3.0
+    '''))
+    path.write_text(path.read_text().replace("{imports}", "").replace(
+        "from transpiler import script\n", "from transpiler import script\nfrom .layers import Scale\n").replace(
+        
+        "        self.norm = nn.LayerNorm(32)\n", "        self.norm = nn.LayerNorm(32)\n        self.scale = Scale()\n").replace(
+        "gelu(self.norm(self.fc(x)))", "gelu(self.scale(self.norm(self.fc(x))))"))
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    # (ahead of time, without the instance, `self.scale` has no type: the example alone compiles it)
+    assert "note: `Block` has no generic code" in output
+    header = loader.read_header(loader.compiled_path_for(path))
+    assert list(header["SOURCES"]) == ["layers.py"]
+    assert cli.main(["--check", str(path)]) == 0
+    (path.parent / "layers.py").write_text((path.parent / "layers.py").read_text().replace("3.0", "4.0"))
+    capsys.readouterr()
+    assert cli.main(["--check", str(path)]) == 1
+    assert "layers.py, whose @script code it holds, changed" in "".join(capsys.readouterr())
+
+
+def test_a_library_the_module_holds_code_of_is_recorded_by_version(tmp_path: Path) -> None:
+    """A file of an installed distribution is recorded as (name, version), never by its path,
+    which differs between machines; another installed version makes the module stale."""
+    torch_file = Path(torch.nn.modules.linear.__file__)
+    assert installed_distribution(torch_file) == ("torch", importlib.metadata.version("torch"))
+    sources, libraries = dependency_hashes(tmp_path / "model.py", [torch_file])
+    assert sources == () and libraries == (("torch", importlib.metadata.version("torch")),)
+    assert loader.dependency_problem({"LIBRARIES": dict(libraries)}, tmp_path) is None
+    problem = loader.dependency_problem({"LIBRARIES": {"torch": "0.0.1"}}, tmp_path)
+    assert problem is not None and "torch 0.0.1" in problem
+
+
+def test_without_generic_code_a_refused_call_runs_eagerly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An entry compiled from its example alone (`(specialised, None)`): a call its checks refuse,
+    or one autograd would record, runs eagerly (strict mode: an error), never its kernels."""
+    path = write_model(tmp_path)
+    (path.parent / "layers.py").write_text("from torch import Tensor, nn\n\n\nclass Scale(nn.Module):\n"
+                                           "    def forward(self, x: Tensor) -> Tensor:\n        return x * 3.0\n")
+    path.write_text(path.read_text().replace("from transpiler import script\n",
+                                             "from transpiler import script\nfrom .layers import Scale\n")
+                    .replace("        self.norm = nn.LayerNorm(32)\n",
+                             "        self.norm = nn.LayerNorm(32)\n        self.scale = Scale()\n")
+                    .replace("gelu(self.norm(self.fc(x)))", "gelu(self.scale(self.norm(self.fc(x))))"))
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    assert '"Block.forward": (Block_forward_example, None)' in loader.compiled_path_for(path).read_text()
+    module = load(path)
+    dispatch.reset()
+    model, (x,) = module.make_example()
+    with runtime.mode("strict"):
+        with torch.no_grad():
+            model(x)
+        with pytest.raises(runtime.TorchscribeError, match="requires grad"):
+            model(x)
+    with runtime.mode("on"), pytest.warns(runtime.TorchscribeWarning, match="running eagerly"):
+        y = model(x)
+    assert y.requires_grad
+    dispatch.reset()
