@@ -304,8 +304,19 @@ def build_compile(model: Any, inputs: tuple) -> Built:
     return Built(torch.compile(plain), plain)
 
 
+def checked_in(model: Any) -> bool:
+    """Whether `model` is decorated (a class or function with `@script`): it runs its
+    checked-in `<stem>_compiled.py`, as a user's code does."""
+    target = type(model) if isinstance(model, nn.Module) else model
+    return bool(getattr(target, "__torchscribe__", False) and (isinstance(target, type) and "__torchscribe__" in vars(target)
+                                                               or not isinstance(target, type)))
+
+
 def build_torchscribe(model: Any, inputs: tuple) -> Built:
     from transpiler import script
+
+    if checked_in(model):  # the examples: their committed modules, in strict mode (calling_mode)
+        return Built(model, model if isinstance(model, nn.Module) else None, None)
 
     # "transpile s" is the cost of compiling: not a hit in script()'s own cache, which the same
     # example at another batch size would find (the batch is symbolic). The fresh-process first
@@ -331,8 +342,10 @@ BUILDERS: dict[str, Callable[[Any, tuple], Built]] = {
 
 
 def calling_mode(backend: str) -> contextlib.AbstractContextManager:
-    """Eager runs with the dispatcher off, should a decorated class still be reached."""
-    return runtime.mode("off") if backend == "eager" else contextlib.nullcontext()
+    """Eager runs with the dispatcher off, should a decorated class still be reached; torchscribe
+    in strict mode, so that a stale committed module or a fallback is an error, not eager's time."""
+    return runtime.mode("off") if backend == "eager" else runtime.mode("strict") if backend == "torchscribe" \
+        else contextlib.nullcontext()
 
 
 # ----------------------------------------------------------------------------- measuring
@@ -523,6 +536,7 @@ def run_case(case: Case, budget_s: float) -> Row:
         row.copy_bytes = 2 * x.numel() * x.element_size()
     log(f"{case.name} {case.size}: timing {', '.join(timed)}")
     fallbacks = sum(runtime.fallback_counts().values())
+    generic = sum(runtime.generic_counts().values())
     time_in_turns(timed, budget_s)
     for name, entry in timed.items():
         if name == "copy":
@@ -531,6 +545,8 @@ def run_case(case: Case, budget_s: float) -> Row:
             row.cells[name].seconds, row.cells[name].fastest_s = statistics.median(entry.times), min(entry.times)
     if sum(runtime.fallback_counts().values()) > fallbacks:  # only torchscribe's dispatcher counts
         row.cells["torchscribe"].error = "the compiled code fell back to eager (an entry check failed)"
+    elif sum(runtime.generic_counts().values()) > generic and row.cells["torchscribe"].remark is None:
+        row.cells["torchscribe"].remark = "ran the committed module's generic code (no specialisation accepts the call)"
     return row
 
 

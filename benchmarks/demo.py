@@ -1,12 +1,16 @@
-"""`make demo`: compile examples/, then check every example against eager and time both.
+"""`make demo`: compile examples/, then check every example against eager and time it beside
+eager and torch.compile.
 
-Steps: run the transpiler over examples/; for every example (each `make_example*` factory of each
-examples/<stem>.py), run one fresh copy eagerly under runtime.mode("off") and another compiled
-under runtime.mode("strict") (a missing or stale compiled module is an error, not a silent eager
-run); compare outputs, the final contents of the inputs and the module's state_dict; time both;
-print a table. Exits 1 if any example does not match.
+Steps: run the transpiler over examples/ (a module that is fresh is left as it is); for every
+example (each `make_example*` factory of each examples/<stem>.py), run one fresh copy eagerly
+under runtime.mode("off") and another through its committed `<stem>_compiled.py` under
+runtime.mode("strict") (a missing or stale compiled module is an error, not a silent eager run);
+compare outputs, the final contents of the inputs and the module's state_dict; time eager, the
+committed module and torch.compile of an undecorated copy in the same run; print a table that
+also says which code of the committed module ran (its specialisation's kernels, or its generic
+code). Exits 1 if any example does not match.
 
-Run from anywhere: `python benchmarks/demo.py [--no-transpile] [--mode on] [NAME ...]`.
+Run from anywhere: `python benchmarks/demo.py [--no-transpile] [--no-torch-compile] [--mode on] [NAME ...]`.
 """
 from __future__ import annotations
 
@@ -47,6 +51,8 @@ class Result:
     max_abs_error: float = math.nan
     eager_ms: float = math.nan
     compiled_ms: float = math.nan
+    torch_compile_ms: float = math.nan
+    ran: str = "-"  # which code of the committed module ran: "kernels" or "generic"
     problems: list[str] = field(default_factory=list)
     raised: bool = False  # the run raised (or the example did not import): no comparison was made
 
@@ -96,7 +102,10 @@ def time_calls(model: Callable[..., Any], inputs: tuple, mode: str, budget_s: fl
     return statistics.median(times) * 1e3
 
 
-def run_case(name: str, factory: Callable[[], tuple[object, tuple]], mode: str, budget_s: float) -> Result:
+def run_case(name: str, factory: Callable[[], tuple[object, tuple]], mode: str, budget_s: float,
+             with_torch_compile: bool = True) -> Result:
+    import runtime
+
     result = Result(name)
     eager_model, eager_inputs = factory()
     compiled_model, compiled_inputs = factory()
@@ -105,7 +114,9 @@ def run_case(name: str, factory: Callable[[], tuple[object, tuple]], mode: str, 
         eager_out = call(eager_model, eager_inputs, "off")
         expected = snapshot(observe(eager_model, eager_inputs, eager_out))
         stage = f"compiled run (mode {mode!r})"
+        generic = sum(runtime.generic_counts().values())
         compiled_out = call(compiled_model, compiled_inputs, mode)
+        result.ran = "generic" if sum(runtime.generic_counts().values()) > generic else "kernels"
         actual = snapshot(observe(compiled_model, compiled_inputs, compiled_out))
         comparison = compare(expected, actual)
         result.ok = comparison.ok
@@ -114,6 +125,13 @@ def run_case(name: str, factory: Callable[[], tuple[object, tuple]], mode: str, 
         stage = "timing"
         result.eager_ms = time_calls(eager_model, eager_inputs, "off", budget_s)
         result.compiled_ms = time_calls(compiled_model, compiled_inputs, mode, budget_s)
+        if with_torch_compile:
+            from benchmarks.bench import undecorated
+
+            stage = "torch.compile"
+            torch._dynamo.reset()
+            plain_model, plain_inputs = factory()
+            result.torch_compile_ms = time_calls(torch.compile(undecorated(plain_model)), plain_inputs, "off", budget_s)
     except Exception as exc:  # report and go on with the other examples
         result.ok = False
         result.raised = True
@@ -130,14 +148,20 @@ def _fmt_err(err: float) -> str:
     return "-" if math.isnan(err) else f"{err:.2e}"
 
 
+def _fmt_x(ratio: float) -> str:
+    return "-" if math.isnan(ratio) else f"{ratio:.2f}x"
+
+
 def print_table(results: list[Result]) -> None:
-    header = ("example", "matches eager", "max abs error", "eager ms", "compiled ms")
+    header = ("example", "matches eager", "max abs error", "ran", "eager ms", "compiled ms", "torch.compile ms",
+              "vs eager", "vs torch.compile")
     rows = [
-        (r.name, r.status, _fmt_err(r.max_abs_error), _fmt_ms(r.eager_ms), _fmt_ms(r.compiled_ms))
+        (r.name, r.status, _fmt_err(r.max_abs_error), r.ran, _fmt_ms(r.eager_ms), _fmt_ms(r.compiled_ms),
+         _fmt_ms(r.torch_compile_ms), _fmt_x(r.eager_ms / r.compiled_ms), _fmt_x(r.torch_compile_ms / r.compiled_ms))
         for r in results
     ]
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    align_left = (True, True, False, False, False)
+    align_left = (True, True, False, True, False, False, False, False, False)
 
     def line(cells: tuple[str, ...]) -> str:
         parts = [c.ljust(w) if left else c.rjust(w) for c, w, left in zip(cells, widths, align_left)]
@@ -160,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         help="runtime mode of the compiled run (default strict; 'off' checks the harness: eager vs eager)",
     )
     parser.add_argument("--budget-ms", type=float, default=100.0, help="timing budget per example and side")
+    parser.add_argument("--no-torch-compile", action="store_true", help="leave out torch.compile (it compiles each "
+                                                                         "example for seconds)")
     args = parser.parse_args(argv)
 
     if not args.no_transpile:
@@ -181,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         for variant, factory in factories(module):
             name = f"{stem}[{variant}]" if variant else stem
-            results.append(run_case(name, factory, args.mode, args.budget_ms / 1e3))
+            results.append(run_case(name, factory, args.mode, args.budget_ms / 1e3, not args.no_torch_compile))
 
     print_table(results)
     failed = [r for r in results if not r.ok]
@@ -196,6 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     if timed:
         geomean = math.exp(statistics.fmean(math.log(r.eager_ms / r.compiled_ms) for r in timed))
         speedup = f"; geometric-mean speedup over eager {geomean:.2f}x"
+        against = [r for r in timed if r.torch_compile_ms > 0]
+        if against:
+            vs = math.exp(statistics.fmean(math.log(r.torch_compile_ms / r.compiled_ms) for r in against))
+            speedup += f", over torch.compile {vs:.2f}x"
     print()
     if failed:
         print(f"FAIL: {len(failed)} of {len(results)} examples do not match eager{speedup}")
