@@ -32,6 +32,9 @@ class Header:
     # from torchvision); written as LIBRARIES when there is any
     libraries: tuple[tuple[str, str], ...] = ()
     permissive: bool = False  # compiled with --permissive: written as PERMISSIVE = True
+    # (script_model factory, "module.Class" of the model it returned): written as MODELS; the
+    # runtime runs the factory's entry only for an instance of exactly that class
+    models: tuple[tuple[str, str], ...] = ()
 
 
 def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[str | None, ...]],
@@ -115,6 +118,13 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     for body in bodies:
         w.blank(2)
         w.lines.extend(body)
+    if header.models:
+        w.blank(2)
+        w.line("MODELS = {")
+        with w.indent():
+            for factory, model in header.models:
+                w.line(f'"{factory}": "{model}",')
+        w.line("}")
     w.blank(2)
     w.line("COMPILED = {")
     with w.indent():

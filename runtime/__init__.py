@@ -5,7 +5,7 @@ it); the compiler's packages never are, except ``transpiler.jit`` when ``script`
 compile now.
 """
 
-from runtime.dispatch import reset, script
+from runtime.dispatch import reset, script, script_model
 from runtime.errors import TorchscribeError, TorchscribeWarning
 from runtime.guards import GuardFailure
 from runtime.loader import VERSION as __version__
@@ -22,4 +22,5 @@ __all__ = [
     "mode",
     "reset",
     "script",
+    "script_model",
 ]

@@ -10,6 +10,8 @@ eager code with a single warning (mode on) or raises TorchscribeError (strict).
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import inspect
 import os
@@ -55,6 +57,7 @@ class _FileState:
     compiled_name: str
     hint: str
     table: Mapping[str, Callable[..., Any]] | None = None
+    models: Mapping[str, str] = dataclasses.field(default_factory=dict)  # factory -> "module.Class"
     problem: Problem | None = None
     note: str | None = None  # warn once, still run (generated with another torch)
 
@@ -175,6 +178,52 @@ def script(
         f"script() takes an nn.Module subclass, an nn.Module instance or a function, "
         f"not {type(obj).__name__} ({obj!r:.60})."
     )
+
+
+def script_model(fn: Any = _NO_OBJECT, /, *, freeze: bool = False, permissive: bool = False) -> Any:
+    """Declare a model you did not write (torchvision's resnet50) for the checked-in module:
+    decorate a module-level factory that returns ``(instance, inputs)``::
+
+        @script_model(freeze=True)
+        def resnet50():
+            return torchvision.models.resnet50().eval(), (torch.randn(8, 3, 224, 224),)
+
+    ``torchscribe FILE`` runs the factory and writes the model's compiled code, for what it
+    returned, into ``<stem>_compiled.py`` under the factory's name. At run time
+    ``resnet50.load(model)`` returns a shallow copy of ``model`` (sharing its parameters) whose
+    forward runs that code: without importing the compiler or reading a cache; eagerly (warned;
+    strict mode: an error) when the module is stale (the file, or the library's version,
+    changed) or its entry checks refuse a call. Calling the factory still calls the function."""
+    if not isinstance(freeze, bool) or not isinstance(permissive, bool):
+        raise TypeError("script_model(freeze=..., permissive=...) take True or False")
+    if fn is _NO_OBJECT:
+        return lambda f: script_model(f, freeze=freeze, permissive=permissive)
+    if not inspect.isfunction(fn) or fn.__qualname__ != fn.__name__:
+        raise TypeError("script_model decorates a module-level function that returns (instance, inputs)")
+    return ModelFactory(fn, {"freeze": freeze, "permissive": permissive})
+
+
+class ModelFactory:
+    """A factory decorated with `script_model`: callable as the function, and `load(model)`."""
+
+    def __init__(self, fn: Callable[..., Any], options: dict[str, Any]) -> None:
+        functools.update_wrapper(self, fn)
+        self.__torchscribe__ = True
+        self.__torchscribe_options__ = options
+        self._target = _Target(fn.__module__, fn.__name__)
+        _targets.add(self._target)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.__wrapped__(*args, **kwargs)  # type: ignore[attr-defined]
+
+    def load(self, model: nn.Module) -> nn.Module:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"{self._target.key}.load() takes the nn.Module instance to run, not {type(model).__name__}")
+        scripted = copy.copy(model)  # a shallow copy: the same parameter, buffer and module dicts
+        cls = type(model)
+        dispatch = _dispatcher(cls.__dict__.get("__torchscribe_eager__", cls.forward), self._target)
+        scripted.forward = functools.partial(dispatch, scripted)
+        return scripted
 
 
 def _compile_now(obj: Any, example_inputs: Sequence[Any] | None, options: dict[str, Any]) -> Any:
@@ -378,9 +427,22 @@ def _lookup(target: _Target) -> tuple[Callable[..., Any] | None, Problem | None,
             f"{state.display}: compiled module {state.compiled_name} has no entry for {target.key!r}",
             state.hint,
         ), None
+    model = state.models.get(target.key)  # (a script_model factory's entry: the class it was compiled for)
     if isinstance(compiled, tuple):
-        compiled = specialised(compiled, target.qualname, method=target.key.endswith(".forward"))
+        compiled = specialised(compiled, target.qualname, method=target.key.endswith(".forward") or model is not None)
+    if model is not None:
+        compiled = _only_for_class(compiled, model)
     return compiled, None, state.note
+
+
+def _only_for_class(compiled: Callable[..., Any], qualname: str) -> Callable[..., Any]:
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        cls = type(self)
+        if f"{cls.__module__}.{cls.__qualname__}" != qualname:
+            raise GuardFailure(f"the model is a {cls.__qualname__}, and the compiled code is for {qualname}")
+        return compiled(self, *args, **kwargs)
+
+    return call
 
 
 def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, method: bool) -> Callable[..., Any]:
@@ -453,6 +515,7 @@ def _load_file(source: str, model_module: ModuleType) -> _FileState:
     if not isinstance(table, Mapping):
         return failed("has no COMPILED table")
     state.table = table
+    state.models = getattr(module, "MODELS", {})
     built_with = getattr(module, "TORCH_VERSION", None)
     if built_with != TORCH_VERSION:
         state.note = (

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -281,3 +282,97 @@ def test_without_generic_code_a_refused_call_runs_eagerly(tmp_path: Path, capsys
         y = model(x)
     assert y.requires_grad
     dispatch.reset()
+
+
+SERVING = '''\
+import torch
+from torch import nn
+from transpiler import script_model
+from .{other} import Classifier
+
+
+@script_model
+def encoder():
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, batch_first=True, dropout=0.0).eval()
+    return layer, (torch.randn(2, 10, 64),)
+
+
+@script_model(freeze=True)
+def classifier():
+    torch.manual_seed(0)
+    return Classifier().eval(), (torch.randn(4, 32),)
+'''
+
+CLASSIFIER = '''\
+import torch
+from torch import Tensor, nn
+
+
+class Classifier(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.LayerNorm(64))
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.softmax(self.head(self.body(x)), dim=-1)
+'''
+
+LOAD_AND_RUN = '''\
+import sys, warnings, torch
+sys.path.insert(0, {root!r})
+import runtime
+from {package} import model as serving
+for factory in (serving.encoder, serving.classifier):
+    model, inputs = factory()
+    fast = factory.load(model)
+    with torch.no_grad():
+        expected = model(*inputs)
+        with runtime.mode("strict"):
+            got = fast(*inputs)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+assert runtime.generic_counts() == {{}} and runtime.fallback_counts() == {{}}
+assert not any(m.startswith(("transpiler.compile", "libcst", "ir.")) for m in sys.modules), "the compiler was imported"
+other = torch.nn.Linear(64, 64)
+with runtime.mode("strict"):
+    try:
+        serving.encoder.load(other)(torch.randn(2, 10, 64))
+    except runtime.TorchscribeError as e:
+        assert "the compiled code is for torch.nn.modules.transformer.TransformerEncoderLayer" in str(e), e
+    else:
+        raise AssertionError("another class ran the encoder's code")
+print("ok")
+'''
+
+
+def test_models_you_did_not_write_load_from_the_checked_in_module(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`script_model` factories: torch's own TransformerEncoderLayer and a class of another file
+    (not decorated) are compiled into the serving file's module; `factory.load(model)` runs it
+    without importing the compiler, only for the class it was compiled for; an edit of the
+    other file makes the module stale."""
+    path = write_model(tmp_path)
+    (path.parent / "classifier.py").write_text(CLASSIFIER)
+    path.write_text(SERVING.format(other="classifier"))
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    text = loader.compiled_path_for(path).read_text()
+    assert '"encoder": "torch.nn.modules.transformer.TransformerEncoderLayer"' in text
+    assert '"classifier": (Classifier_forward_classifier, None)' in text
+    assert list(loader.read_header(loader.compiled_path_for(path))["SOURCES"]) == ["classifier.py"]
+    script = LOAD_AND_RUN.format(root=str(tmp_path), package=path.parent.name)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr
+    (path.parent / "classifier.py").write_text(CLASSIFIER.replace("dim=-1", "dim=1"))
+    assert cli.main(["--check", str(path)]) == 1
+    assert "classifier.py, whose @script code it holds, changed" in "".join(capsys.readouterr())
+
+
+def test_a_model_factory_of_a_torch_container_is_a_diagnostic(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_model(tmp_path)
+    path.write_text("import torch\nfrom torch import nn\nfrom transpiler import script_model\n\n\n@script_model\n"
+                    "def stack():\n    return nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (torch.randn(2, 4),)\n")
+    code, output = compile_cli(path, capsys)
+    assert code == 2 and "model.py:7:5: error: the model factory `stack` returned a Sequential" in output, output

@@ -57,7 +57,7 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     check = check_file(source, targets) if not permissive else CheckResult()
     # What the file decorates is compiled code the targets may call, also when one object is
     # compiled now (script(fn, example_inputs=...) passes just that target).
-    ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets()},
+    ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets() if not t.is_factory},
                       recursive=functions is not None, functions=functions, permissive=permissive)
     ctx.entry_names = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets}
     ctx.entry_kwargs_empty = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets
@@ -233,7 +233,7 @@ def build_program(
 
 
 def module_header(source: SourceFile, regenerate: str, source_file_name: str, program: Program,
-                  permissive: bool) -> Header:
+                  permissive: bool, models: tuple[tuple[str, str], ...] = ()) -> Header:
     sources, libraries = dependency_hashes(source.path, program.dependencies)
     return Header(
         source_file=source_file_name,
@@ -244,6 +244,7 @@ def module_header(source: SourceFile, regenerate: str, source_file_name: str, pr
         sources=sources,
         libraries=libraries,
         permissive=permissive,
+        models=models,
     )
 
 
@@ -341,8 +342,11 @@ def compile_path(path: Path, display: str | None = None,
         raise _examples.ExamplesNeedAChild(path)
     regenerate = f"torchscribe {'--permissive ' if permissive else ''}{project_relative(path)}"
     notes: list[str] = []
+    factories = [t for t in targets if t.is_factory]
+    targets = [t for t in targets if not t.is_factory]
     try:
-        program, entries = build_program(source, targets, None, after_pass, permissive=permissive)
+        program, entries = build_program(source, targets, None, after_pass, permissive=permissive) if targets \
+            else (Program(source.display), {})
     except CompileError as e:
         # A class with an example may hold what ahead-of-time code cannot type (a submodule of a
         # class from another file): it keeps its specialisation, without generic code.
@@ -365,9 +369,10 @@ def compile_path(path: Path, display: str | None = None,
             # (a specialisation's diagnostics name the file, and others it compiled from)
             raise CompileError(e.diagnostics, {source.display: source.lines, **e.sources}) from None
         program, table = merge(program, entries, found)
-    header = module_header(source, regenerate, path.name, program, permissive)
-    return CompiledFile(program, entries, emit_module(program, header, table, program.source_lines),
-                        notes=tuple(notes))
+    header = module_header(source, regenerate, path.name, program, permissive,
+                           tuple((spec.entry, spec.model) for spec in found if spec.model) if with_examples else ())
+    return CompiledFile(program, {key: sym for key, (sym, *_) in table.items()} if with_examples else entries,
+                        emit_module(program, header, table, program.source_lines), notes=tuple(notes))
 
 
 def _inside(d: Diagnostic, source: SourceFile, target: Target) -> bool:

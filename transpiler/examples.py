@@ -35,7 +35,8 @@ class ExamplesNeedAChild(Exception):
 
 
 def example_targets(targets: list[Target]) -> list[Target]:
-    return [t for t in targets if t.options.get("example") is not None]
+    """The targets compiled for what a factory returns: `@script(example=...)` and `script_model`."""
+    return [t for t in targets if t.options.get("example") is not None or t.is_factory]
 
 
 def run_in_child(path: Path, dump_ir: str | None, permissive: bool) -> Any:
@@ -105,6 +106,8 @@ def _specialise(source: SourceFile, module: Any, target: Target, permissive: boo
     from transpiler.compile import build_program
     from transpiler.jit import instance_program
 
+    if target.is_factory:
+        return _specialise_model(source, module, target, permissive)
     factory_name = str(target.options["example"])
     where = _option_loc(source, target, "example")
     factory = getattr(module, factory_name, None)
@@ -140,6 +143,45 @@ def _specialise(source: SourceFile, module: Any, target: Target, permissive: boo
                                          permissive=permissive)
         files = ()
     return Specialisation("example", program, entries, files)
+
+
+def _specialise_model(source: SourceFile, module: Any, target: Target, permissive: bool) -> Specialisation:
+    """A `script_model` factory's model, compiled from the files that define its classes
+    (torchvision's, installed), as `script(model, example_inputs=...)` compiles it."""
+    from torch import nn
+
+    from transpiler import jit
+
+    factory_loc = source.loc(target.node.name)
+    try:
+        made = getattr(module, target.name)()
+    except BaseException as error:  # noqa: BLE001 - the user's code
+        raise _raised(source, error, f"the model factory `{target.name}` raised") from None
+    if not (isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module)
+            and isinstance(made[1], (tuple, list))):
+        raise UserError(f"the model factory `{target.name}` must return (model, inputs): an nn.Module and a tuple of "
+                        f"its forward's arguments; it returned {_describe(made)}", factory_loc,
+                        "return e.g. `torchvision.models.resnet18().eval(), (torch.randn(8, 3, 224, 224),)`")
+    instance, inputs = made
+    cls = type(instance)
+    if jit._called_through_holder(instance, tuple(inputs), None):
+        raise UserError(f"the model factory `{target.name}` returned a {cls.__qualname__}, whose forward is torch's own: "
+                        "a model from a factory needs a forward in Python source", factory_loc,
+                        "wrap it in a module class that calls it, or decorate that class with @script(example=...)")
+    path = jit._source_path(cls)
+    if Path(path).resolve() == Path(source.path).resolve():
+        defining = source
+    else:
+        defining = jit._read_source(path)
+        defining.module_name = jit._module_name_of(path)
+    node = defining.classes.get(cls.__name__)
+    if node is None or cls.__qualname__ != cls.__name__:
+        raise UserError(f"the model factory `{target.name}` returned a {cls.__qualname__}, which is not defined at "
+                        "module level of a file with source", factory_loc)
+    frozen = target.options.get("freeze") is True
+    program, entries, files = jit.instance_program(instance, defining, node, tuple(inputs), permissive, frozen=frozen)
+    return Specialisation(target.name, program, {target.name: entries[f"{cls.__name__}.forward"]}, files,
+                          model=f"{cls.__module__}.{cls.__qualname__}")
 
 
 def _option_loc(source: SourceFile, target: Target, keyword: str) -> Loc:

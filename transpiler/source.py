@@ -24,6 +24,8 @@ from transpiler.diagnostics import Diagnostic, UserError
 
 # Qualified names under which the decorator may be imported.
 SCRIPT_NAMES = {"transpiler.script", "runtime.script", "runtime.dispatch.script"}
+# A factory of a model the user did not write (runtime.dispatch.script_model): Target.options["factory"]
+SCRIPT_MODEL_NAMES = {"transpiler.script_model", "runtime.script_model", "runtime.dispatch.script_model"}
 
 
 @dataclass
@@ -33,6 +35,11 @@ class Target:
     name: str
     node: cst.ClassDef | cst.FunctionDef
     options: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def is_factory(self) -> bool:
+        """A `script_model` factory: compiled for the model it returns, never as code itself."""
+        return self.options.get("factory") is True
 
 
 class SourceFile:
@@ -198,9 +205,10 @@ class SourceFile:
             expr = expr.func
         # Any binding will do: the fallback `def script` of an optional import is the same
         # decorator when torchscribe is installed.
-        if not set(self._global_names(expr)) & SCRIPT_NAMES:
+        names = set(self._global_names(expr))
+        if not names & (SCRIPT_NAMES | SCRIPT_MODEL_NAMES):
             return None
-        options: dict[str, object] = {}
+        options: dict[str, object] = {"factory": True} if names & SCRIPT_MODEL_NAMES else {}
         for arg in call_args:
             value = literal_value(arg.value)
             if arg.keyword is None or value is _NOT_LITERAL:

@@ -22,6 +22,12 @@ class Specialisation:
     program: Program  # after the passes
     entries: dict[str, str]  # COMPILED key -> sym_name in `program`
     files: tuple[str, ...] = field(default=())  # other source files it was compiled from
+    model: str | None = None  # a script_model factory's: the "module.Class" it was compiled for
+
+    @property
+    def entry(self) -> str:
+        """Its COMPILED key (a specialisation serves one entry)."""
+        return next(iter(self.entries))
 
 
 def merge(generic: Program, entries: dict[str, str], specialisations: list[Specialisation]) \
