@@ -33,7 +33,7 @@ class FileResult:
     # "compiled": text holds the module; "no_targets": nothing to compile (no @script objects);
     # "error": message holds the rendered diagnostics (file:line:col: ...);
     # "internal": message holds the compiler bug's description (and traceback with TORCHSCRIBE_DEBUG)
-    status: str
+    status: str  # (and "examples": the file runs example factories, compiled by examples.run_in_child)
     text: str | None = None
     message: str = ""
     dumps: str = ""
@@ -87,7 +87,8 @@ def up_to_date(path: Path, permissive: bool = False) -> bool:
 def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False,
                 examples: str = "child") -> FileResult:
     """Compile one file; never raises for what goes wrong in the compiler (see FileResult). A
-    file with example factories compiles in a child process (`examples="here"`: this one is it)."""
+    file with example factories is compiled by a child process that imports it (`compile_all`
+    runs one for all such files; `examples="here"`: this process is that child)."""
     from ir.ops import Kernel, ModuleCallOp
     from ir.printer import print_program
     from transpiler.compile import compile_path
@@ -103,14 +104,12 @@ def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False
     def done(status: str, **fields: object) -> FileResult:
         return FileResult(path, status, seconds=time.perf_counter() - start, **fields)  # type: ignore[arg-type]
 
-    from transpiler.examples import ExamplesNeedAChild, run_in_child
+    from transpiler.examples import ExamplesNeedAChild
 
     try:
         compiled = compile_path(path, after_pass=dump if dump_ir else None, permissive=permissive, examples=examples)
     except ExamplesNeedAChild:
-        result = run_in_child(path, dump_ir, permissive)
-        result.seconds = time.perf_counter() - start
-        return result
+        return done("examples")
     except CompileError as e:
         return done("error", message=e.render() + "\n")
     except UserError as e:
@@ -205,7 +204,7 @@ def compile_all(
     results: dict[int, FileResult] = {}
 
     def report(result: FileResult) -> None:
-        if progress is not None:
+        if progress is not None and result.status != "examples":
             what = {"compiled": "compiled", "no_targets": "no @script objects"}.get(result.status, "FAILED")
             progress.write(f"[{len(results)}/{total}] {result.path} ({what}, {result.seconds:.1f} s)\n")
             progress.flush()
@@ -236,6 +235,14 @@ def compile_all(
             _stop(pool)
             raise
         pool.shutdown()
+    # Files that run example factories: one child process imports and compiles them all.
+    waiting = [i for i in range(total) if results[i].status == "examples"]
+    if waiting:
+        from transpiler.examples import run_in_child
+
+        for i, result in zip(waiting, run_in_child([paths[i] for i in waiting], dump_ir, permissive)):
+            results[i] = result
+            report(result)
     return [results[i] for i in range(total)]
 
 
