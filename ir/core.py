@@ -295,6 +295,9 @@ class Program:
         # script(model, ..., freeze=True): parameters and buffers may be read as constants, so
         # passes may compute weights from them once (runtime/prepacked.py)
         self.frozen = False
+        # Functions whose calls stay calls (not inlined): the forwards of @script classes in
+        # ahead-of-time generic code, each with compiled code of its own (one edit, one function)
+        self.separate: frozenset[str] = frozenset()
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

@@ -210,6 +210,11 @@ def build_program(
     program, entries = lower_file(source, targets, instance_classes, functions, permissive,
                                   None if example_inputs is None else len(example_inputs))
     program.frozen = frozen
+    if instance is None and example_inputs is None:
+        # Generic code calls another @script class's module (its own compiled code) rather than
+        # holding a copy of its forward: without kernels, inlining saves only a Python call.
+        program.separate = frozenset(f"{t.name}.forward" for t in source.targets()
+                                     if t.name in source.classes and not t.is_factory)
     if instance is not None or example_inputs is not None:
         assert targets
         entry = entries.get(f"{targets[0].name}.forward", entries.get(targets[0].name))

@@ -11,7 +11,9 @@ file are replaced by a copy of the callee's body.
   from a module argument of the function (`module_path`); a module reached through a loop over a
   ModuleList cannot be checked there, and its call stays.
 
-Recursive functions are not inlined (into themselves or elsewhere). The callee's ops keep their
+Recursive functions are not inlined (into themselves or elsewhere), nor those the program keeps
+`separate` (an @script class's forward in ahead-of-time generic code: it has compiled code of
+its own, reached through its module's call). The callee's ops keep their
 locations: the compiled code says which source lines it runs. Guards of an inlined callee move to
 the caller's entry, their module paths extended by where the callee's `self` lives. Functions
 that are no longer called stay: the runtime's COMPILED table may name them.
@@ -257,9 +259,10 @@ def inline(program: Program) -> None:
     graph = {name: _callees(f, funcs) for name, f in funcs.items()}
     recursive = {name for name in funcs if _reaches(graph, name, name)}
     assigned = assigned_attributes(program)
+    inlinable = {name: f for name, f in funcs.items() if name not in program.separate}
     for name in _callees_first(graph, list(funcs)):
         _check_lengths(funcs[name], assigned)
-        if _inline_into(funcs[name], funcs, recursive, assigned):
+        if _inline_into(funcs[name], inlinable, recursive, assigned):
             name_shared_modules(funcs[name])
 
 
