@@ -5,7 +5,7 @@ from torch import Tensor, nn
 from transpiler import script
 
 
-@script(example="make_example")
+@script(example=("make_example", "make_example_eval"))
 class RunningNorm(nn.Module):
     def __init__(self, dim: int, momentum: float = 0.1, eps: float = 1e-5) -> None:
         super().__init__()

@@ -11,8 +11,8 @@ from runtime import kernels as _kernels
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
-SOURCE_HASH = "sha256:80da8323629bc2c92d62c6a35232342740c18084ec326067f429ccba0f64c6e9"
-BODY_HASH = "sha256:3be9bb3839da1eee2301363ef0da94b3215a76f328ce44d96f349d7df99c18b9"
+SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
+BODY_HASH = "sha256:43fbc2259aa4eba39b14c356daa6c39757dbc7ae9d661c91d2043bee3760e55b"
 TORCH_VERSION = "2.13"
 
 
@@ -757,12 +757,59 @@ extern "C" void RunningNorm_forward_k1_sub_add_sqrt(int64_t n0, int64_t n1, floa
     RunningNorm_forward_k1_sub_add_sqrt_rows(begin, end, unit, n0, n1, out0, in0, in0_s0, in0_s1, in1, in1_s1, in2, in2_s1, r3.get());
   }, n0, n0 * n1 >= 32768);
 }
+
+static void RunningNorm_forward_k0_sub_add_sqrt_rows(int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1, int64_t in1_s1, const float* __restrict in2, int64_t in2_s1, const float* __restrict r3) {
+  for (int64_t i0 = begin; i0 < end; ++i0) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1;
+    const auto* p2 = in2;
+    const int64_t o = (i0) * n1;
+    if (unit) {
+      #pragma omp simd
+      for (int64_t j = 0; j < n1; ++j) {
+        const float v3 = r3[j];
+        const float a0 = p0[j];
+        const float a1 = p1[j];
+        const float v0 = a0 - a1;
+        const float v4 = v0 / v3;
+        out0[o + j] = v4;
+      }
+    } else {
+      #pragma omp simd
+      for (int64_t j = 0; j < n1; ++j) {
+        const float v3 = r3[j];
+        const float a0 = p0[j * in0_s1];
+        const float a1 = p1[j * in1_s1];
+        const float v0 = a0 - a1;
+        const float v4 = v0 / v3;
+        out0[o + j] = v4;
+      }
+    }
+  }
+}
+
+extern "C" void RunningNorm_forward_k0_sub_add_sqrt(int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1, int64_t in1_s1, const float* __restrict in2, int64_t in2_s1) {
+  if (n0 == 1) { n1 *= n0; n0 = 1; } else goto merged;
+  merged:;
+  const bool unit = in0_s1 == 1 && in1_s1 == 1 && in2_s1 == 1;
+  std::unique_ptr<float[]> r3(new float[n1]);
+  for (int64_t j = 0; j < n1; ++j) {
+    const float a2 = in2[j * in2_s1];
+    const float v2 = a2 + 1e-05f;
+    const float v3 = std::sqrt(v2);
+    r3[j] = v3;
+  }
+  ts_rows([&](int64_t begin, int64_t end) {
+    RunningNorm_forward_k0_sub_add_sqrt_rows(begin, end, unit, n0, n1, out0, in0, in0_s0, in0_s1, in1, in1_s1, in2, in2_s1, r3.get());
+  }, n0, n0 * n1 >= 32768);
+}
 """
 _lib = _kernels.Library(
     KERNELS_CPP,
     {
         "RunningNorm_forward_k0_div_sub_mul": "iippiipiii",
         "RunningNorm_forward_k1_sub_add_sqrt": "iippiipipi",
+        "RunningNorm_forward_k0_sub_add_sqrt": "iippiipipi",
     },
 )
 
@@ -791,6 +838,26 @@ def RunningNorm_forward_k1_sub_add_sqrt_cpp(
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 32, dtype=torch.float32)
     _lib.RunningNorm_forward_k1_sub_add_sqrt(
+        n0,
+        32,
+        out0.data_ptr(),
+        in0.data_ptr(),
+        *in0.stride(),
+        in1.data_ptr(),
+        *in1.stride(),
+        in2.data_ptr(),
+        *in2.stride(),
+    )
+    return out0
+
+
+def RunningNorm_forward_k0_sub_add_sqrt_cpp(
+    in0: Tensor, in1: Tensor, in2: Tensor
+) -> Tensor:
+    """Fused: sub, add, sqrt, div of `return (x - self.mean) / torch.sqrt(self.var + self.eps)`."""
+    n0 = in0.shape[0]
+    out0 = torch.empty(n0, 32, dtype=torch.float32)
+    _lib.RunningNorm_forward_k0_sub_add_sqrt(
         n0,
         32,
         out0.data_ptr(),
@@ -1121,6 +1188,66 @@ if triton is not None:
         )
         return out0
 
+    @triton.jit
+    def RunningNorm_forward_k0_sub_add_sqrt_kernel(
+        out0,
+        in0,
+        in0_s0,
+        in0_s1,
+        in1,
+        in1_s1,
+        in2,
+        in2_s1,
+        n_rows,
+        n1,
+        ROWS: tl.constexpr,
+        COLS: tl.constexpr,
+    ):
+        # a tile of ROWS rows (the outer dims, flattened) by COLS columns (the last dim)
+        pid = tl.program_id(0)
+        col_blocks = tl.cdiv(n1, COLS)
+        r = (pid // col_blocks).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
+        c = (pid % col_blocks).to(tl.int64) * COLS + tl.arange(0, COLS)[None, :]
+        row_mask = r < n_rows
+        col_mask = c < n1
+        mask = row_mask & col_mask
+        i0 = r
+        p0 = in0 + i0 * in0_s0  # in0 at the row
+        a0 = tl.load(p0 + c * in0_s1, mask=mask)
+        a1 = tl.load(in1 + c * in1_s1, mask=col_mask)
+        a2 = tl.load(in2 + c * in2_s1, mask=col_mask)
+        v0 = a0 - a1
+        v2 = a2 + 1e-05
+        v3 = ts_sqrt(v2)
+        v4 = v0 / v3
+        tl.store(out0 + r * n1 + c, v4, mask=mask)
+
+    def RunningNorm_forward_k0_sub_add_sqrt_triton(
+        in0: Tensor, in1: Tensor, in2: Tensor
+    ) -> Tensor:
+        """Fused (Triton): sub, add, sqrt, div of `return (x - self.mean) / torch.sqrt(self.var + self.eps)`."""
+        n0 = in0.shape[0]
+        out0 = torch.empty(n0, 32, dtype=torch.float32, device=in0.device)
+        if n0 == 0:
+            return out0
+        rows, cols, warps = ts_tile(n0, 32)
+        grid = (triton.cdiv(n0, rows) * triton.cdiv(32, cols),)
+        RunningNorm_forward_k0_sub_add_sqrt_kernel[grid](
+            out0,
+            in0,
+            *in0.stride(),
+            in1,
+            *in1.stride(),
+            in2,
+            *in2.stride(),
+            n0,
+            32,
+            ROWS=rows,
+            COLS=cols,
+            num_warps=warps,
+        )
+        return out0
+
 
 # The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,
 # Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.
@@ -1129,6 +1256,9 @@ RunningNorm_forward_k0_div_sub_mul = _kernels.launcher(
 )
 RunningNorm_forward_k1_sub_add_sqrt = _kernels.launcher(
     globals(), "RunningNorm_forward_k1_sub_add_sqrt", "cpu"
+)
+RunningNorm_forward_k0_sub_add_sqrt = _kernels.launcher(
+    globals(), "RunningNorm_forward_k0_sub_add_sqrt", "cpu"
 )
 
 
@@ -1209,6 +1339,26 @@ def RunningNorm_forward_example(self, x: Tensor) -> Tensor:
     )
 
 
+def RunningNorm_forward_example_eval(self, x: Tensor) -> Tensor:
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 32))
+    _guards.check_tensor(
+        _guards.attr(self, "mean"), "self.mean", torch.float32, "cpu", (32,)
+    )
+    _guards.check_tensor(
+        _guards.attr(self, "var"), "self.var", torch.float32, "cpu", (32,)
+    )
+    _guards.check_value(self.eps, 1e-05, "self.eps")
+    _guards.check_value(self.training, False, "self.training")
+    # return (x - self.mean) / torch.sqrt(self.var + self.eps)
+    return RunningNorm_forward_k0_sub_add_sqrt(
+        x, _guards.attr(self, "mean"), _guards.attr(self, "var")
+    )
+
+
 COMPILED = {
-    "RunningNorm.forward": (RunningNorm_forward_example, RunningNorm_forward),
+    "RunningNorm.forward": (
+        RunningNorm_forward_example,
+        RunningNorm_forward_example_eval,
+        RunningNorm_forward,
+    ),
 }

@@ -97,7 +97,7 @@ def script(
     example_inputs: Sequence[Any] | None = None,
     permissive: bool = False,
     freeze: bool = False,
-    example: str | None = None,
+    example: str | tuple[str, ...] | None = None,
 ) -> Any:
     """Mark an ``nn.Module`` subclass or a module-level function for ahead-of-time compilation.
 
@@ -116,7 +116,8 @@ def script(
       ``(instance, inputs)`` (the inputs, for a function), as ``script(instance,
       example_inputs=inputs)`` compiles it now, kernels included, into the checked-in module; with
       ``freeze=True`` too, as ``script(..., freeze=True)`` does. A call those kernels do not
-      accept runs the module's generic code.
+      accept runs the module's generic code. A tuple of names makes one specialisation of each,
+      tried in that order (``example=("make_example", "make_example_train")``).
 
     Options are stored as ``__torchscribe_options__`` for the compiler to read.
     """
@@ -124,8 +125,11 @@ def script(
         raise TypeError(f"script(permissive=...) takes True or False, not {permissive!r}")
     if not isinstance(freeze, bool):
         raise TypeError(f"script(freeze=...) takes True or False, not {freeze!r}")
-    if example is not None and (not isinstance(example, str) or not example.isidentifier()):
-        raise TypeError(f"script(example=...) takes the name of a module-level function, not {example!r}")
+    names = (example,) if isinstance(example, str) else example
+    if example is not None and (not isinstance(names, tuple) or not names
+                                or not all(isinstance(n, str) and n.isidentifier() for n in names)):
+        raise TypeError(f"script(example=...) takes the name of a module-level function (or a tuple of names), "
+                        f"not {example!r}")
     options: dict[str, Any] = {"permissive": permissive}
     if example is not None:
         options["example"] = example

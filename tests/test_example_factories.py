@@ -376,3 +376,53 @@ def test_a_model_factory_of_a_torch_container_is_a_diagnostic(tmp_path: Path,
                     "def stack():\n    return nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (torch.randn(2, 4),)\n")
     code, output = compile_cli(path, capsys)
     assert code == 2 and "model.py:7:5: error: the model factory `stack` returned a Sequential" in output, output
+
+
+def test_several_examples_are_tried_in_the_order_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`example=("make_example", "make_example_train")`: an eval and a train specialisation (batch
+    norm's running statistics updated as eager updates them), both before the generic code."""
+    source = '''\
+import torch
+from torch import Tensor, nn
+from transpiler import script
+
+
+@script(example=("make_example", "make_example_train"))
+class Norm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(16)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(self.bn(x) * 2.0)
+
+
+def make_example():
+    torch.manual_seed(0)
+    return Norm().eval(), (torch.randn(8, 16),)
+
+
+def make_example_train():
+    torch.manual_seed(0)
+    return Norm().train(), (torch.randn(8, 16),)
+'''
+    path = write_model(tmp_path)
+    path.write_text(source)
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    text = loader.compiled_path_for(path).read_text()
+    assert "(Norm_forward_example, Norm_forward_example_train, Norm_forward)" in text
+    module = load(path)
+    dispatch.reset()
+    for factory in (module.make_example, module.make_example_train):
+        model, (x,) = factory()
+        reference, _ = factory()
+        with torch.no_grad():
+            with runtime.mode("off"):
+                expected = reference(x)
+            with runtime.mode("strict"):
+                torch.testing.assert_close(model(x), expected, atol=1e-5, rtol=1e-5)
+        for name, buffer in reference.named_buffers():
+            torch.testing.assert_close(dict(model.named_buffers())[name], buffer, atol=1e-6, rtol=1e-6)
+    assert runtime.generic_counts() == {}
+    dispatch.reset()

@@ -37,8 +37,9 @@ def example_of(stem: str, factory) -> str | None:
     """The COMPILED key whose `@script(example=...)` names `factory`, or None."""
     module = importlib.import_module(f"examples.{stem}")
     for name, obj in vars(module).items():
-        options = getattr(obj, "__torchscribe_options__", {})
-        if options.get("example") == factory.__name__ and getattr(obj, "__module__", None) == module.__name__:
+        named = getattr(obj, "__torchscribe_options__", {}).get("example")
+        if factory.__name__ in ((named,) if isinstance(named, str) else named or ()) \
+                and getattr(obj, "__module__", None) == module.__name__:
             return f"{name}.forward" if isinstance(obj, type) else name
     return None
 

@@ -82,8 +82,18 @@ def specialisations(source: SourceFile, targets: list[Target], permissive: bool)
     module = import_model_file(source)
     found = []
     for target in targets:
-        found.append(_specialise(source, module, target, permissive))
+        if target.is_factory:
+            found.append(_specialise_model(source, module, target, permissive))
+            continue
+        names = target.options["example"]
+        for name in (names,) if isinstance(names, str) else names:  # type: ignore[union-attr]
+            found.append(_specialise(source, module, target, str(name), permissive))
     return found
+
+
+def example_label(factory: str) -> str:
+    """The word a specialisation's functions are named with: `make_example_train` -> `example_train`."""
+    return factory.removeprefix("make_") or factory
 
 
 def import_model_file(source: SourceFile) -> Any:
@@ -106,13 +116,11 @@ def import_model_file(source: SourceFile) -> Any:
     return module
 
 
-def _specialise(source: SourceFile, module: Any, target: Target, permissive: bool) -> Specialisation:
+def _specialise(source: SourceFile, module: Any, target: Target, factory_name: str,
+                permissive: bool) -> Specialisation:
     from transpiler.compile import build_program
     from transpiler.jit import instance_program
 
-    if target.is_factory:
-        return _specialise_model(source, module, target, permissive)
-    factory_name = str(target.options["example"])
     where = _option_loc(source, target, "example")
     factory = getattr(module, factory_name, None)
     if factory_name not in source.functions or not callable(factory):
@@ -146,7 +154,7 @@ def _specialise(source: SourceFile, module: Any, target: Target, permissive: boo
         program, entries = build_program(source, [Target(target.name, target.node)], example_inputs=tuple(made),
                                          permissive=permissive)
         files = ()
-    return Specialisation("example", program, entries, files)
+    return Specialisation(example_label(factory_name), program, entries, files)
 
 
 def _specialise_model(source: SourceFile, module: Any, target: Target, permissive: bool) -> Specialisation:

@@ -35,7 +35,7 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
     """`generic` with the functions of every specialisation added after its own, and the
     COMPILED table: key -> (specialised sym_names..., generic sym_name, or None for an entry
     without generic code)."""
-    table: dict[str, tuple[str | None, ...]] = {key: (sym,) for key, sym in entries.items()}
+    specialised: dict[str, list[str]] = {key: [] for key in entries}
     taken_syms = {f.sym_name for f in generic.funcs if isinstance(f, FuncOp)}
     taken_kernels = {op.attributes["name"] for op in generic.walk() if isinstance(op, Kernel)}
     for spec in specialisations:
@@ -43,12 +43,13 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
         _rename_kernels(spec.program, taken_kernels)
         generic.funcs.extend(spec.program.funcs)
         for key, sym in spec.entries.items():
-            table[key] = (renamed[sym], *table.get(key, (None,)))
+            specialised.setdefault(key, []).append(renamed[sym])
         for name, lines in spec.program.source_lines.items():
             generic.source_lines.setdefault(name, lines)
         generic.breaks.extend(spec.program.breaks)
         generic.dependencies.extend(p for p in spec.program.dependencies if p not in generic.dependencies)
-    # (a specialisation tried first: the later a label, the earlier it is tried)
+    # (tried in the order given: the specialisations, then the generic function)
+    table = {key: (*syms, entries.get(key)) for key, syms in specialised.items()}
     return generic, table
 
 
