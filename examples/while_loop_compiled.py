@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:0fac77bbe0cfebcca92683ad31a5d7defda7709c7fd15ca446ac32f6b48caf3c"
-BODY_HASH = "sha256:ea6030724147b284544c2423f9b45d57d127e73a24606dc9ef2f1f3d10856542"
+BODY_HASH = "sha256:2874b403398a88d4a21c8eeac89abf5513bee1da1bfc02cd1bb65b81222baf0a"
 TORCH_VERSION = "2.13"
 
 
@@ -1196,7 +1196,7 @@ def newton_sqrt_example(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Te
     return result
 
 
-def shrink_until_example(
+def shrink_until_example_shrink(
     x: Tensor, limit: float, max_steps: int = 64
 ) -> tuple[Tensor, int]:
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 256))
@@ -1225,5 +1225,5 @@ def shrink_until_example(
 
 COMPILED = {
     "newton_sqrt": (newton_sqrt_example, newton_sqrt),
-    "shrink_until": (shrink_until_example, shrink_until),
+    "shrink_until": (shrink_until_example_shrink, shrink_until),
 }
