@@ -32,6 +32,9 @@ class Header:
     # from torchvision); written as LIBRARIES when there is any
     libraries: tuple[tuple[str, str], ...] = ()
     permissive: bool = False  # compiled with --permissive: written as PERMISSIVE = True
+    # the project's [tool.torchscribe] settings, when not the defaults: written as SETTINGS
+    # (transpiler/settings.py), so that a change of them makes the module stale
+    settings: dict[str, list[str]] | None = None
 
 
 def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[str, ...]],
@@ -93,6 +96,13 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     w.line(f'TORCH_VERSION = "{header.torch_version}"')
     if header.permissive:
         w.line("PERMISSIVE = True")
+    if header.settings:
+        w.line("SETTINGS = {")
+        with w.indent():
+            for key, names in header.settings.items():
+                quoted = ", ".join(f'"{name}"' for name in names)
+                w.line(f'"{key}": [{quoted}],')
+        w.line("}")
     if header.sources:
         w.line("SOURCES = {")
         with w.indent():

@@ -295,6 +295,7 @@ class Program:
         # script(model, ..., freeze=True): parameters and buffers may be read as constants, so
         # passes may compute weights from them once (runtime/prepacked.py)
         self.frozen = False
+        self.devices: tuple[str, ...] = ("cpu",)
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

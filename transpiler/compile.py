@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import libcst as cst
 import torch
@@ -204,11 +204,17 @@ def build_program(
     functions: FunctionFinder | None = None,
     permissive: bool = False,
     frozen: bool = False,
+    entry_types: Mapping[str, list[Any]] | None = None,
 ) -> tuple[Program, dict[str, str]]:
-    """The program of `compile_source` after the passes, with its COMPILED entries."""
+    """The program of `compile_source` after the passes, with its COMPILED entries.
+    `entry_types` (COMPILED key -> a Type or None per argument, `self` included) compiles those
+    entries for arguments of those types (transpiler/annotated.py)."""
     program, entries = lower_file(source, targets, instance_classes, functions, permissive,
                                   None if example_inputs is None else len(example_inputs))
     program.frozen = frozen
+    for key, types in (entry_types or {}).items():
+        if key in entries:
+            program.entry_inputs[entries[key]] = list(types)
     if instance is not None or example_inputs is not None:
         assert targets
         entry = entries.get(f"{targets[0].name}.forward", entries.get(targets[0].name))
@@ -232,7 +238,7 @@ def build_program(
 
 
 def module_header(source: SourceFile, regenerate: str, source_file_name: str, program: Program,
-                  permissive: bool) -> Header:
+                  permissive: bool, settings: dict[str, list[str]] | None = None) -> Header:
     sources, libraries = dependency_hashes(source.path, program.dependencies)
     return Header(
         source_file=source_file_name,
@@ -243,6 +249,7 @@ def module_header(source: SourceFile, regenerate: str, source_file_name: str, pr
         sources=sources,
         libraries=libraries,
         permissive=permissive,
+        settings=settings,
     )
 
 
@@ -328,7 +335,9 @@ def compile_path(path: Path, display: str | None = None,
     A file whose targets name example factories (`@script(example=...)`) is imported and the
     factories run: with `examples="here"` in this process, else ExamplesNeedAChild is raised
     (transpiler/examples.py runs this in a child process)."""
+    from transpiler import annotated
     from transpiler import examples as _examples
+    from transpiler.settings import project_settings, targets_settings
     from transpiler.specialisations import merge
 
     source = SourceFile.read(path, display or os.path.relpath(path))
@@ -339,14 +348,22 @@ def compile_path(path: Path, display: str | None = None,
     if with_examples and examples != "here":
         raise _examples.ExamplesNeedAChild(path)
     regenerate = f"torchscribe {'--permissive ' if permissive else ''}{project_relative(path)}"
+    project, _ = project_settings(path)
+    settings = targets_settings(source, targets, project)  # (bad options: before any example runs)
     program, entries = build_program(source, targets, None, after_pass, permissive=permissive)
-    table: dict[str, tuple[str, ...]] | dict[str, str] = entries
+    from_examples = []
     if with_examples:
         try:
-            found = _examples.specialisations(source, with_examples, permissive)
+            from_examples = _examples.specialisations(source, with_examples, permissive)
         except CompileError as e:
             # (a specialisation's diagnostics name the file, and others it compiled from)
             raise CompileError(e.diagnostics, {source.display: source.lines, **e.sources}) from None
+    # merge: tried last to first. An example's (its sizes) before the annotations' (any size),
+    # those in the order of the settings (the first device and dtype named first).
+    found = annotated.specialisations(source, targets, program, entries, settings, permissive, from_examples)
+    found = [*reversed(found), *from_examples]
+    table: dict[str, tuple[str, ...]] | dict[str, str] = entries
+    if found:
         program, table = merge(program, entries, found)
-    header = module_header(source, regenerate, path.name, program, permissive)
+    header = module_header(source, regenerate, path.name, program, permissive, project.header())
     return CompiledFile(program, entries, emit_module(program, header, table, program.source_lines))
