@@ -35,6 +35,9 @@ class Header:
     # (script_model factory, "module.Class" of the model it returned): written as MODELS; the
     # runtime runs the factory's entry only for an instance of exactly that class
     models: tuple[tuple[str, str], ...] = ()
+    # the project's [tool.torchscribe] settings, when not the defaults: written as SETTINGS
+    # (transpiler/settings.py), so that a change of them makes the module stale
+    settings: dict[str, list[str]] | None = None
 
 
 def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[str | None, ...]],
@@ -96,6 +99,13 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     w.line(f'TORCH_VERSION = "{header.torch_version}"')
     if header.permissive:
         w.line("PERMISSIVE = True")
+    if header.settings:
+        w.line("SETTINGS = {")
+        with w.indent():
+            for key, names in header.settings.items():
+                quoted = ", ".join(f'"{name}"' for name in names)
+                w.line(f'"{key}": [{quoted}],')
+        w.line("}")
     if header.sources:
         w.line("SOURCES = {")
         with w.indent():

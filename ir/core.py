@@ -298,6 +298,7 @@ class Program:
         # Functions whose calls stay calls (not inlined): the forwards of @script classes in
         # ahead-of-time generic code, each with compiled code of its own (one edit, one function)
         self.separate: frozenset[str] = frozenset()
+        self.devices: tuple[str, ...] = ("cpu",)
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

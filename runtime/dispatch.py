@@ -89,6 +89,27 @@ _warned: set[str] = set()
 
 _NO_OBJECT: Any = object()
 
+# What `@script(devices=..., dtypes=...)` and `[tool.torchscribe]` may name: the devices kernels
+# are generated for (C++ on the CPU, Triton on CUDA) and the floating dtypes they take.
+SPECIALISE_DEVICES = ("cpu", "cuda")
+SPECIALISE_DTYPES = ("float32", "float64", "bfloat16", "float16")
+
+
+def target_names_problem(option: str, value: Any) -> str | None:
+    """Why `value` is not a valid `devices`/`dtypes` option (a phrase), or None: a non-empty
+    tuple or list of distinct names from SPECIALISE_DEVICES / SPECIALISE_DTYPES."""
+    valid = SPECIALISE_DEVICES if option == "devices" else SPECIALISE_DTYPES
+    if isinstance(value, str) or not isinstance(value, (tuple, list)):
+        return f"takes a tuple or list of names, not {value!r}"
+    if not value:
+        return "needs at least one name"
+    for name in value:
+        if name not in valid:
+            return f"names {name!r}, which is not one of {', '.join(valid)}"
+    if len(set(value)) != len(value):
+        return f"names {next(n for n in value if value.count(n) > 1)!r} twice"
+    return None
+
 
 def script(
     obj: Any = _NO_OBJECT,
@@ -98,6 +119,8 @@ def script(
     permissive: bool = False,
     freeze: bool = False,
     example: str | tuple[str, ...] | None = None,
+    devices: Sequence[str] | None = None,
+    dtypes: Sequence[str] | None = None,
 ) -> Any:
     """Mark an ``nn.Module`` subclass or a module-level function for ahead-of-time compilation.
 
@@ -118,6 +141,10 @@ def script(
       ``freeze=True`` too, as ``script(..., freeze=True)`` does. A call those kernels do not
       accept runs the module's generic code. A tuple of names makes one specialisation of each,
       tried in that order (``example=("make_example", "make_example_train")``).
+    - ``@script(devices=("cpu", "cuda"), dtypes=("float32", "bfloat16"))``: the devices and
+      dtypes ``torchscribe`` generates kernels for, from the annotated ranks of the tensor
+      parameters (``Float[Tensor, "B T C"]``): one specialisation per device and dtype. Without
+      them, ``[tool.torchscribe]`` in pyproject.toml decides, else float32 on the CPU.
 
     Options are stored as ``__torchscribe_options__`` for the compiler to read.
     """
@@ -130,7 +157,14 @@ def script(
                                 or not all(isinstance(n, str) and n.isidentifier() for n in names)):
         raise TypeError(f"script(example=...) takes the name of a module-level function (or a tuple of names), "
                         f"not {example!r}")
+    for option, names in (("devices", devices), ("dtypes", dtypes)):
+        if names is not None and (problem := target_names_problem(option, names)) is not None:
+            raise TypeError(f"script({option}=...) {problem}")
     options: dict[str, Any] = {"permissive": permissive}
+    if devices is not None:
+        options["devices"] = tuple(devices)
+    if dtypes is not None:
+        options["dtypes"] = tuple(dtypes)
     if example is not None:
         options["example"] = example
         if freeze:
@@ -143,10 +177,14 @@ def script(
         )
     if obj is _NO_OBJECT:
         return lambda target: script(target, example_inputs=example_inputs, permissive=permissive, freeze=freeze,
-                                     example=example)
+                                     example=example, devices=devices, dtypes=dtypes)
     if example is not None and (isinstance(obj, nn.Module) or example_inputs is not None):
         raise TypeError("script(example=...) is a decorator option for ahead-of-time compilation; to compile "
                         "now, pass the instance and example_inputs=...")
+    compiles_now = isinstance(obj, nn.Module) or inspect.isfunction(obj) and example_inputs is not None
+    if (devices is not None or dtypes is not None) and compiles_now:
+        raise TypeError("script(devices=..., dtypes=...) are decorator options for ahead-of-time compilation; "
+                        "compiling now specialises to the example inputs' devices and dtypes")
 
     if isinstance(obj, nn.Module):
         return _compile_now(obj, example_inputs, {**options, "freeze": freeze})

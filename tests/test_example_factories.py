@@ -180,7 +180,7 @@ def function_and_inputs():
     code, output = compile_cli(path, capsys)
     assert code == 0, output
     text = loader.compiled_path_for(path).read_text()
-    assert '"mix": (mix_example, mix)' in text and '"scale": (scale_example, scale)' in text
+    assert '"mix": (mix_inputs_only, mix)' in text and '"scale": (scale_function_and_inputs, scale)' in text
     module = load(path)
     dispatch.reset()
     x, y = module.inputs_only()

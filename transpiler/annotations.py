@@ -52,6 +52,10 @@ JAXTYPING_DTYPES = {
     "Int64": "int64", "Int32": "int32", "Int8": "int8", "UInt8": "uint8",
 }
 
+# The jaxtyping kinds above that name no one dtype but a family: a specialisation for a set of
+# dtypes (transpiler/annotated.py) takes torch's default one of the integer family.
+INTEGER_KINDS = {"Int", "Integer"}
+
 SUPPORTED_HINT = (
     "annotate with Tensor, int, float, bool, str, None, Optional[...], tuple[...], list[...]"
 )
@@ -147,3 +151,11 @@ def parse_shape_string(text: str) -> tuple[Dim, ...] | None:
         else:
             return None
     return tuple(dims)
+
+
+def integer_family(source: SourceFile, node: cst.BaseExpression | None) -> bool:
+    """Whether a tensor annotation names the integer family with no one dtype (`Int[Tensor, "N"]`)."""
+    if not isinstance(node, cst.Subscript):
+        return False
+    base = source.global_name(node.value) or ""
+    return base.startswith("jaxtyping.") and base.rsplit(".", 1)[-1] in INTEGER_KINDS

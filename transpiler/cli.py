@@ -340,6 +340,7 @@ def untargeted_notes(paths: list[str], untargeted: list[Path], sources: list[Pat
 
 def check(outputs: list[tuple[Path, str]]) -> int:
     from runtime.loader import EDITED, body_problem, compiled_path_for, dependency_problem, read_header
+    from transpiler.settings import settings_problem
 
     bad = 0
     for path, text in outputs:
@@ -351,7 +352,8 @@ def check(outputs: list[tuple[Path, str]]) -> int:
         existing = out.read_text(encoding="utf-8")
         if comparable(existing) != comparable(text) or body_problem(existing) is not None:
             # Say why: edited by hand, or the other file it inlines from that changed.
-            reason = dependency_problem(read_header(out) or {}, out.parent)
+            reason = dependency_problem(read_header(out) or {}, out.parent) \
+                or settings_problem(read_header(out) or {}, path)
             if comparable(existing) == comparable(text) or body_problem(existing) == EDITED:
                 reason = body_problem(existing)
             stale = reason.removeprefix("is ") if reason else "stale"

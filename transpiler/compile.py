@@ -6,7 +6,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import libcst as cst
 import torch
@@ -205,16 +205,22 @@ def build_program(
     functions: FunctionFinder | None = None,
     permissive: bool = False,
     frozen: bool = False,
+    entry_types: Mapping[str, list[Any]] | None = None,
 ) -> tuple[Program, dict[str, str]]:
-    """The program of `compile_source` after the passes, with its COMPILED entries."""
+    """The program of `compile_source` after the passes, with its COMPILED entries.
+    `entry_types` (COMPILED key -> a Type or None per argument, `self` included) compiles those
+    entries for arguments of those types (transpiler/annotated.py)."""
     program, entries = lower_file(source, targets, instance_classes, functions, permissive,
                                   None if example_inputs is None else len(example_inputs))
     program.frozen = frozen
-    if instance is None and example_inputs is None:
+    if instance is None and example_inputs is None and not entry_types:
         # Generic code calls another @script class's module (its own compiled code) rather than
         # holding a copy of its forward: without kernels, inlining saves only a Python call.
         program.separate = frozenset(f"{t.name}.forward" for t in source.targets()
                                      if t.name in source.classes and not t.is_factory)
+    for key, types in (entry_types or {}).items():
+        if key in entries:
+            program.entry_inputs[entries[key]] = list(types)
     if instance is not None or example_inputs is not None:
         assert targets
         entry = entries.get(f"{targets[0].name}.forward", entries.get(targets[0].name))
@@ -238,7 +244,8 @@ def build_program(
 
 
 def module_header(source: SourceFile, regenerate: str, source_file_name: str, program: Program,
-                  permissive: bool, models: tuple[tuple[str, str], ...] = ()) -> Header:
+                  permissive: bool, models: tuple[tuple[str, str], ...] = (),
+                  settings: dict[str, list[str]] | None = None) -> Header:
     sources, libraries = dependency_hashes(source.path, program.dependencies)
     return Header(
         source_file=source_file_name,
@@ -250,6 +257,7 @@ def module_header(source: SourceFile, regenerate: str, source_file_name: str, pr
         libraries=libraries,
         permissive=permissive,
         models=models,
+        settings=settings,
     )
 
 
@@ -335,7 +343,9 @@ def compile_path(path: Path, display: str | None = None,
     A file whose targets name example factories (`@script(example=...)`) is imported and the
     factories run: with `examples="here"` in this process, else ExamplesNeedAChild is raised
     (transpiler/examples.py runs this in a child process)."""
+    from transpiler import annotated
     from transpiler import examples as _examples
+    from transpiler.settings import project_settings, targets_settings
     from transpiler.specialisations import merge
 
     source = SourceFile.read(path, display or os.path.relpath(path))
@@ -347,8 +357,9 @@ def compile_path(path: Path, display: str | None = None,
         raise _examples.ExamplesNeedAChild(path)
     regenerate = f"torchscribe {'--permissive ' if permissive else ''}{project_relative(path)}"
     notes: list[str] = []
-    factories = [t for t in targets if t.is_factory]
     targets = [t for t in targets if not t.is_factory]
+    project, _ = project_settings(path)
+    settings = targets_settings(source, targets, project)  # (bad options: before any example runs)
     try:
         program, entries = build_program(source, targets, None, after_pass, permissive=permissive) if targets \
             else (Program(source.display), {})
@@ -366,17 +377,23 @@ def compile_path(path: Path, display: str | None = None,
         program, entries = build_program(source, rest, None, after_pass, permissive=permissive) if rest \
             else (Program(source.display), {})
         program.source_lines = program.source_lines or {source.display: source.lines}
-    table: dict[str, tuple[str, ...]] | dict[str, str] = entries
+    from_examples = []
     if with_examples:
         try:
-            found = _examples.specialisations(source, with_examples, permissive)
+            from_examples = _examples.specialisations(source, with_examples, permissive)
         except CompileError as e:
             # (a specialisation's diagnostics name the file, and others it compiled from)
             raise CompileError(e.diagnostics, {source.display: source.lines, **e.sources}) from None
+    # Tried in this order: the examples' (their sizes), then the annotations' (any size), those in
+    # the order of the settings (the first device and dtype named first).
+    found = from_examples + annotated.specialisations(source, targets, program, entries, settings, permissive,
+                                                      from_examples)
+    table: dict[str, tuple[str | None, ...]] | dict[str, str] = entries
+    if found:
         program, table = merge(program, entries, found)
     header = module_header(source, regenerate, path.name, program, permissive,
-                           tuple((spec.entry, spec.model) for spec in found if spec.model) if with_examples else ())
-    return CompiledFile(program, {key: sym for key, (sym, *_) in table.items()} if with_examples else entries,
+                           tuple((spec.entry, spec.model) for spec in found if spec.model), project.header())
+    return CompiledFile(program, {key: sym for key, (sym, *_) in table.items()} if found else entries,
                         emit_module(program, header, table, program.source_lines), notes=tuple(notes))
 
 

@@ -23,8 +23,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-import libcst as cst
-
 from ir.core import Loc
 from transpiler.diagnostics import UserError
 from transpiler.source import SourceFile, Target
@@ -121,7 +119,7 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
     from transpiler.compile import build_program
     from transpiler.jit import instance_program
 
-    where = _option_loc(source, target, "example")
+    where = source.option_loc(target, "example")
     factory = getattr(module, factory_name, None)
     if factory_name not in source.functions or not callable(factory):
         raise UserError(f"the example factory `{factory_name}` is not a module-level function of {source.display}",
@@ -194,16 +192,6 @@ def _specialise_model(source: SourceFile, module: Any, target: Target, permissiv
     program, entries, files = jit.instance_program(instance, defining, node, tuple(inputs), permissive, frozen=frozen)
     return Specialisation(target.name, program, {target.name: entries[f"{cls.__name__}.forward"]}, files,
                           model=f"{cls.__module__}.{cls.__qualname__}")
-
-
-def _option_loc(source: SourceFile, target: Target, keyword: str) -> Loc:
-    """Where the decorator of `target` says `keyword=...` (else its name)."""
-    for deco in target.node.decorators:
-        if isinstance(deco.decorator, cst.Call):
-            for arg in deco.decorator.args:
-                if arg.keyword is not None and arg.keyword.value == keyword:
-                    return source.loc(arg)
-    return source.loc(target.node.name)
 
 
 def _raised(source: SourceFile, error: BaseException, what: str) -> UserError:

@@ -302,9 +302,30 @@ def _guard_lines(func: ops.FuncOp) -> list[str]:
     return out
 
 
-def explain_function(func: ops.FuncOp) -> str:
+def _annotation_hint(func: ops.FuncOp) -> str | None:
+    """For a function whose tensor parameters have no annotated rank, while some of its ops would
+    fuse if the facts were known: which annotation gives it kernels ahead of time (a specialisation
+    for the settings' devices and dtypes, transpiler/annotated.py)."""
+    unranked = [a.name for a in func.args if isinstance(a.type, TensorType) and a.type.shape is None and a.name]
+    if not unranked or any(isinstance(a.type, TensorType) and a.type.shape is not None for a in func.args):
+        return None
+    # (a composite, softmax or layer norm, decomposes into them once the facts are known)
+    if not any(kind is None or getattr(kind, "kind", None) in ("pointwise", "reduction")
+               for kind in (classify(op) for op in _ops(func) if is_tensor_op(op))):
+        return None
+    names = ", ".join(unranked)
+    return (f"  for fused kernels, annotate {names} with a shape, one name or size per dimension: "
+            f"e.g. {unranked[0]}: Float32[Tensor, \"N D\"] (jaxtyping) or Annotated[Tensor, \"N D\"]")
+
+
+def explain_function(func: ops.FuncOp, hints: bool = False, specialised: tuple[str, ...] = ()) -> str:
     where = f" ({func.loc.file}:{func.loc.line})" if func.loc is not None else ""
     lines = [f"{func.sym_name}{where}"]
+    if specialised:
+        lines.append(f"  the generic code, for the calls that {', '.join(specialised)} (below) do not take")
+    hint = _annotation_hint(func) if hints else None
+    if hint is not None:
+        lines.append(hint)
     guards = _guard_lines(func)
     lines.append(f"  guards ({len(guards)}):" if guards else "  guards: none")
     lines += [f"    {g}" for g in guards]
@@ -345,9 +366,14 @@ def explain_function(func: ops.FuncOp) -> str:
     return "\n".join(lines)
 
 
-def explain_program(program: Program) -> str:
-    """The explanation of every function of a program after the pipeline, in source order."""
-    parts = [explain_function(f) for f in program.funcs if isinstance(f, ops.FuncOp)]
+def explain_program(program: Program, hints: bool = False) -> str:
+    """The explanation of every function of a program after the pipeline, in source order (the
+    generic functions first, then each specialisation's). `hints`: ahead of time, say which
+    annotations would give a function kernels."""
+    funcs = [f for f in program.funcs if isinstance(f, ops.FuncOp)]
+    # (transpiler/specialisations.py names a specialisation `<generic>:<label>`)
+    parts = [explain_function(f, hints, tuple(g.sym_name for g in funcs if g.sym_name.startswith(f.sym_name + ":")))
+             for f in funcs]
     return "\n\n".join(parts) + "\n"
 
 
@@ -405,7 +431,7 @@ def explain_path(path: Path, example: bool = False) -> str | None:
     # (what the checked-in module holds: the specialisations of `@script(example=...)` too, whose
     # factories run in this process, as --example runs make_example())
     compiled = compile_path(path, examples="here")
-    return None if compiled is None else explain_program(compiled.program)
+    return None if compiled is None else explain_program(compiled.program, hints=True)
 
 
 def main(argv: list[str]) -> int:

@@ -184,6 +184,15 @@ class SourceFile:
                         found.append(Target(stmt.name.value, stmt, options))
         return found
 
+    def option_loc(self, target: Target, keyword: str) -> Loc:
+        """Where the decorator of `target` says `keyword=...` (else its name)."""
+        for deco in target.node.decorators:
+            if isinstance(deco.decorator, cst.Call):
+                for arg in deco.decorator.args:
+                    if arg.keyword is not None and arg.keyword.value == keyword:
+                        return self.loc(arg)
+        return self.loc(target.node.name)
+
     def why_no_targets(self) -> str:
         """Why `targets()` found nothing, for a note on a file named on the command line."""
         for stmt in self.module.body:
@@ -211,6 +220,8 @@ class SourceFile:
         options: dict[str, object] = {"factory": True} if names & SCRIPT_MODEL_NAMES else {}
         for arg in call_args:
             value = literal_value(arg.value)
+            if isinstance(arg.value, cst.List):  # (devices=["cpu", "cuda"], as a tuple)
+                value = literal_value(cst.Tuple(arg.value.elements))
             if arg.keyword is None or value is _NOT_LITERAL:
                 raise UserError(
                     "@script options must be keyword arguments with literal values",

@@ -1,9 +1,10 @@
 """One checked-in module, several compilations of each function (shared/DESIGN.md §4b).
 
-The generic program serves every call (aten-level code, no kernels: nothing about dtypes or
-sizes is known). A specialisation is the same entry compiled again for what it will be called
-with (an example factory's instance and inputs), with its kernels and the entry checks that pin
-what they assume. `merge` puts them into one program: each specialisation's functions renamed
+The generic program serves every call (aten-level code, no kernels: nothing about devices or
+dtypes is known). A specialisation is the same entry compiled again for what it will be called
+with (an example factory's instance and inputs, transpiler/examples.py; a device and dtype for
+the ranks the annotations give, transpiler/annotated.py), with its kernels and the entry checks
+that pin what they assume. `merge` puts them into one program: each specialisation's functions renamed
 with its label (`ResNetStage.forward` -> `ResNetStage.forward:example`), its kernels named apart,
 and each COMPILED key mapped to its functions in the order they are tried, the generic one last
 (runtime/dispatch.py runs the first whose entry checks accept the call)."""
@@ -18,7 +19,7 @@ from ir.ops import ComputedOnceOp, FuncCallOp, FuncOp, Kernel, ModuleCallOp
 
 @dataclass
 class Specialisation:
-    label: str  # a word for the function names: "example"
+    label: str  # a word for the function names: "example", "float32_cpu"
     program: Program  # after the passes
     entries: dict[str, str]  # COMPILED key -> sym_name in `program`
     files: tuple[str, ...] = field(default=())  # other source files it was compiled from
@@ -47,6 +48,7 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
         for name, lines in spec.program.source_lines.items():
             generic.source_lines.setdefault(name, lines)
         generic.breaks.extend(spec.program.breaks)
+        generic.devices = tuple(dict.fromkeys((*generic.devices, *spec.program.devices)))
         generic.dependencies.extend(p for p in spec.program.dependencies if p not in generic.dependencies)
     # (tried in the order given: the specialisations, then the generic function)
     table = {key: (*syms, entries.get(key)) for key, syms in specialised.items()}

@@ -403,7 +403,7 @@ def fusible(op: Operation) -> bool:
 def row_reduction(op: Operation) -> str | None:
     """The kind of reduction `op` is ("sum", "amax", "amin") when it reduces a known floating
     tensor over its last dim with keepdim=True (dim given as an int or a one-int tuple), else
-    None. amax and amin need the dim to be a known size of at least 1 (eager raises on empty)."""
+    None. amax and amin need the dim to be a size known to be at least 1 (eager raises on empty)."""
     if op.regions or len(op.results) != 1 or not op.has_trait(PURE) or op_name(op) not in REDUCTIONS:
         return None
     if not isinstance(classify(op), Primitive):
@@ -430,7 +430,8 @@ def row_reduction(op: Operation) -> str | None:
     if keepdim is not True or type(dim) is not int or dim not in (rank - 1, -1):
         return None
     size = x.shape[-1]  # type: ignore[union-attr]
-    if op_name(op) != "sum" and not (type(size) is int and size >= 1):
+    # (a size symbol is positive: entry checks pin every one at >= 1, guards.check_tensor)
+    if op_name(op) != "sum" and not (size >= 1 if type(size) is int else sympy.sympify(size).is_positive is True):
         return None
     return op_name(op)
 
