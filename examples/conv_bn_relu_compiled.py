@@ -12,8 +12,8 @@ from runtime import kernels as _kernels
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
-SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:83b8a2379cf0ee2ddc511e3f8c5220087fb5fd0a588e3d460577f8299c9eacf3"
+SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
+BODY_HASH = "sha256:fc0deccacb3910c4b0193c3730ea2f24f59c9412c5d048615f218bdf18ae0429"
 TORCH_VERSION = "2.13"
 
 
@@ -1151,38 +1151,6 @@ def ConvBNReLU_forward_example(self, x: Tensor) -> Tensor:
     )
 
 
-def ConvBNReLU_forward_example_train(self, x: Tensor) -> Tensor:
-    self_conv = _guards.check_module(self, "conv", "torch.nn.Conv2d", "zeros_padding")
-    self_bn = _guards.check_module(self, "bn", "torch.nn.BatchNorm2d", "running_stats")
-    self_relu = _guards.check_module(self, "relu", "torch.nn.ReLU")
-    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 3, 32, 32))
-    _guards.check_tensor(
-        _guards.attr(self_conv, "weight"),
-        "self.conv.weight",
-        torch.float32,
-        "cpu",
-        (16, 3, 3, 3),
-    )
-    _guards.check_value(self_bn.training, True, "self.bn.training")
-    _guards.check_value(_guards.attr(self_conv, "bias"), None, "self.conv.bias")
-    _guards.check_value(self_conv.dilation, (1, 1), "self.conv.dilation")
-    _guards.check_value(self_conv.groups, 1, "self.conv.groups")
-    _guards.check_value(self_conv.padding, (1, 1), "self.conv.padding")
-    _guards.check_value(self_conv.stride, (1, 1), "self.conv.stride")
-    _guards.check_value(self_relu.inplace, False, "self.relu.inplace")
-    # return self.relu(self.bn(self.conv(x)))
-    conv = _guards.attr(self, "conv")
-    bn = _guards.attr(self, "bn")
-    return torch.clamp_min(
-        bn(F.conv2d(x, _guards.attr(conv, "weight"), None, (1, 1), (1, 1), (1, 1), 1)),
-        0,
-    )
-
-
 COMPILED = {
-    "ConvBNReLU.forward": (
-        ConvBNReLU_forward_example,
-        ConvBNReLU_forward_example_train,
-        ConvBNReLU_forward,
-    ),
+    "ConvBNReLU.forward": (ConvBNReLU_forward_example, ConvBNReLU_forward),
 }

@@ -7,7 +7,7 @@ from torch import Tensor, nn
 from transpiler import script
 
 
-@script(example=("make_example", "make_example_defaults"))
+@script(example="make_example")
 class MaskedPool(nn.Module):
     def __init__(self, dim: int, out_dim: int) -> None:
         super().__init__()

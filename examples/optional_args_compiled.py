@@ -15,8 +15,8 @@ from runtime import kernels as _kernels
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
-SOURCE_HASH = "sha256:955e5b5c0ee53f97f084bbc91ed7af1782a4a9fc4231af3476b8a237d119fb63"
-BODY_HASH = "sha256:9e6807e27deef6496e8961729a992afb7be6616b0bfe4033b9852371f1c8fe73"
+SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
+BODY_HASH = "sha256:88c0a61bd86dd732e632471f9cf9f28a18278e40b21c534e8bd073b6d90454a0"
 TORCH_VERSION = "2.13"
 
 
@@ -1213,61 +1213,6 @@ def MaskedPool_forward_example(
     return out
 
 
-def MaskedPool_forward_example_defaults(
-    self,
-    x: Tensor,
-    mask: Optional[Tensor] = None,
-    reduction: str = "mean",
-    temperature: Optional[float] = None,
-) -> Tensor:
-    self_proj = _guards.check_module(self, "proj", "torch.nn.Linear")
-    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 20, 32))
-    _guards.check_tensor(
-        _guards.attr(self_proj, "bias"), "self.proj.bias", torch.float32, "cpu", (16,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_proj, "weight"),
-        "self.proj.weight",
-        torch.float32,
-        "cpu",
-        (16, 32),
-    )
-    # if mask is None:
-    if mask is None:
-        # mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
-        mask = torch.ones(
-            x.size(0), 20, dtype=torch.bool, device=x.device
-        )  # bool[B, 20]@cpu
-    # weights = mask.unsqueeze(-1).to(x.dtype)
-    weights = mask.unsqueeze(-1).to(x.dtype)
-    # if reduction == "sum":
-    if reduction == "sum":
-        # pooled = (x * weights).sum(dim=1)
-        pooled = (x * weights).sum(dim=1)
-    else:
-        # elif reduction == "mean":
-        if reduction == "mean":
-            # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-            pooled = (x * weights).sum(dim=1) / torch.clamp_min(weights.sum(dim=1), 1.0)
-        else:
-            # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-            pooled = torch.where(weights == 0, -math.inf, x).amax(dim=1)
-    del weights
-    # out = self.proj(pooled)
-    proj = _guards.attr(self, "proj")
-    out = F.linear(pooled, _guards.attr(proj, "weight")) + _guards.attr(proj, "bias")
-    # if temperature is not None:
-    if temperature is not None:
-        # out = out / temperature
-        out = out / temperature
-    # return out
-    return out
-
-
 COMPILED = {
-    "MaskedPool.forward": (
-        MaskedPool_forward_example,
-        MaskedPool_forward_example_defaults,
-        MaskedPool_forward,
-    ),
+    "MaskedPool.forward": (MaskedPool_forward_example, MaskedPool_forward),
 }

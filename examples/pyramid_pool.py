@@ -1,4 +1,7 @@
-"""List and tuple arguments: tuple unpacking, a loop over a list[int], min/max/len, an int result."""
+"""List and tuple arguments: tuple unpacking, a loop over a list[int], min/max/len, an int result.
+
+Nothing here fuses (a pad, adaptive pools of a size the loop picks, a cat: each one library
+call), so its compiled module holds the generic code alone and names no example."""
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -6,7 +9,7 @@ from torch import Tensor
 from transpiler import script
 
 
-@script(example="make_example")
+@script
 def pyramid_pool(x: Tensor, sizes: list[int], pad: tuple[int, int] = (0, 0)) -> tuple[Tensor, int]:
     """Average-pool a (batch, channels, length) signal at several output sizes and concatenate."""
     left, right = pad

@@ -11,8 +11,8 @@ from runtime import guards as _guards
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "pyramid_pool.py"
-SOURCE_HASH = "sha256:40199382efa71e82d98ecc7a6d126c9cd29101e03e0394aaeca395d66c78db7f"
-BODY_HASH = "sha256:80206d9f4dbeaeb216e715670f4d53e88423f8b7709fb4ab893d31a300fb5a08"
+SOURCE_HASH = "sha256:6269302298aa307a91f9787bc2e0f73973b7af2c04a6eeb7009276a442dfecd4"
+BODY_HASH = "sha256:710bcb4805b7cc73e91e402230603062f0aef9b24dfdf114400665ed4eb5d0b0"
 TORCH_VERSION = "2.13"
 
 
@@ -38,30 +38,6 @@ def pyramid_pool(
     return torch.cat(pooled, dim=-1), len(pooled)
 
 
-def pyramid_pool_example(
-    x: Tensor,
-    sizes: list[int],
-    pad: tuple[int, int] = (0, 0),
-) -> tuple[Tensor, int]:
-    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 50))
-    # left, right = pad
-    left, right = pad
-    # x = F.pad(x, (left, right))
-    x = F.pad(x, (left, right))  # f32[B, 16, ?]@cpu
-    # length = x.size(-1)
-    length = x.size(-1)
-    # pooled: list[Tensor] = []
-    pooled = []
-    # for size in sizes:
-    for size in sizes:
-        # size = max(1, min(size, length))
-        size = max(1, min(size, length))
-        # pooled.append(F.adaptive_avg_pool1d(x, size))
-        pooled.append(F.adaptive_avg_pool1d(x, size))
-    # return torch.cat(pooled, dim=-1), len(pooled)
-    return torch.cat(pooled, dim=-1), len(pooled)
-
-
 COMPILED = {
-    "pyramid_pool": (pyramid_pool_example, pyramid_pool),
+    "pyramid_pool": pyramid_pool,
 }

@@ -11,8 +11,8 @@ from runtime import kernels as _kernels
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
-SOURCE_HASH = "sha256:0fac77bbe0cfebcca92683ad31a5d7defda7709c7fd15ca446ac32f6b48caf3c"
-BODY_HASH = "sha256:2874b403398a88d4a21c8eeac89abf5513bee1da1bfc02cd1bb65b81222baf0a"
+SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
+BODY_HASH = "sha256:f69b71bfddb04ae94da6e36b81282747b380cb4612604ee9344aa763aeb2e239"
 TORCH_VERSION = "2.13"
 
 
@@ -1196,34 +1196,7 @@ def newton_sqrt_example(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Te
     return result
 
 
-def shrink_until_example_shrink(
-    x: Tensor, limit: float, max_steps: int = 64
-) -> tuple[Tensor, int]:
-    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 256))
-    # while steps < max_steps:
-    steps, done = 0, False
-    while not done and steps < max_steps:
-        # peak = x.abs().max()
-        peak = torch.amax(x.abs(), ())  # f32[]@cpu
-        # if bool(peak <= limit):
-        done = bool(peak <= limit)
-        if done:
-            pass
-        else:
-            # steps += 1
-            steps = steps + 1
-            # if bool(peak > 4.0 * limit):
-            if bool(peak > 4.0 * limit):
-                # x = x * 0.25
-                x = x * 0.25  # f32[B, 256]@cpu
-            else:
-                # x = x * 0.5
-                x = x * 0.5  # f32[B, 256]@cpu
-    # return x, steps
-    return x, steps
-
-
 COMPILED = {
     "newton_sqrt": (newton_sqrt_example, newton_sqrt),
-    "shrink_until": (shrink_until_example_shrink, shrink_until),
+    "shrink_until": shrink_until,
 }

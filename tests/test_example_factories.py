@@ -426,3 +426,18 @@ def make_example_train():
             torch.testing.assert_close(dict(model.named_buffers())[name], buffer, atol=1e-6, rtol=1e-6)
     assert runtime.generic_counts() == {}
     dispatch.reset()
+
+
+def test_a_specialisation_without_kernels_is_left_out_with_a_note(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """An example whose code has nothing to fuse (a library call alone) would only add entry
+    checks to the generic code: the module holds the generic code alone, and a note says so."""
+    path = write_model(tmp_path)
+    path.write_text("import torch\nfrom torch import Tensor\nfrom transpiler import script\n\n\n"
+                    "@script(example=\"make_example\")\ndef pool(x: Tensor) -> Tensor:\n"
+                    "    return torch.nn.functional.adaptive_avg_pool1d(x, 4)\n\n\n"
+                    "def make_example():\n    return (torch.randn(2, 3, 16),)\n")
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    assert "note: the `example` specialisation of pool has no kernel" in output
+    assert '"pool": pool,' in loader.compiled_path_for(path).read_text()

@@ -346,7 +346,7 @@ def compile_path(path: Path, display: str | None = None,
     from transpiler import annotated
     from transpiler import examples as _examples
     from transpiler.settings import project_settings, targets_settings
-    from transpiler.specialisations import merge
+    from transpiler.specialisations import merge, pays
 
     source = SourceFile.read(path, display or os.path.relpath(path))
     targets = source.targets()
@@ -386,6 +386,10 @@ def compile_path(path: Path, display: str | None = None,
             raise CompileError(e.diagnostics, {source.display: source.lines, **e.sources}) from None
     # Tried in this order: the examples' (their sizes), then the annotations' (any size), those in
     # the order of the settings (the first device and dtype named first).
+    for spec in [s for s in from_examples if not pays(s)]:
+        from_examples.remove(spec)
+        notes.append(f"{source.display}: note: the `{spec.label}` specialisation of {spec.entry} has no kernel and "
+                     "calls only what the generic code calls: it is left out")
     found = from_examples + annotated.specialisations(source, targets, program, entries, settings, permissive,
                                                       from_examples)
     table: dict[str, tuple[str | None, ...]] | dict[str, str] = entries

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ir.core import Program
-from ir.ops import ComputedOnceOp, FuncCallOp, FuncOp, Kernel, ModuleCallOp
+from ir.ops import BuiltinCallOp, ComputedOnceOp, FuncCallOp, FuncOp, Kernel, ModuleCallOp
 
 
 @dataclass
@@ -29,6 +29,15 @@ class Specialisation:
     def entry(self) -> str:
         """Its COMPILED key (a specialisation serves one entry)."""
         return next(iter(self.entries))
+
+
+def pays(spec: Specialisation) -> bool:
+    """Whether `spec` does what the generic code cannot: a kernel, or a runtime helper (weights in
+    oneDNN's layout, a tensor computed once, a kept buffer). One that does not is the generic code
+    with more entry checks: noise in the module."""
+    return any(isinstance(op, (Kernel, ComputedOnceOp)) or isinstance(op, BuiltinCallOp)
+               and str(op.attributes.get("callee", "")).startswith(("_prepacked.", "_stacking.", "_buffers."))
+               for op in spec.program.walk())
 
 
 def merge(generic: Program, entries: dict[str, str], specialisations: list[Specialisation]) \
