@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:778d460f9be187e21779c4f08068a2bdc5c9978897f098e0b60bbc0190e0643b"
-BODY_HASH = "sha256:07e744a38ef1f369d6cddb89decbe489a15d33436da9c94b2891f6f3ca125553"
+BODY_HASH = "sha256:5a46598505adeceddb4f887a69d47ff883e4a412e52d9c41c0cadf2c82738d1f"
 TORCH_VERSION = "2.13"
 
 
@@ -47,7 +47,7 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
             bn.eps,
         )
     del tmp
-    return F.relu(tmp_1) if _guards.attr(self, "relu").inplace else F.relu(tmp_1)
+    return F.relu(tmp_1)
 
 
 COMPILED = {

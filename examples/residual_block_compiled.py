@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:060c6739bd64713d77bcbf602405cd75764232d1676e28d4add94fc15ca91d29"
-BODY_HASH = "sha256:57c2f72d37142fe44ebb829f30ba4730ea0fb578e79c81423e4994583ece9461"
+BODY_HASH = "sha256:5dba53966f737fbe19505b9974868ccf7d3cacabcc552980a4878818b772c5a6"
 TORCH_VERSION = "2.13"
 
 
@@ -53,10 +53,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
             bn1.eps,
         )
     # out = self.relu(out)
-    if _guards.attr(self, "relu").inplace:
-        out = F.relu(out)
-    else:
-        out = F.relu(out)
+    out = F.relu(out)
     # out = self.conv2(out)
     conv2 = _guards.attr(self, "conv2")
     out = F.conv2d(
@@ -116,10 +113,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     # out += identity
     out = (out + identity).to(out.dtype).expand_as(out)
     # out = self.relu(out)
-    if _guards.attr(self, "relu").inplace:
-        out = F.relu(out)
-    else:
-        out = F.relu(out)
+    out = F.relu(out)
     # return out
     return out
 
@@ -182,10 +176,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             bn1.eps,
         )
     # (inlined) out = self.relu(out)
-    if _guards.attr(block1, "relu").inplace:
-        out = F.relu(out)
-    else:
-        out = F.relu(out)
+    out = F.relu(out)
     # (inlined) out = self.conv2(out)
     conv2 = _guards.attr(block1, "conv2")
     out = F.conv2d(
@@ -245,10 +236,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     # (inlined) out += identity
     out = (out + identity).to(out.dtype).expand_as(out)
     # (inlined) out = self.relu(out)
-    if _guards.attr(block1, "relu").inplace:
-        out = F.relu(out)
-    else:
-        out = F.relu(out)
+    out = F.relu(out)
     # (inlined) out = self.conv1(x)
     conv1 = _guards.attr(block2, "conv1")
     out_1 = F.conv2d(
@@ -277,10 +265,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         )
     del out_1
     # (inlined) out = self.relu(out)
-    if _guards.attr(block2, "relu").inplace:
-        out_3 = F.relu(out_2)
-    else:
-        out_3 = F.relu(out_2)
+    out_3 = F.relu(out_2)
     # (inlined) out = self.conv2(out)
     conv2 = _guards.attr(block2, "conv2")
     out_4 = F.conv2d(
@@ -292,6 +277,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         conv2.dilation,
         conv2.groups,
     )
+    del out_3
     # (inlined) out = self.bn2(out)
     bn2 = _guards.attr(block2, "bn2")
     if bn2.training:
@@ -341,10 +327,7 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     # (inlined) out += identity
     out = (out_5 + identity).to(out_5.dtype).expand_as(out_5)
     # (inlined) out = self.relu(out)
-    if _guards.attr(block2, "relu").inplace:
-        out = F.relu(out)
-    else:
-        out = F.relu(out)
+    out = F.relu(out)
     # return self.block2(self.block1(x))
     return out
 

@@ -544,6 +544,58 @@ func @M.forward(%self: Module[M], %x: Tensor) -> Tensor {
     )
 
 
+def test_a_layers_number_settings_neither_promote_nor_grow_an_inplace_activation() -> None:
+    """`nn.Hardtanh(inplace=True)` lowers to `F.hardtanh(h, m.min_val, m.max_val, inplace=True)`
+    with the settings typed Any. F.hardtanh annotates them `float` and aten::hardtanh_ takes
+    Scalars, so they are numbers: the functional call keeps h's dtype and shape and needs no
+    `.to(h.dtype).expand_as(h)`, and both sides of the layer's if are the same call. An Any
+    operand that may be a tensor (`h.mul_(w)`) still gets them."""
+    check(
+        """\
+func @f(%m: Module[torch.nn.Hardtanh], %x: Tensor, %w: Any) -> Tensor {
+  %h : Tensor = torch.call(%x) {callee = "torch.tanh", aten = "aten::tanh"}
+  %0 : bool = py.getattr(%m) {attr = "inplace"}
+  %h_1 : Tensor = scf.if(%0) {
+    %1 : Any = py.getattr(%m) {attr = "min_val"}
+    %2 : Any = py.getattr(%m) {attr = "max_val"}
+    %3 : bool = py.constant() {value = True}
+    %4 : Tensor = torch.call(%h, %1, %2, %3) {callee = "torch.nn.functional.hardtanh", kwnames = ("inplace",), mutates = (0,), alias_of = 0, aten = "aten::hardtanh_"}
+    scf.yield(%4)
+  } {
+    %5 : Any = py.getattr(%m) {attr = "min_val"}
+    %6 : Any = py.getattr(%m) {attr = "max_val"}
+    %7 : Tensor = torch.call(%h, %5, %6) {callee = "torch.nn.functional.hardtanh", aten = "aten::hardtanh"}
+    scf.yield(%7)
+  }
+  %8 : Tensor = torch.method(%h_1, %w) {method = "mul_", mutates = (0,), alias_of = 0, aten = "aten::mul_.Tensor"}
+  func.return(%8)
+}
+""",
+        """\
+func @f(%m: Module[torch.nn.Hardtanh], %x: Tensor, %w: Any) -> Tensor {
+  %h : Tensor = torch.call(%x) {callee = "torch.tanh", aten = "aten::tanh"}
+  %0 : bool = py.getattr(%m) {attr = "inplace"}
+  %h_1 : Tensor = scf.if(%0) {
+    %1 : Any = py.getattr(%m) {attr = "min_val"}
+    %2 : Any = py.getattr(%m) {attr = "max_val"}
+    %h_2 : Tensor = torch.call(%h, %1, %2) {callee = "torch.nn.functional.hardtanh", aten = "aten::hardtanh"}
+    scf.yield(%h_2)
+  } {
+    %3 : Any = py.getattr(%m) {attr = "min_val"}
+    %4 : Any = py.getattr(%m) {attr = "max_val"}
+    %5 : Tensor = torch.call(%h, %3, %4) {callee = "torch.nn.functional.hardtanh", aten = "aten::hardtanh"}
+    scf.yield(%5)
+  }
+  %6 : Tensor = torch.method(%h_1, %w) {method = "mul", aten = "aten::mul.Tensor"}
+  %7 : dtype = py.getattr(%h_1) {attr = "dtype"}
+  %8 : Tensor = torch.method(%6, %7) {method = "to", alias_of = 0, aten = "aten::to.dtype"}
+  %h_1_1 : Tensor = torch.method(%8, %h_1) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  func.return(%h_1_1)
+}
+""",
+    )
+
+
 def test_an_entry_guard_only_where_a_written_tensor_may_share_memory() -> None:
     """Written x and self.total may share memory with each other, y or self.weight: one entry guard. A
     function writing only its own fresh tensors needs none."""
