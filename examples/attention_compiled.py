@@ -14,15 +14,22 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:39c62dad245a6614d4f86688dbfb1c04780a4f3b516b0dd5b89a24c84d79cb7c"
-BODY_HASH = "sha256:c2832136ead943f6eddddfe3ca1ab819b30815f44a4f0d9f043529b93b76739a"
+BODY_HASH = "sha256:79196aa3f5077fd0742b3cc84e486c99281ed47ff83c9038737d186f7bbb6596"
 TORCH_VERSION = "2.13"
+
+
+CausalSelfAttention_forward_checks = _guards.entry_checks(
+    modules=(
+        ("qkv", "torch.nn.Linear"),
+        ("dropout", "torch.nn.Dropout", "valid_p"),
+        ("proj", "torch.nn.Linear"),
+    ),
+)
 
 
 def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "qkv", "torch.nn.Linear")
-    _guards.check_module(self, "dropout", "torch.nn.Dropout", "valid_p")
-    _guards.check_module(self, "proj", "torch.nn.Linear")
+    _guards.check_entry(self, CausalSelfAttention_forward_checks)
     # B, T, C = x.size()
     B, T, C = x.size()
     # q, k, v = self.qkv(x).split(C, dim=2)

@@ -12,15 +12,22 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:778d460f9be187e21779c4f08068a2bdc5c9978897f098e0b60bbc0190e0643b"
-BODY_HASH = "sha256:5a46598505adeceddb4f887a69d47ff883e4a412e52d9c41c0cadf2c82738d1f"
+BODY_HASH = "sha256:b871248cd3626f754f414d43a5ae1c886ea78beb8f43a67cfa3912dccc5e440b"
 TORCH_VERSION = "2.13"
+
+
+ConvBNReLU_forward_checks = _guards.entry_checks(
+    modules=(
+        ("conv", "torch.nn.Conv2d", "zeros_padding"),
+        ("bn", "torch.nn.BatchNorm2d", "running_stats"),
+        ("relu", "torch.nn.ReLU"),
+    ),
+)
 
 
 def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "conv", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "bn", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self, "relu", "torch.nn.ReLU")
+    _guards.check_entry(self, ConvBNReLU_forward_checks)
     # return self.relu(self.bn(self.conv(x)))
     conv = _guards.attr(self, "conv")
     tmp = F.conv2d(

@@ -12,15 +12,22 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:75db453a3bb84745587dd503b7e7ed9ef5e97b616e227cf9507b000aaf4587c2"
-BODY_HASH = "sha256:b26290cb4f4547208c466249a851e396ed966bb4c64f91196a5eb891fae4d99a"
+BODY_HASH = "sha256:5ff12c8521931e4f3e3223348b57132676843078c310466edf812bffe2959fcf"
 TORCH_VERSION = "2.13"
+
+
+MLP_forward_checks = _guards.entry_checks(
+    modules=(
+        ("fc1", "torch.nn.Linear"),
+        ("fc2", "torch.nn.Linear"),
+        ("norm", "torch.nn.LayerNorm"),
+    ),
+)
 
 
 def MLP_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "fc1", "torch.nn.Linear")
-    _guards.check_module(self, "fc2", "torch.nn.Linear")
-    _guards.check_module(self, "norm", "torch.nn.LayerNorm")
+    _guards.check_entry(self, MLP_forward_checks)
     # h = F.gelu(self.fc1(x))
     fc1 = _guards.attr(self, "fc1")
     h = F.gelu(F.linear(x, _guards.attr(fc1, "weight"), _guards.attr(fc1, "bias")))

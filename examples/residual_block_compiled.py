@@ -12,20 +12,27 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:060c6739bd64713d77bcbf602405cd75764232d1676e28d4add94fc15ca91d29"
-BODY_HASH = "sha256:5dba53966f737fbe19505b9974868ccf7d3cacabcc552980a4878818b772c5a6"
+BODY_HASH = "sha256:2a4f4a5dfd4f77bbd29608ac78b0a214df958eccdb59c3c2104f313f5643ab42"
 TORCH_VERSION = "2.13"
+
+
+BasicBlock_forward_checks = _guards.entry_checks(
+    modules=(
+        ("downsample?", "torch.nn.Sequential", "len=2"),
+        ("conv1", "torch.nn.Conv2d", "zeros_padding"),
+        ("bn1", "torch.nn.BatchNorm2d", "running_stats"),
+        ("relu", "torch.nn.ReLU"),
+        ("conv2", "torch.nn.Conv2d", "zeros_padding"),
+        ("bn2", "torch.nn.BatchNorm2d", "running_stats"),
+        ("downsample?.0", "torch.nn.Conv2d", "zeros_padding"),
+        ("downsample?.1", "torch.nn.BatchNorm2d", "running_stats"),
+    ),
+)
 
 
 def BasicBlock_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "downsample?", "torch.nn.Sequential", "len=2")
-    _guards.check_module(self, "conv1", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "bn1", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self, "relu", "torch.nn.ReLU")
-    _guards.check_module(self, "conv2", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "bn2", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self, "downsample?.0", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "downsample?.1", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_entry(self, BasicBlock_forward_checks)
     # out = self.conv1(x)
     conv1 = _guards.attr(self, "conv1")
     out = F.conv2d(
@@ -118,34 +125,33 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     return out
 
 
+ResNetStage_forward_checks = _guards.entry_checks(
+    modules=(
+        ("block1", "BasicBlock"),
+        ("block1.downsample?", "torch.nn.Sequential", "len=2"),
+        ("block2", "BasicBlock"),
+        ("block2.downsample?", "torch.nn.Sequential", "len=2"),
+        ("block1.conv1", "torch.nn.Conv2d", "zeros_padding"),
+        ("block1.bn1", "torch.nn.BatchNorm2d", "running_stats"),
+        ("block1.relu", "torch.nn.ReLU"),
+        ("block1.conv2", "torch.nn.Conv2d", "zeros_padding"),
+        ("block1.bn2", "torch.nn.BatchNorm2d", "running_stats"),
+        ("block1.downsample?.0", "torch.nn.Conv2d", "zeros_padding"),
+        ("block1.downsample?.1", "torch.nn.BatchNorm2d", "running_stats"),
+        ("block2.conv1", "torch.nn.Conv2d", "zeros_padding"),
+        ("block2.bn1", "torch.nn.BatchNorm2d", "running_stats"),
+        ("block2.relu", "torch.nn.ReLU"),
+        ("block2.conv2", "torch.nn.Conv2d", "zeros_padding"),
+        ("block2.bn2", "torch.nn.BatchNorm2d", "running_stats"),
+        ("block2.downsample?.0", "torch.nn.Conv2d", "zeros_padding"),
+        ("block2.downsample?.1", "torch.nn.BatchNorm2d", "running_stats"),
+    ),
+)
+
+
 def ResNetStage_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    self_block1 = _guards.check_module(self, "block1", "BasicBlock")
-    _guards.check_module(self, "block1.downsample?", "torch.nn.Sequential", "len=2")
-    self_block2 = _guards.check_module(self, "block2", "BasicBlock")
-    _guards.check_module(self, "block2.downsample?", "torch.nn.Sequential", "len=2")
-    _guards.check_module(self_block1, "conv1", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self_block1, "bn1", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self_block1, "relu", "torch.nn.ReLU")
-    _guards.check_module(self_block1, "conv2", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self_block1, "bn2", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(
-        self, "block1.downsample?.0", "torch.nn.Conv2d", "zeros_padding"
-    )
-    _guards.check_module(
-        self, "block1.downsample?.1", "torch.nn.BatchNorm2d", "running_stats"
-    )
-    _guards.check_module(self_block2, "conv1", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self_block2, "bn1", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self_block2, "relu", "torch.nn.ReLU")
-    _guards.check_module(self_block2, "conv2", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self_block2, "bn2", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(
-        self, "block2.downsample?.0", "torch.nn.Conv2d", "zeros_padding"
-    )
-    _guards.check_module(
-        self, "block2.downsample?.1", "torch.nn.BatchNorm2d", "running_stats"
-    )
+    _guards.check_entry(self, ResNetStage_forward_checks)
     # return self.block2(self.block1(x))
     block2 = _guards.attr(self, "block2")
     block1 = _guards.attr(self, "block1")
