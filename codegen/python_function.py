@@ -8,6 +8,7 @@ loop-carried and branch-merged values are shared so that loops need no copies.
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 from contextlib import contextmanager
@@ -260,12 +261,29 @@ class FunctionEmitter:
     # -- names ----------------------------------------------------------------------------------
     def name_of(self, value: Value, hint: str | None = None) -> str:
         if value not in self.var:
-            name = value.name or hint or "tmp"
+            name = value.name or hint or self._read_name(value) or "tmp"
             if value.name and self._can_reuse(value, name):
                 self.var[value] = name
             else:
                 self.var[value] = self.names.take(name)
         return self.var[value]
+
+    def _read_name(self, value: Value) -> str | None:
+        """A name for what a value read, where the source gives it none: an attribute of an object
+        that is not a tensor (`downsample = _guards.attr(self, "downsample")`, `num_heads =
+        self.num_heads`), a layer of a Sequential after its container (`downsample_0`)."""
+        op = value.owner
+        if isinstance(op, ops.GetAttrOp) and not isinstance(op.operands[0].type, TensorType):
+            name = op.attributes["attr"]
+            return None if hasattr(builtins, name) else name  # (`max = self.max` would hide max())
+        if isinstance(op, ops.GetItemOp) and isinstance(op.operands[0].type, ModuleListType) \
+                and isinstance(op.operands[1].owner, ops.ConstantOp) and type(op.operands[1].owner.value) is int:
+            container = op.operands[0]
+            while container not in self.var and isinstance(container.owner, ops.RefineOp):
+                container = container.owner.operands[0]
+            if container in self.var:  # (a name it already has: naming it here could print one never bound)
+                return f"{self.var[container]}_{op.operands[1].owner.value}".replace("-", "")
+        return None
 
     def _can_reuse(self, value: Value, name: str) -> bool:
         """`q = q.view(...)`: a new value may take the name of older ones that nobody reads

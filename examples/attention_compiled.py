@@ -14,7 +14,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:39c62dad245a6614d4f86688dbfb1c04780a4f3b516b0dd5b89a24c84d79cb7c"
-BODY_HASH = "sha256:79196aa3f5077fd0742b3cc84e486c99281ed47ff83c9038737d186f7bbb6596"
+BODY_HASH = "sha256:56279a456878d15a87447725b18a6c9cdaa5635b17a3667403e2d1fb0ec1e795"
 TORCH_VERSION = "2.13"
 
 
@@ -38,15 +38,15 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
         C, dim=2
     )
     # q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    tmp = self.num_heads
-    tmp_1 = self.head_dim
-    q = q.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
+    num_heads = self.num_heads
+    head_dim = self.head_dim
+    q = q.view(B, T, num_heads, head_dim).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
     # k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    k = k.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
+    k = k.view(B, T, num_heads, head_dim).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
     # v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    v = v.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
+    v = v.view(B, T, num_heads, head_dim).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
     # scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    scores = q @ k.permute(0, 1, 3, 2) / math.sqrt(tmp_1)  # Tensor[?, ?, ?, ?]
+    scores = q @ k.permute(0, 1, 3, 2) / math.sqrt(head_dim)  # Tensor[?, ?, ?, ?]
     del q, k
     # scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     scores = torch.where(_guards.attr(self, "mask")[:T, :T] == 0, -math.inf, scores)

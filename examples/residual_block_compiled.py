@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:060c6739bd64713d77bcbf602405cd75764232d1676e28d4add94fc15ca91d29"
-BODY_HASH = "sha256:2a4f4a5dfd4f77bbd29608ac78b0a214df958eccdb59c3c2104f313f5643ab42"
+BODY_HASH = "sha256:7360b0328fbcc42753dd79271d8138492031679dd57ba2918058f917637ea220"
 TORCH_VERSION = "2.13"
 
 
@@ -88,32 +88,32 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
             bn2.eps,
         )
     # if self.downsample is not None:
-    tmp = _guards.attr(self, "downsample")
-    if tmp is not None:
+    downsample = _guards.attr(self, "downsample")
+    if downsample is not None:
         # identity = self.downsample(x)
-        tmp_1 = _guards.item(tmp, 0)
-        tmp_2 = F.conv2d(
+        downsample_0 = _guards.item(downsample, 0)
+        tmp = F.conv2d(
             x,
-            _guards.attr(tmp_1, "weight"),
-            _guards.attr(tmp_1, "bias"),
-            tmp_1.stride,
-            tmp_1.padding,
-            tmp_1.dilation,
-            tmp_1.groups,
+            _guards.attr(downsample_0, "weight"),
+            _guards.attr(downsample_0, "bias"),
+            downsample_0.stride,
+            downsample_0.padding,
+            downsample_0.dilation,
+            downsample_0.groups,
         )
-        tmp_3 = _guards.item(tmp, 1)
-        if tmp_3.training:
-            identity = tmp_3(tmp_2)
+        downsample_1 = _guards.item(downsample, 1)
+        if downsample_1.training:
+            identity = downsample_1(tmp)
         else:
             identity = F.batch_norm(
-                tmp_2,
-                _guards.attr(tmp_3, "running_mean"),
-                _guards.attr(tmp_3, "running_var"),
-                _guards.attr(tmp_3, "weight"),
-                _guards.attr(tmp_3, "bias"),
+                tmp,
+                _guards.attr(downsample_1, "running_mean"),
+                _guards.attr(downsample_1, "running_var"),
+                _guards.attr(downsample_1, "weight"),
+                _guards.attr(downsample_1, "bias"),
                 False,
                 0.0,
-                tmp_3.eps,
+                downsample_1.eps,
             )
     else:
         identity = x
@@ -210,32 +210,32 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
             bn2.eps,
         )
     # (inlined) if self.downsample is not None:
-    tmp = _guards.attr(block1, "downsample")
-    if tmp is not None:
+    downsample = _guards.attr(block1, "downsample")
+    if downsample is not None:
         # (inlined) identity = self.downsample(x)
-        tmp_1 = _guards.item(tmp, 0)
-        tmp_2 = F.conv2d(
+        downsample_0 = _guards.item(downsample, 0)
+        tmp = F.conv2d(
             x,
-            _guards.attr(tmp_1, "weight"),
-            _guards.attr(tmp_1, "bias"),
-            tmp_1.stride,
-            tmp_1.padding,
-            tmp_1.dilation,
-            tmp_1.groups,
+            _guards.attr(downsample_0, "weight"),
+            _guards.attr(downsample_0, "bias"),
+            downsample_0.stride,
+            downsample_0.padding,
+            downsample_0.dilation,
+            downsample_0.groups,
         )
-        tmp_3 = _guards.item(tmp, 1)
-        if tmp_3.training:
-            identity = tmp_3(tmp_2)
+        downsample_1 = _guards.item(downsample, 1)
+        if downsample_1.training:
+            identity = downsample_1(tmp)
         else:
             identity = F.batch_norm(
-                tmp_2,
-                _guards.attr(tmp_3, "running_mean"),
-                _guards.attr(tmp_3, "running_var"),
-                _guards.attr(tmp_3, "weight"),
-                _guards.attr(tmp_3, "bias"),
+                tmp,
+                _guards.attr(downsample_1, "running_mean"),
+                _guards.attr(downsample_1, "running_var"),
+                _guards.attr(downsample_1, "weight"),
+                _guards.attr(downsample_1, "bias"),
                 False,
                 0.0,
-                tmp_3.eps,
+                downsample_1.eps,
             )
     else:
         identity = x
@@ -301,32 +301,32 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
         )
     del out_4
     # (inlined) if self.downsample is not None:
-    tmp_4 = _guards.attr(block2, "downsample")
-    if tmp_4 is not None:
+    downsample_2 = _guards.attr(block2, "downsample")
+    if downsample_2 is not None:
         # (inlined) identity = self.downsample(x)
-        tmp_5 = _guards.item(tmp_4, 0)
-        tmp_6 = F.conv2d(
+        downsample_2_0 = _guards.item(downsample_2, 0)
+        tmp_1 = F.conv2d(
             out,
-            _guards.attr(tmp_5, "weight"),
-            _guards.attr(tmp_5, "bias"),
-            tmp_5.stride,
-            tmp_5.padding,
-            tmp_5.dilation,
-            tmp_5.groups,
+            _guards.attr(downsample_2_0, "weight"),
+            _guards.attr(downsample_2_0, "bias"),
+            downsample_2_0.stride,
+            downsample_2_0.padding,
+            downsample_2_0.dilation,
+            downsample_2_0.groups,
         )
-        tmp_7 = _guards.item(tmp_4, 1)
-        if tmp_7.training:
-            identity = tmp_7(tmp_6)
+        downsample_2_1 = _guards.item(downsample_2, 1)
+        if downsample_2_1.training:
+            identity = downsample_2_1(tmp_1)
         else:
             identity = F.batch_norm(
-                tmp_6,
-                _guards.attr(tmp_7, "running_mean"),
-                _guards.attr(tmp_7, "running_var"),
-                _guards.attr(tmp_7, "weight"),
-                _guards.attr(tmp_7, "bias"),
+                tmp_1,
+                _guards.attr(downsample_2_1, "running_mean"),
+                _guards.attr(downsample_2_1, "running_var"),
+                _guards.attr(downsample_2_1, "weight"),
+                _guards.attr(downsample_2_1, "bias"),
                 False,
                 0.0,
-                tmp_7.eps,
+                downsample_2_1.eps,
             )
     else:
         identity = out

@@ -11,7 +11,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:5aa39fbe64e1c52a7999a3989eef928bf5b0c3789dcfc1020aea55932a8cd0a8"
-BODY_HASH = "sha256:156317e0181e8323b5a63d5077fe875b58afb8c5c1278c20c03faca7277c1ef0"
+BODY_HASH = "sha256:827040dadeb0af56fd1f7f4a4bc19f2f844f47f881078812911afc28949ff42e"
 TORCH_VERSION = "2.13"
 
 
@@ -32,24 +32,26 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
         # batch_var = x.var(dim=0, unbiased=False)
         batch_var = x.var(dim=0, unbiased=False)
         # self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
-        tmp = self.momentum
-        mean_2 = mean.mul(1.0 - tmp)
-        mean_1 = mean_2.add(batch_mean, alpha=tmp).to(mean_2.dtype).expand_as(mean_2)
+        momentum = self.momentum
+        mean_2 = mean.mul(1.0 - momentum)
+        mean_1 = (
+            mean_2.add(batch_mean, alpha=momentum).to(mean_2.dtype).expand_as(mean_2)
+        )
         # self.var.lerp_(batch_var, self.momentum)
-        var_1 = var.lerp(batch_var, tmp).to(var.dtype).expand_as(var)
+        var_1 = var.lerp(batch_var, momentum).to(var.dtype).expand_as(var)
         # self.count += 1
         count_1 = count + 1
     else:
         mean_1, var_1, count_1 = mean, var, count
     # return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    tmp_1 = (x - mean_1) / torch.sqrt(var_1 + self.eps)
+    tmp = (x - mean_1) / torch.sqrt(var_1 + self.eps)
     if mean_1 is not mean:
         mean.copy_(mean_1)
     if var_1 is not var:
         var.copy_(var_1)
     if count_1 is not count:
         count.copy_(count_1)
-    return tmp_1
+    return tmp
 
 
 COMPILED = {
