@@ -29,6 +29,7 @@ import test_programs as tp  # noqa: E402
 from test_programs import program_dir  # noqa: E402,F401  (a fixture)
 
 import ir.passes as passes  # noqa: E402
+from ir import ops  # noqa: E402
 import runtime  # noqa: E402
 from codegen.module import Header, emit_module  # noqa: E402
 from ir.core import Program  # noqa: E402
@@ -38,7 +39,7 @@ from ir.passes.canonicalize import canonicalize  # noqa: E402
 from ir.passes.dce import dce  # noqa: E402
 from ir.passes.functionalize import functionalize, functionalize_function, written_operands  # noqa: E402
 from ir.passes.inline import inline  # noqa: E402
-from ir.passes.layers import lower_layers  # noqa: E402
+from ir.passes.layers import LAYERS, lower_layers  # noqa: E402
 from ir.passes.shapes import propagate_shapes  # noqa: E402
 from ir.printer import print_program  # noqa: E402
 from ir.verifier import verify  # noqa: E402
@@ -594,6 +595,31 @@ func @f(%m: Module[torch.nn.Hardtanh], %x: Tensor, %w: Any) -> Tensor {
 }
 """,
     )
+
+
+INPLACE_LAYERS = sorted(q for q, layer in LAYERS.items() if layer.lowering is not None and layer.lowering.inplace)
+
+
+@pytest.mark.parametrize("qualname", INPLACE_LAYERS)
+def test_an_inplace_activation_is_one_call_whatever_its_inplace(qualname: str) -> None:
+    """Every layer the lowering turns into `F.act(h, ..., inplace=True) if m.inplace else
+    F.act(h, ...)`: functionalized, both sides are the same call, and canonicalize leaves that
+    one call, without the if or the read of `inplace`."""
+    program = parse_program(f"""\
+func @Net.forward(%self: Module[Net], %x: Tensor) -> Tensor {{
+  %0 : Module[{qualname}] = py.getattr(%self) {{attr = "m"}}
+  %h : Tensor = torch.call(%x) {{callee = "torch.tanh", aten = "aten::tanh"}}
+  %y : Tensor = module.call(%0, %h)
+  func.return(%y)
+}}
+""")
+    run_pipeline(program, passes=[("layers", lower_layers), ("functionalize", functionalize),
+                                  ("canonicalize", canonicalize)], check=True)
+    func = program.funcs[0]
+    assert not any(isinstance(op, ops.IfOp) for op in func.walk())
+    assert not any(isinstance(op, ops.GetAttrOp) and op.attributes["attr"] == "inplace" for op in func.walk())
+    [call] = [op for op in func.walk() if isinstance(op, ops.TorchCallOp) and op.attributes["callee"] != "torch.tanh"]
+    assert "inplace" not in call.attributes.get("kwnames", ()) and not call.attributes.get("mutates")
 
 
 def test_an_entry_guard_only_where_a_written_tensor_may_share_memory() -> None:
