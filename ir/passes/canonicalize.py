@@ -18,7 +18,10 @@ have made foldable. The rules:
 - dead code: pure ops and ifs and for loops with nothing observable and no results read;
 - algebra (ir/passes/fold.py) on values that are certainly Python ints or bools (x + 0,
   x * 1, not not b, ...), never on floats (x + 0.0 turns -0.0 into 0.0) or tensors (x * 1 is
-  a new tensor).
+  a new tensor);
+- conversions that change nothing (ir/passes/fold.py): `x.to(dtype)` to the dtype x has (eager
+  returns x itself), `x.expand_as(t)` to the shape x has where nothing could tell the view
+  from x (what functionalization's `(x + y).to(x.dtype).expand_as(x)` for `x += y` leaves).
 
 Then `cse` merges a pure op into an identical earlier one that dominates it, when nothing that
 might write what it reads runs in between (mutation is still in the IR before

@@ -11,7 +11,8 @@ round differently (exp, log, sin, float ** float, ...) is not folded. The facts 
 
 The rules (`rule(op, rewriter) -> bool`, run by ir/passes/canonicalize.py) fold Python ops on
 constants, tuples of constants, items, unpacking and len() of tuples the compiler sees, tensor
-sizes, `x is None` decided by types, and the exact identities of ints and bools.
+sizes, `x is None` decided by types, and the exact identities of ints and bools; and drop casts
+and expands of a tensor to the dtype or shape it has.
 """
 
 from __future__ import annotations
