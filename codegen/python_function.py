@@ -8,6 +8,7 @@ loop-carried and branch-merged values are shared so that loops need no copies.
 
 from __future__ import annotations
 
+import builtins
 import math
 import re
 from contextlib import contextmanager
@@ -20,6 +21,7 @@ from codegen.names import Namespace, function_name, model_module_name
 from codegen.writer import Writer
 from ir import ops
 from ir.core import PURE, Block, Operation, Value
+from ir.passes.inline import guard_prefix_end
 from ir.types import (
     INT,
     ListType,
@@ -41,6 +43,9 @@ FUNCTION_ALIASES = (("torch.nn.functional.", "F."),)
 # Tensor methods whose one argument of sizes may be passed spread: `x.view(2, 3)` is `x.view((2, 3))`.
 SIZE_VARARG_METHODS = frozenset({"permute", "reshape", "view", "expand", "repeat"})
 LINE_LENGTH = 100
+# A function with this many entry checks below a module argument or more makes them with one
+# `_guards.check_entry(self, <table>)` call, the table a module-level constant beside it.
+ENTRY_TABLE_MIN = 3
 
 
 @dataclass
@@ -172,6 +177,9 @@ class FunctionEmitter:
         self.bound: dict[tuple[Value, tuple], str] = {}  # (root, path) -> the local an entry check read it into
         self._entry_plan: dict[tuple[Value, tuple], bool] | None = None
         self._last_read: dict[Value, int] = {}  # top-level tensor -> index of the statement reading it last
+        self.tables: dict[Operation, list[Operation]] = {}  # first check -> the checks of its table
+        self.in_table: set[Operation] = set()
+        self.module_lines: list[str] = []  # module-level statements the function reads (its tables)
 
     # -- planning -------------------------------------------------------------------------------
     def plan(self) -> None:
@@ -253,12 +261,29 @@ class FunctionEmitter:
     # -- names ----------------------------------------------------------------------------------
     def name_of(self, value: Value, hint: str | None = None) -> str:
         if value not in self.var:
-            name = value.name or hint or "tmp"
+            name = value.name or hint or self._read_name(value) or "tmp"
             if value.name and self._can_reuse(value, name):
                 self.var[value] = name
             else:
                 self.var[value] = self.names.take(name)
         return self.var[value]
+
+    def _read_name(self, value: Value) -> str | None:
+        """A name for what a value read, where the source gives it none: an attribute of an object
+        that is not a tensor (`downsample = _guards.attr(self, "downsample")`, `num_heads =
+        self.num_heads`), a layer of a Sequential after its container (`downsample_0`)."""
+        op = value.owner
+        if isinstance(op, ops.GetAttrOp) and not isinstance(op.operands[0].type, TensorType):
+            name = op.attributes["attr"]
+            return None if hasattr(builtins, name) else name  # (`max = self.max` would hide max())
+        if isinstance(op, ops.GetItemOp) and isinstance(op.operands[0].type, ModuleListType) \
+                and isinstance(op.operands[1].owner, ops.ConstantOp) and type(op.operands[1].owner.value) is int:
+            container = op.operands[0]
+            while container not in self.var and isinstance(container.owner, ops.RefineOp):
+                container = container.owner.operands[0]
+            if container in self.var:  # (a name it already has: naming it here could print one never bound)
+                return f"{self.var[container]}_{op.operands[1].owner.value}".replace("-", "")
+        return None
 
     def _can_reuse(self, value: Value, name: str) -> bool:
         """`q = q.view(...)`: a new value may take the name of older ones that nobody reads
@@ -292,6 +317,8 @@ class FunctionEmitter:
     # -- emission -------------------------------------------------------------------------------
     def emit(self) -> list[str]:
         self.plan()
+        self.tables = self._entry_tables()
+        self.in_table = {guard for group in self.tables.values() for guard in group}
         f = self.func
         params = []
         defaults = f.attributes["defaults"]
@@ -377,6 +404,75 @@ class FunctionEmitter:
             return call
         return None
 
+    def _entry_tables(self) -> dict[Operation, list[Operation]]:
+        """The entry checks that print as a table: for each module argument with
+        ENTRY_TABLE_MIN or more checks of what hangs below it (submodules whose paths, classes
+        and conditions are constants; tensors and values read through attributes, outside any
+        `if ... is not None:`), those checks in order, keyed by the first."""
+        groups: dict[Value, list[Operation]] = {}
+        for op in self.func.body.ops[:guard_prefix_end(self.func)]:
+            root = self._table_root(op)
+            if root is not None and root in self.func.args and isinstance(root.type, ModuleType):
+                groups.setdefault(root, []).append(op)
+        return {group[0]: group for group in groups.values() if len(group) >= ENTRY_TABLE_MIN}
+
+    def _table_root(self, op: Operation) -> Value | None:
+        """The root of a check that a table can hold; None for any other op."""
+        if isinstance(op, ops.GuardOp):
+            call = self._module_check_call(op.operands[0])
+            if call is not None and all(isinstance(v.owner, ops.ConstantOp) and isinstance(v.owner.attributes["value"], str)
+                                        for v in call.operands[1:]):
+                return call.operands[0]
+        elif isinstance(op, (ops.CheckTensorOp, ops.CheckValueOp)) and _reads_attributes(op.attributes["path"]) \
+                and optional_prefix(op.operands[0].type, op.attributes["path"]) is None:
+            return op.operands[0]
+        return None
+
+    def entry_table(self, checks: list[Operation]) -> str:
+        """The module-level table of `checks` (`<function>_checks = _guards.entry_checks(
+        modules=(("block1", "BasicBlock"), ...), tensors=(("block1.bn1.bias", torch.float32, "cpu",
+        (32,)), ...), values=(("block1.bn1.eps", 1e-05), ...))`) and the line that makes them,
+        binding the submodules that checks outside the table read through
+        (`self_block1 = _guards.check_entry(self, <function>_checks)`)."""
+        root = self._table_root(checks[0])
+        assert root is not None
+        modules, tensors, values = [], [], []
+        keys: list[tuple[str, tuple[Value, tuple] | None]] = []  # (path, entry-plan key) of each module row
+        for op in checks:
+            if isinstance(op, ops.GuardOp):
+                call = self._module_check_call(op.operands[0])
+                assert call is not None
+                entry = tuple(v.owner.attributes["value"] for v in call.operands[1:])  # type: ignore[union-attr]
+                modules.append(_literal(entry))
+                keys.append((entry[0], _module_check_path(call)))
+                continue
+            a = op.attributes
+            path = ".".join(str(step) for step in a["path"])
+            if isinstance(op, ops.CheckValueOp):
+                values.append(f"({_literal(path)}, {_literal(a['expected'])})")
+                continue
+            dtype = f"torch.{a['dtype']}" if a["dtype"] else "None"
+            device = string_literal(a["device"]) if a["device"] else "None"
+            shape = _literal(a["shape"]) if a["shape"] is not None else "None"
+            tensors.append(f"({_literal(path + ('?' if a['optional'] else ''))}, {dtype}, {device}, {shape})")
+        returned = [(path, key) for path, key in keys if key is not None and self.entry_plan().get(key) is False]
+        suffix = "" if root is self.func.args[0] else f"_{self.var[root]}"
+        table = self.names.take(f"{function_name(self.func.sym_name)}{suffix}_checks")
+        args = [f"{kind}=({', '.join(rows)},)" for kind, rows in (("modules", modules), ("tensors", tensors),
+                                                                   ("values", values)) if rows]
+        if returned:
+            args.append(f"returns={_literal(tuple(path for path, _ in returned))}")
+        if root.name != "self":
+            args.append(f"root={string_literal(root.name or self.var[root])}")
+        self.module_lines.append(f"{table} = _guards.entry_checks({', '.join(args)},)")  # (one a line)
+        targets = []
+        for _, key in returned:
+            assert key is not None
+            self.bound[key] = self.names.take(self._bound_name(*key))
+            targets.append(self.bound[key])
+        text = f"_guards.check_entry({self.var[root]}, {table})"
+        return f"{', '.join(targets)} = {text}" if targets else text
+
     # -- entry checks ---------------------------------------------------------------------------
     # Entry checks of parameters and attributes read them past nn.Module.__getattr__
     # (`_guards.attr(self_fc1, "bias")`; a plain `self.fc1.bias` costs about 0.4 us a step), and
@@ -396,8 +492,9 @@ class FunctionEmitter:
             call = self._module_check_call(op.operands[0]) if isinstance(op, ops.GuardOp) else None
             if call is not None and _module_check_path(call) is not None:
                 modules.add(_module_check_path(call))
-                reads.append(_module_check_path(call))  # (a check reads through its parents too)
-            elif isinstance(op, ops.EntryCheck):
+                if op not in self.in_table:  # (a table's checks read from the root)
+                    reads.append(_module_check_path(call))  # (a check reads through its parents too)
+            elif isinstance(op, ops.EntryCheck) and op not in self.in_table:
                 reads.append((op.operands[0], op.attributes["path"]))
                 if isinstance(op, ops.CheckSizeOp):
                     reads += [(op.operands[index], path) for _, index, path, _ in op.attributes["symbols"]]
@@ -674,6 +771,10 @@ class FunctionEmitter:
             return  # dead and harmless
         if isinstance(op, ops.RefineOp):
             self.refine(op)
+            return
+        if op in self.in_table:
+            if op in self.tables:
+                self.w.line(self.entry_table(self.tables[op]))
             return
         if isinstance(op, ops.EntryCheck):  # right after the def line: no source comment
             self.entry_check(op)

@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:c58d88c38912d312168f50f84873910cf273b0b9585c50a208e36d7c65452ff5"
+BODY_HASH = "sha256:4728501f2b006e90a7b1641aa629c7b8e33ccec78ad7f46c9e69bd6564b1e453"
 TORCH_VERSION = "2.13"
 
 
@@ -1172,11 +1172,18 @@ CausalSelfAttention_forward_k0_div_eq_where = _kernels.launcher(
 )
 
 
+CausalSelfAttention_forward_checks = _guards.entry_checks(
+    modules=(
+        ("qkv", "torch.nn.Linear"),
+        ("dropout", "torch.nn.Dropout", "valid_p"),
+        ("proj", "torch.nn.Linear"),
+    ),
+)
+
+
 def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "qkv", "torch.nn.Linear")
-    _guards.check_module(self, "dropout", "torch.nn.Dropout", "valid_p")
-    _guards.check_module(self, "proj", "torch.nn.Linear")
+    _guards.check_entry(self, CausalSelfAttention_forward_checks)
     # B, T, C = x.size()
     B, T, C = x.size()
     # q, k, v = self.qkv(x).split(C, dim=2)
@@ -1185,15 +1192,15 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
         C, dim=2
     )
     # q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    tmp = self.num_heads
-    tmp_1 = self.head_dim
-    q = q.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
+    num_heads = self.num_heads
+    head_dim = self.head_dim
+    q = q.view(B, T, num_heads, head_dim).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
     # k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    k = k.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
+    k = k.view(B, T, num_heads, head_dim).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
     # v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    v = v.view(B, T, tmp, tmp_1).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
+    v = v.view(B, T, num_heads, head_dim).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
     # scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    scores = q @ k.permute(0, 1, 3, 2) / math.sqrt(tmp_1)  # Tensor[?, ?, ?, ?]
+    scores = q @ k.permute(0, 1, 3, 2) / math.sqrt(head_dim)  # Tensor[?, ?, ?, ?]
     del q, k
     # scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     scores = torch.where(_guards.attr(self, "mask")[:T, :T] == 0, -math.inf, scores)
@@ -1214,37 +1221,30 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     return F.linear(y, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
 
 
+CausalSelfAttention_forward_example_checks = _guards.entry_checks(
+    modules=(
+        ("qkv", "torch.nn.Linear"),
+        ("dropout", "torch.nn.Dropout", "valid_p"),
+        ("proj", "torch.nn.Linear"),
+    ),
+    tensors=(
+        ("mask", torch.float32, "cpu", (64, 64)),
+        ("proj.bias", torch.float32, "cpu", (64,)),
+        ("proj.weight", torch.float32, "cpu", (64, 64)),
+        ("qkv.bias", torch.float32, "cpu", (192,)),
+        ("qkv.weight", torch.float32, "cpu", (192, 64)),
+    ),
+    values=(
+        ("dropout.training", False),
+        ("head_dim", 16),
+        ("num_heads", 4),
+    ),
+)
+
+
 def CausalSelfAttention_forward_example(self, x: Tensor) -> Tensor:
-    self_qkv = _guards.check_module(self, "qkv", "torch.nn.Linear")
-    self_dropout = _guards.check_module(self, "dropout", "torch.nn.Dropout", "valid_p")
-    self_proj = _guards.check_module(self, "proj", "torch.nn.Linear")
+    _guards.check_entry(self, CausalSelfAttention_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 32, 64))
-    _guards.check_tensor(
-        _guards.attr(self, "mask"), "self.mask", torch.float32, "cpu", (64, 64)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_proj, "bias"), "self.proj.bias", torch.float32, "cpu", (64,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_proj, "weight"),
-        "self.proj.weight",
-        torch.float32,
-        "cpu",
-        (64, 64),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_qkv, "bias"), "self.qkv.bias", torch.float32, "cpu", (192,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_qkv, "weight"),
-        "self.qkv.weight",
-        torch.float32,
-        "cpu",
-        (192, 64),
-    )
-    _guards.check_value(self_dropout.training, False, "self.dropout.training")
-    _guards.check_value(self.head_dim, 16, "self.head_dim")
-    _guards.check_value(self.num_heads, 4, "self.num_heads")
     # B, T, C = x.size()
     B, _, _ = x.size()
     # q, k, v = self.qkv(x).split(C, dim=2)

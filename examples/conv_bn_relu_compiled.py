@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
-BODY_HASH = "sha256:fc0deccacb3910c4b0193c3730ea2f24f59c9412c5d048615f218bdf18ae0429"
+BODY_HASH = "sha256:d9f59b643bf6b8988c6c6c85e8575a192e7b71d9059f13a90731d155b697ed4d"
 TORCH_VERSION = "2.13"
 
 
@@ -1065,11 +1065,18 @@ ConvBNReLU_forward_k0_add_sqrt_reciprocal = _kernels.launcher(
 )
 
 
+ConvBNReLU_forward_checks = _guards.entry_checks(
+    modules=(
+        ("conv", "torch.nn.Conv2d", "zeros_padding"),
+        ("bn", "torch.nn.BatchNorm2d", "running_stats"),
+        ("relu", "torch.nn.ReLU"),
+    ),
+)
+
+
 def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "conv", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "bn", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self, "relu", "torch.nn.ReLU")
+    _guards.check_entry(self, ConvBNReLU_forward_checks)
     # return self.relu(self.bn(self.conv(x)))
     conv = _guards.attr(self, "conv")
     tmp = F.conv2d(
@@ -1096,49 +1103,38 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
             bn.eps,
         )
     del tmp
-    return F.relu(tmp_1) if _guards.attr(self, "relu").inplace else F.relu(tmp_1)
+    return F.relu(tmp_1)
+
+
+ConvBNReLU_forward_example_checks = _guards.entry_checks(
+    modules=(
+        ("conv", "torch.nn.Conv2d", "zeros_padding"),
+        ("bn", "torch.nn.BatchNorm2d", "running_stats"),
+        ("relu", "torch.nn.ReLU"),
+    ),
+    tensors=(
+        ("bn.bias", torch.float32, "cpu", (16,)),
+        ("bn.running_mean", torch.float32, "cpu", (16,)),
+        ("bn.running_var", torch.float32, "cpu", (16,)),
+        ("bn.weight", torch.float32, "cpu", (16,)),
+        ("conv.weight", torch.float32, "cpu", (16, 3, 3, 3)),
+    ),
+    values=(
+        ("bn.eps", 1e-05),
+        ("bn.training", False),
+        ("conv.bias", None),
+        ("conv.dilation", (1, 1)),
+        ("conv.groups", 1),
+        ("conv.padding", (1, 1)),
+        ("conv.stride", (1, 1)),
+        ("relu.inplace", False),
+    ),
+)
 
 
 def ConvBNReLU_forward_example(self, x: Tensor) -> Tensor:
-    self_conv = _guards.check_module(self, "conv", "torch.nn.Conv2d", "zeros_padding")
-    self_bn = _guards.check_module(self, "bn", "torch.nn.BatchNorm2d", "running_stats")
-    self_relu = _guards.check_module(self, "relu", "torch.nn.ReLU")
+    _guards.check_entry(self, ConvBNReLU_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 3, 32, 32))
-    _guards.check_tensor(
-        _guards.attr(self_bn, "bias"), "self.bn.bias", torch.float32, "cpu", (16,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_bn, "running_mean"),
-        "self.bn.running_mean",
-        torch.float32,
-        "cpu",
-        (16,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_bn, "running_var"),
-        "self.bn.running_var",
-        torch.float32,
-        "cpu",
-        (16,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_bn, "weight"), "self.bn.weight", torch.float32, "cpu", (16,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_conv, "weight"),
-        "self.conv.weight",
-        torch.float32,
-        "cpu",
-        (16, 3, 3, 3),
-    )
-    _guards.check_value(self_bn.eps, 1e-05, "self.bn.eps")
-    _guards.check_value(self_bn.training, False, "self.bn.training")
-    _guards.check_value(_guards.attr(self_conv, "bias"), None, "self.conv.bias")
-    _guards.check_value(self_conv.dilation, (1, 1), "self.conv.dilation")
-    _guards.check_value(self_conv.groups, 1, "self.conv.groups")
-    _guards.check_value(self_conv.padding, (1, 1), "self.conv.padding")
-    _guards.check_value(self_conv.stride, (1, 1), "self.conv.stride")
-    _guards.check_value(self_relu.inplace, False, "self.relu.inplace")
     # return self.relu(self.bn(self.conv(x)))
     conv = _guards.attr(self, "conv")
     bn = _guards.attr(self, "bn")

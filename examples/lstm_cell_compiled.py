@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:599e803553f92e7b1ff2fe601ba958c69cd19f42a434e9f43c427d58e73a099c"
+BODY_HASH = "sha256:23bf0c381c90a67784ea88b2b96e65672fa9202edc01dc55dbd8bd0a91bdbc06"
 TORCH_VERSION = "2.13"
 
 
@@ -1124,29 +1124,24 @@ def LSTM_forward(
     return torch.stack(outputs), (h, c)
 
 
+LSTM_forward_example_checks = _guards.entry_checks(
+    modules=(("gates", "torch.nn.Linear"),),
+    tensors=(
+        ("gates.bias", torch.float32, "cpu", (256,)),
+        ("gates.weight", torch.float32, "cpu", (256, 96)),
+    ),
+)
+
+
 def LSTM_forward_example(
     self,
     x: Tensor,
     state: tuple[Tensor, Tensor],
 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
-    self_gates = _guards.check_module(self, "gates", "torch.nn.Linear")
+    _guards.check_entry(self, LSTM_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 8, 32))
     _guards.check_tensor(state[0], "state[0]", torch.float32, "cpu", (8, 64))
     _guards.check_tensor(state[1], "state[1]", torch.float32, "cpu", (8, 64))
-    _guards.check_tensor(
-        _guards.attr(self_gates, "bias"),
-        "self.gates.bias",
-        torch.float32,
-        "cpu",
-        (256,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_gates, "weight"),
-        "self.gates.weight",
-        torch.float32,
-        "cpu",
-        (256, 96),
-    )
     # h, c = state
     h, c = state
     # outputs: list[Tensor] = []

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:ccc488e12ddc3acc4e4cb653ff33a3c354aabd9eaf9861cbb922761e4b6151d2"
+BODY_HASH = "sha256:24dbb563aa1e9a5a20c270f2b20cbc5788630fee6e2597fa789541a5bb2f1e17"
 TORCH_VERSION = "2.13"
 
 
@@ -1357,11 +1357,18 @@ MLP_forward_k1_add_sum_div = _kernels.launcher(
 )
 
 
+MLP_forward_checks = _guards.entry_checks(
+    modules=(
+        ("fc1", "torch.nn.Linear"),
+        ("fc2", "torch.nn.Linear"),
+        ("norm", "torch.nn.LayerNorm"),
+    ),
+)
+
+
 def MLP_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "fc1", "torch.nn.Linear")
-    _guards.check_module(self, "fc2", "torch.nn.Linear")
-    _guards.check_module(self, "norm", "torch.nn.LayerNorm")
+    _guards.check_entry(self, MLP_forward_checks)
     # h = F.gelu(self.fc1(x))
     fc1 = _guards.attr(self, "fc1")
     h = F.gelu(F.linear(x, _guards.attr(fc1, "weight"), _guards.attr(fc1, "bias")))
@@ -1379,43 +1386,30 @@ def MLP_forward(self, x: Tensor) -> Tensor:
     )
 
 
+MLP_forward_example_checks = _guards.entry_checks(
+    modules=(
+        ("fc1", "torch.nn.Linear"),
+        ("fc2", "torch.nn.Linear"),
+        ("norm", "torch.nn.LayerNorm"),
+    ),
+    tensors=(
+        ("fc1.bias", torch.float32, "cpu", (256,)),
+        ("fc1.weight", torch.float32, "cpu", (256, 64)),
+        ("fc2.bias", torch.float32, "cpu", (64,)),
+        ("fc2.weight", torch.float32, "cpu", (64, 256)),
+        ("norm.bias", torch.float32, "cpu", (64,)),
+        ("norm.weight", torch.float32, "cpu", (64,)),
+    ),
+    values=(
+        ("norm.eps", 1e-05),
+        ("norm.normalized_shape", (64,)),
+    ),
+)
+
+
 def MLP_forward_example(self, x: Tensor) -> Tensor:
-    self_fc1 = _guards.check_module(self, "fc1", "torch.nn.Linear")
-    self_fc2 = _guards.check_module(self, "fc2", "torch.nn.Linear")
-    self_norm = _guards.check_module(self, "norm", "torch.nn.LayerNorm")
+    _guards.check_entry(self, MLP_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 64))
-    _guards.check_tensor(
-        _guards.attr(self_fc1, "bias"), "self.fc1.bias", torch.float32, "cpu", (256,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_fc1, "weight"),
-        "self.fc1.weight",
-        torch.float32,
-        "cpu",
-        (256, 64),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_fc2, "bias"), "self.fc2.bias", torch.float32, "cpu", (64,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_fc2, "weight"),
-        "self.fc2.weight",
-        torch.float32,
-        "cpu",
-        (64, 256),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_norm, "bias"), "self.norm.bias", torch.float32, "cpu", (64,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_norm, "weight"),
-        "self.norm.weight",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_value(self_norm.eps, 1e-05, "self.norm.eps")
-    _guards.check_value(self_norm.normalized_shape, (64,), "self.norm.normalized_shape")
     # h = F.gelu(self.fc1(x))
     fc1 = _guards.attr(self, "fc1")
     h = MLP_forward_k0_add_mul_erf(

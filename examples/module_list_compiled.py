@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:c0de39f379d2ac25d175b48b33b463d662ee2c47d0713ce1f5e2971ecdc6f89c"
+BODY_HASH = "sha256:182a13833e29202b0fea02ec1fa4ce31435aea87371de66a38ec8b565a5c86ad"
 TORCH_VERSION = "2.13"
 
 
@@ -2609,188 +2609,71 @@ def Stack_forward(self, x: Tensor) -> Tensor:
     return F.linear(x, _guards.attr(head, "weight"), _guards.attr(head, "bias"))
 
 
+Stack_forward_example_checks = _guards.entry_checks(
+    modules=(
+        ("layers", "torch.nn.ModuleList", "len=4"),
+        ("layers.0", "Block"),
+        ("layers.1", "Block"),
+        ("layers.2", "Block"),
+        ("layers.3", "Block"),
+        ("layers.0.norm", "torch.nn.LayerNorm"),
+        ("layers.0.fc", "torch.nn.Linear"),
+        ("layers.1.norm", "torch.nn.LayerNorm"),
+        ("layers.1.fc", "torch.nn.Linear"),
+        ("layers.2.norm", "torch.nn.LayerNorm"),
+        ("layers.2.fc", "torch.nn.Linear"),
+        ("layers.3.norm", "torch.nn.LayerNorm"),
+        ("layers.3.fc", "torch.nn.Linear"),
+        ("head", "torch.nn.Linear"),
+    ),
+    tensors=(
+        ("head.bias", torch.float32, "cpu", (10,)),
+        ("head.weight", torch.float32, "cpu", (10, 64)),
+        ("layers.0.fc.bias", torch.float32, "cpu", (64,)),
+        ("layers.0.fc.weight", torch.float32, "cpu", (64, 64)),
+        ("layers.0.norm.bias", torch.float32, "cpu", (64,)),
+        ("layers.0.norm.weight", torch.float32, "cpu", (64,)),
+        ("layers.1.fc.bias", torch.float32, "cpu", (64,)),
+        ("layers.1.fc.weight", torch.float32, "cpu", (64, 64)),
+        ("layers.1.norm.bias", torch.float32, "cpu", (64,)),
+        ("layers.1.norm.weight", torch.float32, "cpu", (64,)),
+        ("layers.2.fc.bias", torch.float32, "cpu", (64,)),
+        ("layers.2.fc.weight", torch.float32, "cpu", (64, 64)),
+        ("layers.2.norm.bias", torch.float32, "cpu", (64,)),
+        ("layers.2.norm.weight", torch.float32, "cpu", (64,)),
+        ("layers.3.fc.bias", torch.float32, "cpu", (64,)),
+        ("layers.3.fc.weight", torch.float32, "cpu", (64, 64)),
+        ("layers.3.norm.bias", torch.float32, "cpu", (64,)),
+        ("layers.3.norm.weight", torch.float32, "cpu", (64,)),
+    ),
+    values=(
+        ("layers.0.norm.eps", 1e-05),
+        ("layers.0.norm.normalized_shape", (64,)),
+        ("layers.1.norm.eps", 1e-05),
+        ("layers.1.norm.normalized_shape", (64,)),
+        ("layers.2.norm.eps", 1e-05),
+        ("layers.2.norm.normalized_shape", (64,)),
+        ("layers.3.norm.eps", 1e-05),
+        ("layers.3.norm.normalized_shape", (64,)),
+        ("residual_scale", 0.5),
+    ),
+)
+
+
 def Stack_forward_example(self, x: Tensor) -> Tensor:
-    self_layers = _guards.check_module(self, "layers", "torch.nn.ModuleList", "len=4")
-    self_layers_0 = _guards.check_module(self_layers, "0", "Block")
-    self_layers_1 = _guards.check_module(self_layers, "1", "Block")
-    self_layers_2 = _guards.check_module(self_layers, "2", "Block")
-    self_layers_3 = _guards.check_module(self_layers, "3", "Block")
-    self_layers_0_norm = _guards.check_module(
-        self_layers_0, "norm", "torch.nn.LayerNorm"
-    )
-    self_layers_0_fc = _guards.check_module(self_layers_0, "fc", "torch.nn.Linear")
-    self_layers_1_norm = _guards.check_module(
-        self_layers_1, "norm", "torch.nn.LayerNorm"
-    )
-    self_layers_1_fc = _guards.check_module(self_layers_1, "fc", "torch.nn.Linear")
-    self_layers_2_norm = _guards.check_module(
-        self_layers_2, "norm", "torch.nn.LayerNorm"
-    )
-    self_layers_2_fc = _guards.check_module(self_layers_2, "fc", "torch.nn.Linear")
-    self_layers_3_norm = _guards.check_module(
-        self_layers_3, "norm", "torch.nn.LayerNorm"
-    )
-    self_layers_3_fc = _guards.check_module(self_layers_3, "fc", "torch.nn.Linear")
-    self_head = _guards.check_module(self, "head", "torch.nn.Linear")
+    _guards.check_entry(self, Stack_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 64))
-    _guards.check_tensor(
-        _guards.attr(self_head, "bias"), "self.head.bias", torch.float32, "cpu", (10,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_head, "weight"),
-        "self.head.weight",
-        torch.float32,
-        "cpu",
-        (10, 64),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_0_fc, "bias"),
-        "self.layers[0].fc.bias",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_0_fc, "weight"),
-        "self.layers[0].fc.weight",
-        torch.float32,
-        "cpu",
-        (64, 64),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_0_norm, "bias"),
-        "self.layers[0].norm.bias",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_0_norm, "weight"),
-        "self.layers[0].norm.weight",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_1_fc, "bias"),
-        "self.layers[1].fc.bias",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_1_fc, "weight"),
-        "self.layers[1].fc.weight",
-        torch.float32,
-        "cpu",
-        (64, 64),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_1_norm, "bias"),
-        "self.layers[1].norm.bias",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_1_norm, "weight"),
-        "self.layers[1].norm.weight",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_2_fc, "bias"),
-        "self.layers[2].fc.bias",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_2_fc, "weight"),
-        "self.layers[2].fc.weight",
-        torch.float32,
-        "cpu",
-        (64, 64),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_2_norm, "bias"),
-        "self.layers[2].norm.bias",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_2_norm, "weight"),
-        "self.layers[2].norm.weight",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_3_fc, "bias"),
-        "self.layers[3].fc.bias",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_3_fc, "weight"),
-        "self.layers[3].fc.weight",
-        torch.float32,
-        "cpu",
-        (64, 64),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_3_norm, "bias"),
-        "self.layers[3].norm.bias",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_layers_3_norm, "weight"),
-        "self.layers[3].norm.weight",
-        torch.float32,
-        "cpu",
-        (64,),
-    )
-    _guards.check_value(self_layers_0_norm.eps, 1e-05, "self.layers[0].norm.eps")
-    _guards.check_value(
-        self_layers_0_norm.normalized_shape,
-        (64,),
-        "self.layers[0].norm.normalized_shape",
-    )
-    _guards.check_value(self_layers_1_norm.eps, 1e-05, "self.layers[1].norm.eps")
-    _guards.check_value(
-        self_layers_1_norm.normalized_shape,
-        (64,),
-        "self.layers[1].norm.normalized_shape",
-    )
-    _guards.check_value(self_layers_2_norm.eps, 1e-05, "self.layers[2].norm.eps")
-    _guards.check_value(
-        self_layers_2_norm.normalized_shape,
-        (64,),
-        "self.layers[2].norm.normalized_shape",
-    )
-    _guards.check_value(self_layers_3_norm.eps, 1e-05, "self.layers[3].norm.eps")
-    _guards.check_value(
-        self_layers_3_norm.normalized_shape,
-        (64,),
-        "self.layers[3].norm.normalized_shape",
-    )
-    _guards.check_value(self.residual_scale, 0.5, "self.residual_scale")
     # for layer in self.layers:
-    tmp = _guards.attr(self, "layers")
-    layer = _guards.item(tmp, 0)
+    layers = _guards.attr(self, "layers")
+    layer = _guards.item(layers, 0)
     # (inlined) return F.silu(self.fc(self.norm(x)))
     norm = _guards.attr(layer, "norm")
     fc = _guards.attr(layer, "fc")
     # for layer in self.layers:
-    layer = _guards.item(tmp, 1)
+    layer = _guards.item(layers, 1)
     # (inlined) return F.silu(self.fc(self.norm(x)))
     norm_1 = _guards.attr(layer, "norm")
-    x, tmp_1 = Stack_forward_k1_add_neg_exp(
+    x, tmp = Stack_forward_k1_add_neg_exp(
         F.linear(
             Stack_forward_k0_sum_div_sub(
                 x, _guards.attr(norm, "weight"), _guards.attr(norm, "bias")
@@ -2804,10 +2687,23 @@ def Stack_forward_example(self, x: Tensor) -> Tensor:
     )
     fc = _guards.attr(layer, "fc")
     # for layer in self.layers:
-    layer = _guards.item(tmp, 2)
+    layer = _guards.item(layers, 2)
     # (inlined) return F.silu(self.fc(self.norm(x)))
     norm = _guards.attr(layer, "norm")
-    x, tmp_2 = Stack_forward_k2_add_neg_exp(
+    x, tmp_1 = Stack_forward_k2_add_neg_exp(
+        F.linear(tmp, _guards.attr(fc, "weight")),
+        _guards.attr(fc, "bias"),
+        x,
+        _guards.attr(norm, "weight"),
+        _guards.attr(norm, "bias"),
+    )
+    del tmp
+    fc = _guards.attr(layer, "fc")
+    # for layer in self.layers:
+    layer = _guards.item(layers, 3)
+    # (inlined) return F.silu(self.fc(self.norm(x)))
+    norm = _guards.attr(layer, "norm")
+    x, tmp_2 = Stack_forward_k3_add_neg_exp(
         F.linear(tmp_1, _guards.attr(fc, "weight")),
         _guards.attr(fc, "bias"),
         x,
@@ -2816,24 +2712,11 @@ def Stack_forward_example(self, x: Tensor) -> Tensor:
     )
     del tmp_1
     fc = _guards.attr(layer, "fc")
-    # for layer in self.layers:
-    layer = _guards.item(tmp, 3)
-    # (inlined) return F.silu(self.fc(self.norm(x)))
-    norm = _guards.attr(layer, "norm")
-    x, tmp_3 = Stack_forward_k3_add_neg_exp(
-        F.linear(tmp_2, _guards.attr(fc, "weight")),
-        _guards.attr(fc, "bias"),
-        x,
-        _guards.attr(norm, "weight"),
-        _guards.attr(norm, "bias"),
-    )
-    del tmp_2
-    fc = _guards.attr(layer, "fc")
     # x = x + self.residual_scale * layer(x)
     x = Stack_forward_k4_add_neg_exp(
-        F.linear(tmp_3, _guards.attr(fc, "weight")), _guards.attr(fc, "bias"), x
+        F.linear(tmp_2, _guards.attr(fc, "weight")), _guards.attr(fc, "bias"), x
     )  # f32[B, 16, 64]@cpu
-    del tmp_3
+    del tmp_2
     # return self.head(x)
     head = _guards.attr(self, "head")
     return F.linear(x, _guards.attr(head, "weight"), _guards.attr(head, "bias"))

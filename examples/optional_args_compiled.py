@@ -16,7 +16,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:88c0a61bd86dd732e632471f9cf9f28a18278e40b21c534e8bd073b6d90454a0"
+BODY_HASH = "sha256:02574124599a42ea70d81e133ace2e36f0459e11d84d198a650ca0f2eba62e28"
 TORCH_VERSION = "2.13"
 
 
@@ -1153,6 +1153,15 @@ def MaskedPool_forward(
     return out
 
 
+MaskedPool_forward_example_checks = _guards.entry_checks(
+    modules=(("proj", "torch.nn.Linear"),),
+    tensors=(
+        ("proj.bias", torch.float32, "cpu", (16,)),
+        ("proj.weight", torch.float32, "cpu", (16, 32)),
+    ),
+)
+
+
 def MaskedPool_forward_example(
     self,
     x: Tensor,
@@ -1160,19 +1169,9 @@ def MaskedPool_forward_example(
     reduction: str = "mean",
     temperature: Optional[float] = None,
 ) -> Tensor:
-    self_proj = _guards.check_module(self, "proj", "torch.nn.Linear")
+    _guards.check_entry(self, MaskedPool_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 20, 32))
     _guards.check_tensor(mask, "mask", torch.bool, "cpu", (None, 20), optional=True)
-    _guards.check_tensor(
-        _guards.attr(self_proj, "bias"), "self.proj.bias", torch.float32, "cpu", (16,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self_proj, "weight"),
-        "self.proj.weight",
-        torch.float32,
-        "cpu",
-        (16, 32),
-    )
     if mask is not None:
         _guards.check_size(mask, 0, x.size(0), "mask")
     # if mask is None:

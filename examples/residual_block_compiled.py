@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:3245f0349274c117ecc1cc73036bc24f0ea7bb86a9f9cc20a6422e33740fa740"
+BODY_HASH = "sha256:b1f10cc853b0dae35f8e7cce2785d70b3699ff3abc565cf4d3b1c67ec91a2691"
 TORCH_VERSION = "2.13"
 
 
@@ -1729,16 +1729,23 @@ ResNetStage_forward_k3_add_sqrt_reciprocal = _kernels.launcher(
 )
 
 
+BasicBlock_forward_checks = _guards.entry_checks(
+    modules=(
+        ("downsample?", "torch.nn.Sequential", "len=2"),
+        ("conv1", "torch.nn.Conv2d", "zeros_padding"),
+        ("bn1", "torch.nn.BatchNorm2d", "running_stats"),
+        ("relu", "torch.nn.ReLU"),
+        ("conv2", "torch.nn.Conv2d", "zeros_padding"),
+        ("bn2", "torch.nn.BatchNorm2d", "running_stats"),
+        ("downsample?.0", "torch.nn.Conv2d", "zeros_padding"),
+        ("downsample?.1", "torch.nn.BatchNorm2d", "running_stats"),
+    ),
+)
+
+
 def BasicBlock_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "downsample?", "torch.nn.Sequential", "len=2")
-    _guards.check_module(self, "conv1", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "bn1", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self, "relu", "torch.nn.ReLU")
-    _guards.check_module(self, "conv2", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "bn2", "torch.nn.BatchNorm2d", "running_stats")
-    _guards.check_module(self, "downsample?.0", "torch.nn.Conv2d", "zeros_padding")
-    _guards.check_module(self, "downsample?.1", "torch.nn.BatchNorm2d", "running_stats")
+    _guards.check_entry(self, BasicBlock_forward_checks)
     # out = self.conv1(x)
     conv1 = _guards.attr(self, "conv1")
     out = F.conv2d(
@@ -1766,10 +1773,7 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
             bn1.eps,
         )
     # out = self.relu(out)
-    if _guards.attr(self, "relu").inplace:
-        out = F.relu(out)
-    else:
-        out = F.relu(out)
+    out = F.relu(out)
     # out = self.conv2(out)
     conv2 = _guards.attr(self, "conv2")
     out = F.conv2d(
@@ -1797,42 +1801,39 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
             bn2.eps,
         )
     # if self.downsample is not None:
-    tmp = _guards.attr(self, "downsample")
-    if tmp is not None:
+    downsample = _guards.attr(self, "downsample")
+    if downsample is not None:
         # identity = self.downsample(x)
-        tmp_1 = _guards.item(tmp, 0)
-        tmp_2 = F.conv2d(
+        downsample_0 = _guards.item(downsample, 0)
+        tmp = F.conv2d(
             x,
-            _guards.attr(tmp_1, "weight"),
-            _guards.attr(tmp_1, "bias"),
-            tmp_1.stride,
-            tmp_1.padding,
-            tmp_1.dilation,
-            tmp_1.groups,
+            _guards.attr(downsample_0, "weight"),
+            _guards.attr(downsample_0, "bias"),
+            downsample_0.stride,
+            downsample_0.padding,
+            downsample_0.dilation,
+            downsample_0.groups,
         )
-        tmp_3 = _guards.item(tmp, 1)
-        if tmp_3.training:
-            identity = tmp_3(tmp_2)
+        downsample_1 = _guards.item(downsample, 1)
+        if downsample_1.training:
+            identity = downsample_1(tmp)
         else:
             identity = F.batch_norm(
-                tmp_2,
-                _guards.attr(tmp_3, "running_mean"),
-                _guards.attr(tmp_3, "running_var"),
-                _guards.attr(tmp_3, "weight"),
-                _guards.attr(tmp_3, "bias"),
+                tmp,
+                _guards.attr(downsample_1, "running_mean"),
+                _guards.attr(downsample_1, "running_var"),
+                _guards.attr(downsample_1, "weight"),
+                _guards.attr(downsample_1, "bias"),
                 False,
                 0.0,
-                tmp_3.eps,
+                downsample_1.eps,
             )
     else:
         identity = x
     # out += identity
     out = (out + identity).to(out.dtype).expand_as(out)
     # out = self.relu(out)
-    if _guards.attr(self, "relu").inplace:
-        out = F.relu(out)
-    else:
-        out = F.relu(out)
+    out = F.relu(out)
     # return out
     return out
 
@@ -1843,292 +1844,97 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     return _guards.attr(self, "block2")(_guards.attr(self, "block1")(x))
 
 
+ResNetStage_forward_example_checks = _guards.entry_checks(
+    modules=(
+        ("block1", "BasicBlock"),
+        ("block1.downsample", "torch.nn.Sequential", "len=2"),
+        ("block2", "BasicBlock@2"),
+        ("block1.conv1", "torch.nn.Conv2d", "zeros_padding"),
+        ("block1.bn1", "torch.nn.BatchNorm2d", "running_stats"),
+        ("block1.relu", "torch.nn.ReLU"),
+        ("block1.conv2", "torch.nn.Conv2d", "zeros_padding"),
+        ("block1.bn2", "torch.nn.BatchNorm2d", "running_stats"),
+        ("block1.downsample.0", "torch.nn.Conv2d", "zeros_padding"),
+        ("block1.downsample.1", "torch.nn.BatchNorm2d", "running_stats"),
+        ("block2.conv1", "torch.nn.Conv2d", "zeros_padding"),
+        ("block2.bn1", "torch.nn.BatchNorm2d", "running_stats"),
+        ("block2.relu", "torch.nn.ReLU"),
+        ("block2.conv2", "torch.nn.Conv2d", "zeros_padding"),
+        ("block2.bn2", "torch.nn.BatchNorm2d", "running_stats"),
+    ),
+    tensors=(
+        ("block1.bn1.bias", torch.float32, "cpu", (32,)),
+        ("block1.bn1.running_mean", torch.float32, "cpu", (32,)),
+        ("block1.bn1.running_var", torch.float32, "cpu", (32,)),
+        ("block1.bn1.weight", torch.float32, "cpu", (32,)),
+        ("block1.bn2.bias", torch.float32, "cpu", (32,)),
+        ("block1.bn2.running_mean", torch.float32, "cpu", (32,)),
+        ("block1.bn2.running_var", torch.float32, "cpu", (32,)),
+        ("block1.bn2.weight", torch.float32, "cpu", (32,)),
+        ("block1.conv1.weight", torch.float32, "cpu", (32, 16, 3, 3)),
+        ("block1.conv2.weight", torch.float32, "cpu", (32, 32, 3, 3)),
+        ("block1.downsample.0.weight", torch.float32, "cpu", (32, 16, 1, 1)),
+        ("block1.downsample.1.bias", torch.float32, "cpu", (32,)),
+        ("block1.downsample.1.running_mean", torch.float32, "cpu", (32,)),
+        ("block1.downsample.1.running_var", torch.float32, "cpu", (32,)),
+        ("block1.downsample.1.weight", torch.float32, "cpu", (32,)),
+        ("block2.bn1.bias", torch.float32, "cpu", (32,)),
+        ("block2.bn1.running_mean", torch.float32, "cpu", (32,)),
+        ("block2.bn1.running_var", torch.float32, "cpu", (32,)),
+        ("block2.bn1.weight", torch.float32, "cpu", (32,)),
+        ("block2.bn2.bias", torch.float32, "cpu", (32,)),
+        ("block2.bn2.running_mean", torch.float32, "cpu", (32,)),
+        ("block2.bn2.running_var", torch.float32, "cpu", (32,)),
+        ("block2.bn2.weight", torch.float32, "cpu", (32,)),
+        ("block2.conv1.weight", torch.float32, "cpu", (32, 32, 3, 3)),
+        ("block2.conv2.weight", torch.float32, "cpu", (32, 32, 3, 3)),
+    ),
+    values=(
+        ("block1.bn1.eps", 1e-05),
+        ("block1.bn1.training", False),
+        ("block1.bn2.eps", 1e-05),
+        ("block1.bn2.training", False),
+        ("block1.conv1.bias", None),
+        ("block1.conv1.dilation", (1, 1)),
+        ("block1.conv1.groups", 1),
+        ("block1.conv1.padding", (1, 1)),
+        ("block1.conv1.stride", (2, 2)),
+        ("block1.conv2.bias", None),
+        ("block1.conv2.dilation", (1, 1)),
+        ("block1.conv2.groups", 1),
+        ("block1.conv2.padding", (1, 1)),
+        ("block1.conv2.stride", (1, 1)),
+        ("block1.downsample.0.bias", None),
+        ("block1.downsample.0.dilation", (1, 1)),
+        ("block1.downsample.0.groups", 1),
+        ("block1.downsample.0.padding", (0, 0)),
+        ("block1.downsample.0.stride", (2, 2)),
+        ("block1.downsample.1.eps", 1e-05),
+        ("block1.downsample.1.training", False),
+        ("block1.relu.inplace", True),
+        ("block2.bn1.eps", 1e-05),
+        ("block2.bn1.training", False),
+        ("block2.bn2.eps", 1e-05),
+        ("block2.bn2.training", False),
+        ("block2.conv1.bias", None),
+        ("block2.conv1.dilation", (1, 1)),
+        ("block2.conv1.groups", 1),
+        ("block2.conv1.padding", (1, 1)),
+        ("block2.conv1.stride", (1, 1)),
+        ("block2.conv2.bias", None),
+        ("block2.conv2.dilation", (1, 1)),
+        ("block2.conv2.groups", 1),
+        ("block2.conv2.padding", (1, 1)),
+        ("block2.conv2.stride", (1, 1)),
+        ("block2.downsample", None),
+        ("block2.relu.inplace", True),
+    ),
+)
+
+
 def ResNetStage_forward_example(self, x: Tensor) -> Tensor:
-    self_block1 = _guards.check_module(self, "block1", "BasicBlock")
-    self_block1_downsample = _guards.check_module(
-        self_block1, "downsample", "torch.nn.Sequential", "len=2"
-    )
-    self_block2 = _guards.check_module(self, "block2", "BasicBlock@2")
-    self_block1_conv1 = _guards.check_module(
-        self_block1, "conv1", "torch.nn.Conv2d", "zeros_padding"
-    )
-    self_block1_bn1 = _guards.check_module(
-        self_block1, "bn1", "torch.nn.BatchNorm2d", "running_stats"
-    )
-    self_block1_relu = _guards.check_module(self_block1, "relu", "torch.nn.ReLU")
-    self_block1_conv2 = _guards.check_module(
-        self_block1, "conv2", "torch.nn.Conv2d", "zeros_padding"
-    )
-    self_block1_bn2 = _guards.check_module(
-        self_block1, "bn2", "torch.nn.BatchNorm2d", "running_stats"
-    )
-    self_block1_downsample_0 = _guards.check_module(
-        self_block1_downsample, "0", "torch.nn.Conv2d", "zeros_padding"
-    )
-    self_block1_downsample_1 = _guards.check_module(
-        self_block1_downsample, "1", "torch.nn.BatchNorm2d", "running_stats"
-    )
-    self_block2_conv1 = _guards.check_module(
-        self_block2, "conv1", "torch.nn.Conv2d", "zeros_padding"
-    )
-    self_block2_bn1 = _guards.check_module(
-        self_block2, "bn1", "torch.nn.BatchNorm2d", "running_stats"
-    )
-    self_block2_relu = _guards.check_module(self_block2, "relu", "torch.nn.ReLU")
-    self_block2_conv2 = _guards.check_module(
-        self_block2, "conv2", "torch.nn.Conv2d", "zeros_padding"
-    )
-    self_block2_bn2 = _guards.check_module(
-        self_block2, "bn2", "torch.nn.BatchNorm2d", "running_stats"
-    )
+    _guards.check_entry(self, ResNetStage_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 16, 16))
-    _guards.check_tensor(
-        _guards.attr(self_block1_bn1, "bias"),
-        "self.block1.bn1.bias",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_bn1, "running_mean"),
-        "self.block1.bn1.running_mean",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_bn1, "running_var"),
-        "self.block1.bn1.running_var",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_bn1, "weight"),
-        "self.block1.bn1.weight",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_bn2, "bias"),
-        "self.block1.bn2.bias",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_bn2, "running_mean"),
-        "self.block1.bn2.running_mean",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_bn2, "running_var"),
-        "self.block1.bn2.running_var",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_bn2, "weight"),
-        "self.block1.bn2.weight",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_conv1, "weight"),
-        "self.block1.conv1.weight",
-        torch.float32,
-        "cpu",
-        (32, 16, 3, 3),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_conv2, "weight"),
-        "self.block1.conv2.weight",
-        torch.float32,
-        "cpu",
-        (32, 32, 3, 3),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_downsample_0, "weight"),
-        "self.block1.downsample[0].weight",
-        torch.float32,
-        "cpu",
-        (32, 16, 1, 1),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_downsample_1, "bias"),
-        "self.block1.downsample[1].bias",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_downsample_1, "running_mean"),
-        "self.block1.downsample[1].running_mean",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_downsample_1, "running_var"),
-        "self.block1.downsample[1].running_var",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block1_downsample_1, "weight"),
-        "self.block1.downsample[1].weight",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_bn1, "bias"),
-        "self.block2.bn1.bias",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_bn1, "running_mean"),
-        "self.block2.bn1.running_mean",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_bn1, "running_var"),
-        "self.block2.bn1.running_var",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_bn1, "weight"),
-        "self.block2.bn1.weight",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_bn2, "bias"),
-        "self.block2.bn2.bias",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_bn2, "running_mean"),
-        "self.block2.bn2.running_mean",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_bn2, "running_var"),
-        "self.block2.bn2.running_var",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_bn2, "weight"),
-        "self.block2.bn2.weight",
-        torch.float32,
-        "cpu",
-        (32,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_conv1, "weight"),
-        "self.block2.conv1.weight",
-        torch.float32,
-        "cpu",
-        (32, 32, 3, 3),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_block2_conv2, "weight"),
-        "self.block2.conv2.weight",
-        torch.float32,
-        "cpu",
-        (32, 32, 3, 3),
-    )
-    _guards.check_value(self_block1_bn1.eps, 1e-05, "self.block1.bn1.eps")
-    _guards.check_value(self_block1_bn1.training, False, "self.block1.bn1.training")
-    _guards.check_value(self_block1_bn2.eps, 1e-05, "self.block1.bn2.eps")
-    _guards.check_value(self_block1_bn2.training, False, "self.block1.bn2.training")
-    _guards.check_value(
-        _guards.attr(self_block1_conv1, "bias"), None, "self.block1.conv1.bias"
-    )
-    _guards.check_value(
-        self_block1_conv1.dilation, (1, 1), "self.block1.conv1.dilation"
-    )
-    _guards.check_value(self_block1_conv1.groups, 1, "self.block1.conv1.groups")
-    _guards.check_value(self_block1_conv1.padding, (1, 1), "self.block1.conv1.padding")
-    _guards.check_value(self_block1_conv1.stride, (2, 2), "self.block1.conv1.stride")
-    _guards.check_value(
-        _guards.attr(self_block1_conv2, "bias"), None, "self.block1.conv2.bias"
-    )
-    _guards.check_value(
-        self_block1_conv2.dilation, (1, 1), "self.block1.conv2.dilation"
-    )
-    _guards.check_value(self_block1_conv2.groups, 1, "self.block1.conv2.groups")
-    _guards.check_value(self_block1_conv2.padding, (1, 1), "self.block1.conv2.padding")
-    _guards.check_value(self_block1_conv2.stride, (1, 1), "self.block1.conv2.stride")
-    _guards.check_value(
-        _guards.attr(self_block1_downsample_0, "bias"),
-        None,
-        "self.block1.downsample[0].bias",
-    )
-    _guards.check_value(
-        self_block1_downsample_0.dilation, (1, 1), "self.block1.downsample[0].dilation"
-    )
-    _guards.check_value(
-        self_block1_downsample_0.groups, 1, "self.block1.downsample[0].groups"
-    )
-    _guards.check_value(
-        self_block1_downsample_0.padding, (0, 0), "self.block1.downsample[0].padding"
-    )
-    _guards.check_value(
-        self_block1_downsample_0.stride, (2, 2), "self.block1.downsample[0].stride"
-    )
-    _guards.check_value(
-        self_block1_downsample_1.eps, 1e-05, "self.block1.downsample[1].eps"
-    )
-    _guards.check_value(
-        self_block1_downsample_1.training, False, "self.block1.downsample[1].training"
-    )
-    _guards.check_value(self_block1_relu.inplace, True, "self.block1.relu.inplace")
-    _guards.check_value(self_block2_bn1.eps, 1e-05, "self.block2.bn1.eps")
-    _guards.check_value(self_block2_bn1.training, False, "self.block2.bn1.training")
-    _guards.check_value(self_block2_bn2.eps, 1e-05, "self.block2.bn2.eps")
-    _guards.check_value(self_block2_bn2.training, False, "self.block2.bn2.training")
-    _guards.check_value(
-        _guards.attr(self_block2_conv1, "bias"), None, "self.block2.conv1.bias"
-    )
-    _guards.check_value(
-        self_block2_conv1.dilation, (1, 1), "self.block2.conv1.dilation"
-    )
-    _guards.check_value(self_block2_conv1.groups, 1, "self.block2.conv1.groups")
-    _guards.check_value(self_block2_conv1.padding, (1, 1), "self.block2.conv1.padding")
-    _guards.check_value(self_block2_conv1.stride, (1, 1), "self.block2.conv1.stride")
-    _guards.check_value(
-        _guards.attr(self_block2_conv2, "bias"), None, "self.block2.conv2.bias"
-    )
-    _guards.check_value(
-        self_block2_conv2.dilation, (1, 1), "self.block2.conv2.dilation"
-    )
-    _guards.check_value(self_block2_conv2.groups, 1, "self.block2.conv2.groups")
-    _guards.check_value(self_block2_conv2.padding, (1, 1), "self.block2.conv2.padding")
-    _guards.check_value(self_block2_conv2.stride, (1, 1), "self.block2.conv2.stride")
-    _guards.check_value(
-        _guards.attr(self_block2, "downsample"), None, "self.block2.downsample"
-    )
-    _guards.check_value(self_block2_relu.inplace, True, "self.block2.relu.inplace")
     # return self.block2(self.block1(x))
     block2 = _guards.attr(self, "block2")
     block1 = _guards.attr(self, "block1")
@@ -2155,8 +1961,8 @@ def ResNetStage_forward_example(self, x: Tensor) -> Tensor:
     # (inlined) out = self.bn2(out)
     bn2 = _guards.attr(block1, "bn2")
     # (inlined) identity = self.downsample(x)
-    tmp = _guards.attr(block1, "downsample")
-    tmp_1 = _guards.item(tmp, 1)
+    downsample = _guards.attr(block1, "downsample")
+    downsample_1 = _guards.item(downsample, 1)
     # (inlined) out = self.relu(out)
     out = ResNetStage_forward_k1_add_sqrt_reciprocal(
         _guards.attr(bn2, "running_var").reshape(32, 1, 1),
@@ -2164,13 +1970,13 @@ def ResNetStage_forward_example(self, x: Tensor) -> Tensor:
         _guards.attr(bn2, "running_mean").reshape(32, 1, 1),
         _guards.attr(bn2, "bias").reshape(32, 1, 1),
         out,
-        _guards.attr(tmp_1, "running_var").reshape(32, 1, 1),
-        _guards.attr(tmp_1, "weight").reshape(32, 1, 1),
-        _guards.attr(tmp_1, "running_mean").reshape(32, 1, 1),
-        _guards.attr(tmp_1, "bias").reshape(32, 1, 1),
+        _guards.attr(downsample_1, "running_var").reshape(32, 1, 1),
+        _guards.attr(downsample_1, "weight").reshape(32, 1, 1),
+        _guards.attr(downsample_1, "running_mean").reshape(32, 1, 1),
+        _guards.attr(downsample_1, "bias").reshape(32, 1, 1),
         F.conv2d(
             x,
-            _guards.attr(_guards.item(tmp, 0), "weight"),
+            _guards.attr(_guards.item(downsample, 0), "weight"),
             None,
             (2, 2),
             (0, 0),

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "rnn_cell.py"
 SOURCE_HASH = "sha256:b0cc7a9d5c92631cfe2c923af6b7923c701e9e5d4e3e41ac9b7bd43cf0f6dfae"
-BODY_HASH = "sha256:3b9714b9f815f7a73dd54f0b1b40bffb6a41ca0597b21cd5e4c1b667a870f0f4"
+BODY_HASH = "sha256:a93d1277ec3390257af234d07e8a0ae558cb9d902f938eef84595ce55b7270f5"
 TORCH_VERSION = "2.13"
 
 
@@ -1020,24 +1020,19 @@ def MyCell_forward(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
     return new_h, new_h
 
 
+MyCell_forward_example_checks = _guards.entry_checks(
+    modules=(("linear", "torch.nn.Linear"),),
+    tensors=(
+        ("linear.bias", torch.float32, "cpu", (4,)),
+        ("linear.weight", torch.float32, "cpu", (4, 4)),
+    ),
+)
+
+
 def MyCell_forward_example(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
-    self_linear = _guards.check_module(self, "linear", "torch.nn.Linear")
+    _guards.check_entry(self, MyCell_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 4))
     _guards.check_tensor(h, "h", torch.float32, "cpu", (None, 4))
-    _guards.check_tensor(
-        _guards.attr(self_linear, "bias"),
-        "self.linear.bias",
-        torch.float32,
-        "cpu",
-        (4,),
-    )
-    _guards.check_tensor(
-        _guards.attr(self_linear, "weight"),
-        "self.linear.weight",
-        torch.float32,
-        "cpu",
-        (4, 4),
-    )
     _guards.check_size(h, 0, x.size(0), "h")
     # new_h = torch.tanh(self.linear(x) + h)
     linear = _guards.attr(self, "linear")

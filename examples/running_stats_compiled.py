@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:43fbc2259aa4eba39b14c356daa6c39757dbc7ae9d661c91d2043bee3760e55b"
+BODY_HASH = "sha256:ba8f39b366135fb18cfd7a27c8aa5f122ed47aa86ca0c51624947b956ec0369b"
 TORCH_VERSION = "2.13"
 
 
@@ -1279,40 +1279,45 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
         # batch_var = x.var(dim=0, unbiased=False)
         batch_var = x.var(dim=0, unbiased=False)
         # self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
-        tmp = self.momentum
-        mean_2 = mean.mul(1.0 - tmp)
-        mean_1 = mean_2.add(batch_mean, alpha=tmp).to(mean_2.dtype).expand_as(mean_2)
+        momentum = self.momentum
+        mean_2 = mean.mul(1.0 - momentum)
+        mean_1 = (
+            mean_2.add(batch_mean, alpha=momentum).to(mean_2.dtype).expand_as(mean_2)
+        )
         # self.var.lerp_(batch_var, self.momentum)
-        var_1 = var.lerp(batch_var, tmp).to(var.dtype).expand_as(var)
+        var_1 = var.lerp(batch_var, momentum).to(var.dtype).expand_as(var)
         # self.count += 1
         count_1 = count + 1
     else:
         mean_1, var_1, count_1 = mean, var, count
     # return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    tmp_1 = (x - mean_1) / torch.sqrt(var_1 + self.eps)
+    tmp = (x - mean_1) / torch.sqrt(var_1 + self.eps)
     if mean_1 is not mean:
         mean.copy_(mean_1)
     if var_1 is not var:
         var.copy_(var_1)
     if count_1 is not count:
         count.copy_(count_1)
-    return tmp_1
+    return tmp
+
+
+RunningNorm_forward_example_checks = _guards.entry_checks(
+    tensors=(
+        ("count", torch.int64, "cpu", ()),
+        ("mean", torch.float32, "cpu", (32,)),
+        ("var", torch.float32, "cpu", (32,)),
+    ),
+    values=(
+        ("eps", 1e-05),
+        ("momentum", 0.1),
+        ("training", True),
+    ),
+)
 
 
 def RunningNorm_forward_example(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 32))
-    _guards.check_tensor(
-        _guards.attr(self, "count"), "self.count", torch.int64, "cpu", ()
-    )
-    _guards.check_tensor(
-        _guards.attr(self, "mean"), "self.mean", torch.float32, "cpu", (32,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self, "var"), "self.var", torch.float32, "cpu", (32,)
-    )
-    _guards.check_value(self.eps, 1e-05, "self.eps")
-    _guards.check_value(self.momentum, 0.1, "self.momentum")
-    _guards.check_value(self.training, True, "self.training")
+    _guards.check_entry(self, RunningNorm_forward_example_checks)
     # batch_mean = x.mean(dim=0)
     tmp = x.size(0)
     batch_mean = torch.sum(x, 0, keepdim=False) / tmp  # f32[32]@cpu
@@ -1339,16 +1344,21 @@ def RunningNorm_forward_example(self, x: Tensor) -> Tensor:
     )
 
 
+RunningNorm_forward_example_eval_checks = _guards.entry_checks(
+    tensors=(
+        ("mean", torch.float32, "cpu", (32,)),
+        ("var", torch.float32, "cpu", (32,)),
+    ),
+    values=(
+        ("eps", 1e-05),
+        ("training", False),
+    ),
+)
+
+
 def RunningNorm_forward_example_eval(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 32))
-    _guards.check_tensor(
-        _guards.attr(self, "mean"), "self.mean", torch.float32, "cpu", (32,)
-    )
-    _guards.check_tensor(
-        _guards.attr(self, "var"), "self.var", torch.float32, "cpu", (32,)
-    )
-    _guards.check_value(self.eps, 1e-05, "self.eps")
-    _guards.check_value(self.training, False, "self.training")
+    _guards.check_entry(self, RunningNorm_forward_example_eval_checks)
     # return (x - self.mean) / torch.sqrt(self.var + self.eps)
     return RunningNorm_forward_k0_sub_add_sqrt(
         x, _guards.attr(self, "mean"), _guards.attr(self, "var")

@@ -384,32 +384,141 @@ def check_module(root: Any, path: str, qualname: str, *conditions: str) -> Any:
     Returns the submodule (None where an optional part of the path is None), so that the checks
     of its parameters read it once: `self_fc1 = check_module(self, "fc1", ...)`, then
     `attr(self_fc1, "bias")`."""
+    module = _plain_module_at(root, _paths.get(path) or _path(path), qualname, conditions)
+    if module is _ABSENT:
+        raise _module_failure(path, qualname, conditions)
+    return module
+
+
+def _plain_module_at(start: Any, steps: tuple[tuple[str | int, bool], ...], qualname: str,
+                     conditions: tuple[str, ...]) -> Any:
+    """What `check_module` returns for the submodule `steps` below `start`; _ABSENT where the
+    check fails."""
     g = _module_globals
-    if not (g._global_forward_hooks or g._global_forward_pre_hooks or g._global_backward_hooks
-            or g._global_backward_pre_hooks):
-        try:
-            module = root
-            for step, optional in _paths.get(path) or _path(path):  # (_walk, inline: on every call's path)
-                module = item(module, step) if type(step) is int else attr(module, step)
-                if module is None and optional:
-                    return None
-            cls = type(module)
-            if cls in _matched.get(qualname, ()) or (isinstance(module, _nn.Module) and _class_is(cls, qualname)):
-                d = module.__dict__  # (the hook dicts are instance attributes that nn.Module.__init__ sets)
-                if not (d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"]
-                        or d["_backward_pre_hooks"] or "forward" in d):
-                    for c in conditions:
-                        if not (_LAYER_CONDITIONS.get(c) or _length_condition(c))(module):
-                            break
-                    else:
-                        return module
-        except (AttributeError, IndexError, KeyError, TypeError):
-            pass
+    if g._global_forward_hooks or g._global_forward_pre_hooks or g._global_backward_hooks \
+            or g._global_backward_pre_hooks:
+        return _ABSENT
+    try:
+        module = start
+        for step, optional in steps:  # (_walk, inline: on every call's path)
+            module = item(module, step) if type(step) is int else attr(module, step)
+            if module is None and optional:
+                return None
+        cls = type(module)
+        if cls in _matched.get(qualname, ()) or (isinstance(module, _nn.Module) and _class_is(cls, qualname)):
+            d = module.__dict__  # (the hook dicts are instance attributes that nn.Module.__init__ sets)
+            if not (d["_forward_hooks"] or d["_forward_pre_hooks"] or d["_backward_hooks"]
+                    or d["_backward_pre_hooks"] or "forward" in d):
+                for c in conditions:
+                    if not (_LAYER_CONDITIONS.get(c) or _length_condition(c))(module):
+                        break
+                else:
+                    return module
+    except (AttributeError, IndexError, KeyError, TypeError):
+        pass
+    return _ABSENT
+
+
+def _module_failure(path: str, qualname: str, conditions: tuple[str, ...]) -> GuardFailure:
     sizes = [f" of {c[4:]} layers" for c in conditions if c.startswith("len=")]
     named = [c for c in conditions if not c.startswith("len=")]
     wanted = "".join(sizes) + (f" with {', '.join(named)}" if named else "")
     where = f"submodule {path.replace('?', '')!r}" if path else "the module"
-    raise GuardFailure(f"{where} is not an unhooked {qualname}{wanted}")
+    return GuardFailure(f"{where} is not an unhooked {qualname}{wanted}")
+
+
+# -- a function's entry checks as one table ---------------------------------------------------------
+# A compiled function that inlined or lowered submodules, or was specialised to an instance's
+# parameters and settings, makes its checks of what hangs below `self` with one `check_entry`
+# call and a table made once, when its module is imported (`entry_checks`), rather than with a wall
+# of `check_module`, `check_tensor` and `check_value` lines: the same checks, in the same order,
+# with the same messages.
+
+def entry_checks(modules: tuple = (), tensors: tuple = (), values: tuple = (), returns: tuple[str, ...] = (),
+                 root: str = "self") -> tuple:
+    """The table of a compiled function's entry checks below its argument `root`:
+
+    - `modules`: what `check_module` takes after the root, `("block1.conv1", "torch.nn.Conv2d",
+      "zeros_padding")`;
+    - `tensors`: `(path, dtype, device_type, shape)` as `check_tensor` takes them, the path
+      ending in "?" where the value may be None (`check_tensor(..., optional=True)`);
+    - `values`: `(path, expected)` as `check_value` takes them;
+    - `returns`: paths of `modules` whose submodules `check_entry` returns.
+
+    Each path is read on from the submodule of the longest module path that leads to it
+    ("block1.conv1.weight" from "block1.conv1", checked before), so that each submodule is read
+    once. Rows: modules (path, qualname, conditions, base, steps), tensors (name, base, steps,
+    dtype, device_type, shape), values (name, base, steps, last, expected); `base` is the module
+    row read on from (-1: the root), `steps` are `_path`'s parts from there (for a value, all but
+    a `last` attribute read with getattr, if any), `name` the path as messages spell it
+    (`self.layers[0].fc.weight`)."""
+    parsed: list[tuple] = []
+
+    def based(path: str) -> tuple[int, tuple]:
+        steps = _path(path)
+        base = max((i for i, before in enumerate(parsed) if len(before) < len(steps) and steps[:len(before)] == before),
+                   key=lambda i: len(parsed[i]), default=-1)
+        return base, steps[len(parsed[base]):] if base >= 0 else steps
+
+    def name(path: str) -> str:
+        return root + "".join(f"[{step}]" if type(step) is int else f".{step}" for step, _ in _path(path))
+
+    module_rows = []
+    for path, qualname, *conditions in modules:
+        module_rows.append((path, qualname, tuple(conditions), *based(path)))
+        parsed.append(_path(path))
+    tensor_rows = tuple((name(path), *based(path), dtype, device, shape) for path, dtype, device, shape in tensors)
+    value_rows = []
+    for path, expected in values:
+        base, steps = based(path)
+        # A Python attribute (eps) is read with getattr, which finds it first; one pinned to None
+        # may be a parameter, buffer or submodule set to None, which `attr` reads faster.
+        last = steps[-1][0] if expected is not None and steps and type(steps[-1][0]) is str else None
+        value_rows.append((name(path), base, steps[:-1] if last is not None else steps, last, expected))
+    paths = [row[0] for row in module_rows]
+    return tuple(module_rows), tensor_rows, tuple(value_rows), tuple(paths.index(p) for p in returns)
+
+
+def check_entry(root: Any, table: tuple) -> Any:
+    """The checks of an `entry_checks` table below `root`, in order (modules, tensors, values):
+    raises GuardFailure for the first that fails, as `check_module`, `check_tensor` and
+    `check_value` would. Returns the submodules the table's `returns` names: None for none, the
+    submodule for one, a tuple of them for more. (The reads are written out in the loops: this
+    is the path of every call where the C++ checks are not built.)"""
+    modules, tensors, values, returns = table
+    found: list[Any] = []
+    for path, qualname, conditions, base, steps in modules:
+        start = root if base < 0 else found[base]
+        module = None if base >= 0 and start is None else _plain_module_at(start, steps, qualname, conditions)
+        if module is _ABSENT:
+            raise _module_failure(path, qualname, conditions)
+        found.append(module)  # (None: an optional part of the path is None, which the check passes)
+    for name, base, steps, dtype, device_type, shape in tensors:
+        value = root if base < 0 else found[base]
+        if value is None and base >= 0:
+            continue  # (a part that may be None is None: the check passes)
+        for step, optional in steps:
+            value = item(value, step) if type(step) is int else attr(value, step)
+            if value is None and optional:
+                break
+        else:
+            check_tensor(value, name, dtype, device_type, shape)
+    for name, base, steps, last, expected in values:
+        value = root if base < 0 else found[base]
+        if value is None and base >= 0:
+            continue
+        for step, optional in steps:
+            value = item(value, step) if type(step) is int else attr(value, step)
+            if value is None and optional:
+                break
+        else:
+            if last is not None:
+                value = getattr(value, last)
+            if value is not expected and (expected is None or value != expected):  # (check_value's test)
+                check_value(value, expected, name)
+    if len(returns) == 1:
+        return found[returns[0]]
+    return tuple(found[i] for i in returns) if returns else None
 
 
 # -- memory shared between what the caller passes ---------------------------------------------------
@@ -500,14 +609,16 @@ def model_module(name: str, source_file: str | None = None) -> Any:
 
 
 # -- the passing paths of the checks in C++ ------------------------------------------------------
-# runtime/guards_native.cpp does what check_module, check_tensor, check_value, attr and item do
-# when they pass, reading the same things in the same order, and calls the Python function for
-# anything else (a failure, with its message). Built and cached like kernels (runtime/native.py)
-# where this machine builds CPython extensions; TORCHSCRIBE_NATIVE_GUARDS=off keeps Python.
+# runtime/guards_native.cpp does what check_module, check_entry, check_tensor, check_value, attr
+# and item do when they pass, reading the same things in the same order, and calls the Python
+# function for anything else (a failure, with its message). Built and cached like kernels
+# (runtime/native.py) where this machine builds CPython extensions; TORCHSCRIBE_NATIVE_GUARDS=off
+# keeps Python.
 
 NATIVE_VAR = "TORCHSCRIBE_NATIVE_GUARDS"
 python_checks: dict[str, Callable[..., Any]] = {
-    "check_module": check_module, "check_tensor": check_tensor, "check_value": check_value, "attr": attr, "item": item,
+    "check_module": check_module, "check_entry": check_entry, "check_tensor": check_tensor,
+    "check_value": check_value, "attr": attr, "item": item,
 }
 
 
@@ -545,9 +656,9 @@ def native_setup(**fallbacks: Callable[..., Any]) -> types.SimpleNamespace:
 
 
 def use_native_checks(enabled: bool = True) -> bool:
-    """Bind this module's check_module, check_tensor, check_value, attr and item to their C++
-    fast paths (enabled, where they are built) or to the Python functions; returns whether the
-    C++ ones are bound. Generated code reads them through the module at each call."""
+    """Bind this module's check_module, check_entry, check_tensor, check_value, attr and item to
+    their C++ fast paths (enabled, where they are built) or to the Python functions; returns
+    whether the C++ ones are bound. Generated code reads them through the module at each call."""
     global _native
     if enabled and _native is None:
         _native = _load_native()

@@ -1,6 +1,6 @@
-// Native fast paths of the entry checks in runtime/guards.py: check_module, check_tensor,
-// check_value, attr and item. A compiled model runs a thousand of them a call (mobilenet_v3_small:
-// 1161), and in Python they cost about 1 ms of a 10 ms forward at batch 1.
+// Native fast paths of the entry checks in runtime/guards.py: check_module, check_entry,
+// check_tensor, check_value, attr and item. A compiled model runs a thousand of them a call
+// (mobilenet_v3_small: 1161), and in Python they cost about 1 ms of a 10 ms forward at batch 1.
 //
 // Each function here takes, step by step, the path on which its Python twin passes, with the
 // same reads in the same order, and returns only where that path returns the same value. Anything
@@ -17,6 +17,7 @@ namespace {
 struct State {
   // the Python functions: the fallback of each fast path
   PyObject* check_module;
+  PyObject* check_entry;
   PyObject* check_tensor;
   PyObject* check_value;
   PyObject* attr;
@@ -187,62 +188,211 @@ int condition_holds(PyObject* test, PyObject* module) {
   return 0;
 }
 
-// guards.check_module's passing path; nullptr for "ask Python".
-PyObject* fast_check_module(PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 3) return nullptr;
+// Whether no global module hooks are registered (reading them fails the check: "ask Python").
+bool no_global_hooks() {
   PyObject* globals = PyModule_GetDict(S.module_globals);  // (what reading its attributes reads)
   for (PyObject* name : S.global_hooks) {
     PyObject* hooks = PyDict_GetItemWithError(globals, name);
-    if (hooks == nullptr || truthy(hooks) != 0) return nullptr;
+    if (hooks == nullptr || truthy(hooks) != 0) return false;
   }
-  PyObject* parts = PyDict_GetItemWithError(S.paths, args[1]);
-  if (parts == nullptr || !PyTuple_CheckExact(parts)) return nullptr;
-  Py_INCREF(parts);  // (the table may change while the walk calls Python)
-  PyObject* module = args[0];
+  return true;
+}
+
+// The walk of guards._plain_module_at: `steps` ((step, may_be_none), ...) below `module`. A new
+// reference to what it reaches (Py_None where an optional part is None: *absent is set), or
+// nullptr for "ask Python".
+PyObject* fast_walk(PyObject* module, PyObject* steps, bool* absent) {
+  *absent = false;
+  if (!PyTuple_CheckExact(steps)) return nullptr;
+  Py_INCREF(steps);  // (a table may change while the walk calls Python)
   Py_INCREF(module);
-  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(parts); ++k) {
-    PyObject* part = PyTuple_GET_ITEM(parts, k);
-    if (!PyTuple_CheckExact(part) || PyTuple_GET_SIZE(part) != 2) goto ask;
-    {
-      PyObject* step = PyTuple_GET_ITEM(part, 0);
-      PyObject* next = PyLong_CheckExact(step) ? fast_item(module, step) : fast_attr(module, step);
-      if (next == nullptr) goto ask;
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(steps); ++k) {
+    PyObject* part = PyTuple_GET_ITEM(steps, k);
+    if (!PyTuple_CheckExact(part) || PyTuple_GET_SIZE(part) != 2) {
       Py_DECREF(module);
-      module = next;
-      if (module == Py_None && PyTuple_GET_ITEM(part, 1) == Py_True) {
-        Py_DECREF(parts);
-        return module;  // an optional part is None: the check passes, returning None
-      }
+      Py_DECREF(steps);
+      return nullptr;
+    }
+    PyObject* step = PyTuple_GET_ITEM(part, 0);
+    PyObject* next = PyLong_CheckExact(step) ? fast_item(module, step) : fast_attr(module, step);
+    Py_DECREF(module);
+    if (next == nullptr) {
+      Py_DECREF(steps);
+      return nullptr;
+    }
+    module = next;
+    if (module == Py_None && PyTuple_GET_ITEM(part, 1) == Py_True) {
+      *absent = true;  // an optional part is None: the check passes
+      break;
     }
   }
-  Py_DECREF(parts);
-  {
-    PyObject* classes = PyDict_GetItemWithError(S.matched, args[2]);  // (a set of classes)
-    if (classes == nullptr || !PySet_CheckExact(classes) || PySet_Contains(classes, (PyObject*)Py_TYPE(module)) != 1)
-      goto ask_walked;
-    PyObject* d = instance_dict(module);
-    if (d == nullptr) goto ask_walked;
-    for (PyObject* name : S.module_hooks) {
-      PyObject* hooks = PyDict_GetItemWithError(d, name);
-      if (hooks == nullptr || truthy(hooks) != 0) {
-        Py_DECREF(d);
-        goto ask_walked;
-      }
+  Py_DECREF(steps);
+  return module;
+}
+
+// Whether `module` passes the class, hook, forward and condition tests of
+// guards._plain_module_at for `qualname` (false also for "ask Python").
+bool fast_module_ok(PyObject* module, PyObject* qualname, PyObject* const* conditions, Py_ssize_t n) {
+  PyObject* classes = PyDict_GetItemWithError(S.matched, qualname);  // (a set of classes)
+  if (classes == nullptr || !PySet_CheckExact(classes) || PySet_Contains(classes, (PyObject*)Py_TYPE(module)) != 1)
+    return false;
+  PyObject* d = instance_dict(module);
+  if (d == nullptr) return false;
+  for (PyObject* name : S.module_hooks) {
+    PyObject* hooks = PyDict_GetItemWithError(d, name);
+    if (hooks == nullptr || truthy(hooks) != 0) {
+      Py_DECREF(d);
+      return false;
     }
-    int own_forward = PyDict_Contains(d, S.s_forward);
-    Py_DECREF(d);
-    if (own_forward != 0) goto ask_walked;
-    for (Py_ssize_t k = 3; k < nargs; ++k) {
-      PyObject* test = PyDict_GetItemWithError(S.conditions, args[k]);
-      if (test == nullptr || !condition_holds(test, module)) goto ask_walked;
-    }
-    return module;
   }
-ask:
-  Py_DECREF(parts);
-ask_walked:
+  int own_forward = PyDict_Contains(d, S.s_forward);
+  Py_DECREF(d);
+  if (own_forward != 0) return false;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* test = PyDict_GetItemWithError(S.conditions, conditions[k]);
+    if (test == nullptr || !condition_holds(test, module)) return false;
+  }
+  return true;
+}
+
+// guards.check_module's passing path; nullptr for "ask Python".
+PyObject* fast_check_module(PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs < 3 || !no_global_hooks()) return nullptr;
+  PyObject* steps = PyDict_GetItemWithError(S.paths, args[1]);
+  if (steps == nullptr) return nullptr;
+  bool absent;
+  PyObject* module = fast_walk(args[0], steps, &absent);
+  if (module == nullptr || absent) return module;
+  if (fast_module_ok(module, args[2], args + 3, nargs - 3)) return module;
   Py_DECREF(module);
   return nullptr;
+}
+
+// guards._read_on's passing path: `steps` below the root or the module row `base` found. A new
+// reference (Py_None for "absent": an optional part is None; *absent is set), or nullptr for
+// "ask Python".
+PyObject* fast_read_on(PyObject* root, PyObject** found, Py_ssize_t done, PyObject* base_index, PyObject* steps,
+                       bool* absent) {
+  *absent = false;
+  if (!PyLong_CheckExact(base_index)) return nullptr;
+  Py_ssize_t base = PyLong_AsSsize_t(base_index);
+  if (base >= done || base < -1) return nullptr;  // (-1 with an error set too)
+  if (base >= 0 && found[base] == Py_None) {  // an optional part of the module row is None
+    *absent = true;
+    Py_INCREF(Py_None);
+    return Py_None;
+  }
+  return fast_walk(base < 0 ? root : found[base], steps, absent);
+}
+
+// guards.check_value's passing test: value is expected, or neither is None and they compare equal.
+bool fast_same_value(PyObject* value, PyObject* expected) {
+  if (value == expected) return true;
+  if (expected == Py_None) return false;
+  PyObject* differs = PyObject_RichCompare(value, expected, Py_NE);
+  if (differs == nullptr) return false;
+  int t = truthy(differs);
+  Py_DECREF(differs);
+  return t == 0;
+}
+
+bool fast_check_tensor(PyObject* const* args, Py_ssize_t nargs);
+
+// guards.check_entry's passing path: every row of a guards.entry_checks table (the modules, each
+// read on from the module row it names, then the tensors and the values); nullptr for "ask
+// Python", which makes the checks again and names the first that fails.
+PyObject* fast_check_entry(PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2 || !no_global_hooks()) return nullptr;
+  PyObject* root = args[0];
+  PyObject* table = args[1];
+  if (!PyTuple_CheckExact(table) || PyTuple_GET_SIZE(table) != 4) return nullptr;
+  PyObject* rows = PyTuple_GET_ITEM(table, 0);
+  PyObject* tensors = PyTuple_GET_ITEM(table, 1);
+  PyObject* values = PyTuple_GET_ITEM(table, 2);
+  PyObject* returns = PyTuple_GET_ITEM(table, 3);
+  if (!PyTuple_CheckExact(rows) || !PyTuple_CheckExact(tensors) || !PyTuple_CheckExact(values)
+      || !PyTuple_CheckExact(returns))
+    return nullptr;
+  Py_INCREF(table);  // (what it holds lives while the checks may call Python)
+  Py_ssize_t n = PyTuple_GET_SIZE(rows);
+  PyObject* small[32];
+  PyObject** found = n <= 32 ? small : (PyObject**)PyMem_Malloc(n * sizeof(PyObject*));
+  Py_ssize_t done = 0;
+  PyObject* result = nullptr;
+  if (found == nullptr) goto out;
+  for (; done < n; ++done) {
+    PyObject* row = PyTuple_GET_ITEM(rows, done);  // (path, qualname, conditions, base, steps)
+    if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 5) goto out;
+    PyObject* conditions = PyTuple_GET_ITEM(row, 2);
+    if (!PyTuple_CheckExact(conditions)) goto out;
+    bool absent;
+    PyObject* module = fast_read_on(root, found, done, PyTuple_GET_ITEM(row, 3), PyTuple_GET_ITEM(row, 4), &absent);
+    if (module == nullptr) goto out;
+    if (!absent && !fast_module_ok(module, PyTuple_GET_ITEM(row, 1), &PyTuple_GET_ITEM(conditions, 0),
+                                   PyTuple_GET_SIZE(conditions))) {
+      Py_DECREF(module);
+      goto out;
+    }
+    found[done] = module;
+  }
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(tensors); ++k) {
+    PyObject* row = PyTuple_GET_ITEM(tensors, k);  // (name, base, steps, dtype, device_type, shape)
+    if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 6) goto out;
+    bool absent;
+    PyObject* value = fast_read_on(root, found, n, PyTuple_GET_ITEM(row, 1), PyTuple_GET_ITEM(row, 2), &absent);
+    if (value == nullptr) goto out;
+    PyObject* check[5] = {value, PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 3), PyTuple_GET_ITEM(row, 4),
+                          PyTuple_GET_ITEM(row, 5)};
+    bool ok = absent || fast_check_tensor(check, 5);
+    Py_DECREF(value);
+    if (!ok) goto out;
+  }
+  for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(values); ++k) {
+    PyObject* row = PyTuple_GET_ITEM(values, k);  // (name, base, steps, last, expected)
+    if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 5) goto out;
+    bool absent;
+    PyObject* value = fast_read_on(root, found, n, PyTuple_GET_ITEM(row, 1), PyTuple_GET_ITEM(row, 2), &absent);
+    if (value == nullptr) goto out;
+    PyObject* last = PyTuple_GET_ITEM(row, 3);
+    if (!absent && last != Py_None) {  // a Python attribute, read as getattr reads it
+      PyObject* read = PyUnicode_CheckExact(last) ? PyObject_GetAttr(value, last) : nullptr;
+      Py_DECREF(value);
+      if (read == nullptr) goto out;
+      value = read;
+    }
+    bool ok = absent || fast_same_value(value, PyTuple_GET_ITEM(row, 4));
+    Py_DECREF(value);
+    if (!ok) goto out;
+  }
+  {
+    Py_ssize_t m = PyTuple_GET_SIZE(returns);
+    for (Py_ssize_t k = 0; k < m; ++k) {
+      PyObject* index = PyTuple_GET_ITEM(returns, k);
+      Py_ssize_t i = PyLong_CheckExact(index) ? PyLong_AsSsize_t(index) : -1;
+      if (i < 0 || i >= n) goto out;
+    }
+    if (m == 0) {
+      result = Py_None;
+      Py_INCREF(result);
+    } else if (m == 1) {
+      result = found[PyLong_AsSsize_t(PyTuple_GET_ITEM(returns, 0))];
+      Py_INCREF(result);
+    } else if ((result = PyTuple_New(m)) != nullptr) {
+      for (Py_ssize_t k = 0; k < m; ++k) {
+        PyObject* module = found[PyLong_AsSsize_t(PyTuple_GET_ITEM(returns, k))];
+        Py_INCREF(module);
+        PyTuple_SET_ITEM(result, k, module);
+      }
+    }
+  }
+out:
+  if (found != nullptr) {
+    for (Py_ssize_t k = 0; k < done; ++k) Py_DECREF(found[k]);
+    if (found != small) PyMem_Free(found);
+  }
+  Py_DECREF(table);
+  if (result == nullptr) PyErr_Clear();  // (the Python function meets any error again)
+  return result;
 }
 
 // guards.check_tensor's passing path (positional arguments only): false for "ask Python".
@@ -310,24 +460,21 @@ PyObject* check_module(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
   return fallback(S.check_module, args, nargs, kwnames);
 }
 
+PyObject* check_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (S.ready && kwnames == nullptr) {
+    PyObject* found = fast_check_entry(args, nargs);
+    if (found != nullptr) return found;
+  }
+  return fallback(S.check_entry, args, nargs, kwnames);
+}
+
 PyObject* check_tensor(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   if (S.ready && kwnames == nullptr && fast_check_tensor(args, nargs)) Py_RETURN_NONE;
   return fallback(S.check_tensor, args, nargs, kwnames);
 }
 
 PyObject* check_value(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  if (S.ready && kwnames == nullptr && nargs == 3) {
-    PyObject *value = args[0], *expected = args[1];
-    if (value == expected) Py_RETURN_NONE;
-    if (expected != Py_None) {
-      PyObject* differs = PyObject_RichCompare(value, expected, Py_NE);
-      if (differs != nullptr) {
-        int t = truthy(differs);
-        Py_DECREF(differs);
-        if (t == 0) Py_RETURN_NONE;
-      }
-    }
-  }
+  if (S.ready && kwnames == nullptr && nargs == 3 && fast_same_value(args[0], args[1])) Py_RETURN_NONE;
   return fallback(S.check_value, args, nargs, kwnames);
 }
 
@@ -354,7 +501,8 @@ PyObject* setup(PyObject*, PyObject* guards) {
     PyObject** into;
     const char* name;
   } reads[] = {
-      {&S.check_module, "check_module"},     {&S.check_tensor, "check_tensor"},
+      {&S.check_module, "check_module"},     {&S.check_entry, "check_entry"},
+      {&S.check_tensor, "check_tensor"},
       {&S.check_value, "check_value"},       {&S.attr, "attr"},
       {&S.item, "item"},                     {&S.getattr_names, "_getattr_names"},
       {&S.matched, "_matched"},              {&S.paths, "_paths"},
@@ -406,6 +554,8 @@ PyObject* setup(PyObject*, PyObject* guards) {
 PyMethodDef methods[] = {
     {"check_module", (PyCFunction)(void (*)(void))check_module, METH_FASTCALL | METH_KEYWORDS,
      "runtime.guards.check_module, its passing path in C++"},
+    {"check_entry", (PyCFunction)(void (*)(void))check_entry, METH_FASTCALL | METH_KEYWORDS,
+     "runtime.guards.check_entry, its passing path in C++"},
     {"check_tensor", (PyCFunction)(void (*)(void))check_tensor, METH_FASTCALL | METH_KEYWORDS,
      "runtime.guards.check_tensor, its passing path in C++"},
     {"check_value", (PyCFunction)(void (*)(void))check_value, METH_FASTCALL | METH_KEYWORDS,

@@ -233,6 +233,62 @@ func @f(%x: f32[4], %y: f32[4], %z: f64[4], %u: Tensor) -> tuple[f32[4], f32[4],
 """)
 
 
+def test_a_cast_to_its_own_dtype_and_an_expand_to_its_own_shape_are_the_tensor() -> None:
+    """`x.to(x.dtype)` is x whatever its dtype. `x.expand_as(t)` is x where t is x or the types
+    give both one shape (a symbol is one size), in a function that changes no tensor but by
+    write-backs (functionalized code) and tells no tensors apart by identity: only that could
+    tell eager's new view from x. Unknown or different shapes, and a function that writes in
+    place or compares tensors with `is`, keep it."""
+    check("""\
+func @f(%x: Tensor, %y: Tensor, %p: f32[B, 4], %q: f32[B, 4], %r: f32[?, 4]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor] {
+  %0 : dtype = py.getattr(%x) {attr = "dtype"}
+  %1 : Tensor = torch.method(%x, %0) {method = "to", aten = "aten::to.dtype"}
+  %2 : Tensor = torch.method(%y, %0) {method = "to", aten = "aten::to.dtype"}
+  %3 : Tensor = torch.method(%x, %x) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %4 : f32[B, 4] = torch.method(%p, %q) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %5 : f32[?, 4] = torch.method(%p, %r) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %6 : Tensor = torch.method(%x, %y) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %7 : Tensor = torch.method(%y, %4) {method = "copy_", mutates = (0,), alias_of = 0, aten = "aten::copy_", writeback = True}
+  %8 : tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor] = py.tuple(%1, %2, %3, %4, %5, %6)
+  func.return(%8)
+}
+func @g(%x: Tensor, %y: Tensor) -> tuple[Tensor, bool] {
+  %0 : Tensor = torch.method(%x, %x) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %1 : bool = py.compare(%0, %y) {op = "is"}
+  %2 : tuple[Tensor, bool] = py.tuple(%0, %1)
+  func.return(%2)
+}
+func @h(%x: Tensor) -> Tensor {
+  %0 : Tensor = torch.method(%x, %x) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %1 : Tensor = torch.method(%0) {method = "t_", mutates = (0,), alias_of = 0, aten = "aten::t_"}
+  func.return(%x)
+}
+""", """\
+func @f(%x: Tensor, %y: Tensor, %p: f32[B, 4], %q: f32[B, 4], %r: f32[?, 4]) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor] {
+  %0 : dtype = py.getattr(%x) {attr = "dtype"}
+  %1 : Tensor = torch.method(%y, %0) {method = "to", aten = "aten::to.dtype"}
+  %2 : f32[?, 4] = torch.method(%p, %r) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %3 : Tensor = torch.method(%x, %y) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %4 : Tensor = torch.method(%y, %p) {method = "copy_", mutates = (0,), alias_of = 0, aten = "aten::copy_", writeback = True}
+  %5 : tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor] = py.tuple(%x, %1, %x, %p, %2, %3)
+  func.return(%5)
+}
+
+func @g(%x: Tensor, %y: Tensor) -> tuple[Tensor, bool] {
+  %0 : Tensor = torch.method(%x, %x) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %1 : bool = py.compare(%0, %y) {op = "is"}
+  %2 : tuple[Tensor, bool] = py.tuple(%0, %1)
+  func.return(%2)
+}
+
+func @h(%x: Tensor) -> Tensor {
+  %0 : Tensor = torch.method(%x, %x) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  %1 : Tensor = torch.method(%0) {method = "t_", mutates = (0,), alias_of = 0, aten = "aten::t_"}
+  func.return(%x)
+}
+""")
+
+
 def test_what_raises_or_would_change_type_or_platform_is_not_folded() -> None:
     """Division by zero, huge ints, a float result typed int (2 ** -1), a bool result typed int
     (min(True, 5)), functions of the C library (exp, float ** float), domain errors and NaN
@@ -565,6 +621,113 @@ func @f(%x: Tensor, %b: bool, %xs: list[int]) -> tuple[bool, bool, bool, int, Te
   }
   %3 : tuple[bool, bool, bool, int, Tensor] = py.tuple(%c, %s, %t, %0, %x)
   func.return(%3)
+}
+""",
+    )
+
+
+def test_an_if_whose_sides_do_the_same_runs_one_side() -> None:
+    """What functionalization leaves of `nn.ReLU(inplace=True)`: `F.relu(x) if m.inplace else
+    F.relu(x)`. Equal ops on the same values (the sides' own values paired, nested regions too)
+    run once before the if; a pure condition (a read of `inplace`) then goes as dead code, one
+    that may do something (a call) stays. Sides that differ in a constant, an attribute or an
+    operand stay an if."""
+    check(
+        """\
+func @f(%m: Module[torch.nn.ReLU], %x: Tensor, %b: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor] {
+  %c : bool = py.getattr(%m) {attr = "inplace"}
+  %y : Tensor = scf.if(%c) {
+    %y_1 : Tensor = torch.call(%x) {callee = "torch.nn.functional.relu", aten = "aten::relu"}
+    scf.yield(%y_1)
+  } {
+    %0 : Tensor = torch.call(%x) {callee = "torch.nn.functional.relu", aten = "aten::relu"}
+    scf.yield(%0)
+  }
+  %d : bool = py.call(%m) {callee = "_guards.some_test", mutates = (0,)}
+  %z : Tensor = scf.if(%d) {
+    %1 : int = py.constant() {value = 2}
+    %2 : Tensor = py.binary(%y, %1) {op = "*"}
+    %3 : Tensor = scf.if(%b) {
+      %4 : Tensor = torch.call(%2) {callee = "torch.tanh"}
+      scf.yield(%4)
+    } {
+      scf.yield(%2)
+    }
+    scf.yield(%3)
+  } {
+    %5 : int = py.constant() {value = 2}
+    %6 : Tensor = py.binary(%y, %5) {op = "*"}
+    %7 : Tensor = scf.if(%b) {
+      %8 : Tensor = torch.call(%6) {callee = "torch.tanh"}
+      scf.yield(%8)
+    } {
+      scf.yield(%6)
+    }
+    scf.yield(%7)
+  }
+  %u : Tensor = scf.if(%b) {
+    %9 : int = py.constant() {value = 2}
+    %10 : Tensor = py.binary(%x, %9) {op = "*"}
+    scf.yield(%10)
+  } {
+    %11 : int = py.constant() {value = 3}
+    %12 : Tensor = py.binary(%x, %11) {op = "*"}
+    scf.yield(%12)
+  }
+  %v : Tensor = scf.if(%b) {
+    %13 : Tensor = py.binary(%x, %y) {op = "*"}
+    scf.yield(%13)
+  } {
+    %14 : Tensor = py.binary(%x, %y) {op = "+"}
+    scf.yield(%14)
+  }
+  %w : Tensor = scf.if(%b) {
+    %15 : Tensor = torch.call(%x) {callee = "torch.tanh"}
+    scf.yield(%15)
+  } {
+    %16 : Tensor = torch.call(%y) {callee = "torch.tanh"}
+    scf.yield(%16)
+  }
+  %17 : tuple[Tensor, Tensor, Tensor, Tensor, Tensor] = py.tuple(%y, %z, %u, %v, %w)
+  func.return(%17)
+}
+""",
+        """\
+func @f(%m: Module[torch.nn.ReLU], %x: Tensor, %b: bool) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor] {
+  %y : Tensor = torch.call(%x) {callee = "torch.nn.functional.relu", aten = "aten::relu"}
+  %d : bool = py.call(%m) {callee = "_guards.some_test", mutates = (0,)}
+  %0 : int = py.constant() {value = 2}
+  %1 : Tensor = py.binary(%y, %0) {op = "*"}
+  %z : Tensor = scf.if(%b) {
+    %2 : Tensor = torch.call(%1) {callee = "torch.tanh"}
+    scf.yield(%2)
+  } {
+    scf.yield(%1)
+  }
+  %u : Tensor = scf.if(%b) {
+    %3 : Tensor = py.binary(%x, %0) {op = "*"}
+    scf.yield(%3)
+  } {
+    %4 : int = py.constant() {value = 3}
+    %5 : Tensor = py.binary(%x, %4) {op = "*"}
+    scf.yield(%5)
+  }
+  %v : Tensor = scf.if(%b) {
+    %6 : Tensor = py.binary(%x, %y) {op = "*"}
+    scf.yield(%6)
+  } {
+    %7 : Tensor = py.binary(%x, %y) {op = "+"}
+    scf.yield(%7)
+  }
+  %w : Tensor = scf.if(%b) {
+    %8 : Tensor = torch.call(%x) {callee = "torch.tanh"}
+    scf.yield(%8)
+  } {
+    %9 : Tensor = torch.call(%y) {callee = "torch.tanh"}
+    scf.yield(%9)
+  }
+  %10 : tuple[Tensor, Tensor, Tensor, Tensor, Tensor] = py.tuple(%y, %z, %u, %v, %w)
+  func.return(%10)
 }
 """,
     )

@@ -29,6 +29,7 @@ import test_programs as tp  # noqa: E402
 from test_programs import program_dir  # noqa: E402,F401  (a fixture)
 
 import ir.passes as passes  # noqa: E402
+from ir import ops  # noqa: E402
 import runtime  # noqa: E402
 from codegen.module import Header, emit_module  # noqa: E402
 from ir.core import Program  # noqa: E402
@@ -38,7 +39,7 @@ from ir.passes.canonicalize import canonicalize  # noqa: E402
 from ir.passes.dce import dce  # noqa: E402
 from ir.passes.functionalize import functionalize, functionalize_function, written_operands  # noqa: E402
 from ir.passes.inline import inline  # noqa: E402
-from ir.passes.layers import lower_layers  # noqa: E402
+from ir.passes.layers import LAYERS, lower_layers  # noqa: E402
 from ir.passes.shapes import propagate_shapes  # noqa: E402
 from ir.printer import print_program  # noqa: E402
 from ir.verifier import verify  # noqa: E402
@@ -542,6 +543,83 @@ func @M.forward(%self: Module[M], %x: Tensor) -> Tensor {
 }
 """,
     )
+
+
+def test_a_layers_number_settings_neither_promote_nor_grow_an_inplace_activation() -> None:
+    """`nn.Hardtanh(inplace=True)` lowers to `F.hardtanh(h, m.min_val, m.max_val, inplace=True)`
+    with the settings typed Any. F.hardtanh annotates them `float` and aten::hardtanh_ takes
+    Scalars, so they are numbers: the functional call keeps h's dtype and shape and needs no
+    `.to(h.dtype).expand_as(h)`, and both sides of the layer's if are the same call. An Any
+    operand that may be a tensor (`h.mul_(w)`) still gets them."""
+    check(
+        """\
+func @f(%m: Module[torch.nn.Hardtanh], %x: Tensor, %w: Any) -> Tensor {
+  %h : Tensor = torch.call(%x) {callee = "torch.tanh", aten = "aten::tanh"}
+  %0 : bool = py.getattr(%m) {attr = "inplace"}
+  %h_1 : Tensor = scf.if(%0) {
+    %1 : Any = py.getattr(%m) {attr = "min_val"}
+    %2 : Any = py.getattr(%m) {attr = "max_val"}
+    %3 : bool = py.constant() {value = True}
+    %4 : Tensor = torch.call(%h, %1, %2, %3) {callee = "torch.nn.functional.hardtanh", kwnames = ("inplace",), mutates = (0,), alias_of = 0, aten = "aten::hardtanh_"}
+    scf.yield(%4)
+  } {
+    %5 : Any = py.getattr(%m) {attr = "min_val"}
+    %6 : Any = py.getattr(%m) {attr = "max_val"}
+    %7 : Tensor = torch.call(%h, %5, %6) {callee = "torch.nn.functional.hardtanh", aten = "aten::hardtanh"}
+    scf.yield(%7)
+  }
+  %8 : Tensor = torch.method(%h_1, %w) {method = "mul_", mutates = (0,), alias_of = 0, aten = "aten::mul_.Tensor"}
+  func.return(%8)
+}
+""",
+        """\
+func @f(%m: Module[torch.nn.Hardtanh], %x: Tensor, %w: Any) -> Tensor {
+  %h : Tensor = torch.call(%x) {callee = "torch.tanh", aten = "aten::tanh"}
+  %0 : bool = py.getattr(%m) {attr = "inplace"}
+  %h_1 : Tensor = scf.if(%0) {
+    %1 : Any = py.getattr(%m) {attr = "min_val"}
+    %2 : Any = py.getattr(%m) {attr = "max_val"}
+    %h_2 : Tensor = torch.call(%h, %1, %2) {callee = "torch.nn.functional.hardtanh", aten = "aten::hardtanh"}
+    scf.yield(%h_2)
+  } {
+    %3 : Any = py.getattr(%m) {attr = "min_val"}
+    %4 : Any = py.getattr(%m) {attr = "max_val"}
+    %5 : Tensor = torch.call(%h, %3, %4) {callee = "torch.nn.functional.hardtanh", aten = "aten::hardtanh"}
+    scf.yield(%5)
+  }
+  %6 : Tensor = torch.method(%h_1, %w) {method = "mul", aten = "aten::mul.Tensor"}
+  %7 : dtype = py.getattr(%h_1) {attr = "dtype"}
+  %8 : Tensor = torch.method(%6, %7) {method = "to", alias_of = 0, aten = "aten::to.dtype"}
+  %h_1_1 : Tensor = torch.method(%8, %h_1) {method = "expand_as", alias_of = 0, aten = "aten::expand_as"}
+  func.return(%h_1_1)
+}
+""",
+    )
+
+
+INPLACE_LAYERS = sorted(q for q, layer in LAYERS.items() if layer.lowering is not None and layer.lowering.inplace)
+
+
+@pytest.mark.parametrize("qualname", INPLACE_LAYERS)
+def test_an_inplace_activation_is_one_call_whatever_its_inplace(qualname: str) -> None:
+    """Every layer the lowering turns into `F.act(h, ..., inplace=True) if m.inplace else
+    F.act(h, ...)`: functionalized, both sides are the same call, and canonicalize leaves that
+    one call, without the if or the read of `inplace`."""
+    program = parse_program(f"""\
+func @Net.forward(%self: Module[Net], %x: Tensor) -> Tensor {{
+  %0 : Module[{qualname}] = py.getattr(%self) {{attr = "m"}}
+  %h : Tensor = torch.call(%x) {{callee = "torch.tanh", aten = "aten::tanh"}}
+  %y : Tensor = module.call(%0, %h)
+  func.return(%y)
+}}
+""")
+    run_pipeline(program, passes=[("layers", lower_layers), ("functionalize", functionalize),
+                                  ("canonicalize", canonicalize)], check=True)
+    func = program.funcs[0]
+    assert not any(isinstance(op, ops.IfOp) for op in func.walk())
+    assert not any(isinstance(op, ops.GetAttrOp) and op.attributes["attr"] == "inplace" for op in func.walk())
+    [call] = [op for op in func.walk() if isinstance(op, ops.TorchCallOp) and op.attributes["callee"] != "torch.tanh"]
+    assert "inplace" not in call.attributes.get("kwnames", ()) and not call.attributes.get("mutates")
 
 
 def test_an_entry_guard_only_where_a_written_tensor_may_share_memory() -> None:

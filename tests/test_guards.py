@@ -27,6 +27,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 import runtime
+from codegen import python_function
 from codegen.python_function import FunctionEmitter
 from examples import mlp
 from ir.parser import parse_program
@@ -293,6 +294,110 @@ def test_check_module_sees_every_change_made_after_it_passed(change, checks) -> 
             h.remove()
 
 
+# -- check_entry: a function's checks below self as one table ------------------------------------
+ENTRY_TENSORS = [("inner.fc.weight", torch.float32, "cpu", (3, 3)), ("inner.fc.bias?", torch.float32, "cpu", (3,)),
+                 ("layers.0.weight", torch.float32, None, ("n", 3)), ("norm.running_mean", None, "cpu", None)]
+ENTRY_VALUES = [("norm.eps", 1e-05), ("inner.conv.padding", (0,)), ("extra", None), ("inner.conv.bias.shape", (3,))]
+ENTRY = guards.entry_checks(modules=tuple(CHECKS), tensors=tuple(ENTRY_TENSORS), values=tuple(ENTRY_VALUES),
+                            returns=("inner", "norm"))
+
+
+def _one_by_one(outer: Outer) -> str:
+    """What the checks of ENTRY say made one by one, as lines print them."""
+    for path, *qualname in CHECKS:
+        guards.check_module(outer, path, *qualname)
+    for path, dtype, device, shape in ENTRY_TENSORS:
+        value = guards.at(outer, path)
+        guards.check_tensor(value, "self." + path.replace("?", "").replace(".0.", "[0]."), dtype, device, shape,
+                            optional=path.endswith("?"))
+    for path, expected in ENTRY_VALUES:
+        guards.check_value(guards.at(outer, path), expected, "self." + path)
+    return "passes"
+
+
+ENTRY_CHANGES = {
+    **{name: do for name, (do, _) in MODULE_CHANGES.items()},
+    "weight dtype": lambda m: m.inner.fc.double(),
+    "bias dropped": lambda m: setattr(m.inner.fc, "bias", None),  # (optional: passes)
+    "bias a list": lambda m: (delattr(m.inner.fc, "bias"), setattr(m.inner.fc, "bias", [1.0])),
+    "list weight resized": lambda m: setattr(m.layers[0], "weight", nn.Parameter(torch.zeros(0, 3))),
+    "eps": lambda m: setattr(m.norm, "eps", 0.1),
+    "padding": lambda m: setattr(m.inner.conv, "padding", 0),
+    "extra set": lambda m: setattr(m, "extra", nn.ReLU()),
+    "running mean dropped": lambda m: setattr(m.norm, "running_mean", None),
+}
+
+
+@pytest.mark.parametrize("change", sorted(ENTRY_CHANGES))
+def test_check_entry_says_what_the_checks_one_by_one_say(change, checks) -> None:
+    """The first failing check of the table, with its message, as the same checks made one by
+    one in the table's order (modules, tensors, values); and the submodules it returns."""
+    outer = Outer()
+    for _ in range(2):  # (what the checks learn, they learn on the first call)
+        assert guards.check_entry(outer, ENTRY) == (outer.inner, outer.norm)
+    handles = [h for h in [ENTRY_CHANGES[change](outer)] if hasattr(h, "remove")]
+    try:
+        expected = outcome(_one_by_one, outer)
+        got = outcome(guards.check_entry, outer, ENTRY)
+        assert got == expected
+        assert change != "weight dtype" or got == "argument 'self.inner.fc.weight': expected dtype float32, got float64"
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def test_check_entry_reads_each_path_on_from_the_module_rows_before_it() -> None:
+    """`entry_checks` makes its rows once: each read on from the longest module path that leads
+    to it (a part that may be None stops the read: the check passes), names as messages spell
+    them, a Python attribute's last read with getattr, and what `returns` names."""
+    table = guards.entry_checks(
+        modules=(("inner", "Inner"), ("inner.fc", "torch.nn.Linear"), ("extra?", "Inner"), ("extra?.fc", "X")),
+        tensors=(("inner.fc.weight", torch.float32, "cpu", (3, 3)), ("layers.0.bias?", None, None, None)),
+        values=(("inner.conv.padding", (0,)), ("inner.fc.bias", None)), returns=("inner.fc", "extra?"), root="net")
+    modules, tensors, values, returns = table
+    assert [(base, steps) for *_, base, steps in modules] == [
+        (-1, (("inner", False),)), (0, (("fc", False),)), (-1, (("extra", True),)), (2, (("fc", False),))]
+    assert tensors == (("net.inner.fc.weight", 1, (("weight", False),), torch.float32, "cpu", (3, 3)),
+                       ("net.layers[0].bias", -1, (("layers", False), (0, False), ("bias", True)), None, None, None))
+    assert values == (("net.inner.conv.padding", 0, (("conv", False),), "padding", (0,)),
+                      ("net.inner.fc.bias", 1, (("bias", False),), None, None))
+    assert returns == (1, 2)
+    outer = Outer()
+    outer.inner.fc.bias = None
+    assert guards.check_entry(outer, table) == (outer.inner.fc, None)
+    assert guards.check_entry(outer, guards.entry_checks(modules=(("inner", "Inner"), ("norm", "torch.nn.BatchNorm1d")))) is None
+
+
+def test_cpp_check_entry_passes_alone_and_leaves_each_failure_to_python() -> None:
+    """A passing table (more module rows than the C++ keeps on its stack, too) never calls the
+    Python check_entry; a failing one does, once, and it names the failure."""
+    if not guards.use_native_checks(True):
+        pytest.skip("the C++ checks are not built here")
+    deep = nn.Sequential(*[nn.Sequential(nn.ReLU()) for _ in range(40)])
+    many = guards.entry_checks(modules=tuple((f"{i}", "torch.nn.Sequential", "len=1") for i in range(40))
+                               + tuple((f"{i}.0", "torch.nn.ReLU") for i in range(40)), returns=("39.0",))
+    python_calls = []
+
+    def counted(*args):
+        python_calls.append(args[1])
+        return guards.python_checks["check_entry"](*args)
+
+    guards._native.setup(guards.native_setup(check_entry=counted))
+    try:
+        outer = Outer()
+        for _ in range(2):  # (the first round learns the classes and names in Python)
+            python_calls.clear()
+            assert guards.check_entry(outer, ENTRY) == (outer.inner, outer.norm)
+            assert guards.check_entry(deep, many) is deep[39][0]
+        assert python_calls == []
+        outer.norm.eps = 0.5
+        with pytest.raises(GuardFailure, match=r"^self.norm.eps: expected 1e-05, got 0.5$"):
+            guards.check_entry(outer, ENTRY)
+        assert python_calls == [ENTRY]
+    finally:
+        guards._native.setup(guards.native_setup())
+
+
 # -- the C++ fast paths decide what the Python functions decide -------------------------------------
 def test_the_cpp_checks_are_bound_where_extensions_build() -> None:
     from runtime import native
@@ -494,10 +599,11 @@ func @Net.forward(%self: Module[Net], %x: Tensor) -> Tensor {
   py.check_value(%self) {path = ("head", "bias"), expected = None}
   py.check_value(%self) {path = ("block", "inner", "scale"), expected = 0.5}
   py.check_value(%self) {path = ("scale",), expected = 0.5}
+  py.check_size(%self, %x) {path = ("fc", "weight"), dim = 1, expected = "C", symbols = (("C", 1, (), 1),), optional = False}
   func.return(%x)
 }
 """
-PRINTED = """\
+PRINTED_LINES = """\
 def Net_forward(self, x: Tensor) -> Tensor:
     self_fc = _guards.check_module(self, "fc", "torch.nn.Linear")
     self_head = _guards.check_module(self, "head", "torch.nn.Linear")
@@ -517,16 +623,50 @@ def Net_forward(self, x: Tensor) -> Tensor:
     _guards.check_value(_guards.attr(self_head, "bias"), None, "self.head.bias")
     _guards.check_value(_guards.at(self, "block.inner").scale, 0.5, "self.block.inner.scale")
     _guards.check_value(self.scale, 0.5, "self.scale")
+    _guards.check_size(_guards.attr(self_fc, "weight"), 1, x.size(1), "self.fc.weight")
+    return x
+"""
+PRINTED_TABLE = """\
+Net_forward_checks = _guards.entry_checks(\
+modules=(("fc", "torch.nn.Linear"), ("head", "torch.nn.Linear"), ("extra?.fc", "torch.nn.Linear"),), \
+tensors=(("fc.bias", torch.float32, "cpu", (4,)), ("fc.weight", torch.float32, "cpu", (4, 4)), \
+("layers.0.fc.weight", torch.float32, "cpu", (4, 4)), ("layers.0.fc.bias", torch.float32, "cpu", (4,)), \
+("layers.1.norm.weight", torch.float32, "cpu", (4,)), ("mask", torch.bool, "cpu", (4, 4)),), \
+values=(("layers.1.norm.eps", 1e-05), ("fc.in_features", 4), ("head.bias", None), ("block.inner.scale", 0.5), \
+("scale", 0.5),), returns=("fc",),)
+
+
+def Net_forward(self, x: Tensor) -> Tensor:
+    self_fc = _guards.check_entry(self, Net_forward_checks)
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 4))
+    _guards.check_size(_guards.attr(self_fc, "weight"), 1, x.size(1), "self.fc.weight")
     return x
 """
 
 
-def test_entry_checks_read_each_submodule_once() -> None:
-    """A module check that later checks read through binds the submodule it returns; an object
-    two reads or more go through is read into a local before the first; parameters and
-    submodules are read with `_guards.attr`, a Python attribute (`eps`) as Python reads it."""
-    lines = FunctionEmitter(parse_program(CHECKED).funcs[0], None, set()).emit()
-    assert "\n".join(lines) + "\n" == PRINTED
+@pytest.fixture(params=["table", "lines"])
+def form(request, monkeypatch):
+    """Entry checks printed as one table (ENTRY_TABLE_MIN checks below `self` or more), or as
+    one line each (the table's threshold out of reach)."""
+    if request.param == "lines":
+        monkeypatch.setattr(python_function, "ENTRY_TABLE_MIN", 10**9)
+    return request.param
+
+
+def _printed(form: str) -> str:
+    return PRINTED_TABLE if form == "table" else PRINTED_LINES
+
+
+def test_entry_checks_read_each_submodule_once(form) -> None:
+    """Checks below `self` go into a module-level table that `check_entry` runs (the submodule
+    a check outside it reads through comes back from it: `self_fc`). As lines: a module check
+    that later checks read through binds the submodule it returns; an object two reads or more
+    go through is read into a local before the first; parameters and submodules are read with
+    `_guards.attr`, a Python attribute (`eps`) as Python reads it."""
+    emitter = FunctionEmitter(parse_program(CHECKED).funcs[0], None, set())
+    lines = emitter.emit()
+    tables = emitter.module_lines + ["", ""] if emitter.module_lines else []
+    assert "\n".join(tables + lines) + "\n" == _printed(form)
 
 
 class Block(nn.Module):
@@ -555,9 +695,9 @@ class Net(nn.Module):
         self.scale = 0.5
 
 
-def _printed_function():
+def _printed_function(form: str):
     namespace = {"_guards": guards, "torch": torch, "Tensor": torch.Tensor}
-    exec(PRINTED, namespace)  # noqa: S102
+    exec(_printed(form), namespace)  # noqa: S102
     return namespace["Net_forward"]
 
 
@@ -590,8 +730,8 @@ NET_CHANGES = {
 
 
 @pytest.mark.parametrize("change", sorted(NET_CHANGES))
-def test_printed_checks_fail_as_before(change, checks) -> None:
-    forward = _printed_function()
+def test_printed_checks_fail_as_before(change, checks, form) -> None:
+    forward = _printed_function(form)
     net, x = Net(), torch.randn(3, 4)
     for _ in range(2):
         assert forward(net, x) is x
@@ -661,7 +801,7 @@ def test_a_compiled_model_falls_back_or_raises_as_before(cache_dir, change, chec
     assert sum(runtime.fallback_counts().values()) == 1
 
 
-def test_the_compiled_model_reads_through_its_checked_submodules(cache_dir) -> None:
+def test_the_compiled_model_checks_what_hangs_below_self_with_one_table(cache_dir) -> None:
     model, (x,) = mlp.make_example()
     source = []
     import transpiler.jit as jit
@@ -675,11 +815,12 @@ def test_the_compiled_model_reads_through_its_checked_submodules(cache_dir) -> N
     finally:
         jit._load = load
     [text] = source
-    for line in [
-        'self_fc1 = _guards.check_module(self, "fc1", "torch.nn.Linear")',
+    for line in [  # one table of what hangs below self, made by one call
+        '_guards.check_entry(self, MLP_forward_checks)',
         '_guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 64))',
-        '_guards.check_tensor(_guards.attr(self_fc1, "bias"), "self.fc1.bias", torch.float32, "cpu", (256,))',
-        '_guards.check_value(self_norm.eps, 1e-05, "self.norm.eps")',
+        'modules=(("fc1", "torch.nn.Linear"), ',
+        '("fc1.bias", torch.float32, "cpu", (256,))',
+        '("norm.eps", 1e-05)',
     ]:  # the statements as written before the formatter splits long ones over lines
         joined = re.sub(r"\n\s*", "", re.sub(r",\n\s*(?=\S)", ", ", text)).replace(", )", ")")
         assert line in joined

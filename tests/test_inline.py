@@ -933,11 +933,12 @@ def test_the_compiled_models_call_torch_functions_not_layers(models_module) -> N
     code = "\n".join(line for line in compiled.splitlines() if not line.strip().startswith("#"))
     for call in ("self.conv(", "self.bn(", "self.fc(", "self.relu(", "self.pair(", "self.first(", "self.extra("):
         assert call not in code, call
-    # Inlined Pair.forward and Block.forward into Tower.forward: its layers are read through paths.
-    # (each from the submodule the check of its parent returned)
-    assert 'self_pair = _guards.check_module(self, "pair", "Pair")' in compiled
-    assert '_guards.check_module(self_pair_first, "fc", "torch.nn.Linear")' in compiled
-    assert '_guards.check_module(self, "extra?.norm", "torch.nn.LayerNorm")' in compiled
+    # Inlined Pair.forward and Block.forward into Tower.forward: its layers are checked through
+    # paths, in one table that one call runs.
+    tower = compiled[compiled.index("Tower_forward_checks = "):compiled.index("def Tower_forward")]
+    for row in ('("pair", "Pair")', '("pair.first.fc", "torch.nn.Linear")', '("extra?.norm", "torch.nn.LayerNorm")'):
+        assert f"        {row},\n" in tower, row
+    assert "    _guards.check_entry(self, Tower_forward_checks)\n" in compiled
     assert "layer(h)" in compiled  # the ModuleList's elements are still called
     # The method and the @script function Pair calls are inlined too (and still compiled).
     pair = code[code.index("def Pair_forward"):code.index("def Pair_mix")]

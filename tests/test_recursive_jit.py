@@ -161,10 +161,10 @@ def test_a_model_spread_over_files_compiles_as_one_function(net) -> None:
     # every submodule inlined: no call of a module object is left in the compiled forward
     assert "(features)" not in code and ".dense(" not in code and "shuffle(" not in code
     # Block with and without `down`: two structures, two variants; the None one has no branch
-    flat = " ".join(code.split())  # (lines wrapped apart)
-    assert 'check_module( self_blocks_1, "down", "torch.nn.Sequential", "len=2" )' in flat
-    assert 'check_module( self_blocks_0, "down"' not in flat and 'check_module(self_blocks_0, "down"' not in flat
-    assert '"torch.nn.Sequential", "len=3"' in code  # the unrolled containers are guarded
+    table = text[text.index("Net_forward_checks = "):text.index("def Net_forward(")]  # (the entry checks)
+    assert '("blocks.1.down", "torch.nn.Sequential", "len=2")' in table
+    assert '("blocks.0.down", "torch.nn.Sequential"' not in table
+    assert '"torch.nn.Sequential", "len=3")' in table  # the unrolled containers are guarded
     assert "# (inlined) " in forward  # comments quote the other file's lines
 
 

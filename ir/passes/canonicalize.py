@@ -10,15 +10,18 @@ have made foldable. The rules:
 - lists: items, slices and sums of list displays nothing changes or keeps; a list changed by
   appends and constant-index stores in straight-line code becomes one display per read
   (ir/passes/lists.py), once the branches around those changes have folded;
-- control flow: an if on a constant runs one side; loops that never run; a while whose
-  condition is constant False; results that both sides of an if yield alike; loop-carried
-  values passed on unchanged or never read;
+- control flow: an if on a constant runs one side, and so does an if whose sides do the same;
+  loops that never run; a while whose condition is constant False; results that both sides of
+  an if yield alike; loop-carried values passed on unchanged or never read;
 - effects: a torch call marked random for an argument not known when lowered (dropout's
   `training`) is resolved again once it is a constant;
 - dead code: pure ops and ifs and for loops with nothing observable and no results read;
 - algebra (ir/passes/fold.py) on values that are certainly Python ints or bools (x + 0,
   x * 1, not not b, ...), never on floats (x + 0.0 turns -0.0 into 0.0) or tensors (x * 1 is
-  a new tensor).
+  a new tensor);
+- conversions that change nothing (ir/passes/fold.py): `x.to(dtype)` to the dtype x has (eager
+  returns x itself), `x.expand_as(t)` to the shape x has where nothing could tell the view
+  from x (what functionalization's `(x + y).to(x.dtype).expand_as(x)` for `x += y` leaves).
 
 Then `cse` merges a pure op into an identical earlier one that dominates it, when nothing that
 might write what it reads runs in between (mutation is still in the IR before
@@ -59,6 +62,7 @@ from ir.passes.fold import (
     simplify_int_times_zero,
     simplify_redundant_conversion,
     simplify_same_dtype_cast,
+    simplify_same_shape_expand,
     slice_known_list,
 )
 from ir.passes.lists import snapshot, updated_in_place
@@ -230,6 +234,44 @@ def forward_if_same_yields(op: Operation, rw: Rewriter) -> bool:
         rw.replace_value(result, new)
         changed = True
     return changed
+
+
+def merge_identical_sides(op: Operation, rw: Rewriter) -> bool:
+    """An if whose two sides do the same (equal ops, in order, on the same values, yielding
+    alike) runs that once, whatever the condition: `F.relu(x) if m.inplace else F.relu(x)`,
+    what functionalization leaves of `nn.ReLU(inplace=True)`. The condition is still computed;
+    nothing reads it now, so it goes with the dead code when it is pure (a read)."""
+    if not isinstance(op, ops.IfOp) or not _same_block(op.then_block, op.else_block, {}):
+        return False
+    yields = _terminator(op.then_block).operands
+    if not all(is_subtype(v.type, r.type) for v, r in zip(yields, op.results)):
+        return False
+    for value, result in zip(yields, op.results):
+        if result.name is not None and value.owner in op.then_block.ops:
+            value.name = result.name  # the source's name of what the if merged (`out`, not `out_4`)
+    rw.replace_op(op, rw.inline_before(op.then_block, op, []))
+    return True
+
+
+def _same_block(a: Block, b: Block, pairs: dict[Value, Value]) -> bool:
+    """Whether blocks `a` and `b` compute the same: each op of `b` equals the op of `a` at its
+    place (kind, attributes, result types, regions) and reads the same outer values, or the
+    values that op's counterparts in `a` computed (`pairs`: a's value -> b's)."""
+    if len(a.ops) != len(b.ops) or [x.type for x in a.args] != [y.type for y in b.args]:
+        return False
+    pairs.update(zip(a.args, b.args))
+    for x, y in zip(a.ops, b.ops):
+        if type(x) is not type(y) or len(x.operands) != len(y.operands) or len(x.regions) != len(y.regions):
+            return False
+        if [r.type for r in x.results] != [r.type for r in y.results] or _freeze(x.attributes) != _freeze(y.attributes):
+            return False
+        if any(pairs.get(u, u) is not v for u, v in zip(x.operands, y.operands)):
+            return False
+        for rx, ry in zip(x.regions, y.regions):
+            if len(rx.blocks) != len(ry.blocks) or not all(_same_block(bx, by, pairs) for bx, by in zip(rx.blocks, ry.blocks)):
+                return False
+        pairs.update(zip(x.results, y.results))
+    return True
 
 
 def if_to_condition(op: Operation, rw: Rewriter) -> bool:
@@ -526,8 +568,10 @@ RULES: list[Rule] = [
     simplify_double_not,
     simplify_redundant_conversion,
     simplify_same_dtype_cast,
+    simplify_same_shape_expand,
     inline_constant_if,
     forward_if_same_yields,
+    merge_identical_sides,
     if_to_condition,
     drop_unused_if_results,
     erase_empty_if,

@@ -11,7 +11,8 @@ round differently (exp, log, sin, float ** float, ...) is not folded. The facts 
 
 The rules (`rule(op, rewriter) -> bool`, run by ir/passes/canonicalize.py) fold Python ops on
 constants, tuples of constants, items, unpacking and len() of tuples the compiler sees, tensor
-sizes, `x is None` decided by types, and the exact identities of ints and bools.
+sizes, `x is None` decided by types, and the exact identities of ints and bools; and drop casts
+and expands of a tensor to the dtype or shape it has.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Callable
 
 from ir import ops
-from ir.core import AliasOf, Block, Operation, Value
+from ir.core import TERMINATOR, AliasOf, Block, Operation, Value
 from ir.ops import is_pure
 from ir.types import BOOL, FLOAT, INT, NONE, STR, TensorType, TupleType, Type, is_subtype
 
@@ -649,18 +650,56 @@ def simplify_redundant_conversion(op: Operation, rw: Rewriter) -> bool:
 
 def simplify_same_dtype_cast(op: Operation, rw: Rewriter) -> bool:
     """`x.to(dtype)` is x itself when x already has that dtype (eager returns x, not a copy):
-    `hidden.to(input_dtype)` with `input_dtype = hidden.dtype` read before a float32 detour."""
+    `hidden.to(input_dtype)` with `input_dtype = hidden.dtype` read before a float32 detour, and
+    `x.to(x.dtype)` whatever x's dtype is."""
     if not (isinstance(op, ops.TensorMethodOp) and op.attributes.get("method") == "to" and len(op.operands) == 2
             and not op.attributes.get("kwnames") and isinstance(op.operands[0].type, TensorType)):
         return False
-    have = op.operands[0].type.dtype  # type: ignore[union-attr]
-    want = constant_value(op.operands[1])
-    source = op.operands[1].owner
-    if isinstance(source, ops.GetAttrOp) and source.attributes.get("attr") == "dtype" \
-            and isinstance(source.operands[0].type, TensorType):
-        want = f"torch.{source.operands[0].type.dtype}"  # type: ignore[union-attr]
-    if have is None or want != f"torch.{have}":
-        return False
-    rw.replace_op(op, [op.operands[0]])
+    x, dtype = op.operands
+    source = dtype.owner
+    read = isinstance(source, ops.GetAttrOp) and source.attributes.get("attr") == "dtype" \
+        and isinstance(source.operands[0].type, TensorType)
+    if not (read and source.operands[0] is x):
+        have = x.type.dtype  # type: ignore[union-attr]
+        want = f"torch.{source.operands[0].type.dtype}" if read else constant_value(dtype)  # type: ignore[union-attr]
+        if have is None or want != f"torch.{have}":
+            return False
+    rw.replace_op(op, [x])
     return True
+
+
+def simplify_same_shape_expand(op: Operation, rw: Rewriter) -> bool:
+    """`x.expand_as(t)` is x where t's shape is x's (t itself, or equal shapes the types fix:
+    functionalization's `(x + y).expand_as(x)` once shapes are known). Eager makes a new view of
+    all of x, which only its identity, or a change of metadata in place (`x.t_()`), could tell
+    from x: so only in a function that changes no tensor, calls nothing it does not see into
+    (functionalized code but for its write-backs) and compares no tensors with `is`."""
+    if not (isinstance(op, ops.TensorMethodOp) and op.attributes.get("method") == "expand_as" and len(op.operands) == 2
+            and not op.attributes.get("kwnames")):
+        return False
+    x, t = op.operands
+    if x is not t and not _same_known_shape(x.type, t.type):
+        return False
+    func = op
+    while func.parent_op() is not None:
+        func = func.parent_op()  # type: ignore[assignment]
+    if not all(_changes_nothing(inner) for inner in func.walk()):
+        return False
+    rw.replace_op(op, [x])
+    return True
+
+
+def _same_known_shape(a: Type, b: Type) -> bool:
+    return (isinstance(a, TensorType) and isinstance(b, TensorType) and a.shape is not None
+            and a.shape == b.shape and None not in a.shape)
+
+
+def _changes_nothing(op: Operation) -> bool:
+    """The op writes no tensor, calls nothing unseen and tells no tensors apart by identity:
+    pure (but `is` on tensors), control flow, a terminator, an entry check, or a write-back of
+    a new value into the caller's tensor."""
+    if isinstance(op, ops.CompareOp) and op.attributes["op"] in ("is", "is not"):
+        return not any(isinstance(v.type, TensorType) for v in op.operands)
+    return (is_pure(op) or bool(op.regions) or op.has_trait(TERMINATOR) or isinstance(op, (ops.GuardOp, ops.EntryCheck))
+            or bool(op.attributes.get("writeback")))
 

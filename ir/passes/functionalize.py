@@ -78,6 +78,7 @@ from ir.core import OPAQUE, BlockArg, Block, Loc, OpResult, Operation, Program, 
 from ir.rewrite import clone_op
 from ir.passes.inline import guard_prefix_end
 from ir.torch_callinfo import SignatureError, effect_attributes
+from ir.torch_schemas import schemas
 from ir.torch_signatures import UNANNOTATED_ALIASES, binary_result_type, resolve_function, resolve_method
 from ir.types import (
     ANY,
@@ -1564,7 +1565,37 @@ def _inplace_call(op: ops.TorchCallOp, target: Value, index: int, em: Emitter) -
     else:
         raise Unsupported(f"`{callee}` writes into its argument")
     new = em.call(callee, operands, kwnames)
-    return _fit(new, target, [v for i, v in enumerate(op.operands) if i != index], em)
+    numbers = _number_operands(op)
+    return _fit(new, target, [v for i, v in enumerate(op.operands) if i != index and i not in numbers], em)
+
+
+def _torch_function(callee: str) -> Any:
+    fn: Any = torch
+    for part in callee.split(".")[1:]:
+        fn = getattr(fn, part, None)
+    return fn
+
+
+def _number_operands(op: Operation) -> set[int]:
+    """The operands of a call of torch's Python wrappers (`F.hardtanh(x, m.min_val, m.max_val,
+    inplace=True)`) that it takes as numbers: bound to a parameter annotated `float`, `int` or
+    `bool` that its aten overload takes as a number too (a 0-d tensor passed there is read as
+    one). A number neither promotes an in-place op's result nor broadcasts it, whatever its
+    IR type says (a layer's settings are `Any`)."""
+    aten = op.attributes.get("aten")
+    kwnames = list(op.attributes.get("kwnames", ()))
+    positional = len(op.operands) - len(kwnames)
+    try:
+        signature = inspect.signature(_torch_function(op.attributes["callee"]))
+        bound = signature.bind(*range(positional), **{k: positional + i for i, k in enumerate(kwnames)})
+    except (TypeError, ValueError):
+        return set()
+    name = (aten or "aten::").removeprefix("aten::").partition(".")[0]
+    sig = next((s for s in (schemas(name) if name else ()) if s.aten == aten), None)
+    kinds = {p.schema_name: p.kind for p in sig.params} if sig is not None else {}
+    return {i for param, i in bound.arguments.items()
+            if type(i) is int and signature.parameters[param].annotation in (float, int, bool)
+            and kinds.get(param) in ("Scalar", "float", "int", "bool")}
 
 
 def _inplace_operand(callee: str, operands: list[Value], kwnames: list[str]) -> int | None:
@@ -1573,9 +1604,7 @@ def _inplace_operand(callee: str, operands: list[Value], kwnames: list[str]) -> 
     if "inplace" in kwnames:
         i = positional + kwnames.index("inplace")
         return i if _constant(operands[i]) is True else None
-    fn: Any = torch
-    for part in callee.split(".")[1:]:
-        fn = getattr(fn, part, None)
+    fn = _torch_function(callee)
     try:
         params = list(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
