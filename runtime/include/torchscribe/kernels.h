@@ -1,0 +1,93 @@
+// torchscribe/kernels.h: what every generated C++ kernel source includes first (a compiled
+// module's KERNELS_CPP starts with `#include <torchscribe/kernels.h>`; runtime/native.py builds
+// it with runtime/include on the include path, the headers' hash in the cache key). The
+// vectorisable math, the row driver, NaN-propagating max/min and 16-bit float conversions: the
+// same in every module, so a module holds only its own kernels (codegen/cpp_kernels.py).
+#ifndef TORCHSCRIBE_KERNELS_H
+#define TORCHSCRIBE_KERNELS_H
+
+#include "vecmath.h"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// rows(begin, end) over the rows [0, n): split among OpenMP's threads when `parallel`, else one
+// plain call. Not an `omp parallel for` with an if clause: gcc compiles the loop of that as a
+// function of its own even when it runs serially, reading sizes and pointers through a shared
+// struct, and a serial batch-norm + hardswish kernel ran 35% slower there.
+template <class Rows> static inline void ts_rows(const Rows& rows, int64_t n, bool parallel) {
+  if (n <= 0) return;  // (no rows: an outer size is 0, which the rows would divide by)
+#ifdef _OPENMP
+  if (parallel && n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+    #pragma omp parallel
+    {
+      const Rows mine = rows;  // (each thread's own copy: what it captured stays in registers)
+      const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+      mine(n * t / threads, n * (t + 1) / threads);
+    }
+    return;
+  }
+#endif
+  rows(0, n);
+}
+
+// Selects are bit-mask blends (math_detail::sel) so that loops with them still vectorise.
+using torchscribe::math_detail::sel;
+template <typename T> static inline T ts_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+template <typename T> static inline T ts_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+static inline float ts_max(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
+static inline double ts_max(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
+static inline float ts_min(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
+static inline double ts_min(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
+
+// bfloat16 and float16 elements are uint16_t; a value is held as the float it widens to, and
+// rounding (to nearest even) gives the float of the nearest 16-bit value. Integer bit tricks,
+// branch-free: loops with them vectorise (gcc's _Float16 conversions do not without AVX512-FP16).
+static inline uint32_t ts_pick(bool c, uint32_t a, uint32_t b) {
+  const uint32_t m = 0u - (uint32_t)c;
+  return (a & m) | (b & ~m);
+}
+// bfloat16 is the high half of a float. A NaN only gets its quiet bit (rounding could carry it
+// into an infinity).
+static inline float ts_load_bf16(uint16_t h) { return torchscribe::math_detail::f32((uint32_t)h << 16); }
+static inline float ts_round_bf16(float x) {
+  using namespace torchscribe::math_detail;
+  const uint32_t u = bits(x);
+  return f32(ts_pick(x != x, u | 0x400000u, u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+static inline uint16_t ts_store_bf16(float x) {  // (x rounded)
+  return (uint16_t)(torchscribe::math_detail::bits(x) >> 16);
+}
+// float16: sign, 5 exponent bits (bias 15), 10 mantissa bits; subnormals below 2^-14.
+static inline float ts_load_f16(uint16_t h) {
+  using namespace torchscribe::math_detail;
+  const uint32_t em = (uint32_t)(h & 0x7fffu) << 13;  // exponent and mantissa at a float's places:
+  const float v = f32(em) * 0x1p112f;  // 2^-112 times the value, subnormals too
+  const float special = f32(em | 0x7f800000u);  // exponent 31: inf or NaN
+  return f32(bits(sel(em >= 0x0f800000u, special, v)) | (uint32_t)(h & 0x8000u) << 16);
+}
+static inline float ts_round_f16(float x) {
+  using namespace torchscribe::math_detail;
+  const uint32_t sign = bits(x) & 0x80000000u, e = (bits(x) ^ sign) & 0x7f800000u;
+  const float a = f32(bits(x) ^ sign);
+  // a + s rounds a to the float16 spacing of its binade when that is s's float spacing:
+  // s = 2^(e + 13) for a in [2^e, 2^(e+1)), e clamped to float16's binades [-14, 15].
+  const float s = f32(std::min(std::max(e, 113u << 23), 142u << 23) + (13u << 23));
+  const float r = sel(a >= 65520.0f, inf<float>(), (a + s) - s);  // (65520 rounds past 65504, the largest)
+  return f32(bits(r) | sign);
+}
+static inline uint16_t ts_store_f16(float x) {  // (x rounded)
+  using namespace torchscribe::math_detail;
+  const uint32_t a = bits(x) & 0x7fffffffu;
+  const uint32_t normal = (a - (112u << 23)) >> 13;  // exponent rebiased
+  const uint32_t small = bits(f32(a) + 0.5f) - 0x3f000000u;  // subnormal: a multiple of 2^-24
+  const uint32_t special = (a >> 13) & 0x7fffu;  // inf and NaN: exponent bits all ones
+  const uint32_t h = ts_pick(a >= 0x7f800000u, special, ts_pick(a >= 0x38800000u, normal, small));
+  return (uint16_t)(h | (bits(x) >> 16 & 0x8000u));
+}
+
+#endif  // TORCHSCRIBE_KERNELS_H
