@@ -22,8 +22,8 @@ kernels' tiles, ts_tile), the window unrolled (`tl.static_range`), masked loads 
 
 from __future__ import annotations
 
-from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN
-from codegen.launcher_text import source_text
+from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN, wrapped
+from codegen.launcher_text import source_comment, source_text
 from codegen.triton_kernels import TL, TritonKernel
 from codegen.writer import Writer
 from ir import ops
@@ -72,8 +72,8 @@ def _start(index: str, stride: int, padding: int) -> str:
 
 
 # -- C++ --------------------------------------------------------------------------------------
-def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
-    """The C++ function, and its argument kinds for runtime.kernels.Library."""
+def cpp_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None = None) -> str:
+    """The C++ function (runtime.kernels.Library reads its parameters off its declaration)."""
     p = _Pool(op)
     t = CTYPE[p.dtype]
     size = 2 if p.dtype in HALF else 4 if p.dtype == "float32" else 8  # (bytes of an element)
@@ -134,9 +134,12 @@ def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
             "}",
             "",
         ]
+    comment = source_comment(op.loc, source_lines, "//")
+    lines += [comment] if comment else []
+    lines += wrapped(f'extern "C" void {p.name}_kernel', [
+        "int64_t n0", "int64_t n3", f"{t}* __restrict out0", f"const {t}* __restrict in0", "int64_t in0_s0",
+        "int64_t in0_s1", "int64_t in0_s2", "int64_t in0_s3"], " {")
     lines += [
-        f'extern "C" void {p.name}(int64_t n0, int64_t n3, {t}* __restrict out0, const {t}* __restrict in0, '
-        "int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3) {",
         "  const auto rows = [=](int64_t begin, int64_t end) {",
         f"    for (int64_t r = begin; r < end; ++r) {{  // the output row oh of image b",
         f"      const int64_t b = r / {p.oh}, oh = r % {p.oh};",
@@ -161,7 +164,7 @@ def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
         f"  ts_rows(rows, n0 * {p.oh}, n0 * n3 * {p.oh * p.ow} >= {PARALLEL_MIN});",
         "}",
     ]
-    return "\n".join(lines) + "\n", "iipp" + "i" * 4
+    return "\n".join(lines) + "\n"
 
 
 def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None) -> None:
@@ -170,7 +173,7 @@ def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_lines: dict[str, list[s
     with w.indent():
         w.line(f'"""{p.describe(source_lines)}"""')
         p.sizes_and_output(w)
-        w.line(f"_lib.{p.name}({p.n0}, {p.n3}, out0.data_ptr(), in0.data_ptr(), *in0.stride())")
+        w.line(f"_lib.{p.name}_kernel({p.n0}, {p.n3}, out0.data_ptr(), in0.data_ptr(), *in0.stride())")
         w.line("return out0")
 
 

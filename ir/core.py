@@ -295,6 +295,12 @@ class Program:
         # script(model, ..., freeze=True): parameters and buffers may be read as constants, so
         # passes may compute weights from them once (runtime/prepacked.py)
         self.frozen = False
+        # The devices whose tensors the compiled module's kernels may run on, sorted ("cpu",
+        # "cuda"): codegen writes Triton kernels only where "cuda" is among them (or a kernel's
+        # tensors are on CUDA), so a module for CPU tensors holds C++ alone.
+        # script(instance, example_inputs=...) adds "cuda" for CUDA inputs or parameters, and
+        # for TORCHSCRIBE_BACKEND=triton (transpiler/jit_cache.program_devices)
+        self.devices: tuple[str, ...] = ("cpu",)
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

@@ -181,13 +181,16 @@ def compile_source(
     functions: FunctionFinder | None = None,
     permissive: bool = False,
     frozen: bool = False,
+    devices: tuple[str, ...] = ("cpu",),
 ) -> CompiledFile:
     """`instance` (an nn.Module) and `example_inputs` specialise the first target to what it
     will be called with (script(instance, example_inputs=...)); entry checks guard that.
-    `frozen`: script(..., freeze=True), see runtime/prepacked.py."""
+    `frozen`: script(..., freeze=True), see runtime/prepacked.py. `devices`: Program.devices,
+    where the kernels may run (Triton code only with "cuda")."""
     program, entries = lower_file(source, targets, instance_classes, functions, permissive,
                                   None if example_inputs is None else len(example_inputs))
     program.frozen = frozen
+    program.devices = devices
     if instance is not None or example_inputs is not None:
         assert targets
         entry = entries.get(f"{targets[0].name}.forward", entries.get(targets[0].name))
