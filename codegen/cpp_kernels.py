@@ -11,10 +11,11 @@ strides (`*x.stride()` in the launcher; a broadcast dim's stride is not read); t
 inputs (int64_t or double). The loops are a `static` function of their own, `<kernel>_rows(begin,
 end, ...)`, over the rows [begin, end) of the outer dims (all but the last); the extern function
 computes what is computed once per call, then runs it on all rows, or on each OpenMP thread's
-share of them above PARALLEL_MIN elements (`ts_rows`). The rows function is a template of
-`unit` (every stride along the row is 1), and its innermost loop steps each tensor by `1` in
-that version, which the compiler vectorises as contiguous loads and stores, by its stride in the
-other: one loop body for every layout. Statements follow a comment quoting the source line they
+share of them above PARALLEL_MIN elements (`ts_rows`). The innermost loop is written once, for
+every layout: a lambda of `unit` (every stride along the row is 1) that steps each tensor by a
+constant `1` in the version for unit strides, which the compiler vectorises as contiguous loads
+and stores, by its stride in the other (`ts_unit_or_strided`; a reduction's row function is a
+template of `unit`). Statements follow a comment quoting the source line they
 compute (`// out = self.bn1(out)`, once per run), and parameter lists wrap at WIDTH columns.
 
 A reduction kernel runs one row (the last dim) per row of the outer dims: the values
@@ -232,8 +233,10 @@ def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strid
     its own, not the loop of an `omp parallel for`: gcc compiles such a loop as an outlined
     function that reads sizes and pointers through a shared struct, even when the `if` clause
     runs it serially, and a serial batch-norm + hardswish kernel ran 35% slower there; here the
-    compiler sees restrict pointers and local sizes on both paths. It is a template of `unit`,
-    the body written once (`_steps`); the kernel picks the version for the call's strides."""
+    compiler sees restrict pointers and local sizes on both paths. Its inner loop is written once,
+    a lambda that ts_unit_or_strided runs with `unit` known to the compiler (`_steps`), both
+    versions inlined here: as a template of the whole function, called through a pointer, a
+    sin/cos/exp chain ran 1.5% slower."""
     inner = rank - 1
     outer = list(range(inner))
     conditions = [f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]]
@@ -261,40 +264,42 @@ def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strid
     lines += [pad + t for t in body.quoted([(op, body.compute(op)) for op in hoisted])]
     loads = {k: f"p{k}[j * in{k}_step]" for k in range(n_in)
              if k not in fixed and not (kept and k in along and not body.used_beyond(k, rowwise))}
-    lines.append(f"{pad}#pragma omp simd")
-    lines.append(f"{pad}for (int64_t j = 0; j < {length}; ++j) {{")
-    lines += [f"{pad}  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
+    steps = [f"in{k}_step = unit ? 1 : in{k}_s{inner}" for k in loads] + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into]
+    lines.append(f"{pad}ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {{")
+    lines += _steps(steps, pad + "  ")
+    lines.append(f"{pad}  #pragma omp simd")
+    lines.append(f"{pad}  for (int64_t j = 0; j < {length}; ++j) {{")
+    lines += [f"{pad}    {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     skip = set(hoisted) | (set(rowwise) if kept else set())
     stores = {k: f"q{k}[j * out{k}_step]" for k in into}
-    lines += [f"{pad}  {s}" for s in body.statements(loads, "o + j", skip=skip, stores=stores)]
-    lines.append(f"{pad}}}")
+    lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=skip, stores=stores)]
+    lines.append(f"{pad}  }}")
+    lines.append(f"{pad}}});")
     lines = _close_nest(lines, pad, rank)
-    steps = [f"in{k}_step = unit ? 1 : in{k}_s{inner}" for k in loads] + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into]
-    lines[:0] = _steps(steps)
     for j, k in aliased.items():  # (one pointer, so that the compiler sees the read and write of one element)
         lines.insert(0, f"  const {CTYPE[body.op.operands[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j} (contiguous)")  # type: ignore[union-attr]
     rows = [f"const {VALUE[v.type.dtype]}* __restrict r{body.names[v][1:]}" for v in kept]  # type: ignore[union-attr]
-    declared = ["int64_t begin", "int64_t end"] + [f"{t} {n}" for t, n in params] + rows
-    header = ["template <bool unit>"] + wrapped(f"static void {name}_rows", declared, " {")
-    driver.append(f"  const auto rows = unit ? {name}_rows<true> : {name}_rows<false>;")
-    args = ["begin", "end"] + [n for _, n in params] + [f"r{body.names[v][1:]}.get()" for v in kept]
-    driver += _run_rows(rank, wrapped("rows", args, ";", "    "))
+    declared = ["int64_t begin", "int64_t end", "bool unit"] + [f"{t} {n}" for t, n in params] + rows
+    header = wrapped(f"static void {name}_rows", declared, " {")
+    args = ["begin", "end", "unit"] + [n for _, n in params] + [f"r{body.names[v][1:]}.get()" for v in kept]
+    driver += _run_rows(rank, wrapped(f"{name}_rows", args, ";", "    "))
     return header + lines + ["}"], driver
 
 
 def _unit(conditions: list[str]) -> list[str]:
-    """`unit`: whether every stride along the row is 1, which picks the version of the rows (or
-    row) function with unit steps (`_steps`)."""
+    """`unit`: whether every stride along the row is 1, which picks the version of the loop (or
+    of the row function) with unit steps (`_steps`)."""
     if not conditions:
         return ["  const bool unit = true;"]
     return ["  // every stride along the row 1: the version with unit steps"] + _filled("  const bool unit = ", conditions, ";", " &&")
 
 
-def _steps(steps: list[str]) -> list[str]:
-    """The declaration of each tensor's step along the row: 1 in the version for unit strides
-    (`unit`, a template parameter: the compiler sees unit steps and vectorises contiguous loads
-    and stores), its stride in the other. One loop body serves both."""
-    return _filled("  const int64_t ", steps, ";") if steps else []
+def _steps(steps: list[str], indent: str = "  ") -> list[str]:
+    """The declaration of each tensor's step along the row: 1 where `unit` is a compile-time true
+    (a std::true_type of ts_unit_or_strided, or a template parameter: the compiler sees unit
+    steps and vectorises contiguous loads and stores), its stride otherwise. One loop body
+    serves both."""
+    return _filled(indent + "const int64_t ", steps, ";") if steps else []
 
 
 def _filled(head: str, items: list[str], tail: str, separator: str = ",") -> list[str]:

@@ -424,6 +424,10 @@ def test_zero_size_kernels(fns, tmp_path, monkeypatch) -> None:
     assert got.shape == (2, 0) and got.dtype == torch.float32
 
 
+# ts_unit_or_strided that instantiates the version for unit strides alone
+UNIT_ONLY = "template <class B> static inline void unit_only(bool, const B& body) { body(std::true_type{}); }\n"
+
+
 def test_the_unit_stride_loop_vectorises() -> None:
     """The compiler's own report: the inner loop of a fused chain with exp, tanh and a select
     is vectorised (the transcendentals are codegen/cpp_math.py's, not libm calls)."""
@@ -438,7 +442,7 @@ def test_the_unit_stride_loop_vectorises() -> None:
     text, _ = emit_kernel(kernel)
     assert text.count("for (int64_t j") == 1, text  # (one loop body, for unit and other strides)
     # only the version for unit strides (both versions' loops are on one line)
-    source = PRELUDE + text.replace("_rows<false>", "_rows<true>")
+    source = PRELUDE + UNIT_ONLY + text.replace("ts_unit_or_strided(", "unit_only(")
     unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "for (int64_t j" in line)
     # (gcc names the loop by its `for` line or by the first line of its body)
     assert vectorized_lines(vectorization_report(source)) & {unit_loop, unit_loop + 1}, text

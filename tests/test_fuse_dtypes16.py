@@ -19,7 +19,7 @@ from source_module import imported_source
 from ir import ops
 from ir.parser import parse_program
 from ir.passes.fuse import fuse
-from test_fuse import CHAIN, compiled, fused
+from test_fuse import CHAIN, UNIT_ONLY, compiled, fused
 
 
 @pytest.fixture(autouse=True)
@@ -365,7 +365,7 @@ def test_16_bit_loops_vectorise(dtype: str) -> None:
     code, _ = emit_kernel(kernel)
     assert f"ts_round_{dtype}(torchscribe::ts_tanh(" in code and f"ts_load_{dtype}(" in code, code
     # only the version for unit strides (both versions' loops are on one line)
-    source = PRELUDE + code.replace("_rows<false>", "_rows<true>")
+    source = PRELUDE + UNIT_ONLY + code.replace("ts_unit_or_strided(", "unit_only(")
     unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "for (int64_t j" in line)
     assert vectorized_lines(vectorization_report(source)) & {unit_loop, unit_loop + 1}, code
 

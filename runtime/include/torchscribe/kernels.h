@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <type_traits>
 #include <vector>
 #ifdef _OPENMP
 #include <omp.h>
@@ -33,6 +34,26 @@ template <class Rows> static inline void ts_rows(const Rows& rows, int64_t n, bo
   }
 #endif
   rows(0, n);
+}
+
+// A lambda that must be inlined where it is called (`[&](auto unit) TS_INLINE { ... }`).
+#if defined(__GNUC__)
+#define TS_INLINE __attribute__((always_inline))
+#else
+#define TS_INLINE
+#endif
+
+// One loop body for every layout: body(std::true_type) where `unit` (every stride along the row
+// is 1), else body(std::false_type). Inside, `unit ? 1 : stride` is a constant step of 1 in the
+// first version, which the compiler vectorises as contiguous loads and stores, as it did the
+// loop written out twice. Both versions are inlined into the caller: called as functions of
+// their own (a template of the rows function), a sin/cos/exp chain ran 1.5% slower.
+template <class Body> static inline TS_INLINE void ts_unit_or_strided(bool unit, const Body& body) {
+  if (unit) {
+    body(std::true_type{});
+  } else {
+    body(std::false_type{});
+  }
 }
 
 // Selects are bit-mask blends (math_detail::sel) so that loops with them still vectorise.
