@@ -1,16 +1,22 @@
 """C++ source for fused kernels (`kernel.pointwise` and `kernel.reduction` ops of
 ir/passes/fuse.py).
 
-One `extern "C"` function per kernel (runtime/kernels.py builds the library and binds the
-functions to Python). Arguments, in order: the iteration sizes n0..n{N-1}; each output's data
+One `extern "C"` function per kernel, `<name>_kernel` (runtime/kernels.py builds the library,
+reads the parameters off these declarations and binds the functions to Python). The source a
+module holds starts with `#include <torchscribe/kernels.h>` (PRELUDE): the math and helpers are
+runtime/include's. Arguments, in order: the iteration sizes n0..n{N-1}; each output's data
 pointer (outputs are fresh row-major tensors, but for an output written into a view of a larger
 tensor, the kernel's `into`: its pointer is followed by all its strides); each tensor input's data pointer and all its
 strides (`*x.stride()` in the launcher; a broadcast dim's stride is not read); the scalar
 inputs (int64_t or double). The loops are a `static` function of their own, `<kernel>_rows(begin,
 end, ...)`, over the rows [begin, end) of the outer dims (all but the last); the extern function
 computes what is computed once per call, then runs it on all rows, or on each OpenMP thread's
-share of them above PARALLEL_MIN elements (`ts_rows`). The innermost loop has a unit-stride
-version the compiler vectorises and a strided one for other layouts.
+share of them above PARALLEL_MIN elements (`ts_rows`). The innermost loop is written once, for
+every layout: a lambda of `unit` (every stride along the row is 1) that steps each tensor by a
+constant `1` in the version for unit strides, which the compiler vectorises as contiguous loads
+and stores, by its stride in the other (`ts_unit_or_strided`; a reduction's row function is a
+template of `unit`). Statements follow a comment quoting the source line they
+compute (`// out = self.bn1(out)`, once per run), and parameter lists wrap at WIDTH columns.
 
 A reduction kernel runs one row (the last dim) per row of the outer dims: the values
 that depend on the row only are computed once, and each level of reductions is one pass over the
@@ -32,7 +38,7 @@ import torch
 
 from ir import ops
 from ir.core import BlockArg, Operation, Value
-from codegen.cpp_math import MATH_HEADER
+from codegen.launcher_text import with_source
 from ir.passes.fuse import FUSIBLE, SCALARS, kernel_shape
 from ir.primitives import op_name
 from ir.types import BOOL, FLOAT, INT, TensorType
@@ -42,95 +48,15 @@ CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "
          "bfloat16": "uint16_t", "float16": "uint16_t"}
 # 16-bit floats are computed in float and rounded back to 16 bits after every op, as torch's CPU
 # kernels do: a value of such a dtype is the float it widens to (VALUE), loaded, rounded and
-# stored by the ts_<op>_<suffix> helpers of PRELUDE.
+# stored by the ts_<op>_<suffix> helpers of runtime/include/torchscribe/kernels.h.
 HALF = {"bfloat16": "bf16", "float16": "f16"}
 VALUE = {**CTYPE, "bfloat16": "float", "float16": "float"}
 FLOATING = {"float32", "float64", *HALF}
 PARALLEL_MIN = 32768  # elements: below this, threads cost more than they save
 
-PRELUDE = MATH_HEADER + """
-#include <algorithm>
-#include <memory>
-#include <vector>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
-// rows(begin, end) over the rows [0, n): split among OpenMP's threads when `parallel`, else one
-// plain call. Not an `omp parallel for` with an if clause: gcc compiles the loop of that as a
-// function of its own even when it runs serially, reading sizes and pointers through a shared
-// struct, and a serial batch-norm + hardswish kernel ran 35% slower there.
-template <class Rows> static inline void ts_rows(const Rows& rows, int64_t n, bool parallel) {
-  if (n <= 0) return;  // (no rows: an outer size is 0, which the rows would divide by)
-#ifdef _OPENMP
-  if (parallel && n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-    #pragma omp parallel
-    {
-      const Rows mine = rows;  // (each thread's own copy: what it captured stays in registers)
-      const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
-      mine(n * t / threads, n * (t + 1) / threads);
-    }
-    return;
-  }
-#endif
-  rows(0, n);
-}
-
-// Selects are bit-mask blends (math_detail::sel) so that loops with them still vectorise.
-using torchscribe::math_detail::sel;
-template <typename T> static inline T ts_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
-template <typename T> static inline T ts_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
-static inline float ts_max(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
-static inline double ts_max(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
-static inline float ts_min(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
-static inline double ts_min(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
-
-// bfloat16 and float16 elements are uint16_t; a value is held as the float it widens to, and
-// rounding (to nearest even) gives the float of the nearest 16-bit value. Integer bit tricks,
-// branch-free: loops with them vectorise (gcc's _Float16 conversions do not without AVX512-FP16).
-static inline uint32_t ts_pick(bool c, uint32_t a, uint32_t b) {
-  const uint32_t m = 0u - (uint32_t)c;
-  return (a & m) | (b & ~m);
-}
-// bfloat16 is the high half of a float. A NaN only gets its quiet bit (rounding could carry it
-// into an infinity).
-static inline float ts_load_bf16(uint16_t h) { return torchscribe::math_detail::f32((uint32_t)h << 16); }
-static inline float ts_round_bf16(float x) {
-  using namespace torchscribe::math_detail;
-  const uint32_t u = bits(x);
-  return f32(ts_pick(x != x, u | 0x400000u, u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
-}
-static inline uint16_t ts_store_bf16(float x) {  // (x rounded)
-  return (uint16_t)(torchscribe::math_detail::bits(x) >> 16);
-}
-// float16: sign, 5 exponent bits (bias 15), 10 mantissa bits; subnormals below 2^-14.
-static inline float ts_load_f16(uint16_t h) {
-  using namespace torchscribe::math_detail;
-  const uint32_t em = (uint32_t)(h & 0x7fffu) << 13;  // exponent and mantissa at a float's places:
-  const float v = f32(em) * 0x1p112f;  // 2^-112 times the value, subnormals too
-  const float special = f32(em | 0x7f800000u);  // exponent 31: inf or NaN
-  return f32(bits(sel(em >= 0x0f800000u, special, v)) | (uint32_t)(h & 0x8000u) << 16);
-}
-static inline float ts_round_f16(float x) {
-  using namespace torchscribe::math_detail;
-  const uint32_t sign = bits(x) & 0x80000000u, e = (bits(x) ^ sign) & 0x7f800000u;
-  const float a = f32(bits(x) ^ sign);
-  // a + s rounds a to the float16 spacing of its binade when that is s's float spacing:
-  // s = 2^(e + 13) for a in [2^e, 2^(e+1)), e clamped to float16's binades [-14, 15].
-  const float s = f32(std::min(std::max(e, 113u << 23), 142u << 23) + (13u << 23));
-  const float r = sel(a >= 65520.0f, inf<float>(), (a + s) - s);  // (65520 rounds past 65504, the largest)
-  return f32(bits(r) | sign);
-}
-static inline uint16_t ts_store_f16(float x) {  // (x rounded)
-  using namespace torchscribe::math_detail;
-  const uint32_t a = bits(x) & 0x7fffffffu;
-  const uint32_t normal = (a - (112u << 23)) >> 13;  // exponent rebiased
-  const uint32_t small = bits(f32(a) + 0.5f) - 0x3f000000u;  // subnormal: a multiple of 2^-24
-  const uint32_t special = (a >> 13) & 0x7fffu;  // inf and NaN: exponent bits all ones
-  const uint32_t h = ts_pick(a >= 0x7f800000u, special, ts_pick(a >= 0x38800000u, normal, small));
-  return (uint16_t)(h | (bits(x) >> 16 & 0x8000u));
-}
-"""
+# What a module's kernel source starts with: the support code every kernel shares (the math,
+# ts_rows, ts_max, the 16-bit conversions) is a checked-in header, not text in each module.
+PRELUDE = "#include <torchscribe/kernels.h>\n"
 
 
 @dataclass(frozen=True)
@@ -146,8 +72,9 @@ class Signature:
     strided: tuple[int, ...] = ()  # outputs passed with all their strides (written into a view)
 
 
-def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
-    """The C++ function of one kernel, and its signature for the launcher."""
+def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> tuple[str, Signature]:
+    """The C++ function of one kernel, and its signature for the launcher; `source_lines` (the
+    lines of each source file) for the comments quoting the source line of each statement."""
     shape = kernel_shape(op)
     rank = len(shape)
     n_in = op.attributes["inputs"]
@@ -168,12 +95,12 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
         params += [("int64_t", f"in{k}_s{d}") for d in range(rank - len(v.type.shape), rank)]  # type: ignore[union-attr]
     scalar_types = ["double" if v.type == FLOAT else "int64_t" for v in scalars]
     params += [(t, f"s{k}") for k, t in enumerate(scalar_types)]
-    body = _Body(op)
-    lines = [f'extern "C" void {name}({", ".join(f"{t} {n}" for t, n in params)}) {{']
+    body = _Body(op, source_lines)
+    lines = wrapped(f'extern "C" void {name}_kernel', [f"{t} {n}" for t, n in params], " {")
     if isinstance(op, ops.ReductionKernelOp):
-        plan = _RowPlan(op, [rank - 1 in dims for dims in strided])
-        row, call = _row_function(name, rank, op, strided, scalar_types, plan, aliased)
-        lines = row + [""] + lines + _row_driver(rank, n_in, strided, call, aliased)
+        plan = _RowPlan(op, [rank - 1 in dims for dims in strided], source_lines)
+        row, args = _row_function(name, rank, op, strided, scalar_types, plan, aliased)
+        lines = row + [""] + lines + _row_driver(name, rank, n_in, strided, args, aliased)
     elif rank == 0:
         for j, k in aliased.items():
             lines.append(f"  const {CTYPE[tensors[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j}")  # type: ignore[union-attr]
@@ -188,6 +115,26 @@ def emit_kernel(op: ops.KernelOp) -> tuple[str, Signature]:
                     tuple((v.type.dtype, tuple(range(rank - len(v.type.shape), rank))) for v in tensors),  # type: ignore[union-attr]
                     tuple(scalar_types), tuple(sorted(aliased)), tuple(into))
     return "\n".join(lines) + "\n", sig
+
+
+WIDTH = 100  # columns a parameter or argument list fills before it wraps
+
+
+def wrapped(head: str, items: list[str], tail: str = "", indent: str = "") -> list[str]:
+    """`head(items)tail` as C++ lines: one where it fits in WIDTH columns, else the items filled
+    onto lines of their own, indented four spaces more than `indent`."""
+    one = f"{indent}{head}({', '.join(items)}){tail}"
+    if len(one) <= WIDTH or not items:
+        return [one]
+    lines, line, pad = [f"{indent}{head}("], "", indent + "    "
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else f"){tail}")
+        if line and len(pad) + len(line) + 1 + len(piece) > WIDTH:
+            lines.append(pad + line)
+            line = piece
+        else:
+            line = f"{line} {piece}" if line else piece
+    return lines + [pad + line]
 
 
 def _strided_dims(t: TensorType, shape: tuple) -> list[int]:
@@ -246,12 +193,13 @@ def _close_nest(lines: list[str], pad: str, rank: int) -> list[str]:
 
 
 def _run_rows(rank: int, body: list[str]) -> list[str]:
-    """The statement that runs `body` (lines of a function of begin and end, indented two spaces)
-    over all rows: split among the threads when the kernel is large enough."""
+    """The statement that runs `body` (lines of a function of begin and end, indented four
+    spaces: its own place in the text) over all rows: split among the threads when the kernel is
+    large enough."""
     outer = list(range(rank - 1))
     count = " * ".join(f"n{i}" for i in outer) or "n0"
     total = " * ".join(f"n{i}" for i in range(rank))
-    return (["  ts_rows([&](int64_t begin, int64_t end) {"] + ["  " + line for line in body]
+    return (["  ts_rows([&](int64_t begin, int64_t end) {"] + body
             + [f"  }}, {count}, {total} >= {PARALLEL_MIN});"])
 
 
@@ -285,12 +233,14 @@ def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strid
     its own, not the loop of an `omp parallel for`: gcc compiles such a loop as an outlined
     function that reads sizes and pointers through a shared struct, even when the `if` clause
     runs it serially, and a serial batch-norm + hardswish kernel ran 35% slower there; here the
-    compiler sees restrict pointers and local sizes on both paths, and compiles the body once."""
+    compiler sees restrict pointers and local sizes on both paths. Its inner loop is written once,
+    a lambda that ts_unit_or_strided runs with `unit` known to the compiler (`_steps`), both
+    versions inlined here: as a template of the whole function, called through a pointer, a
+    sin/cos/exp chain ran 1.5% slower."""
     inner = rank - 1
     outer = list(range(inner))
-    unit = " && ".join([f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]]
-                       + [f"out{k}_s{inner} == 1" for k in into]) or "true"
-    driver = _merge_into_inner(rank, n_in, strided, into) + [f"  const bool unit = {unit};"]
+    conditions = [f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]]
+    driver = _merge_into_inner(rank, n_in, strided, into) + _unit(conditions + [f"out{k}_s{inner} == 1" for k in into])
     lines, pad, flat = _outer_nest(rank, n_in, strided, aliased, into)
     if len(into) < len(body.op.results):  # (outputs written into views have pointers of their own)
         lines.append(f"{pad}const int64_t o = {f'({flat}) * n{inner}' if outer else 'begin'};")
@@ -311,30 +261,60 @@ def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strid
         if len(dims) > 1:
             lines.append(f"{pad}const int64_t r = ({_flat(dims[:-1])}) * n{inner};")
     lines += [f"{pad}{body.load(k, f'p{k}[0]')}" for k in sorted(fixed)]
-    lines += [f"{pad}{body.compute(op)}" for op in hoisted]
-    for variant in ("unit", "strided"):
-        lines.append(f"{pad}{'if (unit) {' if variant == 'unit' else '} else {'}")
-        loads = {}
-        for k in range(n_in):
-            if k not in fixed and not (kept and k in along and not body.used_beyond(k, rowwise)):
-                loads[k] = f"p{k}[j]" if variant == "unit" else f"p{k}[j * in{k}_s{inner}]"
-        lines.append(f"{pad}  #pragma omp simd")
-        lines.append(f"{pad}  for (int64_t j = 0; j < {length}; ++j) {{")
-        lines += [f"{pad}    {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
-        skip = set(hoisted) | (set(rowwise) if kept else set())
-        stores = {k: f"q{k}[j]" if variant == "unit" else f"q{k}[j * out{k}_s{inner}]" for k in into}
-        lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=skip, stores=stores)]
-        lines.append(f"{pad}  }}")
-    lines.append(f"{pad}}}")
+    lines += [pad + t for t in body.quoted([(op, body.compute(op)) for op in hoisted])]
+    loads = {k: f"p{k}[j * in{k}_step]" for k in range(n_in)
+             if k not in fixed and not (kept and k in along and not body.used_beyond(k, rowwise))}
+    steps = [f"in{k}_step = unit ? 1 : in{k}_s{inner}" for k in loads] + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into]
+    lines.append(f"{pad}ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {{")
+    lines += _steps(steps, pad + "  ")
+    lines.append(f"{pad}  #pragma omp simd")
+    lines.append(f"{pad}  for (int64_t j = 0; j < {length}; ++j) {{")
+    lines += [f"{pad}    {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
+    skip = set(hoisted) | (set(rowwise) if kept else set())
+    stores = {k: f"q{k}[j * out{k}_step]" for k in into}
+    lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=skip, stores=stores)]
+    lines.append(f"{pad}  }}")
+    lines.append(f"{pad}}});")
     lines = _close_nest(lines, pad, rank)
-    rows = [f"const {VALUE[v.type.dtype]}* __restrict r{body.names[v][1:]}" for v in kept]  # type: ignore[union-attr]
-    declared = ["int64_t begin", "int64_t end", "bool unit"] + [f"{t} {n}" for t, n in params] + rows
-    header = f"static void {name}_rows({', '.join(declared)}) {{"
     for j, k in aliased.items():  # (one pointer, so that the compiler sees the read and write of one element)
         lines.insert(0, f"  const {CTYPE[body.op.operands[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j} (contiguous)")  # type: ignore[union-attr]
+    rows = [f"const {VALUE[v.type.dtype]}* __restrict r{body.names[v][1:]}" for v in kept]  # type: ignore[union-attr]
+    declared = ["int64_t begin", "int64_t end", "bool unit"] + [f"{t} {n}" for t, n in params] + rows
+    header = wrapped(f"static void {name}_rows", declared, " {")
     args = ["begin", "end", "unit"] + [n for _, n in params] + [f"r{body.names[v][1:]}.get()" for v in kept]
-    driver += _run_rows(rank, [f"  {name}_rows({', '.join(args)});"])
-    return [header] + lines + ["}"], driver
+    driver += _run_rows(rank, wrapped(f"{name}_rows", args, ";", "    "))
+    return header + lines + ["}"], driver
+
+
+def _unit(conditions: list[str]) -> list[str]:
+    """`unit`: whether every stride along the row is 1, which picks the version of the loop (or
+    of the row function) with unit steps (`_steps`)."""
+    if not conditions:
+        return ["  const bool unit = true;"]
+    return ["  // every stride along the row 1: the version with unit steps"] + _filled("  const bool unit = ", conditions, ";", " &&")
+
+
+def _steps(steps: list[str], indent: str = "  ") -> list[str]:
+    """The declaration of each tensor's step along the row: 1 where `unit` is a compile-time true
+    (a std::true_type of ts_unit_or_strided, or a template parameter: the compiler sees unit
+    steps and vectorises contiguous loads and stores), its stride otherwise. One loop body
+    serves both."""
+    return _filled(indent + "const int64_t ", steps, ";") if steps else []
+
+
+def _filled(head: str, items: list[str], tail: str, separator: str = ",") -> list[str]:
+    """`head` and the `items` (each but the last followed by `separator`), then `tail`, filled
+    into lines of WIDTH columns (continuation lines indented four spaces more than `head`)."""
+    pad = " " * (len(head) - len(head.lstrip()) + 4)
+    lines, line = [], head
+    for i, item in enumerate(items):
+        piece = item + (separator if i < len(items) - 1 else tail)
+        if line.strip() and line != head and len(line) + 1 + len(piece) > WIDTH:
+            lines.append(line)
+            line = pad + piece
+        else:
+            line = line + piece if line == head else f"{line} {piece}"
+    return lines + [line]
 
 
 def _partial_inputs(rank: int, n_in: int, strided: list[list[int]], aliased: dict[int, int],
@@ -379,7 +359,7 @@ def _row_buffers(inner: int, body: "_Body", along: set[int], dims: list[int], st
         if body.op.body.args[k] in read:
             at = " + ".join([f"i{d} * in{k}_s{d}" for d in dims[:-1] if d in strided[k]] + [f"j * in{k}_s{inner}"])
             lines.append(f"{pad}  {body.load(k, f'in{k}[{at}]')}")
-    lines += [f"{pad}  {body.compute(op)}" for op in rowwise]
+    lines += [f"{pad}  {t}" for t in body.quoted([(op, body.compute(op)) for op in rowwise])]
     index = f"({_flat(dims[:-1])}) * n{inner} + j" if len(dims) > 1 else "j"
     lines += [f"{pad}  r{body.names[v][1:]}[{index}] = {body.names[v]};" for v in kept]
     for _ in range(len(dims)):
@@ -391,8 +371,9 @@ def _row_buffers(inner: int, body: "_Body", along: set[int], dims: list[int], st
 class _Body:
     """The element computation: one C++ statement per op of the kernel's region."""
 
-    def __init__(self, op: ops.KernelOp) -> None:
+    def __init__(self, op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> None:
         self.op = op
+        self.source_lines = source_lines
         self.n_in = op.attributes["inputs"]
         self.names: dict[Value, str] = {}
         for k, a in enumerate(op.body.args):
@@ -410,17 +391,22 @@ class _Body:
     def compute(self, inner: Operation) -> str:
         return f"const {VALUE[inner.result.type.dtype]} {self.names[inner.result]} = {element(inner, self.names)};"  # type: ignore[union-attr]
 
+    def quoted(self, items: list[tuple[Operation | None, str]]) -> list[str]:
+        """Statements with the op each computes (None: a load, a store), each run of them from one
+        source line after a comment quoting it."""
+        return with_source(items, self.source_lines, "//")
+
     def statements(self, loads: dict[int, str], index: str, skip: set[Operation] = set(),
                    stores: dict[int, str] = {}) -> list[str]:
         """The element's statements; output k is stored at `out<k>[index]`, or at `stores[k]`."""
-        out = [self.load(k, at) for k, at in loads.items()]
+        out: list[tuple[Operation | None, str]] = [(None, self.load(k, at)) for k, at in loads.items()]
         for inner in self.op.body.ops:
             if isinstance(inner, ops.YieldOp):
-                out += [f"{stores.get(k, f'out{k}[{index}]')} = {_store(v, self.names[v])};"
+                out += [(None, f"{stores.get(k, f'out{k}[{index}]')} = {_store(v, self.names[v])};")
                         for k, v in enumerate(inner.operands)]
             elif not isinstance(inner, ops.ConstantOp) and inner not in skip:
-                out.append(self.compute(inner))
-        return out
+                out.append((inner, self.compute(inner)))
+        return self.quoted(out)
 
     def invariant_ops(self, fixed_inputs: set[int]) -> list[Operation]:
         """The ops whose operands are all fixed along the row: those inputs, scalars, constants
@@ -476,8 +462,9 @@ class _RowPlan:
     than its operand's pass). A transcendental element value a later pass needs again is kept in
     a row buffer rather than computed twice (softmax: exp once)."""
 
-    def __init__(self, op: ops.ReductionKernelOp, varies: list[bool]) -> None:
-        self.body = _Body(op)
+    def __init__(self, op: ops.ReductionKernelOp, varies: list[bool],
+                 source_lines: dict[str, list[str]] | None = None) -> None:
+        self.body = _Body(op, source_lines)
         level: dict[Value, int] = {}  # pass of an element value, depth of a row value
         self.elem: set[Value] = set()
         for k, a in enumerate(op.body.args):
@@ -541,13 +528,13 @@ class _RowPlan:
 
     def row_statements(self, depth: int, varies_inputs: set[int]) -> list[str]:
         """Row values of `depth` (the loads of row inputs at depth 0), except reductions."""
-        out = []
+        out: list[tuple[Operation | None, str]] = []
         if depth == 0:
-            out += [self.body.load(k, f"p{k}[0]") for k in range(self.body.n_in) if k not in varies_inputs]
+            out += [(None, self.body.load(k, f"p{k}[0]")) for k in range(self.body.n_in) if k not in varies_inputs]
         for o in self.ops:
             if o.result not in self.elem and not isinstance(o, ops.ReduceOp) and self.level[o.result] == depth:
-                out.append(self.body.compute(o))
-        return out
+                out.append((o, self.body.compute(o)))
+        return self.body.quoted(out)
 
 
 # Element values worth a row buffer when a later pass needs them again.
@@ -557,10 +544,11 @@ _IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}
 
 
 def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[list[int]],
-                  scalar_types: list[str], plan: _RowPlan, aliased: dict[int, int]) -> tuple[list[str], str]:
-    """`static void <name>_row(...)`: the kernel on one row, its pointers already at the row (a
-    function of its own, so that the compiler sees restrict pointers and local sizes, which it
-    does not inside an OpenMP region). Returns its lines and the call text the driver uses."""
+                  scalar_types: list[str], plan: _RowPlan, aliased: dict[int, int]) -> tuple[list[str], list[str]]:
+    """`static void <name>_row<unit>(...)`: the kernel on one row, its pointers already at the
+    row (a function of its own, so that the compiler sees restrict pointers and local sizes,
+    which it does not inside an OpenMP region), a template of whether every stride along the row
+    is 1 (`_steps`). Returns its lines and the arguments the driver calls it with."""
     inner = rank - 1
     n = f"n{inner}"
     n_in = op.attributes["inputs"]
@@ -575,11 +563,10 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
         if k in varies:
             params.append(f"int64_t in{k}_s{inner}")
     params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
-    lines = [f"static void {name}_row({', '.join(params)}) {{"]
+    lines = ["template <bool unit>"] + wrapped(f"static void {name}_row", params, " {")
     for k, o in aliased.items():  # (read in the passes before the last; the last writes over it)
         lines.append(f"  const {CTYPE[op.operands[k].type.dtype]}* p{k} = out{o};")  # type: ignore[union-attr]
-    unit = " && ".join(f"in{k}_s{inner} == 1" for k in sorted(varies)) or "true"
-    lines.append(f"  const bool unit = {unit};")
+    lines += _steps([f"in{k}_step = unit ? 1 : in{k}_s{inner}" for k in sorted(varies)])
     pad = "  "
     for p in plan.passes:
         for v in plan.stored[p]:
@@ -589,22 +576,23 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
             lines.append(f"{pad}if ((int64_t){buf}.size() < {n}) {buf}.resize({n});")
             lines.append(f"{pad}{ct}* __restrict {buf}p = {buf}.data();")
 
-    def element_lines(p: int, unit_stride: bool, roots: list[Value] | None = None, effects: bool = True) -> list[str]:
+    def element_lines(p: int, roots: list[Value] | None = None, effects: bool = True) -> list[str]:
         """The loads, the computation and (with `effects`) the buffer stores of pass `p` at element j."""
         available = plan.available_before[p]
         needed = plan.computed[p] if roots is None else plan._closure(roots, available)
         used = {v for o in needed if o.result not in available for v in o.operands} | set(plan.roots(p))
-        out = [body.load(k, f"p{k}[j]" if unit_stride else f"p{k}[j * in{k}_s{inner}]")
-               for k in sorted(varies) if body.op.body.args[k] in used]
+        out: list[tuple[Operation | None, str]] = [
+            (None, body.load(k, f"p{k}[j * in{k}_step]")) for k in sorted(varies) if body.op.body.args[k] in used]
         for o in needed:
             if o.result in available:
-                out.append(f"const {VALUE[o.result.type.dtype]} {names[o.result]} = b{names[o.result][1:]}p[j];")  # type: ignore[union-attr]
+                out.append((o, f"const {VALUE[o.result.type.dtype]} {names[o.result]} = b{names[o.result][1:]}p[j];"))  # type: ignore[union-attr]
             else:
-                out.append(body.compute(o))
+                out.append((o, body.compute(o)))
         if effects:
-            out += [f"b{names[v][1:]}p[j] = {names[v]};" for v in plan.stored[p]]
-            out += [f"out{k}[j] = {_store(plan.yielded[k], names[plan.yielded[k]])};" for k in plan.element_outputs.get(p, [])]
-        return out
+            out += [(None, f"b{names[v][1:]}p[j] = {names[v]};") for v in plan.stored[p]]
+            out += [(None, f"out{k}[j] = {_store(plan.yielded[k], names[plan.yielded[k]])};")
+                    for k in plan.element_outputs.get(p, [])]
+        return body.quoted(out)
 
     depth_done = -1
     for p in plan.passes:
@@ -615,16 +603,10 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
         what = ", ".join([f"{r.attributes['kind']} {names[r.result]}" for r in reds]
                          + [f"out{k}" for k in plan.element_outputs.get(p, [])])
         lines.append(f"{pad}// pass {plan.passes.index(p) + 1} over the row: {what}")
-        if not reds:
-            lines.append(f"{pad}if (unit) {{")
-            lines.append(f"{pad}  #pragma omp simd")
-            lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
-            lines += [f"{pad}    {t}" for t in element_lines(p, True)]
-            lines.append(f"{pad}  }}")
-            lines.append(f"{pad}}} else {{")
-            lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
-            lines += [f"{pad}    {t}" for t in element_lines(p, False)]
-            lines.append(f"{pad}  }}")
+        if not reds:  # (elementwise: any order gives the same values, so both versions vectorise)
+            lines.append(f"{pad}#pragma omp simd")
+            lines.append(f"{pad}for (int64_t j = 0; j < {n}; ++j) {{")
+            lines += [f"{pad}  {t}" for t in element_lines(p)]
             lines.append(f"{pad}}}")
             continue
         lines += _reduction_pass(pad, n, p, reds, names, element_lines)
@@ -642,18 +624,24 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
         if k in varies:
             args.append(f"in{k}_s{inner}")
     args += [f"s{k}" for k in range(len(scalar_types))]
-    return lines, f"{name}_row({', '.join(args)});"
+    return lines, args
 
 
-def _row_driver(rank: int, n_in: int, strided: list[list[int]], call: str, aliased: dict[int, int]) -> list[str]:
-    """The extern "C" function's body: the rows in parallel (when there is enough work)."""
+def _row_driver(name: str, rank: int, n_in: int, strided: list[list[int]], args: list[str],
+                aliased: dict[int, int]) -> list[str]:
+    """The extern "C" function's body: the version of the row function for the strides along the
+    row, then the rows in parallel (when there is enough work)."""
+    inner = rank - 1
+    conditions = [f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]]
+    lines = _unit(conditions)
+    lines.append(f"  const auto one_row = unit ? {name}_row<true> : {name}_row<false>;")
     if rank == 1:  # one row
-        lines = [f"  const auto* p{k} = {f'out{aliased[k]}' if k in aliased else f'in{k}'};" for k in range(n_in)]
-        return lines + ["  const int64_t r = 0;  // the row", f"  {call}"]
-    lines, pad, flat = _outer_nest(rank, n_in, strided, aliased)
-    lines.append(f"{pad}const int64_t r = {flat};  // the row")
-    lines.append(f"{pad}{call}")
-    return _run_rows(rank, _close_nest(lines, pad, rank))
+        lines += [f"  const auto* p{k} = {f'out{aliased[k]}' if k in aliased else f'in{k}'};" for k in range(n_in)]
+        return lines + ["  const int64_t r = 0;  // the row"] + wrapped("one_row", args, ";", "  ")
+    rows, pad, flat = _outer_nest(rank, n_in, strided, aliased)
+    rows.append(f"{pad}const int64_t r = {flat};  // the row")
+    rows += [t.removeprefix("  ") for t in wrapped("one_row", args, ";", "  " + pad)]
+    return lines + _run_rows(rank, ["  " + t for t in _close_nest(rows, pad, rank)])
 
 
 def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],
@@ -676,15 +664,10 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
             clauses.append(f"reduction({'max' if kind == 'amax' else 'min'}:{acc}) reduction(+:{acc}_check)")
             cmp = ">" if kind == "amax" else "<"
             updates += [f"{acc} = {x} {cmp} {acc} ? {x} : {acc};", f"{acc}_check += static_cast<{VALUE[r.result.type.dtype]}>({x} != {x});"]  # type: ignore[union-attr]
-    lines.append(f"{pad}if (unit) {{")
-    lines.append(f"{pad}  #pragma omp simd {' '.join(clauses)}")
-    lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
-    lines += [f"{pad}    {t}" for t in element_lines(p, True) + updates]
-    lines.append(f"{pad}  }}")
-    lines.append(f"{pad}}} else {{")
-    lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
-    lines += [f"{pad}    {t}" for t in element_lines(p, False) + updates]
-    lines.append(f"{pad}  }}")
+    # (vectorised where the steps are 1; a strided row is summed in order, as it always was)
+    lines.append(f"{pad}#pragma omp simd {' '.join(clauses)} if(simd: unit)")
+    lines.append(f"{pad}for (int64_t j = 0; j < {n}; ++j) {{")
+    lines += [f"{pad}  {t}" for t in element_lines(p) + updates]
     lines.append(f"{pad}}}")
     for r in reds:
         if r.attributes["kind"] == "sum":
@@ -693,7 +676,7 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
         lines.append(f"{pad}if ({acc}_check != 0) {{  // a NaN in the row: the exact, NaN-propagating loop")
         lines.append(f"{pad}  {acc} = {_IDENTITY[r.attributes['kind']]};")
         lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
-        lines += [f"{pad}    {t}" for t in element_lines(p, False, [r.operands[0]], effects=False)]
+        lines += [f"{pad}    {t}" for t in element_lines(p, [r.operands[0]], effects=False)]
         lines.append(f"{pad}    {acc} = {'ts_max' if r.attributes['kind'] == 'amax' else 'ts_min'}({acc}, {x});")
         lines.append(f"{pad}  }}")
         lines.append(f"{pad}}}")

@@ -1,12 +1,16 @@
 """The kernels part of a compiled module, in three sections:
 
-- C++, for the kernels on CPU tensors: their source as one string, the library built from it
-  (runtime/kernels.py), and one launcher per kernel, `<name>_cpp`, that allocates the outputs
-  (but those the kernel writes into a view it is given, `into`: its last arguments)
-  and passes sizes, data pointers and strides in the order codegen/cpp_kernels.py declares them;
+- C++, for the kernels on CPU tensors: their source as one string, which includes the support
+  code every module shares (`#include <torchscribe/kernels.h>`, runtime/include), the library
+  built from it (runtime/kernels.py, which reads each kernel's parameter types off its
+  `extern "C"` declaration), and one launcher per kernel, `<name>_cpp`, that allocates the
+  outputs (but those the kernel writes into a view it is given, `into`: its last arguments) and
+  passes sizes, data pointers and strides in the order codegen/cpp_kernels.py declares them
   (codegen/pool_kernels.py writes both of a `kernel.pool`);
 - Triton, for every kernel (codegen/triton_kernels.py: `<name>_triton`), under
-  `if triton is not None:`, as Triton is imported only where some kernel runs on it;
+  `if triton is not None:`, as Triton is imported only where some kernel runs on it, with the
+  helpers of runtime/triton_helpers.py they call; only in a module whose `Program.devices` holds
+  "cuda" (or with a kernel on CUDA tensors): a module for CPU tensors holds C++ alone;
 - one line per kernel binding `<name>`, the name the compiled functions call, to the launcher
   chosen at import (runtime/kernels.launcher: by the kernel's device, or TORCHSCRIBE_BACKEND).
 
@@ -28,14 +32,23 @@ def kernel_device(k: ops.Kernel) -> str:
     return k.results[0].type.device  # type: ignore[union-attr,return-value]
 
 
-def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None) -> None:
+def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None,
+                 devices: tuple[str, ...] = ("cpu",)) -> None:
+    """The three sections; Triton's where `devices` (Program.devices) or a kernel's tensors are
+    on CUDA."""
     cpu = [k for k in kernels if kernel_device(k) == "cpu"]
     if cpu:
         _emit_cpp(w, cpu, source_lines)
-    _emit_triton(w, kernels, source_lines)
+    triton = "cuda" in devices or len(cpu) < len(kernels)
+    if triton:
+        _emit_triton(w, kernels, source_lines)
     w.blank(2)
-    w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
-    w.line("# Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.")
+    if triton:
+        w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
+        w.line("# Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.")
+    else:
+        w.line("# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled")
+        w.line("# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.")
     for k in kernels:
         name = k.attributes["name"]
         w.line(f'{name} = _kernels.launcher(globals(), "{name}", "{kernel_device(k)}")')
@@ -46,30 +59,30 @@ def _emit_triton(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, l
     w.blank(2)
     w.line("triton = _kernels.import_triton({" + ", ".join(f'"{d}"' for d in devices) + "})")
     w.line("if triton is not None:")
+    emitted = [pool_kernels.triton_kernel(k, source_lines) if isinstance(k, ops.PoolKernelOp)
+               else triton_kernels.emit_triton_kernel(k, source_lines) for k in kernels]  # type: ignore[arg-type]
     with w.indent():
         # (`triton` itself is bound above)
         imports = [line for line in triton_kernels.IMPORTS.splitlines() if line != "import triton"]
-        for line in imports + [""] + triton_kernels.PRELUDE.rstrip("\n").splitlines():
+        helpers = triton_kernels.helper_import([text for e in emitted for text in (e.source, e.launcher)])
+        for line in imports + [""] + helpers.splitlines():
             w.line(line)
-        for k in kernels:
-            emitted = (pool_kernels.triton_kernel(k, source_lines) if isinstance(k, ops.PoolKernelOp)
-                       else triton_kernels.emit_triton_kernel(k, source_lines))  # type: ignore[arg-type]
-            for text in (emitted.source, emitted.launcher):
+        for e in emitted:
+            for text in (e.source, e.launcher):
                 w.blank(2)
                 for line in text.rstrip("\n").splitlines():
                     w.line(line)
 
 
 def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None) -> None:
-    sources, kinds, signatures = [], {}, []
+    sources, signatures = [], []
     for k in kernels:
         sig = None
         if isinstance(k, ops.PoolKernelOp):
-            text, kinds[k.attributes["name"]] = pool_kernels.cpp_kernel(k)
+            text = pool_kernels.cpp_kernel(k, source_lines)
         else:
             assert isinstance(k, ops.KernelOp)
-            text, sig = emit_kernel(k)
-            kinds[sig.name] = _kinds(sig)
+            text, sig = emit_kernel(k, source_lines)
         sources.append(text)
         signatures.append(sig)
     w.blank(2)
@@ -79,24 +92,13 @@ def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list
         w.blank()
         w.lines.extend(text.rstrip("\n").splitlines())
     w.line('"""')
-    w.line("_lib = _kernels.Library(KERNELS_CPP, {")
-    with w.indent():
-        for name, kind in kinds.items():
-            w.line(f'"{name}": "{kind}",')
-    w.line("})")
+    w.line("_lib = _kernels.Library(KERNELS_CPP)")
     for k, sig in zip(kernels, signatures):
         w.blank(2)
         if sig is None:
             pool_kernels.cpp_launcher(w, k, source_lines)  # type: ignore[arg-type]
         else:
             _launcher(w, k, sig, source_lines)  # type: ignore[arg-type]
-
-
-def _kinds(sig: Signature) -> str:
-    kinds = "i" * sig.rank + "".join("p" + "i" * sig.rank * (k in sig.strided) for k in range(len(sig.outputs)))
-    for j, (_, dims) in enumerate(sig.inputs):
-        kinds += ("" if j in sig.aliased else "p") + "i" * len(dims)
-    return kinds + "".join("d" if t == "double" else "i" for t in sig.scalars)
 
 
 def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_lines: dict[str, list[str]] | None) -> None:
@@ -143,5 +145,5 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_lines: dict[str
             if v.type.shape:  # type: ignore[union-attr]
                 args.append(f"*in{i}.stride()")
         args += [f"s{i}" for i in range(len(sig.scalars))]
-        w.line(f"_lib.{sig.name}({', '.join(args)})")
+        w.line(f"_lib.{sig.name}_kernel({', '.join(args)})")
         w.line(f"return {', '.join(outs)}")

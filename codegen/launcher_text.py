@@ -1,11 +1,12 @@
-"""What the C++ and the Triton launchers of a kernel both say: the iteration sizes as Python
-expressions, and the docstring naming the ops the kernel fuses."""
+"""What the C++ and the Triton code of a kernel both say: the iteration sizes as Python
+expressions, the docstring naming the ops the kernel fuses, and the comments quoting the source
+line each run of statements computes (`with_source`)."""
 
 from __future__ import annotations
 
 
 from ir import ops
-from ir.core import Loc
+from ir.core import Loc, Operation
 from ir.primitives import op_name
 from ir.types import TensorType
 
@@ -45,6 +46,35 @@ def source_text(loc: Loc | None, source_lines: dict[str, list[str]] | None) -> s
     return lines[loc.line - 1].strip() or None
 
 
+def source_comment(loc: Loc | None, source_lines: dict[str, list[str]] | None, marker: str) -> str | None:
+    """A comment quoting the source line at `loc` (`// out = self.bn1(out)`, `marker` "//" or
+    "#"); None where the line is not known."""
+    quote = source_text(loc, source_lines)
+    if quote is None:
+        return None
+    # (a line ending in a backslash would continue a C++ comment; three quotes would end the raw
+    # string that holds the C++)
+    return f"{marker} {quote.rstrip(chr(92)).rstrip()}".replace('"' * 3, "'" * 3)
+
+
+def with_source(items: list[tuple[Operation | None, str]], source_lines: dict[str, list[str]] | None,
+                marker: str) -> list[str]:
+    """The statements of `items` (each with the op it computes, or None: a load, a store), each
+    run of them from one source line preceded by a comment quoting that line (`source_comment`);
+    only where the line changes, not per statement."""
+    out: list[str] = []
+    last = None
+    for op, text in items:
+        loc = op.loc if op is not None else None
+        if loc is not None and (loc.file, loc.line) != last:
+            comment = source_comment(loc, source_lines, marker)
+            if comment is not None:
+                out.append(comment)
+                last = (loc.file, loc.line)
+        out.append(text)
+    return out
+
+
 QUOTED_LINES = 3  # source lines a kernel's description quotes; past that, how many more
 
 
@@ -69,4 +99,4 @@ def describe(k: ops.KernelOp, source_lines: dict[str, list[str]] | None, backend
     return f"Fused{f' ({backend})' if backend else ''}: {names}{where}."
 
 
-__all__ = ["size_texts", "describe", "quoted", "source_text"]
+__all__ = ["size_texts", "describe", "quoted", "source_comment", "source_text", "with_source"]

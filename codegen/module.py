@@ -40,6 +40,26 @@ class Header:
     settings: dict[str, list[str]] | None = None
 
 
+def unique_kernel_names(program: Program, taken: set[str]) -> None:
+    """Kernels are named per function (ir/kernel_names.py); in the module they share, a name an
+    earlier function's kernel (or a module-level name in `taken`) has takes the next number free
+    in both (`bn1_relu_3`). Renames the kernel ops, so the IR says what the module does."""
+    taken = set(taken)
+    for func in program.funcs:
+        kernels = [op for op in func.walk() if isinstance(op, Kernel)]
+        own = {k.attributes["name"] for k in kernels}
+        for k in kernels:
+            name = k.attributes["name"]
+            if name in taken:
+                base, n = name, 1
+                while name in taken or name in own:
+                    n += 1
+                    name = f"{base}_{n}"
+                own.add(name)
+                k.attributes["name"] = name
+        taken |= {k.attributes["name"] for k in kernels}
+
+
 def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[str | None, ...]],
                 source_lines: dict[str, list[str]] | list[str] | None) -> str:
     """`entries` maps the runtime's COMPILED keys ("MyCell.forward") to function sym_names (a
@@ -50,6 +70,7 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
         source_lines = {program.source_file: source_lines}
     kernels = [op for op in program.walk() if isinstance(op, Kernel)]
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
+    unique_kernel_names(program, reserved)
     reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
     # Kept Python code (permissive mode) reads module-level names through the model's modules.
     model_modules = sorted({op.attributes["module"] for op in program.walk() if isinstance(op, OpaqueOp)
@@ -126,7 +147,7 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
             where = f'"{m}"' if m else "__name__, SOURCE_FILE"
             w.line(f"{model_module_name(m)} = _guards.model_module({where})")
     if kernels:
-        emit_kernels(w, kernels, source_lines)
+        emit_kernels(w, kernels, source_lines, program.devices)
     for body in bodies:
         w.blank(2)
         w.lines.extend(body)

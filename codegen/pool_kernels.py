@@ -8,13 +8,13 @@ running maximum when it is greater or NaN, so that NaN propagates and, of equal 
 first one read stays (as torch's loop keeps it: -0.0 before 0.0 stays -0.0). 16-bit floats are
 compared as the floats they widen to and stored as they were read.
 
-C++: one `extern "C"` function, arguments n0 (N), n3 (C), the output's data pointer (a fresh
-row-major [N, OH, OW, C] tensor), the input's data pointer and its four strides. It runs the
-output rows (image, oh) on OpenMP's threads above cpp_kernels.PARALLEL_MIN output elements. An
-output position's channels go 32 floats (16 doubles) at a time through the window, their running
-maxima in two 64-byte vectors (gcc's vector extension: the compiler's own vectorisation kept them
-in memory, 0.34 against 0.28 ms for squeezenet's 8x128x55x55 pool), and the rest, and channels
-that are not contiguous, through a plain loop.
+C++: one `extern "C"` function, `<name>_kernel`, arguments n0 (N), n3 (C), the output's data
+pointer (a fresh row-major [N, OH, OW, C] tensor), the input's data pointer and its four strides.
+It runs the output rows (image, oh) on OpenMP's threads above cpp_kernels.PARALLEL_MIN output
+elements. An output position's channels go 32 floats (16 doubles) at a time through the window,
+their running maxima in two 64-byte vectors (`ts_pool_block`), and the rest, and channels that
+are not contiguous, through a plain loop (`ts_pool_channels`): both are the same in every
+module, templates of runtime/include/torchscribe/kernels.h.
 
 Triton: one program per tile of ROWS output positions by COLS channels (sized as the pointwise
 kernels' tiles, ts_tile), the window unrolled (`tl.static_range`), masked loads outside the input.
@@ -22,18 +22,12 @@ kernels' tiles, ts_tile), the window unrolled (`tl.static_range`), masked loads 
 
 from __future__ import annotations
 
-from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN
-from codegen.launcher_text import source_text
+from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN, wrapped
+from codegen.launcher_text import source_comment, source_text
 from codegen.triton_kernels import TL, TritonKernel
 from codegen.writer import Writer
 from ir import ops
 from ir.types import TensorType
-
-# the bits of -inf, the running maximum's start, in each dtype's storage
-_MINUS_INF = {"float32": "-torchscribe::math_detail::inf<float>()",
-              "float64": "-torchscribe::math_detail::inf<double>()",
-              "bfloat16": "(uint16_t)0xff80u", "float16": "(uint16_t)0xfc00u"}
-
 
 class _Pool:
     """What both backends read off the op."""
@@ -72,71 +66,26 @@ def _start(index: str, stride: int, padding: int) -> str:
 
 
 # -- C++ --------------------------------------------------------------------------------------
-def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
-    """The C++ function, and its argument kinds for runtime.kernels.Library."""
+def cpp_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None = None) -> str:
+    """The C++ function (runtime.kernels.Library reads its parameters off its declaration)."""
     p = _Pool(op)
     t = CTYPE[p.dtype]
     size = 2 if p.dtype in HALF else 4 if p.dtype == "float32" else 8  # (bytes of an element)
-    block = 2 * 64 // size  # (channels a block takes: two 64-byte vectors' worth)
+    block = 2 * 64 // size  # (channels a block takes: ts_pool_width, two 64-byte vectors' worth)
+    # (the loops over a window: ts_pool_channels and ts_pool_block of runtime/include's kernels.h)
+    element = f"ts_pool_{HALF[p.dtype]}" if p.dtype in HALF else f"ts_pool_float<{t}>"
     if p.dtype in HALF:
-        load = f"ts_load_{HALF[p.dtype]}"
-        update = f"m[j] = ({load}(v) > {load}(m[j]) || {load}(v) != {load}(v)) ? v : m[j];"
+        block_call = wrapped(f"ts_pool_channels<{element}>", ["o + c", "x + c", str(block), "1", "nh", "nw", "in0_s1",
+                                                             "in0_s2"], ";", " " * 12)
     else:
-        update = "m[j] = sel(v > m[j] || v != v, v, m[j]);"
-    lines = [
-        f"// The maximum of each of the n channels at x (channel stride s) over a window of nh x nw",
-        f"// positions (strides hs, ws), into o.",
-        f"static inline void {p.name}_channels({t}* __restrict o, const {t}* __restrict x, int64_t n, int64_t s,",
-        "    int64_t nh, int64_t nw, int64_t hs, int64_t ws) {",
-        f"  {t} m[{block}];  // (n <= {block})",
-        f"  for (int64_t j = 0; j < n; ++j) m[j] = {_MINUS_INF[p.dtype]};",
-        "  for (int64_t h = 0; h < nh; ++h) {",
-        "    for (int64_t w = 0; w < nw; ++w) {",
-        "      for (int64_t j = 0; j < n; ++j) {",
-        f"        const {t} v = x[h * hs + w * ws + j * s];",
-        f"        {update}",
-        "      }",
-        "    }",
-        "  }",
-        "  for (int64_t j = 0; j < n; ++j) o[j] = m[j];",
-        "}",
-        "",
-    ]
-    if p.dtype in HALF:
-        block_call = f"{p.name}_channels(o + c, x + c, {block}, 1, nh, nw, in0_s1, in0_s2)"
-    else:
-        block_call = f"{p.name}_block(o + c, x + c, nh, nw, in0_s1, in0_s2)"
-        lines += [
-            f"// The same for {block} contiguous channels, the running maxima in vector registers (gcc's",
-            "// vector extension; the compiler's own vectorisation of the loop above keeps them in memory).",
-            f"static inline void {p.name}_block({t}* __restrict o, const {t}* __restrict x, int64_t nh, int64_t nw,",
-            "    int64_t hs, int64_t ws) {",
-            "#ifdef __AVX512F__",
-            f"  typedef {t} V __attribute__((vector_size(64)));",
-            "#else  // (without AVX-512 gcc splits a 64-byte vector badly: a pool took 11x as long on Zen 3)",
-            f"  typedef {t} V __attribute__((vector_size(32)));",
-            "#endif",
-            f"  typedef int{8 * size}_t M __attribute__((vector_size(sizeof(V))));  // (what comparing two V gives)",
-            f"  constexpr int64_t lanes = sizeof(V) / sizeof({t}), count = {block} / lanes;",
-            "  V m[count];",
-            f"  for (int64_t k = 0; k < count; ++k) m[k] = (V){{}} + {_MINUS_INF[p.dtype]};",
-            "  for (int64_t h = 0; h < nh; ++h) {",
-            "    for (int64_t w = 0; w < nw; ++w) {",
-            "      for (int64_t k = 0; k < count; ++k) {",
-            "        V v;",
-            "        __builtin_memcpy(&v, x + h * hs + w * ws + k * lanes, sizeof(V));",
-            "        const M take = (v > m[k]) | (v != v);",
-            "        m[k] = (V)(((M)v & take) | ((M)m[k] & ~take));",
-            "      }",
-            "    }",
-            "  }",
-            "  __builtin_memcpy(o, m, sizeof(m));",
-            "}",
-            "",
-        ]
+        block_call = ["            ts_pool_block(o + c, x + c, nh, nw, in0_s1, in0_s2);"]
+    lines: list[str] = []
+    comment = source_comment(op.loc, source_lines, "//")
+    lines += [comment] if comment else []
+    lines += wrapped(f'extern "C" void {p.name}_kernel', [
+        "int64_t n0", "int64_t n3", f"{t}* __restrict out0", f"const {t}* __restrict in0", "int64_t in0_s0",
+        "int64_t in0_s1", "int64_t in0_s2", "int64_t in0_s3"], " {")
     lines += [
-        f'extern "C" void {p.name}(int64_t n0, int64_t n3, {t}* __restrict out0, const {t}* __restrict in0, '
-        "int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3) {",
         "  const auto rows = [=](int64_t begin, int64_t end) {",
         f"    for (int64_t r = begin; r < end; ++r) {{  // the output row oh of image b",
         f"      const int64_t b = r / {p.oh}, oh = r % {p.oh};",
@@ -150,10 +99,13 @@ def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
         "        const int64_t nh = h1 - h0, nw = w1 - w0;",
         "        int64_t c = 0;",
         "        if (in0_s3 == 1) {",
-        f"          for (; c + {block} <= n3; c += {block}) {block_call};",
+        f"          for (; c + {block} <= n3; c += {block}) {{",
+        *block_call,
+        "          }",
         "        }",
         f"        for (; c < n3; c += {block}) {{",
-        f"          {p.name}_channels(o + c, x + c * in0_s3, std::min<int64_t>(n3 - c, {block}), in0_s3, nh, nw, in0_s1, in0_s2);",
+        *wrapped(f"ts_pool_channels<{element}>", ["o + c", "x + c * in0_s3", f"std::min<int64_t>(n3 - c, {block})",
+                                                     "in0_s3", "nh", "nw", "in0_s1", "in0_s2"], ";", "          "),
         "        }",
         "      }",
         "    }",
@@ -161,7 +113,7 @@ def cpp_kernel(op: ops.PoolKernelOp) -> tuple[str, str]:
         f"  ts_rows(rows, n0 * {p.oh}, n0 * n3 * {p.oh * p.ow} >= {PARALLEL_MIN});",
         "}",
     ]
-    return "\n".join(lines) + "\n", "iipp" + "i" * 4
+    return "\n".join(lines) + "\n"
 
 
 def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None) -> None:
@@ -170,7 +122,7 @@ def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_lines: dict[str, list[s
     with w.indent():
         w.line(f'"""{p.describe(source_lines)}"""')
         p.sizes_and_output(w)
-        w.line(f"_lib.{p.name}({p.n0}, {p.n3}, out0.data_ptr(), in0.data_ptr(), *in0.stride())")
+        w.line(f"_lib.{p.name}_kernel({p.n0}, {p.n3}, out0.data_ptr(), in0.data_ptr(), *in0.stride())")
         w.line("return out0")
 
 

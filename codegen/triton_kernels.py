@@ -2,8 +2,8 @@
 ir/passes/fuse.py): the GPU counterpart of codegen/cpp_kernels.py, from the same kernel IR.
 
 `emit_triton_kernel(op)` gives a `TritonKernel`: the `@triton.jit` function(s) of one kernel and
-its Python launcher. Both run in a module that holds IMPORTS and PRELUDE (helpers and the block
-size heuristics) and `torch`, `Tensor`.
+its Python launcher. Both run in a module that holds IMPORTS, the helpers and block size
+heuristics of runtime/triton_helpers.py they use (`helper_import`), and `torch`, `Tensor`.
 
 Layout. The columns are the iteration shape's last dim, the rows its outer dims flattened. A
 pointwise kernel computes one ROWS x COLS tile per program (one program axis, split into a row
@@ -29,20 +29,25 @@ bfloat16 and float16 values are held as float32 and rounded after every op, as e
 op's result; a number joins their math in float32, as torch's CUDA kernels read a scalar (its
 CPU kernels round it to 16 bits first for some ops: within the 16-bit tolerance). Float
 scalars are passed as their float64's bits (Triton passes a Python float as float32). The
-transcendentals Triton lacks (tanh, expm1, log1p, trunc, pow) are PRELUDE functions over tl.exp
+transcendentals Triton lacks (tanh, expm1, log1p, trunc, pow) are helper functions over tl.exp
 and tl.log: libdevice, which has them, does not run in Triton's interpreter (TRITON_INTERPRET=1),
 where CI runs these kernels.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
+import runtime
+
 from codegen.cpp_kernels import compute_dtype
-from codegen.launcher_text import describe, size_texts
+from codegen.launcher_text import describe, size_texts, with_source
 from codegen.writer import Writer
 from ir import ops
 from ir.core import Operation, Value
@@ -56,161 +61,28 @@ HALF = frozenset({"float16", "bfloat16"})
 FLOATING = frozenset({"float32", "float64"}) | HALF
 
 
-def _horner(x: str, coefficients: list[float]) -> str:
-    """c0 + x * (c1 + x * (c2 + ...)) as text."""
-    text = repr(coefficients[-1])
-    for i, c in enumerate(reversed(coefficients[:-1])):
-        text = f"{c!r} + {x} * " + (f"({text})" if i else text)
-    return text
-
-
-# expm1(x) = x + x^2 p(x) near 0: p's Taylor coefficients 1/k!, to x^7 (float32) / x^12 (float64)
-# for |x| < 0.25 (the first term left out is below half an ulp).
-_EXPM1 = {bits: _horner("x", [1 / math.factorial(k) for k in range(2, top + 1)]) for bits, top in ((32, 7), (64, 12))}
-# log1p(x) = 2 atanh(s), s = x / (2 + x): 2s (1 + z q(z)), z = s^2, q's coefficients 1/(2k+1),
-# for |x| < 0.25 (|s| < 0.143).
-_LOG1P = {bits: _horner("z", [1 / (2 * k + 1) for k in range(1, top + 1)]) for bits, top in ((32, 4), (64, 9))}
-
 IMPORTS = """\
-import struct
-
 import triton
 import triton.language as tl
 """
 
-PRELUDE = f'''\
-# torchscribe's Triton helpers (codegen/triton_kernels.py): torch's semantics where
-# triton.language's differ, and math Triton's interpreter lacks (libdevice does not run under
-# TRITON_INTERPRET=1). Kernels hold 16-bit floats as float32 values. Conditions are nested
-# tl.where rather than `|` and `&` of comparisons: the interpreter cannot combine a 0-d
-# comparison with a block that way.
+# runtime/triton_helpers.py: the helpers and block size heuristics every module's Triton kernels
+# share, imported by name (a kernel calls `ts_maximum`, a global of its own module)
+HELPERS_FILE = Path(runtime.__file__).resolve().parent / "triton_helpers.py"
 
 
-@triton.jit
-def ts_maximum(a, b):
-    # torch.maximum: NaN when either is NaN (tl.maximum may return the other operand)
-    return tl.where(a != a, a, tl.where(a > b, a, b))
+@functools.lru_cache(maxsize=None)
+def helper_names() -> frozenset[str]:
+    """The public names runtime/triton_helpers.py defines (read from its text: importing it would
+    import Triton)."""
+    text = HELPERS_FILE.read_text(encoding="utf-8")
+    return frozenset(re.findall(r"^(?:def |)(ts_\w+|TS_\w+)\b", text, re.MULTILINE))
 
 
-@triton.jit
-def ts_minimum(a, b):
-    return tl.where(a != a, a, tl.where(a < b, a, b))
-
-
-@triton.jit
-def ts_max_rows(x):
-    # each row's maximum (axis 1), NaN when the row holds one (tl.max skips NaNs)
-    nan = tl.max((x != x).to(tl.int32), axis=1, keep_dims=True) > 0
-    return tl.where(nan, float("nan"), tl.max(x, axis=1, keep_dims=True))
-
-
-@triton.jit
-def ts_min_rows(x):
-    nan = tl.max((x != x).to(tl.int32), axis=1, keep_dims=True) > 0
-    return tl.where(nan, float("nan"), tl.min(x, axis=1, keep_dims=True))
-
-
-@triton.jit
-def ts_sqrt(x):
-    # correctly rounded, as torch's (tl.sqrt of float32 is approximate on GPUs)
-    if x.dtype == tl.float32:
-        return tl.math.sqrt_rn(x)
-    else:
-        return tl.sqrt(x)
-
-
-@triton.jit
-def ts_trunc(x):
-    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
-
-
-@triton.jit
-def ts_expm1(x):
-    # exp(x) - 1 cancels near 0: a Taylor polynomial there, to the precision of x's dtype
-    if x.dtype == tl.float64:
-        p = {_EXPM1[64]}
-    else:
-        p = {_EXPM1[32]}
-    y = tl.where(tl.abs(x) < 0.25, x + x * x * p, tl.exp(x) - 1.0)
-    return tl.where(x == 0, x, y)  # (expm1(-0.0) is -0.0)
-
-
-@triton.jit
-def ts_log1p(x):
-    # log(1 + x) loses x's low digits near 0: there 2 atanh(s) = 2 (s + s^3/3 + ...), s = x / (2 + x)
-    s = x / (2.0 + x)
-    z = s * s
-    if x.dtype == tl.float64:
-        q = {_LOG1P[64]}
-    else:
-        q = {_LOG1P[32]}
-    t = s + s
-    return tl.where(tl.abs(x) < 0.25, t + t * z * q, tl.log(1.0 + x))
-
-
-@triton.jit
-def ts_tanh(x):
-    # tanh|x| = t / (t + 2) with t = expm1(2|x|), accurate near 0 too; above 20 it rounds to 1
-    a = tl.minimum(tl.abs(x), 20.0)
-    t = ts_expm1(a + a)
-    y = t / (t + 2.0)
-    y = tl.where(x < 0, -y, y)
-    return tl.where(x == 0, x, tl.where(x != x, x, y))
-
-
-@triton.jit
-def ts_pow(x, y):
-    # C's pow (torch's): exp(y log|x|) in float64, negative for a negative x to an odd integer
-    # power, NaN for a finite negative x to a non-integer one; x ** 0 and 1 ** y are 1 (NaN too),
-    # and so is (-1) ** +-inf
-    xd, yd = tl.broadcast(x.to(tl.float64), y.to(tl.float64))
-    r = tl.exp(yd * tl.log(tl.abs(xd)))
-    integer = tl.floor(yd) == yd
-    odd = integer & ((yd - 2.0 * tl.floor(0.5 * yd)) == 1.0)
-    r = tl.where((xd < 0) & odd, -r, r)
-    r = tl.where((xd < 0) & (xd > float("-inf")) & (integer == 0), float("nan"), r)
-    one = (yd == 0) | (xd == 1) | ((xd == -1) & (tl.abs(yd) == float("inf")))
-    return tl.where(one, 1.0, r).to(x.dtype)
-
-
-@triton.jit
-def ts_double(bits):
-    # a float scalar, passed as its float64's bits (Triton would pass a Python float as float32)
-    return bits.to(tl.int64).to(tl.float64, bitcast=True)
-
-
-_TS_F64 = struct.Struct("<d")
-_TS_I64 = struct.Struct("<q")
-
-
-def ts_bits(x: float) -> int:
-    """A Python float as the bits of its float64, for ts_double."""
-    return _TS_I64.unpack(_TS_F64.pack(x))[0]
-
-
-TS_TILE = 1024  # elements per program of a pointwise kernel (8 per thread of 4 warps)
-TS_ROW_BLOCK_MAX = 4096  # the longest row a reduction kernel holds in one block; longer rows loop
-TS_LOOP_BLOCK = 1024  # columns per step of a loop over a long row
-
-
-def ts_tile(n_rows: int, n: int) -> tuple[int, int, int]:
-    """ROWS, COLS and num_warps of a pointwise kernel: the last dim's power of two (up to
-    TS_TILE) of columns, and rows to fill the tile."""
-    cols = min(triton.next_power_of_2(n), TS_TILE)
-    rows = min(triton.next_power_of_2(n_rows), TS_TILE // cols)
-    return rows, cols, max(1, min(4, rows * cols // 256))
-
-
-def ts_row_tile(n_rows: int, n: int) -> tuple[int, int, int]:
-    """ROWS, BLOCK and num_warps of a row-reduction kernel: whole rows in one block when they fit,
-    else steps of TS_LOOP_BLOCK along the rows; rows to fill TS_TILE elements."""
-    if n > TS_ROW_BLOCK_MAX:
-        block = TS_LOOP_BLOCK
-    else:
-        block = triton.next_power_of_2(max(n, 2))  # (Triton 3.2's interpreter ignores a one-element mask)
-    rows = min(triton.next_power_of_2(n_rows), max(1, TS_TILE // block))
-    return rows, block, max(1, min(8, rows * block // 256))
-'''
+def helper_import(texts: list[str]) -> str:
+    """`from runtime.triton_helpers import ...` of the helpers `texts` (Triton source) use."""
+    used = sorted({name for text in texts for name in re.findall(r"\b(?:ts|TS)_\w+", text)} & helper_names())
+    return f"from runtime.triton_helpers import {', '.join(used)}\n" if used else ""
 
 
 @dataclass(frozen=True)
@@ -230,7 +102,7 @@ class TritonKernel:
 
 
 def emit_triton_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> TritonKernel:
-    k = _Kernel(op)
+    k = _Kernel(op, source_lines)
     if isinstance(op, ops.ReductionKernelOp):
         source = _block_function(k) + "\n\n" + _loop_function(k)
     else:
@@ -247,8 +119,9 @@ def _strided_dims(t: TensorType, shape: tuple) -> set[int]:
 class _Kernel:
     """Facts of one kernel shared by its functions and launcher, and its element computation."""
 
-    def __init__(self, op: ops.KernelOp) -> None:
+    def __init__(self, op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> None:
         self.op = op
+        self.source_lines = source_lines
         self.name: str = op.attributes["name"]
         self.shape = kernel_shape(op)
         self.rank = len(self.shape)
@@ -357,6 +230,15 @@ class _Kernel:
     # -- elements ----------------------------------------------------------------------------
     def statement(self, inner: Operation) -> str:
         return f"{self.names[inner.result]} = {self.element(inner)}"
+
+    def write(self, w: Writer, items: list[tuple[Operation | None, str]]) -> None:
+        """Statements with the op each computes (None: a load, a store), each run of them from
+        one source line after a comment quoting it."""
+        for line in with_source(items, self.source_lines, "#"):
+            w.line(line)
+
+    def statements(self, w: Writer, computed: list[Operation]) -> None:
+        self.write(w, [(o, self.statement(o)) for o in computed])
 
     def element(self, op: Operation) -> str:
         """A Triton expression for one element of `op`'s result (a 16-bit float as float32)."""
@@ -531,9 +413,7 @@ def _pointwise_function(k: _Kernel) -> str:
 
 
 def _body_statements(k: _Kernel, w: Writer) -> None:
-    for inner in k.body.ops:
-        if not isinstance(inner, (ops.ConstantOp, ops.YieldOp)):
-            w.line(k.statement(inner))
+    k.statements(w, [inner for inner in k.body.ops if not isinstance(inner, (ops.ConstantOp, ops.YieldOp))])
 
 
 # -- row reductions ----------------------------------------------------------------------------
@@ -567,11 +447,8 @@ def _block_function(k: _Kernel) -> str:
         masks = {"both": "mask", "rows": "row_mask", "cols": f"c < n{k.last}"}
         for j in range(k.n_in):
             w.line(k.load(j, masks))
-        for inner in k.body.ops:
-            if isinstance(inner, ops.ReduceOp):
-                w.line(_reduce_block(k, inner, "mask"))
-            elif not isinstance(inner, (ops.ConstantOp, ops.YieldOp)):
-                w.line(k.statement(inner))
+        k.write(w, [(inner, _reduce_block(k, inner, "mask") if isinstance(inner, ops.ReduceOp) else k.statement(inner))
+                    for inner in k.body.ops if not isinstance(inner, (ops.ConstantOp, ops.YieldOp))])
         for j in range(len(k.op.results)):
             w.line(k.store(j, "row_mask" if k.is_row_output(j) else "mask"))
     return w.text()
@@ -651,8 +528,7 @@ def _loop_function(k: _Kernel) -> str:
         depth_done = -1
         for number, p in enumerate(plan.passes, start=1):
             for d in range(depth_done + 1, p + 1):
-                for o in plan.row_ops(d):
-                    w.line(k.statement(o))
+                k.statements(w, plan.row_ops(d))
             depth_done = p
             reds = plan.reductions.get(p, [])
             what = [f"{r.attributes['kind']} {k.names[r.result]}" for r in reds]
@@ -669,8 +545,7 @@ def _loop_function(k: _Kernel) -> str:
                 w.line(f"mask = row_mask & (c < {n})")
                 for j in loads:
                     w.line(k.load(j, row_masks))
-                for o in computed:
-                    w.line(k.statement(o))
+                k.statements(w, computed)
                 for r in reds:
                     acc, x, kind = f"acc{k.names[r.result][1:]}", k.names[r.operands[0]], r.attributes["kind"]
                     masked = f"tl.where(mask, {x}, {_ACC_INIT[kind]})"
@@ -686,8 +561,7 @@ def _loop_function(k: _Kernel) -> str:
                         "amin": f"ts_min_rows({acc})"}[kind]
                 w.line(f"{k.names[r.result]} = {_rounded(text, r.result.type.dtype)}")  # type: ignore[union-attr]
         for d in range(depth_done + 1, max(plan.level.values(), default=0) + 1):
-            for o in plan.row_ops(d):
-                w.line(k.statement(o))
+            k.statements(w, plan.row_ops(d))
         for j in range(len(k.op.results)):
             if k.is_row_output(j):
                 w.line(k.store(j, "row_mask"))
@@ -764,4 +638,4 @@ def _launcher(k: _Kernel, source_lines: dict[str, list[str]] | None) -> str:
     return w.text()
 
 
-__all__ = ["emit_triton_kernel", "TritonKernel", "IMPORTS", "PRELUDE", "TL"]
+__all__ = ["emit_triton_kernel", "TritonKernel", "IMPORTS", "TL", "helper_import", "helper_names"]

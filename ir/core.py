@@ -298,6 +298,11 @@ class Program:
         # Functions whose calls stay calls (not inlined): the forwards of @script classes in
         # ahead-of-time generic code, each with compiled code of its own (one edit, one function)
         self.separate: frozenset[str] = frozenset()
+        # The devices whose tensors the compiled module's kernels may run on, sorted ("cpu",
+        # "cuda"): codegen writes Triton kernels only where "cuda" is among them (or a kernel's
+        # tensors are on CUDA), so a module for CPU tensors holds C++ alone.
+        # script(instance, example_inputs=...) adds "cuda" for CUDA inputs or parameters, and
+        # for TORCHSCRIBE_BACKEND=triton (transpiler/jit_cache.program_devices)
         self.devices: tuple[str, ...] = ("cpu",)
 
     def walk(self) -> Iterator[Operation]:

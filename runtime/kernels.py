@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+import re
 from types import ModuleType
 from typing import Any, Callable
 
@@ -35,9 +36,10 @@ _ARG_TYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "d": ctypes.c_double}
 
 
 class Library:
-    """`Library(source, {"k0_mul_erf": "iipp..."})`: one attribute per kernel; argument kinds
-    are "p" (a data pointer, as an int), "i" (int64) and "d" (double; an int is taken too).
-    Built when the module is imported, so a missing compiler is reported before any call runs.
+    """`Library(source)`: one attribute per `extern "C"` function of `source` (the kernels),
+    called with the Python ints and floats its parameters take (`signatures`: a data pointer as
+    an int, an int64_t, a double; an int is taken for a double too). Built when the module is
+    imported, so a missing compiler is reported before any call runs.
 
     `fastcall`: None (the default) uses the extension module where it can be built or is cached,
     else ctypes; True requires the extension module; False uses ctypes. `binding` says which:
@@ -45,10 +47,11 @@ class Library:
 
     binding: str
 
-    def __init__(self, source: str, signatures: dict[str, str], *, fastcall: bool | None = None) -> None:
+    def __init__(self, source: str, *, fastcall: bool | None = None) -> None:
         if forced_backend() == "triton":
             self.binding = "none"
             return
+        signatures = kernel_signatures(source)
         if fastcall is None:  # without a compiler, an extension module can still be in the cache
             fastcall = native.python_flags() is not None or native.toolchain() is None
             required = False
@@ -67,6 +70,33 @@ class Library:
             fn.restype = None
             fn.argtypes = [_ARG_TYPES[k] for k in kinds]
             setattr(self, name, fn)
+
+
+# A kernel's declaration: `extern "C" void <name>(<parameters>)`, the parameters on any number of
+# lines (comments are taken out first).
+_DECLARATION = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(([^)]*)\)')
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+# A parameter's C type (without const and __restrict), as the kind the bindings convert it to.
+_KINDS = {"int64_t": "i", "double": "d"}
+
+
+def kernel_signatures(source: str) -> dict[str, str]:
+    """Each `extern "C"` function of `source` and the kinds of its parameters, in order: "p" a
+    data pointer (any `T*`), "i" an int64_t, "d" a double. The declarations are the record of
+    what a launcher passes; a parameter of another type is an error (the bindings convert these
+    three only)."""
+    found = {}
+    for match in _DECLARATION.finditer(_COMMENT.sub("", source)):
+        name, kinds = match[1], ""
+        for param in filter(None, (p.strip() for p in match[2].split(","))):
+            words = param.replace("*", " * ").split()[:-1]  # (the last word names the parameter)
+            base = " ".join(w for w in words if w not in ("const", "__restrict", "__restrict__"))
+            kind = "p" if "*" in words else _KINDS.get(base)
+            if kind is None or words.count("*") > 1:
+                raise ValueError(f"kernel {name}: parameter `{param}` is not a pointer, an int64_t or a double")
+            kinds += kind
+        found[name] = kinds
+    return found
 
 
 def _extension_module(source: str, signatures: dict[str, str], required: bool) -> ModuleType | None:
@@ -123,12 +153,17 @@ def launcher(namespace: dict[str, Any], name: str, device: str) -> Callable[...,
     """The launcher kernel `name` of a compiled module (`namespace`: its globals) runs through,
     for its tensors' `device`: `<name>_cpp` on the CPU, `<name>_triton` on CUDA, or the one
     TORCHSCRIBE_BACKEND names. Where that one cannot run here, a launcher that raises saying why
-    (the module still imports; a call that needs it is an error)."""
+    (the module still imports; a call that needs it is an error), or, where the module holds no
+    Triton code at all (compiled for CPU tensors only), one that raises GuardFailure: the call
+    runs eagerly, as for any input the module was not compiled for."""
     backend = forced_backend() or ("cpp" if device == "cpu" else "triton")
     chosen = namespace.get(f"{name}_{backend}")
     if backend == "cpp" and chosen is None:  # (C++ is emitted for CPU kernels only)
         return _fails(f"{BACKEND_VAR}=cpp, but kernel {name} runs on {device} tensors, which C++ "
                       f"kernels cannot read; unset {BACKEND_VAR} to run it through Triton.")
+    if chosen is None and "triton" not in namespace:
+        return _refuses(f"kernel {name} has no Triton version: its module was compiled for CPU tensors only "
+                        f"(without {BACKEND_VAR}=triton), and {BACKEND_VAR}=triton")
     if chosen is None:
         return _fails(f"kernel {name} runs on {device} tensors through Triton, which is not installed: "
                       f"install it (`pip install triton`).")
@@ -163,5 +198,14 @@ def _interpreted(triton: ModuleType) -> bool:
 def _fails(message: str) -> Callable[..., Any]:
     def launch(*args: Any) -> Any:
         raise TorchscribeError(message)
+
+    return launch
+
+
+def _refuses(reason: str) -> Callable[..., Any]:
+    def launch(*args: Any) -> Any:
+        from runtime.guards import GuardFailure
+
+        raise GuardFailure(reason)
 
     return launch

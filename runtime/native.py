@@ -10,7 +10,11 @@ directory and are moved into place with one rename, under a file lock per key, s
 building the same kernels at once do the work once and never see each other's partial files.
 
 The kernels use a plain C ABI (pointers, sizes and strides): no torch headers, so a build takes
-a fraction of a second and loading a cached one milliseconds. `load(source)` returns the library
+a fraction of a second and loading a cached one milliseconds. What every kernel source shares
+(the vectorisable math, the row driver, 16-bit conversions) is the checked-in header
+`<torchscribe/kernels.h>` under INCLUDE_DIR: every build has that directory on its include path,
+and every cache key holds the hash of the headers there (`headers_hash`), so an edited header
+rebuilds. `load(source)` returns the library
 for ctypes; `load_extension(source, name)` builds the same way a CPython extension module (the
 kernels plus the bindings of runtime/pyext.py) and imports it. Its cache key adds this
 interpreter's ABI (cache tag, extension suffix) and its flags add Python's include directories,
@@ -41,6 +45,7 @@ from runtime.errors import TorchscribeError
 from runtime.files import make_temporary_dir, writable, write_atomic
 from runtime.loader import cache_dir
 
+INCLUDE_DIR = Path(__file__).resolve().parent / "include"  # runtime/include: <torchscribe/*.h>
 CACHE_FORMAT = "1"  # bump when the entry layout or the build recipe changes
 BASE_FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off", "-fwrapv",
               "-std=c++17", "-shared", "-fPIC")
@@ -195,6 +200,20 @@ def _python_abi() -> str:
     return f"{sys.implementation.cache_tag} {sysconfig.get_config_var('EXT_SUFFIX')} {sys.abiflags}"
 
 
+@functools.lru_cache(maxsize=None)
+def headers_hash() -> str:
+    """The hash of the headers under INCLUDE_DIR (names and texts), which every build may include."""
+    h = hashlib.sha256()
+    for path in sorted(INCLUDE_DIR.rglob("*.h")):
+        h.update(path.relative_to(INCLUDE_DIR).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:32]
+
+
+def include_flags() -> tuple[str, ...]:
+    """The flags that put the headers of INCLUDE_DIR on a build's include path."""
+    return ("-I", str(INCLUDE_DIR))
+
+
 _loaded: dict[str, object] = {}  # by source key: what load or load_extension returned
 
 
@@ -202,7 +221,7 @@ def load(source: str) -> ctypes.CDLL:
     """The shared library built from `source` (C++). Built now when the cache has no valid entry
     for this source, compiler and flags; without a compiler, the entry last built from this
     source on this machine is used (CompilerNotFound when there is none)."""
-    source_key = _hash(CACHE_FORMAT, machine(), source)
+    source_key = _hash(CACHE_FORMAT, machine(), headers_hash(), source)
     lib = _loaded.get(source_key)
     if lib is None:
         lib = ctypes.CDLL(str(_entry(source, source_key, ()) / "kernels.so"))
@@ -215,7 +234,7 @@ def load_extension(source: str, name: str) -> ModuleType:
     (runtime/pyext.py writes it); cached as `load` does, with the interpreter's ABI in the key.
     Not entered in sys.modules. `name` should be derived from the source: a process can load
     any number of these, but not two different ones of one name."""
-    source_key = _hash(CACHE_FORMAT, machine(), _python_abi(), source)
+    source_key = _hash(CACHE_FORMAT, machine(), _python_abi(), headers_hash(), source)
     module = _loaded.get(source_key)
     if module is None:
         if toolchain() is None:
@@ -323,7 +342,7 @@ def _build(source: str, chain: Toolchain, extra_flags: tuple[str, ...], entry: P
         src = tmp / "kernels.cpp"
         src.write_text(source, encoding="utf-8")
         out = tmp / "kernels.so"
-        command = [chain.cxx, *chain.flags, *extra_flags, str(src), "-o", str(out)]
+        command = [chain.cxx, *chain.flags, *include_flags(), *extra_flags, str(src), "-o", str(out)]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             kept = entry.parent / f"{entry.name}.failed.cpp"
@@ -340,4 +359,5 @@ def _build(source: str, chain: Toolchain, extra_flags: tuple[str, ...], entry: P
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-__all__ = ["BuildError", "CompilerNotFound", "Toolchain", "load", "load_extension", "python_flags", "toolchain"]
+__all__ = ["BuildError", "CompilerNotFound", "INCLUDE_DIR", "Toolchain", "headers_hash", "include_flags", "load",
+           "load_extension", "python_flags", "toolchain"]

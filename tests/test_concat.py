@@ -73,7 +73,7 @@ func @f(%x: f32[B, 8, 4]@cpu, %y: f32[B, 6, 4]@cpu) -> f32[B, 14, 4]@cpu {
   %7 : int = py.constant() {value = 0}
   %8 : int = py.constant() {value = 8}
   %9 : f32[B, 8, 4]@cpu = torch.method(%cat, %6, %7, %8) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
-  %10 : f32[B, 8, 4]@cpu = kernel.pointwise(%x, %9) {name = "f_k0_mul_tanh", inputs = 1, into = (0,)} {
+  %10 : f32[B, 8, 4]@cpu = kernel.pointwise(%x, %9) {name = "mul_tanh", inputs = 1, into = (0,)} {
     ^(%x_1: f32[]@cpu):
     %two : float = py.constant() {value = 2.0}
     %11 : f32[]@cpu = py.binary(%x_1, %two) {op = "*"}
@@ -84,7 +84,7 @@ func @f(%x: f32[B, 8, 4]@cpu, %y: f32[B, 6, 4]@cpu) -> f32[B, 14, 4]@cpu {
   %14 : int = py.constant() {value = 8}
   %15 : int = py.constant() {value = 6}
   %16 : f32[B, 6, 4]@cpu = torch.method(%cat, %13, %14, %15) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
-  %17 : f32[B, 6, 4]@cpu = kernel.pointwise(%y, %16) {name = "f_k1_add_tanh", inputs = 1, into = (0,)} {
+  %17 : f32[B, 6, 4]@cpu = kernel.pointwise(%y, %16) {name = "add_tanh", inputs = 1, into = (0,)} {
     ^(%y_1: f32[]@cpu):
     %two_1 : float = py.constant() {value = 2.0}
     %18 : f32[]@cpu = py.binary(%y_1, %two_1) {op = "+"}
@@ -134,7 +134,7 @@ def test_a_row_major_part_makes_a_row_major_result() -> None:
   %9 : f32[B, 8, 5, 5]@cpu = torch.method(%cat, %6, %7, %8) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
   %10 : tuple[int, int, int, int] = py.constant() {value = (0, 2, 3, 1)}
   %11 : f32[B, 5, 5, 8]@cpu = torch.method(%9, %10) {method = "permute", alias_of = 0, aten = "aten::permute"}
-  %12 : f32[B, 5, 5, 8]@cpu = kernel.pointwise(%x, %11) {name = "f_k0_mul_tanh", inputs = 1, into = (0,)}""" in out
+  %12 : f32[B, 5, 5, 8]@cpu = kernel.pointwise(%x, %11) {name = "mul_tanh", inputs = 1, into = (0,)}""" in out
     assert "func.return(%cat)" in out
 
 
@@ -146,7 +146,7 @@ def test_the_kernels_stay_where_they_are() -> None:
   %m : f32[B, 6, 4]@cpu = torch.call(%y, %w) {callee = "torch.matmul", aten = "aten::matmul"}
   %2 : f32[B, 6, 4]@cpu = py.binary(%m, %two) {op = "+"}""")
     out = written_in(text)
-    assert out.index('"new_empty"') < out.index("f_k0_mul_tanh") < out.index("torch.matmul") < out.index("f_k1_add_tanh")
+    assert out.index('"new_empty"') < out.index("mul_tanh") < out.index("torch.matmul") < out.index("add_tanh")
 
 
 def test_a_kernel_moves_down_to_the_cat_when_a_size_is_known_only_there() -> None:
@@ -158,7 +158,7 @@ def test_a_kernel_moves_down_to_the_cat_when_a_size_is_known_only_there() -> Non
   %2 : f32[B, N, 4]@cpu = py.binary(%m, %two) {op = "+"}""")
     text = text.replace("%3 : f32[B, 6, 4]", "%3 : f32[B, N, 4]").replace("[B, 14, 4]", "[B, N + 8, 4]")
     out = written_in(text)
-    assert out.index("torch.matmul") < out.index('"new_empty"') < out.index("f_k0_mul_tanh") < out.index("f_k1_add_tanh")
+    assert out.index("torch.matmul") < out.index('"new_empty"') < out.index("mul_tanh") < out.index("add_tanh")
     assert 'torch.method(%m, %' in out and '{method = "size"' in out
     # a write between the first kernel and the cat: the kernel cannot move past it
     written = text.replace("  %4 : list[Tensor] = py.list(%1, %3)",
@@ -235,7 +235,7 @@ func @f(%x: f32[B, 2, 4]@cpu, %y: f32[B, 3, 4]@cpu, %z: f32[B, 4, 4]@cpu) -> tup
   %8 : int = py.constant() {value = 2}
   %9 : f32[B, 2, 4]@cpu = torch.method(%cat, %6, %7, %8) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
   %10 : f32[B, 2, 4]@cpu = torch.method(%9, %x) {method = "copy_", mutates = (0,), alias_of = 0, aten = "aten::copy_"}
-  %11 : f32[B, 2, 4]@cpu = kernel.pointwise(%9) {name = "f_k0_tanh", inputs = 1} {
+  %11 : f32[B, 2, 4]@cpu = kernel.pointwise(%9) {name = "tanh", inputs = 1} {
     ^(%12: f32[]@cpu):
     %13 : f32[]@cpu = torch.call(%12) {callee = "torch.tanh", aten = "aten::tanh"}
     scf.yield(%13)
@@ -248,7 +248,7 @@ func @f(%x: f32[B, 2, 4]@cpu, %y: f32[B, 3, 4]@cpu, %z: f32[B, 4, 4]@cpu) -> tup
   %19 : int = py.constant() {value = 0}
   %20 : int = py.constant() {value = 5}
   %21 : f32[B, 5, 4]@cpu = torch.method(%cat, %14, %19, %20) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
-  %22 : f32[B, 5, 4]@cpu = kernel.pointwise(%21) {name = "f_k1_tanh", inputs = 1} {
+  %22 : f32[B, 5, 4]@cpu = kernel.pointwise(%21) {name = "tanh_2", inputs = 1} {
     ^(%23: f32[]@cpu):
     %24 : f32[]@cpu = torch.call(%23) {callee = "torch.tanh", aten = "aten::tanh"}
     scf.yield(%24)
@@ -258,7 +258,7 @@ func @f(%x: f32[B, 2, 4]@cpu, %y: f32[B, 3, 4]@cpu, %z: f32[B, 4, 4]@cpu) -> tup
   %27 : int = py.constant() {value = 4}
   %28 : f32[B, 4, 4]@cpu = torch.method(%cat, %25, %26, %27) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
   %29 : f32[B, 4, 4]@cpu = torch.method(%28, %z) {method = "copy_", mutates = (0,), alias_of = 0, aten = "aten::copy_"}
-  %30 : f32[B, 9, 4]@cpu = kernel.pointwise(%cat) {name = "f_k2_tanh", inputs = 1} {
+  %30 : f32[B, 9, 4]@cpu = kernel.pointwise(%cat) {name = "tanh_3", inputs = 1} {
     ^(%31: f32[]@cpu):
     %32 : f32[]@cpu = torch.call(%31) {callee = "torch.tanh", aten = "aten::tanh"}
     scf.yield(%32)
@@ -290,13 +290,13 @@ def test_growing_cats_read_as_nhwc_rows_share_an_nhwc_buffer() -> None:
     assert '%cat : f32[B, 3, 3, 9]@cpu = torch.method(%x, %4, %5) {method = "new_empty"' in out
     assert """\
   %p4 : f32[B, 3, 3, 5]@cpu = torch.method(%cat, %14, %20, %21) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
-  %22 : f32[B, 3, 3, 5]@cpu = kernel.pointwise(%p4) {name = "f_k1_tanh", inputs = 1} {""" in out
+  %22 : f32[B, 3, 3, 5]@cpu = kernel.pointwise(%p4) {name = "tanh_2", inputs = 1} {""" in out
     assert """\
   %27 : f32[B, 3, 3, 4]@cpu = torch.method(%cat, %24, %25, %26) {method = "narrow", alias_of = 0, aten = "aten::narrow"}
   %28 : tuple[int, int, int, int] = py.constant() {value = (0, 3, 1, 2)}
   %29 : f32[B, 4, 3, 3]@cpu = torch.method(%27, %28) {method = "permute", alias_of = 0, aten = "aten::permute"}
   %30 : f32[B, 4, 3, 3]@cpu = torch.method(%29, %z) {method = "copy_", mutates = (0,), alias_of = 0, aten = "aten::copy_"}
-  %31 : f32[B, 3, 3, 9]@cpu = kernel.pointwise(%cat) {name = "f_k2_tanh", inputs = 1} {""" in out
+  %31 : f32[B, 3, 3, 9]@cpu = kernel.pointwise(%cat) {name = "tanh_3", inputs = 1} {""" in out
 
 
 @pytest.mark.parametrize(("change", "cats_left"), [
@@ -461,7 +461,7 @@ def test_a_dense_block_matches_eager(first, growth, layers, kernel, size, batch,
         with torch.no_grad():
             compiled = script(net, example_inputs=(x,), freeze=freeze)
             text = next((cache / "jit").glob("*.py")).read_text()
-            code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("#", '"""')))
+            code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("#", "//", '"""')))
             assert "features = x.new_empty(" in code and ".narrow(" in code and "torch.cat" not in code, code
             for n in [batch] + [batch + 1] * (batch > 1):  # (one image compiles for one image only)
                 x = torch.randn(n, first, size, size)

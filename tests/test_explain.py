@@ -43,7 +43,7 @@ attend (model.py:10)
     k is a tensor float32 cpu [?, 8, 16]
     k.shape[0] == B
   kernels (1):
-    attend_k0_mul_amax_sub: reduction over [B, 8, 8] (line 13)
+    softmax_tanh: reduction over [B, 8, 8] (line 13)
       fuses: line 12: mul, amax, sub, clamp_min, exp, lt, where, sum, div; line 13: tanh, add
       input 0: s = matmul (line 11): f32[B, 8, 8]@cpu
       output 0: f32[B, 8, 8]@cpu, written over input 0
@@ -147,13 +147,13 @@ def test_a_pool_kernel_is_listed_with_its_window(tmp_path: Path, monkeypatch: py
     text = _explained(tmp_path, monkeypatch, "pools.py", POOL_MODEL)
     # relu(2 max(x)) is max(relu(2x)): the pool reads x, and the kernel runs on the pooled rows
     assert "  kernels (2):\n" \
-           "    pool_pool0: max pool of NHWC rows, 3x3 windows, stride 2x2, padding 1x1 (line 12)\n" \
+           "    max_pool2d: max pool of NHWC rows, 3x3 windows, stride 2x2, padding 1x1 (line 12)\n" \
            "      input 0: x: f32[B, 9, 9, 8]@cpu\n" \
            "      output 0: f32[B, 5, 5, 8]@cpu\n" \
            "      saves: nothing by itself (torch's max_pool2d, without the indices torch computes)\n" \
-           "    pool_k0_mul_clamp_min: pointwise over [B, 5, 5, 8] (line 12)\n" \
+           "    relu: pointwise over [B, 5, 5, 8] (line 12)\n" \
            "      fuses: line 12: mul, clamp_min\n" \
-           "      input 0: the result of kernel pool_pool0 (line 12): f32[B, 5, 5, 8]@cpu\n" in text
+           "      input 0: the result of kernel max_pool2d (line 12): f32[B, 5, 5, 8]@cpu\n" in text
     assert "extern calls: none" in text  # (not max_pool2d)
 
 
@@ -180,10 +180,10 @@ def test_mlp_example_key_facts(capsys: pytest.CaptureFixture[str]) -> None:
     assert "x is a tensor float32 cpu [B, 16, 64]" in out
     assert "self.norm.eps == 1e-05" in out
     # linear's bias add and GELU in one kernel, writing over the matmul's result
-    assert "MLP_forward_k0_add_mul_erf: pointwise over [B, 16, 256] (line 18)" in out
+    assert "fc1_gelu: pointwise over [B, 16, 256] (line 18)" in out
     assert "output 0: h: f32[B, 16, 256]@cpu, written over input 0" in out
     # fc2's bias add, the residual add and the layer norm in one row reduction
-    assert "MLP_forward_k1_add_sum_div: reduction over [B, 16, 64] (line 20)" in out
+    assert "fc2_norm: reduction over [B, 16, 64] (line 20)" in out
     assert "fuses: line 19: add; line 20: add, sum, div" in out
     assert "extern calls: linear (line 18), linear (line 19)" in out
     assert "stayed Python: none" in out

@@ -45,7 +45,7 @@ def test_a_chain_becomes_one_kernel() -> None:
     out = fused(CHAIN)
     assert out == """\
 func @f(%x: f32[B, 8]@cpu, %y: f32[8]@cpu) -> f32[B, 8]@cpu {
-  %0 : f32[B, 8]@cpu = kernel.pointwise(%x, %y) {name = "f_k0_exp_mul_add", inputs = 2} {
+  %0 : f32[B, 8]@cpu = kernel.pointwise(%x, %y) {name = "exp_mul_add", inputs = 2} {
     ^(%x_1: f32[]@cpu, %y_1: f32[]@cpu):
     %1 : f32[]@cpu = torch.call(%x_1) {callee = "torch.exp", aten = "aten::exp"}
     %2 : f32[]@cpu = py.binary(%1, %y_1) {op = "*"}
@@ -86,7 +86,7 @@ def test_a_lone_op_on_a_view_that_only_a_gemm_reads_is_a_kernel() -> None:
     """Eager's `q * 0.25` keeps the permuted strides and matmul copies it; the kernel writes it
     row-major."""
     out = fused(SCALED_QUERY)
-    assert 'kernel.pointwise(%1) {name = "f_k0_mul", inputs = 1}' in out
+    assert 'kernel.pointwise(%1) {name = "mul", inputs = 1}' in out
     # on a tensor that is no view, or read by more than GEMMs, it stays a torch call
     plain = SCALED_QUERY.replace("py.binary(%1, %2)", "py.binary(%k, %2)").replace(
         "%3 : f32[B, 3, 4, 8]@cpu", "%3 : f32[B, 3, 8, 4]@cpu").replace(
@@ -114,7 +114,7 @@ func @f(%x: f32[4]@cpu) -> tuple[f32[4]@cpu, f32[]@cpu] {
     program = parse_program(out)
     kernels = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
     assert len(kernels) == 2, out  # exp*x, then (/ sum, tanh) after the reduction
-    assert kernels[0].attributes["name"].startswith("f_k0_exp_mul")
+    assert kernels[0].attributes["name"].startswith("exp_mul")
 
 
 def test_a_gate_joins_its_multiply_across_a_permute_and_a_finished_group() -> None:
@@ -328,7 +328,7 @@ def test_a_scaled_query_written_row_major_gives_eagers_scores(tmp_path, monkeypa
         qkv = torch.randn(4, 7, 3, 2, 5)
         compiled = script(mod.scores, example_inputs=(qkv, 0.3))
         text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-        assert "scores_k0_mul(" in text
+        assert "q = mul(qkv[0], scale)" in text
         for batch in (4, 2):
             qkv = torch.randn(batch, 7, 3, 2, 5)
             with runtime.mode("strict"):
@@ -424,6 +424,10 @@ def test_zero_size_kernels(fns, tmp_path, monkeypatch) -> None:
     assert got.shape == (2, 0) and got.dtype == torch.float32
 
 
+# ts_unit_or_strided that instantiates the version for unit strides alone
+UNIT_ONLY = "template <class B> static inline void unit_only(bool, const B& body) { body(std::true_type{}); }\n"
+
+
 def test_the_unit_stride_loop_vectorises() -> None:
     """The compiler's own report: the inner loop of a fused chain with exp, tanh and a select
     is vectorised (the transcendentals are codegen/cpp_math.py's, not libm calls)."""
@@ -436,7 +440,9 @@ def test_the_unit_stride_loop_vectorises() -> None:
     fuse(program)
     [kernel] = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
     text, _ = emit_kernel(kernel)
-    source = PRELUDE + text
+    assert text.count("for (int64_t j") == 1, text  # (one loop body, for unit and other strides)
+    # only the version for unit strides (both versions' loops are on one line)
+    source = PRELUDE + UNIT_ONLY + text.replace("ts_unit_or_strided(", "unit_only(")
     unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "for (int64_t j" in line)
     # (gcc names the loop by its `for` line or by the first line of its body)
     assert vectorized_lines(vectorization_report(source)) & {unit_loop, unit_loop + 1}, text
@@ -493,14 +499,61 @@ def test_integer_overflow_wraps_like_torch(fns, tmp_path, monkeypatch) -> None:
     assert torch.equal(f(x.repeat(2, 1), y), fns.ints(x.repeat(2, 1), y))
 
 
-def test_kernel_names_are_numbered_per_function() -> None:
-    """A kernel more in one function renames no kernel of another (stable diffs)."""
+def test_kernels_are_named_for_what_they_compute() -> None:
+    """Without a source, a kernel is named after its ops; two in one function are told apart by
+    a number; each function names its own (codegen/module.py makes them unique in a module)."""
     g = CHAIN.replace("func @f(", "func @g(")
-    extra = CHAIN.replace("  func.return(%3)", """  %4 : f32[B, 8]@cpu = torch.call(%3) {callee = "torch.exp", aten = "aten::exp"}
-  %5 : f32[B, 8]@cpu = torch.method(%4) {method = "relu", aten = "aten::relu"}
-  %6 : f32[B, 8]@cpu = py.binary(%5, %4) {op = "*"}
-  func.return(%6)""")
+    twice = CHAIN.replace("%y: f32[8]@cpu)", "%y: f32[8]@cpu, %w: f32[8, 8]@cpu)").replace("  func.return(%3)", """\
+  %4 : f32[B, 8]@cpu = torch.call(%3, %w) {callee = "torch.matmul", aten = "aten::matmul"}
+  %5 : f32[B, 8]@cpu = torch.call(%4) {callee = "torch.exp", aten = "aten::exp"}
+  %6 : f32[B, 8]@cpu = py.binary(%5, %y) {op = "*"}
+  %7 : f32[B, 8]@cpu = py.binary(%6, %2) {op = "+"}
+  func.return(%7)""")
+
     def names(text: str) -> list[str]:
         return [op.attributes["name"] for op in parse_program(fused(text)).walk() if isinstance(op, ops.KernelOp)]
-    assert names(CHAIN + "\n" + g) == ["f_k0_exp_mul_add", "g_k0_exp_mul_add"]
-    assert names(extra + "\n" + g)[-1] == "g_k0_exp_mul_add"
+
+    assert names(CHAIN + "\n" + g) == ["exp_mul_add", "exp_mul_add"]
+    assert names(twice + "\n" + g) == ["exp_mul_add", "exp_mul_add_2", "exp_mul_add"]
+
+
+NAMED_SOURCE = """\
+h = self.act(self.bn1(x)) * 2.0
+y = torch.nn.functional.softmax(h, dim=-1)
+z = torch.abs(w) + 8.0
+"""
+NAMED = """\
+func @f(%x: f32[B, 8]@cpu, %w: f32[B, 8]@cpu) -> tuple[f32[B, 8]@cpu, f32[B, 8]@cpu] {
+  %0 : f32[B, 8]@cpu = torch.call(%x) {callee = "torch.exp", aten = "aten::exp"}  # m.py:1:15
+  %1 : f32[B, 8]@cpu = torch.call(%0) {callee = "torch.tanh", aten = "aten::tanh"}  # m.py:1:5
+  %2 : float = py.constant() {value = 2.0}
+  %3 : f32[B, 8]@cpu = py.binary(%1, %2) {op = "*"}  # m.py:1:5
+  %4 : f32[B, 8]@cpu = torch.call(%3) {callee = "torch.exp", aten = "aten::exp"}  # m.py:2:5
+  %5 : f32[B, 8]@cpu = torch.call(%w) {callee = "torch.abs", aten = "aten::abs"}  # m.py:3:5
+  %6 : float = py.constant() {value = 8.0}
+  %7 : f32[B, 8]@cpu = py.binary(%5, %6) {op = "+"}  # m.py:3:5
+  %8 : tuple[f32[B, 8]@cpu, f32[B, 8]@cpu] = py.tuple(%4, %7)
+  func.return(%8)
+}
+"""
+
+
+def test_kernels_are_named_after_the_calls_their_ops_come_from() -> None:
+    """`self.act(self.bn1(x)) * 2.0` then a softmax: `bn1_act_softmax`, the modules and functions
+    called, in the order the kernel computes them (an operator names nothing); a name Python
+    binds (`abs`) takes the kernel's ops after it."""
+    program = parse_program(NAMED)
+    program.source_lines = {"m.py": NAMED_SOURCE.splitlines()}
+    fuse(program)
+    names = [op.attributes["name"] for op in program.walk() if isinstance(op, ops.KernelOp)]
+    assert names == ["bn1_act_softmax", "abs_add"]
+    # from a span's text: what a call calls, None for an operator or a statement
+    from ir.core import Loc
+    from ir.kernel_names import called_name
+
+    lines = {"m.py": ["out = self.relu(self.bn1(out))", "out += identity", "y = F.gelu(", "    x)"]}
+    assert called_name(Loc("m.py", 1, 6, 1, 30), lines) == "relu"
+    assert called_name(Loc("m.py", 1, 16, 1, 29), lines) == "bn1"
+    assert called_name(Loc("m.py", 3, 4, 4, 6), lines) == "gelu"
+    assert called_name(Loc("m.py", 2, 0, 2, 15), lines) is None
+    assert called_name(Loc("m.py", 1, 6, 1, 14), lines) is None  # (`self.relu`: no call)

@@ -23,7 +23,7 @@ func @f(%x: f32[B, 8]@cpu, %y: f32[8]@cpu) -> tuple[f32[B, 8]@cpu, f32[B, 8]@cpu
 def test_two_ops_reading_one_input_become_one_kernel() -> None:
     assert fused(SIBLINGS) == """\
 func @f(%x: f32[B, 8]@cpu, %y: f32[8]@cpu) -> tuple[f32[B, 8]@cpu, f32[B, 8]@cpu] {
-  %0 : f32[B, 8]@cpu, %1 : f32[B, 8]@cpu = kernel.pointwise(%x, %y) {name = "f_k0_exp_mul", inputs = 2} {
+  %0 : f32[B, 8]@cpu, %1 : f32[B, 8]@cpu = kernel.pointwise(%x, %y) {name = "exp_mul", inputs = 2} {
     ^(%x_1: f32[]@cpu, %y_1: f32[]@cpu):
     %2 : f32[]@cpu = torch.call(%x_1) {callee = "torch.exp", aten = "aten::exp"}
     %3 : f32[]@cpu = py.binary(%x_1, %y_1) {op = "*"}
@@ -99,7 +99,7 @@ def test_siblings_match_eager(fns, tmp_path, monkeypatch) -> None:
     x, y = torch.randn(3, 37), torch.randn(37)
     f = compiled(fns.siblings, (x, y), tmp_path, monkeypatch)
     text = next((tmp_path / "jit").glob("*.py")).read_text()
-    assert text.count("_lib.siblings_k") == 1, "one kernel reads x once for all three results"
+    assert text.count("_lib.") == 1, "one kernel reads x once for all three results"
     for n in (1, 5, 2000):
         x = torch.randn(n, 37)
         assert_close_to_eager(f(x, y), fns.siblings(x, y), f"batch {n}")

@@ -94,3 +94,47 @@ def test_reset_keeps_what_script_compiled(tmp_path, monkeypatch) -> None:
     runtime.reset()
     with torch.no_grad(), runtime.mode("strict"):  # (strict: running eagerly would raise)
         assert_close_to_eager(scripted(*inputs), expected)
+
+
+RESIDUAL = """
+import os, sys
+import torch
+from examples import residual_block
+from transpiler import script
+
+model, inputs = residual_block.make_example()
+with torch.no_grad():
+    script(model, example_inputs=inputs)
+[path] = [p for p in os.listdir(os.path.join(os.environ["TORCHSCRIBE_CACHE_DIR"], "jit")) if p.endswith(".py")]
+sys.stdout.write(open(os.path.join(os.environ["TORCHSCRIBE_CACHE_DIR"], "jit", path)).read())
+"""
+
+
+def test_kernels_are_named_from_the_source_and_the_text_is_deterministic(tmp_path) -> None:
+    """examples/residual_block.py's kernels are named for the modules whose ops they fuse, the
+    second block's `bn1_relu` numbered; the module holds only its own kernels (the support code
+    is runtime/include's header; no Triton code for CPU tensors); the same text under two hash
+    seeds (nothing iterates a set on the way to it)."""
+    import os
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    texts = []
+    for seed in ("0", "12345"):
+        env = dict(os.environ, PYTHONHASHSEED=seed, TORCHSCRIBE_CACHE_DIR=str(tmp_path / seed),
+                   PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+        env.pop("TORCHSCRIBE_BACKEND", None)
+        done = subprocess.run([sys.executable, "-c", RESIDUAL], capture_output=True, text=True, env=env, timeout=600)
+        assert done.returncode == 0, done.stderr
+        texts.append(done.stdout)
+    assert texts[0] == texts[1]
+    text = texts[0]
+    assert re.findall(r'_kernels\.launcher\(globals\(\), "(\w+)"', text) == [
+        "bn1_relu", "bn2_downsample_relu", "bn1_relu_2", "bn2_relu"]
+    assert 'KERNELS_CPP = r"""\n#include <torchscribe/kernels.h>\n' in text and "ts_rows(const" not in text
+    assert "triton" not in text.replace("TORCHSCRIBE_BACKEND", "") and "_lib = _kernels.Library(KERNELS_CPP)\n" in text
+    assert "    // out = self.bn1(out)\n" in text and "      // out = self.relu(out)\n" in text
+    cpp = text[text.index('KERNELS_CPP = r"""'):text.index('"""\n_lib')]
+    assert max(len(line) for line in cpp.splitlines() if not line.lstrip().startswith("//")) <= 100

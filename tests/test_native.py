@@ -127,6 +127,31 @@ def test_concurrent_builds_share_one_entry(cache: Path) -> None:
     assert not [p for p in (cache / "cpp").iterdir() if p.name.startswith(".")], "temporary files left"
 
 
+def test_kernels_include_the_runtime_headers_and_an_edited_header_rebuilds(
+        cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel source includes <torchscribe/kernels.h> (runtime/include); the headers' hash is
+    part of every cache key, so a changed header builds again rather than loading what was built
+    against the old one."""
+    code = '#include <torchscribe/kernels.h>\nextern "C" double biggest(double a, double b) { return ts_max(a, b); }\n'
+    assert native.load(code).biggest is not None
+    copy = tmp_path / "include"
+    (copy / "torchscribe").mkdir(parents=True)
+    for header in (native.INCLUDE_DIR / "torchscribe").glob("*.h"):
+        (copy / "torchscribe" / header.name).write_text(header.read_text())
+    kernels_h = copy / "torchscribe" / "kernels.h"
+    kernels_h.write_text(kernels_h.read_text().replace("#endif  // TORCHSCRIBE_KERNELS_H",
+                                                       "static inline double ts_edited() { return 1; }\n#endif"))
+    monkeypatch.setattr(native, "INCLUDE_DIR", copy)
+    native.headers_hash.cache_clear()
+    try:
+        edited = code.replace("ts_max(a, b)", "ts_max(a, b) + ts_edited() - 1")
+        assert native.load(edited).biggest is not None  # (builds only against the edited header)
+        native.load(code)
+        assert len(entries(cache)) == 3  # the first source again: built anew, its key changed
+    finally:
+        native.headers_hash.cache_clear()
+
+
 def test_a_compiler_error_is_reported_as_a_bug(cache: Path) -> None:
     with pytest.raises(native.BuildError, match="rejected generated kernels"):
         native.load('extern "C" int broken( { return 0; }\n')
@@ -149,6 +174,19 @@ extern "C" void k1_sum(int64_t n, int64_t* __restrict out, const int64_t* __rest
 SIGNATURES = {"k0_axpb": "ippidi", "k1_sum": "ipp"}
 
 
+def test_the_signatures_are_read_off_the_declarations() -> None:
+    assert kernels.kernel_signatures(KERNELS) == SIGNATURES
+    wrapped = """// extern "C" void commented(int64_t n) is not a kernel
+static void helper(int x) {}
+extern "C" void k(
+    int64_t n0, float* __restrict out0,  /* the output */
+    const uint16_t* __restrict in0, int64_t in0_s0, double s0) {}
+"""
+    assert kernels.kernel_signatures(wrapped) == {"k": "ippid"}
+    with pytest.raises(ValueError, match="parameter `int x` is not a pointer, an int64_t or a double"):
+        kernels.kernel_signatures('extern "C" void bad(int64_t n, int x) {}')
+
+
 def needs_python_headers() -> None:
     if native.python_flags() is None:
         pytest.skip("Python's headers are not installed: only the ctypes binding can be built")
@@ -169,11 +207,11 @@ def run_kernels(lib: kernels.Library) -> None:
 
 def test_fastcall_binding_calls_kernels(cache: Path) -> None:
     needs_python_headers()
-    lib = kernels.Library(KERNELS, SIGNATURES)
+    lib = kernels.Library(KERNELS)
     assert lib.binding == "fastcall"
     assert type(lib.k0_axpb).__name__ == "builtin_function_or_method"
     run_kernels(lib)
-    assert kernels.Library(KERNELS, SIGNATURES).k0_axpb is lib.k0_axpb, "built or loaded twice"
+    assert kernels.Library(KERNELS).k0_axpb is lib.k0_axpb, "built or loaded twice"
     [entry] = entries(cache)
     assert native._valid(entry)
     assert "PyInit_ts_kernels_" in (entry / "kernels.cpp").read_text()
@@ -181,7 +219,7 @@ def test_fastcall_binding_calls_kernels(cache: Path) -> None:
 
 def test_fastcall_checks_its_arguments(cache: Path) -> None:
     needs_python_headers()
-    lib = kernels.Library(KERNELS, SIGNATURES)
+    lib = kernels.Library(KERNELS)
     out = (ctypes.c_double * 3)()
     x = ctypes.addressof(out)
     with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) takes 6 arguments \(5 given\)"):
@@ -202,13 +240,13 @@ def test_fastcall_checks_its_arguments(cache: Path) -> None:
 
 
 def test_ctypes_fallback(cache: Path) -> None:
-    lib = kernels.Library(KERNELS, SIGNATURES, fastcall=False)
+    lib = kernels.Library(KERNELS, fastcall=False)
     assert lib.binding == "ctypes"
     run_kernels(lib)
     native._loaded.clear()
     with pytest.MonkeyPatch.context() as m:  # a machine without Python's headers: ctypes by default
         m.setattr(native, "python_flags", lambda: None)
-        lib = kernels.Library(KERNELS, SIGNATURES)
+        lib = kernels.Library(KERNELS)
     assert lib.binding == "ctypes"
     run_kernels(lib)
     assert len(entries(cache)) == 1  # the same build both times, no extension module
@@ -219,8 +257,8 @@ def test_two_libraries_in_one_process(cache: Path, fastcall: bool) -> None:
     if fastcall:
         needs_python_headers()
     other = KERNELS.replace("a * x[i * x_s0] + b", "a * x[i * x_s0] - b")  # same kernel names
-    first = kernels.Library(KERNELS, SIGNATURES, fastcall=fastcall)
-    second = kernels.Library(other, SIGNATURES, fastcall=fastcall)
+    first = kernels.Library(KERNELS, fastcall=fastcall)
+    second = kernels.Library(other, fastcall=fastcall)
     x = (ctypes.c_double * 2)(1, 2)
     out = (ctypes.c_double * 2)()
     for lib, expected in [(first, [11.0, 12.0]), (second, [-9.0, -8.0]), (first, [11.0, 12.0])]:
@@ -234,22 +272,22 @@ def test_extension_cache_key_has_the_python_abi(cache: Path, monkeypatch: pytest
     needs_python_headers()
     assert sysconfig.get_config_var("EXT_SUFFIX") in native._python_abi()
     assert sys.implementation.cache_tag in native._python_abi()
-    kernels.Library(KERNELS, SIGNATURES)
+    kernels.Library(KERNELS)
     [built] = entries(cache)
     native._loaded.clear()
     monkeypatch.setattr(native, "_python_abi", lambda: "cpython-399 .cpython-399-x86_64-linux-gnu.so")
-    run_kernels(kernels.Library(KERNELS, SIGNATURES))  # another interpreter: its own build
+    run_kernels(kernels.Library(KERNELS))  # another interpreter: its own build
     assert len(entries(cache)) == 2
     assert len(list((cache / "cpp" / "by-source").iterdir())) == 2
 
 
 def test_no_compiler_needed_once_the_extension_is_built(cache: Path) -> None:
     needs_python_headers()
-    kernels.Library(KERNELS, SIGNATURES)
+    kernels.Library(KERNELS)
     code = f"""
         import ctypes
         from runtime import kernels
-        lib = kernels.Library({KERNELS!r}, {SIGNATURES!r})
+        lib = kernels.Library({KERNELS!r})
         ints = (ctypes.c_int64 * 2)(20, 22)
         total = (ctypes.c_int64 * 1)()
         lib.k1_sum(2, ctypes.addressof(total), ctypes.addressof(ints))
@@ -260,7 +298,7 @@ def test_no_compiler_needed_once_the_extension_is_built(cache: Path) -> None:
     assert done.stdout.split() == ["fastcall", "42"]
     # only a ctypes build in the cache (built where the headers were missing): that one is used
     other = KERNELS + "// another library\n"
-    kernels.Library(other, SIGNATURES, fastcall=False)
+    kernels.Library(other, fastcall=False)
     done = in_fresh_process(code.replace(repr(KERNELS), repr(other)), cache, CXX="no-such-compiler-anywhere")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ctypes", "42"]
@@ -277,11 +315,11 @@ def test_the_python_headers_probe(cache: Path, monkeypatch: pytest.MonkeyPatch) 
     [record] = (cache / "cpp" / "toolchains").glob("python-*")
     assert record.read_text() == "no-python\n"
     native.python_flags.cache_clear()
-    lib = kernels.Library(KERNELS, SIGNATURES)
+    lib = kernels.Library(KERNELS)
     assert lib.binding == "ctypes"
     run_kernels(lib)
     with pytest.raises(native.BuildError, match="Python.h"):
-        kernels.Library(KERNELS, SIGNATURES, fastcall=True)
+        kernels.Library(KERNELS, fastcall=True)
 
 
 def test_a_corrupt_extension_entry_is_rebuilt(cache: Path) -> None:
@@ -289,7 +327,7 @@ def test_a_corrupt_extension_entry_is_rebuilt(cache: Path) -> None:
     code = f"""
         import ctypes
         from runtime import kernels
-        lib = kernels.Library({KERNELS!r}, {SIGNATURES!r})
+        lib = kernels.Library({KERNELS!r})
         ints = (ctypes.c_int64 * 2)(20, 22)
         total = (ctypes.c_int64 * 1)()
         lib.k1_sum(2, ctypes.addressof(total), ctypes.addressof(ints))

@@ -203,7 +203,7 @@ def test_a_kernels_large_output_goes_into_a_kept_buffer() -> None:
   %3 : int = py.constant() {value = 1024}
   %4 : tuple[int, int, int] = py.tuple(%1, %2, %3)
   %5 : f32[B, 512, 1024]@cpu = py.buffer(%buffers, %4) {slot = 0, dtype = "float32"}
-  %k0 : f32[B, 512, 1024]@cpu = kernel.pointwise(%x, %5) {name = "f_k0_tanh", inputs = 1, into = (0,)} {""" in out, out
+  %k0 : f32[B, 512, 1024]@cpu = kernel.pointwise(%x, %5) {name = "tanh", inputs = 1, into = (0,)} {""" in out, out
     assert out.count("py.take_buffers") == 1 and out.count("py.buffer(") == 2
     # k1 runs after k0's output died: the same slot
     assert '= py.buffer(%buffers, %10) {slot = 0, dtype = "float32"}\n  %k1 :' in out, out

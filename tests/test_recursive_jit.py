@@ -157,7 +157,7 @@ def test_a_model_spread_over_files_compiles_as_one_function(net) -> None:
     text = generated(tmp_path / "cache")
     forward = text[text.index("def Net_forward("):]
     forward = forward[:min(i for i in (forward.find("\ndef ", 1), forward.find("\nCOMPILED")) if i > 0)]
-    code = "\n".join(line for line in forward.splitlines() if not line.strip().startswith("#"))
+    code = "\n".join(line for line in forward.splitlines() if not line.strip().startswith(("#", "//")))
     # every submodule inlined: no call of a module object is left in the compiled forward
     assert "(features)" not in code and ".dense(" not in code and "shuffle(" not in code
     # Block with and without `down`: two structures, two variants; the None one has no branch
@@ -222,7 +222,7 @@ def test_transformer_encoder_layer(tmp_path, monkeypatch, norm_first, mask) -> N
         with runtime.mode("strict"):
             got = compiled(*args)
         torch.testing.assert_close(got, layer(*args), rtol=1e-5, atol=1e-5)
-    code = [line for line in generated(tmp_path).splitlines() if not line.strip().startswith(("#", '"""'))]
+    code = [line for line in generated(tmp_path).splitlines() if not line.strip().startswith(("#", "//", '"""'))]
     assert sum(line.count("F.linear(") for line in code) == 4  # one projection for q, k, v, as eager's
 
 

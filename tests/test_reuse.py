@@ -34,7 +34,7 @@ def test_the_epilogue_of_a_matmul_writes_over_its_result() -> None:
     assert reused(MATMUL_BIAS_TANH) == """\
 func @f(%x: f32[B, 8]@cpu, %w: f32[8, 16]@cpu, %b: f32[16]@cpu) -> f32[B, 16]@cpu {
   %0 : f32[B, 16]@cpu = torch.call(%x, %w) {callee = "torch.matmul", aten = "aten::matmul"}
-  %1 : f32[B, 16]@cpu = kernel.pointwise(%0, %b) {name = "f_k0_add_tanh", inputs = 2, reuse = ((0, 0),)} {
+  %1 : f32[B, 16]@cpu = kernel.pointwise(%0, %b) {name = "add_tanh", inputs = 2, reuse = ((0, 0),)} {
     ^(%2: f32[]@cpu, %b_1: f32[]@cpu):
     %3 : f32[]@cpu = py.binary(%2, %b_1) {op = "+"}
     %4 : f32[]@cpu = torch.call(%3) {callee = "torch.tanh", aten = "aten::tanh"}
@@ -49,7 +49,7 @@ def test_one_op_becomes_a_kernel_only_to_write_over_a_dead_temporary() -> None:
     one = MATMUL_BIAS_TANH.replace("""  %2 : f32[B, 16]@cpu = torch.call(%1) {callee = "torch.tanh", aten = "aten::tanh"}
   func.return(%2)""", "  func.return(%1)")
     out = reused(one)
-    assert 'kernel.pointwise(%0, %b) {name = "f_k0_add", inputs = 2, reuse = ((0, 0),)}' in out
+    assert 'kernel.pointwise(%0, %b) {name = "add", inputs = 2, reuse = ((0, 0),)}' in out
     # the bias add of an argument: no kernel of one op
     argument = one.replace("%1 : f32[B, 16]@cpu = py.binary(%0, %b)", "%1 : f32[B, 16]@cpu = py.binary(%x, %b)")
     argument = argument.replace("f32[B, 8]@cpu, %w", "f32[B, 16]@cpu, %w")
@@ -239,7 +239,7 @@ func @f(%x: f32[B, 8]@cpu, %w: f32[16, 8]@cpu, %b: f32[16]@cpu) -> f32[B, 16]@cp
   %2 : f32[B, 16]@cpu = torch.call(%1) {callee = "torch.tanh", aten = "aten::tanh"}
   func.return(%2)""")
     out = reused(with_activation)
-    assert 'kernel.pointwise(%0, %b) {name = "f_k0_add_tanh", inputs = 2, reuse = ((0, 0),)}' in out
+    assert 'kernel.pointwise(%0, %b) {name = "add_tanh", inputs = 2, reuse = ((0, 0),)}' in out
     # the linear's result used twice: it stays, and so does the add
     twice = LINEAR_BIAS.replace("  func.return(%1)", "  func.return(%1, %0)").replace(
         "-> f32[B, 16]@cpu {", "-> tuple[f32[B, 16]@cpu, f32[B, 16]@cpu] {")

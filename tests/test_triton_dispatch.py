@@ -120,7 +120,7 @@ def compile_now(obj: Any, example: tuple, tmp_path: Path, monkeypatch: pytest.Mo
     stem = getattr(obj, "__name__", type(obj).__name__)
     [path] = (tmp_path / "jit").glob(f"{stem}_*.py")
     module = sys.modules[f"torchscribe_jit.{path.stem}"]
-    assert "_triton(" in path.read_text(), "nothing was fused"
+    assert "_kernels.launcher(" in path.read_text(), "nothing was fused"
     return out, module
 
 
@@ -244,14 +244,16 @@ def test_cpu_kernels_run_cpp_unless_triton_is_asked_for(fns, tmp_path, monkeypat
     example = (torch.randn(4, 40),)
     monkeypatch.delenv("TORCHSCRIBE_BACKEND", raising=False)
     _, module = compile_now(fns.softmax, example, tmp_path, monkeypatch)
-    assert launchers(module) == {"softmax_k0_mul_amax_sub": "softmax_k0_mul_amax_sub_cpp"}
-    assert module.triton is None  # (not imported: no kernel runs on it)
-    for backend, launcher in (("triton", "softmax_k0_mul_amax_sub_triton"), ("cpp", "softmax_k0_mul_amax_sub_cpp")):
+    # (`softmax`, the calls it fuses, is the compiled function's name in the module: `softmax_2`)
+    assert launchers(module) == {"softmax_2": "softmax_2_cpp"}
+    assert "triton" not in vars(module)  # (compiled for CPU tensors: no Triton code, no import)
+    for backend, launcher in (("triton", "softmax_2_triton"), ("cpp", "softmax_2_cpp")):
         if backend == "triton" and not INTERPRETED:
             continue
         monkeypatch.setenv("TORCHSCRIBE_BACKEND", backend)
-        _, module = compile_now(fns.softmax, example, tmp_path, monkeypatch)  # (from the cache: imported again)
-        assert launchers(module) == {"softmax_k0_mul_amax_sub": launcher}
+        # (triton: compiled again, with Triton code: the key holds TORCHSCRIBE_BACKEND)
+        _, module = compile_now(fns.softmax, example, tmp_path / backend, monkeypatch)
+        assert launchers(module) == {"softmax_2": launcher}
 
 
 CUDA_CHAIN = """\
@@ -269,7 +271,7 @@ def test_kernels_form_on_cuda_tensors_of_one_device() -> None:
     from test_fuse import fused
 
     out = fused(CUDA_CHAIN)
-    assert 'kernel.pointwise(%x, %y) {name = "f_k0_exp_mul_add", inputs = 2}' in out
+    assert 'kernel.pointwise(%x, %y) {name = "exp_mul_add", inputs = 2}' in out
     assert "^(%x_1: f32[]@cuda, %y_1: f32[]@cuda)" in out
     # a 0-d CPU tensor in CUDA math (eager takes it): not in a kernel, which reads one device
     mixed = CUDA_CHAIN.replace("%y: f32[8]@cuda", "%y: f32[]@cpu")
@@ -308,14 +310,14 @@ def test_a_module_on_cuda_tensors_has_no_cpp(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("TORCHSCRIBE_BACKEND", raising=False)
     path = cuda_module(tmp_path)
     text = path.read_text()
-    assert "KERNELS_CPP" not in text and "_lib" not in text and "def f_k0_exp_mul_add_cpp" not in text
+    assert "KERNELS_CPP" not in text and "_lib" not in text and "def exp_mul_add_cpp" not in text
     module = import_file(path)
-    assert launchers(module) == {"f_k0_exp_mul_add": "f_k0_exp_mul_add_triton"}
+    assert launchers(module) == {"exp_mul_add": "exp_mul_add_triton"}
     x, y = randn(5, 8), randn(8)
     assert_close_to_eager(module.f(x, y), torch.exp(x) * y + 0.5)  # (no entry checks: CPU tensors too)
     monkeypatch.setenv("TORCHSCRIBE_BACKEND", "cpp")
     module = import_file(path)
-    with pytest.raises(TorchscribeError, match="TORCHSCRIBE_BACKEND=cpp, but kernel f_k0_exp_mul_add runs on cuda tensors"):
+    with pytest.raises(TorchscribeError, match="TORCHSCRIBE_BACKEND=cpp, but kernel exp_mul_add runs on cuda tensors"):
         module.f(x, y)
 
 
@@ -364,13 +366,13 @@ def test_a_module_on_cuda_tensors_imports_without_triton(tmp_path) -> None:
         import torch
         import {path.stem} as m
         try:
-            m.f_k0_exp_mul_add(torch.randn(2, 8), torch.randn(8))
+            m.exp_mul_add(torch.randn(2, 8), torch.randn(8))
         except Exception as error:
             print(type(error).__name__ + ": " + str(error))
     """)
     done = run_python(code, tmp_path)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("TorchscribeError: kernel f_k0_exp_mul_add runs on cuda tensors through Triton, "
+    assert done.stdout.startswith("TorchscribeError: kernel exp_mul_add runs on cuda tensors through Triton, "
                                   "which is not installed: install it (`pip install triton`)"), done.stdout
 
 
@@ -402,3 +404,31 @@ def test_profiled_launchers_name_their_kernels_in_a_profile(fns, tmp_path, monke
     seen = {e.key for e in prof.key_averages()}
     assert {f"torchscribe:{n}" for n in names} <= seen, seen
     assert_close_to_eager(got, fns.chain(x, y))
+
+
+def test_a_module_compiled_for_cpu_tensors_holds_no_triton(fns, tmp_path, monkeypatch) -> None:
+    """Without CUDA tensors or TORCHSCRIBE_BACKEND=triton, script() writes C++ alone. Its entry
+    checks pin the device, so other tensors run eagerly; with TORCHSCRIBE_BACKEND=triton (set
+    after it was compiled) its kernels refuse with GuardFailure, so the call runs eagerly too."""
+    import re
+
+    from runtime.guards import GuardFailure
+    from runtime.loader import load_module_from_path
+
+    monkeypatch.delenv("TORCHSCRIBE_BACKEND", raising=False)
+    x, y = torch.randn(4, 37), torch.randn(37)
+    _, module = compile_now(fns.chain, (x, y), tmp_path, monkeypatch)
+    path = Path(module.__file__)
+    text = path.read_text()
+    assert "KERNELS_CPP" in text and "triton" not in text.replace("TORCHSCRIBE_BACKEND", "")
+    with pytest.raises(GuardFailure, match="expected a cpu tensor, got meta"):
+        module.COMPILED["chain"](x.to("meta"), y.to("meta"))
+    monkeypatch.setenv("TORCHSCRIBE_BACKEND", "triton")
+    again = load_module_from_path(path, "chain_without_triton")  # (its launchers are bound now)
+    names = re.findall(r'_kernels\.launcher\(globals\(\), "(\w+)"', text)
+    assert names
+    for name in names:
+        with pytest.raises(GuardFailure, match=f"kernel {name} has no Triton version"):
+            getattr(again, name)(x, y)
+    with pytest.raises(GuardFailure, match="has no Triton version"):
+        again.COMPILED["chain"](x, y)

@@ -28,8 +28,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning"
 
 from closeness import assert_close_to_eager  # noqa: E402
 from source_module import imported_source  # noqa: E402
-from codegen.triton_kernels import IMPORTS, PRELUDE, TritonKernel, emit_triton_kernel  # noqa: E402
+from codegen.triton_kernels import IMPORTS, TritonKernel, emit_triton_kernel, helper_import  # noqa: E402
 from ir import ops  # noqa: E402
+from runtime import triton_helpers  # noqa: E402
 from ir.parser import parse_program  # noqa: E402
 from ir.passes.fuse import fuse  # noqa: E402
 from test_fuse import CHAIN  # noqa: E402
@@ -49,8 +50,8 @@ _counter = itertools.count()
 
 def load(kernels: list[TritonKernel], directory: Path) -> ModuleType:
     """A module holding the kernels (Triton reads a kernel's source from its file)."""
-    parts = ["import torch\nfrom torch import Tensor\n" + IMPORTS, PRELUDE]
-    parts += [k.source + "\n\n" + k.launcher for k in kernels]
+    texts = [k.source + "\n\n" + k.launcher for k in kernels]
+    parts = ["import torch\nfrom torch import Tensor\n" + IMPORTS + helper_import(texts)] + texts
     name = f"triton_kernels_{next(_counter)}"
     path = directory / f"{name}.py"
     path.write_text("\n\n".join(parts))
@@ -86,7 +87,7 @@ def test_pointwise_source() -> None:
     emitted = emit_triton_kernel(kernel)
     assert emitted.source + "\n" + emitted.launcher == '''\
 @triton.jit
-def f_k0_exp_mul_add_kernel(out0, in0, in0_s0, in0_s1, in1, in1_s1, n_rows, n1, ROWS: tl.constexpr, COLS: tl.constexpr):
+def exp_mul_add_kernel(out0, in0, in0_s0, in0_s1, in1, in1_s1, n_rows, n1, ROWS: tl.constexpr, COLS: tl.constexpr):
     # a tile of ROWS rows (the outer dims, flattened) by COLS columns (the last dim)
     pid = tl.program_id(0)
     col_blocks = tl.cdiv(n1, COLS)
@@ -104,7 +105,7 @@ def f_k0_exp_mul_add_kernel(out0, in0, in0_s0, in0_s1, in1, in1_s1, n_rows, n1, 
     v3 = v1 + 0.5
     tl.store(out0 + r * n1 + c, v3, mask=mask)
 
-def f_k0_exp_mul_add_triton(in0: Tensor, in1: Tensor) -> Tensor:
+def exp_mul_add_triton(in0: Tensor, in1: Tensor) -> Tensor:
     """Fused (Triton): exp, mul, add."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 8, dtype=torch.float32, device=in0.device)
@@ -112,7 +113,7 @@ def f_k0_exp_mul_add_triton(in0: Tensor, in1: Tensor) -> Tensor:
         return out0
     rows, cols, warps = ts_tile(n0, 8)
     grid = (triton.cdiv(n0, rows) * triton.cdiv(8, cols),)
-    f_k0_exp_mul_add_kernel[grid](out0, in0, *in0.stride(), in1, *in1.stride(), n0, 8, ROWS=rows, COLS=cols, num_warps=warps)
+    exp_mul_add_kernel[grid](out0, in0, *in0.stride(), in1, *in1.stride(), n0, 8, ROWS=rows, COLS=cols, num_warps=warps)
     return out0
 '''
 
@@ -122,7 +123,7 @@ def test_reduction_source() -> None:
     emitted = emit_triton_kernel(kernel)
     assert emitted.source + "\n" + emitted.launcher == '''\
 @triton.jit
-def f_k0_amax_sub_exp_block(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def amax_sub_exp_block(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     # ROWS rows per program, each whole in one block of BLOCK >= n1 columns
     r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
     row_mask = r < n_rows
@@ -140,7 +141,7 @@ def f_k0_amax_sub_exp_block(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.cons
 
 
 @triton.jit
-def f_k0_amax_sub_exp_loop(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+def amax_sub_exp_loop(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     # ROWS rows per program, longer than a block: one loop over the row per level of reductions
     r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]
     row_mask = r < n_rows
@@ -174,14 +175,14 @@ def f_k0_amax_sub_exp_loop(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.const
         v4 = v2 / v3
         tl.store(out0 + r * n1 + c, v4, mask=mask)
 
-def f_k0_amax_sub_exp_triton(in0: Tensor) -> Tensor:
+def amax_sub_exp_triton(in0: Tensor) -> Tensor:
     """Fused (Triton): amax, sub, exp, sum, div."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 40, dtype=torch.float32, device=in0.device)
     if n0 == 0:
         return out0
     rows, block, warps = ts_row_tile(n0, 40)
-    kernel = f_k0_amax_sub_exp_block if block >= 40 else f_k0_amax_sub_exp_loop
+    kernel = amax_sub_exp_block if block >= 40 else amax_sub_exp_loop
     kernel[(triton.cdiv(n0, rows),)](out0, in0, *in0.stride(), n0, 40, ROWS=rows, BLOCK=block, num_warps=warps)
     return out0
 '''
@@ -331,8 +332,8 @@ def test_row_reductions(models, name, dtype, looped, monkeypatch) -> None:
     fn = getattr(models[0], name)
     f = compiled(models, name, tuple(_row_inputs(name, (2, 3, 37), dtype).values()))
     if looped:  # rows longer than a block: a loop of 16-column steps, the last one a tail
-        monkeypatch.setattr(f.module, "TS_ROW_BLOCK_MAX", 16)
-        monkeypatch.setattr(f.module, "TS_LOOP_BLOCK", 16)
+        monkeypatch.setattr(triton_helpers, "TS_ROW_BLOCK_MAX", 16)  # (ts_row_tile reads them there)
+        monkeypatch.setattr(triton_helpers, "TS_LOOP_BLOCK", 16)
     args = _row_inputs(name, (5, 3, 37), dtype)  # 15 rows: a tail of rows in a program too
     assert_close_to_eager(f(**args), fn(*args.values()), "rows")
     strided = randn(37, 3, 2, dtype=dtype).permute(2, 1, 0)  # the row is not unit-stride
@@ -383,9 +384,9 @@ def test_scalar_inputs(tmp_path) -> None:
     module = load([emit_triton_kernel(k) for k in kernel_ops(SCALARS)], tmp_path)
     x, i = randn(3, 5, dtype=torch.float64), randint(-9, 9, (3, 5), dtype=torch.int32)
     a, n = 0.1 + 1e-13, 2**31 + 3  # (n as int32 is -2**31 + 3)
-    assert torch.equal(module.f_k0_mul_add_triton(x, a, n), x * a + n)
-    assert torch.equal(module.f_k1_mul_add_triton(i, n), i * n + i)
-    assert torch.equal(module.f_k0_mul_add_triton(x, 1.0, 1), x + 1)  # (1 is not compiled in)
+    assert torch.equal(module.mul_add_triton(x, a, n), x * a + n)
+    assert torch.equal(module.mul_add_2_triton(i, n), i * n + i)
+    assert torch.equal(module.mul_add_triton(x, 1.0, 1), x + 1)  # (1 is not compiled in)
 
 
 ZERO = """\
@@ -401,9 +402,9 @@ def test_zero_sizes_launch_nothing(tmp_path) -> None:
     [kernel] = kernel_ops(ZERO)
     emitted = emit_triton_kernel(kernel)
     assert "[grid]" not in emitted.launcher, emitted.launcher
-    assert load([emitted], tmp_path).f_k0_exp_mul_triton(randn(3, 0), randn(3, 1)).shape == (3, 0)
+    assert load([emitted], tmp_path).exp_mul_triton(randn(3, 0), randn(3, 1)).shape == (3, 0)
     [kernel] = kernel_ops(CHAIN)
-    chain = load([emit_triton_kernel(kernel)], tmp_path).f_k0_exp_mul_add_triton
+    chain = load([emit_triton_kernel(kernel)], tmp_path).exp_mul_add_triton
     assert chain(randn(0, 8), randn(8)).shape == (0, 8)
 
 
@@ -423,10 +424,10 @@ def test_rank_0_and_rank_4_with_broadcasting(tmp_path) -> None:
     scalar, rank4 = kernel_ops(RANKS)
     module = load([emit_triton_kernel(scalar), emit_triton_kernel(rank4)], tmp_path)
     s, t = torch.tensor(0.5, device=DEVICE), torch.tensor(3.0, device=DEVICE)
-    assert_close_to_eager(module.f_k0_exp_mul_triton(s, t), torch.exp(s) * t)
+    assert_close_to_eager(module.exp_mul_triton(s, t), torch.exp(s) * t)
     y = randn(5, 3).t().unsqueeze(1)  # (3, 1, 5), not contiguous
     for x in (randn(2, 3, 4, 5), randn(5, 4, 3, 2).permute(3, 2, 1, 0)):
-        assert_close_to_eager(module.f_k1_mul_tanh_triton(x, y), torch.tanh(x * y), str(x.stride()))
+        assert_close_to_eager(module.mul_tanh_triton(x, y), torch.tanh(x * y), str(x.stride()))
 
 
 MATH = """\
@@ -446,7 +447,7 @@ def test_math_is_accurate_near_zero_and_far(tmp_path, name, dtype) -> None:
     relative error, from subnormal to large arguments, both signs, special values exact."""
     short = "f32" if dtype == torch.float32 else "f64"
     [kernel] = kernel_ops(MATH.replace("OP", name).replace("f32", short))
-    f = getattr(load([emit_triton_kernel(kernel)], tmp_path), f"f_k0_{name}_mul_triton")
+    f = getattr(load([emit_triton_kernel(kernel)], tmp_path), f"{name}_mul_triton")
     tiny = torch.finfo(dtype).tiny
     magnitudes = torch.logspace(-30, 2.5, 400, dtype=torch.float64).to(dtype)
     x = torch.cat([magnitudes, -magnitudes, torch.tensor([0.0, -0.0, tiny / 4, -tiny / 4, 0.2499, 0.25, -0.25, 0.55,
@@ -492,9 +493,9 @@ def test_16_bit_floats(tmp_path, monkeypatch, dtype, looped) -> None:
     [kernel] = kernel_ops(HALF.replace("f16", short))
     module = load([emit_triton_kernel(kernel)], tmp_path)
     if looped:
-        monkeypatch.setattr(module, "TS_ROW_BLOCK_MAX", 16)
-        monkeypatch.setattr(module, "TS_LOOP_BLOCK", 16)
+        monkeypatch.setattr(triton_helpers, "TS_ROW_BLOCK_MAX", 16)
+        monkeypatch.setattr(triton_helpers, "TS_LOOP_BLOCK", 16)
     x, y = randn(5, 37, dtype=dtype), randn(37, dtype=dtype)
     a = torch.exp(x) * y + 0.1
     expected = (a, torch.tanh(torch.softmax(a, dim=-1)))
-    assert_close_to_eager(module.f_k0_exp_mul_add_triton(x, y), expected)
+    assert_close_to_eager(module.exp_mul_add_triton(x, y), expected)

@@ -184,12 +184,14 @@ def compile_source(
     functions: FunctionFinder | None = None,
     permissive: bool = False,
     frozen: bool = False,
+    devices: tuple[str, ...] = ("cpu",),
 ) -> CompiledFile:
     """`instance` (an nn.Module) and `example_inputs` specialise the first target to what it
     will be called with (script(instance, example_inputs=...)); entry checks guard that.
-    `frozen`: script(..., freeze=True), see runtime/prepacked.py."""
+    `frozen`: script(..., freeze=True), see runtime/prepacked.py. `devices`: Program.devices,
+    where the kernels may run (Triton code only with "cuda")."""
     program, entries = build_program(source, targets, instance_classes, after_pass, instance, example_inputs,
-                                     functions, permissive, frozen)
+                                     functions, permissive, frozen, devices=devices)
     text = emit_module(program, module_header(source, regenerate, source_file_name, program, permissive),
                        entries, program.source_lines)
     return CompiledFile(program, entries, text)
@@ -206,6 +208,7 @@ def build_program(
     permissive: bool = False,
     frozen: bool = False,
     entry_types: Mapping[str, list[Any]] | None = None,
+    devices: tuple[str, ...] = ("cpu",),
 ) -> tuple[Program, dict[str, str]]:
     """The program of `compile_source` after the passes, with its COMPILED entries.
     `entry_types` (COMPILED key -> a Type or None per argument, `self` included) compiles those
@@ -213,6 +216,7 @@ def build_program(
     program, entries = lower_file(source, targets, instance_classes, functions, permissive,
                                   None if example_inputs is None else len(example_inputs))
     program.frozen = frozen
+    program.devices = devices
     if instance is None and example_inputs is None and not entry_types:
         # Generic code calls another @script class's module (its own compiled code) rather than
         # holding a copy of its forward: without kernels, inlining saves only a Python call.

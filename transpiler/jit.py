@@ -242,7 +242,7 @@ def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs
         options.update(_what_decorators_pass(instance, example_inputs, example_kwargs))
     program, entries = build_program(source, [Target(cls.__name__, node, options)], infos, instance=instance,
                                      example_inputs=example_inputs, functions=sources, permissive=permissive,
-                                     frozen=frozen)
+                                     frozen=frozen, devices=jit_cache.program_devices(instance, example_inputs))
     own = str(Path(source.path).resolve())
     return program, entries, tuple(f for f in sources.files if f != own)
 
@@ -540,7 +540,8 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
             raise TypeError(f"{fn.__qualname__} is not defined at module level of {path}; it cannot be compiled")
         compiled = compile_source(source, "script(function, example_inputs=...)", Path(path).name,
                                   [Target(fn.__name__, node)], example_inputs=example_inputs,
-                                  permissive=options["permissive"])
+                                  permissive=options["permissive"],
+                                  devices=jit_cache.program_devices(None, example_inputs))
         module = _load(compiled.text, fn.__name__, key)
     compiled = inside_wrappers(decorated, module.COMPILED[fn.__name__], f"{fn.__module__}:{fn.__name__}")
 

@@ -18,6 +18,7 @@ on, computed without running (or importing) the compiler:
 - the example inputs: tensors by dtype, device, layout, requires_grad, contiguity and shape, the
   leading size written "B" exactly where `example_input_types` makes it the batch symbol; other
   values by type and repr;
+- the devices the module's kernels may run on (`program_devices`: Triton code only for CUDA);
 - torch's default dtype and grad mode, every TORCHSCRIBE* environment variable except
   TORCHSCRIBE_CACHE_DIR, and the pass pipeline when the compiler is imported already (tests swap
   passes in memory). TORCHSCRIBE_JIT_CACHE=off turns the cache off: other in-memory patches of
@@ -48,6 +49,7 @@ import torch
 from torch import nn
 
 from runtime.guards import is_plain_object
+from runtime.kernels import forced_backend
 from runtime.files import private_dir, writable, write_atomic
 from runtime.loader import FORMAT, VERSION, cache_dir, is_generated_text
 
@@ -79,7 +81,8 @@ def module_key(instance: nn.Module, path: str, text: str, module_name: str | Non
     try:
         cls = type(instance)
         parts = ("module", _common(path, text, options), cls.__module__, cls.__qualname__,
-                 _module_tree(instance, module_name), _examples(example_inputs))
+                 _module_tree(instance, module_name), _examples(example_inputs),
+                 program_devices(instance, example_inputs))
     except Uncacheable:
         return None
     return _digest(parts)
@@ -92,10 +95,22 @@ def function_key(fn: Any, path: str, text: str, example_inputs: Sequence[Any] | 
         return None
     try:
         parts = ("function", _common(path, text, options), fn.__module__, fn.__qualname__,
-                 _examples(example_inputs))
+                 _examples(example_inputs), program_devices(None, example_inputs))
     except Uncacheable:
         return None
     return _digest(parts)
+
+
+def program_devices(instance: nn.Module | None, example_inputs: Sequence[Any] | None) -> tuple[str, ...]:
+    """`Program.devices` of a module compiled for `instance` and `example_inputs`: ("cpu",), with
+    "cuda" where an example input, a parameter or a buffer is a CUDA tensor, or where
+    TORCHSCRIBE_BACKEND=triton asks for every kernel to run through Triton (its interpreter on
+    CPU tensors, as the tests run it): only then does the module hold Triton kernels."""
+    tensors = _flat_tensors(list(example_inputs or ()))
+    if instance is not None:
+        tensors += [*instance.parameters(), *instance.buffers()]
+    cuda = forced_backend() == "triton" or any(t.is_cuda for t in tensors)
+    return ("cpu", "cuda") if cuda else ("cpu",)
 
 
 def _digest(parts: tuple) -> str:
@@ -377,5 +392,5 @@ def _file_digest(path: str) -> str:
         return "missing"
 
 
-__all__ = ["Uncacheable", "compiler_fingerprint", "function_key", "lookup", "module_key", "store_key",
-           "store_module"]
+__all__ = ["Uncacheable", "compiler_fingerprint", "function_key", "lookup", "module_key", "program_devices",
+           "store_key", "store_module"]

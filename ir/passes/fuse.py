@@ -32,13 +32,13 @@ scalar inputs.
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
 
 import sympy
 
 from ir import ops
 from ir.core import PURE, AliasOf, Block, Operation, Program, Region, Value
+from ir.kernel_names import KernelNamer
 from ir.passes.canonicalize import writes_in
 from ir.passes.layout import PACKED_CONV, ROW_MAJOR
 from ir.primitives import Primitive, classify, op_name
@@ -79,21 +79,6 @@ class _Group:
         self.values.update(op.results)
 
 
-@dataclass
-class _Namer:
-    """Kernel names: the function's name, the kernel's number in the function, its first ops
-    (`MLP_forward_k0_add_gelu`). Numbered per function, so that an edit of one function renames
-    no kernel of another (the generated module is reviewed as a diff)."""
-
-    prefix: str
-    count: int = 0
-
-    def take(self, group: list[Operation]) -> str:
-        name = f"{self.prefix}_k{self.count}_" + "_".join(list(dict.fromkeys(op_name(op) for op in group))[:3])
-        self.count += 1
-        return name
-
-
 def fuse(program: Program) -> None:
     for func in program.funcs:
         for op in list(func.walk()):
@@ -102,7 +87,8 @@ def fuse(program: Program) -> None:
         for op in list(func.walk()):
             if op.parent is not None:
                 _sink_reshapes_of_a_dag(op)
-        namer = _Namer(re.sub(r"\W", "_", func.attributes["sym_name"]))
+        # (names from the source: ir/kernel_names.py; unique in the function)
+        namer = KernelNamer(program.source_lines)
         _fuse_block(func.regions[0].block, namer, func)
 
 
@@ -235,7 +221,7 @@ def _sink_reshapes_of_a_dag(op: Operation) -> None:
         n.erase()
 
 
-def _fuse_block(block: Block, namer: _Namer, func: Operation) -> None:
+def _fuse_block(block: Block, namer: KernelNamer, func: Operation) -> None:
     groups: list[_Group] = []
     owner: dict[Value, _Group] = {}
     position = {op: i for i, op in enumerate(block.ops)}
@@ -491,7 +477,7 @@ def kernel_shape(kernel: ops.KernelOp) -> tuple:
     return shape
 
 
-def _build_kernel(block: Block, g: _Group, namer: _Namer) -> None:
+def _build_kernel(block: Block, g: _Group, namer: KernelNamer) -> None:
     inside = g.values
     reductions = {op: row_reduction(op) for op in g.ops if not pointwise_fusible(op)}
     tensor_inputs: list[Value] = []
@@ -535,7 +521,7 @@ def _build_kernel(block: Block, g: _Group, namer: _Namer) -> None:
             mapping[old] = new
         body.append(inner)
     body.append(ops.YieldOp([mapping[r] for r in outputs], [], {}, loc=last.loc))
-    name = namer.take(g.ops)
+    name = namer.take(g.ops, [op_name(op) for op in g.ops])
     kind = ops.ReductionKernelOp if reductions else ops.PointwiseKernelOp
     kernel = kind(tensor_inputs + scalar_inputs, [r.type for r in outputs],
                   {"name": name, "inputs": len(tensor_inputs)}, regions=[Region([body])], loc=last.loc)

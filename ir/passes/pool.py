@@ -27,11 +27,11 @@ sees is channels-last and the result's strides are torch's.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ir import ops
 from ir.core import Block, Operation, Program, Value
+from ir.kernel_names import KernelNamer
 from ir.passes.canonicalize import writes_in
 from ir.passes.decompose import Facts, Unsupported, bind
 from ir.passes.functionalize import permutation
@@ -46,15 +46,14 @@ DTYPES = frozenset({"float32", "float64", "bfloat16", "float16"})
 def pool_kernels(program: Program) -> None:
     facts = Facts()
     for func in program.funcs:
-        prefix = re.sub(r"\W", "_", func.attributes["sym_name"])
-        count = 0
+        # (named from the source as fuse names its kernels: `pool`, `max_pool2d`)
+        namer = KernelNamer(program.source_lines, (k.attributes["name"] for k in func.walk() if isinstance(k, ops.Kernel)))
         for op in list(func.walk()):
             if op.parent is None or op_name(op) != "max_pool2d" or op.attributes.get("aten") != "aten::max_pool2d":
                 continue
             window = _window(op, facts)
             if window is not None:
-                _rewrite(op, window, f"{prefix}_pool{count}", facts)
-                count += 1
+                _rewrite(op, window, namer.take([op], ["max_pool2d"]), facts)
 
 
 def _pair(value: Any) -> tuple[int, int] | None:

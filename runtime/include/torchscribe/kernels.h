@@ -1,0 +1,190 @@
+// torchscribe/kernels.h: what every generated C++ kernel source includes first (a compiled
+// module's KERNELS_CPP starts with `#include <torchscribe/kernels.h>`; runtime/native.py builds
+// it with runtime/include on the include path, the headers' hash in the cache key). The
+// vectorisable math, the row driver, NaN-propagating max/min and 16-bit float conversions: the
+// same in every module, so a module holds only its own kernels (codegen/cpp_kernels.py).
+#ifndef TORCHSCRIBE_KERNELS_H
+#define TORCHSCRIBE_KERNELS_H
+
+#include "vecmath.h"
+
+#include <algorithm>
+#include <memory>
+#include <type_traits>
+#include <vector>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+// rows(begin, end) over the rows [0, n): split among OpenMP's threads when `parallel`, else one
+// plain call. Not an `omp parallel for` with an if clause: gcc compiles the loop of that as a
+// function of its own even when it runs serially, reading sizes and pointers through a shared
+// struct, and a serial batch-norm + hardswish kernel ran 35% slower there.
+template <class Rows> static inline void ts_rows(const Rows& rows, int64_t n, bool parallel) {
+  if (n <= 0) return;  // (no rows: an outer size is 0, which the rows would divide by)
+#ifdef _OPENMP
+  if (parallel && n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+    #pragma omp parallel
+    {
+      const Rows mine = rows;  // (each thread's own copy: what it captured stays in registers)
+      const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
+      mine(n * t / threads, n * (t + 1) / threads);
+    }
+    return;
+  }
+#endif
+  rows(0, n);
+}
+
+// A lambda that must be inlined where it is called (`[&](auto unit) TS_INLINE { ... }`).
+#if defined(__GNUC__)
+#define TS_INLINE __attribute__((always_inline))
+#else
+#define TS_INLINE
+#endif
+
+// One loop body for every layout: body(std::true_type) where `unit` (every stride along the row
+// is 1), else body(std::false_type). Inside, `unit ? 1 : stride` is a constant step of 1 in the
+// first version, which the compiler vectorises as contiguous loads and stores, as it did the
+// loop written out twice. Both versions are inlined into the caller: called as functions of
+// their own (a template of the rows function), a sin/cos/exp chain ran 1.5% slower.
+template <class Body> static inline TS_INLINE void ts_unit_or_strided(bool unit, const Body& body) {
+  if (unit) {
+    body(std::true_type{});
+  } else {
+    body(std::false_type{});
+  }
+}
+
+// Selects are bit-mask blends (math_detail::sel) so that loops with them still vectorise.
+using torchscribe::math_detail::sel;
+template <typename T> static inline T ts_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+template <typename T> static inline T ts_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+static inline float ts_max(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
+static inline double ts_max(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
+static inline float ts_min(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
+static inline double ts_min(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
+
+// bfloat16 and float16 elements are uint16_t; a value is held as the float it widens to, and
+// rounding (to nearest even) gives the float of the nearest 16-bit value. Integer bit tricks,
+// branch-free: loops with them vectorise (gcc's _Float16 conversions do not without AVX512-FP16).
+static inline uint32_t ts_pick(bool c, uint32_t a, uint32_t b) {
+  const uint32_t m = 0u - (uint32_t)c;
+  return (a & m) | (b & ~m);
+}
+// bfloat16 is the high half of a float. A NaN only gets its quiet bit (rounding could carry it
+// into an infinity).
+static inline float ts_load_bf16(uint16_t h) { return torchscribe::math_detail::f32((uint32_t)h << 16); }
+static inline float ts_round_bf16(float x) {
+  using namespace torchscribe::math_detail;
+  const uint32_t u = bits(x);
+  return f32(ts_pick(x != x, u | 0x400000u, u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);
+}
+static inline uint16_t ts_store_bf16(float x) {  // (x rounded)
+  return (uint16_t)(torchscribe::math_detail::bits(x) >> 16);
+}
+// float16: sign, 5 exponent bits (bias 15), 10 mantissa bits; subnormals below 2^-14.
+static inline float ts_load_f16(uint16_t h) {
+  using namespace torchscribe::math_detail;
+  const uint32_t em = (uint32_t)(h & 0x7fffu) << 13;  // exponent and mantissa at a float's places:
+  const float v = f32(em) * 0x1p112f;  // 2^-112 times the value, subnormals too
+  const float special = f32(em | 0x7f800000u);  // exponent 31: inf or NaN
+  return f32(bits(sel(em >= 0x0f800000u, special, v)) | (uint32_t)(h & 0x8000u) << 16);
+}
+static inline float ts_round_f16(float x) {
+  using namespace torchscribe::math_detail;
+  const uint32_t sign = bits(x) & 0x80000000u, e = (bits(x) ^ sign) & 0x7f800000u;
+  const float a = f32(bits(x) ^ sign);
+  // a + s rounds a to the float16 spacing of its binade when that is s's float spacing:
+  // s = 2^(e + 13) for a in [2^e, 2^(e+1)), e clamped to float16's binades [-14, 15].
+  const float s = f32(std::min(std::max(e, 113u << 23), 142u << 23) + (13u << 23));
+  const float r = sel(a >= 65520.0f, inf<float>(), (a + s) - s);  // (65520 rounds past 65504, the largest)
+  return f32(bits(r) | sign);
+}
+static inline uint16_t ts_store_f16(float x) {  // (x rounded)
+  using namespace torchscribe::math_detail;
+  const uint32_t a = bits(x) & 0x7fffffffu;
+  const uint32_t normal = (a - (112u << 23)) >> 13;  // exponent rebiased
+  const uint32_t small = bits(f32(a) + 0.5f) - 0x3f000000u;  // subnormal: a multiple of 2^-24
+  const uint32_t special = (a >> 13) & 0x7fffu;  // inf and NaN: exponent bits all ones
+  const uint32_t h = ts_pick(a >= 0x7f800000u, special, ts_pick(a >= 0x38800000u, normal, small));
+  return (uint16_t)(h | (bits(x) >> 16 & 0x8000u));
+}
+
+
+// Max pooling over the windows of NHWC rows (codegen/pool_kernels.py writes the loops over the
+// output positions). An element replaces the running maximum when it is greater or NaN, as in
+// torch's loop (NaN propagates; of equal values the first one read stays: -0.0 before 0.0).
+// E says how an element compares: ts_pool_float<T> for float and double, ts_pool_bf16 and
+// ts_pool_f16 for 16-bit floats (uint16_t, compared as the floats they widen to, stored as read).
+template <typename T> struct ts_pool_float {
+  typedef T type;
+  static inline T lowest() { return -torchscribe::math_detail::inf<T>(); }
+  static inline T take(T v, T m) { return sel(v > m || v != v, v, m); }
+};
+struct ts_pool_bf16 {
+  typedef uint16_t type;
+  static inline uint16_t lowest() { return 0xff80u; }  // (-inf)
+  static inline uint16_t take(uint16_t v, uint16_t m) {
+    return (ts_load_bf16(v) > ts_load_bf16(m) || ts_load_bf16(v) != ts_load_bf16(v)) ? v : m;
+  }
+};
+struct ts_pool_f16 {
+  typedef uint16_t type;
+  static inline uint16_t lowest() { return 0xfc00u; }  // (-inf)
+  static inline uint16_t take(uint16_t v, uint16_t m) {
+    return (ts_load_f16(v) > ts_load_f16(m) || ts_load_f16(v) != ts_load_f16(v)) ? v : m;
+  }
+};
+
+// The channels a block of ts_pool_block takes: two 64-byte vectors' worth.
+template <typename T> constexpr int64_t ts_pool_width = 128 / sizeof(T);
+
+// The maximum of each of the n channels (n <= ts_pool_width) at x (channel stride s) over a
+// window of nh x nw positions (strides hs, ws), into o.
+template <class E>
+static inline void ts_pool_channels(typename E::type* __restrict o, const typename E::type* __restrict x,
+                                    int64_t n, int64_t s, int64_t nh, int64_t nw, int64_t hs, int64_t ws) {
+  typename E::type m[ts_pool_width<typename E::type>];
+  for (int64_t j = 0; j < n; ++j) m[j] = E::lowest();
+  for (int64_t h = 0; h < nh; ++h) {
+    for (int64_t w = 0; w < nw; ++w) {
+      for (int64_t j = 0; j < n; ++j) {
+        const typename E::type v = x[h * hs + w * ws + j * s];
+        m[j] = E::take(v, m[j]);
+      }
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) o[j] = m[j];
+}
+
+// The same for ts_pool_width contiguous float or double channels, the running maxima in vector
+// registers (gcc's vector extension; the compiler's own vectorisation of the loop above keeps
+// them in memory: 0.34 against 0.28 ms for squeezenet's 8x128x55x55 pool).
+template <typename T>
+static inline void ts_pool_block(T* __restrict o, const T* __restrict x, int64_t nh, int64_t nw, int64_t hs,
+                                 int64_t ws) {
+#ifdef __AVX512F__
+  typedef T V __attribute__((vector_size(64)));
+#else  // (without AVX-512 gcc splits a 64-byte vector badly: a pool took 11x as long on Zen 3)
+  typedef T V __attribute__((vector_size(32)));
+#endif
+  typedef typename std::conditional<sizeof(T) == 4, int32_t, int64_t>::type I;
+  typedef I M __attribute__((vector_size(sizeof(V))));  // (what comparing two V gives)
+  constexpr int64_t lanes = sizeof(V) / sizeof(T), count = ts_pool_width<T> / lanes;
+  V m[count];
+  for (int64_t k = 0; k < count; ++k) m[k] = (V){} + ts_pool_float<T>::lowest();
+  for (int64_t h = 0; h < nh; ++h) {
+    for (int64_t w = 0; w < nw; ++w) {
+      for (int64_t k = 0; k < count; ++k) {
+        V v;
+        __builtin_memcpy(&v, x + h * hs + w * ws + k * lanes, sizeof(V));
+        const M take = (v > m[k]) | (v != v);
+        m[k] = (V)(((M)v & take) | ((M)m[k] & ~take));
+      }
+    }
+  }
+  __builtin_memcpy(o, m, sizeof(m));
+}
+
+#endif  // TORCHSCRIBE_KERNELS_H
