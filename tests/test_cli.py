@@ -565,7 +565,8 @@ def test_kernels_quote_their_source_lines_and_do_not_ripple(tmp_path: Path, monk
             x = torch.randn(4, 16)
             script(module.Cell().eval(), example_inputs=(x, x))
         texts.append(next((tmp_path / f"cache{k}" / "jit").glob("*.py")).read_text())
-    assert texts[0].count("of `new_h = torch.tanh(x + h)` and `return self.norm(new_h * 2)`.") == 2  # C++ and Triton
+    # (the C++ launcher's docstring: a module for CPU tensors holds no Triton code)
+    assert texts[0].count("of `new_h = torch.tanh(x + h)` and `return self.norm(new_h * 2)`.") == 1
     changed = _changed_lines(*texts)
     assert sorted(line[1:].split(" =")[0] for line in changed) == ["BODY_HASH"] * 2 + ["SOURCE_HASH"] * 2, changed
 
