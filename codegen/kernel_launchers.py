@@ -32,10 +32,28 @@ def kernel_device(k: ops.Kernel) -> str:
     return k.results[0].type.device  # type: ignore[union-attr,return-value]
 
 
+def share_identical_kernels(kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None,
+                            devices: tuple[str, ...]) -> None:
+    """A kernel whose text, launchers included, is an earlier kernel's but for its name (resnet's
+    blocks: the same source lines, sizes and dtypes) takes that kernel's name, so the module holds
+    it once."""
+    first: dict[str, str] = {}
+    for k in kernels:
+        name = k.attributes["name"]
+        k.attributes["name"] = "kernel"
+        w = Writer()
+        emit_kernels(w, [k], source_lines, devices)
+        k.attributes["name"] = first.setdefault(w.text(), name)
+
+
 def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None,
                  devices: tuple[str, ...] = ("cpu",)) -> None:
     """The three sections; Triton's where `devices` (Program.devices) or a kernel's tensors are
-    on CUDA."""
+    on CUDA. Kernels that share a name (`share_identical_kernels`) are written once."""
+    once: dict[str, ops.Kernel] = {}
+    for k in kernels:
+        once.setdefault(k.attributes["name"], k)
+    kernels = list(once.values())
     cpu = [k for k in kernels if kernel_device(k) == "cpu"]
     if cpu:
         _emit_cpp(w, cpu, source_lines)

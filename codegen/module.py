@@ -13,7 +13,7 @@ from codegen.writer import Writer
 from runtime.loader import with_body_hash
 from ir.core import Program
 from ir.ops import CheckGlobalOp, CheckLookupOp, FuncOp, Kernel, OpaqueOp
-from codegen.kernel_launchers import emit_kernels
+from codegen.kernel_launchers import emit_kernels, share_identical_kernels
 
 FORMAT = 1
 
@@ -71,6 +71,7 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     kernels = [op for op in program.walk() if isinstance(op, Kernel)]
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     unique_kernel_names(program, reserved)
+    share_identical_kernels(kernels, source_lines, program.devices)
     reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
     # Kept Python code (permissive mode) reads module-level names through the model's modules.
     model_modules = sorted({op.attributes["module"] for op in program.walk() if isinstance(op, OpaqueOp)

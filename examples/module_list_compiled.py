@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:a823665989c6eeebaf2d3c5829603c7ca69fc82ff4ad8fc56400ece5d47d4710"
+BODY_HASH = "sha256:b52b9772b062d5c55c433b621ed0396be0f74a8bb4fda1c65ca6f068feb59c92"
 TORCH_VERSION = "2.13"
 
 
@@ -232,270 +232,6 @@ extern "C" void fc_silu_norm_kernel(
   }, n0 * n1, n0 * n1 * n2 >= 32768);
 }
 
-template <bool unit>
-static void fc_silu_norm_2_row(
-    int64_t n2, float* __restrict out0, float* __restrict out1, int64_t in0_s2,
-    const float* __restrict p1, int64_t in1_s2, const float* __restrict p2, int64_t in2_s2,
-    const float* __restrict p3, int64_t in3_s2, const float* __restrict p4, int64_t in4_s2) {
-  const float* p0 = out1;
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s2, in4_step = unit ? 1 : in4_s2;
-  static thread_local std::vector<float> b2;  // v2 along the row, for a later pass
-  if ((int64_t)b2.size() < n2) b2.resize(n2);
-  float* __restrict b2p = b2.data();
-  // pass 1 over the row: sum v9, out0
-  double acc9 = 0;
-  #pragma omp simd reduction(+:acc9) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v1 = -v0;
-    const float v2 = torchscribe::ts_exp(v1);
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    b2p[j] = v2;
-    out0[j] = v8;
-    acc9 += static_cast<double>(v8);
-  }
-  const float v9 = static_cast<float>(acc9);
-  // return F.silu(self.fc(self.norm(x)))
-  const float v11 = v9 / 64.0f;
-  // pass 2 over the row: sum v13
-  double acc13 = 0;
-  #pragma omp simd reduction(+:acc13) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v12 = v8 - v11;
-    acc13 += static_cast<double>(v12);
-  }
-  const float v13 = static_cast<float>(acc13);
-  // return F.silu(self.fc(self.norm(x)))
-  const float v14 = v13 / 64.0f;
-  const float v15 = v11 + v14;
-  // pass 3 over the row: sum v18
-  double acc18 = 0;
-  #pragma omp simd reduction(+:acc18) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15;
-    const float v17 = v16 * v16;
-    acc18 += static_cast<double>(v17);
-  }
-  const float v18 = static_cast<float>(acc18);
-  // return F.silu(self.fc(self.norm(x)))
-  const float v19 = v18 / 64.0f;
-  const float v21 = v19 + 1e-05f;
-  const float v22 = float(1) / std::sqrt(v21);
-  // pass 4 over the row: out1
-  #pragma omp simd
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    const float a3 = p3[j * in3_step];
-    const float a4 = p4[j * in4_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15;
-    const float v23 = v16 * v22;
-    const float v24 = v23 * a3;
-    const float v25 = v24 + a4;
-    out1[j] = v25;
-  }
-}
-
-extern "C" void fc_silu_norm_2_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, float* __restrict out1,
-    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s2,
-    const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
-    const float* __restrict in3, int64_t in3_s2, const float* __restrict in4, int64_t in4_s2) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1 && in3_s2 == 1 && in4_s2 == 1;
-  const auto one_row = unit ? fc_silu_norm_2_row<true> : fc_silu_norm_2_row<false>;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1;
-    int64_t i0 = begin / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p0 = out1 + (i0 * n1 + i1) * n2;
-      const auto* p1 = in1;
-      const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
-      const auto* p3 = in3;
-      const auto* p4 = in4;
-      const int64_t r = i0 * n1 + i1;  // the row
-      one_row(
-          n2, out0 + r * n2, out1 + r * n2, in0_s2, p1, in1_s2, p2, in2_s2, p3, in3_s2, p4, in4_s2);
-      if (++i1 == n1) { i1 = 0; ++i0; }
-    }
-  }, n0 * n1, n0 * n1 * n2 >= 32768);
-}
-
-template <bool unit>
-static void fc_silu_norm_3_row(
-    int64_t n2, float* __restrict out0, float* __restrict out1, int64_t in0_s2,
-    const float* __restrict p1, int64_t in1_s2, const float* __restrict p2, int64_t in2_s2,
-    const float* __restrict p3, int64_t in3_s2, const float* __restrict p4, int64_t in4_s2) {
-  const float* p0 = out1;
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s2, in4_step = unit ? 1 : in4_s2;
-  static thread_local std::vector<float> b2;  // v2 along the row, for a later pass
-  if ((int64_t)b2.size() < n2) b2.resize(n2);
-  float* __restrict b2p = b2.data();
-  // pass 1 over the row: sum v9, out0
-  double acc9 = 0;
-  #pragma omp simd reduction(+:acc9) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v1 = -v0;
-    const float v2 = torchscribe::ts_exp(v1);
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    b2p[j] = v2;
-    out0[j] = v8;
-    acc9 += static_cast<double>(v8);
-  }
-  const float v9 = static_cast<float>(acc9);
-  // return F.silu(self.fc(self.norm(x)))
-  const float v11 = v9 / 64.0f;
-  // pass 2 over the row: sum v13
-  double acc13 = 0;
-  #pragma omp simd reduction(+:acc13) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v12 = v8 - v11;
-    acc13 += static_cast<double>(v12);
-  }
-  const float v13 = static_cast<float>(acc13);
-  // return F.silu(self.fc(self.norm(x)))
-  const float v14 = v13 / 64.0f;
-  const float v15 = v11 + v14;
-  // pass 3 over the row: sum v18
-  double acc18 = 0;
-  #pragma omp simd reduction(+:acc18) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15;
-    const float v17 = v16 * v16;
-    acc18 += static_cast<double>(v17);
-  }
-  const float v18 = static_cast<float>(acc18);
-  // return F.silu(self.fc(self.norm(x)))
-  const float v19 = v18 / 64.0f;
-  const float v21 = v19 + 1e-05f;
-  const float v22 = float(1) / std::sqrt(v21);
-  // pass 4 over the row: out1
-  #pragma omp simd
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    const float a3 = p3[j * in3_step];
-    const float a4 = p4[j * in4_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15;
-    const float v23 = v16 * v22;
-    const float v24 = v23 * a3;
-    const float v25 = v24 + a4;
-    out1[j] = v25;
-  }
-}
-
-extern "C" void fc_silu_norm_3_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, float* __restrict out1,
-    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s2,
-    const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
-    const float* __restrict in3, int64_t in3_s2, const float* __restrict in4, int64_t in4_s2) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1 && in3_s2 == 1 && in4_s2 == 1;
-  const auto one_row = unit ? fc_silu_norm_3_row<true> : fc_silu_norm_3_row<false>;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1;
-    int64_t i0 = begin / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p0 = out1 + (i0 * n1 + i1) * n2;
-      const auto* p1 = in1;
-      const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
-      const auto* p3 = in3;
-      const auto* p4 = in4;
-      const int64_t r = i0 * n1 + i1;  // the row
-      one_row(
-          n2, out0 + r * n2, out1 + r * n2, in0_s2, p1, in1_s2, p2, in2_s2, p3, in3_s2, p4, in4_s2);
-      if (++i1 == n1) { i1 = 0; ++i0; }
-    }
-  }, n0 * n1, n0 * n1 * n2 >= 32768);
-}
-
 static void fc_silu_rows(
     int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2,
     float* __restrict out0, int64_t in0_s0, int64_t in0_s1, int64_t in0_s2,
@@ -597,58 +333,6 @@ def fc_silu_norm_cpp(
     return out0, out1
 
 
-def fc_silu_norm_2_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> tuple[Tensor, Tensor]:
-    """Fused: add, neg, exp, div, mul, sum, sub, rsqrt of `return F.silu(self.fc(self.norm(x)))` and `x = x + self.residual_scale * layer(x)`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 16, 64, dtype=torch.float32)
-    out1 = in0.contiguous()
-    _lib.fc_silu_norm_2_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        out1.data_ptr(),
-        *out1.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        in4.data_ptr(),
-        *in4.stride(),
-    )
-    return out0, out1
-
-
-def fc_silu_norm_3_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> tuple[Tensor, Tensor]:
-    """Fused: add, neg, exp, div, mul, sum, sub, rsqrt of `return F.silu(self.fc(self.norm(x)))` and `x = x + self.residual_scale * layer(x)`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 16, 64, dtype=torch.float32)
-    out1 = in0.contiguous()
-    _lib.fc_silu_norm_3_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        out1.data_ptr(),
-        *out1.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        in4.data_ptr(),
-        *in4.stride(),
-    )
-    return out0, out1
-
-
 def fc_silu_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
     """Fused: add, neg, exp, div, mul of `return F.silu(self.fc(self.norm(x)))` and `x = x + self.residual_scale * layer(x)`."""
     n0 = in0.shape[0]
@@ -671,8 +355,6 @@ def fc_silu_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
 # for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
 norm = _kernels.launcher(globals(), "norm", "cpu")
 fc_silu_norm = _kernels.launcher(globals(), "fc_silu_norm", "cpu")
-fc_silu_norm_2 = _kernels.launcher(globals(), "fc_silu_norm_2", "cpu")
-fc_silu_norm_3 = _kernels.launcher(globals(), "fc_silu_norm_3", "cpu")
 fc_silu = _kernels.launcher(globals(), "fc_silu", "cpu")
 
 
@@ -789,7 +471,7 @@ def Stack_forward_example(self, x: Tensor) -> Tensor:
     layer = _guards.item(layers, 2)
     # (inlined) return F.silu(self.fc(self.norm(x)))
     norm_3 = _guards.attr(layer, "norm")
-    x, tmp_1 = fc_silu_norm_2(
+    x, tmp_1 = fc_silu_norm(
         F.linear(tmp, _guards.attr(fc, "weight")),
         _guards.attr(fc, "bias"),
         x,
@@ -802,7 +484,7 @@ def Stack_forward_example(self, x: Tensor) -> Tensor:
     layer = _guards.item(layers, 3)
     # (inlined) return F.silu(self.fc(self.norm(x)))
     norm_4 = _guards.attr(layer, "norm")
-    x, tmp_2 = fc_silu_norm_3(
+    x, tmp_2 = fc_silu_norm(
         F.linear(tmp_1, _guards.attr(fc, "weight")),
         _guards.attr(fc, "bias"),
         x,

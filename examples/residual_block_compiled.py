@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:d93f37ec4e2f3635ce2d3066287d9ae45d7a5f11c659529b305e09137ac5efc9"
+BODY_HASH = "sha256:d202c10e2ca42758ee08d413605d1343b881326532e8223b3defff0e70cb1142"
 TORCH_VERSION = "2.13"
 
 
@@ -185,73 +185,6 @@ extern "C" void bn2_downsample_relu_kernel(
   }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
 }
 
-static void bn1_relu_2_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
-    float* __restrict out0, const float* __restrict in0, int64_t in0_s1, int64_t in0_s2,
-    int64_t in0_s3, const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3) {
-  const float* in4 = out0;  // out0 is written over in4 (contiguous)
-  int64_t i2 = begin % n2;
-  int64_t i1 = begin / n2 % n1;
-  int64_t i0 = begin / n2 / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = in0 + i1 * in0_s1;
-    const auto* p1 = in1 + i1 * in1_s1;
-    const auto* p2 = in2 + i1 * in2_s1;
-    const auto* p3 = in3 + i1 * in3_s1;
-    const auto* p4 = out0 + ((i0 * n1 + i1) * n2 + i2) * n3;
-    const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
-    const float a0 = p0[0];
-    const float a1 = p1[0];
-    const float a2 = p2[0];
-    const float a3 = p3[0];
-    // out = self.bn1(out)
-    const float v1 = a0 + 1e-05f;
-    const float v2 = std::sqrt(v1);
-    const float v3 = float(1) / v2;
-    const float v4 = v3 * a1;
-    const float v5 = a2 * v4;
-    const float v6 = a3 - v5;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in4_step = unit ? 1 : in4_s3;
-      #pragma omp simd
-      for (int64_t j = 0; j < n3; ++j) {
-        const float a4 = p4[j * in4_step];
-        // out = self.bn1(out)
-        const float v7 = a4 * v4;
-        const float v8 = v7 + v6;
-        // out = self.relu(out)
-        const float v10 = ts_max(v8, 0.0f);
-        out0[o + j] = v10;
-      }
-    });
-    if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
-  }
-}
-
-extern "C" void bn1_relu_2_kernel(
-    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3,
-    const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3) {
-  if (in4_s2 == in4_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
-  if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in4_s0 == in4_s3 * n3) { n3 *= n0; n0 = 1; } else goto merged;
-  merged:;
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in4_s3 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    bn1_relu_2_rows(
-        begin, end, unit, n0, n1, n2, n3, out0, in0, in0_s1, in0_s2, in0_s3, in1, in1_s1, in1_s2,
-        in1_s3, in2, in2_s1, in2_s2, in2_s3, in3, in3_s1, in3_s2, in3_s3, in4_s0, in4_s1, in4_s2,
-        in4_s3);
-  }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
-}
-
 static void bn2_relu_rows(
     int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
     float* __restrict out0, const float* __restrict in0, int64_t in0_s1, int64_t in0_s2,
@@ -397,31 +330,6 @@ def bn2_downsample_relu_cpp(
     return out0
 
 
-def bn1_relu_2_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> Tensor:
-    """Fused: add, sqrt, reciprocal, mul, sub, clamp_min of `out = self.bn1(out)` and `out = self.relu(out)`."""
-    n0 = in4.shape[0]
-    out0 = in4.contiguous()
-    _lib.bn1_relu_2_kernel(
-        n0,
-        32,
-        8,
-        8,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        *out0.stride(),
-    )
-    return out0
-
-
 def bn2_relu_cpp(
     in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor, in5: Tensor
 ) -> Tensor:
@@ -453,7 +361,6 @@ def bn2_relu_cpp(
 # for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
 bn1_relu = _kernels.launcher(globals(), "bn1_relu", "cpu")
 bn2_downsample_relu = _kernels.launcher(globals(), "bn2_downsample_relu", "cpu")
-bn1_relu_2 = _kernels.launcher(globals(), "bn1_relu_2", "cpu")
 bn2_relu = _kernels.launcher(globals(), "bn2_relu", "cpu")
 
 
@@ -720,7 +627,7 @@ def ResNetStage_forward_example(self, x: Tensor) -> Tensor:
     # (inlined) out = self.bn1(out)
     bn1 = _guards.attr(block2, "bn1")
     # (inlined) out = self.relu(out)
-    out_2 = bn1_relu_2(
+    out_2 = bn1_relu(
         _guards.attr(bn1, "running_var").reshape(32, 1, 1),
         _guards.attr(bn1, "weight").reshape(32, 1, 1),
         _guards.attr(bn1, "running_mean").reshape(32, 1, 1),

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:a11a439def9192394e240fe4bd1b4f98195cb01c1aa067f52daa6d9d0ca6481c"
+BODY_HASH = "sha256:15b25c3c882d7451cf486ec897aea6c94bf18754058cb7ec0da4dc64b193f481"
 TORCH_VERSION = "2.13"
 
 
@@ -108,53 +108,6 @@ extern "C" void sqrt_kernel(
         begin, end, unit, n0, n1, out0, in0, in0_s0, in0_s1, in1, in1_s1, in2, in2_s1, r3.get());
   }, n0, n0 * n1 >= 32768);
 }
-
-static void sqrt_2_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
-    int64_t in1_s1, const float* __restrict in2, int64_t in2_s1, const float* __restrict r3) {
-  for (int64_t i0 = begin; i0 < end; ++i0) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p1 = in1;
-    const auto* p2 = in2;
-    const int64_t o = (i0) * n1;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
-      #pragma omp simd
-      for (int64_t j = 0; j < n1; ++j) {
-        const float v3 = r3[j];
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-        const float v0 = a0 - a1;
-        const float v4 = v0 / v3;
-        out0[o + j] = v4;
-      }
-    });
-  }
-}
-
-extern "C" void sqrt_2_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    int64_t in0_s1, const float* __restrict in1, int64_t in1_s1, const float* __restrict in2,
-    int64_t in2_s1) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; } else goto merged;
-  merged:;
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s1 == 1 && in1_s1 == 1 && in2_s1 == 1;
-  std::unique_ptr<float[]> r3(new float[n1]);
-  for (int64_t j = 0; j < n1; ++j) {
-    const float a2 = in2[j * in2_s1];
-    // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    const float v2 = a2 + 1e-05f;
-    const float v3 = std::sqrt(v2);
-    r3[j] = v3;
-  }
-  ts_rows([&](int64_t begin, int64_t end) {
-    sqrt_2_rows(
-        begin, end, unit, n0, n1, out0, in0, in0_s0, in0_s1, in1, in1_s1, in2, in2_s1, r3.get());
-  }, n0, n0 * n1 >= 32768);
-}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
@@ -194,29 +147,10 @@ def sqrt_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
     return out0
 
 
-def sqrt_2_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
-    """Fused: sub, add, sqrt, div of `return (x - self.mean) / torch.sqrt(self.var + self.eps)`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 32, dtype=torch.float32)
-    _lib.sqrt_2_kernel(
-        n0,
-        32,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-    )
-    return out0
-
-
 # The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
 # for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
 var = _kernels.launcher(globals(), "var", "cpu")
 sqrt = _kernels.launcher(globals(), "sqrt", "cpu")
-sqrt_2 = _kernels.launcher(globals(), "sqrt_2", "cpu")
 
 
 def RunningNorm_forward(self, x: Tensor) -> Tensor:
@@ -310,7 +244,7 @@ def RunningNorm_forward_example_eval(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 32))
     _guards.check_entry(self, RunningNorm_forward_example_eval_checks)
     # return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    return sqrt_2(x, _guards.attr(self, "mean"), _guards.attr(self, "var"))
+    return sqrt(x, _guards.attr(self, "mean"), _guards.attr(self, "var"))
 
 
 COMPILED = {

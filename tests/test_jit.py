@@ -138,3 +138,22 @@ def test_kernels_are_named_from_the_source_and_the_text_is_deterministic(tmp_pat
     assert "    // out = self.bn1(out)\n" in text and "      // out = self.relu(out)\n" in text
     cpp = text[text.index('KERNELS_CPP = r"""'):text.index('"""\n_lib')]
     assert max(len(line) for line in cpp.splitlines() if not line.lstrip().startswith("//")) <= 100
+
+
+def test_identical_kernels_are_written_once(tmp_path, monkeypatch) -> None:
+    """Blocks of one class at one size fuse into kernels of the same text: the module writes one,
+    and every block calls it."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    from examples import module_list
+
+    model, inputs = module_list.make_example()
+    scripted = script(model, example_inputs=inputs)
+    with torch.no_grad(), runtime.mode("off"):
+        expected = model(*inputs)
+    with torch.no_grad():
+        assert_close_to_eager(scripted(*inputs), expected)
+    text = next((tmp_path / "jit").glob("*.py")).read_text()
+    launchers = [line.split("(")[0] for line in text.splitlines() if line.startswith("def ") and "_cpp(" in line]
+    assert len(launchers) == len(set(launchers)) == 3, launchers  # a first norm, each block's, the last block's
+    calls = [line for line in text.splitlines() if "fc_silu_norm(" in line]
+    assert len(calls) >= 2, calls
