@@ -53,17 +53,19 @@ def test_examples_found() -> None:
 
 @pytest.mark.parametrize("stem", STEMS)
 def test_example_file_shape(stem: str) -> None:
-    """A one-line module docstring, a make_example(), at least one @script definition."""
+    """A module docstring that opens with a one-line summary, a make_example(), at least one
+    @script definition (`@script` or `@script(...)`)."""
     tree = ast.parse((EXAMPLES_DIR / f"{stem}.py").read_text())
     doc = ast.get_docstring(tree)
-    assert doc and "\n" not in doc.strip(), f"{stem}.py needs a one-line module docstring"
+    assert doc and doc.strip().split("\n\n")[0].count("\n") == 0, f"{stem}.py needs a one-line summary docstring"
     names = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     assert "make_example" in names
     decorated = [
         node.name
         for node in tree.body
         if isinstance(node, (ast.FunctionDef, ast.ClassDef))
-        and any(isinstance(d, ast.Name) and d.id == "script" for d in node.decorator_list)
+        and any(isinstance(d.func if isinstance(d, ast.Call) else d, ast.Name)
+                and (d.func if isinstance(d, ast.Call) else d).id == "script" for d in node.decorator_list)
     ]
     assert decorated, f"{stem}.py has no @script definition"
 

@@ -30,16 +30,17 @@ class MyLinear(nn.Linear):
 
 @pytest.fixture
 def compiles(tmp_path, monkeypatch) -> list[str]:
-    """A private cache directory; the list grows by one entry per compile_source call."""
+    """A private cache directory; the list grows by one entry per program built (build_program:
+    what script() of an instance and of a function both call)."""
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     calls: list[str] = []
-    real = transpiler.compile.compile_source
+    real = transpiler.compile.build_program
 
     def counting(source, *args, **kwargs):
         calls.append(source.display)
         return real(source, *args, **kwargs)
 
-    monkeypatch.setattr(transpiler.compile, "compile_source", counting)
+    monkeypatch.setattr(transpiler.compile, "build_program", counting)
     return calls
 
 
