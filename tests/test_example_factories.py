@@ -441,3 +441,57 @@ def test_a_specialisation_without_kernels_is_left_out_with_a_note(tmp_path: Path
     assert code == 0, output
     assert "note: the `example` specialisation of pool has no kernel" in output
     assert '"pool": pool,' in loader.compiled_path_for(path).read_text()
+
+
+def test_generic_code_calls_another_script_class_through_its_module(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ahead-of-time generic code holds no copy of another @script class's forward: it calls the
+    submodule, so the submodule's hooks run as in eager, and an edit of the inner class changes
+    only the inner class's generic function."""
+    source = '''\
+import torch
+from torch import Tensor, nn
+from transpiler import script
+
+
+@script
+class Inner(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.relu(self.fc(x)) * 2.0
+
+
+@script
+class Outer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = Inner()
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.inner(x) + x
+'''
+    path = write_model(tmp_path)
+    path.write_text(source)
+    assert compile_cli(path, capsys)[0] == 0
+    before = loader.compiled_path_for(path).read_text()
+    outer = before[before.index("def Outer_forward"):]
+    assert "relu" not in outer and '_guards.attr(self, "inner")(x)' in outer
+    module = load(path)
+    dispatch.reset()
+    model, x = module.Outer(), torch.randn(3, 8)
+    seen = []
+    model.inner.register_forward_hook(lambda m, args, out: seen.append(out.shape))
+    with torch.no_grad():
+        with runtime.mode("off"):
+            expected = model(x)
+        with runtime.mode("strict"):
+            assert torch.equal(model(x), expected)
+    assert seen == [torch.Size([3, 8])] * 2  # the hook ran in eager and in compiled code
+    path.write_text(source.replace("* 2.0", "* 3.0"))
+    assert compile_cli(path, capsys)[0] == 0
+    after = loader.compiled_path_for(path).read_text()
+    assert after[after.index("def Outer_forward"):] == outer
+    dispatch.reset()
