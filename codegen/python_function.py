@@ -342,6 +342,8 @@ class FunctionEmitter:
             self._note_annotation(ret)
         tail = (f" -> {ret}" if ret else "") + ":"
         head = f"def {function_name(f.sym_name)}({', '.join(params)}){tail}"
+        if f.attributes.get("rows"):  # compiled for (rows, last) views (ir/rows.py)
+            self.w.line(f"@_guards.over_rows({', '.join(string_literal(n) for n in f.attributes['rows'])})")
         if len(head) <= LINE_LENGTH:
             self.w.line(head)
         else:  # one parameter a line, as formatters lay out long signatures

@@ -109,6 +109,62 @@ def _check_shape(value: torch.Tensor, name: str, shape: tuple[int | str | None, 
         raise GuardFailure(f"argument {name!r}: expected size {expected} in dimension {dim}, got {size}")
 
 
+def over_rows(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorates code compiled for (rows, last) views (ir/rows.py): the parameters `names` are
+    tensors that broadcast to one shape of rank >= 1; the function runs on each one's
+    `.expand(shape).view(-1, last)` (so the leading sizes must merge: a contiguous tensor, a
+    vector of the last size, a transposed matrix do; the kernels take the strides) and each
+    tensor it returns is viewed back to the leading sizes, with its own last size. Any other
+    call is refused (GuardFailure) before the code runs."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        code = fn.__code__
+        positions = [code.co_varnames[:code.co_argcount + code.co_kwonlyargcount].index(name) for name in names]
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            args_list = list(args)
+            values = []
+            for name, i in zip(names, positions):
+                value = args_list[i] if i < len(args_list) else kwargs.get(name)
+                cls = type(value)
+                if cls is not _Tensor and cls is not _Parameter:
+                    raise GuardFailure(f"{name}: expected a Tensor, got {type_name(value)}")
+                values.append(value)
+            shape = values[0].shape
+            for value in values[1:]:
+                if value.shape != shape:
+                    try:
+                        shape = torch.broadcast_shapes(shape, value.shape)
+                    except RuntimeError:
+                        raise GuardFailure(f"shapes {', '.join(str(tuple(v.shape)) for v in values)} do not broadcast") from None
+            if not shape:
+                raise GuardFailure(f"{names[0]}: 0-dimensional tensors have no rows")
+            for name, i, value in zip(names, positions, values):
+                try:
+                    view = (value if value.shape == shape else value.expand(shape)).view(-1, shape[-1])
+                except RuntimeError:
+                    raise GuardFailure(f"{name}: its leading dimensions do not merge into rows") from None
+                if i < len(args_list):
+                    args_list[i] = view
+                else:
+                    kwargs[name] = view
+            return _from_rows(fn(*args_list, **kwargs), shape[:-1])
+
+        call.__name__, call.__qualname__, call.__doc__ = fn.__name__, fn.__qualname__, fn.__doc__
+        call.__wrapped__ = fn  # type: ignore[attr-defined]
+        return call
+
+    return wrap
+
+
+def _from_rows(result: Any, leading: tuple[int, ...]) -> Any:
+    if isinstance(result, torch.Tensor):
+        return result.view(*leading, result.shape[-1])
+    if isinstance(result, tuple):
+        return tuple(_from_rows(item, leading) for item in result)
+    return result
+
+
 def check_type(value: Any, expected: type | tuple[type, ...], name: str) -> None:
     if not isinstance(value, expected):
         raise GuardFailure(f"argument {name!r}: expected {_names(expected)}, got {type_name(value)}")

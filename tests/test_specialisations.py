@@ -189,14 +189,15 @@ def product(a: Annotated[Tensor, "N K"], b: Annotated[Tensor, "K M"]) -> Tensor:
 
 @script
 def plain(x: Tensor, y: Tensor) -> Tensor:
-    return torch.softmax(torch.tanh(x) * y, dim=-1)
+    return torch.softmax(torch.tanh(x) * y, dim=0)
 ''')
     assert p.compile() == 0
     text = p.text()
     assert '"product": product,' in text and '"plain": plain,' in text and "_kernels" not in text
     explained = explain_path(p.model)
     assert explained is not None
-    assert ('plain (' + p.model.name + ':15)\n  for fused kernels, annotate x, y with a shape, one name or size per '
+    assert ('plain (' + p.model.name + ':15)\n  no kernels without a rank: line 16: torch.softmax over a dimension '
+            'other than -1 needs the rank\n  for fused kernels, annotate x, y with a shape, one name or size per '
             'dimension: e.g. x: Float32[Tensor, "N D"] (jaxtyping) or Annotated[Tensor, "N D"]') in explained
     assert "for fused kernels" not in explained.split("plain (")[0]  # (product has ranks: no kernel to gain)
 

@@ -7,7 +7,9 @@ decorator's `devices=`/`dtypes=`, the project's `[tool.torchscribe]`, else float
 decorated function or module forward is compiled again with those parameters typed so (an
 annotation's own dtype kept; the integer family `Int[...]` taken as int64): the `specialize` pass
 pins what it assumes in entry checks, `fuse` makes kernels. A specialisation that has no kernel
-would be the generic code again: it is left out.
+would be the generic code again: it is left out. A function with no ranked parameter that
+computes row by row (ir/rows.py) is compiled for the (rows, last) views of its tensors instead,
+unless an example says what it is called with.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import libcst as cst
 
 from ir.core import Program
 from ir.ops import FuncOp, Kernel
+from ir.rows import NotRowWise, RowPlan, row_plan
 from ir.types import TensorType
 from transpiler.annotations import integer_family
 from transpiler.compile import build_program, reachable
@@ -34,6 +37,7 @@ class _Plan:
     device: str
     targets: list[Target] = field(default_factory=list)
     types: dict[str, list[Any]] = field(default_factory=dict)
+    rows: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> its row parameters (ir/rows.py)
 
 
 def specialisations(source: SourceFile, targets: list[Target], generic: Program, entries: dict[str, str],
@@ -51,12 +55,19 @@ def specialisations(source: SourceFile, targets: list[Target], generic: Program,
         func = funcs.get(entries.get(key, ""))
         if func is None:
             continue
+        rows = None
         if not any(_ranked(arg.type) for arg in func.args):
-            continue
+            # (an example's specialisation says what the function is called with)
+            rows = _row_plan(key, func) if not any(key in spec.entries for spec in others) else None
+            if rows is None:
+                continue
         integers = _integer_parameters(source, target)
         for device in settings[target.name].devices:
             for dtype in settings[target.name].dtypes:
-                types = [_specialised(arg.type, arg.name in integers, dtype, device) for arg in func.args]
+                if rows is None:
+                    types = [_specialised(arg.type, arg.name in integers, dtype, device) for arg in func.args]
+                else:
+                    types = [_row_type(arg.name, rows, dtype, device) for arg in func.args]
                 if types in taken.get(key, []):
                     continue
                 label = "_".join(dict.fromkeys(t.dtype for t in types if t is not None)) + "_" + device
@@ -64,12 +75,19 @@ def specialisations(source: SourceFile, targets: list[Target], generic: Program,
                 if key not in plan.types:
                     plan.targets.append(target)
                     plan.types[key] = types
+                    if rows is not None:
+                        plan.rows[key] = rows.rows
     found = []
     for label, plan in plans.items():
         program, built = build_program(source, plan.targets, permissive=permissive, entry_types=plan.types)
         kept = {key: sym for key, sym in built.items() if key in plan.types and _has_kernels(program, sym)}
         if not kept:
             continue
+        for func in program.funcs:
+            if isinstance(func, FuncOp) and func.sym_name in kept.values():
+                key = next(k for k, sym in kept.items() if sym == func.sym_name)
+                if key in plan.rows:
+                    func.attributes["rows"] = plan.rows[key]
         program.funcs = reachable(program, set(kept.values()))
         program.devices = (plan.device,)
         found.append(Specialisation(label, program, kept))
@@ -88,6 +106,25 @@ def _entry_types(found: Sequence[Specialisation]) -> dict[str, list[list[Any]]]:
             if func is not None and not key.endswith(".forward"):
                 taken.setdefault(key, []).append([a.type if _ranked(a.type) else None for a in func.args])
     return taken
+
+
+def _row_plan(key: str, func: FuncOp) -> RowPlan | None:
+    """A function of tensors without a rank gets kernels over (rows, last) views when it is
+    row-wise (ir/rows.py); a method's module state is not."""
+    if key.endswith(".forward"):
+        return None
+    try:
+        return row_plan(func)
+    except NotRowWise:
+        return None
+
+
+def _row_type(name: str, plan: RowPlan, dtype: str, device: str) -> TensorType | None:
+    if name in plan.rows:
+        return TensorType(dtype, ("rows", "last"), device)
+    if name in plan.vectors:
+        return TensorType(dtype, ("last",), device)
+    return None
 
 
 def _ranked(declared: Any) -> bool:

@@ -37,6 +37,7 @@ from ir import ops
 from ir.core import BlockArg, Operation, Program, Value
 from ir.passes.fuse import kernel_shape, pointwise_fusible, row_reduction
 from ir.primitives import LeftAsIs, classify, is_tensor_op, op_name
+from ir.rows import NotRowWise, row_plan
 from ir.types import TensorType
 
 _DTYPE_SIZE = {
@@ -314,7 +315,12 @@ def _annotation_hint(func: ops.FuncOp) -> str | None:
                for kind in (classify(op) for op in _ops(func) if is_tensor_op(op))):
         return None
     names = ", ".join(unranked)
-    return (f"  for fused kernels, annotate {names} with a shape, one name or size per dimension: "
+    try:
+        row_plan(func)
+        why = ""
+    except NotRowWise as reason:  # (a row-wise function gets kernels over (rows, last) views)
+        why = f"  no kernels without a rank: {reason}\n"
+    return (f"{why}  for fused kernels, annotate {names} with a shape, one name or size per dimension: "
             f"e.g. {unranked[0]}: Float32[Tensor, \"N D\"] (jaxtyping) or Annotated[Tensor, \"N D\"]")
 
 
@@ -323,7 +329,7 @@ def explain_function(func: ops.FuncOp, hints: bool = False, specialised: tuple[s
     lines = [f"{func.sym_name}{where}"]
     if specialised:
         lines.append(f"  the generic code, for the calls that {', '.join(specialised)} (below) do not take")
-    hint = _annotation_hint(func) if hints else None
+    hint = _annotation_hint(func) if hints and not specialised else None
     if hint is not None:
         lines.append(hint)
     guards = _guard_lines(func)
