@@ -42,8 +42,10 @@ class Header:
 
 def unique_kernel_names(program: Program, taken: set[str]) -> None:
     """Kernels are named per function (ir/kernel_names.py); in the module they share, a name an
-    earlier function's kernel (or a module-level name in `taken`) has takes the next number free
-    in both (`bn1_relu_3`). Renames the kernel ops, so the IR says what the module does."""
+    earlier function's kernel (or a module-level name in `taken`) has is prefixed with the
+    function's name in the source (`b_softmax`), so that an edit of one function renames no kernel of
+    another beyond the one whose name it comes to share (a number would shift every later one).
+    Renames the kernel ops, so the IR says what the module does."""
     taken = set(taken)
     for func in program.funcs:
         kernels = [op for op in func.walk() if isinstance(op, Kernel)]
@@ -51,7 +53,13 @@ def unique_kernel_names(program: Program, taken: set[str]) -> None:
         for k in kernels:
             name = k.attributes["name"]
             if name in taken:
-                base, n = name, 1
+                # the source's function (`b`, `Block.forward`), then the specialisation's own
+                # (`b:float32_cpu`), then a number
+                for owner in dict.fromkeys((func.sym_name.partition(":")[0], func.sym_name)):
+                    base = name = f"{function_name(owner)}_{k.attributes['name']}"
+                    if name not in taken and name not in own:
+                        break
+                n = 1
                 while name in taken or name in own:
                     n += 1
                     name = f"{base}_{n}"

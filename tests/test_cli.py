@@ -584,3 +584,47 @@ def test_the_default_process_count_pays_for_the_pool(tmp_path: Path, monkeypatch
     assert batch.default_jobs([]) == 1
     monkeypatch.setattr(batch, "cpus", lambda: 1)
     assert batch.default_jobs([small] * 100) == 1
+
+
+SOFTMAXES = '''\
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def a(x: Tensor) -> Tensor:
+    return torch.softmax(x, dim=-1)
+
+
+@script
+def b(x: Tensor) -> Tensor:
+    return torch.softmax(x * 2, dim=-1)
+
+
+@script
+def c(x: Tensor) -> Tensor:
+    return torch.softmax(x - 1, dim=-1)
+'''
+
+
+def test_a_new_function_renames_at_most_the_kernel_whose_name_it_takes(tmp_path: Path) -> None:
+    """Kernels of one name in several functions are told apart by their functions' names, not by
+    numbers in module order (a new function first would renumber every later one)."""
+    path = tmp_path / "softmaxes.py"
+    texts = []
+    for source in (SOFTMAXES, SOFTMAXES.replace("@script\ndef a", "@script\ndef z(x: Tensor) -> Tensor:\n"
+                                                  "    return torch.softmax(x + 1, dim=-1)\n\n\n@script\ndef a")):
+        path.write_text(source)
+        assert main(["-q", str(path)]) == 0
+        texts.append((tmp_path / "softmaxes_compiled.py").read_text())
+    launchers = [sorted(line.split(" =")[0] for line in text.splitlines() if "_kernels.launcher(" in line)
+                 for text in texts]
+    assert launchers == [["b_softmax", "c_softmax", "softmax"], ["a_softmax", "b_softmax", "c_softmax", "softmax"]]
+    # what b and c run is untouched: their kernels, launchers and functions read the same
+    for name in ("b_softmax", "c_softmax"):
+        for text in texts:
+            assert f'def {name[0]}_float32_cpu(x: Tensor) -> Tensor:' in text
+        assert [line for line in texts[0].splitlines() if name in line] == \
+            [line for line in texts[1].splitlines() if name in line]

@@ -4,9 +4,10 @@ The generic program serves every call (aten-level code, no kernels: nothing abou
 dtypes is known). A specialisation is the same entry compiled again for what it will be called
 with (an example factory's instance and inputs, transpiler/examples.py; a device and dtype for
 the ranks the annotations give, transpiler/annotated.py), with its kernels and the entry checks
-that pin what they assume. `merge` puts them into one program: each specialisation's functions renamed
-with its label (`ResNetStage.forward` -> `ResNetStage.forward:example`), its kernels named apart,
-and each COMPILED key mapped to its functions in the order they are tried, the generic one last
+that pin what they assume. `merge` puts them into one program: each specialisation's functions
+renamed with its label (`ResNetStage.forward` -> `ResNetStage.forward:example`; their kernels
+are named apart when the module is written, codegen/module.unique_kernel_names), and each
+COMPILED key mapped to its functions in the order they are tried, the generic one last
 (runtime/dispatch.py runs the first whose entry checks accept the call)."""
 
 from __future__ import annotations
@@ -47,10 +48,8 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
     without generic code)."""
     specialised: dict[str, list[str]] = {key: [] for key in entries}
     taken_syms = {f.sym_name for f in generic.funcs if isinstance(f, FuncOp)}
-    taken_kernels = {op.attributes["name"] for op in generic.walk() if isinstance(op, Kernel)}
     for spec in specialisations:
         renamed = _rename_functions(spec.program, spec.label, taken_syms)
-        _rename_kernels(spec.program, taken_kernels)
         generic.funcs.extend(spec.program.funcs)
         for key, sym in spec.entries.items():
             specialised.setdefault(key, []).append(renamed[sym])
@@ -80,14 +79,3 @@ def _rename_functions(program: Program, label: str, taken: set[str]) -> dict[str
         if isinstance(op, (FuncCallOp, ModuleCallOp, ComputedOnceOp)) and op.attributes.get("callee") in renames:
             op.attributes["callee"] = renames[op.attributes["callee"]]
     return renames
-
-
-def _rename_kernels(program: Program, taken: set[str]) -> None:
-    for op in program.walk():
-        if isinstance(op, Kernel):
-            name, n = op.attributes["name"], 1
-            while name in taken:
-                n += 1
-                name = f"{op.attributes['name']}_{n}"
-            op.attributes["name"] = name
-            taken.add(name)
