@@ -43,7 +43,7 @@ OPTIONAL = {"typing.Optional"}
 UNION = {"typing.Union"}
 TUPLE = {"typing.Tuple", "builtins.tuple"}
 LIST = {"typing.List", "builtins.list"}
-FINAL = {"typing.Final", "typing_extensions.Final"}
+FINAL = {"typing.Final", "typing_extensions.Final", "torch.jit.Final"}
 ANNOTATED = {"typing.Annotated", "typing_extensions.Annotated"}
 # jaxtyping-style `Float[Tensor, "B T C"]`, recognised by name without importing jaxtyping.
 JAXTYPING_DTYPES = {

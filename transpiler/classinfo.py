@@ -334,7 +334,7 @@ def python_value_type(value: object, name_of: Callable[[nn.Module], str] | None 
         return ANY  # (a Python object: its call runs nn.Module.__call__, the hooks with the forward)
     if isinstance(value, nn.Module):
         return ModuleType((name_of or module_qualname)(value))
-    torch_function = _torch_function_name(value)
+    torch_function = torch_function_name(value)
     if torch_function is not None:
         return FunctionType(torch_function)
     if isinstance(value, list) and value and all(type(v) in (int, float, bool) for v in value):
@@ -344,7 +344,7 @@ def python_value_type(value: object, name_of: Callable[[nn.Module], str] | None 
     return _literal_type(value)
 
 
-def _torch_function_name(value: object) -> str | None:
+def torch_function_name(value: object) -> str | None:
     """"torch.nn.functional.relu" for a torch function stored on a module (`self.activation =
     F.relu`): calls of it compile as that function, as TorchScript reads such attributes once."""
     if not callable(value) or isinstance(value, (type, nn.Module)):
@@ -378,6 +378,10 @@ def module_qualname(module: nn.Module) -> str:
     return std_name(type(module))
 
 
+# What nn.Module.__init__ keeps in an instance's __dict__ (_parameters, _forward_hooks, ...).
+_MODULE_INTERNALS = frozenset(vars(nn.Module()))
+
+
 def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.ClassDef | None,
                         name_of: Callable[[nn.Module], str] | None = None) -> ClassInfo:
     """What the compiler sees of `module`'s class from this instance; `name_of` names the classes
@@ -397,7 +401,8 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
     for name, m in module._modules.items():
         info.attrs[name] = AttrInfo("module", NONE if m is None else python_value_type(m, name_of) or ANY)
     for name, value in vars(module).items():
-        if name.startswith("_") or name in info.attrs or name == "training":
+        # (a private attribute is the class's own, `self._fast_norm`, unless nn.Module keeps it)
+        if name in _MODULE_INTERNALS or name in info.attrs or name == "training":
             continue
         t = python_value_type(value, name_of)
         if t is not None:

@@ -49,6 +49,10 @@ class FunctionFinder(Protocol):
         its decorators returned it unchanged (HF's `@use_kernel_forward_from_hub` without the
         kernels package), so compiled code need not apply them."""
 
+    def torch_name(self, source: SourceFile, expr: cst.BaseExpression) -> str | None:
+        """The torch function `expr` names in `source`'s module at run time ("torch._assert" for
+        `from .trace_utils import _assert`, where that module re-exports it), or None."""
+
     def lookup(self, source: SourceFile, func: cst.BaseExpression, args: list[object]) -> Lookup | None:
         """`func(*args)` called now (`ALL_ATTENTION_FUNCTIONS.get_interface("sdpa", default)`):
         the function it returns, or None when it returns anything else or raises. `args` are

@@ -362,6 +362,12 @@ class _Sources:
             sym_name += "_"
         return where, where.functions[obj.__name__], sym_name
 
+    def torch_name(self, source: Any, expr: Any) -> str | None:
+        """(transpiler.context.FunctionFinder.torch_name)"""
+        from transpiler.classinfo import torch_function_name
+
+        return torch_function_name(_live_object(sys.modules.get(_module_name_of(str(source.path)) or ""), expr))
+
     def unchanged(self, source: Any, node: Any) -> bool:
         """(transpiler.context.FunctionFinder.unchanged)"""
         module = sys.modules.get(_module_name_of(str(source.path)) or "")

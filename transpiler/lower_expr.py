@@ -262,8 +262,8 @@ class ExpressionLowering:
             elem = v.type if elem is None else unify(elem, v.type)
             if elem is None:
                 raise self.error(node, "list elements have different types", "a list holds one type; use a tuple")
-        if elem is None:
-            raise self.error(node, "the type of an empty list is not known", "annotate it: `xs: list[Tensor] = []`")
+        if elem is None:  # `[]` unannotated: a list of tensors, as TorchScript takes it
+            elem = TENSOR
         if declared is None and isinstance(elem, TensorType):
             elem = TENSOR  # a list may be appended any tensor later, whatever its dtype or shape
         return self.op(ops.ListOp, values, [ListType(elem)]).result
@@ -404,7 +404,10 @@ class ExpressionLowering:
             raise self.error(
                 at,
                 f"`{info.name}` has no attribute `{attr}` that the compiler can see",
-                f"it is assigned in `{elsewhere[0]}` (line {elsewhere[1]}), which `__init__` does not call: "
+                f"it is assigned in `__init__` (line {elsewhere[1]}) from a value whose type the compiler cannot "
+                f"tell: declare it at class level, `{attr}: <type>` (e.g. `{attr}: bool`)"
+                if elsewhere and elsewhere[0] == "__init__"
+                else f"it is assigned in `{elsewhere[0]}` (line {elsewhere[1]}), which `__init__` does not call: "
                 f"declare it at class level, `{attr}: <type>` (e.g. `{attr}: float`)" if elsewhere
                 else f"did you mean `{close[0]}`?" if close
                 else "assign it in __init__ or declare it at class level (e.g. `scale: float`)",
@@ -447,8 +450,8 @@ class ExpressionLowering:
             raise self.error(node, f"{name}() of a value of type {obj.type} is not supported",
                              "only a module's attributes are known when compiling")
         on_class = inspect.getattr_static(type(info.instance), attr, _ABSENT)
-        if isinstance(on_class, property) or (on_class is _ABSENT and attr not in info.attrs and (
-                attr.startswith("_") or info.node is None)):
+        if isinstance(on_class, property) or (on_class is _ABSENT and (
+                attr.startswith("_") or attr not in info.attrs and info.node is None)):
             # (a property runs code; other instances of torch's layers, or private attributes,
             # are not told apart by variants)
             raise self.error(node, f"{name}() of `{attr}` is not decided when compiling",
@@ -883,7 +886,9 @@ class ExpressionLowering:
                 if len(args) != 1 or kwnames:
                     raise self.error(node, "list.append takes one argument")
                 if not is_subtype(args[0].type, obj.type.elem):
-                    raise self.error(node.args[0], f"appending a {args[0].type} to a list of {obj.type.elem}")
+                    raise self.error(node.args[0], f"appending a {args[0].type} to a list of {obj.type.elem}",
+                                     f"an unannotated `[]` is a list of tensors, as in TorchScript: annotate it, "
+                                     f"e.g. `xs: list[{args[0].type}] = []`" if obj.type.elem == TENSOR else None)
                 self.op(ops.ListAppendOp, [obj, args[0]], [])
                 return self.b.constant(None)
             if isinstance(obj.type, ModuleType):
@@ -961,6 +966,10 @@ class ExpressionLowering:
             return self.b.constant(True if scripting else CONSTANT_CALLS[qual], BOOL)
         if qual.startswith("builtins."):
             return self.call_builtin(node, qual[len("builtins."):])
+        if self.ctx.functions is not None and not qual.startswith(("torch.", "math.")):
+            alias = self.ctx.functions.torch_name(self.source, node.func)
+            if alias is not None:  # a torch function under another name (`from .utils import _assert`)
+                return self.call_global(node, alias)
         signature = self.ctx.function_signature(qual, self.source, node.func) or self.ctx.static_signature(qual)
         if signature is not None:
             args, kwnames, kwargs, _ = self.call_arguments(node)

@@ -1,0 +1,190 @@
+"""Constructs of model libraries written for TorchScript (issue 48), each in a model of our own:
+a private flag annotated `torch.jit.Final` on a subclass of a torch layer, set in `__init__` from
+a call; a torch function re-exported by a helper module of the package (defined conditionally,
+imported by relative import); an unannotated empty list that code appends tensors to."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import runtime
+from runtime.errors import TorchscribeError
+from source_module import imported_source
+from transpiler import script
+
+FLAGGED_NORM = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def fast_path_enabled() -> bool:
+    return False
+
+
+class FlaggedNorm(nn.LayerNorm):
+    _fast: torch.jit.Final[bool]
+
+    def __init__(self, channels: int) -> None:
+        super().__init__(channels, eps=1e-6)
+        self._fast = fast_path_enabled()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._fast:
+            return x * 0
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = FlaggedNorm(16)
+        self.fc = nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.norm(x)) + x
+'''
+
+
+def test_a_private_flag_set_from_a_call_is_read_off_the_instance(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "flagged_norm", FLAGGED_NORM) as module:
+        model = module.Block().eval()
+        x = torch.randn(3, 16)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+            # the compiled code took the flag's branch for False: a flipped flag is not that code
+            model.norm._fast = True
+            with pytest.raises(TorchscribeError, match="_fast"):
+                compiled(x)
+
+
+def test_a_final_annotation_of_torch_jit_types_the_attribute_ahead_of_time(tmp_path: Path) -> None:
+    from source_module import case_directory, compiled_case
+
+    source = '''
+import torch
+from torch import nn
+
+from transpiler import script
+
+
+def fast_path_enabled() -> bool:
+    return False
+
+
+@script
+class Scale(nn.Module):
+    _fast: torch.jit.Final[bool]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._fast = fast_path_enabled()
+        self.weight = nn.Parameter(torch.randn(16))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self._fast:
+            return x
+        return x * self.weight
+'''
+    with case_directory(tmp_path) as root:
+        module, text = compiled_case(root, "final_flag_aot", source)
+        assert "def Scale_forward(self, x: Tensor) -> Tensor:" in text
+        model = module.Scale().eval()
+        x = torch.randn(2, 16)
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(model(x), x * model.weight)
+
+
+def test_a_torch_function_re_exported_by_a_package_helper(tmp_path: Path) -> None:
+    package = tmp_path / "reexports"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "checks.py").write_text(textwrap.dedent('''
+        try:
+            from torch import _assert
+        except ImportError:
+            def _assert(condition: bool, message: str) -> None:
+                assert condition, message
+    '''))
+    (package / "model.py").write_text(textwrap.dedent('''
+        import torch
+        from torch import nn
+
+        from .checks import _assert
+
+
+        class Net(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.fc = nn.Linear(8, 4)
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                _assert(x.shape[-1] == 8, "expected 8 features")
+                return self.fc(x).relu()
+    '''))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from reexports import model as module  # type: ignore[import-not-found]
+
+        net = module.Net().eval()
+        x = torch.randn(5, 8)
+        compiled = script(net, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), net(x))
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("reexports", "reexports.checks", "reexports.model"):
+            sys.modules.pop(name, None)
+
+
+def test_an_unannotated_empty_list_holds_tensors(tmp_path: Path) -> None:
+    from source_module import case_directory, compiled_case
+
+    source = '''
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def stack_parts(x: Tensor, first: bool) -> Tensor:
+    parts = []
+    if first:
+        parts.append(x[:1])
+    parts.append(x * 2)
+    return torch.cat(parts + [x], dim=0)
+'''
+    with case_directory(tmp_path) as root:
+        module, _ = compiled_case(root, "empty_list_parts", source)
+        x = torch.randn(3, 4)
+        with torch.no_grad(), runtime.mode("strict"):
+            for first in (True, False):
+                assert torch.equal(module.stack_parts(x, first), module.stack_parts.__wrapped__(x, first))
+
+
+def test_appending_a_number_to_an_unannotated_empty_list_says_to_annotate_it(tmp_path: Path, capsys) -> None:
+    from transpiler.cli import main
+
+    (tmp_path / "counts.py").write_text(textwrap.dedent('''
+        from torch import Tensor
+
+        from transpiler import script
+
+
+        @script
+        def count(x: Tensor) -> int:
+            seen = []
+            seen.append(3)
+            return len(seen)
+    '''))
+    assert main([str(tmp_path / "counts.py")]) != 0
+    err = capsys.readouterr().err
+    assert "error: appending a int to a list of Tensor" in err
+    assert "an unannotated `[]` is a list of tensors, as in TorchScript: annotate it, e.g. `xs: list[int] = []`" in err
