@@ -188,3 +188,51 @@ def test_appending_a_number_to_an_unannotated_empty_list_says_to_annotate_it(tmp
     err = capsys.readouterr().err
     assert "error: appending a int to a list of Tensor" in err
     assert "an unannotated `[]` is a list of tensors, as in TorchScript: annotate it, e.g. `xs: list[int] = []`" in err
+
+
+STAGES = '''
+import torch
+from torch import nn
+from torch.jit.annotations import List
+
+
+class Stage(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(8, 8)
+        self.skipped = None
+        self.act = nn.ReLU()
+        self.again = self.act  # registered twice: children() yields it once
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.children():
+            x = block(x) * 2
+        return x
+
+
+class Named(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Tanh()
+
+    def cat_all(self, xs: List[torch.Tensor]) -> torch.Tensor:
+        return torch.cat(xs, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outs: List[torch.Tensor] = []
+        for name, block in self.named_children():
+            if name != "b":
+                x = block(x)
+            outs.append(x)
+        return self.cat_all(outs)
+'''
+
+
+def test_loops_over_children_and_named_children_unroll(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "stages", STAGES) as module:
+        for model in (module.Stage().eval(), module.Named().eval()):
+            x = torch.randn(3, 8)
+            compiled = script(model, example_inputs=(x,))
+            with torch.no_grad(), runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), model(x))

@@ -39,10 +39,11 @@ SIMPLE = {
     **{f"torch.{kind}Tensor": TENSOR for kind in ("Float", "Double", "Half", "BFloat16", "Long", "Int", "Short",
                                                   "Char", "Byte", "Bool")},
 }
-OPTIONAL = {"typing.Optional"}
-UNION = {"typing.Union"}
-TUPLE = {"typing.Tuple", "builtins.tuple"}
-LIST = {"typing.List", "builtins.list"}
+# (torch.jit.annotations re-exports typing's, for code written for TorchScript)
+OPTIONAL = {"typing.Optional", "torch.jit.annotations.Optional"}
+UNION = {"typing.Union", "torch.jit.annotations.Union"}
+TUPLE = {"typing.Tuple", "builtins.tuple", "torch.jit.annotations.Tuple"}
+LIST = {"typing.List", "builtins.list", "torch.jit.annotations.List"}
 FINAL = {"typing.Final", "typing_extensions.Final", "torch.jit.Final"}
 ANNOTATED = {"typing.Annotated", "typing_extensions.Annotated"}
 # jaxtyping-style `Float[Tensor, "B T C"]`, recognised by name without importing jaxtyping.

@@ -860,7 +860,8 @@ class ExpressionLowering:
         base_is_local = isinstance(func, (cst.Name, cst.Attribute)) and self._root_is_local(func)
         if qual is not None and not base_is_local:
             return self.call_global(node, qual)
-        if isinstance(func, cst.Attribute) and func.attr.value in ("items", "values", "keys") and not node.args:
+        if isinstance(func, cst.Attribute) and not node.args \
+                and func.attr.value in ("items", "values", "keys", "children", "named_children"):
             listed = self.module_dict_view(func)
             if listed is not None:
                 return listed
@@ -926,25 +927,32 @@ class ExpressionLowering:
         raise self.error(node, f"`.{method}()` of `**kwargs` is not supported")
 
     def module_dict_view(self, func: cst.Attribute) -> Value | None:
-        """`d.items()` / `values()` / `keys()` of an nn.ModuleDict seen through a live instance
-        (script(instance, ...)): a tuple of its entries in order, so a loop over it unrolls."""
+        """`d.items()` / `values()` / `keys()` of an nn.ModuleDict, `m.children()` /
+        `named_children()` of any module, seen through a live instance (script(instance, ...)):
+        a tuple of its entries in order, so a loop over it unrolls. (children() skips None and
+        yields a module registered twice once, as eager's does.)"""
+        method = func.attr.value
         if isinstance(func.value, cst.Name) and func.value.value == "self":
             info, obj = self.class_info, self.self_value
         else:
             obj = self.expr(func.value)
             info = self.ctx.class_named(obj.type.qualname) if isinstance(obj.type, ModuleType) else None
-        if info is None or obj is None or not isinstance(info.instance, nn.ModuleDict):
+        children = method in ("children", "named_children")
+        if info is None or obj is None or not isinstance(info.instance, nn.ModuleDict if not children else nn.Module):
             return None
-        entries = []
-        for name in info.instance._modules:
+        entries, seen = [], set()
+        for name, child in info.instance._modules.items():
+            if children and (child is None or id(child) in seen):
+                continue
+            seen.add(id(child))
             attr = info.attrs.get(name)
             if attr is None or attr.kind != "module":
                 return None
             key = self.b.constant(name)
             module = self.op(ops.GetAttrOp, [obj], [attr.type], attr=name).result
-            if func.attr.value == "keys":
+            if method == "keys":
                 entries.append(key)
-            elif func.attr.value == "values":
+            elif method in ("values", "children"):
                 entries.append(module)
             else:
                 entries.append(self.op(ops.TupleOp, [key, module], [TupleType((STR, attr.type))]).result)
