@@ -369,17 +369,19 @@ def attr(obj: Any, name: str) -> Any:
 
 _SEQUENTIAL_GETITEM = _nn.Sequential.__getitem__
 _MODULELIST_GETITEM = _nn.ModuleList.__getitem__
+_MODULEDICT_GETITEM = _nn.ModuleDict.__getitem__
 _MODULE_DICT = _nn.Module.__dict__["__dict__"]  # (how guards_native.cpp reads a module's __dict__)
 _OBJECT_GETATTRIBUTE = object.__dict__["__getattribute__"]
 
 
 def item(container: Any, index: int) -> Any:
     """`container[index]` for an nn.Sequential or nn.ModuleList, as their __getitem__ reads it
-    (Sequential: the index-th module in order; ModuleList: the module under the key str(index)),
+    (Sequential: the index-th module in order; ModuleList: the module under the key str(index));
+    for an nn.ModuleDict (or a module without __getitem__), its submodule named str(index),
     without their Python-level index checks: a Sequential's item took ~1 us, and a model of
     nested Sequentials reads a thousand per call. Anything else (a subclass with its own
     __getitem__, a negative or out-of-range index) goes through `container[index]`."""
-    getitem = type(container).__getitem__
+    getitem = getattr(type(container), "__getitem__", None)
     if index >= 0:
         if getitem is _SEQUENTIAL_GETITEM:
             modules = container.__dict__["_modules"]
@@ -389,6 +391,12 @@ def item(container: Any, index: int) -> Any:
             found = container.__dict__["_modules"].get(str(index))
             if found is not None:
                 return found
+    # a submodule registered under a number's name (an nn.ModuleDict's "0"): a path of the
+    # compiled code names it as it would an item, and it reads as the attribute
+    if isinstance(container, _nn.ModuleDict) or isinstance(container, _nn.Module) and getitem is None:
+        modules = container.__dict__["_modules"]
+        if str(index) in modules:
+            return modules[str(index)]
     return container[index]
 
 
@@ -706,6 +714,7 @@ def native_setup(**fallbacks: Callable[..., Any]) -> types.SimpleNamespace:
               "_LAYER_CONDITIONS": _LAYER_CONDITIONS, "_NATIVE_CONDITIONS": _NATIVE_CONDITIONS,
               "_module_globals": _module_globals,
               "_SEQUENTIAL_GETITEM": _SEQUENTIAL_GETITEM, "_MODULELIST_GETITEM": _MODULELIST_GETITEM,
+              "_MODULEDICT_GETITEM": _MODULEDICT_GETITEM,
               "_Tensor": _Tensor, "_Parameter": _Parameter, "_MODULE_DICT": _MODULE_DICT,
               "_OBJECT_GETATTRIBUTE": _OBJECT_GETATTRIBUTE}
     return types.SimpleNamespace(**{**python_checks, **fallbacks}, **tables)

@@ -31,6 +31,7 @@ struct State {
   PyObject* module_globals;  // torch.nn.modules.module: the global hook dicts
   PyObject* sequential_getitem;
   PyObject* modulelist_getitem;
+  PyObject* moduledict_getitem;
   PyObject* tensor_type;
   PyObject* parameter_type;
   PyObject* zero;
@@ -70,8 +71,9 @@ PyObject* instance_dict(PyObject* obj) {
   return d;
 }
 
-// guards.item's passing path: container[index] of an nn.Sequential or nn.ModuleList read from its
-// _modules. New reference, or nullptr for "ask Python".
+// guards.item's passing path: container[index] of an nn.Sequential or nn.ModuleList, or the entry
+// str(index) of an nn.ModuleDict, read from its _modules. New reference, or nullptr for "ask
+// Python".
 PyObject* fast_item(PyObject* container, PyObject* index) {
   if (!PyLong_CheckExact(index)) return nullptr;
   Py_ssize_t i = PyLong_AsSsize_t(index);
@@ -80,7 +82,8 @@ PyObject* fast_item(PyObject* container, PyObject* index) {
   // that name), the function found along the class's MRO, which a read through the class returns
   if (Py_TYPE(Py_TYPE(container)) != &PyType_Type) return nullptr;
   PyObject* getitem = _PyType_Lookup(Py_TYPE(container), S.s_getitem);  // (borrowed)
-  bool sequential = getitem == S.sequential_getitem, list = getitem == S.modulelist_getitem;
+  bool sequential = getitem == S.sequential_getitem;
+  bool list = getitem == S.modulelist_getitem || getitem == S.moduledict_getitem;
   if (!sequential && !list) return nullptr;
   PyObject* d = instance_dict(container);
   if (d == nullptr) return nullptr;
@@ -509,6 +512,7 @@ PyObject* setup(PyObject*, PyObject* guards) {
       {&S.conditions, "_LAYER_CONDITIONS"},  {&S.native_conditions, "_NATIVE_CONDITIONS"},
       {&S.module_globals, "_module_globals"},
       {&S.sequential_getitem, "_SEQUENTIAL_GETITEM"}, {&S.modulelist_getitem, "_MODULELIST_GETITEM"},
+      {&S.moduledict_getitem, "_MODULEDICT_GETITEM"},
       {&S.tensor_type, "_Tensor"},           {&S.parameter_type, "_Parameter"},
       {&S.module_dict, "_MODULE_DICT"},      {&S.object_getattribute, "_OBJECT_GETATTRIBUTE"},
   };

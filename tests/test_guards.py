@@ -539,7 +539,11 @@ def containers() -> list[object]:
     bare = nn.Sequential.__new__(nn.Sequential)  # no nn.Module.__init__: no _modules
     own_dict = OwnDict()
     own_dict._modules["0"] = nn.ReLU()
-    return [seq, lst, holes, OwnGetitem(nn.ReLU()), own_dict, bare, [nn.ReLU()], (1, 2), {0: "a"}]
+    named = nn.ModuleDict({"1": nn.ReLU(), "0": nn.Tanh(), "b": nn.Identity()})  # (keys in another order)
+    named._modules["3"] = None
+    numbered = nn.Module()  # a submodule named "0" of a module without __getitem__
+    numbered.add_module("0", nn.ReLU())
+    return [seq, lst, holes, OwnGetitem(nn.ReLU()), own_dict, bare, named, numbered, [nn.ReLU()], (1, 2), {0: "a"}]
 
 
 @pytest.mark.parametrize("container", containers(), ids=lambda c: type(c).__name__)

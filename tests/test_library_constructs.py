@@ -236,3 +236,43 @@ def test_loops_over_children_and_named_children_unroll(tmp_path: Path) -> None:
             compiled = script(model, example_inputs=(x,))
             with torch.no_grad(), runtime.mode("strict"):
                 torch.testing.assert_close(compiled(x), model(x))
+
+
+MIXED = '''
+import torch
+from torch import nn
+
+
+class Mixed(nn.ModuleDict):
+    """Convolutions over channel groups, registered under "0", "1" (a ModuleDict)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        for i, k in enumerate((1, 3)):
+            self.add_module(str(i), nn.Conv2d(4, 4, k, padding=k // 2))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        parts = torch.split(x, [4, 4], 1)
+        out = [conv(parts[i]) for i, conv in enumerate(self.values())]
+        return torch.cat(out, 1)
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.mixed = Mixed()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mixed(x).relu()
+'''
+
+
+def test_submodules_named_by_numbers_in_a_module_dict(tmp_path: Path) -> None:
+    """The entry checks reach `mixed.0` as the ModuleDict's entry "0" (an item of a Sequential
+    would be the 0th module)."""
+    with imported_source(tmp_path, "mixed_convs", MIXED) as module:
+        model = module.Net().eval()
+        x = torch.randn(2, 8, 6, 6)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
