@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import runtime
+from closeness import assert_close_to_eager
 from source_module import case_directory, compiled_case
 
 HEADER = """\
@@ -44,7 +45,8 @@ def same(a, b) -> None:
     assert type(a) is type(b), (a, b)
     if isinstance(a, torch.Tensor):
         assert a.dtype == b.dtype and a.shape == b.shape
-        assert torch.equal(a, b) or torch.allclose(a, b, equal_nan=True, rtol=0, atol=0), (a, b)
+        # (a row-wise function of plain tensors gets kernels, ir/rows.py: rounding may differ)
+        assert_close_to_eager(a, b)
     elif isinstance(a, (tuple, list)):
         assert len(a) == len(b)
         for x, y in zip(a, b):

@@ -276,3 +276,58 @@ def test_submodules_named_by_numbers_in_a_module_dict(tmp_path: Path) -> None:
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+SPLITS = '''
+import torch
+from torch import nn
+
+
+class Split(nn.Module):
+    """Res2Net-style: each split goes through its own conv and norm, added to the previous one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Conv2d(4, 4, 3, padding=1) for _ in range(3)])
+        self.bns = nn.ModuleList([nn.BatchNorm2d(4) for _ in range(3)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spx = torch.split(x, 4, 1)
+        outs = []
+        sp = spx[0]
+        for i, (conv, bn) in enumerate(zip(self.convs, self.bns)):
+            sp = spx[i] if i == 0 else sp + spx[i]
+            sp = bn(conv(sp)).relu()
+            outs.append(sp)
+        return torch.cat(outs, 1)
+'''
+
+
+def test_enumerate_of_zip_of_module_lists_unrolls(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "splits", SPLITS) as module:
+        model = module.Split().eval()
+        x = torch.randn(2, 12, 5, 5)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_zip_of_a_list_of_unknown_length_is_a_diagnostic(tmp_path: Path, capsys) -> None:
+    from transpiler.cli import main
+
+    (tmp_path / "zips.py").write_text(textwrap.dedent('''
+        import torch
+        from torch import Tensor
+
+        from transpiler import script
+
+
+        @script
+        def pairs(xs: list[Tensor], ys: list[Tensor]) -> Tensor:
+            total = xs[0] * 0
+            for i, (a, b) in enumerate(zip(xs, ys)):
+                total = total + a * b * i
+            return total
+    '''))
+    assert main([str(tmp_path / "zips.py")]) != 0
+    assert "zip() of a value whose length is not known when compiling is not supported" in capsys.readouterr().err

@@ -86,7 +86,7 @@ TORCH_DTYPES = {
     ).split()
 }
 BUILTIN_CALLS = {"len", "min", "max", "int", "float", "bool", "abs", "round", "isinstance", "range", "str",
-                 "all", "any", "sum", "tuple", "list", "hasattr", "getattr", "next"}
+                 "all", "any", "sum", "tuple", "list", "hasattr", "getattr", "next", "zip", "enumerate"}
 NEXT_HINT = ("compiled code takes next(iter(xs)) of a list or tuple, and next(self.parameters()) / "
              "next(self.buffers()); else read the tensor by name (`self.fc.weight.device`) or index (`xs[0]`)")
 UNROLLED_CALLS = {"all", "any", "sum", "tuple", "list"}
@@ -99,6 +99,9 @@ PY_TYPES_FOR_ISINSTANCE = {
     "torch.Tensor": TENSOR, "builtins.int": INT, "builtins.float": FLOAT, "builtins.bool": BOOL,
     "builtins.str": STR, "builtins.tuple": None, "builtins.list": None,
 }
+
+
+UNROLL_LIMIT = 64  # layers of a module list whose loop is unrolled (script(instance, ...))
 
 
 class ExpressionLowering:
@@ -1130,6 +1133,36 @@ class ExpressionLowering:
             raise self.error(node.func, f"`{qual}` is not a function of the math module")
         return self.op(ops.BuiltinCallOp, args, [t], callee=qual).result
 
+    def enumerated(self, seq: Value) -> Value | None:
+        """`enumerate(seq)` of a tuple or of a module list of known length: the tuple of its
+        (index, item) pairs; None for anything else."""
+        t = seq.type
+        if not (isinstance(t, TupleType) or isinstance(t, ModuleListType) and t.length_known) \
+                or len(t.elems) > UNROLL_LIMIT:
+            return None
+        pairs = []
+        for i, elem in enumerate(t.elems):
+            index = self.b.constant(i)
+            item = self.op(ops.GetItemOp, [seq, index], [elem]).result
+            pairs.append(self.op(ops.TupleOp, [index, item], [TupleType((INT, elem))]).result)
+        return self.op(ops.TupleOp, pairs, [TupleType(tuple(p.type for p in pairs))]).result
+
+    def zipped(self, seqs: list[Value]) -> Value | None:
+        """`zip(a, b, ...)` of tuples and module lists of known length: the tuple of their items
+        side by side, as long as the shortest; None for anything else."""
+        if not all(isinstance(s.type, TupleType) or isinstance(s.type, ModuleListType) and s.type.length_known
+                   for s in seqs):
+            return None
+        count = min(len(s.type.elems) for s in seqs)  # type: ignore[attr-defined]
+        if count > UNROLL_LIMIT:
+            return None
+        rows = []
+        for i in range(count):
+            index = self.b.constant(i)
+            items = [self.op(ops.GetItemOp, [s, index], [s.type.elems[i]]).result for s in seqs]  # type: ignore[attr-defined]
+            rows.append(self.op(ops.TupleOp, items, [TupleType(tuple(v.type for v in items))]).result)
+        return self.op(ops.TupleOp, rows, [TupleType(tuple(r.type for r in rows))]).result
+
     def call_builtin(self, node: cst.Call, name: str) -> Value:
         if name not in BUILTIN_CALLS:
             raise self.error(node.func, f"the builtin `{name}` is not supported in compiled code",
@@ -1137,6 +1170,15 @@ class ExpressionLowering:
                              + ("; print outside the model" if name == "print" else ""))
         if name == "range":
             raise self.error(node, "range() is only supported as the iterable of a for loop")
+        if name in ("zip", "enumerate") and node.args and all(not a.keyword and not a.star for a in node.args) \
+                and (name == "zip" or len(node.args) == 1):
+            # (`for i, (conv, bn) in enumerate(zip(self.convs, self.bns))`: unrolled)
+            seqs = [self.expr(a.value) for a in node.args]
+            unrolled = self.zipped(seqs) if name == "zip" else self.enumerated(seqs[0])
+            if unrolled is not None:
+                return unrolled
+            raise self.error(node, f"{name}() of a value whose length is not known when compiling is not supported",
+                             "iterate over tuples or module lists, or index a list by range(len(...))")
         if name == "isinstance":
             return self.isinstance_call(node)
         if name in ("hasattr", "getattr"):

@@ -40,7 +40,7 @@ from transpiler.check import WITH_HINT, turns_grad_off
 from transpiler.context import Break, Lookup, applied_decorators
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
-from transpiler.lower_expr import AUG_OPS, ExpressionLowering, a_type, unify_all
+from transpiler.lower_expr import AUG_OPS, UNROLL_LIMIT, ExpressionLowering, a_type, unify_all
 from transpiler.lower_python import KeptAsPython
 from transpiler.recover import Recovery
 from transpiler.source import SourceFile
@@ -50,7 +50,6 @@ if TYPE_CHECKING:
     from transpiler.context import FileContext
 
 FLAG_NAMES = ("returned", "broke", "continued")
-UNROLL_LIMIT = 64  # layers of a module list whose loop is unrolled (script(instance, ...))
 
 
 @dataclass
@@ -658,36 +657,6 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             return
         with self.at(ifs[0]):
             self.branch(cond, then, lambda: Exits())
-
-    def enumerated(self, seq: Value) -> Value | None:
-        """`enumerate(seq)` of a tuple or of a module list of known length: the tuple of its
-        (index, item) pairs; None for anything else."""
-        t = seq.type
-        if not (isinstance(t, TupleType) or isinstance(t, ModuleListType) and t.length_known) \
-                or len(t.elems) > UNROLL_LIMIT:
-            return None
-        pairs = []
-        for i, elem in enumerate(t.elems):
-            index = self.b.constant(i)
-            item = self.op(ops.GetItemOp, [seq, index], [elem]).result
-            pairs.append(self.op(ops.TupleOp, [index, item], [TupleType((INT, elem))]).result)
-        return self.op(ops.TupleOp, pairs, [TupleType(tuple(p.type for p in pairs))]).result
-
-    def zipped(self, seqs: list[Value]) -> Value | None:
-        """`zip(a, b, ...)` of tuples and module lists of known length: the tuple of their items
-        side by side, as long as the shortest; None for anything else."""
-        if not all(isinstance(s.type, TupleType) or isinstance(s.type, ModuleListType) and s.type.length_known
-                   for s in seqs):
-            return None
-        count = min(len(s.type.elems) for s in seqs)  # type: ignore[attr-defined]
-        if count > UNROLL_LIMIT:
-            return None
-        rows = []
-        for i in range(count):
-            index = self.b.constant(i)
-            items = [self.op(ops.GetItemOp, [s, index], [s.type.elems[i]]).result for s in seqs]  # type: ignore[attr-defined]
-            rows.append(self.op(ops.TupleOp, items, [TupleType(tuple(v.type for v in items))]).result)
-        return self.op(ops.TupleOp, rows, [TupleType(tuple(r.type for r in rows))]).result
 
     def unrolled_loop(self, node: cst.For, iterable: Value) -> Exits:
         """A loop over a tuple or a mixed module list runs its body once per element."""
