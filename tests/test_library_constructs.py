@@ -331,3 +331,43 @@ def test_zip_of_a_list_of_unknown_length_is_a_diagnostic(tmp_path: Path, capsys)
     '''))
     assert main([str(tmp_path / "zips.py")]) != 0
     assert "zip() of a value whose length is not known when compiling is not supported" in capsys.readouterr().err
+
+
+FORMATS = '''
+from enum import Enum, IntEnum
+
+import torch
+from torch import nn
+
+
+class Format(str, Enum):
+    NCHW = "NCHW"
+    NHWC = "NHWC"
+
+
+class Axis(IntEnum):
+    CHANNELS = 1
+
+
+class Embed(nn.Module):
+    def __init__(self, fmt: Format) -> None:
+        super().__init__()
+        self.proj = nn.Conv2d(3, 8, 2, stride=2)
+        self.fmt = fmt
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.proj(x)
+        if self.fmt != Format.NCHW:
+            x = x.permute(0, 2, 3, 1)
+        return x.sum(Axis.CHANNELS)
+'''
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_members_of_str_and_int_enums_are_the_values_they_equal(tmp_path: Path, fmt: str) -> None:
+    with imported_source(tmp_path, f"formats_{fmt.lower()}", FORMATS) as module:
+        model = module.Embed(module.Format(fmt)).eval()
+        x = torch.randn(2, 3, 8, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))

@@ -6,6 +6,8 @@ for the ahead-of-time path; and a live instance, for `script(instance, ...)`.
 
 from __future__ import annotations
 
+import enum
+
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -316,6 +318,14 @@ def _container_type(source: SourceFile, call: cst.Call, kind: str, classes: dict
     return ModuleListType(kind, tuple(elems), True)
 
 
+def plain_enum_value(value: object) -> str | int | None:
+    """The str or int a member of a `class Format(str, Enum)` (or an IntEnum) is, which it
+    equals and hashes as; None for anything else."""
+    if isinstance(value, enum.Enum) and isinstance(value, (str, int)) and not isinstance(value, bool):
+        return value._value_ if type(value._value_) in (str, int) else None
+    return None
+
+
 def _literal_type(value: object) -> Type | None:
     try:
         return literal_type(value)
@@ -404,6 +414,8 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
         # (a private attribute is the class's own, `self._fast_norm`, unless nn.Module keeps it)
         if name in _MODULE_INTERNALS or name in info.attrs or name == "training":
             continue
+        if plain_enum_value(value) is not None:  # (compiled code holds the str or int it equals)
+            value = plain_enum_value(value)
         t = python_value_type(value, name_of)
         if t is not None:
             kind = "tensor" if t == TENSOR else "constant"

@@ -53,6 +53,10 @@ class FunctionFinder(Protocol):
         """The torch function `expr` names in `source`'s module at run time ("torch._assert" for
         `from .trace_utils import _assert`, where that module re-exports it), or None."""
 
+    def enum_value(self, source: SourceFile, expr: cst.BaseExpression) -> str | int | None:
+        """The value of the str or int Enum member `expr` names at run time (`Format.NCHW` of a
+        `class Format(str, Enum)`: "NCHW", which it equals), or None."""
+
     def lookup(self, source: SourceFile, func: cst.BaseExpression, args: list[object]) -> Lookup | None:
         """`func(*args)` called now (`ALL_ATTENTION_FUNCTIONS.get_interface("sdpa", default)`):
         the function it returns, or None when it returns anything else or raises. `args` are

@@ -368,6 +368,12 @@ class _Sources:
 
         return torch_function_name(_live_object(sys.modules.get(_module_name_of(str(source.path)) or ""), expr))
 
+    def enum_value(self, source: Any, expr: Any) -> str | int | None:
+        """(transpiler.context.FunctionFinder.enum_value)"""
+        from transpiler.classinfo import plain_enum_value
+
+        return plain_enum_value(_live_object(sys.modules.get(_module_name_of(str(source.path)) or ""), expr))
+
     def unchanged(self, source: Any, node: Any) -> bool:
         """(transpiler.context.FunctionFinder.unchanged)"""
         module = sys.modules.get(_module_name_of(str(source.path)) or "")

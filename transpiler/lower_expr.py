@@ -353,6 +353,10 @@ class ExpressionLowering:
             return self.b.constant(qual, DTYPE)
         if qual in ("builtins.True", "builtins.False"):
             return self.b.constant(qual == "builtins.True")
+        if self.ctx.functions is not None:
+            member = self.ctx.functions.enum_value(self.source, node)
+            if member is not None:  # (`Format.NCHW` of a str Enum: the str it equals)
+                return self.b.constant(member, literal_type(member))
         code = self.source.code(node)
         shown = f"`{code}`" if qual in (code, f"builtins.{code}") else f"`{code}` ({qual})"
         raise self.error(
