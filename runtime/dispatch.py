@@ -96,13 +96,12 @@ SPECIALISE_DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 
 def target_names_problem(option: str, value: Any) -> str | None:
-    """Why `value` is not a valid `devices`/`dtypes` option (a phrase), or None: a non-empty
-    tuple or list of distinct names from SPECIALISE_DEVICES / SPECIALISE_DTYPES."""
+    """Why `value` is not a valid `devices`/`dtypes` option (a phrase), or None: a tuple or list
+    of distinct names from SPECIALISE_DEVICES / SPECIALISE_DTYPES (an empty one asks for no
+    default specialisations: the generic code alone, exactly eager's ops)."""
     valid = SPECIALISE_DEVICES if option == "devices" else SPECIALISE_DTYPES
     if isinstance(value, str) or not isinstance(value, (tuple, list)):
         return f"takes a tuple or list of names, not {value!r}"
-    if not value:
-        return "needs at least one name"
     for name in value:
         if name not in valid:
             return f"names {name!r}, which is not one of {', '.join(valid)}"

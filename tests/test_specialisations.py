@@ -256,7 +256,6 @@ def test_decorator_devices_and_dtypes(project) -> None:
 @pytest.mark.parametrize("option,message", [
     ('devices=("tpu",)', "@script(devices=...) names 'tpu', which is not one of cpu, cuda"),
     ('dtypes="float32"', "@script(dtypes=...) takes a tuple or list of names, not 'float32'"),
-    ("dtypes=()", "@script(dtypes=...) needs at least one name"),
     ('dtypes=("float32", "float32")', "@script(dtypes=...) names 'float32' twice"),
 ])
 def test_a_bad_option_is_a_diagnostic_at_the_decorator(project, capsys, option: str, message: str) -> None:
@@ -267,6 +266,20 @@ def test_a_bad_option_is_a_diagnostic_at_the_decorator(project, capsys, option: 
     assert f"{p.model.name}:{line}:9: error: {message}" in err
     assert f"{line} | @script({option})\n" in err and "^" * len(option) in err and "= help: name one or more of" in err
     assert not p.compiled.exists()
+
+
+def test_no_devices_is_the_generic_code_alone(project) -> None:
+    """`devices = []` (or `dtypes`) asks for no default specialisations: the generic code, which
+    runs eager's own ops, exactly. A project-wide setting is recorded in SETTINGS."""
+    p = project(MODEL.replace("@script\ndef softmax_last", "@script(devices=())\ndef softmax_last"),
+                pyproject="[tool.torchscribe]\ndtypes = []\n")
+    assert p.compile() == 0
+    text = p.text()
+    assert '"softmax_last": softmax_last,' in text and '"pointwise": pointwise,' in text and "_kernels" not in text
+    assert 'SETTINGS = {\n    "devices": ["cpu"],\n    "dtypes": [],\n}' in text
+    x = torch.randn(5, 7)
+    with torch.no_grad(), runtime.mode("strict"):
+        assert torch.equal(p.module().softmax_last(x), torch.softmax(x, dim=-1))
 
 
 def test_the_runtime_decorator_checks_the_options_too() -> None:
