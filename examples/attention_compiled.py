@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:0941b561c484b433d241a6cb389512206746929762aa0258984f7a65148c5b71"
+BODY_HASH = "sha256:9a0867f1651a7719fadd50b8033fd37131bd47eefd54589cd84a14f5d71e7361"
 TORCH_VERSION = "2.13"
 
 
@@ -25,9 +25,9 @@ KERNELS_CPP = r"""
 template <bool unit>
 static void masked_fill_softmax_row(
     int64_t n3, float* __restrict out0, int64_t in0_s3, const float* __restrict p1,
-    int64_t in1_s3) {
+    int64_t in1_s1) {
   const float* p0 = out0;
-  const int64_t in0_step = unit ? 1 : in0_s3, in1_step = unit ? 1 : in1_s3;
+  const int64_t in0_step = unit ? 1 : in0_s3, in1_step = unit ? 1 : in1_s1;
   static thread_local std::vector<float> b10;  // v10 along the row, for a later pass
   if ((int64_t)b10.size() < n3) b10.resize(n3);
   float* __restrict b10p = b10.data();
@@ -101,21 +101,19 @@ static void masked_fill_softmax_row(
 }
 
 extern "C" void masked_fill_softmax_kernel(
-    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0, int64_t in0_s0,
-    int64_t in0_s1, int64_t in0_s2, int64_t in0_s3, const float* __restrict in1, int64_t in1_s2,
-    int64_t in1_s3) {
+    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
+    const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
+  const int64_t in0_s3 = 1;  // (in0 is read from out0, which is dense)
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s3 == 1 && in1_s3 == 1;
+  const bool unit = in0_s3 == 1 && in1_s1 == 1;
   const auto one_row = unit ? masked_fill_softmax_row<true> : masked_fill_softmax_row<false>;
   ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i2 = begin % n2;
-    int64_t i1 = begin / n2 % n1;
-    int64_t i0 = begin / n2 / n1;
+    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
     for (int64_t row = begin; row < end; ++row) {
       const auto* p0 = out0 + ((i0 * n1 + i1) * n2 + i2) * n3;
-      const auto* p1 = in1 + i2 * in1_s2;
+      const auto* p1 = in1 + i2 * in1_s0;
       const int64_t r = (i0 * n1 + i1) * n2 + i2;  // the row
-      one_row(n3, out0 + r * n3, in0_s3, p1, in1_s3);
+      one_row(n3, out0 + r * n3, in0_s3, p1, in1_s1);
       if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
     }
   }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
@@ -124,13 +122,10 @@ extern "C" void masked_fill_softmax_kernel(
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def masked_fill_softmax_cpp(in0: Tensor, in1: Tensor) -> Tensor:
+def masked_fill_softmax_cpp(in0, in1) -> Tensor:
     """Fused: div, eq, where, amax, sub, clamp_min, exp, lt, sum of `scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)`, `scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))` and `weights = F.softmax(scores, dim=-1)`."""
-    n0 = in0.shape[0]
     out0 = in0.contiguous()
-    _lib.masked_fill_softmax_kernel(
-        n0, 4, 32, 32, out0.data_ptr(), *out0.stride(), in1.data_ptr(), *in1.stride()
-    )
+    _lib.masked_fill_softmax_kernel(in0.shape[0], 4, 32, 32, out0, in1)
     return out0
 
 

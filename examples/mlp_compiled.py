@@ -13,65 +13,55 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:6af29e7df022c689f09bec2923db876727fa8f5d86550dd730be49dfc4c467f1"
+BODY_HASH = "sha256:7616cfaf315580d399ef5f1d655e28144af8b3064b212298f69dd0be59834087"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-static void fc1_gelu_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2,
-    float* __restrict out0, int64_t in0_s0, int64_t in0_s1, int64_t in0_s2,
-    const float* __restrict in1, int64_t in1_s2) {
-  const float* in0 = out0;  // out0 is written over in0 (contiguous)
-  int64_t i1 = begin % n1;
-  int64_t i0 = begin / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = out0 + (i0 * n1 + i1) * n2;
-    const auto* p1 = in1;
-    const int64_t o = (i0 * n1 + i1) * n2;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2;
-      #pragma omp simd
-      for (int64_t j = 0; j < n2; ++j) {
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        // h = F.gelu(self.fc1(x))
-        const float v0 = a0 + a1;
-        const float v2 = v0 * 0.7071067811865476f;
-        const float v3 = torchscribe::ts_erf(v2);
-        const float v5 = v0 * 0.5f;
-        const float v7 = 1.0f + v3;
-        const float v8 = v5 * v7;
-        out0[o + j] = v8;
-      }
-    });
-    if (++i1 == n1) { i1 = 0; ++i0; }
-  }
-}
-
 extern "C" void fc1_gelu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, int64_t in0_s0, int64_t in0_s1,
-    int64_t in0_s2, const float* __restrict in1, int64_t in1_s2) {
+    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
+    int64_t in1_s0) {
   if (n1 == 1) { n2 *= n1; n1 = 1; } else goto merged;
-  if (n0 == 1) { n2 *= n0; n0 = 1; } else goto merged;
+  if (n0 == 1) { n2 *= n0; n0 = 1; }
   merged:;
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1;
+  const bool unit = in1_s0 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    fc1_gelu_rows(begin, end, unit, n0, n1, n2, out0, in0_s0, in0_s1, in0_s2, in1, in1_s2);
+    int64_t i1 = begin % n1, i0 = begin / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const auto* p1 = in1;
+      const int64_t o = (i0 * n1 + i1) * n2;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in1_step = unit ? 1 : in1_s0;
+        #pragma omp simd
+        for (int64_t j = 0; j < n2; ++j) {
+          const float a0 = out0[o + j];
+          const float a1 = p1[j * in1_step];
+          // h = F.gelu(self.fc1(x))
+          const float v0 = a0 + a1;
+          const float v2 = v0 * 0.7071067811865476f;
+          const float v3 = torchscribe::ts_erf(v2);
+          const float v5 = v0 * 0.5f;
+          const float v7 = 1.0f + v3;
+          const float v8 = v5 * v7;
+          out0[o + j] = v8;
+        }
+      });
+      if (++i1 == n1) { i1 = 0; ++i0; }
+    }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
 }
 
 template <bool unit>
 static void fc2_norm_row(
-    int64_t n2, float* __restrict out0, int64_t in0_s2, const float* __restrict p1, int64_t in1_s2,
-    const float* __restrict p2, int64_t in2_s2, const float* __restrict p3, int64_t in3_s2,
-    const float* __restrict p4, int64_t in4_s2) {
+    int64_t n2, float* __restrict out0, int64_t in0_s2, const float* __restrict p1, int64_t in1_s0,
+    const float* __restrict p2, int64_t in2_s2, const float* __restrict p3, int64_t in3_s0,
+    const float* __restrict p4, int64_t in4_s0) {
   const float* p0 = out0;
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s2, in4_step = unit ? 1 : in4_s2;
+  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
+      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
   // pass 1 over the row: sum v2
   double acc2 = 0;
   #pragma omp simd reduction(+:acc2) if(simd: unit)
@@ -147,16 +137,15 @@ static void fc2_norm_row(
 }
 
 extern "C" void fc2_norm_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, int64_t in0_s0, int64_t in0_s1,
-    int64_t in0_s2, const float* __restrict in1, int64_t in1_s2, const float* __restrict in2,
-    int64_t in2_s0, int64_t in2_s1, int64_t in2_s2, const float* __restrict in3, int64_t in3_s2,
-    const float* __restrict in4, int64_t in4_s2) {
+    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
+    int64_t in1_s0, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
+    const float* __restrict in3, int64_t in3_s0, const float* __restrict in4, int64_t in4_s0) {
+  const int64_t in0_s2 = 1;  // (in0 is read from out0, which is dense)
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1 && in3_s2 == 1 && in4_s2 == 1;
+  const bool unit = in0_s2 == 1 && in1_s0 == 1 && in2_s2 == 1 && in3_s0 == 1 && in4_s0 == 1;
   const auto one_row = unit ? fc2_norm_row<true> : fc2_norm_row<false>;
   ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1;
-    int64_t i0 = begin / n1;
+    int64_t i1 = begin % n1, i0 = begin / n1;
     for (int64_t row = begin; row < end; ++row) {
       const auto* p0 = out0 + (i0 * n1 + i1) * n2;
       const auto* p1 = in1;
@@ -164,7 +153,7 @@ extern "C" void fc2_norm_kernel(
       const auto* p3 = in3;
       const auto* p4 = in4;
       const int64_t r = i0 * n1 + i1;  // the row
-      one_row(n2, out0 + r * n2, in0_s2, p1, in1_s2, p2, in2_s2, p3, in3_s2, p4, in4_s2);
+      one_row(n2, out0 + r * n2, in0_s2, p1, in1_s0, p2, in2_s2, p3, in3_s0, p4, in4_s0);
       if (++i1 == n1) { i1 = 0; ++i0; }
     }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
@@ -173,37 +162,17 @@ extern "C" void fc2_norm_kernel(
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def fc1_gelu_cpp(in0: Tensor, in1: Tensor) -> Tensor:
+def fc1_gelu_cpp(in0, in1) -> Tensor:
     """Fused: add, mul, erf of `h = F.gelu(self.fc1(x))`."""
-    n0 = in0.shape[0]
     out0 = in0.contiguous()
-    _lib.fc1_gelu_kernel(
-        n0, 16, 256, out0.data_ptr(), *out0.stride(), in1.data_ptr(), *in1.stride()
-    )
+    _lib.fc1_gelu_kernel(in0.shape[0], 16, 256, out0, in1)
     return out0
 
 
-def fc2_norm_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> Tensor:
+def fc2_norm_cpp(in0, in1, in2, in3, in4) -> Tensor:
     """Fused: add, sum, div, sub, mul, rsqrt of `h = self.fc2(h)` and `return self.norm(x + h)`."""
-    n0 = in0.shape[0]
     out0 = in0.contiguous()
-    _lib.fc2_norm_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        *out0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        in4.data_ptr(),
-        *in4.stride(),
-    )
+    _lib.fc2_norm_kernel(in0.shape[0], 16, 64, out0, in1, in2, in3, in4)
     return out0
 
 

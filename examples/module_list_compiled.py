@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:b52b9772b062d5c55c433b621ed0396be0f74a8bb4fda1c65ca6f068feb59c92"
+BODY_HASH = "sha256:a3c40136e336434f1beabf18db4169f8004162fc69706ef3c85d5def64bacb88"
 TORCH_VERSION = "2.13"
 
 
@@ -23,9 +23,9 @@ KERNELS_CPP = r"""
 template <bool unit>
 static void norm_row(
     int64_t n2, float* __restrict out0, const float* __restrict p0, int64_t in0_s2,
-    const float* __restrict p1, int64_t in1_s2, const float* __restrict p2, int64_t in2_s2) {
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-      in2_step = unit ? 1 : in2_s2;
+    const float* __restrict p1, int64_t in1_s0, const float* __restrict p2, int64_t in2_s0) {
+  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
+      in2_step = unit ? 1 : in2_s0;
   // pass 1 over the row: sum v0
   double acc0 = 0;
   #pragma omp simd reduction(+:acc0) if(simd: unit)
@@ -81,20 +81,19 @@ static void norm_row(
 
 extern "C" void norm_kernel(
     int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in0,
-    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s2,
-    const float* __restrict in2, int64_t in2_s2) {
+    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s0,
+    const float* __restrict in2, int64_t in2_s0) {
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1;
+  const bool unit = in0_s2 == 1 && in1_s0 == 1 && in2_s0 == 1;
   const auto one_row = unit ? norm_row<true> : norm_row<false>;
   ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1;
-    int64_t i0 = begin / n1;
+    int64_t i1 = begin % n1, i0 = begin / n1;
     for (int64_t row = begin; row < end; ++row) {
       const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1;
       const auto* p1 = in1;
       const auto* p2 = in2;
       const int64_t r = i0 * n1 + i1;  // the row
-      one_row(n2, out0 + r * n2, p0, in0_s2, p1, in1_s2, p2, in2_s2);
+      one_row(n2, out0 + r * n2, p0, in0_s2, p1, in1_s0, p2, in2_s0);
       if (++i1 == n1) { i1 = 0; ++i0; }
     }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
@@ -103,11 +102,11 @@ extern "C" void norm_kernel(
 template <bool unit>
 static void fc_silu_norm_row(
     int64_t n2, float* __restrict out0, float* __restrict out1, int64_t in0_s2,
-    const float* __restrict p1, int64_t in1_s2, const float* __restrict p2, int64_t in2_s2,
-    const float* __restrict p3, int64_t in3_s2, const float* __restrict p4, int64_t in4_s2) {
+    const float* __restrict p1, int64_t in1_s0, const float* __restrict p2, int64_t in2_s2,
+    const float* __restrict p3, int64_t in3_s0, const float* __restrict p4, int64_t in4_s0) {
   const float* p0 = out1;
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s2, in4_step = unit ? 1 : in4_s2;
+  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
+      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
   static thread_local std::vector<float> b2;  // v2 along the row, for a later pass
   if ((int64_t)b2.size() < n2) b2.resize(n2);
   float* __restrict b2p = b2.data();
@@ -209,15 +208,15 @@ static void fc_silu_norm_row(
 
 extern "C" void fc_silu_norm_kernel(
     int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, float* __restrict out1,
-    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s2,
-    const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
-    const float* __restrict in3, int64_t in3_s2, const float* __restrict in4, int64_t in4_s2) {
+    const float* __restrict in1, int64_t in1_s0, const float* __restrict in2, int64_t in2_s0,
+    int64_t in2_s1, int64_t in2_s2, const float* __restrict in3, int64_t in3_s0,
+    const float* __restrict in4, int64_t in4_s0) {
+  const int64_t in0_s2 = 1;  // (in0 is read from out1, which is dense)
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1 && in3_s2 == 1 && in4_s2 == 1;
+  const bool unit = in0_s2 == 1 && in1_s0 == 1 && in2_s2 == 1 && in3_s0 == 1 && in4_s0 == 1;
   const auto one_row = unit ? fc_silu_norm_row<true> : fc_silu_norm_row<false>;
   ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1;
-    int64_t i0 = begin / n1;
+    int64_t i1 = begin % n1, i0 = begin / n1;
     for (int64_t row = begin; row < end; ++row) {
       const auto* p0 = out1 + (i0 * n1 + i1) * n2;
       const auto* p1 = in1;
@@ -226,128 +225,74 @@ extern "C" void fc_silu_norm_kernel(
       const auto* p4 = in4;
       const int64_t r = i0 * n1 + i1;  // the row
       one_row(
-          n2, out0 + r * n2, out1 + r * n2, in0_s2, p1, in1_s2, p2, in2_s2, p3, in3_s2, p4, in4_s2);
+          n2, out0 + r * n2, out1 + r * n2, in0_s2, p1, in1_s0, p2, in2_s2, p3, in3_s0, p4, in4_s0);
       if (++i1 == n1) { i1 = 0; ++i0; }
     }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
 }
 
-static void fc_silu_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2,
-    float* __restrict out0, int64_t in0_s0, int64_t in0_s1, int64_t in0_s2,
-    const float* __restrict in1, int64_t in1_s2, const float* __restrict in2, int64_t in2_s0,
-    int64_t in2_s1, int64_t in2_s2) {
-  const float* in0 = out0;  // out0 is written over in0 (contiguous)
-  int64_t i1 = begin % n1;
-  int64_t i0 = begin / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = out0 + (i0 * n1 + i1) * n2;
-    const auto* p1 = in1;
-    const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
-    const int64_t o = (i0 * n1 + i1) * n2;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-          in2_step = unit ? 1 : in2_s2;
-      #pragma omp simd
-      for (int64_t j = 0; j < n2; ++j) {
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        const float a2 = p2[j * in2_step];
-        // return F.silu(self.fc(self.norm(x)))
-        const float v0 = a0 + a1;
-        const float v1 = -v0;
-        const float v2 = torchscribe::ts_exp(v1);
-        const float v4 = 1.0f + v2;
-        const float v5 = v0 / v4;
-        // x = x + self.residual_scale * layer(x)
-        const float v7 = 0.5f * v5;
-        const float v8 = a2 + v7;
-        out0[o + j] = v8;
-      }
-    });
-    if (++i1 == n1) { i1 = 0; ++i0; }
-  }
-}
-
 extern "C" void fc_silu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, int64_t in0_s0, int64_t in0_s1,
-    int64_t in0_s2, const float* __restrict in1, int64_t in1_s2, const float* __restrict in2,
-    int64_t in2_s0, int64_t in2_s1, int64_t in2_s2) {
+    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
+    int64_t in1_s0, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2) {
   if (n1 == 1) { n2 *= n1; n1 = 1; } else goto merged;
-  if (n0 == 1) { n2 *= n0; n0 = 1; } else goto merged;
+  if (n0 == 1) { n2 *= n0; n0 = 1; }
   merged:;
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1;
+  const bool unit = in1_s0 == 1 && in2_s2 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    fc_silu_rows(
-        begin, end, unit, n0, n1, n2, out0, in0_s0, in0_s1, in0_s2, in1, in1_s2, in2, in2_s0,
-        in2_s1, in2_s2);
+    int64_t i1 = begin % n1, i0 = begin / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const auto* p1 = in1;
+      const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
+      const int64_t o = (i0 * n1 + i1) * n2;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s2;
+        #pragma omp simd
+        for (int64_t j = 0; j < n2; ++j) {
+          const float a0 = out0[o + j];
+          const float a1 = p1[j * in1_step];
+          const float a2 = p2[j * in2_step];
+          // return F.silu(self.fc(self.norm(x)))
+          const float v0 = a0 + a1;
+          const float v1 = -v0;
+          const float v2 = torchscribe::ts_exp(v1);
+          const float v4 = 1.0f + v2;
+          const float v5 = v0 / v4;
+          // x = x + self.residual_scale * layer(x)
+          const float v7 = 0.5f * v5;
+          const float v8 = a2 + v7;
+          out0[o + j] = v8;
+        }
+      });
+      if (++i1 == n1) { i1 = 0; ++i0; }
+    }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def norm_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
+def norm_cpp(in0, in1, in2) -> Tensor:
     """Fused: sum, div, sub, add, mul, rsqrt of `return F.silu(self.fc(self.norm(x)))`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 16, 64, dtype=torch.float32)
-    _lib.norm_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-    )
+    _lib.norm_kernel(n0, 16, 64, out0, in0, in1, in2)
     return out0
 
 
-def fc_silu_norm_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> tuple[Tensor, Tensor]:
+def fc_silu_norm_cpp(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
     """Fused: add, neg, exp, div, mul, sum, sub, rsqrt of `return F.silu(self.fc(self.norm(x)))` and `x = x + self.residual_scale * layer(x)`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 16, 64, dtype=torch.float32)
     out1 = in0.contiguous()
-    _lib.fc_silu_norm_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        out1.data_ptr(),
-        *out1.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        in4.data_ptr(),
-        *in4.stride(),
-    )
+    _lib.fc_silu_norm_kernel(n0, 16, 64, out0, out1, in1, in2, in3, in4)
     return out0, out1
 
 
-def fc_silu_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
+def fc_silu_cpp(in0, in1, in2) -> Tensor:
     """Fused: add, neg, exp, div, mul of `return F.silu(self.fc(self.norm(x)))` and `x = x + self.residual_scale * layer(x)`."""
-    n0 = in0.shape[0]
     out0 = in0.contiguous()
-    _lib.fc_silu_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        *out0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-    )
+    _lib.fc_silu_kernel(in0.shape[0], 16, 64, out0, in1, in2)
     return out0
 
 
