@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:9a0867f1651a7719fadd50b8033fd37131bd47eefd54589cd84a14f5d71e7361"
+BODY_HASH = "sha256:f1b597417dafaa8bf1cf59e2ce0c4955f1399d5ac66ec312ff08ca27e8b1b9f2"
 TORCH_VERSION = "2.13"
 
 
@@ -135,11 +135,9 @@ masked_fill_softmax = _kernels.launcher(globals(), "masked_fill_softmax", "cpu")
 
 
 CausalSelfAttention_forward_checks = _guards.entry_checks(
-    modules=(
-        ("qkv", "torch.nn.Linear"),
-        ("dropout", "torch.nn.Dropout", "valid_p"),
-        ("proj", "torch.nn.Linear"),
-    ),
+    ("qkv", "torch.nn.Linear"),
+    ("dropout", "torch.nn.Dropout", "valid_p"),
+    ("proj", "torch.nn.Linear"),
 )
 
 
@@ -184,23 +182,11 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
 
 
 CausalSelfAttention_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("qkv", "torch.nn.Linear"),
-        ("dropout", "torch.nn.Dropout", "valid_p"),
-        ("proj", "torch.nn.Linear"),
-    ),
-    tensors=(
-        ("mask", torch.float32, "cpu", (64, 64)),
-        ("proj.bias", torch.float32, "cpu", (64,)),
-        ("proj.weight", torch.float32, "cpu", (64, 64)),
-        ("qkv.bias", torch.float32, "cpu", (192,)),
-        ("qkv.weight", torch.float32, "cpu", (192, 64)),
-    ),
-    values=(
-        ("dropout.training", False),
-        ("head_dim", 16),
-        ("num_heads", 4),
-    ),
+    ("", {"mask": [64, 64], "head_dim": 16, "num_heads": 4}),
+    ("qkv", "torch.nn.Linear", {"bias": [192], "weight": [192, 64]}),
+    ("dropout", "torch.nn.Dropout", "valid_p", {"training": False}),
+    ("proj", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    tensors=(torch.float32, "cpu"),
 )
 
 

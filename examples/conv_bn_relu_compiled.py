@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
-BODY_HASH = "sha256:01a1e35a4c12388a71158622a8dffb10fd16df1077348a7e74195c8b536bf084"
+BODY_HASH = "sha256:52e457b9ca90495f7513a6edd2ecf2eaf70dc697c88d3eaf59a60192d2c1b935"
 TORCH_VERSION = "2.13"
 
 
@@ -71,11 +71,9 @@ bn_relu = _kernels.launcher(globals(), "bn_relu", "cpu")
 
 
 ConvBNReLU_forward_checks = _guards.entry_checks(
-    modules=(
-        ("conv", "torch.nn.Conv2d", "zeros_padding"),
-        ("bn", "torch.nn.BatchNorm2d", "running_stats"),
-        ("relu", "torch.nn.ReLU"),
-    ),
+    ("conv", "torch.nn.Conv2d", "zeros_padding"),
+    ("bn", "torch.nn.BatchNorm2d", "running_stats"),
+    ("relu", "torch.nn.ReLU"),
 )
 
 
@@ -111,30 +109,16 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     return F.relu(tmp_1)
 
 
+# fmt: off
 ConvBNReLU_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("conv", "torch.nn.Conv2d", "zeros_padding"),
-        ("bn", "torch.nn.BatchNorm2d", "running_stats"),
-        ("relu", "torch.nn.ReLU"),
-    ),
-    tensors=(
-        ("bn.bias", torch.float32, "cpu", (16,)),
-        ("bn.running_mean", torch.float32, "cpu", (16,)),
-        ("bn.running_var", torch.float32, "cpu", (16,)),
-        ("bn.weight", torch.float32, "cpu", (16,)),
-        ("conv.weight", torch.float32, "cpu", (16, 3, 3, 3)),
-    ),
-    values=(
-        ("bn.eps", 1e-05),
-        ("bn.training", False),
-        ("conv.bias", None),
-        ("conv.dilation", (1, 1)),
-        ("conv.groups", 1),
-        ("conv.padding", (1, 1)),
-        ("conv.stride", (1, 1)),
-        ("relu.inplace", False),
-    ),
+    ("conv", "torch.nn.Conv2d", "zeros_padding", {"weight": [16, 3, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("bn", "torch.nn.BatchNorm2d", "running_stats", {"bias": [16], "running_mean": [16],
+        "running_var": [16], "weight": [16], "eps": 1e-05, "training": False}),
+    ("relu", "torch.nn.ReLU", {"inplace": False}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def ConvBNReLU_forward_example(self, x: Tensor) -> Tensor:

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:b3bd7bf37d1c699209e1b9df70c2ea2bb3c96a9e51c7c2337d57f4fa1c93c723"
+BODY_HASH = "sha256:02b946fab5d2376ff3bdde4075c9c174ee06d7fe8199bc34ea3a4bb066c63247"
 TORCH_VERSION = "2.13"
 
 
@@ -137,11 +137,8 @@ def LSTM_forward(
 
 
 LSTM_forward_example_checks = _guards.entry_checks(
-    modules=(("gates", "torch.nn.Linear"),),
-    tensors=(
-        ("gates.bias", torch.float32, "cpu", (256,)),
-        ("gates.weight", torch.float32, "cpu", (256, 96)),
-    ),
+    ("gates", "torch.nn.Linear", {"bias": [256], "weight": [256, 96]}),
+    tensors=(torch.float32, "cpu"),
 )
 
 

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:7616cfaf315580d399ef5f1d655e28144af8b3064b212298f69dd0be59834087"
+BODY_HASH = "sha256:d4552a06e56da1a9d7f9192d4c4867d7451bf0bfe03043f7c5e7cd136464b176"
 TORCH_VERSION = "2.13"
 
 
@@ -183,11 +183,9 @@ fc2_norm = _kernels.launcher(globals(), "fc2_norm", "cpu")
 
 
 MLP_forward_checks = _guards.entry_checks(
-    modules=(
-        ("fc1", "torch.nn.Linear"),
-        ("fc2", "torch.nn.Linear"),
-        ("norm", "torch.nn.LayerNorm"),
-    ),
+    ("fc1", "torch.nn.Linear"),
+    ("fc2", "torch.nn.Linear"),
+    ("norm", "torch.nn.LayerNorm"),
 )
 
 
@@ -211,25 +209,15 @@ def MLP_forward(self, x: Tensor) -> Tensor:
     )
 
 
+# fmt: off
 MLP_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("fc1", "torch.nn.Linear"),
-        ("fc2", "torch.nn.Linear"),
-        ("norm", "torch.nn.LayerNorm"),
-    ),
-    tensors=(
-        ("fc1.bias", torch.float32, "cpu", (256,)),
-        ("fc1.weight", torch.float32, "cpu", (256, 64)),
-        ("fc2.bias", torch.float32, "cpu", (64,)),
-        ("fc2.weight", torch.float32, "cpu", (64, 256)),
-        ("norm.bias", torch.float32, "cpu", (64,)),
-        ("norm.weight", torch.float32, "cpu", (64,)),
-    ),
-    values=(
-        ("norm.eps", 1e-05),
-        ("norm.normalized_shape", (64,)),
-    ),
+    ("fc1", "torch.nn.Linear", {"bias": [256], "weight": [256, 64]}),
+    ("fc2", "torch.nn.Linear", {"bias": [64], "weight": [64, 256]}),
+    ("norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def MLP_forward_example(self, x: Tensor) -> Tensor:

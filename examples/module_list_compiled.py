@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:a3c40136e336434f1beabf18db4169f8004162fc69706ef3c85d5def64bacb88"
+BODY_HASH = "sha256:2c8683746cae06e276df109fda483b9b2ee49755756568433787701320c4ba93"
 TORCH_VERSION = "2.13"
 
 
@@ -337,55 +337,30 @@ def Stack_forward(self, x: Tensor) -> Tensor:
     return F.linear(x, _guards.attr(head, "weight"), _guards.attr(head, "bias"))
 
 
+# fmt: off
 Stack_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("layers", "torch.nn.ModuleList", "len=4"),
-        ("layers.0", "Block"),
-        ("layers.1", "Block"),
-        ("layers.2", "Block"),
-        ("layers.3", "Block"),
-        ("layers.0.norm", "torch.nn.LayerNorm"),
-        ("layers.0.fc", "torch.nn.Linear"),
-        ("layers.1.norm", "torch.nn.LayerNorm"),
-        ("layers.1.fc", "torch.nn.Linear"),
-        ("layers.2.norm", "torch.nn.LayerNorm"),
-        ("layers.2.fc", "torch.nn.Linear"),
-        ("layers.3.norm", "torch.nn.LayerNorm"),
-        ("layers.3.fc", "torch.nn.Linear"),
-        ("head", "torch.nn.Linear"),
-    ),
-    tensors=(
-        ("head.bias", torch.float32, "cpu", (10,)),
-        ("head.weight", torch.float32, "cpu", (10, 64)),
-        ("layers.0.fc.bias", torch.float32, "cpu", (64,)),
-        ("layers.0.fc.weight", torch.float32, "cpu", (64, 64)),
-        ("layers.0.norm.bias", torch.float32, "cpu", (64,)),
-        ("layers.0.norm.weight", torch.float32, "cpu", (64,)),
-        ("layers.1.fc.bias", torch.float32, "cpu", (64,)),
-        ("layers.1.fc.weight", torch.float32, "cpu", (64, 64)),
-        ("layers.1.norm.bias", torch.float32, "cpu", (64,)),
-        ("layers.1.norm.weight", torch.float32, "cpu", (64,)),
-        ("layers.2.fc.bias", torch.float32, "cpu", (64,)),
-        ("layers.2.fc.weight", torch.float32, "cpu", (64, 64)),
-        ("layers.2.norm.bias", torch.float32, "cpu", (64,)),
-        ("layers.2.norm.weight", torch.float32, "cpu", (64,)),
-        ("layers.3.fc.bias", torch.float32, "cpu", (64,)),
-        ("layers.3.fc.weight", torch.float32, "cpu", (64, 64)),
-        ("layers.3.norm.bias", torch.float32, "cpu", (64,)),
-        ("layers.3.norm.weight", torch.float32, "cpu", (64,)),
-    ),
-    values=(
-        ("layers.0.norm.eps", 1e-05),
-        ("layers.0.norm.normalized_shape", (64,)),
-        ("layers.1.norm.eps", 1e-05),
-        ("layers.1.norm.normalized_shape", (64,)),
-        ("layers.2.norm.eps", 1e-05),
-        ("layers.2.norm.normalized_shape", (64,)),
-        ("layers.3.norm.eps", 1e-05),
-        ("layers.3.norm.normalized_shape", (64,)),
-        ("residual_scale", 0.5),
-    ),
+    ("", {"residual_scale": 0.5}),
+    ("layers", "torch.nn.ModuleList", "len=4"),
+    ("layers.0", "Block"),
+    ("layers.1", "Block"),
+    ("layers.2", "Block"),
+    ("layers.3", "Block"),
+    ("layers.0.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    ("layers.0.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    ("layers.1.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    ("layers.1.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    ("layers.2.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    ("layers.2.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    ("layers.3.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    ("layers.3.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    ("head", "torch.nn.Linear", {"bias": [10], "weight": [10, 64]}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def Stack_forward_example(self, x: Tensor) -> Tensor:

@@ -16,7 +16,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:49998a88be083f6df3f80e6374af630a635379dd0c9f8d14897cba4934b031ad"
+BODY_HASH = "sha256:3223e3de5ab1a61ca29844555300d1b8883d816fb0840be128af11ca84948915"
 TORCH_VERSION = "2.13"
 
 
@@ -149,11 +149,8 @@ def MaskedPool_forward(
 
 
 MaskedPool_forward_example_checks = _guards.entry_checks(
-    modules=(("proj", "torch.nn.Linear"),),
-    tensors=(
-        ("proj.bias", torch.float32, "cpu", (16,)),
-        ("proj.weight", torch.float32, "cpu", (16, 32)),
-    ),
+    ("proj", "torch.nn.Linear", {"bias": [16], "weight": [16, 32]}),
+    tensors=(torch.float32, "cpu"),
 )
 
 

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:d1c34199c60b76b3fc956b13850dfded0e8d067a0663283a87229c9670ad3ff3"
+BODY_HASH = "sha256:5b451520d341446575b9e06292227ce05504892a5ec12014b39ed86ac8ce43f2"
 TORCH_VERSION = "2.13"
 
 
@@ -195,16 +195,14 @@ bn2_relu = _kernels.launcher(globals(), "bn2_relu", "cpu")
 
 
 BasicBlock_forward_checks = _guards.entry_checks(
-    modules=(
-        ("downsample?", "torch.nn.Sequential", "len=2"),
-        ("conv1", "torch.nn.Conv2d", "zeros_padding"),
-        ("bn1", "torch.nn.BatchNorm2d", "running_stats"),
-        ("relu", "torch.nn.ReLU"),
-        ("conv2", "torch.nn.Conv2d", "zeros_padding"),
-        ("bn2", "torch.nn.BatchNorm2d", "running_stats"),
-        ("downsample?.0", "torch.nn.Conv2d", "zeros_padding"),
-        ("downsample?.1", "torch.nn.BatchNorm2d", "running_stats"),
-    ),
+    ("downsample?", "torch.nn.Sequential", "len=2"),
+    ("conv1", "torch.nn.Conv2d", "zeros_padding"),
+    ("bn1", "torch.nn.BatchNorm2d", "running_stats"),
+    ("relu", "torch.nn.ReLU"),
+    ("conv2", "torch.nn.Conv2d", "zeros_padding"),
+    ("bn2", "torch.nn.BatchNorm2d", "running_stats"),
+    ("downsample?.0", "torch.nn.Conv2d", "zeros_padding"),
+    ("downsample?.1", "torch.nn.BatchNorm2d", "running_stats"),
 )
 
 
@@ -309,92 +307,37 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     return _guards.attr(self, "block2")(_guards.attr(self, "block1")(x))
 
 
+# fmt: off
 ResNetStage_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("block1", "BasicBlock"),
-        ("block1.downsample", "torch.nn.Sequential", "len=2"),
-        ("block2", "BasicBlock@2"),
-        ("block1.conv1", "torch.nn.Conv2d", "zeros_padding"),
-        ("block1.bn1", "torch.nn.BatchNorm2d", "running_stats"),
-        ("block1.relu", "torch.nn.ReLU"),
-        ("block1.conv2", "torch.nn.Conv2d", "zeros_padding"),
-        ("block1.bn2", "torch.nn.BatchNorm2d", "running_stats"),
-        ("block1.downsample.0", "torch.nn.Conv2d", "zeros_padding"),
-        ("block1.downsample.1", "torch.nn.BatchNorm2d", "running_stats"),
-        ("block2.conv1", "torch.nn.Conv2d", "zeros_padding"),
-        ("block2.bn1", "torch.nn.BatchNorm2d", "running_stats"),
-        ("block2.relu", "torch.nn.ReLU"),
-        ("block2.conv2", "torch.nn.Conv2d", "zeros_padding"),
-        ("block2.bn2", "torch.nn.BatchNorm2d", "running_stats"),
-    ),
-    tensors=(
-        ("block1.bn1.bias", torch.float32, "cpu", (32,)),
-        ("block1.bn1.running_mean", torch.float32, "cpu", (32,)),
-        ("block1.bn1.running_var", torch.float32, "cpu", (32,)),
-        ("block1.bn1.weight", torch.float32, "cpu", (32,)),
-        ("block1.bn2.bias", torch.float32, "cpu", (32,)),
-        ("block1.bn2.running_mean", torch.float32, "cpu", (32,)),
-        ("block1.bn2.running_var", torch.float32, "cpu", (32,)),
-        ("block1.bn2.weight", torch.float32, "cpu", (32,)),
-        ("block1.conv1.weight", torch.float32, "cpu", (32, 16, 3, 3)),
-        ("block1.conv2.weight", torch.float32, "cpu", (32, 32, 3, 3)),
-        ("block1.downsample.0.weight", torch.float32, "cpu", (32, 16, 1, 1)),
-        ("block1.downsample.1.bias", torch.float32, "cpu", (32,)),
-        ("block1.downsample.1.running_mean", torch.float32, "cpu", (32,)),
-        ("block1.downsample.1.running_var", torch.float32, "cpu", (32,)),
-        ("block1.downsample.1.weight", torch.float32, "cpu", (32,)),
-        ("block2.bn1.bias", torch.float32, "cpu", (32,)),
-        ("block2.bn1.running_mean", torch.float32, "cpu", (32,)),
-        ("block2.bn1.running_var", torch.float32, "cpu", (32,)),
-        ("block2.bn1.weight", torch.float32, "cpu", (32,)),
-        ("block2.bn2.bias", torch.float32, "cpu", (32,)),
-        ("block2.bn2.running_mean", torch.float32, "cpu", (32,)),
-        ("block2.bn2.running_var", torch.float32, "cpu", (32,)),
-        ("block2.bn2.weight", torch.float32, "cpu", (32,)),
-        ("block2.conv1.weight", torch.float32, "cpu", (32, 32, 3, 3)),
-        ("block2.conv2.weight", torch.float32, "cpu", (32, 32, 3, 3)),
-    ),
-    values=(
-        ("block1.bn1.eps", 1e-05),
-        ("block1.bn1.training", False),
-        ("block1.bn2.eps", 1e-05),
-        ("block1.bn2.training", False),
-        ("block1.conv1.bias", None),
-        ("block1.conv1.dilation", (1, 1)),
-        ("block1.conv1.groups", 1),
-        ("block1.conv1.padding", (1, 1)),
-        ("block1.conv1.stride", (2, 2)),
-        ("block1.conv2.bias", None),
-        ("block1.conv2.dilation", (1, 1)),
-        ("block1.conv2.groups", 1),
-        ("block1.conv2.padding", (1, 1)),
-        ("block1.conv2.stride", (1, 1)),
-        ("block1.downsample.0.bias", None),
-        ("block1.downsample.0.dilation", (1, 1)),
-        ("block1.downsample.0.groups", 1),
-        ("block1.downsample.0.padding", (0, 0)),
-        ("block1.downsample.0.stride", (2, 2)),
-        ("block1.downsample.1.eps", 1e-05),
-        ("block1.downsample.1.training", False),
-        ("block1.relu.inplace", True),
-        ("block2.bn1.eps", 1e-05),
-        ("block2.bn1.training", False),
-        ("block2.bn2.eps", 1e-05),
-        ("block2.bn2.training", False),
-        ("block2.conv1.bias", None),
-        ("block2.conv1.dilation", (1, 1)),
-        ("block2.conv1.groups", 1),
-        ("block2.conv1.padding", (1, 1)),
-        ("block2.conv1.stride", (1, 1)),
-        ("block2.conv2.bias", None),
-        ("block2.conv2.dilation", (1, 1)),
-        ("block2.conv2.groups", 1),
-        ("block2.conv2.padding", (1, 1)),
-        ("block2.conv2.stride", (1, 1)),
-        ("block2.downsample", None),
-        ("block2.relu.inplace", True),
-    ),
+    ("block1", "BasicBlock"),
+    ("block1.downsample", "torch.nn.Sequential", "len=2"),
+    ("block2", "BasicBlock@2", {"downsample": None}),
+    ("block1.conv1", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 16, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (2, 2)}),
+    ("block1.bn1", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32], "running_mean": [32],
+        "running_var": [32], "weight": [32], "eps": 1e-05, "training": False}),
+    ("block1.relu", "torch.nn.ReLU", {"inplace": True}),
+    ("block1.conv2", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 32, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("block1.bn2", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32], "running_mean": [32],
+        "running_var": [32], "weight": [32], "eps": 1e-05, "training": False}),
+    ("block1.downsample.0", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 16, 1, 1],
+        "bias": None, "dilation": (1, 1), "groups": 1, "padding": (0, 0), "stride": (2, 2)}),
+    ("block1.downsample.1", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32],
+        "running_mean": [32], "running_var": [32], "weight": [32], "eps": 1e-05,
+        "training": False}),
+    ("block2.conv1", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 32, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("block2.bn1", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32], "running_mean": [32],
+        "running_var": [32], "weight": [32], "eps": 1e-05, "training": False}),
+    ("block2.relu", "torch.nn.ReLU", {"inplace": True}),
+    ("block2.conv2", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 32, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("block2.bn2", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32], "running_mean": [32],
+        "running_var": [32], "weight": [32], "eps": 1e-05, "training": False}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def ResNetStage_forward_example(self, x: Tensor) -> Tensor:

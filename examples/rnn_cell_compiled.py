@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "rnn_cell.py"
 SOURCE_HASH = "sha256:b0cc7a9d5c92631cfe2c923af6b7923c701e9e5d4e3e41ac9b7bd43cf0f6dfae"
-BODY_HASH = "sha256:057ade0ee0006f7742a147c8f9baa46948b9ad98a70ca25d472c01e917208770"
+BODY_HASH = "sha256:3f09fc92aa7d8ed442b5784e0af6ad2bf00da7cc6041d50c38842f240fa5e2fc"
 TORCH_VERSION = "2.13"
 
 
@@ -78,11 +78,8 @@ def MyCell_forward(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
 
 
 MyCell_forward_example_checks = _guards.entry_checks(
-    modules=(("linear", "torch.nn.Linear"),),
-    tensors=(
-        ("linear.bias", torch.float32, "cpu", (4,)),
-        ("linear.weight", torch.float32, "cpu", (4, 4)),
-    ),
+    ("linear", "torch.nn.Linear", {"bias": [4], "weight": [4, 4]}),
+    tensors=(torch.float32, "cpu"),
 )
 
 

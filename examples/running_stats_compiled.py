@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:93dcc912dec1d1007a61ab3c9ef30f1b2654b23d13297fb80dbdd32047e8f6c7"
+BODY_HASH = "sha256:80c7f59a3f52a2a1f292be33faff30055407a6fbb375793fa51570e224b9fd98"
 TORCH_VERSION = "2.13"
 
 
@@ -153,18 +153,13 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
     return tmp
 
 
+# fmt: off
 RunningNorm_forward_example_checks = _guards.entry_checks(
-    tensors=(
-        ("count", torch.int64, "cpu", ()),
-        ("mean", torch.float32, "cpu", (32,)),
-        ("var", torch.float32, "cpu", (32,)),
-    ),
-    values=(
-        ("eps", 1e-05),
-        ("momentum", 0.1),
-        ("training", True),
-    ),
+    ("", {"count": _guards.TensorCheck(torch.int64, "cpu", ()), "mean": [32], "var": [32],
+        "eps": 1e-05, "momentum": 0.1, "training": True}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def RunningNorm_forward_example(self, x: Tensor) -> Tensor:
@@ -190,14 +185,8 @@ def RunningNorm_forward_example(self, x: Tensor) -> Tensor:
 
 
 RunningNorm_forward_example_eval_checks = _guards.entry_checks(
-    tensors=(
-        ("mean", torch.float32, "cpu", (32,)),
-        ("var", torch.float32, "cpu", (32,)),
-    ),
-    values=(
-        ("eps", 1e-05),
-        ("training", False),
-    ),
+    ("", {"mean": [32], "var": [32], "eps": 1e-05, "training": False}),
+    tensors=(torch.float32, "cpu"),
 )
 
 
