@@ -35,6 +35,7 @@ chain of them gives eager's bits up to the math functions.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -113,9 +114,9 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
         loads = {k: f"in{k}[0]" for k in range(n_in)}
         lines += ["  " + line for line in body.statements(loads, "0")]
     else:
-        ones = {d for d, n in enumerate(shape) if n == 1}  # (sizes the entry checks fix)
-        lines += _loops(rank, n_in, strided, body, aliased, into, ones)
+        lines += _loops(shape, n_in, strided, body, aliased, into)
     lines.append("}")
+    lines = _joined_declarations(lines)
     args = [f"n{i}" for i in range(rank)] + [f"out{k}" for k in range(len(op.results))]
     args += [f"in{k}" for k in range(n_in) if k not in aliased] + [f"s{k}" for k in range(len(scalars))]
     sig = Signature(name, tuple(r.type.dtype for r in op.results), tuple(scalar_types), tuple(args))  # type: ignore[union-attr]
@@ -218,16 +219,21 @@ def _run_rows(rank: int, body: list[str]) -> list[str]:
             + [f"  }}, {count}, {total} >= {PARALLEL_MIN});"])
 
 
-def _merge_into_inner(rank: int, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
+def _merge_into_inner(shape: tuple, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
                       into: list[int]) -> list[str]:
     """Lines that fold outer dims into the inner one while every input walks them as one (both
     broadcast, or strided with s[d] == s[inner] * n[inner]; an input written over is read as its
     dense output is, which any dims fold in): a (1, 1280, 7, 7) batch-norm kernel then runs 1280
     rows of 49 elements, not 8960 rows of 7, whose loop overhead dominated. The first fold that
-    does not hold ends them (`goto merged`): a dim past it is not next to the inner one."""
-    inner = rank - 1
+    does not hold ends them (`goto merged`): a dim past it is not next to the inner one. What the
+    sizes the entry checks fix decide is decided here: a dim of extent 1 folds in with nothing to
+    do, and one an input broadcasts along and not along the inner one never does (`n1 == 1` of
+    32 channels)."""
+    inner = len(shape) - 1
     lines: list[str] = []
     for d in range(inner - 1, -1, -1):
+        if shape[d] == 1:
+            continue
         conditions: list[str] | None = []
         for k in range(n_in):
             if k in aliased:
@@ -240,10 +246,14 @@ def _merge_into_inner(rank: int, n_in: int, strided: list[dict[int, str]], alias
         if conditions is not None:
             conditions += [f"out{k}_s{d} == out{k}_s{inner} * n{inner}" for k in into]
         fold = f"{{ n{inner} *= n{d}; n{d} = 1; }}"
+        if conditions is None and type(shape[d]) is int:
+            break
         if conditions == []:
             lines.append(f"  n{inner} *= n{d}; n{d} = 1;")
         else:
             lines += _filled("  if (", conditions or [f"n{d} == 1"], f") {fold} else goto merged;", " &&")
+    while lines and re.match(r"  if \(n\d+ == 1\)", lines[-1]):  # (folding a 1 in with nothing after it does nothing)
+        lines.pop()
     jumps = [i for i, line in enumerate(lines) if line.endswith(" else goto merged;")]
     if jumps and jumps[-1] == len(lines) - 1:  # (nothing after the last test to jump over)
         lines[-1] = lines[-1].removesuffix(" else goto merged;")
@@ -251,8 +261,8 @@ def _merge_into_inner(rank: int, n_in: int, strided: list[dict[int, str]], alias
     return lines + ["  merged:;"] if jumps else lines
 
 
-def _loops(rank: int, n_in: int, strided: list[dict[int, str]], body: "_Body", aliased: dict[int, int],
-           into: list[int], ones: set[int]) -> list[str]:
+def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body", aliased: dict[int, int],
+           into: list[int]) -> list[str]:
     """The kernel's body after its declaration: the dims folded into the inner one, then the rows
     of the outer dims, all on one thread or each thread's share (`ts_rows`), each row computing
     what does not vary along it once and then its elements in a vectorised loop. The rows are a
@@ -264,12 +274,14 @@ def _loops(rank: int, n_in: int, strided: list[dict[int, str]], body: "_Body", a
     its stride, the inner loop is written once, a lambda that ts_unit_or_strided runs with
     `unit` known to the compiler (`_steps`), both versions inlined here: as a template of a
     function called through a pointer, a sin/cos/exp chain ran 1.5% slower."""
+    rank = len(shape)
     inner = rank - 1
     outer = list(range(inner))
+    ones = {d for d, n in enumerate(shape) if n == 1}  # (sizes the entry checks fix)
     # (an input written over by an output is read from it, dense: `out0[o + j]`)
     moving = [k for k in range(n_in) if inner in strided[k] and k not in aliased]
     strides = [strided[k][inner] for k in moving] + [f"out{k}_s{inner}" for k in into]
-    lines = _merge_into_inner(rank, n_in, strided, aliased, into)
+    lines = _merge_into_inner(shape, n_in, strided, aliased, into)
     if strides:
         lines += _unit([f"{stride} == 1" for stride in strides])
     # What does not vary along the row (a per-channel batch-norm scale) is computed once per row:
@@ -292,8 +304,7 @@ def _loops(rank: int, n_in: int, strided: list[dict[int, str]], body: "_Body", a
         nest.append(f"{pad}const int64_t o = {f'{_grouped(flat)} * n{inner}' if outer else 'begin'};")
     if kept and len(dims) > 1:
         nest.append(f"{pad}const int64_t r = ({_flat(dims[:-1])}) * n{inner};")
-    nest += _declared(pad, [body.load(k, f"in{k}[{' + '.join(_moves(k, strided, outer)) or '0'}]")
-                            for k in sorted(fixed)])
+    nest += [pad + body.load(k, f"in{k}[{' + '.join(_moves(k, strided, outer)) or '0'}]") for k in sorted(fixed)]
     nest += [pad + t for t in body.quoted([(op, body.compute(op)) for op in hoisted])]
     steps = [f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
     steps += [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into]
@@ -315,17 +326,34 @@ def _grouped(index: str) -> str:
     return f"({index})" if " " in index else index
 
 
-def _declared(pad: str, statements: list[str]) -> list[str]:
-    """Declarations `const T a = x;` of one type T in a row, as one declaration of several names
-    filled into lines of WIDTH columns (`const float a0 = in0[i1 * in0_s0], a1 = ...;`)."""
-    groups: list[tuple[str, list[str]]] = []
-    for statement in statements:
-        declared, _, value = statement.partition(" = ")
-        ctype, name = declared.rsplit(" ", 1)
-        if not groups or groups[-1][0] != ctype:
-            groups.append((ctype, []))
-        groups[-1][1].append(f"{name} = {value.removesuffix(';')}")
-    return [line for ctype, items in groups for line in _filled(f"{pad}{ctype} ", items, ";")]
+# One declaration `const T name = value;` of a line (no pointer type: `const auto* p0 = a, p1 = b`
+# would not declare p1 a pointer; no comment after it).
+_DECLARATION = re.compile(r"( *)(const [\w:<>]+) (\w+) = ([^;]*);")
+
+
+def _joined_declarations(lines: list[str]) -> list[str]:
+    """Runs of declarations of one type, one a line, as one declaration of several names filled
+    into lines of WIDTH columns: `const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), ...;`, a
+    chain of values read left to right (a batch norm's six statements on two lines). A comment,
+    a store or a loop between them ends a run, so each stays under the source line it quotes."""
+    out: list[str] = []
+    run: list[re.Match[str]] = []
+
+    def flush() -> None:
+        if run:
+            out.extend(_filled(f"{run[0][1]}{run[0][2]} ", [f"{m[3]} = {m[4]}" for m in run], ";"))
+            run.clear()
+
+    for line in lines:
+        match = _DECLARATION.fullmatch(line)
+        if match is None or (run and (match[1], match[2]) != (run[0][1], run[0][2])):
+            flush()
+        if match is None:
+            out.append(line)
+        else:
+            run.append(match)
+    flush()
+    return out
 
 
 def _unit(conditions: list[str]) -> list[str]:

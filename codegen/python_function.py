@@ -887,9 +887,21 @@ class FunctionEmitter:
             if not result.uses:
                 self.w.line(text)
             else:
-                self.w.line(f"{self.name_of(result)} = {text}{type_comment(result.type)}")
+                self.typed_line(f"{self.name_of(result)} = {text}", type_comment(result.type))
         else:
             self.w.line(self.op_expr(op).text)
+
+    def typed_line(self, statement: str, comment: str) -> None:
+        """`statement` with its type comment after it; on a line of its own above it (`# out:
+        f32[B, 32, 8, 8]@cpu`) where the comment alone would make a line that fits too long,
+        which the formatter would split over three."""
+        from codegen.pyformat import LINE_LENGTH
+
+        width = len(self.w.unit) * self.w.depth + len(statement)
+        if comment and width <= LINE_LENGTH < width + len(comment):
+            self.w.line(f"# {statement.split(' = ', 1)[0]}: {comment.removeprefix('  # ')}")
+            comment = ""
+        self.w.line(statement + comment)
 
     def kept_python(self, op: ops.OpaqueOp) -> None:
         """Python code permissive mode kept: its text, with the variables that hold its names."""

@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:f1b597417dafaa8bf1cf59e2ce0c4955f1399d5ac66ec312ff08ca27e8b1b9f2"
+BODY_HASH = "sha256:ba46251f40f8ff6e46ead7555487dd721b113c908a2eb3cbb27f5656f6ce1c70"
 TORCH_VERSION = "2.13"
 
 
@@ -35,8 +35,7 @@ static void masked_fill_softmax_row(
   float acc6 = -INFINITY, acc6_check = 0;
   #pragma omp simd reduction(max:acc6) reduction(+:acc6_check) if(simd: unit)
   for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
     // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
     const float v1 = a0 / 4.0f;
     // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
@@ -48,8 +47,7 @@ static void masked_fill_softmax_row(
   if (acc6_check != 0) {  // a NaN in the row: the exact, NaN-propagating loop
     acc6 = -INFINITY;
     for (int64_t j = 0; j < n3; ++j) {
-      const float a0 = p0[j * in0_step];
-      const float a1 = p1[j * in1_step];
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
       // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
       const float v1 = a0 / 4.0f;
       // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
@@ -63,17 +61,14 @@ static void masked_fill_softmax_row(
   double acc14 = 0;
   #pragma omp simd reduction(+:acc14) if(simd: unit)
   for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
     // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
     const float v1 = a0 / 4.0f;
     // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     const bool v3 = a1 == 0.0f;
     const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
     // weights = F.softmax(scores, dim=-1)
-    const float v7 = v5 - v6;
-    const float v9 = ts_max(v7, -87.0f);
-    const float v10 = torchscribe::ts_exp(v9);
+    const float v7 = v5 - v6, v9 = ts_max(v7, -87.0f), v10 = torchscribe::ts_exp(v9);
     const bool v11 = v7 < -87.0f;
     const float v13 = sel(v11, 0.0f, v10);
     b10p[j] = v10;
@@ -83,19 +78,16 @@ static void masked_fill_softmax_row(
   // pass 3 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
     // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
     const float v1 = a0 / 4.0f;
     // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     const bool v3 = a1 == 0.0f;
     const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
     // weights = F.softmax(scores, dim=-1)
-    const float v7 = v5 - v6;
-    const float v10 = b10p[j];
+    const float v7 = v5 - v6, v10 = b10p[j];
     const bool v11 = v7 < -87.0f;
-    const float v13 = sel(v11, 0.0f, v10);
-    const float v15 = v13 / v14;
+    const float v13 = sel(v11, 0.0f, v10), v15 = v13 / v14;
     out0[j] = v15;
   }
 }

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
-BODY_HASH = "sha256:52e457b9ca90495f7513a6edd2ecf2eaf70dc697c88d3eaf59a60192d2c1b935"
+BODY_HASH = "sha256:91893055e6f5c349972de5d6b226cf74077e717741048f0f38480205c24d1a55"
 TORCH_VERSION = "2.13"
 
 
@@ -25,9 +25,6 @@ extern "C" void bn_relu_kernel(
     const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
     const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0) {
   n3 *= n2; n2 = 1;
-  if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  n3 *= n0; n0 = 1;
-  merged:;
   ts_rows([&](int64_t begin, int64_t end) {
     int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
     for (int64_t row = begin; row < end; ++row) {
@@ -35,19 +32,13 @@ extern "C" void bn_relu_kernel(
       const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
           a3 = in3[i1 * in3_s0];
       // return self.relu(self.bn(self.conv(x)))
-      const float v1 = a0 + 1e-05f;
-      const float v2 = std::sqrt(v1);
-      const float v3 = float(1) / v2;
-      const float v4 = v3 * a1;
-      const float v5 = a2 * v4;
-      const float v6 = a3 - v5;
+      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
+          v5 = a2 * v4, v6 = a3 - v5;
       #pragma omp simd
       for (int64_t j = 0; j < n3; ++j) {
         const float a4 = out0[o + j];
         // return self.relu(self.bn(self.conv(x)))
-        const float v7 = a4 * v4;
-        const float v8 = v7 + v6;
-        const float v10 = ts_max(v8, 0.0f);
+        const float v7 = a4 * v4, v8 = v7 + v6, v10 = ts_max(v8, 0.0f);
         out0[o + j] = v10;
       }
       if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }

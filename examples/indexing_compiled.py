@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "indexing.py"
 SOURCE_HASH = "sha256:c47f2bde9b58621ccaa1ab1a89c5a50c42f80e3589eb98f7f8ec28d91e02ee7a"
-BODY_HASH = "sha256:ead232adeb33a2cb04c4eadf63f1b6fc1f51a9a42b46f21462aa78714e8c919d"
+BODY_HASH = "sha256:7b0ff0b7a0684c24b30c2a58b427335f0af675be68fd8c8e6b8b949870519cad"
 TORCH_VERSION = "2.13"
 
 
@@ -22,7 +22,6 @@ KERNELS_CPP = r"""
 extern "C" void mul_add_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
     int64_t in0_s1, const float* __restrict in1, int64_t in1_s0) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -36,8 +35,7 @@ extern "C" void mul_add_kernel(
         for (int64_t j = 0; j < n1; ++j) {
           const float a0 = p0[j * in0_step];
           // return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
-          const float v1 = a0 * 2.0f;
-          const float v2 = v1 + a1;
+          const float v1 = a0 * 2.0f, v2 = v1 + a1;
           out0[o + j] = v2;
         }
       });
@@ -127,9 +125,8 @@ def indexing_example(
     # y[y < 0] = 0.0
     y = y.index_put((y < 0,), y.new_full((), 0.0))  # f32[B, 32]@cpu
     # y[:, :4] = last[:, None]
-    y = torch.slice_scatter(
-        y, last[:, None].expand_as(y[:, :4]).clone(), 1, None, 4, 1
-    )  # f32[B, 32]@cpu
+    # y: f32[B, 32]@cpu
+    y = torch.slice_scatter(y, last[:, None].expand_as(y[:, :4]).clone(), 1, None, 4, 1)
     # y[0] += 1.0
     y = torch.select_scatter(y, y[0] + 1.0, 0, 0)  # f32[B, 32]@cpu
     # acc.mul_(2)

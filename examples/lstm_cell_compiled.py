@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:02b946fab5d2376ff3bdde4075c9c174ee06d7fe8199bc34ea3a4bb066c63247"
+BODY_HASH = "sha256:9fe5cdfe66f4dfb91eefbcc1ba2f2fc791715c509ee3a9efeb077ac9ffa27f33"
 TORCH_VERSION = "2.13"
 
 
@@ -43,35 +43,21 @@ extern "C" void sigmoid_tanh_kernel(
             in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
         #pragma omp simd
         for (int64_t j = 0; j < n1; ++j) {
-          const float a0 = p0[j * in0_step];
-          const float a1 = p1[j * in1_step];
-          const float a2 = p2[j * in2_step];
-          const float a3 = p3[j * in3_step];
-          const float a4 = p4[j * in4_step];
+          const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
+              a3 = p3[j * in3_step], a4 = p4[j * in4_step];
           // i = torch.sigmoid(i)
-          const float v0 = -a0;
-          const float v1 = torchscribe::ts_exp(v0);
-          const float v3 = 1.0f + v1;
-          const float v4 = float(1) / v3;
+          const float v0 = -a0, v1 = torchscribe::ts_exp(v0), v3 = 1.0f + v1, v4 = float(1) / v3;
           // f = torch.sigmoid(f)
-          const float v5 = -a1;
-          const float v6 = torchscribe::ts_exp(v5);
-          const float v7 = 1.0f + v6;
-          const float v8 = float(1) / v7;
+          const float v5 = -a1, v6 = torchscribe::ts_exp(v5), v7 = 1.0f + v6, v8 = float(1) / v7;
           // g = torch.tanh(g)
           const float v9 = torchscribe::ts_tanh(a2);
           // o = torch.sigmoid(o)
-          const float v10 = -a3;
-          const float v11 = torchscribe::ts_exp(v10);
-          const float v12 = 1.0f + v11;
-          const float v13 = float(1) / v12;
+          const float v10 = -a3, v11 = torchscribe::ts_exp(v10), v12 = 1.0f + v11,
+              v13 = float(1) / v12;
           // c = f * c + i * g
-          const float v14 = v8 * a4;
-          const float v15 = v4 * v9;
-          const float v16 = v14 + v15;
+          const float v14 = v8 * a4, v15 = v4 * v9, v16 = v14 + v15;
           // h = o * torch.tanh(c)
-          const float v17 = torchscribe::ts_tanh(v16);
-          const float v18 = v13 * v17;
+          const float v17 = torchscribe::ts_tanh(v16), v18 = v13 * v17;
           out0[o + j] = v16;
           out1[o + j] = v18;
         }

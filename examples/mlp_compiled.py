@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:d4552a06e56da1a9d7f9192d4c4867d7451bf0bfe03043f7c5e7cd136464b176"
+BODY_HASH = "sha256:83c26ffe39a06773bd4111075568cfe022400c4c08674e0c5b8102f713be130f"
 TORCH_VERSION = "2.13"
 
 
@@ -23,9 +23,6 @@ KERNELS_CPP = r"""
 extern "C" void fc1_gelu_kernel(
     int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
     int64_t in1_s0) {
-  if (n1 == 1) { n2 *= n1; n1 = 1; } else goto merged;
-  if (n0 == 1) { n2 *= n0; n0 = 1; }
-  merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in1_s0 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -37,15 +34,10 @@ extern "C" void fc1_gelu_kernel(
         const int64_t in1_step = unit ? 1 : in1_s0;
         #pragma omp simd
         for (int64_t j = 0; j < n2; ++j) {
-          const float a0 = out0[o + j];
-          const float a1 = p1[j * in1_step];
+          const float a0 = out0[o + j], a1 = p1[j * in1_step];
           // h = F.gelu(self.fc1(x))
-          const float v0 = a0 + a1;
-          const float v2 = v0 * 0.7071067811865476f;
-          const float v3 = torchscribe::ts_erf(v2);
-          const float v5 = v0 * 0.5f;
-          const float v7 = 1.0f + v3;
-          const float v8 = v5 * v7;
+          const float v0 = a0 + a1, v2 = v0 * 0.7071067811865476f, v3 = torchscribe::ts_erf(v2),
+              v5 = v0 * 0.5f, v7 = 1.0f + v3, v8 = v5 * v7;
           out0[o + j] = v8;
         }
       });
@@ -66,9 +58,7 @@ static void fc2_norm_row(
   double acc2 = 0;
   #pragma omp simd reduction(+:acc2) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
@@ -82,56 +72,39 @@ static void fc2_norm_row(
   double acc6 = 0;
   #pragma omp simd reduction(+:acc6) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
-    const float v1 = a2 + v0;
-    const float v5 = v1 - v4;
+    const float v1 = a2 + v0, v5 = v1 - v4;
     acc6 += static_cast<double>(v5);
   }
   const float v6 = static_cast<float>(acc6);
   // return self.norm(x + h)
-  const float v7 = v6 / 64.0f;
-  const float v8 = v4 + v7;
+  const float v7 = v6 / 64.0f, v8 = v4 + v7;
   // pass 3 over the row: sum v11
   double acc11 = 0;
   #pragma omp simd reduction(+:acc11) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
-    const float v1 = a2 + v0;
-    const float v9 = v1 - v8;
-    const float v10 = v9 * v9;
+    const float v1 = a2 + v0, v9 = v1 - v8, v10 = v9 * v9;
     acc11 += static_cast<double>(v10);
   }
   const float v11 = static_cast<float>(acc11);
   // return self.norm(x + h)
-  const float v12 = v11 / 64.0f;
-  const float v14 = v12 + 1e-05f;
-  const float v15 = float(1) / std::sqrt(v14);
+  const float v12 = v11 / 64.0f, v14 = v12 + 1e-05f, v15 = float(1) / std::sqrt(v14);
   // pass 4 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    const float a3 = p3[j * in3_step];
-    const float a4 = p4[j * in4_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
+        a3 = p3[j * in3_step], a4 = p4[j * in4_step];
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
-    const float v1 = a2 + v0;
-    const float v9 = v1 - v8;
-    const float v16 = v9 * v15;
-    const float v17 = v16 * a3;
-    const float v18 = v17 + a4;
+    const float v1 = a2 + v0, v9 = v1 - v8, v16 = v9 * v15, v17 = v16 * a3, v18 = v17 + a4;
     out0[j] = v18;
   }
 }
@@ -225,9 +198,8 @@ def MLP_forward_example(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 64))
     # h = F.gelu(self.fc1(x))
     fc1 = _guards.attr(self, "fc1")
-    h = fc1_gelu(
-        F.linear(x, _guards.attr(fc1, "weight")), _guards.attr(fc1, "bias")
-    )  # f32[B, 16, 256]@cpu
+    # h: f32[B, 16, 256]@cpu
+    h = fc1_gelu(F.linear(x, _guards.attr(fc1, "weight")), _guards.attr(fc1, "bias"))
     # h = self.fc2(h)
     fc2 = _guards.attr(self, "fc2")
     # return self.norm(x + h)

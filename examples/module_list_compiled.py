@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:2c8683746cae06e276df109fda483b9b2ee49755756568433787701320c4ba93"
+BODY_HASH = "sha256:8da7ca871e8beacf6aa58720b64366e053c3fccd916cecf44dd45c71be439091"
 TORCH_VERSION = "2.13"
 
 
@@ -47,34 +47,25 @@ static void norm_row(
   }
   const float v4 = static_cast<float>(acc4);
   // return F.silu(self.fc(self.norm(x)))
-  const float v5 = v4 / 64.0f;
-  const float v6 = v2 + v5;
+  const float v5 = v4 / 64.0f, v6 = v2 + v5;
   // pass 3 over the row: sum v9
   double acc9 = 0;
   #pragma omp simd reduction(+:acc9) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
     const float a0 = p0[j * in0_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v7 = a0 - v6;
-    const float v8 = v7 * v7;
+    const float v7 = a0 - v6, v8 = v7 * v7;
     acc9 += static_cast<double>(v8);
   }
   const float v9 = static_cast<float>(acc9);
   // return F.silu(self.fc(self.norm(x)))
-  const float v10 = v9 / 64.0f;
-  const float v12 = v10 + 1e-05f;
-  const float v13 = float(1) / std::sqrt(v12);
+  const float v10 = v9 / 64.0f, v12 = v10 + 1e-05f, v13 = float(1) / std::sqrt(v12);
   // pass 4 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v7 = a0 - v6;
-    const float v14 = v7 * v13;
-    const float v15 = v14 * a1;
-    const float v16 = v15 + a2;
+    const float v7 = a0 - v6, v14 = v7 * v13, v15 = v14 * a1, v16 = v15 + a2;
     out0[j] = v16;
   }
 }
@@ -114,18 +105,11 @@ static void fc_silu_norm_row(
   double acc9 = 0;
   #pragma omp simd reduction(+:acc9) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v1 = -v0;
-    const float v2 = torchscribe::ts_exp(v1);
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
+    const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v4 = 1.0f + v2, v5 = v0 / v4;
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
+    const float v7 = 0.5f * v5, v8 = a2 + v7;
     b2p[j] = v2;
     out0[j] = v8;
     acc9 += static_cast<double>(v8);
@@ -137,71 +121,45 @@ static void fc_silu_norm_row(
   double acc13 = 0;
   #pragma omp simd reduction(+:acc13) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
+    const float v0 = a0 + a1, v2 = b2p[j], v4 = 1.0f + v2, v5 = v0 / v4;
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
+    const float v7 = 0.5f * v5, v8 = a2 + v7;
     // return F.silu(self.fc(self.norm(x)))
     const float v12 = v8 - v11;
     acc13 += static_cast<double>(v12);
   }
   const float v13 = static_cast<float>(acc13);
   // return F.silu(self.fc(self.norm(x)))
-  const float v14 = v13 / 64.0f;
-  const float v15 = v11 + v14;
+  const float v14 = v13 / 64.0f, v15 = v11 + v14;
   // pass 3 over the row: sum v18
   double acc18 = 0;
   #pragma omp simd reduction(+:acc18) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
+    const float v0 = a0 + a1, v2 = b2p[j], v4 = 1.0f + v2, v5 = v0 / v4;
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
+    const float v7 = 0.5f * v5, v8 = a2 + v7;
     // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15;
-    const float v17 = v16 * v16;
+    const float v16 = v8 - v15, v17 = v16 * v16;
     acc18 += static_cast<double>(v17);
   }
   const float v18 = static_cast<float>(acc18);
   // return F.silu(self.fc(self.norm(x)))
-  const float v19 = v18 / 64.0f;
-  const float v21 = v19 + 1e-05f;
-  const float v22 = float(1) / std::sqrt(v21);
+  const float v19 = v18 / 64.0f, v21 = v19 + 1e-05f, v22 = float(1) / std::sqrt(v21);
   // pass 4 over the row: out1
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    const float a3 = p3[j * in3_step];
-    const float a4 = p4[j * in4_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
+        a3 = p3[j * in3_step], a4 = p4[j * in4_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
+    const float v0 = a0 + a1, v2 = b2p[j], v4 = 1.0f + v2, v5 = v0 / v4;
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
+    const float v7 = 0.5f * v5, v8 = a2 + v7;
     // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15;
-    const float v23 = v16 * v22;
-    const float v24 = v23 * a3;
-    const float v25 = v24 + a4;
+    const float v16 = v8 - v15, v23 = v16 * v22, v24 = v23 * a3, v25 = v24 + a4;
     out1[j] = v25;
   }
 }
@@ -234,9 +192,6 @@ extern "C" void fc_silu_norm_kernel(
 extern "C" void fc_silu_kernel(
     int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
     int64_t in1_s0, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2) {
-  if (n1 == 1) { n2 *= n1; n1 = 1; } else goto merged;
-  if (n0 == 1) { n2 *= n0; n0 = 1; }
-  merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in1_s0 == 1 && in2_s2 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -249,18 +204,12 @@ extern "C" void fc_silu_kernel(
         const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s2;
         #pragma omp simd
         for (int64_t j = 0; j < n2; ++j) {
-          const float a0 = out0[o + j];
-          const float a1 = p1[j * in1_step];
-          const float a2 = p2[j * in2_step];
+          const float a0 = out0[o + j], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
           // return F.silu(self.fc(self.norm(x)))
-          const float v0 = a0 + a1;
-          const float v1 = -v0;
-          const float v2 = torchscribe::ts_exp(v1);
-          const float v4 = 1.0f + v2;
-          const float v5 = v0 / v4;
+          const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v4 = 1.0f + v2,
+              v5 = v0 / v4;
           // x = x + self.residual_scale * layer(x)
-          const float v7 = 0.5f * v5;
-          const float v8 = a2 + v7;
+          const float v7 = 0.5f * v5, v8 = a2 + v7;
           out0[o + j] = v8;
         }
       });

@@ -16,7 +16,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:3223e3de5ab1a61ca29844555300d1b8883d816fb0840be128af11ca84948915"
+BODY_HASH = "sha256:ec65165824b0cdbf556a572995053ecc54a4ef5c1eaadeaabb67af3cd20b1ba3"
 TORCH_VERSION = "2.13"
 
 
@@ -26,7 +26,6 @@ KERNELS_CPP = r"""
 extern "C" void clamp_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
     const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in1_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -54,9 +53,6 @@ extern "C" void masked_fill_kernel(
     int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in0,
     int64_t in0_s0, int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1,
     int64_t in1_s2) {
-  if (n1 == 1) { n2 *= n1; n1 = 1; } else goto merged;
-  if (n0 == 1) { n2 *= n0; n0 = 1; }
-  merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in1_s2 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -119,9 +115,8 @@ def MaskedPool_forward(
     # if mask is None:
     if mask is None:
         # mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
-        mask = torch.ones(
-            x.size(0), x.size(1), dtype=torch.bool, device=x.device
-        )  # bool[?, ?]
+        # mask: bool[?, ?]
+        mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
     # weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)
     # if reduction == "sum":
@@ -169,9 +164,8 @@ def MaskedPool_forward_example(
     # if mask is None:
     if mask is None:
         # mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
-        mask = torch.ones(
-            x.size(0), 20, dtype=torch.bool, device=x.device
-        )  # bool[B, 20]@cpu
+        # mask: bool[B, 20]@cpu
+        mask = torch.ones(x.size(0), 20, dtype=torch.bool, device=x.device)
     # weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)  # f32[B, 20, 1]@cpu
     # if reduction == "sum":
@@ -182,18 +176,16 @@ def MaskedPool_forward_example(
         # elif reduction == "mean":
         if reduction == "mean":
             # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-            pooled = clamp(
-                weights.sum(dim=1), (x * weights).sum(dim=1)
-            )  # f32[B, 32]@cpu
+            # pooled: f32[B, 32]@cpu
+            pooled = clamp(weights.sum(dim=1), (x * weights).sum(dim=1))
         else:
             # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
             pooled = masked_fill(weights, x).amax(dim=1)  # f32[B, 32]@cpu
     del weights
     # out = self.proj(pooled)
     proj = _guards.attr(self, "proj")
-    out = F.linear(
-        pooled, _guards.attr(proj, "weight"), _guards.attr(proj, "bias")
-    )  # f32[B, 16]@cpu
+    # out: f32[B, 16]@cpu
+    out = F.linear(pooled, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
     # if temperature is not None:
     if temperature is not None:
         # out = out / temperature

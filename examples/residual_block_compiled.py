@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:5b451520d341446575b9e06292227ce05504892a5ec12014b39ed86ac8ce43f2"
+BODY_HASH = "sha256:f46838640e984a4ce630c1ee4cb0bdfe044f97eeae5a5dafeaea6219d4f6ceb7"
 TORCH_VERSION = "2.13"
 
 
@@ -25,9 +25,6 @@ extern "C" void bn1_relu_kernel(
     const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
     const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0) {
   n3 *= n2; n2 = 1;
-  if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  n3 *= n0; n0 = 1;
-  merged:;
   ts_rows([&](int64_t begin, int64_t end) {
     int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
     for (int64_t row = begin; row < end; ++row) {
@@ -35,18 +32,13 @@ extern "C" void bn1_relu_kernel(
       const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
           a3 = in3[i1 * in3_s0];
       // out = self.bn1(out)
-      const float v1 = a0 + 1e-05f;
-      const float v2 = std::sqrt(v1);
-      const float v3 = float(1) / v2;
-      const float v4 = v3 * a1;
-      const float v5 = a2 * v4;
-      const float v6 = a3 - v5;
+      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
+          v5 = a2 * v4, v6 = a3 - v5;
       #pragma omp simd
       for (int64_t j = 0; j < n3; ++j) {
         const float a4 = out0[o + j];
         // out = self.bn1(out)
-        const float v7 = a4 * v4;
-        const float v8 = v7 + v6;
+        const float v7 = a4 * v4, v8 = v7 + v6;
         // out = self.relu(out)
         const float v10 = ts_max(v8, 0.0f);
         out0[o + j] = v10;
@@ -63,10 +55,7 @@ extern "C" void bn2_downsample_relu_kernel(
     const float* __restrict in5, int64_t in5_s0, const float* __restrict in6, int64_t in6_s0,
     const float* __restrict in7, int64_t in7_s0, const float* __restrict in8, int64_t in8_s0,
     const float* __restrict in9, int64_t in9_s0, int64_t in9_s1, int64_t in9_s2, int64_t in9_s3) {
-  if (in9_s2 == in9_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
-  if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in9_s0 == in9_s3 * n3) { n3 *= n0; n0 = 1; }
-  merged:;
+  if (in9_s2 == in9_s3 * n3) { n3 *= n2; n2 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in9_s3 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -75,34 +64,23 @@ extern "C" void bn2_downsample_relu_kernel(
       const auto* p9 = in9 + i0 * in9_s0 + i1 * in9_s1 + i2 * in9_s2;
       const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
       const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
-          a3 = in3[i1 * in3_s0], a5 = in5[i1 * in5_s0], a6 = in6[i1 * in6_s0], a7 = in7[i1 * in7_s0],
-          a8 = in8[i1 * in8_s0];
+          a3 = in3[i1 * in3_s0], a5 = in5[i1 * in5_s0], a6 = in6[i1 * in6_s0],
+          a7 = in7[i1 * in7_s0], a8 = in8[i1 * in8_s0];
       // out = self.bn2(out)
-      const float v1 = a0 + 1e-05f;
-      const float v2 = std::sqrt(v1);
-      const float v3 = float(1) / v2;
-      const float v4 = v3 * a1;
-      const float v5 = a2 * v4;
-      const float v6 = a3 - v5;
+      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
+          v5 = a2 * v4, v6 = a3 - v5;
       // identity = self.downsample(x)
-      const float v9 = a5 + 1e-05f;
-      const float v10 = std::sqrt(v9);
-      const float v11 = float(1) / v10;
-      const float v12 = v11 * a6;
-      const float v13 = a7 * v12;
-      const float v14 = a8 - v13;
+      const float v9 = a5 + 1e-05f, v10 = std::sqrt(v9), v11 = float(1) / v10, v12 = v11 * a6,
+          v13 = a7 * v12, v14 = a8 - v13;
       ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
         const int64_t in9_step = unit ? 1 : in9_s3;
         #pragma omp simd
         for (int64_t j = 0; j < n3; ++j) {
-          const float a4 = out0[o + j];
-          const float a9 = p9[j * in9_step];
+          const float a4 = out0[o + j], a9 = p9[j * in9_step];
           // out = self.bn2(out)
-          const float v7 = a4 * v4;
-          const float v8 = v7 + v6;
+          const float v7 = a4 * v4, v8 = v7 + v6;
           // identity = self.downsample(x)
-          const float v15 = a9 * v12;
-          const float v16 = v15 + v14;
+          const float v15 = a9 * v12, v16 = v15 + v14;
           // out += identity
           const float v17 = v8 + v16;
           // out = self.relu(out)
@@ -120,10 +98,7 @@ extern "C" void bn2_relu_kernel(
     const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
     const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0,
     const float* __restrict in5, int64_t in5_s0, int64_t in5_s1, int64_t in5_s2, int64_t in5_s3) {
-  if (in5_s2 == in5_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
-  if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in5_s0 == in5_s3 * n3) { n3 *= n0; n0 = 1; }
-  merged:;
+  if (in5_s2 == in5_s3 * n3) { n3 *= n2; n2 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in5_s3 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -134,21 +109,15 @@ extern "C" void bn2_relu_kernel(
       const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
           a3 = in3[i1 * in3_s0];
       // out = self.bn2(out)
-      const float v1 = a0 + 1e-05f;
-      const float v2 = std::sqrt(v1);
-      const float v3 = float(1) / v2;
-      const float v4 = v3 * a1;
-      const float v5 = a2 * v4;
-      const float v6 = a3 - v5;
+      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
+          v5 = a2 * v4, v6 = a3 - v5;
       ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
         const int64_t in5_step = unit ? 1 : in5_s3;
         #pragma omp simd
         for (int64_t j = 0; j < n3; ++j) {
-          const float a4 = out0[o + j];
-          const float a5 = p5[j * in5_step];
+          const float a4 = out0[o + j], a5 = p5[j * in5_step];
           // out = self.bn2(out)
-          const float v7 = a4 * v4;
-          const float v8 = v7 + v6;
+          const float v7 = a4 * v4, v8 = v7 + v6;
           // out += identity
           const float v9 = v8 + a5;
           // out = self.relu(out)
@@ -348,9 +317,8 @@ def ResNetStage_forward_example(self, x: Tensor) -> Tensor:
     block1 = _guards.attr(self, "block1")
     # (inlined) out = self.conv1(x)
     conv1 = _guards.attr(block1, "conv1")
-    out = F.conv2d(
-        x, _guards.attr(conv1, "weight"), None, (2, 2), (1, 1), (1, 1), 1
-    )  # f32[B, 32, 8, 8]@cpu
+    # out: f32[B, 32, 8, 8]@cpu
+    out = F.conv2d(x, _guards.attr(conv1, "weight"), None, (2, 2), (1, 1), (1, 1), 1)
     # (inlined) out = self.bn1(out)
     bn1 = _guards.attr(block1, "bn1")
     # (inlined) out = self.relu(out)
@@ -363,9 +331,8 @@ def ResNetStage_forward_example(self, x: Tensor) -> Tensor:
     )  # f32[B, 32, 8, 8]@cpu
     # (inlined) out = self.conv2(out)
     conv2 = _guards.attr(block1, "conv2")
-    out = F.conv2d(
-        out, _guards.attr(conv2, "weight"), None, (1, 1), (1, 1), (1, 1), 1
-    )  # f32[B, 32, 8, 8]@cpu
+    # out: f32[B, 32, 8, 8]@cpu
+    out = F.conv2d(out, _guards.attr(conv2, "weight"), None, (1, 1), (1, 1), (1, 1), 1)
     # (inlined) out = self.bn2(out)
     bn2 = _guards.attr(block1, "bn2")
     # (inlined) identity = self.downsample(x)

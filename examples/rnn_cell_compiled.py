@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "rnn_cell.py"
 SOURCE_HASH = "sha256:b0cc7a9d5c92631cfe2c923af6b7923c701e9e5d4e3e41ac9b7bd43cf0f6dfae"
-BODY_HASH = "sha256:3f09fc92aa7d8ed442b5784e0af6ad2bf00da7cc6041d50c38842f240fa5e2fc"
+BODY_HASH = "sha256:485153f893cf012d7b7876d3aad2201c04e96e0f169a174c3977106d785a9491"
 TORCH_VERSION = "2.13"
 
 
@@ -23,7 +23,6 @@ KERNELS_CPP = r"""
 extern "C" void linear_tanh_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in1, int64_t in1_s0,
     const float* __restrict in2, int64_t in2_s0, int64_t in2_s1) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in1_s0 == 1 && in2_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -35,13 +34,9 @@ extern "C" void linear_tanh_kernel(
         const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s1;
         #pragma omp simd
         for (int64_t j = 0; j < n1; ++j) {
-          const float a0 = out0[o + j];
-          const float a1 = p1[j * in1_step];
-          const float a2 = p2[j * in2_step];
+          const float a0 = out0[o + j], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
           // new_h = torch.tanh(self.linear(x) + h)
-          const float v0 = a0 + a1;
-          const float v1 = v0 + a2;
-          const float v2 = torchscribe::ts_tanh(v1);
+          const float v0 = a0 + a1, v1 = v0 + a2, v2 = torchscribe::ts_tanh(v1);
           out0[o + j] = v2;
         }
       });

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:80c7f59a3f52a2a1f292be33faff30055407a6fbb375793fa51570e224b9fd98"
+BODY_HASH = "sha256:b327a6dae8dd97efd02218d99c51e9850fad0a11aacac16c34145f0abf806427"
 TORCH_VERSION = "2.13"
 
 
@@ -22,7 +22,6 @@ KERNELS_CPP = r"""
 extern "C" void var_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s1,
     const float* __restrict in1, int64_t in1_s0, int64_t in1_s1, int64_t s0) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1;
   std::unique_ptr<float[]> r0(new float[n1]);
@@ -40,11 +39,9 @@ extern "C" void var_kernel(
         const int64_t in1_step = unit ? 1 : in1_s1;
         #pragma omp simd
         for (int64_t j = 0; j < n1; ++j) {
-          const float v0 = r0[j];
-          const float a1 = p1[j * in1_step];
+          const float v0 = r0[j], a1 = p1[j * in1_step];
           // batch_var = x.var(dim=0, unbiased=False)
-          const float v1 = a1 - v0;
-          const float v2 = v1 * v1;
+          const float v1 = a1 - v0, v2 = v1 * v1;
           out0[o + j] = v2;
         }
       });
@@ -56,15 +53,13 @@ extern "C" void sqrt_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
     int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, const float* __restrict in2,
     int64_t in2_s0) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s0 == 1 && in2_s0 == 1;
   std::unique_ptr<float[]> r3(new float[n1]);
   for (int64_t j = 0; j < n1; ++j) {
     const float a2 = in2[j * in2_s0];
     // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    const float v2 = a2 + 1e-05f;
-    const float v3 = std::sqrt(v2);
+    const float v2 = a2 + 1e-05f, v3 = std::sqrt(v2);
     r3[j] = v3;
   }
   ts_rows([&](int64_t begin, int64_t end) {
@@ -76,12 +71,9 @@ extern "C" void sqrt_kernel(
         const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s0;
         #pragma omp simd
         for (int64_t j = 0; j < n1; ++j) {
-          const float v3 = r3[j];
-          const float a0 = p0[j * in0_step];
-          const float a1 = p1[j * in1_step];
+          const float v3 = r3[j], a0 = p0[j * in0_step], a1 = p1[j * in1_step];
           // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-          const float v0 = a0 - a1;
-          const float v4 = v0 / v3;
+          const float v0 = a0 - a1, v4 = v0 / v3;
           out0[o + j] = v4;
         }
       });

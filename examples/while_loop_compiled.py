@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:8e0b00343ec2f6feb5519931f1a5ac0b327f906e3833ba5bf9e9296464f17208"
+BODY_HASH = "sha256:5c4ce2d572c2e16fee6ffd10b08127875c311354eb9a9f3bc07936e216271f4d"
 TORCH_VERSION = "2.13"
 
 
@@ -34,8 +34,7 @@ extern "C" void where_kernel(
         const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
         #pragma omp simd
         for (int64_t j = 0; j < n1; ++j) {
-          const float a0 = p0[j * in0_step];
-          const float a1 = p1[j * in1_step];
+          const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
           // y = torch.where(x > 1.0, x, torch.ones_like(x))
           const bool v1 = a0 > 1.0f;
           const float v2 = sel(v1, a0, a1);
@@ -62,15 +61,11 @@ extern "C" void abs_div_kernel(
         const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
         #pragma omp simd
         for (int64_t j = 0; j < n1; ++j) {
-          const float a0 = p0[j * in0_step];
-          const float a1 = p1[j * in1_step];
+          const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
           // y_next = 0.5 * (y + x / y)
-          const float v0 = a0 / a1;
-          const float v1 = a1 + v0;
-          const float v3 = 0.5f * v1;
+          const float v0 = a0 / a1, v1 = a1 + v0, v3 = 0.5f * v1;
           // if bool(((y_next - y).abs() < tol).all()):
-          const float v4 = v3 - a1;
-          const float v5 = std::abs(v4);
+          const float v4 = v3 - a1, v5 = std::abs(v4);
           const bool v6 = v5 < static_cast<float>(s0);
           out0[o + j] = v3;
           out1[o + j] = v6;
