@@ -158,7 +158,7 @@ def triton_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | Non
         w.line(f"tl.store(out0 + r * n3 + c, {stored}, mask=mask)")
     source = w.text()
     w = Writer()
-    w.line(f"def {p.name}_triton(in0: Tensor) -> Tensor:")
+    w.line(f"def {p.name}_triton(in0) -> Tensor:")
     with w.indent():
         w.line(f'"""{p.describe(source_lines, "Triton")}"""')
         p.sizes_and_output(w, ", device=in0.device")
