@@ -17,6 +17,7 @@ from typing import Iterator
 from pathlib import PurePath
 
 from codegen.launcher_text import source_text
+from codegen.pyformat import LINE_LENGTH as FORMATTED_LENGTH
 from codegen.names import Namespace, function_name, model_module_name
 from codegen.writer import Writer
 from ir import ops
@@ -165,16 +166,14 @@ TABLE_WIDTH = 100  # columns a long row of an entry-check table fills (as the C+
 def _table_lines(head: str, rows: list[tuple[list[str], list[str]]], keywords: list[str]) -> list[str]:
     """`head` (`X_checks = _guards.entry_checks(`), one line per row (its leading items, then its
     attributes as a dict), the keyword arguments, `)`. Where a row is longer than a formatter's
-    line (pyformat.LINE_LENGTH), it is filled into lines of TABLE_WIDTH columns, its
+    line (FORMATTED_LENGTH), it is filled into lines of TABLE_WIDTH columns, its
     continuations indented, and the table sits between `# fmt: off` and `# fmt: on`, which black
     and our formatter leave as written: exploded one item a line, a layer's checks would take a
     dozen lines."""
-    from codegen.pyformat import LINE_LENGTH
-
     lines, long = [head], False
     for items, attributes in rows:
         text = "    (" + ", ".join(items + ([f"{{{', '.join(attributes)}}}"] if attributes else [])) + "),"
-        if len(text) <= LINE_LENGTH:
+        if len(text) <= FORMATTED_LENGTH:
             lines.append(text)
             continue
         long = True
@@ -895,10 +894,8 @@ class FunctionEmitter:
         """`statement` with its type comment after it; on a line of its own above it (`# out:
         f32[B, 32, 8, 8]@cpu`) where the comment alone would make a line that fits too long,
         which the formatter would split over three."""
-        from codegen.pyformat import LINE_LENGTH
-
         width = len(self.w.unit) * self.w.depth + len(statement)
-        if comment and width <= LINE_LENGTH < width + len(comment):
+        if comment and width <= FORMATTED_LENGTH < width + len(comment):
             self.w.line(f"# {statement.split(' = ', 1)[0]}: {comment.removeprefix('  # ')}")
             comment = ""
         self.w.line(statement + comment)

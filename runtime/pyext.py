@@ -9,9 +9,9 @@ declared after it) and appended to the kernels' source; the compiled module neve
 kernel `k` gets one METH_FASTCALL function that checks the argument count, converts each argument
 (an int for "i", a float or an int for "d", as the ctypes argument types took them; for "p" a
 tensor, whose `data_ptr()` and `stride()` give the pointer and the strides that follow it, or,
-for a pointer without strides, an address as an int), calls `k` and returns None. The GIL is kept during the
-call: the kernels are short and their OpenMP threads never touch Python, and releasing and
-taking it back would cost as much as the call itself.
+for a pointer without strides, an address as an int), calls `k` and returns None. The GIL is
+kept during the call: the kernels are short and their OpenMP threads never touch Python, and
+releasing and taking it back would cost as much as the call itself.
 
 `extension_source(source, signatures)` returns the module's name (it must match its
 `PyInit_<name>`) and the source to build; runtime/native.py builds and loads it.
