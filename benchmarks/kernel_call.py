@@ -1,5 +1,6 @@
-"""What calling a C++ kernel costs, without the kernel: a no-op with 14 arguments (the sizes,
-data pointers and strides of a rank-2 kernel with a few inputs) called through each binding of
+"""What calling a C++ kernel costs, without the kernel: a no-op with 14 parameters (the sizes,
+data pointers and strides of a rank-2 kernel with a few inputs, and scalars), called with 9
+arguments (a tensor for each data pointer and the strides after it) through each binding of
 runtime/kernels.Library, and the cold build of each.
 
     .venv/bin/python -m benchmarks.kernel_call [--calls N]
@@ -19,7 +20,7 @@ import timeit
 SOURCE = """#include <cstdint>
 extern "C" void k0_noop(int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0,
                         int64_t in0_s0, int64_t in0_s1, const float* __restrict in1, int64_t in1_s0,
-                        int64_t in1_s1, const float* __restrict in2, int64_t in2_s1, int64_t s0, int64_t s1,
+                        int64_t in1_s1, const float* __restrict in2, int64_t in2_s0, int64_t s0, int64_t s1,
                         double s2) {}
 """
 
@@ -42,8 +43,11 @@ def run(calls: int, repeat: int) -> None:
 
     native.toolchain()  # probed now, not counted in a build
     native.python_flags()
-    call_args = (64, 128, 1 << 40, 1 << 41, 128, 1, 1 << 42, 128, 1, 1 << 43, 1, 3, 4, 0.5)
-    assert len(call_args) == len(kernels.kernel_signatures(SOURCE)["k0_noop"]) == 14
+    import torch
+
+    out0, in0, in1 = torch.empty(64, 128), torch.empty(64, 128), torch.empty(128, 64).t()
+    call_args = (64, 128, out0, in0, in1, torch.empty(128), 3, 4, 0.5)
+    assert len(call_args) == len(kernels.kernel_signatures(SOURCE)["k0_noop"]) == 9
     for fastcall in (False, True):
         t = time.perf_counter()
         lib = kernels.Library(SOURCE, fastcall=fastcall)

@@ -4,19 +4,23 @@ ir/passes/fuse.py).
 One `extern "C"` function per kernel, `<name>_kernel` (runtime/kernels.py builds the library,
 reads the parameters off these declarations and binds the functions to Python). The source a
 module holds starts with `#include <torchscribe/kernels.h>` (PRELUDE): the math and helpers are
-runtime/include's. Arguments, in order: the iteration sizes n0..n{N-1}; each output's data
+runtime/include's. Parameters, in order: the iteration sizes n0..n{N-1}; each output's data
 pointer (outputs are fresh row-major tensors, but for an output written into a view of a larger
-tensor, the kernel's `into`: its pointer is followed by all its strides); each tensor input's data pointer and all its
-strides (`*x.stride()` in the launcher; a broadcast dim's stride is not read); the scalar
-inputs (int64_t or double). The loops are a `static` function of their own, `<kernel>_rows(begin,
-end, ...)`, over the rows [begin, end) of the outer dims (all but the last); the extern function
-computes what is computed once per call, then runs it on all rows, or on each OpenMP thread's
-share of them above PARALLEL_MIN elements (`ts_rows`). The innermost loop is written once, for
-every layout: a lambda of `unit` (every stride along the row is 1) that steps each tensor by a
+tensor, the kernel's `into`: its pointer is followed by all its strides); each tensor input's
+data pointer and the strides of the dims it moves along, named after the tensor's own dims
+(`in0_s0` for a per-channel [C, 1, 1] scale), none of a dim it broadcasts along; an input an
+output is written over (`reuse`) has no parameters: it is read from that output, which is
+dense (`out0[o + j]`); then the scalar inputs (int64_t or double). The launcher passes a
+tensor for each pointer and the strides after it (`_lib.k(n0, 32, out0, in0)`). The kernel
+computes what is computed once per call, then runs its rows (all dims but the last) in a
+lambda, on one thread or on each OpenMP thread's share of them above PARALLEL_MIN elements
+(`ts_rows`). The innermost loop is written once, for every layout: where an input steps along
+the row by its stride, a lambda of `unit` (every such stride is 1) that steps each tensor by a
 constant `1` in the version for unit strides, which the compiler vectorises as contiguous loads
 and stores, by its stride in the other (`ts_unit_or_strided`; a reduction's row function is a
-template of `unit`). Statements follow a comment quoting the source line they
-compute (`// out = self.bn1(out)`, once per run), and parameter lists wrap at WIDTH columns.
+template of `unit`). Statements follow a comment quoting the source line they compute (`//
+out = self.bn1(out)`, once per run), and parameter lists and declarations of several names
+fill lines of WIDTH columns.
 
 A reduction kernel runs one row (the last dim) per row of the outer dims: the values
 that depend on the row only are computed once, and each level of reductions is one pass over the
@@ -31,6 +35,7 @@ chain of them gives eager's bits up to the math functions.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -61,15 +66,15 @@ PRELUDE = "#include <torchscribe/kernels.h>\n"
 
 @dataclass(frozen=True)
 class Signature:
-    """What the Python launcher passes, in order (see the module docstring)."""
+    """What the Python launcher passes: `args`, the names of the kernel's Python arguments in
+    order (runtime/kernels.py `kernel_signatures`: sizes `n0`, ..., the tensors `out0`, ...,
+    `in0`, ..., each standing for its data pointer and the strides declared after it, and the
+    scalars `s0`, ...)."""
 
     name: str
-    rank: int
     outputs: tuple[str, ...]  # dtype names
-    inputs: tuple[tuple[str, tuple[int, ...]], ...]  # dtype, the iteration dims of its strides
     scalars: tuple[str, ...]  # "int64_t" or "double"
-    aliased: tuple[int, ...] = ()  # inputs passed as an output's storage, not as a pointer of their own
-    strided: tuple[int, ...] = ()  # outputs passed with all their strides (written into a view)
+    args: tuple[str, ...]
 
 
 def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> tuple[str, Signature]:
@@ -79,7 +84,7 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
     rank = len(shape)
     n_in = op.attributes["inputs"]
     tensors, scalars = op.operands[:n_in], op.scalar_inputs
-    strided = [_strided_dims(v.type, shape) for v in tensors]  # type: ignore[arg-type]
+    strided = [_strided_dims(k, v.type, shape) for k, v in enumerate(tensors)]  # type: ignore[arg-type]
     name = op.attributes["name"]
     aliased = {j: k for k, j in op.attributes.get("reuse", ())}  # input -> the output over it
     into = op.views_written  # outputs written into a view: their strides are parameters
@@ -90,9 +95,9 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
         if k in into:
             params += [("int64_t", f"out{k}_s{d}") for d in range(rank)]
     for k, (v, dims) in enumerate(zip(tensors, strided)):
-        if k not in aliased:
+        if k not in aliased:  # (an input written over is read from its output, which is dense)
             params.append((f"const {CTYPE[v.type.dtype]}* __restrict", f"in{k}"))  # type: ignore[union-attr]
-        params += [("int64_t", f"in{k}_s{d}") for d in range(rank - len(v.type.shape), rank)]  # type: ignore[union-attr]
+            params += [("int64_t", stride) for stride in dims.values()]
     scalar_types = ["double" if v.type == FLOAT else "int64_t" for v in scalars]
     params += [(t, f"s{k}") for k, t in enumerate(scalar_types)]
     body = _Body(op, source_lines)
@@ -100,20 +105,21 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
     if isinstance(op, ops.ReductionKernelOp):
         plan = _RowPlan(op, [rank - 1 in dims for dims in strided], source_lines)
         row, args = _row_function(name, rank, op, strided, scalar_types, plan, aliased)
-        lines = row + [""] + lines + _row_driver(name, rank, n_in, strided, args, aliased)
+        dense = [f"  const int64_t {strided[k][rank - 1]} = 1;  // (in{k} is read from out{o}, which is dense)"
+                 for k, o in aliased.items() if rank - 1 in strided[k]]
+        lines = row + [""] + lines + dense + _row_driver(name, rank, n_in, strided, args, aliased)
     elif rank == 0:
         for j, k in aliased.items():
             lines.append(f"  const {CTYPE[tensors[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j}")  # type: ignore[union-attr]
         loads = {k: f"in{k}[0]" for k in range(n_in)}
         lines += ["  " + line for line in body.statements(loads, "0")]
     else:
-        ones = {d for d, n in enumerate(shape) if n == 1}  # (sizes the entry checks fix)
-        rows, driver = _loops(name, params, rank, n_in, strided, body, aliased, into, ones)
-        lines = rows + [""] + lines + driver
+        lines += _loops(shape, n_in, strided, body, aliased, into)
     lines.append("}")
-    sig = Signature(name, rank, tuple(r.type.dtype for r in op.results),  # type: ignore[union-attr]
-                    tuple((v.type.dtype, tuple(range(rank - len(v.type.shape), rank))) for v in tensors),  # type: ignore[union-attr]
-                    tuple(scalar_types), tuple(sorted(aliased)), tuple(into))
+    lines = _joined_declarations(lines)
+    args = [f"n{i}" for i in range(rank)] + [f"out{k}" for k in range(len(op.results))]
+    args += [f"in{k}" for k in range(n_in) if k not in aliased] + [f"s{k}" for k in range(len(scalars))]
+    sig = Signature(name, tuple(r.type.dtype for r in op.results), tuple(scalar_types), tuple(args))  # type: ignore[union-attr]
     return "\n".join(lines) + "\n", sig
 
 
@@ -137,27 +143,32 @@ def wrapped(head: str, items: list[str], tail: str = "", indent: str = "") -> li
     return lines + [pad + line]
 
 
-def _strided_dims(t: TensorType, shape: tuple) -> list[int]:
-    """The iteration dims where an input of type `t` moves (it is not broadcast there)."""
+def _strided_dims(k: int, t: TensorType, shape: tuple) -> dict[int, str]:
+    """The iteration dims where input `k` (of type `t`) moves (it is not broadcast there), each
+    with its stride parameter: `in<k>_s<d>` for the tensor's own dim d (a lower-rank input, a
+    per-channel scale of shape [C, 1, 1], numbers its dims from its first: `i1 * in0_s0`), as
+    the runtime reads it off the tensor passed (`in0.stride(0)`). A kernel declares only these
+    strides: it never reads the stride of a dim it broadcasts along."""
     rank, offset = len(shape), len(shape) - len(t.shape)  # type: ignore[arg-type]
-    return [i for i in range(rank) if i >= offset and not (t.shape[i - offset] == 1 and shape[i] != 1)]  # type: ignore[index]
+    return {i: f"in{k}_s{i - offset}" for i in range(rank)
+            if i >= offset and not (t.shape[i - offset] == 1 and shape[i] != 1)}  # type: ignore[index]
 
 
-def _outer_nest(rank: int, n_in: int, strided: list[list[int]], aliased: dict[int, int],
-                into: list[int] = []) -> tuple[list[str], str, str]:
+def _outer_nest(rank: int, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
+                into: list[int] = [], pointers: list[int] | None = None) -> tuple[list[str], str, str]:
     """The loop over the rows [begin, end) of the outer dims (all but the last; a rank-1 kernel's
-    one row is the elements [begin, end)), with each input's pointer at the current row (`p0`,
-    `p1`, ...; an input written over by an output is at the output's row), and that of each
-    output written into a view (`q0`, ...). Returns its lines, the indent inside it and the flat
-    row index; the caller closes it with `_close_nest`."""
+    one row is the elements [begin, end)), with the pointer at the current row of each input of
+    `pointers` (all by default: `p0`, `p1`, ...; an input written over by an output is at the
+    output's row), and that of each output written into a view (`q0`, ...). Returns its lines,
+    the indent inside it and the flat row index; the caller closes it with `_close_nest`."""
     outer = list(range(rank - 1))
     lines, pad = [], "  "
     if len(outer) > 1:  # the indices of row `begin`, then advanced row by row (no division per row)
-        rest = "begin"
+        first, rest = [], "begin"
         for i in reversed(outer[1:]):
-            lines.append(f"{pad}int64_t i{i} = {rest} % n{i};")
+            first.append(f"i{i} = {rest} % n{i}")
             rest = f"{rest} / n{i}"
-        lines.append(f"{pad}int64_t i0 = {rest};")
+        lines.append(f"{pad}int64_t {', '.join(first + [f'i0 = {rest}'])};")
         lines.append(f"{pad}for (int64_t row = begin; row < end; ++row) {{")
         pad += "  "
     elif outer:
@@ -166,19 +177,24 @@ def _outer_nest(rank: int, n_in: int, strided: list[list[int]], aliased: dict[in
     flat = "begin"
     for i in outer:
         flat = f"i{i}" if i == 0 else f"{flat if i == 1 else f'({flat})'} * n{i} + i{i}"
-    for k in range(n_in):
+    for k in range(n_in) if pointers is None else pointers:
         if k in aliased:
-            base = f"out{aliased[k]} + " + (f"({flat}) * n{rank - 1}" if outer else "begin")
+            base = f"out{aliased[k]} + " + (f"{_grouped(flat)} * n{rank - 1}" if outer else "begin")
         else:
-            moves = [f"i{i} * in{k}_s{i}" for i in outer if i in strided[k]]
-            if not outer and 0 in strided[k]:
-                moves.append(f"begin * in{k}_s0")
-            base = " + ".join([f"in{k}"] + moves)
+            base = " + ".join([f"in{k}"] + _moves(k, strided, outer))
         lines.append(f"{pad}const auto* p{k} = {base};")
     for k in into:
         moves = [f"i{i} * out{k}_s{i}" for i in outer] or [f"begin * out{k}_s0"]
         lines.append(f"{pad}auto* q{k} = {' + '.join([f'out{k}'] + moves)};")
     return lines, pad, flat
+
+
+def _moves(k: int, strided: list[dict[int, str]], outer: list[int]) -> list[str]:
+    """The terms of input `k`'s offset at the current row (`i1 * in0_s0`); a rank-1 kernel's row
+    starts at element `begin`."""
+    if not outer:
+        return [f"begin * {strided[k][0]}"] if 0 in strided[k] else []
+    return [f"i{i} * {strided[k][i]}" for i in outer if i in strided[k]]
 
 
 def _close_nest(lines: list[str], pad: str, rank: int) -> list[str]:
@@ -203,48 +219,71 @@ def _run_rows(rank: int, body: list[str]) -> list[str]:
             + [f"  }}, {count}, {total} >= {PARALLEL_MIN});"])
 
 
-def _merge_into_inner(rank: int, n_in: int, strided: list[list[int]], into: list[int] = []) -> list[str]:
+def _merge_into_inner(shape: tuple, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
+                      into: list[int]) -> list[str]:
     """Lines that fold outer dims into the inner one while every input walks them as one (both
-    broadcast, or strided with s[d] == s[inner] * n[inner]): a (1, 1280, 7, 7) batch-norm kernel
-    then runs 1280 rows of 49 elements, not 8960 rows of 7, whose loop overhead dominated."""
-    inner = rank - 1
-    lines = []
+    broadcast, or strided with s[d] == s[inner] * n[inner]; an input written over is read as its
+    dense output is, which any dims fold in): a (1, 1280, 7, 7) batch-norm kernel then runs 1280
+    rows of 49 elements, not 8960 rows of 7, whose loop overhead dominated. The first fold that
+    does not hold ends them (`goto merged`): a dim past it is not next to the inner one. What the
+    sizes the entry checks fix decide is decided here: a dim of extent 1 folds in with nothing to
+    do, and one an input broadcasts along and not along the inner one never does (`n1 == 1` of
+    32 channels)."""
+    inner = len(shape) - 1
+    lines: list[str] = []
     for d in range(inner - 1, -1, -1):
-        conditions = []
+        if shape[d] == 1:
+            continue
+        conditions: list[str] | None = []
         for k in range(n_in):
+            if k in aliased:
+                continue
             if (d in strided[k]) != (inner in strided[k]):
                 conditions = None  # broadcast along one dim and not the other: never one dim
                 break
             if d in strided[k]:
-                conditions.append(f"in{k}_s{d} == in{k}_s{inner} * n{inner}")
+                conditions.append(f"{strided[k][d]} == {strided[k][inner]} * n{inner}")  # type: ignore[union-attr]
         if conditions is not None:
             conditions += [f"out{k}_s{d} == out{k}_s{inner} * n{inner}" for k in into]
-        test = f"n{d} == 1" if conditions is None else " && ".join(conditions) or "true"
-        lines.append(f"  if ({test}) {{ n{inner} *= n{d}; n{d} = 1; }} else goto merged;")
-    if not lines:
-        return []
-    return lines + ["  merged:;"]
+        fold = f"{{ n{inner} *= n{d}; n{d} = 1; }}"
+        if conditions is None and type(shape[d]) is int:
+            break
+        if conditions == []:
+            lines.append(f"  n{inner} *= n{d}; n{d} = 1;")
+        else:
+            lines += _filled("  if (", conditions or [f"n{d} == 1"], f") {fold} else goto merged;", " &&")
+    while lines and re.match(r"  if \(n\d+ == 1\)", lines[-1]):  # (folding a 1 in with nothing after it does nothing)
+        lines.pop()
+    jumps = [i for i, line in enumerate(lines) if line.endswith(" else goto merged;")]
+    if jumps and jumps[-1] == len(lines) - 1:  # (nothing after the last test to jump over)
+        lines[-1] = lines[-1].removesuffix(" else goto merged;")
+        jumps.pop()
+    return lines + ["  merged:;"] if jumps else lines
 
 
-def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strided: list[list[int]], body: "_Body",
-           aliased: dict[int, int], into: list[int], ones: set[int]) -> tuple[list[str], list[str]]:
-    """The function `<name>_rows(begin, end, ...)` that computes the rows [begin, end), and the
-    kernel's body that calls it (serially, or on each thread's share of the rows). A function of
-    its own, not the loop of an `omp parallel for`: gcc compiles such a loop as an outlined
-    function that reads sizes and pointers through a shared struct, even when the `if` clause
-    runs it serially, and a serial batch-norm + hardswish kernel ran 35% slower there; here the
-    compiler sees restrict pointers and local sizes on both paths. Its inner loop is written once,
-    a lambda that ts_unit_or_strided runs with `unit` known to the compiler (`_steps`), both
-    versions inlined here: as a template of the whole function, called through a pointer, a
-    sin/cos/exp chain ran 1.5% slower."""
+def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body", aliased: dict[int, int],
+           into: list[int]) -> list[str]:
+    """The kernel's body after its declaration: the dims folded into the inner one, then the rows
+    of the outer dims, all on one thread or each thread's share (`ts_rows`), each row computing
+    what does not vary along it once and then its elements in a vectorised loop. The rows are a
+    lambda inside the kernel, not the loop of an `omp parallel for`, which gcc compiles as an
+    outlined function reading sizes and pointers through a shared struct even when its `if`
+    clause runs it serially (a serial batch-norm + hardswish kernel ran 35% slower); nor a
+    function of their own taking the kernel's parameters again (as fast, measured on a batch
+    norm and an LSTM cell's gates, and twice the text). Where an input steps along the row by
+    its stride, the inner loop is written once, a lambda that ts_unit_or_strided runs with
+    `unit` known to the compiler (`_steps`), both versions inlined here: as a template of a
+    function called through a pointer, a sin/cos/exp chain ran 1.5% slower."""
+    rank = len(shape)
     inner = rank - 1
     outer = list(range(inner))
-    conditions = [f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]]
-    driver = _merge_into_inner(rank, n_in, strided, into) + _unit(conditions + [f"out{k}_s{inner} == 1" for k in into])
-    lines, pad, flat = _outer_nest(rank, n_in, strided, aliased, into)
-    if len(into) < len(body.op.results):  # (outputs written into views have pointers of their own)
-        lines.append(f"{pad}const int64_t o = {f'({flat}) * n{inner}' if outer else 'begin'};")
-    length = f"n{inner}" if outer else "end - begin"  # (a rank-1 kernel's row is [begin, end))
+    ones = {d for d, n in enumerate(shape) if n == 1}  # (sizes the entry checks fix)
+    # (an input written over by an output is read from it, dense: `out0[o + j]`)
+    moving = [k for k in range(n_in) if inner in strided[k] and k not in aliased]
+    strides = [strided[k][inner] for k in moving] + [f"out{k}_s{inner}" for k in into]
+    lines = _merge_into_inner(shape, n_in, strided, aliased, into)
+    if strides:
+        lines += _unit([f"{stride} == 1" for stride in strides])
     # What does not vary along the row (a per-channel batch-norm scale) is computed once per row:
     # with a short row (7 x 7 feature maps) the vectorised loop never runs, and per element a
     # square root and a division cost more than the load and store.
@@ -257,33 +296,64 @@ def _loops(name: str, params: list[tuple[str, str]], rank: int, n_in: int, strid
     along, dims = _partial_inputs(rank, n_in, strided, aliased, ones) if outer else (set(), [])
     rowwise, kept = body.row_ops(along, set(hoisted))
     if kept:  # (after the dims are merged: rows as long as the loop nest's)
-        driver += _row_buffers(inner, body, along, dims, strided, rowwise, kept)
-        if len(dims) > 1:
-            lines.append(f"{pad}const int64_t r = ({_flat(dims[:-1])}) * n{inner};")
-    lines += [f"{pad}{body.load(k, f'p{k}[0]')}" for k in sorted(fixed)]
-    lines += [pad + t for t in body.quoted([(op, body.compute(op)) for op in hoisted])]
-    loads = {k: f"p{k}[j * in{k}_step]" for k in range(n_in)
-             if k not in fixed and not (kept and k in along and not body.used_beyond(k, rowwise))}
-    steps = [f"in{k}_step = unit ? 1 : in{k}_s{inner}" for k in loads] + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into]
-    lines.append(f"{pad}ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {{")
-    lines += _steps(steps, pad + "  ")
-    lines.append(f"{pad}  #pragma omp simd")
-    lines.append(f"{pad}  for (int64_t j = 0; j < {length}; ++j) {{")
-    lines += [f"{pad}    {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
+        lines += _row_buffers(inner, body, along, dims, strided, rowwise, kept)
+    loads = {k: f"p{k}[j * in{k}_step]" for k in moving
+             if not (kept and k in along and not body.used_beyond(k, rowwise))}
+    nest, pad, flat = _outer_nest(rank, n_in, strided, aliased, into, pointers=list(loads))
+    if len(into) < len(body.op.results):  # (outputs written into views have pointers of their own)
+        nest.append(f"{pad}const int64_t o = {f'{_grouped(flat)} * n{inner}' if outer else 'begin'};")
+    if kept and len(dims) > 1:
+        nest.append(f"{pad}const int64_t r = ({_flat(dims[:-1])}) * n{inner};")
+    nest += [pad + body.load(k, f"in{k}[{' + '.join(_moves(k, strided, outer)) or '0'}]") for k in sorted(fixed)]
+    nest += [pad + t for t in body.quoted([(op, body.compute(op)) for op in hoisted])]
+    steps = [f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
+    steps += [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into]
+    loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
+    loop = ["#pragma omp simd", f"for (int64_t j = 0; j < {f'n{inner}' if outer else 'end - begin'}; ++j) {{"]
+    loop += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     skip = set(hoisted) | (set(rowwise) if kept else set())
     stores = {k: f"q{k}[j * out{k}_step]" for k in into}
-    lines += [f"{pad}    {s}" for s in body.statements(loads, "o + j", skip=skip, stores=stores)]
-    lines.append(f"{pad}  }}")
-    lines.append(f"{pad}}});")
-    lines = _close_nest(lines, pad, rank)
-    for j, k in aliased.items():  # (one pointer, so that the compiler sees the read and write of one element)
-        lines.insert(0, f"  const {CTYPE[body.op.operands[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j} (contiguous)")  # type: ignore[union-attr]
-    rows = [f"const {VALUE[v.type.dtype]}* __restrict r{body.names[v][1:]}" for v in kept]  # type: ignore[union-attr]
-    declared = ["int64_t begin", "int64_t end", "bool unit"] + [f"{t} {n}" for t, n in params] + rows
-    header = wrapped(f"static void {name}_rows", declared, " {")
-    args = ["begin", "end", "unit"] + [n for _, n in params] + [f"r{body.names[v][1:]}.get()" for v in kept]
-    driver += _run_rows(rank, wrapped(f"{name}_rows", args, ";", "    "))
-    return header + lines + ["}"], driver
+    loop += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores)] + ["}"]
+    if strides:  # (one loop body for unit steps and for strided ones)
+        loop = (["ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {"] + _steps(steps, "  ")
+                + [f"  {t}" for t in loop] + ["});"])
+    nest += [pad + t for t in loop]
+    return lines + _run_rows(rank, ["  " + t for t in _close_nest(nest, pad, rank)])
+
+
+def _grouped(index: str) -> str:
+    """`index` as an operand of `*`: in parentheses where it is a sum."""
+    return f"({index})" if " " in index else index
+
+
+# One declaration `const T name = value;` of a line (no pointer type: `const auto* p0 = a, p1 = b`
+# would not declare p1 a pointer; no comment after it).
+_DECLARATION = re.compile(r"( *)(const [\w:<>]+) (\w+) = ([^;]*);")
+
+
+def _joined_declarations(lines: list[str]) -> list[str]:
+    """Runs of declarations of one type, one a line, as one declaration of several names filled
+    into lines of WIDTH columns: `const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), ...;`, a
+    chain of values read left to right (a batch norm's six statements on two lines). A comment,
+    a store or a loop between them ends a run, so each stays under the source line it quotes."""
+    out: list[str] = []
+    run: list[re.Match[str]] = []
+
+    def flush() -> None:
+        if run:
+            out.extend(_filled(f"{run[0][1]}{run[0][2]} ", [f"{m[3]} = {m[4]}" for m in run], ";"))
+            run.clear()
+
+    for line in lines:
+        match = _DECLARATION.fullmatch(line)
+        if match is None or (run and (match[1], match[2]) != (run[0][1], run[0][2])):
+            flush()
+        if match is None:
+            out.append(line)
+        else:
+            run.append(match)
+    flush()
+    return out
 
 
 def _unit(conditions: list[str]) -> list[str]:
@@ -317,7 +387,7 @@ def _filled(head: str, items: list[str], tail: str, separator: str = ",") -> lis
     return lines + [line]
 
 
-def _partial_inputs(rank: int, n_in: int, strided: list[list[int]], aliased: dict[int, int],
+def _partial_inputs(rank: int, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
                     ones: set[int]) -> tuple[set[int], list[int]]:
     """The inputs that move along the row but not along every dim, and the dims they move along
     together (the row's last), when some dim is left; else those that move along the row only.
@@ -340,13 +410,13 @@ def _flat(dims: list[int]) -> str:
     return flat
 
 
-def _row_buffers(inner: int, body: "_Body", along: set[int], dims: list[int], strided: list[list[int]],
+def _row_buffers(inner: int, body: "_Body", along: set[int], dims: list[int], strided: list[dict[int, str]],
                  rowwise: list[Operation], kept: list[Value]) -> list[str]:
     """The loops, before the loop nest, that compute the values `kept` (of the ops `rowwise`,
     from the inputs `along`, which move along the dims `dims` only, the row's last) into one row
     per index of the other `dims` (`r3[j]`, or `r3[r + j]`)."""
     size = " * ".join(f"n{d}" for d in dims)
-    # (an array, not a std::vector: std::vector<bool> has no data() to pass to the rows)
+    # (an array, not a std::vector: std::vector<bool> packs bits, which no loop reads as vectors)
     lines = [f"  std::unique_ptr<{VALUE[v.type.dtype]}[]> r{body.names[v][1:]}(new {VALUE[v.type.dtype]}[{size}]);"  # type: ignore[union-attr]
              for v in kept]
     pad = "  "
@@ -357,7 +427,7 @@ def _row_buffers(inner: int, body: "_Body", along: set[int], dims: list[int], st
     read = {v for op in rowwise for v in op.operands}
     for k in sorted(along):
         if body.op.body.args[k] in read:
-            at = " + ".join([f"i{d} * in{k}_s{d}" for d in dims[:-1] if d in strided[k]] + [f"j * in{k}_s{inner}"])
+            at = " + ".join([f"i{d} * {strided[k][d]}" for d in dims[:-1] if d in strided[k]] + [f"j * {strided[k][inner]}"])
             lines.append(f"{pad}  {body.load(k, f'in{k}[{at}]')}")
     lines += [f"{pad}  {t}" for t in body.quoted([(op, body.compute(op)) for op in rowwise])]
     index = f"({_flat(dims[:-1])}) * n{inner} + j" if len(dims) > 1 else "j"
@@ -543,7 +613,7 @@ _DIVIDING = frozenset({"sqrt", "rsqrt", "reciprocal", "div"})  # (with _EXPENSIV
 _IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}
 
 
-def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[list[int]],
+def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]],
                   scalar_types: list[str], plan: _RowPlan, aliased: dict[int, int]) -> tuple[list[str], list[str]]:
     """`static void <name>_row<unit>(...)`: the kernel on one row, its pointers already at the
     row (a function of its own, so that the compiler sees restrict pointers and local sizes,
@@ -561,12 +631,12 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
         if k not in aliased:
             params.append(f"const {CTYPE[v.type.dtype]}* __restrict p{k}")  # type: ignore[union-attr]
         if k in varies:
-            params.append(f"int64_t in{k}_s{inner}")
+            params.append(f"int64_t {strided[k][inner]}")
     params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
     lines = ["template <bool unit>"] + wrapped(f"static void {name}_row", params, " {")
     for k, o in aliased.items():  # (read in the passes before the last; the last writes over it)
         lines.append(f"  const {CTYPE[op.operands[k].type.dtype]}* p{k} = out{o};")  # type: ignore[union-attr]
-    lines += _steps([f"in{k}_step = unit ? 1 : in{k}_s{inner}" for k in sorted(varies)])
+    lines += _steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in sorted(varies)])
     pad = "  "
     for p in plan.passes:
         for v in plan.stored[p]:
@@ -622,17 +692,17 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
         if k not in aliased:
             args.append(f"p{k}")
         if k in varies:
-            args.append(f"in{k}_s{inner}")
+            args.append(strided[k][inner])
     args += [f"s{k}" for k in range(len(scalar_types))]
     return lines, args
 
 
-def _row_driver(name: str, rank: int, n_in: int, strided: list[list[int]], args: list[str],
+def _row_driver(name: str, rank: int, n_in: int, strided: list[dict[int, str]], args: list[str],
                 aliased: dict[int, int]) -> list[str]:
     """The extern "C" function's body: the version of the row function for the strides along the
     row, then the rows in parallel (when there is enough work)."""
     inner = rank - 1
-    conditions = [f"in{k}_s{inner} == 1" for k in range(n_in) if inner in strided[k]]
+    conditions = [f"{strided[k][inner]} == 1" for k in range(n_in) if inner in strided[k]]
     lines = _unit(conditions)
     lines.append(f"  const auto one_row = unit ? {name}_row<true> : {name}_row<false>;")
     if rank == 1:  # one row

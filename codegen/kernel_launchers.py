@@ -2,11 +2,12 @@
 
 - C++, for the kernels on CPU tensors: their source as one string, which includes the support
   code every module shares (`#include <torchscribe/kernels.h>`, runtime/include), the library
-  built from it (runtime/kernels.py, which reads each kernel's parameter types off its
-  `extern "C"` declaration), and one launcher per kernel, `<name>_cpp`, that allocates the
-  outputs (but those the kernel writes into a view it is given, `into`: its last arguments) and
-  passes sizes, data pointers and strides in the order codegen/cpp_kernels.py declares them
-  (codegen/pool_kernels.py writes both of a `kernel.pool`);
+  built from it (runtime/kernels.py, which reads each kernel's parameters off its `extern "C"`
+  declaration), and one launcher per kernel, `<name>_cpp`, that allocates the outputs (but those
+  the kernel writes into a view it is given, `into`: its last arguments) and passes the sizes and
+  the tensors in the order codegen/cpp_kernels.py declares them (a tensor stands for its data
+  pointer and the strides declared after it; codegen/pool_kernels.py writes both of a
+  `kernel.pool`);
 - Triton, for every kernel (codegen/triton_kernels.py: `<name>_triton`), under
   `if triton is not None:`, as Triton is imported only where some kernel runs on it, with the
   helpers of runtime/triton_helpers.py they call; only in a module whose `Program.devices` holds
@@ -120,11 +121,14 @@ def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list
 
 
 def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_lines: dict[str, list[str]] | None) -> None:
+    """`<name>_cpp(in0, ...)`: allocates the outputs and calls the kernel with its sizes and
+    tensors (the library passes each tensor's data pointer and the strides the kernel declares
+    after it), in the order of its declaration (`sig.args`)."""
     n_in = k.attributes["inputs"]
-    params = [f"in{i}: Tensor" for i in range(n_in)]
+    params = [f"in{i}" for i in range(n_in)]
     params += [f"s{i}: {'float' if t == 'double' else 'int'}" for i, t in enumerate(sig.scalars)]
     given = list(k.attributes.get("into", ()))  # outputs written into a tensor passed in, in operand order
-    params += [f"into{m}: Tensor" for m in range(len(given))]
+    params += [f"into{m}" for m in range(len(given))]
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
     w.line(f"def {sig.name}_cpp({', '.join(params)}) -> {result}:")
     with w.indent():
@@ -133,13 +137,15 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_lines: dict[str
         outs = [f"out{i}" for i in range(len(sig.outputs))]
         sizes = size_texts(k, shape)
         if sizes is None:  # (a size only the broadcast of the inputs gives)
-            w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(k.attributes["inputs"])) + ")")
+            w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(n_in)) + ")")
             sizes = [f"shape[{i}]" for i in range(len(shape))]
-        for i, text in enumerate(sizes):
-            if not text.isdigit():
-                w.line(f"n{i} = {text}")
-                sizes[i] = f"n{i}"
         over = {o: i for o, i in k.attributes.get("reuse", ())}
+        allocated = [o for o in range(len(outs)) if o not in over and o not in given]
+        if allocated:  # (a size an allocation reads too is named once)
+            for i, text in enumerate(sizes):
+                if not text.isdigit() and not text.startswith("shape["):
+                    w.line(f"n{i} = {text}")
+                    sizes[i] = f"n{i}"
         for o, (name, dtype, r) in enumerate(zip(outs, sig.outputs, k.results)):
             if o in over:  # in{i} dies here: its storage holds the output
                 w.line(f"{name} = in{over[o]}.contiguous()")
@@ -149,19 +155,6 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_lines: dict[str
                 continue
             dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
             w.line(f"{name} = torch.empty({', '.join(dims) or '()'}, dtype=torch.{dtype})")
-        args = list(sizes)
-        for o, name in enumerate(outs):
-            args.append(f"{name}.data_ptr()")
-            if o in sig.strided:
-                args.append(f"*{name}.stride()")
-        into = {i: o for o, i in over.items()}
-        for i, v in enumerate(k.operands[:len(sig.inputs)]):
-            if i in into:
-                args.append(f"*out{into[i]}.stride()")
-                continue
-            args.append(f"in{i}.data_ptr()")
-            if v.type.shape:  # type: ignore[union-attr]
-                args.append(f"*in{i}.stride()")
-        args += [f"s{i}" for i in range(len(sig.scalars))]
+        args = [sizes[int(a[1:])] if a[0] == "n" else a for a in sig.args]
         w.line(f"_lib.{sig.name}_kernel({', '.join(args)})")
         w.line(f"return {', '.join(outs)}")

@@ -118,11 +118,11 @@ def cpp_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None =
 
 def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None) -> None:
     p = _Pool(op)
-    w.line(f"def {p.name}_cpp(in0: Tensor) -> Tensor:")
+    w.line(f"def {p.name}_cpp(in0) -> Tensor:")
     with w.indent():
         w.line(f'"""{p.describe(source_lines)}"""')
         p.sizes_and_output(w)
-        w.line(f"_lib.{p.name}_kernel({p.n0}, {p.n3}, out0.data_ptr(), in0.data_ptr(), *in0.stride())")
+        w.line(f"_lib.{p.name}_kernel({p.n0}, {p.n3}, out0, in0)")
         w.line("return out0")
 
 
@@ -158,7 +158,7 @@ def triton_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | Non
         w.line(f"tl.store(out0 + r * n3 + c, {stored}, mask=mask)")
     source = w.text()
     w = Writer()
-    w.line(f"def {p.name}_triton(in0: Tensor) -> Tensor:")
+    w.line(f"def {p.name}_triton(in0) -> Tensor:")
     with w.indent():
         w.line(f'"""{p.describe(source_lines, "Triton")}"""')
         p.sizes_and_output(w, ", device=in0.device")

@@ -8,7 +8,9 @@ and the split at the highest-priority delimiter (one element a line, with a trai
 commas). The rules follow black's linegen.py (`transform_line`, `rhs`, `delimiter_split`,
 `left_hand_split`) for the constructs we emit; tests/test_pyformat.py compares with black.
 Also done as black does: `**` hugging simple operands, and at most one blank line inside a block.
-Strings (triple-quoted C++ or Triton source too) and comment lines are never touched.
+Strings (triple-quoted C++ or Triton source too) and comment lines are never touched, nor the
+statements between `# fmt: off` and `# fmt: on` at module level (an entry-check table laid out
+as a table).
 """
 
 from __future__ import annotations
@@ -754,9 +756,12 @@ def format_python(text: str) -> str:
     replace: dict[int, tuple[int, list[str]]] = {}  # first row -> (last row, new lines)
     blank_ok: set[int] = set()  # rows (1-based) that are blank lines outside strings
     statement: list[tokenize.TokenInfo] = []
+    verbatim = False  # between `# fmt: off` and `# fmt: on` (module level), as black leaves it
     for tok in tokens:
         if tok.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING, tokenize.ENDMARKER):
             continue
+        if tok.type == tokenize.COMMENT and tok.start[1] == 0 and tok.string in ("# fmt: off", "# fmt: on"):
+            verbatim = tok.string == "# fmt: off"
         if tok.type == tokenize.NL:
             if not statement and not tok.line.strip():
                 blank_ok.add(tok.start[0])
@@ -764,7 +769,7 @@ def format_python(text: str) -> str:
                 statement = []
             continue
         if tok.type == tokenize.NEWLINE:
-            if statement:
+            if statement and not verbatim:
                 first, last = statement[0].start[0], tok.start[0]
                 new = _format_statement(statement)
                 if new is not None and new != lines[first - 1:last]:

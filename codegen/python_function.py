@@ -17,6 +17,7 @@ from typing import Iterator
 from pathlib import PurePath
 
 from codegen.launcher_text import source_text
+from codegen.pyformat import LINE_LENGTH as FORMATTED_LENGTH
 from codegen.names import Namespace, function_name, model_module_name
 from codegen.writer import Writer
 from ir import ops
@@ -157,6 +158,37 @@ def _past_module_getattr(op: Operation) -> bool:
     if isinstance(result, OptionalType):
         result = result.elem
     return isinstance(owner, (ModuleType, ModuleListType)) and isinstance(result, (TensorType, ModuleType, ModuleListType))
+
+
+TABLE_WIDTH = 100  # columns a long row of an entry-check table fills (as the C++ kernels' lines)
+
+
+def _table_lines(head: str, rows: list[tuple[list[str], list[str]]], keywords: list[str]) -> list[str]:
+    """`head` (`X_checks = _guards.entry_checks(`), one line per row (its leading items, then its
+    attributes as a dict), the keyword arguments, `)`. Where a row is longer than a formatter's
+    line (FORMATTED_LENGTH), it is filled into lines of TABLE_WIDTH columns, its
+    continuations indented, and the table sits between `# fmt: off` and `# fmt: on`, which black
+    and our formatter leave as written: exploded one item a line, a layer's checks would take a
+    dozen lines."""
+    lines, long = [head], False
+    for items, attributes in rows:
+        text = "    (" + ", ".join(items + ([f"{{{', '.join(attributes)}}}"] if attributes else [])) + "),"
+        if len(text) <= FORMATTED_LENGTH:
+            lines.append(text)
+            continue
+        long = True
+        pieces = [f"{item}," for item in items] + [f"{{{a}," if i == 0 else f"{a}," for i, a in enumerate(attributes)]
+        pieces[-1] = pieces[-1][:-1] + ("})," if attributes else "),")
+        line = "    (" + pieces[0]
+        for piece in pieces[1:]:
+            if len(line) + 1 + len(piece) > TABLE_WIDTH:
+                lines.append(line)
+                line = "        " + piece
+            else:
+                line += " " + piece
+        lines.append(line)
+    lines += [f"    {keyword}," for keyword in keywords] + [")"]
+    return ["# fmt: off"] + lines + ["# fmt: on"] if long else lines
 
 
 def is_effect_free(op: Operation) -> bool:
@@ -431,42 +463,58 @@ class FunctionEmitter:
         return None
 
     def entry_table(self, checks: list[Operation]) -> str:
-        """The module-level table of `checks` (`<function>_checks = _guards.entry_checks(
-        modules=(("block1", "BasicBlock"), ...), tensors=(("block1.bn1.bias", torch.float32, "cpu",
-        (32,)), ...), values=(("block1.bn1.eps", 1e-05), ...))`) and the line that makes them,
-        binding the submodules that checks outside the table read through
+        """The module-level table of `checks`, one row per submodule checked, with what is read
+        there (`<function>_checks = _guards.entry_checks(("block1.conv1", "torch.nn.Conv2d",
+        "zeros_padding", {"weight": [32, 16, 3, 3], "bias": None, ...}), ...)`: a list is a
+        tensor's shape, of the table's most common dtype and device, `tensors=`), and the line
+        that makes the checks, binding the submodules that checks outside the table read through
         (`self_block1 = _guards.check_entry(self, <function>_checks)`)."""
         root = self._table_root(checks[0])
         assert root is not None
-        modules, tensors, values = [], [], []
+        rows: dict[str, list[str]] = {}  # path -> qualname and conditions (a row of attributes only: none)
+        attributes: dict[str, list[str]] = {"": []}  # path -> `"name": expected`
         keys: list[tuple[str, tuple[Value, tuple] | None]] = []  # (path, entry-plan key) of each module row
         for op in checks:
             if isinstance(op, ops.GuardOp):
                 call = self._module_check_call(op.operands[0])
                 assert call is not None
-                entry = tuple(v.owner.attributes["value"] for v in call.operands[1:])  # type: ignore[union-attr]
-                modules.append(_literal(entry))
-                keys.append((entry[0], _module_check_path(call)))
+                path, *rest = (v.owner.attributes["value"] for v in call.operands[1:])  # type: ignore[union-attr]
+                rows[path] = [string_literal(text) for text in rest]
+                attributes[path] = []
+                keys.append((path, _module_check_path(call)))
+        tensors = [op.attributes for op in checks if isinstance(op, ops.CheckTensorOp)]
+        kinds = [(a["dtype"], a["device"]) for a in tensors if a["dtype"] and a["device"] and a["shape"] is not None]
+        common = max(dict.fromkeys(kinds), key=kinds.count, default=None)  # (the first of the most common)
+        for op in checks:
+            if isinstance(op, ops.GuardOp):
                 continue
             a = op.attributes
             path = ".".join(str(step) for step in a["path"])
+            row = max((p for p in attributes if p and "?" not in p and path.startswith(p + ".")), key=len, default="")
+            name = path[len(row) + 1:] if row else path
             if isinstance(op, ops.CheckValueOp):
-                values.append(f"({_literal(path)}, {_literal(a['expected'])})")
-                continue
-            dtype = f"torch.{a['dtype']}" if a["dtype"] else "None"
-            device = string_literal(a["device"]) if a["device"] else "None"
-            shape = _literal(a["shape"]) if a["shape"] is not None else "None"
-            tensors.append(f"({_literal(path + ('?' if a['optional'] else ''))}, {dtype}, {device}, {shape})")
+                expected = _literal(a["expected"])
+                if isinstance(a["expected"], list):  # (a bare list is a tensor's shape)
+                    expected = f"_guards.ListValue({expected})"
+            elif (a["dtype"], a["device"]) == common and a["shape"] is not None:
+                expected = _literal(list(a["shape"]))
+            else:
+                dtype = f"torch.{a['dtype']}" if a["dtype"] else "None"
+                device = string_literal(a["device"]) if a["device"] else "None"
+                shape = _literal(a["shape"]) if a["shape"] is not None else "None"
+                expected = f"_guards.TensorCheck({dtype}, {device}, {shape})"
+            attributes[row].append(f"{string_literal(name + ('?' if op.attributes.get('optional') else ''))}: {expected}")
         returned = [(path, key) for path, key in keys if key is not None and self.entry_plan().get(key) is False]
         suffix = "" if root is self.func.args[0] else f"_{self.var[root]}"
         table = self.names.take(f"{function_name(self.func.sym_name)}{suffix}_checks")
-        args = [f"{kind}=({', '.join(rows)},)" for kind, rows in (("modules", modules), ("tensors", tensors),
-                                                                   ("values", values)) if rows]
+        entries = [([string_literal(path)] + rows.get(path, []), attributes[path])
+                   for path in attributes if path in rows or attributes[path]]
+        keywords = [f"tensors=(torch.{common[0]}, {string_literal(common[1])})"] if common else []
         if returned:
-            args.append(f"returns={_literal(tuple(path for path, _ in returned))}")
+            keywords.append(f"returns={_literal(tuple(path for path, _ in returned))}")
         if root.name != "self":
-            args.append(f"root={string_literal(root.name or self.var[root])}")
-        self.module_lines.append(f"{table} = _guards.entry_checks({', '.join(args)},)")  # (one a line)
+            keywords.append(f"root={string_literal(root.name or self.var[root])}")
+        self.module_lines += _table_lines(f"{table} = _guards.entry_checks(", entries, keywords)
         targets = []
         for _, key in returned:
             assert key is not None
@@ -838,9 +886,19 @@ class FunctionEmitter:
             if not result.uses:
                 self.w.line(text)
             else:
-                self.w.line(f"{self.name_of(result)} = {text}{type_comment(result.type)}")
+                self.typed_line(f"{self.name_of(result)} = {text}", type_comment(result.type))
         else:
             self.w.line(self.op_expr(op).text)
+
+    def typed_line(self, statement: str, comment: str) -> None:
+        """`statement` with its type comment after it; on a line of its own above it (`# out:
+        f32[B, 32, 8, 8]@cpu`) where the comment alone would make a line that fits too long,
+        which the formatter would split over three."""
+        width = len(self.w.unit) * self.w.depth + len(statement)
+        if comment and width <= FORMATTED_LENGTH < width + len(comment):
+            self.w.line(f"# {statement.split(' = ', 1)[0]}: {comment.removeprefix('  # ')}")
+            comment = ""
+        self.w.line(statement + comment)
 
     def kept_python(self, op: ops.OpaqueOp) -> None:
         """Python code permissive mode kept: its text, with the variables that hold its names."""

@@ -571,10 +571,10 @@ def _loop_function(k: _Kernel) -> str:
 # -- launcher ----------------------------------------------------------------------------------
 def _launcher(k: _Kernel, source_lines: dict[str, list[str]] | None) -> str:
     w = Writer()
-    params = [f"in{j}: Tensor" for j in range(k.n_in)]
+    params = [f"in{j}" for j in range(k.n_in)]
     params += [f"s{j}: {'float' if v.type == FLOAT else 'bool' if v.type == BOOL else 'int'}"
                for j, v in enumerate(k.scalars)]
-    params += [f"into{m}: Tensor" for m in range(len(k.given))]
+    params += [f"into{m}" for m in range(len(k.given))]
     outs = [f"out{j}" for j in range(len(k.op.results))]
     result = "Tensor" if len(outs) == 1 else f"tuple[{', '.join(['Tensor'] * len(outs))}]"
     w.line(f"def {k.name}_triton({', '.join(params)}) -> {result}:")

@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:0941b561c484b433d241a6cb389512206746929762aa0258984f7a65148c5b71"
+BODY_HASH = "sha256:ba46251f40f8ff6e46ead7555487dd721b113c908a2eb3cbb27f5656f6ce1c70"
 TORCH_VERSION = "2.13"
 
 
@@ -25,9 +25,9 @@ KERNELS_CPP = r"""
 template <bool unit>
 static void masked_fill_softmax_row(
     int64_t n3, float* __restrict out0, int64_t in0_s3, const float* __restrict p1,
-    int64_t in1_s3) {
+    int64_t in1_s1) {
   const float* p0 = out0;
-  const int64_t in0_step = unit ? 1 : in0_s3, in1_step = unit ? 1 : in1_s3;
+  const int64_t in0_step = unit ? 1 : in0_s3, in1_step = unit ? 1 : in1_s1;
   static thread_local std::vector<float> b10;  // v10 along the row, for a later pass
   if ((int64_t)b10.size() < n3) b10.resize(n3);
   float* __restrict b10p = b10.data();
@@ -35,8 +35,7 @@ static void masked_fill_softmax_row(
   float acc6 = -INFINITY, acc6_check = 0;
   #pragma omp simd reduction(max:acc6) reduction(+:acc6_check) if(simd: unit)
   for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
     // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
     const float v1 = a0 / 4.0f;
     // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
@@ -48,8 +47,7 @@ static void masked_fill_softmax_row(
   if (acc6_check != 0) {  // a NaN in the row: the exact, NaN-propagating loop
     acc6 = -INFINITY;
     for (int64_t j = 0; j < n3; ++j) {
-      const float a0 = p0[j * in0_step];
-      const float a1 = p1[j * in1_step];
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
       // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
       const float v1 = a0 / 4.0f;
       // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
@@ -63,17 +61,14 @@ static void masked_fill_softmax_row(
   double acc14 = 0;
   #pragma omp simd reduction(+:acc14) if(simd: unit)
   for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
     // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
     const float v1 = a0 / 4.0f;
     // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     const bool v3 = a1 == 0.0f;
     const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
     // weights = F.softmax(scores, dim=-1)
-    const float v7 = v5 - v6;
-    const float v9 = ts_max(v7, -87.0f);
-    const float v10 = torchscribe::ts_exp(v9);
+    const float v7 = v5 - v6, v9 = ts_max(v7, -87.0f), v10 = torchscribe::ts_exp(v9);
     const bool v11 = v7 < -87.0f;
     const float v13 = sel(v11, 0.0f, v10);
     b10p[j] = v10;
@@ -83,39 +78,34 @@ static void masked_fill_softmax_row(
   // pass 3 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
     // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
     const float v1 = a0 / 4.0f;
     // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     const bool v3 = a1 == 0.0f;
     const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
     // weights = F.softmax(scores, dim=-1)
-    const float v7 = v5 - v6;
-    const float v10 = b10p[j];
+    const float v7 = v5 - v6, v10 = b10p[j];
     const bool v11 = v7 < -87.0f;
-    const float v13 = sel(v11, 0.0f, v10);
-    const float v15 = v13 / v14;
+    const float v13 = sel(v11, 0.0f, v10), v15 = v13 / v14;
     out0[j] = v15;
   }
 }
 
 extern "C" void masked_fill_softmax_kernel(
-    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0, int64_t in0_s0,
-    int64_t in0_s1, int64_t in0_s2, int64_t in0_s3, const float* __restrict in1, int64_t in1_s2,
-    int64_t in1_s3) {
+    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
+    const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
+  const int64_t in0_s3 = 1;  // (in0 is read from out0, which is dense)
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s3 == 1 && in1_s3 == 1;
+  const bool unit = in0_s3 == 1 && in1_s1 == 1;
   const auto one_row = unit ? masked_fill_softmax_row<true> : masked_fill_softmax_row<false>;
   ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i2 = begin % n2;
-    int64_t i1 = begin / n2 % n1;
-    int64_t i0 = begin / n2 / n1;
+    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
     for (int64_t row = begin; row < end; ++row) {
       const auto* p0 = out0 + ((i0 * n1 + i1) * n2 + i2) * n3;
-      const auto* p1 = in1 + i2 * in1_s2;
+      const auto* p1 = in1 + i2 * in1_s0;
       const int64_t r = (i0 * n1 + i1) * n2 + i2;  // the row
-      one_row(n3, out0 + r * n3, in0_s3, p1, in1_s3);
+      one_row(n3, out0 + r * n3, in0_s3, p1, in1_s1);
       if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
     }
   }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
@@ -124,13 +114,10 @@ extern "C" void masked_fill_softmax_kernel(
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def masked_fill_softmax_cpp(in0: Tensor, in1: Tensor) -> Tensor:
+def masked_fill_softmax_cpp(in0, in1) -> Tensor:
     """Fused: div, eq, where, amax, sub, clamp_min, exp, lt, sum of `scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)`, `scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))` and `weights = F.softmax(scores, dim=-1)`."""
-    n0 = in0.shape[0]
     out0 = in0.contiguous()
-    _lib.masked_fill_softmax_kernel(
-        n0, 4, 32, 32, out0.data_ptr(), *out0.stride(), in1.data_ptr(), *in1.stride()
-    )
+    _lib.masked_fill_softmax_kernel(in0.shape[0], 4, 32, 32, out0, in1)
     return out0
 
 
@@ -140,11 +127,9 @@ masked_fill_softmax = _kernels.launcher(globals(), "masked_fill_softmax", "cpu")
 
 
 CausalSelfAttention_forward_checks = _guards.entry_checks(
-    modules=(
-        ("qkv", "torch.nn.Linear"),
-        ("dropout", "torch.nn.Dropout", "valid_p"),
-        ("proj", "torch.nn.Linear"),
-    ),
+    ("qkv", "torch.nn.Linear"),
+    ("dropout", "torch.nn.Dropout", "valid_p"),
+    ("proj", "torch.nn.Linear"),
 )
 
 
@@ -189,23 +174,11 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
 
 
 CausalSelfAttention_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("qkv", "torch.nn.Linear"),
-        ("dropout", "torch.nn.Dropout", "valid_p"),
-        ("proj", "torch.nn.Linear"),
-    ),
-    tensors=(
-        ("mask", torch.float32, "cpu", (64, 64)),
-        ("proj.bias", torch.float32, "cpu", (64,)),
-        ("proj.weight", torch.float32, "cpu", (64, 64)),
-        ("qkv.bias", torch.float32, "cpu", (192,)),
-        ("qkv.weight", torch.float32, "cpu", (192, 64)),
-    ),
-    values=(
-        ("dropout.training", False),
-        ("head_dim", 16),
-        ("num_heads", 4),
-    ),
+    ("", {"mask": [64, 64], "head_dim": 16, "num_heads": 4}),
+    ("qkv", "torch.nn.Linear", {"bias": [192], "weight": [192, 64]}),
+    ("dropout", "torch.nn.Dropout", "valid_p", {"training": False}),
+    ("proj", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    tensors=(torch.float32, "cpu"),
 )
 
 

@@ -13,104 +13,46 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
-BODY_HASH = "sha256:df3a853828b146647d2182e505356847ba555a623f6fd956780f92e07da977c9"
+BODY_HASH = "sha256:91893055e6f5c349972de5d6b226cf74077e717741048f0f38480205c24d1a55"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-static void bn_relu_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
-    float* __restrict out0, const float* __restrict in0, int64_t in0_s1, int64_t in0_s2,
-    int64_t in0_s3, const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3) {
-  const float* in4 = out0;  // out0 is written over in4 (contiguous)
-  int64_t i2 = begin % n2;
-  int64_t i1 = begin / n2 % n1;
-  int64_t i0 = begin / n2 / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = in0 + i1 * in0_s1;
-    const auto* p1 = in1 + i1 * in1_s1;
-    const auto* p2 = in2 + i1 * in2_s1;
-    const auto* p3 = in3 + i1 * in3_s1;
-    const auto* p4 = out0 + ((i0 * n1 + i1) * n2 + i2) * n3;
-    const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
-    const float a0 = p0[0];
-    const float a1 = p1[0];
-    const float a2 = p2[0];
-    const float a3 = p3[0];
-    // return self.relu(self.bn(self.conv(x)))
-    const float v1 = a0 + 1e-05f;
-    const float v2 = std::sqrt(v1);
-    const float v3 = float(1) / v2;
-    const float v4 = v3 * a1;
-    const float v5 = a2 * v4;
-    const float v6 = a3 - v5;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in4_step = unit ? 1 : in4_s3;
-      #pragma omp simd
-      for (int64_t j = 0; j < n3; ++j) {
-        const float a4 = p4[j * in4_step];
-        // return self.relu(self.bn(self.conv(x)))
-        const float v7 = a4 * v4;
-        const float v8 = v7 + v6;
-        const float v10 = ts_max(v8, 0.0f);
-        out0[o + j] = v10;
-      }
-    });
-    if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
-  }
-}
-
 extern "C" void bn_relu_kernel(
     int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3,
-    const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3) {
-  if (in4_s2 == in4_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
-  if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in4_s0 == in4_s3 * n3) { n3 *= n0; n0 = 1; } else goto merged;
-  merged:;
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in4_s3 == 1;
+    const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
+    const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0) {
+  n3 *= n2; n2 = 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    bn_relu_rows(
-        begin, end, unit, n0, n1, n2, n3, out0, in0, in0_s1, in0_s2, in0_s3, in1, in1_s1, in1_s2,
-        in1_s3, in2, in2_s1, in2_s2, in2_s3, in3, in3_s1, in3_s2, in3_s3, in4_s0, in4_s1, in4_s2,
-        in4_s3);
+    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
+      const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
+          a3 = in3[i1 * in3_s0];
+      // return self.relu(self.bn(self.conv(x)))
+      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
+          v5 = a2 * v4, v6 = a3 - v5;
+      #pragma omp simd
+      for (int64_t j = 0; j < n3; ++j) {
+        const float a4 = out0[o + j];
+        // return self.relu(self.bn(self.conv(x)))
+        const float v7 = a4 * v4, v8 = v7 + v6, v10 = ts_max(v8, 0.0f);
+        out0[o + j] = v10;
+      }
+      if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
+    }
   }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def bn_relu_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> Tensor:
+def bn_relu_cpp(in0, in1, in2, in3, in4) -> Tensor:
     """Fused: add, sqrt, reciprocal, mul, sub, clamp_min of `return self.relu(self.bn(self.conv(x)))`."""
-    n0 = in4.shape[0]
     out0 = in4.contiguous()
-    _lib.bn_relu_kernel(
-        n0,
-        16,
-        32,
-        32,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        *out0.stride(),
-    )
+    _lib.bn_relu_kernel(in4.shape[0], 16, 32, 32, out0, in0, in1, in2, in3)
     return out0
 
 
@@ -120,11 +62,9 @@ bn_relu = _kernels.launcher(globals(), "bn_relu", "cpu")
 
 
 ConvBNReLU_forward_checks = _guards.entry_checks(
-    modules=(
-        ("conv", "torch.nn.Conv2d", "zeros_padding"),
-        ("bn", "torch.nn.BatchNorm2d", "running_stats"),
-        ("relu", "torch.nn.ReLU"),
-    ),
+    ("conv", "torch.nn.Conv2d", "zeros_padding"),
+    ("bn", "torch.nn.BatchNorm2d", "running_stats"),
+    ("relu", "torch.nn.ReLU"),
 )
 
 
@@ -160,30 +100,16 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     return F.relu(tmp_1)
 
 
+# fmt: off
 ConvBNReLU_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("conv", "torch.nn.Conv2d", "zeros_padding"),
-        ("bn", "torch.nn.BatchNorm2d", "running_stats"),
-        ("relu", "torch.nn.ReLU"),
-    ),
-    tensors=(
-        ("bn.bias", torch.float32, "cpu", (16,)),
-        ("bn.running_mean", torch.float32, "cpu", (16,)),
-        ("bn.running_var", torch.float32, "cpu", (16,)),
-        ("bn.weight", torch.float32, "cpu", (16,)),
-        ("conv.weight", torch.float32, "cpu", (16, 3, 3, 3)),
-    ),
-    values=(
-        ("bn.eps", 1e-05),
-        ("bn.training", False),
-        ("conv.bias", None),
-        ("conv.dilation", (1, 1)),
-        ("conv.groups", 1),
-        ("conv.padding", (1, 1)),
-        ("conv.stride", (1, 1)),
-        ("relu.inplace", False),
-    ),
+    ("conv", "torch.nn.Conv2d", "zeros_padding", {"weight": [16, 3, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("bn", "torch.nn.BatchNorm2d", "running_stats", {"bias": [16], "running_mean": [16],
+        "running_var": [16], "weight": [16], "eps": 1e-05, "training": False}),
+    ("relu", "torch.nn.ReLU", {"inplace": False}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def ConvBNReLU_forward_example(self, x: Tensor) -> Tensor:

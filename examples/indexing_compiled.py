@@ -12,64 +12,45 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "indexing.py"
 SOURCE_HASH = "sha256:c47f2bde9b58621ccaa1ab1a89c5a50c42f80e3589eb98f7f8ec28d91e02ee7a"
-BODY_HASH = "sha256:c4488b4cfc0ac824a54841633a6f5670d5c1d0607f102ee1a6bc594d0ee0e641"
+BODY_HASH = "sha256:7b0ff0b7a0684c24b30c2a58b427335f0af675be68fd8c8e6b8b949870519cad"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-static void mul_add_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
-    int64_t in1_s0, int64_t in1_s1) {
-  for (int64_t i0 = begin; i0 < end; ++i0) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p1 = in1 + i0 * in1_s0;
-    const int64_t o = (i0) * n1;
-    const float a1 = p1[0];
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s1;
-      #pragma omp simd
-      for (int64_t j = 0; j < n1; ++j) {
-        const float a0 = p0[j * in0_step];
-        // return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
-        const float v1 = a0 * 2.0f;
-        const float v2 = v1 + a1;
-        out0[o + j] = v2;
-      }
-    });
-  }
-}
-
 extern "C" void mul_add_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; } else goto merged;
-  merged:;
+    int64_t in0_s1, const float* __restrict in1, int64_t in1_s0) {
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    mul_add_rows(begin, end, unit, n0, n1, out0, in0, in0_s0, in0_s1, in1, in1_s0, in1_s1);
+    for (int64_t i0 = begin; i0 < end; ++i0) {
+      const auto* p0 = in0 + i0 * in0_s0;
+      const int64_t o = i0 * n1;
+      const float a1 = in1[i0 * in1_s0];
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in0_step = unit ? 1 : in0_s1;
+        #pragma omp simd
+        for (int64_t j = 0; j < n1; ++j) {
+          const float a0 = p0[j * in0_step];
+          // return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
+          const float v1 = a0 * 2.0f, v2 = v1 + a1;
+          out0[o + j] = v2;
+        }
+      });
+    }
   }, n0, n0 * n1 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def mul_add_cpp(in0: Tensor, in1: Tensor) -> Tensor:
+def mul_add_cpp(in0, in1) -> Tensor:
     """Fused: mul, add of `return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 16, dtype=torch.float32)
-    _lib.mul_add_kernel(
-        n0,
-        16,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-    )
+    _lib.mul_add_kernel(n0, 16, out0, in0, in1)
     return out0
 
 
@@ -144,9 +125,8 @@ def indexing_example(
     # y[y < 0] = 0.0
     y = y.index_put((y < 0,), y.new_full((), 0.0))  # f32[B, 32]@cpu
     # y[:, :4] = last[:, None]
-    y = torch.slice_scatter(
-        y, last[:, None].expand_as(y[:, :4]).clone(), 1, None, 4, 1
-    )  # f32[B, 32]@cpu
+    # y: f32[B, 32]@cpu
+    y = torch.slice_scatter(y, last[:, None].expand_as(y[:, :4]).clone(), 1, None, 4, 1)
     # y[0] += 1.0
     y = torch.select_scatter(y, y[0] + 1.0, 0, 0)  # f32[B, 32]@cpu
     # acc.mul_(2)

@@ -13,66 +13,12 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:0bd5d08d2687c56a5c49d007a5485bee3b71f8fb4c8fb36b3337e41a45c9e0a7"
+BODY_HASH = "sha256:9fe5cdfe66f4dfb91eefbcc1ba2f2fc791715c509ee3a9efeb077ac9ffa27f33"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
-
-static void sigmoid_tanh_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0,
-    float* __restrict out1, const float* __restrict in0, int64_t in0_s0, int64_t in0_s1,
-    const float* __restrict in1, int64_t in1_s0, int64_t in1_s1, const float* __restrict in2,
-    int64_t in2_s0, int64_t in2_s1, const float* __restrict in3, int64_t in3_s0, int64_t in3_s1,
-    const float* __restrict in4, int64_t in4_s0, int64_t in4_s1) {
-  for (int64_t i0 = begin; i0 < end; ++i0) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p1 = in1 + i0 * in1_s0;
-    const auto* p2 = in2 + i0 * in2_s0;
-    const auto* p3 = in3 + i0 * in3_s0;
-    const auto* p4 = in4 + i0 * in4_s0;
-    const int64_t o = (i0) * n1;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
-          in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
-      #pragma omp simd
-      for (int64_t j = 0; j < n1; ++j) {
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        const float a2 = p2[j * in2_step];
-        const float a3 = p3[j * in3_step];
-        const float a4 = p4[j * in4_step];
-        // i = torch.sigmoid(i)
-        const float v0 = -a0;
-        const float v1 = torchscribe::ts_exp(v0);
-        const float v3 = 1.0f + v1;
-        const float v4 = float(1) / v3;
-        // f = torch.sigmoid(f)
-        const float v5 = -a1;
-        const float v6 = torchscribe::ts_exp(v5);
-        const float v7 = 1.0f + v6;
-        const float v8 = float(1) / v7;
-        // g = torch.tanh(g)
-        const float v9 = torchscribe::ts_tanh(a2);
-        // o = torch.sigmoid(o)
-        const float v10 = -a3;
-        const float v11 = torchscribe::ts_exp(v10);
-        const float v12 = 1.0f + v11;
-        const float v13 = float(1) / v12;
-        // c = f * c + i * g
-        const float v14 = v8 * a4;
-        const float v15 = v4 * v9;
-        const float v16 = v14 + v15;
-        // h = o * torch.tanh(c)
-        const float v17 = torchscribe::ts_tanh(v16);
-        const float v18 = v13 * v17;
-        out0[o + j] = v16;
-        out1[o + j] = v18;
-      }
-    });
-  }
-}
 
 extern "C" void sigmoid_tanh_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, float* __restrict out1,
@@ -80,42 +26,54 @@ extern "C" void sigmoid_tanh_kernel(
     int64_t in1_s0, int64_t in1_s1, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1,
     const float* __restrict in3, int64_t in3_s0, int64_t in3_s1, const float* __restrict in4,
     int64_t in4_s0, int64_t in4_s1) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 && in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1) { n1 *= n0; n0 = 1; } else goto merged;
-  merged:;
+  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 &&
+      in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1) { n1 *= n0; n0 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1 && in2_s1 == 1 && in3_s1 == 1 && in4_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    sigmoid_tanh_rows(
-        begin, end, unit, n0, n1, out0, out1, in0, in0_s0, in0_s1, in1, in1_s0, in1_s1, in2, in2_s0,
-        in2_s1, in3, in3_s0, in3_s1, in4, in4_s0, in4_s1);
+    for (int64_t i0 = begin; i0 < end; ++i0) {
+      const auto* p0 = in0 + i0 * in0_s0;
+      const auto* p1 = in1 + i0 * in1_s0;
+      const auto* p2 = in2 + i0 * in2_s0;
+      const auto* p3 = in3 + i0 * in3_s0;
+      const auto* p4 = in4 + i0 * in4_s0;
+      const int64_t o = i0 * n1;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
+            in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
+        #pragma omp simd
+        for (int64_t j = 0; j < n1; ++j) {
+          const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
+              a3 = p3[j * in3_step], a4 = p4[j * in4_step];
+          // i = torch.sigmoid(i)
+          const float v0 = -a0, v1 = torchscribe::ts_exp(v0), v3 = 1.0f + v1, v4 = float(1) / v3;
+          // f = torch.sigmoid(f)
+          const float v5 = -a1, v6 = torchscribe::ts_exp(v5), v7 = 1.0f + v6, v8 = float(1) / v7;
+          // g = torch.tanh(g)
+          const float v9 = torchscribe::ts_tanh(a2);
+          // o = torch.sigmoid(o)
+          const float v10 = -a3, v11 = torchscribe::ts_exp(v10), v12 = 1.0f + v11,
+              v13 = float(1) / v12;
+          // c = f * c + i * g
+          const float v14 = v8 * a4, v15 = v4 * v9, v16 = v14 + v15;
+          // h = o * torch.tanh(c)
+          const float v17 = torchscribe::ts_tanh(v16), v18 = v13 * v17;
+          out0[o + j] = v16;
+          out1[o + j] = v18;
+        }
+      });
+    }
   }, n0, n0 * n1 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def sigmoid_tanh_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> tuple[Tensor, Tensor]:
+def sigmoid_tanh_cpp(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
     """Fused: neg, exp, add, reciprocal, tanh, mul of `for t in range(x.size(0)):`, `i = torch.sigmoid(i)`, `f = torch.sigmoid(f)` and 4 more lines."""
     out0 = torch.empty(8, 64, dtype=torch.float32)
     out1 = torch.empty(8, 64, dtype=torch.float32)
-    _lib.sigmoid_tanh_kernel(
-        8,
-        64,
-        out0.data_ptr(),
-        out1.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        in4.data_ptr(),
-        *in4.stride(),
-    )
+    _lib.sigmoid_tanh_kernel(8, 64, out0, out1, in0, in1, in2, in3, in4)
     return out0, out1
 
 
@@ -165,11 +123,8 @@ def LSTM_forward(
 
 
 LSTM_forward_example_checks = _guards.entry_checks(
-    modules=(("gates", "torch.nn.Linear"),),
-    tensors=(
-        ("gates.bias", torch.float32, "cpu", (256,)),
-        ("gates.weight", torch.float32, "cpu", (256, 96)),
-    ),
+    ("gates", "torch.nn.Linear", {"bias": [256], "weight": [256, 96]}),
+    tensors=(torch.float32, "cpu"),
 )
 
 

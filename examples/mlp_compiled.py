@@ -13,72 +13,52 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:6af29e7df022c689f09bec2923db876727fa8f5d86550dd730be49dfc4c467f1"
+BODY_HASH = "sha256:83c26ffe39a06773bd4111075568cfe022400c4c08674e0c5b8102f713be130f"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-static void fc1_gelu_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2,
-    float* __restrict out0, int64_t in0_s0, int64_t in0_s1, int64_t in0_s2,
-    const float* __restrict in1, int64_t in1_s2) {
-  const float* in0 = out0;  // out0 is written over in0 (contiguous)
-  int64_t i1 = begin % n1;
-  int64_t i0 = begin / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = out0 + (i0 * n1 + i1) * n2;
-    const auto* p1 = in1;
-    const int64_t o = (i0 * n1 + i1) * n2;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2;
-      #pragma omp simd
-      for (int64_t j = 0; j < n2; ++j) {
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        // h = F.gelu(self.fc1(x))
-        const float v0 = a0 + a1;
-        const float v2 = v0 * 0.7071067811865476f;
-        const float v3 = torchscribe::ts_erf(v2);
-        const float v5 = v0 * 0.5f;
-        const float v7 = 1.0f + v3;
-        const float v8 = v5 * v7;
-        out0[o + j] = v8;
-      }
-    });
-    if (++i1 == n1) { i1 = 0; ++i0; }
-  }
-}
-
 extern "C" void fc1_gelu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, int64_t in0_s0, int64_t in0_s1,
-    int64_t in0_s2, const float* __restrict in1, int64_t in1_s2) {
-  if (n1 == 1) { n2 *= n1; n1 = 1; } else goto merged;
-  if (n0 == 1) { n2 *= n0; n0 = 1; } else goto merged;
-  merged:;
+    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
+    int64_t in1_s0) {
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1;
+  const bool unit = in1_s0 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    fc1_gelu_rows(begin, end, unit, n0, n1, n2, out0, in0_s0, in0_s1, in0_s2, in1, in1_s2);
+    int64_t i1 = begin % n1, i0 = begin / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const auto* p1 = in1;
+      const int64_t o = (i0 * n1 + i1) * n2;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in1_step = unit ? 1 : in1_s0;
+        #pragma omp simd
+        for (int64_t j = 0; j < n2; ++j) {
+          const float a0 = out0[o + j], a1 = p1[j * in1_step];
+          // h = F.gelu(self.fc1(x))
+          const float v0 = a0 + a1, v2 = v0 * 0.7071067811865476f, v3 = torchscribe::ts_erf(v2),
+              v5 = v0 * 0.5f, v7 = 1.0f + v3, v8 = v5 * v7;
+          out0[o + j] = v8;
+        }
+      });
+      if (++i1 == n1) { i1 = 0; ++i0; }
+    }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
 }
 
 template <bool unit>
 static void fc2_norm_row(
-    int64_t n2, float* __restrict out0, int64_t in0_s2, const float* __restrict p1, int64_t in1_s2,
-    const float* __restrict p2, int64_t in2_s2, const float* __restrict p3, int64_t in3_s2,
-    const float* __restrict p4, int64_t in4_s2) {
+    int64_t n2, float* __restrict out0, int64_t in0_s2, const float* __restrict p1, int64_t in1_s0,
+    const float* __restrict p2, int64_t in2_s2, const float* __restrict p3, int64_t in3_s0,
+    const float* __restrict p4, int64_t in4_s0) {
   const float* p0 = out0;
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s2, in4_step = unit ? 1 : in4_s2;
+  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
+      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
   // pass 1 over the row: sum v2
   double acc2 = 0;
   #pragma omp simd reduction(+:acc2) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
@@ -92,71 +72,53 @@ static void fc2_norm_row(
   double acc6 = 0;
   #pragma omp simd reduction(+:acc6) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
-    const float v1 = a2 + v0;
-    const float v5 = v1 - v4;
+    const float v1 = a2 + v0, v5 = v1 - v4;
     acc6 += static_cast<double>(v5);
   }
   const float v6 = static_cast<float>(acc6);
   // return self.norm(x + h)
-  const float v7 = v6 / 64.0f;
-  const float v8 = v4 + v7;
+  const float v7 = v6 / 64.0f, v8 = v4 + v7;
   // pass 3 over the row: sum v11
   double acc11 = 0;
   #pragma omp simd reduction(+:acc11) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
-    const float v1 = a2 + v0;
-    const float v9 = v1 - v8;
-    const float v10 = v9 * v9;
+    const float v1 = a2 + v0, v9 = v1 - v8, v10 = v9 * v9;
     acc11 += static_cast<double>(v10);
   }
   const float v11 = static_cast<float>(acc11);
   // return self.norm(x + h)
-  const float v12 = v11 / 64.0f;
-  const float v14 = v12 + 1e-05f;
-  const float v15 = float(1) / std::sqrt(v14);
+  const float v12 = v11 / 64.0f, v14 = v12 + 1e-05f, v15 = float(1) / std::sqrt(v14);
   // pass 4 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    const float a3 = p3[j * in3_step];
-    const float a4 = p4[j * in4_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
+        a3 = p3[j * in3_step], a4 = p4[j * in4_step];
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
-    const float v1 = a2 + v0;
-    const float v9 = v1 - v8;
-    const float v16 = v9 * v15;
-    const float v17 = v16 * a3;
-    const float v18 = v17 + a4;
+    const float v1 = a2 + v0, v9 = v1 - v8, v16 = v9 * v15, v17 = v16 * a3, v18 = v17 + a4;
     out0[j] = v18;
   }
 }
 
 extern "C" void fc2_norm_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, int64_t in0_s0, int64_t in0_s1,
-    int64_t in0_s2, const float* __restrict in1, int64_t in1_s2, const float* __restrict in2,
-    int64_t in2_s0, int64_t in2_s1, int64_t in2_s2, const float* __restrict in3, int64_t in3_s2,
-    const float* __restrict in4, int64_t in4_s2) {
+    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
+    int64_t in1_s0, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
+    const float* __restrict in3, int64_t in3_s0, const float* __restrict in4, int64_t in4_s0) {
+  const int64_t in0_s2 = 1;  // (in0 is read from out0, which is dense)
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1 && in3_s2 == 1 && in4_s2 == 1;
+  const bool unit = in0_s2 == 1 && in1_s0 == 1 && in2_s2 == 1 && in3_s0 == 1 && in4_s0 == 1;
   const auto one_row = unit ? fc2_norm_row<true> : fc2_norm_row<false>;
   ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1;
-    int64_t i0 = begin / n1;
+    int64_t i1 = begin % n1, i0 = begin / n1;
     for (int64_t row = begin; row < end; ++row) {
       const auto* p0 = out0 + (i0 * n1 + i1) * n2;
       const auto* p1 = in1;
@@ -164,7 +126,7 @@ extern "C" void fc2_norm_kernel(
       const auto* p3 = in3;
       const auto* p4 = in4;
       const int64_t r = i0 * n1 + i1;  // the row
-      one_row(n2, out0 + r * n2, in0_s2, p1, in1_s2, p2, in2_s2, p3, in3_s2, p4, in4_s2);
+      one_row(n2, out0 + r * n2, in0_s2, p1, in1_s0, p2, in2_s2, p3, in3_s0, p4, in4_s0);
       if (++i1 == n1) { i1 = 0; ++i0; }
     }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
@@ -173,37 +135,17 @@ extern "C" void fc2_norm_kernel(
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def fc1_gelu_cpp(in0: Tensor, in1: Tensor) -> Tensor:
+def fc1_gelu_cpp(in0, in1) -> Tensor:
     """Fused: add, mul, erf of `h = F.gelu(self.fc1(x))`."""
-    n0 = in0.shape[0]
     out0 = in0.contiguous()
-    _lib.fc1_gelu_kernel(
-        n0, 16, 256, out0.data_ptr(), *out0.stride(), in1.data_ptr(), *in1.stride()
-    )
+    _lib.fc1_gelu_kernel(in0.shape[0], 16, 256, out0, in1)
     return out0
 
 
-def fc2_norm_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> Tensor:
+def fc2_norm_cpp(in0, in1, in2, in3, in4) -> Tensor:
     """Fused: add, sum, div, sub, mul, rsqrt of `h = self.fc2(h)` and `return self.norm(x + h)`."""
-    n0 = in0.shape[0]
     out0 = in0.contiguous()
-    _lib.fc2_norm_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        *out0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        in4.data_ptr(),
-        *in4.stride(),
-    )
+    _lib.fc2_norm_kernel(in0.shape[0], 16, 64, out0, in1, in2, in3, in4)
     return out0
 
 
@@ -214,11 +156,9 @@ fc2_norm = _kernels.launcher(globals(), "fc2_norm", "cpu")
 
 
 MLP_forward_checks = _guards.entry_checks(
-    modules=(
-        ("fc1", "torch.nn.Linear"),
-        ("fc2", "torch.nn.Linear"),
-        ("norm", "torch.nn.LayerNorm"),
-    ),
+    ("fc1", "torch.nn.Linear"),
+    ("fc2", "torch.nn.Linear"),
+    ("norm", "torch.nn.LayerNorm"),
 )
 
 
@@ -242,25 +182,15 @@ def MLP_forward(self, x: Tensor) -> Tensor:
     )
 
 
+# fmt: off
 MLP_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("fc1", "torch.nn.Linear"),
-        ("fc2", "torch.nn.Linear"),
-        ("norm", "torch.nn.LayerNorm"),
-    ),
-    tensors=(
-        ("fc1.bias", torch.float32, "cpu", (256,)),
-        ("fc1.weight", torch.float32, "cpu", (256, 64)),
-        ("fc2.bias", torch.float32, "cpu", (64,)),
-        ("fc2.weight", torch.float32, "cpu", (64, 256)),
-        ("norm.bias", torch.float32, "cpu", (64,)),
-        ("norm.weight", torch.float32, "cpu", (64,)),
-    ),
-    values=(
-        ("norm.eps", 1e-05),
-        ("norm.normalized_shape", (64,)),
-    ),
+    ("fc1", "torch.nn.Linear", {"bias": [256], "weight": [256, 64]}),
+    ("fc2", "torch.nn.Linear", {"bias": [64], "weight": [64, 256]}),
+    ("norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def MLP_forward_example(self, x: Tensor) -> Tensor:
@@ -268,9 +198,8 @@ def MLP_forward_example(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 64))
     # h = F.gelu(self.fc1(x))
     fc1 = _guards.attr(self, "fc1")
-    h = fc1_gelu(
-        F.linear(x, _guards.attr(fc1, "weight")), _guards.attr(fc1, "bias")
-    )  # f32[B, 16, 256]@cpu
+    # h: f32[B, 16, 256]@cpu
+    h = fc1_gelu(F.linear(x, _guards.attr(fc1, "weight")), _guards.attr(fc1, "bias"))
     # h = self.fc2(h)
     fc2 = _guards.attr(self, "fc2")
     # return self.norm(x + h)

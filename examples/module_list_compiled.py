@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:b52b9772b062d5c55c433b621ed0396be0f74a8bb4fda1c65ca6f068feb59c92"
+BODY_HASH = "sha256:8da7ca871e8beacf6aa58720b64366e053c3fccd916cecf44dd45c71be439091"
 TORCH_VERSION = "2.13"
 
 
@@ -23,9 +23,9 @@ KERNELS_CPP = r"""
 template <bool unit>
 static void norm_row(
     int64_t n2, float* __restrict out0, const float* __restrict p0, int64_t in0_s2,
-    const float* __restrict p1, int64_t in1_s2, const float* __restrict p2, int64_t in2_s2) {
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-      in2_step = unit ? 1 : in2_s2;
+    const float* __restrict p1, int64_t in1_s0, const float* __restrict p2, int64_t in2_s0) {
+  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
+      in2_step = unit ? 1 : in2_s0;
   // pass 1 over the row: sum v0
   double acc0 = 0;
   #pragma omp simd reduction(+:acc0) if(simd: unit)
@@ -47,54 +47,44 @@ static void norm_row(
   }
   const float v4 = static_cast<float>(acc4);
   // return F.silu(self.fc(self.norm(x)))
-  const float v5 = v4 / 64.0f;
-  const float v6 = v2 + v5;
+  const float v5 = v4 / 64.0f, v6 = v2 + v5;
   // pass 3 over the row: sum v9
   double acc9 = 0;
   #pragma omp simd reduction(+:acc9) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
     const float a0 = p0[j * in0_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v7 = a0 - v6;
-    const float v8 = v7 * v7;
+    const float v7 = a0 - v6, v8 = v7 * v7;
     acc9 += static_cast<double>(v8);
   }
   const float v9 = static_cast<float>(acc9);
   // return F.silu(self.fc(self.norm(x)))
-  const float v10 = v9 / 64.0f;
-  const float v12 = v10 + 1e-05f;
-  const float v13 = float(1) / std::sqrt(v12);
+  const float v10 = v9 / 64.0f, v12 = v10 + 1e-05f, v13 = float(1) / std::sqrt(v12);
   // pass 4 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v7 = a0 - v6;
-    const float v14 = v7 * v13;
-    const float v15 = v14 * a1;
-    const float v16 = v15 + a2;
+    const float v7 = a0 - v6, v14 = v7 * v13, v15 = v14 * a1, v16 = v15 + a2;
     out0[j] = v16;
   }
 }
 
 extern "C" void norm_kernel(
     int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in0,
-    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s2,
-    const float* __restrict in2, int64_t in2_s2) {
+    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s0,
+    const float* __restrict in2, int64_t in2_s0) {
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1;
+  const bool unit = in0_s2 == 1 && in1_s0 == 1 && in2_s0 == 1;
   const auto one_row = unit ? norm_row<true> : norm_row<false>;
   ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1;
-    int64_t i0 = begin / n1;
+    int64_t i1 = begin % n1, i0 = begin / n1;
     for (int64_t row = begin; row < end; ++row) {
       const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1;
       const auto* p1 = in1;
       const auto* p2 = in2;
       const int64_t r = i0 * n1 + i1;  // the row
-      one_row(n2, out0 + r * n2, p0, in0_s2, p1, in1_s2, p2, in2_s2);
+      one_row(n2, out0 + r * n2, p0, in0_s2, p1, in1_s0, p2, in2_s0);
       if (++i1 == n1) { i1 = 0; ++i0; }
     }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
@@ -103,11 +93,11 @@ extern "C" void norm_kernel(
 template <bool unit>
 static void fc_silu_norm_row(
     int64_t n2, float* __restrict out0, float* __restrict out1, int64_t in0_s2,
-    const float* __restrict p1, int64_t in1_s2, const float* __restrict p2, int64_t in2_s2,
-    const float* __restrict p3, int64_t in3_s2, const float* __restrict p4, int64_t in4_s2) {
+    const float* __restrict p1, int64_t in1_s0, const float* __restrict p2, int64_t in2_s2,
+    const float* __restrict p3, int64_t in3_s0, const float* __restrict p4, int64_t in4_s0) {
   const float* p0 = out1;
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s2, in4_step = unit ? 1 : in4_s2;
+  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
+      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
   static thread_local std::vector<float> b2;  // v2 along the row, for a later pass
   if ((int64_t)b2.size() < n2) b2.resize(n2);
   float* __restrict b2p = b2.data();
@@ -115,18 +105,11 @@ static void fc_silu_norm_row(
   double acc9 = 0;
   #pragma omp simd reduction(+:acc9) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v1 = -v0;
-    const float v2 = torchscribe::ts_exp(v1);
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
+    const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v4 = 1.0f + v2, v5 = v0 / v4;
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
+    const float v7 = 0.5f * v5, v8 = a2 + v7;
     b2p[j] = v2;
     out0[j] = v8;
     acc9 += static_cast<double>(v8);
@@ -138,86 +121,60 @@ static void fc_silu_norm_row(
   double acc13 = 0;
   #pragma omp simd reduction(+:acc13) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
+    const float v0 = a0 + a1, v2 = b2p[j], v4 = 1.0f + v2, v5 = v0 / v4;
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
+    const float v7 = 0.5f * v5, v8 = a2 + v7;
     // return F.silu(self.fc(self.norm(x)))
     const float v12 = v8 - v11;
     acc13 += static_cast<double>(v12);
   }
   const float v13 = static_cast<float>(acc13);
   // return F.silu(self.fc(self.norm(x)))
-  const float v14 = v13 / 64.0f;
-  const float v15 = v11 + v14;
+  const float v14 = v13 / 64.0f, v15 = v11 + v14;
   // pass 3 over the row: sum v18
   double acc18 = 0;
   #pragma omp simd reduction(+:acc18) if(simd: unit)
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
+    const float v0 = a0 + a1, v2 = b2p[j], v4 = 1.0f + v2, v5 = v0 / v4;
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
+    const float v7 = 0.5f * v5, v8 = a2 + v7;
     // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15;
-    const float v17 = v16 * v16;
+    const float v16 = v8 - v15, v17 = v16 * v16;
     acc18 += static_cast<double>(v17);
   }
   const float v18 = static_cast<float>(acc18);
   // return F.silu(self.fc(self.norm(x)))
-  const float v19 = v18 / 64.0f;
-  const float v21 = v19 + 1e-05f;
-  const float v22 = float(1) / std::sqrt(v21);
+  const float v19 = v18 / 64.0f, v21 = v19 + 1e-05f, v22 = float(1) / std::sqrt(v21);
   // pass 4 over the row: out1
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    const float a3 = p3[j * in3_step];
-    const float a4 = p4[j * in4_step];
+    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
+        a3 = p3[j * in3_step], a4 = p4[j * in4_step];
     // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
+    const float v0 = a0 + a1, v2 = b2p[j], v4 = 1.0f + v2, v5 = v0 / v4;
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
+    const float v7 = 0.5f * v5, v8 = a2 + v7;
     // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15;
-    const float v23 = v16 * v22;
-    const float v24 = v23 * a3;
-    const float v25 = v24 + a4;
+    const float v16 = v8 - v15, v23 = v16 * v22, v24 = v23 * a3, v25 = v24 + a4;
     out1[j] = v25;
   }
 }
 
 extern "C" void fc_silu_norm_kernel(
     int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, float* __restrict out1,
-    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s2,
-    const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
-    const float* __restrict in3, int64_t in3_s2, const float* __restrict in4, int64_t in4_s2) {
+    const float* __restrict in1, int64_t in1_s0, const float* __restrict in2, int64_t in2_s0,
+    int64_t in2_s1, int64_t in2_s2, const float* __restrict in3, int64_t in3_s0,
+    const float* __restrict in4, int64_t in4_s0) {
+  const int64_t in0_s2 = 1;  // (in0 is read from out1, which is dense)
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1 && in3_s2 == 1 && in4_s2 == 1;
+  const bool unit = in0_s2 == 1 && in1_s0 == 1 && in2_s2 == 1 && in3_s0 == 1 && in4_s0 == 1;
   const auto one_row = unit ? fc_silu_norm_row<true> : fc_silu_norm_row<false>;
   ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1;
-    int64_t i0 = begin / n1;
+    int64_t i1 = begin % n1, i0 = begin / n1;
     for (int64_t row = begin; row < end; ++row) {
       const auto* p0 = out1 + (i0 * n1 + i1) * n2;
       const auto* p1 = in1;
@@ -226,128 +183,65 @@ extern "C" void fc_silu_norm_kernel(
       const auto* p4 = in4;
       const int64_t r = i0 * n1 + i1;  // the row
       one_row(
-          n2, out0 + r * n2, out1 + r * n2, in0_s2, p1, in1_s2, p2, in2_s2, p3, in3_s2, p4, in4_s2);
+          n2, out0 + r * n2, out1 + r * n2, in0_s2, p1, in1_s0, p2, in2_s2, p3, in3_s0, p4, in4_s0);
       if (++i1 == n1) { i1 = 0; ++i0; }
     }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
 }
 
-static void fc_silu_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2,
-    float* __restrict out0, int64_t in0_s0, int64_t in0_s1, int64_t in0_s2,
-    const float* __restrict in1, int64_t in1_s2, const float* __restrict in2, int64_t in2_s0,
-    int64_t in2_s1, int64_t in2_s2) {
-  const float* in0 = out0;  // out0 is written over in0 (contiguous)
-  int64_t i1 = begin % n1;
-  int64_t i0 = begin / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = out0 + (i0 * n1 + i1) * n2;
-    const auto* p1 = in1;
-    const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
-    const int64_t o = (i0 * n1 + i1) * n2;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
-          in2_step = unit ? 1 : in2_s2;
-      #pragma omp simd
-      for (int64_t j = 0; j < n2; ++j) {
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        const float a2 = p2[j * in2_step];
-        // return F.silu(self.fc(self.norm(x)))
-        const float v0 = a0 + a1;
-        const float v1 = -v0;
-        const float v2 = torchscribe::ts_exp(v1);
-        const float v4 = 1.0f + v2;
-        const float v5 = v0 / v4;
-        // x = x + self.residual_scale * layer(x)
-        const float v7 = 0.5f * v5;
-        const float v8 = a2 + v7;
-        out0[o + j] = v8;
-      }
-    });
-    if (++i1 == n1) { i1 = 0; ++i0; }
-  }
-}
-
 extern "C" void fc_silu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, int64_t in0_s0, int64_t in0_s1,
-    int64_t in0_s2, const float* __restrict in1, int64_t in1_s2, const float* __restrict in2,
-    int64_t in2_s0, int64_t in2_s1, int64_t in2_s2) {
-  if (n1 == 1) { n2 *= n1; n1 = 1; } else goto merged;
-  if (n0 == 1) { n2 *= n0; n0 = 1; } else goto merged;
-  merged:;
+    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
+    int64_t in1_s0, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2) {
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s2 == 1 && in2_s2 == 1;
+  const bool unit = in1_s0 == 1 && in2_s2 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    fc_silu_rows(
-        begin, end, unit, n0, n1, n2, out0, in0_s0, in0_s1, in0_s2, in1, in1_s2, in2, in2_s0,
-        in2_s1, in2_s2);
+    int64_t i1 = begin % n1, i0 = begin / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const auto* p1 = in1;
+      const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
+      const int64_t o = (i0 * n1 + i1) * n2;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s2;
+        #pragma omp simd
+        for (int64_t j = 0; j < n2; ++j) {
+          const float a0 = out0[o + j], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+          // return F.silu(self.fc(self.norm(x)))
+          const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v4 = 1.0f + v2,
+              v5 = v0 / v4;
+          // x = x + self.residual_scale * layer(x)
+          const float v7 = 0.5f * v5, v8 = a2 + v7;
+          out0[o + j] = v8;
+        }
+      });
+      if (++i1 == n1) { i1 = 0; ++i0; }
+    }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def norm_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
+def norm_cpp(in0, in1, in2) -> Tensor:
     """Fused: sum, div, sub, add, mul, rsqrt of `return F.silu(self.fc(self.norm(x)))`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 16, 64, dtype=torch.float32)
-    _lib.norm_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-    )
+    _lib.norm_kernel(n0, 16, 64, out0, in0, in1, in2)
     return out0
 
 
-def fc_silu_norm_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> tuple[Tensor, Tensor]:
+def fc_silu_norm_cpp(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
     """Fused: add, neg, exp, div, mul, sum, sub, rsqrt of `return F.silu(self.fc(self.norm(x)))` and `x = x + self.residual_scale * layer(x)`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 16, 64, dtype=torch.float32)
     out1 = in0.contiguous()
-    _lib.fc_silu_norm_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        out1.data_ptr(),
-        *out1.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        in4.data_ptr(),
-        *in4.stride(),
-    )
+    _lib.fc_silu_norm_kernel(n0, 16, 64, out0, out1, in1, in2, in3, in4)
     return out0, out1
 
 
-def fc_silu_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
+def fc_silu_cpp(in0, in1, in2) -> Tensor:
     """Fused: add, neg, exp, div, mul of `return F.silu(self.fc(self.norm(x)))` and `x = x + self.residual_scale * layer(x)`."""
-    n0 = in0.shape[0]
     out0 = in0.contiguous()
-    _lib.fc_silu_kernel(
-        n0,
-        16,
-        64,
-        out0.data_ptr(),
-        *out0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-    )
+    _lib.fc_silu_kernel(in0.shape[0], 16, 64, out0, in1, in2)
     return out0
 
 
@@ -392,55 +286,30 @@ def Stack_forward(self, x: Tensor) -> Tensor:
     return F.linear(x, _guards.attr(head, "weight"), _guards.attr(head, "bias"))
 
 
+# fmt: off
 Stack_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("layers", "torch.nn.ModuleList", "len=4"),
-        ("layers.0", "Block"),
-        ("layers.1", "Block"),
-        ("layers.2", "Block"),
-        ("layers.3", "Block"),
-        ("layers.0.norm", "torch.nn.LayerNorm"),
-        ("layers.0.fc", "torch.nn.Linear"),
-        ("layers.1.norm", "torch.nn.LayerNorm"),
-        ("layers.1.fc", "torch.nn.Linear"),
-        ("layers.2.norm", "torch.nn.LayerNorm"),
-        ("layers.2.fc", "torch.nn.Linear"),
-        ("layers.3.norm", "torch.nn.LayerNorm"),
-        ("layers.3.fc", "torch.nn.Linear"),
-        ("head", "torch.nn.Linear"),
-    ),
-    tensors=(
-        ("head.bias", torch.float32, "cpu", (10,)),
-        ("head.weight", torch.float32, "cpu", (10, 64)),
-        ("layers.0.fc.bias", torch.float32, "cpu", (64,)),
-        ("layers.0.fc.weight", torch.float32, "cpu", (64, 64)),
-        ("layers.0.norm.bias", torch.float32, "cpu", (64,)),
-        ("layers.0.norm.weight", torch.float32, "cpu", (64,)),
-        ("layers.1.fc.bias", torch.float32, "cpu", (64,)),
-        ("layers.1.fc.weight", torch.float32, "cpu", (64, 64)),
-        ("layers.1.norm.bias", torch.float32, "cpu", (64,)),
-        ("layers.1.norm.weight", torch.float32, "cpu", (64,)),
-        ("layers.2.fc.bias", torch.float32, "cpu", (64,)),
-        ("layers.2.fc.weight", torch.float32, "cpu", (64, 64)),
-        ("layers.2.norm.bias", torch.float32, "cpu", (64,)),
-        ("layers.2.norm.weight", torch.float32, "cpu", (64,)),
-        ("layers.3.fc.bias", torch.float32, "cpu", (64,)),
-        ("layers.3.fc.weight", torch.float32, "cpu", (64, 64)),
-        ("layers.3.norm.bias", torch.float32, "cpu", (64,)),
-        ("layers.3.norm.weight", torch.float32, "cpu", (64,)),
-    ),
-    values=(
-        ("layers.0.norm.eps", 1e-05),
-        ("layers.0.norm.normalized_shape", (64,)),
-        ("layers.1.norm.eps", 1e-05),
-        ("layers.1.norm.normalized_shape", (64,)),
-        ("layers.2.norm.eps", 1e-05),
-        ("layers.2.norm.normalized_shape", (64,)),
-        ("layers.3.norm.eps", 1e-05),
-        ("layers.3.norm.normalized_shape", (64,)),
-        ("residual_scale", 0.5),
-    ),
+    ("", {"residual_scale": 0.5}),
+    ("layers", "torch.nn.ModuleList", "len=4"),
+    ("layers.0", "Block"),
+    ("layers.1", "Block"),
+    ("layers.2", "Block"),
+    ("layers.3", "Block"),
+    ("layers.0.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    ("layers.0.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    ("layers.1.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    ("layers.1.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    ("layers.2.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    ("layers.2.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    ("layers.3.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
+        "normalized_shape": (64,)}),
+    ("layers.3.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    ("head", "torch.nn.Linear", {"bias": [10], "weight": [10, 64]}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def Stack_forward_example(self, x: Tensor) -> Tensor:

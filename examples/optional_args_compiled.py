@@ -16,125 +16,84 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:9df22acafd2df78580e809737a9f252d2c71281610f8e35b1f48a056edb9ca94"
+BODY_HASH = "sha256:ec65165824b0cdbf556a572995053ecc54a4ef5c1eaadeaabb67af3cd20b1ba3"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-static void clamp_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
-    int64_t in1_s0, int64_t in1_s1) {
-  for (int64_t i0 = begin; i0 < end; ++i0) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p1 = in1 + i0 * in1_s0;
-    const int64_t o = (i0) * n1;
-    const float a0 = p0[0];
-    // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-    const float v1 = ts_max(a0, 1.0f);
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in1_step = unit ? 1 : in1_s1;
-      #pragma omp simd
-      for (int64_t j = 0; j < n1; ++j) {
-        const float a1 = p1[j * in1_step];
-        // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        const float v2 = a1 / v1;
-        out0[o + j] = v2;
-      }
-    });
-  }
-}
-
 extern "C" void clamp_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; } else goto merged;
-  merged:;
+    const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
   // every stride along the row 1: the version with unit steps
   const bool unit = in1_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    clamp_rows(begin, end, unit, n0, n1, out0, in0, in0_s0, in0_s1, in1, in1_s0, in1_s1);
+    for (int64_t i0 = begin; i0 < end; ++i0) {
+      const auto* p1 = in1 + i0 * in1_s0;
+      const int64_t o = i0 * n1;
+      const float a0 = in0[i0 * in0_s0];
+      // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+      const float v1 = ts_max(a0, 1.0f);
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in1_step = unit ? 1 : in1_s1;
+        #pragma omp simd
+        for (int64_t j = 0; j < n1; ++j) {
+          const float a1 = p1[j * in1_step];
+          // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+          const float v2 = a1 / v1;
+          out0[o + j] = v2;
+        }
+      });
+    }
   }, n0, n0 * n1 >= 32768);
-}
-
-static void masked_fill_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2,
-    float* __restrict out0, const float* __restrict in0, int64_t in0_s0, int64_t in0_s1,
-    int64_t in0_s2, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1, int64_t in1_s2) {
-  int64_t i1 = begin % n1;
-  int64_t i0 = begin / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1;
-    const auto* p1 = in1 + i0 * in1_s0 + i1 * in1_s1;
-    const int64_t o = (i0 * n1 + i1) * n2;
-    const float a0 = p0[0];
-    // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-    const bool v1 = a0 == 0.0f;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in1_step = unit ? 1 : in1_s2;
-      #pragma omp simd
-      for (int64_t j = 0; j < n2; ++j) {
-        const float a1 = p1[j * in1_step];
-        // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-        const float v3 = sel(v1, static_cast<float>(-INFINITY), a1);
-        out0[o + j] = v3;
-      }
-    });
-    if (++i1 == n1) { i1 = 0; ++i0; }
-  }
 }
 
 extern "C" void masked_fill_kernel(
     int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in0,
-    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s0,
-    int64_t in1_s1, int64_t in1_s2) {
-  if (n1 == 1) { n2 *= n1; n1 = 1; } else goto merged;
-  if (n0 == 1) { n2 *= n0; n0 = 1; } else goto merged;
-  merged:;
+    int64_t in0_s0, int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1,
+    int64_t in1_s2) {
   // every stride along the row 1: the version with unit steps
   const bool unit = in1_s2 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    masked_fill_rows(
-        begin, end, unit, n0, n1, n2, out0, in0, in0_s0, in0_s1, in0_s2, in1, in1_s0, in1_s1,
-        in1_s2);
+    int64_t i1 = begin % n1, i0 = begin / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const auto* p1 = in1 + i0 * in1_s0 + i1 * in1_s1;
+      const int64_t o = (i0 * n1 + i1) * n2;
+      const float a0 = in0[i0 * in0_s0 + i1 * in0_s1];
+      // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
+      const bool v1 = a0 == 0.0f;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in1_step = unit ? 1 : in1_s2;
+        #pragma omp simd
+        for (int64_t j = 0; j < n2; ++j) {
+          const float a1 = p1[j * in1_step];
+          // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
+          const float v3 = sel(v1, static_cast<float>(-INFINITY), a1);
+          out0[o + j] = v3;
+        }
+      });
+      if (++i1 == n1) { i1 = 0; ++i0; }
+    }
   }, n0 * n1, n0 * n1 * n2 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def clamp_cpp(in0: Tensor, in1: Tensor) -> Tensor:
+def clamp_cpp(in0, in1) -> Tensor:
     """Fused: clamp_min, div of `pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 32, dtype=torch.float32)
-    _lib.clamp_kernel(
-        n0,
-        32,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-    )
+    _lib.clamp_kernel(n0, 32, out0, in0, in1)
     return out0
 
 
-def masked_fill_cpp(in0: Tensor, in1: Tensor) -> Tensor:
+def masked_fill_cpp(in0, in1) -> Tensor:
     """Fused: eq, where of `pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 20, 32, dtype=torch.float32)
-    _lib.masked_fill_kernel(
-        n0,
-        20,
-        32,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-    )
+    _lib.masked_fill_kernel(n0, 20, 32, out0, in0, in1)
     return out0
 
 
@@ -156,9 +115,8 @@ def MaskedPool_forward(
     # if mask is None:
     if mask is None:
         # mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
-        mask = torch.ones(
-            x.size(0), x.size(1), dtype=torch.bool, device=x.device
-        )  # bool[?, ?]
+        # mask: bool[?, ?]
+        mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
     # weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)
     # if reduction == "sum":
@@ -186,11 +144,8 @@ def MaskedPool_forward(
 
 
 MaskedPool_forward_example_checks = _guards.entry_checks(
-    modules=(("proj", "torch.nn.Linear"),),
-    tensors=(
-        ("proj.bias", torch.float32, "cpu", (16,)),
-        ("proj.weight", torch.float32, "cpu", (16, 32)),
-    ),
+    ("proj", "torch.nn.Linear", {"bias": [16], "weight": [16, 32]}),
+    tensors=(torch.float32, "cpu"),
 )
 
 
@@ -209,9 +164,8 @@ def MaskedPool_forward_example(
     # if mask is None:
     if mask is None:
         # mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
-        mask = torch.ones(
-            x.size(0), 20, dtype=torch.bool, device=x.device
-        )  # bool[B, 20]@cpu
+        # mask: bool[B, 20]@cpu
+        mask = torch.ones(x.size(0), 20, dtype=torch.bool, device=x.device)
     # weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)  # f32[B, 20, 1]@cpu
     # if reduction == "sum":
@@ -222,18 +176,16 @@ def MaskedPool_forward_example(
         # elif reduction == "mean":
         if reduction == "mean":
             # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-            pooled = clamp(
-                weights.sum(dim=1), (x * weights).sum(dim=1)
-            )  # f32[B, 32]@cpu
+            # pooled: f32[B, 32]@cpu
+            pooled = clamp(weights.sum(dim=1), (x * weights).sum(dim=1))
         else:
             # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
             pooled = masked_fill(weights, x).amax(dim=1)  # f32[B, 32]@cpu
     del weights
     # out = self.proj(pooled)
     proj = _guards.attr(self, "proj")
-    out = F.linear(
-        pooled, _guards.attr(proj, "weight"), _guards.attr(proj, "bias")
-    )  # f32[B, 16]@cpu
+    # out: f32[B, 16]@cpu
+    out = F.linear(pooled, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
     # if temperature is not None:
     if temperature is not None:
         # out = out / temperature

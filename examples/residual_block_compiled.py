@@ -13,347 +13,146 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:d202c10e2ca42758ee08d413605d1343b881326532e8223b3defff0e70cb1142"
+BODY_HASH = "sha256:f46838640e984a4ce630c1ee4cb0bdfe044f97eeae5a5dafeaea6219d4f6ceb7"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-static void bn1_relu_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
-    float* __restrict out0, const float* __restrict in0, int64_t in0_s1, int64_t in0_s2,
-    int64_t in0_s3, const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3) {
-  const float* in4 = out0;  // out0 is written over in4 (contiguous)
-  int64_t i2 = begin % n2;
-  int64_t i1 = begin / n2 % n1;
-  int64_t i0 = begin / n2 / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = in0 + i1 * in0_s1;
-    const auto* p1 = in1 + i1 * in1_s1;
-    const auto* p2 = in2 + i1 * in2_s1;
-    const auto* p3 = in3 + i1 * in3_s1;
-    const auto* p4 = out0 + ((i0 * n1 + i1) * n2 + i2) * n3;
-    const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
-    const float a0 = p0[0];
-    const float a1 = p1[0];
-    const float a2 = p2[0];
-    const float a3 = p3[0];
-    // out = self.bn1(out)
-    const float v1 = a0 + 1e-05f;
-    const float v2 = std::sqrt(v1);
-    const float v3 = float(1) / v2;
-    const float v4 = v3 * a1;
-    const float v5 = a2 * v4;
-    const float v6 = a3 - v5;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in4_step = unit ? 1 : in4_s3;
+extern "C" void bn1_relu_kernel(
+    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
+    const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
+    const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0) {
+  n3 *= n2; n2 = 1;
+  ts_rows([&](int64_t begin, int64_t end) {
+    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
+      const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
+          a3 = in3[i1 * in3_s0];
+      // out = self.bn1(out)
+      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
+          v5 = a2 * v4, v6 = a3 - v5;
       #pragma omp simd
       for (int64_t j = 0; j < n3; ++j) {
-        const float a4 = p4[j * in4_step];
+        const float a4 = out0[o + j];
         // out = self.bn1(out)
-        const float v7 = a4 * v4;
-        const float v8 = v7 + v6;
+        const float v7 = a4 * v4, v8 = v7 + v6;
         // out = self.relu(out)
         const float v10 = ts_max(v8, 0.0f);
         out0[o + j] = v10;
       }
-    });
-    if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
-  }
-}
-
-extern "C" void bn1_relu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3,
-    const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3) {
-  if (in4_s2 == in4_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
-  if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in4_s0 == in4_s3 * n3) { n3 *= n0; n0 = 1; } else goto merged;
-  merged:;
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in4_s3 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    bn1_relu_rows(
-        begin, end, unit, n0, n1, n2, n3, out0, in0, in0_s1, in0_s2, in0_s3, in1, in1_s1, in1_s2,
-        in1_s3, in2, in2_s1, in2_s2, in2_s3, in3, in3_s1, in3_s2, in3_s3, in4_s0, in4_s1, in4_s2,
-        in4_s3);
+      if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
+    }
   }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
-}
-
-static void bn2_downsample_relu_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
-    float* __restrict out0, const float* __restrict in0, int64_t in0_s1, int64_t in0_s2,
-    int64_t in0_s3, const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3, const float* __restrict in5, int64_t in5_s1,
-    int64_t in5_s2, int64_t in5_s3, const float* __restrict in6, int64_t in6_s1, int64_t in6_s2,
-    int64_t in6_s3, const float* __restrict in7, int64_t in7_s1, int64_t in7_s2, int64_t in7_s3,
-    const float* __restrict in8, int64_t in8_s1, int64_t in8_s2, int64_t in8_s3,
-    const float* __restrict in9, int64_t in9_s0, int64_t in9_s1, int64_t in9_s2, int64_t in9_s3) {
-  const float* in4 = out0;  // out0 is written over in4 (contiguous)
-  int64_t i2 = begin % n2;
-  int64_t i1 = begin / n2 % n1;
-  int64_t i0 = begin / n2 / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = in0 + i1 * in0_s1;
-    const auto* p1 = in1 + i1 * in1_s1;
-    const auto* p2 = in2 + i1 * in2_s1;
-    const auto* p3 = in3 + i1 * in3_s1;
-    const auto* p4 = out0 + ((i0 * n1 + i1) * n2 + i2) * n3;
-    const auto* p5 = in5 + i1 * in5_s1;
-    const auto* p6 = in6 + i1 * in6_s1;
-    const auto* p7 = in7 + i1 * in7_s1;
-    const auto* p8 = in8 + i1 * in8_s1;
-    const auto* p9 = in9 + i0 * in9_s0 + i1 * in9_s1 + i2 * in9_s2;
-    const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
-    const float a0 = p0[0];
-    const float a1 = p1[0];
-    const float a2 = p2[0];
-    const float a3 = p3[0];
-    const float a5 = p5[0];
-    const float a6 = p6[0];
-    const float a7 = p7[0];
-    const float a8 = p8[0];
-    // out = self.bn2(out)
-    const float v1 = a0 + 1e-05f;
-    const float v2 = std::sqrt(v1);
-    const float v3 = float(1) / v2;
-    const float v4 = v3 * a1;
-    const float v5 = a2 * v4;
-    const float v6 = a3 - v5;
-    // identity = self.downsample(x)
-    const float v9 = a5 + 1e-05f;
-    const float v10 = std::sqrt(v9);
-    const float v11 = float(1) / v10;
-    const float v12 = v11 * a6;
-    const float v13 = a7 * v12;
-    const float v14 = a8 - v13;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in4_step = unit ? 1 : in4_s3, in9_step = unit ? 1 : in9_s3;
-      #pragma omp simd
-      for (int64_t j = 0; j < n3; ++j) {
-        const float a4 = p4[j * in4_step];
-        const float a9 = p9[j * in9_step];
-        // out = self.bn2(out)
-        const float v7 = a4 * v4;
-        const float v8 = v7 + v6;
-        // identity = self.downsample(x)
-        const float v15 = a9 * v12;
-        const float v16 = v15 + v14;
-        // out += identity
-        const float v17 = v8 + v16;
-        // out = self.relu(out)
-        const float v19 = ts_max(v17, 0.0f);
-        out0[o + j] = v19;
-      }
-    });
-    if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
-  }
 }
 
 extern "C" void bn2_downsample_relu_kernel(
     int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3,
-    const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3, const float* __restrict in5, int64_t in5_s1,
-    int64_t in5_s2, int64_t in5_s3, const float* __restrict in6, int64_t in6_s1, int64_t in6_s2,
-    int64_t in6_s3, const float* __restrict in7, int64_t in7_s1, int64_t in7_s2, int64_t in7_s3,
-    const float* __restrict in8, int64_t in8_s1, int64_t in8_s2, int64_t in8_s3,
+    const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
+    const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0,
+    const float* __restrict in5, int64_t in5_s0, const float* __restrict in6, int64_t in6_s0,
+    const float* __restrict in7, int64_t in7_s0, const float* __restrict in8, int64_t in8_s0,
     const float* __restrict in9, int64_t in9_s0, int64_t in9_s1, int64_t in9_s2, int64_t in9_s3) {
-  if (in4_s2 == in4_s3 * n3 && in9_s2 == in9_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
-  if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in4_s0 == in4_s3 * n3 && in9_s0 == in9_s3 * n3) { n3 *= n0; n0 = 1; } else goto merged;
-  merged:;
+  if (in9_s2 == in9_s3 * n3) { n3 *= n2; n2 = 1; }
   // every stride along the row 1: the version with unit steps
-  const bool unit = in4_s3 == 1 && in9_s3 == 1;
+  const bool unit = in9_s3 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    bn2_downsample_relu_rows(
-        begin, end, unit, n0, n1, n2, n3, out0, in0, in0_s1, in0_s2, in0_s3, in1, in1_s1, in1_s2,
-        in1_s3, in2, in2_s1, in2_s2, in2_s3, in3, in3_s1, in3_s2, in3_s3, in4_s0, in4_s1, in4_s2,
-        in4_s3, in5, in5_s1, in5_s2, in5_s3, in6, in6_s1, in6_s2, in6_s3, in7, in7_s1, in7_s2,
-        in7_s3, in8, in8_s1, in8_s2, in8_s3, in9, in9_s0, in9_s1, in9_s2, in9_s3);
+    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const auto* p9 = in9 + i0 * in9_s0 + i1 * in9_s1 + i2 * in9_s2;
+      const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
+      const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
+          a3 = in3[i1 * in3_s0], a5 = in5[i1 * in5_s0], a6 = in6[i1 * in6_s0],
+          a7 = in7[i1 * in7_s0], a8 = in8[i1 * in8_s0];
+      // out = self.bn2(out)
+      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
+          v5 = a2 * v4, v6 = a3 - v5;
+      // identity = self.downsample(x)
+      const float v9 = a5 + 1e-05f, v10 = std::sqrt(v9), v11 = float(1) / v10, v12 = v11 * a6,
+          v13 = a7 * v12, v14 = a8 - v13;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in9_step = unit ? 1 : in9_s3;
+        #pragma omp simd
+        for (int64_t j = 0; j < n3; ++j) {
+          const float a4 = out0[o + j], a9 = p9[j * in9_step];
+          // out = self.bn2(out)
+          const float v7 = a4 * v4, v8 = v7 + v6;
+          // identity = self.downsample(x)
+          const float v15 = a9 * v12, v16 = v15 + v14;
+          // out += identity
+          const float v17 = v8 + v16;
+          // out = self.relu(out)
+          const float v19 = ts_max(v17, 0.0f);
+          out0[o + j] = v19;
+        }
+      });
+      if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
+    }
   }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
-}
-
-static void bn2_relu_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, int64_t n2, int64_t n3,
-    float* __restrict out0, const float* __restrict in0, int64_t in0_s1, int64_t in0_s2,
-    int64_t in0_s3, const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3, const float* __restrict in5, int64_t in5_s0,
-    int64_t in5_s1, int64_t in5_s2, int64_t in5_s3) {
-  const float* in4 = out0;  // out0 is written over in4 (contiguous)
-  int64_t i2 = begin % n2;
-  int64_t i1 = begin / n2 % n1;
-  int64_t i0 = begin / n2 / n1;
-  for (int64_t row = begin; row < end; ++row) {
-    const auto* p0 = in0 + i1 * in0_s1;
-    const auto* p1 = in1 + i1 * in1_s1;
-    const auto* p2 = in2 + i1 * in2_s1;
-    const auto* p3 = in3 + i1 * in3_s1;
-    const auto* p4 = out0 + ((i0 * n1 + i1) * n2 + i2) * n3;
-    const auto* p5 = in5 + i0 * in5_s0 + i1 * in5_s1 + i2 * in5_s2;
-    const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
-    const float a0 = p0[0];
-    const float a1 = p1[0];
-    const float a2 = p2[0];
-    const float a3 = p3[0];
-    // out = self.bn2(out)
-    const float v1 = a0 + 1e-05f;
-    const float v2 = std::sqrt(v1);
-    const float v3 = float(1) / v2;
-    const float v4 = v3 * a1;
-    const float v5 = a2 * v4;
-    const float v6 = a3 - v5;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in4_step = unit ? 1 : in4_s3, in5_step = unit ? 1 : in5_s3;
-      #pragma omp simd
-      for (int64_t j = 0; j < n3; ++j) {
-        const float a4 = p4[j * in4_step];
-        const float a5 = p5[j * in5_step];
-        // out = self.bn2(out)
-        const float v7 = a4 * v4;
-        const float v8 = v7 + v6;
-        // out += identity
-        const float v9 = v8 + a5;
-        // out = self.relu(out)
-        const float v11 = ts_max(v9, 0.0f);
-        out0[o + j] = v11;
-      }
-    });
-    if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
-  }
 }
 
 extern "C" void bn2_relu_kernel(
     int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3,
-    const float* __restrict in1, int64_t in1_s1, int64_t in1_s2, int64_t in1_s3,
-    const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
-    const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
-    int64_t in4_s1, int64_t in4_s2, int64_t in4_s3, const float* __restrict in5, int64_t in5_s0,
-    int64_t in5_s1, int64_t in5_s2, int64_t in5_s3) {
-  if (in4_s2 == in4_s3 * n3 && in5_s2 == in5_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
-  if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in4_s0 == in4_s3 * n3 && in5_s0 == in5_s3 * n3) { n3 *= n0; n0 = 1; } else goto merged;
-  merged:;
+    const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
+    const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0,
+    const float* __restrict in5, int64_t in5_s0, int64_t in5_s1, int64_t in5_s2, int64_t in5_s3) {
+  if (in5_s2 == in5_s3 * n3) { n3 *= n2; n2 = 1; }
   // every stride along the row 1: the version with unit steps
-  const bool unit = in4_s3 == 1 && in5_s3 == 1;
+  const bool unit = in5_s3 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    bn2_relu_rows(
-        begin, end, unit, n0, n1, n2, n3, out0, in0, in0_s1, in0_s2, in0_s3, in1, in1_s1, in1_s2,
-        in1_s3, in2, in2_s1, in2_s2, in2_s3, in3, in3_s1, in3_s2, in3_s3, in4_s0, in4_s1, in4_s2,
-        in4_s3, in5, in5_s0, in5_s1, in5_s2, in5_s3);
+    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const auto* p5 = in5 + i0 * in5_s0 + i1 * in5_s1 + i2 * in5_s2;
+      const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
+      const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
+          a3 = in3[i1 * in3_s0];
+      // out = self.bn2(out)
+      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
+          v5 = a2 * v4, v6 = a3 - v5;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in5_step = unit ? 1 : in5_s3;
+        #pragma omp simd
+        for (int64_t j = 0; j < n3; ++j) {
+          const float a4 = out0[o + j], a5 = p5[j * in5_step];
+          // out = self.bn2(out)
+          const float v7 = a4 * v4, v8 = v7 + v6;
+          // out += identity
+          const float v9 = v8 + a5;
+          // out = self.relu(out)
+          const float v11 = ts_max(v9, 0.0f);
+          out0[o + j] = v11;
+        }
+      });
+      if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
+    }
   }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def bn1_relu_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor
-) -> Tensor:
+def bn1_relu_cpp(in0, in1, in2, in3, in4) -> Tensor:
     """Fused: add, sqrt, reciprocal, mul, sub, clamp_min of `out = self.bn1(out)` and `out = self.relu(out)`."""
-    n0 = in4.shape[0]
     out0 = in4.contiguous()
-    _lib.bn1_relu_kernel(
-        n0,
-        32,
-        8,
-        8,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        *out0.stride(),
-    )
+    _lib.bn1_relu_kernel(in4.shape[0], 32, 8, 8, out0, in0, in1, in2, in3)
     return out0
 
 
-def bn2_downsample_relu_cpp(
-    in0: Tensor,
-    in1: Tensor,
-    in2: Tensor,
-    in3: Tensor,
-    in4: Tensor,
-    in5: Tensor,
-    in6: Tensor,
-    in7: Tensor,
-    in8: Tensor,
-    in9: Tensor,
-) -> Tensor:
+def bn2_downsample_relu_cpp(in0, in1, in2, in3, in4, in5, in6, in7, in8, in9) -> Tensor:
     """Fused: add, sqrt, reciprocal, mul, sub, clamp_min of `out = self.bn1(out)`, `out = self.relu(out)`, `out = self.bn2(out)` and 2 more lines."""
-    n0 = in4.shape[0]
     out0 = in4.contiguous()
     _lib.bn2_downsample_relu_kernel(
-        n0,
-        32,
-        8,
-        8,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        *out0.stride(),
-        in5.data_ptr(),
-        *in5.stride(),
-        in6.data_ptr(),
-        *in6.stride(),
-        in7.data_ptr(),
-        *in7.stride(),
-        in8.data_ptr(),
-        *in8.stride(),
-        in9.data_ptr(),
-        *in9.stride(),
+        in4.shape[0], 32, 8, 8, out0, in0, in1, in2, in3, in5, in6, in7, in8, in9
     )
     return out0
 
 
-def bn2_relu_cpp(
-    in0: Tensor, in1: Tensor, in2: Tensor, in3: Tensor, in4: Tensor, in5: Tensor
-) -> Tensor:
+def bn2_relu_cpp(in0, in1, in2, in3, in4, in5) -> Tensor:
     """Fused: add, sqrt, reciprocal, mul, sub, clamp_min of `out = self.bn1(out)`, `out = self.relu(out)`, `out = self.bn2(out)` and 1 more line."""
-    n0 = in4.shape[0]
     out0 = in4.contiguous()
-    _lib.bn2_relu_kernel(
-        n0,
-        32,
-        8,
-        8,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-        in3.data_ptr(),
-        *in3.stride(),
-        *out0.stride(),
-        in5.data_ptr(),
-        *in5.stride(),
-    )
+    _lib.bn2_relu_kernel(in4.shape[0], 32, 8, 8, out0, in0, in1, in2, in3, in5)
     return out0
 
 
@@ -365,16 +164,14 @@ bn2_relu = _kernels.launcher(globals(), "bn2_relu", "cpu")
 
 
 BasicBlock_forward_checks = _guards.entry_checks(
-    modules=(
-        ("downsample?", "torch.nn.Sequential", "len=2"),
-        ("conv1", "torch.nn.Conv2d", "zeros_padding"),
-        ("bn1", "torch.nn.BatchNorm2d", "running_stats"),
-        ("relu", "torch.nn.ReLU"),
-        ("conv2", "torch.nn.Conv2d", "zeros_padding"),
-        ("bn2", "torch.nn.BatchNorm2d", "running_stats"),
-        ("downsample?.0", "torch.nn.Conv2d", "zeros_padding"),
-        ("downsample?.1", "torch.nn.BatchNorm2d", "running_stats"),
-    ),
+    ("downsample?", "torch.nn.Sequential", "len=2"),
+    ("conv1", "torch.nn.Conv2d", "zeros_padding"),
+    ("bn1", "torch.nn.BatchNorm2d", "running_stats"),
+    ("relu", "torch.nn.ReLU"),
+    ("conv2", "torch.nn.Conv2d", "zeros_padding"),
+    ("bn2", "torch.nn.BatchNorm2d", "running_stats"),
+    ("downsample?.0", "torch.nn.Conv2d", "zeros_padding"),
+    ("downsample?.1", "torch.nn.BatchNorm2d", "running_stats"),
 )
 
 
@@ -479,92 +276,37 @@ def ResNetStage_forward(self, x: Tensor) -> Tensor:
     return _guards.attr(self, "block2")(_guards.attr(self, "block1")(x))
 
 
+# fmt: off
 ResNetStage_forward_example_checks = _guards.entry_checks(
-    modules=(
-        ("block1", "BasicBlock"),
-        ("block1.downsample", "torch.nn.Sequential", "len=2"),
-        ("block2", "BasicBlock@2"),
-        ("block1.conv1", "torch.nn.Conv2d", "zeros_padding"),
-        ("block1.bn1", "torch.nn.BatchNorm2d", "running_stats"),
-        ("block1.relu", "torch.nn.ReLU"),
-        ("block1.conv2", "torch.nn.Conv2d", "zeros_padding"),
-        ("block1.bn2", "torch.nn.BatchNorm2d", "running_stats"),
-        ("block1.downsample.0", "torch.nn.Conv2d", "zeros_padding"),
-        ("block1.downsample.1", "torch.nn.BatchNorm2d", "running_stats"),
-        ("block2.conv1", "torch.nn.Conv2d", "zeros_padding"),
-        ("block2.bn1", "torch.nn.BatchNorm2d", "running_stats"),
-        ("block2.relu", "torch.nn.ReLU"),
-        ("block2.conv2", "torch.nn.Conv2d", "zeros_padding"),
-        ("block2.bn2", "torch.nn.BatchNorm2d", "running_stats"),
-    ),
-    tensors=(
-        ("block1.bn1.bias", torch.float32, "cpu", (32,)),
-        ("block1.bn1.running_mean", torch.float32, "cpu", (32,)),
-        ("block1.bn1.running_var", torch.float32, "cpu", (32,)),
-        ("block1.bn1.weight", torch.float32, "cpu", (32,)),
-        ("block1.bn2.bias", torch.float32, "cpu", (32,)),
-        ("block1.bn2.running_mean", torch.float32, "cpu", (32,)),
-        ("block1.bn2.running_var", torch.float32, "cpu", (32,)),
-        ("block1.bn2.weight", torch.float32, "cpu", (32,)),
-        ("block1.conv1.weight", torch.float32, "cpu", (32, 16, 3, 3)),
-        ("block1.conv2.weight", torch.float32, "cpu", (32, 32, 3, 3)),
-        ("block1.downsample.0.weight", torch.float32, "cpu", (32, 16, 1, 1)),
-        ("block1.downsample.1.bias", torch.float32, "cpu", (32,)),
-        ("block1.downsample.1.running_mean", torch.float32, "cpu", (32,)),
-        ("block1.downsample.1.running_var", torch.float32, "cpu", (32,)),
-        ("block1.downsample.1.weight", torch.float32, "cpu", (32,)),
-        ("block2.bn1.bias", torch.float32, "cpu", (32,)),
-        ("block2.bn1.running_mean", torch.float32, "cpu", (32,)),
-        ("block2.bn1.running_var", torch.float32, "cpu", (32,)),
-        ("block2.bn1.weight", torch.float32, "cpu", (32,)),
-        ("block2.bn2.bias", torch.float32, "cpu", (32,)),
-        ("block2.bn2.running_mean", torch.float32, "cpu", (32,)),
-        ("block2.bn2.running_var", torch.float32, "cpu", (32,)),
-        ("block2.bn2.weight", torch.float32, "cpu", (32,)),
-        ("block2.conv1.weight", torch.float32, "cpu", (32, 32, 3, 3)),
-        ("block2.conv2.weight", torch.float32, "cpu", (32, 32, 3, 3)),
-    ),
-    values=(
-        ("block1.bn1.eps", 1e-05),
-        ("block1.bn1.training", False),
-        ("block1.bn2.eps", 1e-05),
-        ("block1.bn2.training", False),
-        ("block1.conv1.bias", None),
-        ("block1.conv1.dilation", (1, 1)),
-        ("block1.conv1.groups", 1),
-        ("block1.conv1.padding", (1, 1)),
-        ("block1.conv1.stride", (2, 2)),
-        ("block1.conv2.bias", None),
-        ("block1.conv2.dilation", (1, 1)),
-        ("block1.conv2.groups", 1),
-        ("block1.conv2.padding", (1, 1)),
-        ("block1.conv2.stride", (1, 1)),
-        ("block1.downsample.0.bias", None),
-        ("block1.downsample.0.dilation", (1, 1)),
-        ("block1.downsample.0.groups", 1),
-        ("block1.downsample.0.padding", (0, 0)),
-        ("block1.downsample.0.stride", (2, 2)),
-        ("block1.downsample.1.eps", 1e-05),
-        ("block1.downsample.1.training", False),
-        ("block1.relu.inplace", True),
-        ("block2.bn1.eps", 1e-05),
-        ("block2.bn1.training", False),
-        ("block2.bn2.eps", 1e-05),
-        ("block2.bn2.training", False),
-        ("block2.conv1.bias", None),
-        ("block2.conv1.dilation", (1, 1)),
-        ("block2.conv1.groups", 1),
-        ("block2.conv1.padding", (1, 1)),
-        ("block2.conv1.stride", (1, 1)),
-        ("block2.conv2.bias", None),
-        ("block2.conv2.dilation", (1, 1)),
-        ("block2.conv2.groups", 1),
-        ("block2.conv2.padding", (1, 1)),
-        ("block2.conv2.stride", (1, 1)),
-        ("block2.downsample", None),
-        ("block2.relu.inplace", True),
-    ),
+    ("block1", "BasicBlock"),
+    ("block1.downsample", "torch.nn.Sequential", "len=2"),
+    ("block2", "BasicBlock@2", {"downsample": None}),
+    ("block1.conv1", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 16, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (2, 2)}),
+    ("block1.bn1", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32], "running_mean": [32],
+        "running_var": [32], "weight": [32], "eps": 1e-05, "training": False}),
+    ("block1.relu", "torch.nn.ReLU", {"inplace": True}),
+    ("block1.conv2", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 32, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("block1.bn2", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32], "running_mean": [32],
+        "running_var": [32], "weight": [32], "eps": 1e-05, "training": False}),
+    ("block1.downsample.0", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 16, 1, 1],
+        "bias": None, "dilation": (1, 1), "groups": 1, "padding": (0, 0), "stride": (2, 2)}),
+    ("block1.downsample.1", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32],
+        "running_mean": [32], "running_var": [32], "weight": [32], "eps": 1e-05,
+        "training": False}),
+    ("block2.conv1", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 32, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("block2.bn1", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32], "running_mean": [32],
+        "running_var": [32], "weight": [32], "eps": 1e-05, "training": False}),
+    ("block2.relu", "torch.nn.ReLU", {"inplace": True}),
+    ("block2.conv2", "torch.nn.Conv2d", "zeros_padding", {"weight": [32, 32, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("block2.bn2", "torch.nn.BatchNorm2d", "running_stats", {"bias": [32], "running_mean": [32],
+        "running_var": [32], "weight": [32], "eps": 1e-05, "training": False}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def ResNetStage_forward_example(self, x: Tensor) -> Tensor:
@@ -575,9 +317,8 @@ def ResNetStage_forward_example(self, x: Tensor) -> Tensor:
     block1 = _guards.attr(self, "block1")
     # (inlined) out = self.conv1(x)
     conv1 = _guards.attr(block1, "conv1")
-    out = F.conv2d(
-        x, _guards.attr(conv1, "weight"), None, (2, 2), (1, 1), (1, 1), 1
-    )  # f32[B, 32, 8, 8]@cpu
+    # out: f32[B, 32, 8, 8]@cpu
+    out = F.conv2d(x, _guards.attr(conv1, "weight"), None, (2, 2), (1, 1), (1, 1), 1)
     # (inlined) out = self.bn1(out)
     bn1 = _guards.attr(block1, "bn1")
     # (inlined) out = self.relu(out)
@@ -590,9 +331,8 @@ def ResNetStage_forward_example(self, x: Tensor) -> Tensor:
     )  # f32[B, 32, 8, 8]@cpu
     # (inlined) out = self.conv2(out)
     conv2 = _guards.attr(block1, "conv2")
-    out = F.conv2d(
-        out, _guards.attr(conv2, "weight"), None, (1, 1), (1, 1), (1, 1), 1
-    )  # f32[B, 32, 8, 8]@cpu
+    # out: f32[B, 32, 8, 8]@cpu
+    out = F.conv2d(out, _guards.attr(conv2, "weight"), None, (1, 1), (1, 1), (1, 1), 1)
     # (inlined) out = self.bn2(out)
     bn2 = _guards.attr(block1, "bn2")
     # (inlined) identity = self.downsample(x)

@@ -13,72 +13,44 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "rnn_cell.py"
 SOURCE_HASH = "sha256:b0cc7a9d5c92631cfe2c923af6b7923c701e9e5d4e3e41ac9b7bd43cf0f6dfae"
-BODY_HASH = "sha256:fcdc8bd4ff5959b76d965bdac0142c0cd7946f854469f73a83e7f4806ed98ecc"
+BODY_HASH = "sha256:485153f893cf012d7b7876d3aad2201c04e96e0f169a174c3977106d785a9491"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-static void linear_tanh_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0,
-    int64_t in0_s0, int64_t in0_s1, const float* __restrict in1, int64_t in1_s1,
-    const float* __restrict in2, int64_t in2_s0, int64_t in2_s1) {
-  const float* in0 = out0;  // out0 is written over in0 (contiguous)
-  for (int64_t i0 = begin; i0 < end; ++i0) {
-    const auto* p0 = out0 + (i0) * n1;
-    const auto* p1 = in1;
-    const auto* p2 = in2 + i0 * in2_s0;
-    const int64_t o = (i0) * n1;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
-          in2_step = unit ? 1 : in2_s1;
-      #pragma omp simd
-      for (int64_t j = 0; j < n1; ++j) {
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        const float a2 = p2[j * in2_step];
-        // new_h = torch.tanh(self.linear(x) + h)
-        const float v0 = a0 + a1;
-        const float v1 = v0 + a2;
-        const float v2 = torchscribe::ts_tanh(v1);
-        out0[o + j] = v2;
-      }
-    });
-  }
-}
-
 extern "C" void linear_tanh_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, int64_t in0_s0, int64_t in0_s1,
-    const float* __restrict in1, int64_t in1_s1, const float* __restrict in2, int64_t in2_s0,
-    int64_t in2_s1) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; } else goto merged;
-  merged:;
+    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in1, int64_t in1_s0,
+    const float* __restrict in2, int64_t in2_s0, int64_t in2_s1) {
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s1 == 1 && in1_s1 == 1 && in2_s1 == 1;
+  const bool unit = in1_s0 == 1 && in2_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    linear_tanh_rows(
-        begin, end, unit, n0, n1, out0, in0_s0, in0_s1, in1, in1_s1, in2, in2_s0, in2_s1);
+    for (int64_t i0 = begin; i0 < end; ++i0) {
+      const auto* p1 = in1;
+      const auto* p2 = in2 + i0 * in2_s0;
+      const int64_t o = i0 * n1;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s1;
+        #pragma omp simd
+        for (int64_t j = 0; j < n1; ++j) {
+          const float a0 = out0[o + j], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+          // new_h = torch.tanh(self.linear(x) + h)
+          const float v0 = a0 + a1, v1 = v0 + a2, v2 = torchscribe::ts_tanh(v1);
+          out0[o + j] = v2;
+        }
+      });
+    }
   }, n0, n0 * n1 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def linear_tanh_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
+def linear_tanh_cpp(in0, in1, in2) -> Tensor:
     """Fused: add, tanh of `new_h = torch.tanh(self.linear(x) + h)`."""
-    n0 = in0.shape[0]
     out0 = in0.contiguous()
-    _lib.linear_tanh_kernel(
-        n0,
-        4,
-        out0.data_ptr(),
-        *out0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-    )
+    _lib.linear_tanh_kernel(in0.shape[0], 4, out0, in1, in2)
     return out0
 
 
@@ -101,11 +73,8 @@ def MyCell_forward(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
 
 
 MyCell_forward_example_checks = _guards.entry_checks(
-    modules=(("linear", "torch.nn.Linear"),),
-    tensors=(
-        ("linear.bias", torch.float32, "cpu", (4,)),
-        ("linear.weight", torch.float32, "cpu", (4, 4)),
-    ),
+    ("linear", "torch.nn.Linear", {"bias": [4], "weight": [4, 4]}),
+    tensors=(torch.float32, "cpu"),
 )
 
 

@@ -12,41 +12,16 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:15b25c3c882d7451cf486ec897aea6c94bf18754058cb7ec0da4dc64b193f481"
+BODY_HASH = "sha256:b327a6dae8dd97efd02218d99c51e9850fad0a11aacac16c34145f0abf806427"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-static void var_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
-    int64_t in1_s0, int64_t in1_s1, int64_t s0, const float* __restrict r0) {
-  for (int64_t i0 = begin; i0 < end; ++i0) {
-    const auto* p0 = in0;
-    const auto* p1 = in1 + i0 * in1_s0;
-    const int64_t o = (i0) * n1;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in1_step = unit ? 1 : in1_s1;
-      #pragma omp simd
-      for (int64_t j = 0; j < n1; ++j) {
-        const float v0 = r0[j];
-        const float a1 = p1[j * in1_step];
-        // batch_var = x.var(dim=0, unbiased=False)
-        const float v1 = a1 - v0;
-        const float v2 = v1 * v1;
-        out0[o + j] = v2;
-      }
-    });
-  }
-}
-
 extern "C" void var_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1, int64_t s0) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; } else goto merged;
-  merged:;
+    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s1,
+    const float* __restrict in1, int64_t in1_s0, int64_t in1_s1, int64_t s0) {
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1;
   std::unique_ptr<float[]> r0(new float[n1]);
@@ -57,93 +32,71 @@ extern "C" void var_kernel(
     r0[j] = v0;
   }
   ts_rows([&](int64_t begin, int64_t end) {
-    var_rows(
-        begin, end, unit, n0, n1, out0, in0, in0_s0, in0_s1, in1, in1_s0, in1_s1, s0, r0.get());
+    for (int64_t i0 = begin; i0 < end; ++i0) {
+      const auto* p1 = in1 + i0 * in1_s0;
+      const int64_t o = i0 * n1;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in1_step = unit ? 1 : in1_s1;
+        #pragma omp simd
+        for (int64_t j = 0; j < n1; ++j) {
+          const float v0 = r0[j], a1 = p1[j * in1_step];
+          // batch_var = x.var(dim=0, unbiased=False)
+          const float v1 = a1 - v0, v2 = v1 * v1;
+          out0[o + j] = v2;
+        }
+      });
+    }
   }, n0, n0 * n1 >= 32768);
-}
-
-static void sqrt_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
-    int64_t in1_s1, const float* __restrict in2, int64_t in2_s1, const float* __restrict r3) {
-  for (int64_t i0 = begin; i0 < end; ++i0) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p1 = in1;
-    const auto* p2 = in2;
-    const int64_t o = (i0) * n1;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
-      #pragma omp simd
-      for (int64_t j = 0; j < n1; ++j) {
-        const float v3 = r3[j];
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-        const float v0 = a0 - a1;
-        const float v4 = v0 / v3;
-        out0[o + j] = v4;
-      }
-    });
-  }
 }
 
 extern "C" void sqrt_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    int64_t in0_s1, const float* __restrict in1, int64_t in1_s1, const float* __restrict in2,
-    int64_t in2_s1) {
-  if (n0 == 1) { n1 *= n0; n0 = 1; } else goto merged;
-  merged:;
+    int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, const float* __restrict in2,
+    int64_t in2_s0) {
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s1 == 1 && in1_s1 == 1 && in2_s1 == 1;
+  const bool unit = in0_s1 == 1 && in1_s0 == 1 && in2_s0 == 1;
   std::unique_ptr<float[]> r3(new float[n1]);
   for (int64_t j = 0; j < n1; ++j) {
-    const float a2 = in2[j * in2_s1];
+    const float a2 = in2[j * in2_s0];
     // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    const float v2 = a2 + 1e-05f;
-    const float v3 = std::sqrt(v2);
+    const float v2 = a2 + 1e-05f, v3 = std::sqrt(v2);
     r3[j] = v3;
   }
   ts_rows([&](int64_t begin, int64_t end) {
-    sqrt_rows(
-        begin, end, unit, n0, n1, out0, in0, in0_s0, in0_s1, in1, in1_s1, in2, in2_s1, r3.get());
+    for (int64_t i0 = begin; i0 < end; ++i0) {
+      const auto* p0 = in0 + i0 * in0_s0;
+      const auto* p1 = in1;
+      const int64_t o = i0 * n1;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s0;
+        #pragma omp simd
+        for (int64_t j = 0; j < n1; ++j) {
+          const float v3 = r3[j], a0 = p0[j * in0_step], a1 = p1[j * in1_step];
+          // return (x - self.mean) / torch.sqrt(self.var + self.eps)
+          const float v0 = a0 - a1, v4 = v0 / v3;
+          out0[o + j] = v4;
+        }
+      });
+    }
   }, n0, n0 * n1 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def var_cpp(in0: Tensor, in1: Tensor, s0: int) -> Tensor:
+def var_cpp(in0, in1, s0: int) -> Tensor:
     """Fused: div, sub, mul of `batch_var = x.var(dim=0, unbiased=False)`."""
     n0 = in1.shape[0]
     out0 = torch.empty(n0, 32, dtype=torch.float32)
-    _lib.var_kernel(
-        n0,
-        32,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        s0,
-    )
+    _lib.var_kernel(n0, 32, out0, in0, in1, s0)
     return out0
 
 
-def sqrt_cpp(in0: Tensor, in1: Tensor, in2: Tensor) -> Tensor:
+def sqrt_cpp(in0, in1, in2) -> Tensor:
     """Fused: sub, add, sqrt, div of `return (x - self.mean) / torch.sqrt(self.var + self.eps)`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 32, dtype=torch.float32)
-    _lib.sqrt_kernel(
-        n0,
-        32,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        in2.data_ptr(),
-        *in2.stride(),
-    )
+    _lib.sqrt_kernel(n0, 32, out0, in0, in1, in2)
     return out0
 
 
@@ -192,18 +145,13 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
     return tmp
 
 
+# fmt: off
 RunningNorm_forward_example_checks = _guards.entry_checks(
-    tensors=(
-        ("count", torch.int64, "cpu", ()),
-        ("mean", torch.float32, "cpu", (32,)),
-        ("var", torch.float32, "cpu", (32,)),
-    ),
-    values=(
-        ("eps", 1e-05),
-        ("momentum", 0.1),
-        ("training", True),
-    ),
+    ("", {"count": _guards.TensorCheck(torch.int64, "cpu", ()), "mean": [32], "var": [32],
+        "eps": 1e-05, "momentum": 0.1, "training": True}),
+    tensors=(torch.float32, "cpu"),
 )
+# fmt: on
 
 
 def RunningNorm_forward_example(self, x: Tensor) -> Tensor:
@@ -229,14 +177,8 @@ def RunningNorm_forward_example(self, x: Tensor) -> Tensor:
 
 
 RunningNorm_forward_example_eval_checks = _guards.entry_checks(
-    tensors=(
-        ("mean", torch.float32, "cpu", (32,)),
-        ("var", torch.float32, "cpu", (32,)),
-    ),
-    values=(
-        ("eps", 1e-05),
-        ("training", False),
-    ),
+    ("", {"mean": [32], "var": [32], "eps": 1e-05, "training": False}),
+    tensors=(torch.float32, "cpu"),
 )
 
 

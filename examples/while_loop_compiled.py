@@ -12,126 +12,86 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:745dd4fd6821232a764fc9f645ae86ecbbb0a5dace270c1bc33395a0bdd1d999"
+BODY_HASH = "sha256:5c4ce2d572c2e16fee6ffd10b08127875c311354eb9a9f3bc07936e216271f4d"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-static void where_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
-    int64_t in1_s0, int64_t in1_s1) {
-  for (int64_t i0 = begin; i0 < end; ++i0) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p1 = in1 + i0 * in1_s0;
-    const int64_t o = (i0) * n1;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
-      #pragma omp simd
-      for (int64_t j = 0; j < n1; ++j) {
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        // y = torch.where(x > 1.0, x, torch.ones_like(x))
-        const bool v1 = a0 > 1.0f;
-        const float v2 = sel(v1, a0, a1);
-        out0[o + j] = v2;
-      }
-    });
-  }
-}
-
 extern "C" void where_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
     int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) { n1 *= n0; n0 = 1; } else goto merged;
-  merged:;
+  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) { n1 *= n0; n0 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    where_rows(begin, end, unit, n0, n1, out0, in0, in0_s0, in0_s1, in1, in1_s0, in1_s1);
+    for (int64_t i0 = begin; i0 < end; ++i0) {
+      const auto* p0 = in0 + i0 * in0_s0;
+      const auto* p1 = in1 + i0 * in1_s0;
+      const int64_t o = i0 * n1;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
+        #pragma omp simd
+        for (int64_t j = 0; j < n1; ++j) {
+          const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
+          // y = torch.where(x > 1.0, x, torch.ones_like(x))
+          const bool v1 = a0 > 1.0f;
+          const float v2 = sel(v1, a0, a1);
+          out0[o + j] = v2;
+        }
+      });
+    }
   }, n0, n0 * n1 >= 32768);
-}
-
-static void abs_div_rows(
-    int64_t begin, int64_t end, bool unit, int64_t n0, int64_t n1, float* __restrict out0,
-    bool* __restrict out1, const float* __restrict in0, int64_t in0_s0, int64_t in0_s1,
-    const float* __restrict in1, int64_t in1_s0, int64_t in1_s1, double s0) {
-  for (int64_t i0 = begin; i0 < end; ++i0) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p1 = in1 + i0 * in1_s0;
-    const int64_t o = (i0) * n1;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
-      #pragma omp simd
-      for (int64_t j = 0; j < n1; ++j) {
-        const float a0 = p0[j * in0_step];
-        const float a1 = p1[j * in1_step];
-        // y_next = 0.5 * (y + x / y)
-        const float v0 = a0 / a1;
-        const float v1 = a1 + v0;
-        const float v3 = 0.5f * v1;
-        // if bool(((y_next - y).abs() < tol).all()):
-        const float v4 = v3 - a1;
-        const float v5 = std::abs(v4);
-        const bool v6 = v5 < static_cast<float>(s0);
-        out0[o + j] = v3;
-        out1[o + j] = v6;
-      }
-    });
-  }
 }
 
 extern "C" void abs_div_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, bool* __restrict out1,
     const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
     int64_t in1_s0, int64_t in1_s1, double s0) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) { n1 *= n0; n0 = 1; } else goto merged;
-  merged:;
+  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) { n1 *= n0; n0 = 1; }
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
-    abs_div_rows(
-        begin, end, unit, n0, n1, out0, out1, in0, in0_s0, in0_s1, in1, in1_s0, in1_s1, s0);
+    for (int64_t i0 = begin; i0 < end; ++i0) {
+      const auto* p0 = in0 + i0 * in0_s0;
+      const auto* p1 = in1 + i0 * in1_s0;
+      const int64_t o = i0 * n1;
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
+        #pragma omp simd
+        for (int64_t j = 0; j < n1; ++j) {
+          const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
+          // y_next = 0.5 * (y + x / y)
+          const float v0 = a0 / a1, v1 = a1 + v0, v3 = 0.5f * v1;
+          // if bool(((y_next - y).abs() < tol).all()):
+          const float v4 = v3 - a1, v5 = std::abs(v4);
+          const bool v6 = v5 < static_cast<float>(s0);
+          out0[o + j] = v3;
+          out1[o + j] = v6;
+        }
+      });
+    }
   }, n0, n0 * n1 >= 32768);
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def where_cpp(in0: Tensor, in1: Tensor) -> Tensor:
+def where_cpp(in0, in1) -> Tensor:
     """Fused: gt, where of `y = torch.where(x > 1.0, x, torch.ones_like(x))`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 256, dtype=torch.float32)
-    _lib.where_kernel(
-        n0,
-        256,
-        out0.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-    )
+    _lib.where_kernel(n0, 256, out0, in0, in1)
     return out0
 
 
-def abs_div_cpp(in0: Tensor, in1: Tensor, s0: float) -> tuple[Tensor, Tensor]:
+def abs_div_cpp(in0, in1, s0: float) -> tuple[Tensor, Tensor]:
     """Fused: div, add, mul, sub, abs, lt of `y_next = 0.5 * (y + x / y)` and `if bool(((y_next - y).abs() < tol).all()):`."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 256, dtype=torch.float32)
     out1 = torch.empty(n0, 256, dtype=torch.bool)
-    _lib.abs_div_kernel(
-        n0,
-        256,
-        out0.data_ptr(),
-        out1.data_ptr(),
-        in0.data_ptr(),
-        *in0.stride(),
-        in1.data_ptr(),
-        *in1.stride(),
-        s0,
-    )
+    _lib.abs_div_kernel(n0, 256, out0, out1, in0, in1, s0)
     return out0, out1
 
 

@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 import types
+from dataclasses import dataclass
 from operator import itemgetter
 from itertools import islice as _islice
 from typing import Any, Callable
@@ -495,27 +496,59 @@ def _module_failure(path: str, qualname: str, conditions: tuple[str, ...]) -> Gu
 # A compiled function that inlined or lowered submodules, or was specialised to an instance's
 # parameters and settings, makes its checks of what hangs below `self` with one `check_entry`
 # call and a table made once, when its module is imported (`entry_checks`), rather than with a wall
-# of `check_module`, `check_tensor` and `check_value` lines: the same checks, in the same order,
-# with the same messages.
+# of `check_module`, `check_tensor` and `check_value` lines: the same checks, with the same
+# messages, written one row per submodule.
 
-def entry_checks(modules: tuple = (), tensors: tuple = (), values: tuple = (), returns: tuple[str, ...] = (),
+@dataclass(frozen=True)
+class TensorCheck:
+    """In an `entry_checks` row: a tensor of this dtype, device type and shape (as `check_tensor`
+    takes them, None for what is not checked), where the table's `tensors` does not give them."""
+
+    dtype: torch.dtype | None
+    device_type: str | None
+    shape: tuple[int | str | None, ...] | None
+
+
+@dataclass(frozen=True)
+class ListValue:
+    """In an `entry_checks` row: a list the attribute must equal (a bare list is a tensor's shape)."""
+
+    value: Any
+
+
+def entry_checks(*rows: tuple, tensors: tuple = (None, None), returns: tuple[str, ...] = (),
                  root: str = "self") -> tuple:
-    """The table of a compiled function's entry checks below its argument `root`:
+    """The table of a compiled function's entry checks below its argument `root`, one row per
+    submodule it checks, `(path, qualname, *conditions, attributes)` (the submodule as
+    `check_module` takes it after the root: `("block1.conv1", "torch.nn.Conv2d",
+    "zeros_padding")`), or `(path, attributes)` for what is only read there (`("", {...})`: on the
+    root). `attributes`, optional, maps names (or paths) below the row's path to what they must
+    be: a list is the shape of a tensor whose dtype and device type `tensors` gives (`"weight":
+    [32, 16, 3, 3]`, the name ending in "?" where it may be None), `TensorCheck(...)` a tensor
+    of others, anything else the value `check_value` compares with (`ListValue(...)` for a list).
+    `returns`: paths of module rows whose submodules `check_entry` returns.
 
-    - `modules`: what `check_module` takes after the root, `("block1.conv1", "torch.nn.Conv2d",
-      "zeros_padding")`;
-    - `tensors`: `(path, dtype, device_type, shape)` as `check_tensor` takes them, the path
-      ending in "?" where the value may be None (`check_tensor(..., optional=True)`);
-    - `values`: `(path, expected)` as `check_value` takes them;
-    - `returns`: paths of `modules` whose submodules `check_entry` returns.
-
-    Each path is read on from the submodule of the longest module path that leads to it
+    The checks run in the order modules, tensors, values, each in the order of the rows. Each
+    path is read on from the submodule of the longest module path that leads to it
     ("block1.conv1.weight" from "block1.conv1", checked before), so that each submodule is read
-    once. Rows: modules (path, qualname, conditions, base, steps), tensors (name, base, steps,
-    dtype, device_type, shape), values (name, base, steps, last, expected); `base` is the module
-    row read on from (-1: the root), `steps` are `_path`'s parts from there (for a value, all but
-    a `last` attribute read with getattr, if any), `name` the path as messages spell it
-    (`self.layers[0].fc.weight`)."""
+    once. Made here: modules (path, qualname, conditions, base, steps), tensors (name, base,
+    steps, dtype, device_type, shape), values (name, base, steps, last, expected); `base` is
+    the module row read on from (-1: the root), `steps` are `_path`'s parts from there (for a
+    value, all but a `last` attribute read with getattr, if any), `name` the path as messages
+    spell it (`self.layers[0].fc.weight`)."""
+    modules, tensor_checks, value_checks = [], [], []
+    for path, *rest in rows:
+        attributes = rest.pop() if rest and type(rest[-1]) is dict else {}
+        if rest:
+            modules.append((path, *rest))
+        for key, expected in attributes.items():
+            at = f"{path}.{key}" if path else key
+            if type(expected) is list:
+                tensor_checks.append((at, *tensors, tuple(expected)))
+            elif type(expected) is TensorCheck:
+                tensor_checks.append((at, expected.dtype, expected.device_type, expected.shape))
+            else:
+                value_checks.append((at, expected.value if type(expected) is ListValue else expected))
     parsed: list[tuple] = []
 
     def based(path: str) -> tuple[int, tuple]:
@@ -531,9 +564,10 @@ def entry_checks(modules: tuple = (), tensors: tuple = (), values: tuple = (), r
     for path, qualname, *conditions in modules:
         module_rows.append((path, qualname, tuple(conditions), *based(path)))
         parsed.append(_path(path))
-    tensor_rows = tuple((name(path), *based(path), dtype, device, shape) for path, dtype, device, shape in tensors)
+    tensor_rows = tuple((name(path), *based(path), dtype, device, shape)
+                        for path, dtype, device, shape in tensor_checks)
     value_rows = []
-    for path, expected in values:
+    for path, expected in value_checks:
         base, steps = based(path)
         # A Python attribute (eps) is read with getattr, which finds it first; one pinned to None
         # may be a parameter, buffer or submodule set to None, which `attr` reads faster.

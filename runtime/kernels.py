@@ -1,13 +1,17 @@
 """The compiled module's side of its kernels: build (or load from the cache) the library of its
 C++ kernels from the source text the module holds, and expose each kernel as a function of
-Python ints and floats; import Triton and choose each kernel's launcher.
+tensors, Python ints and floats (a tensor for a data pointer and the strides the kernel declares
+after it); import Triton and choose each kernel's launcher.
 
 Two bindings, the same to the caller. "fastcall": the kernels built into a tiny CPython
 extension module with one METH_FASTCALL function each (runtime/pyext.py writes the bindings),
-about 0.05 us a call with 14 arguments. "ctypes": the plain library, each kernel a ctypes
-function with its argument types declared, about 1.2 us a call (benchmarks/kernel_call.py);
-used where Python's headers are not installed (runtime/native.py probes once), and, without a
-compiler, where only a ctypes build of these kernels is in the cache.
+which reads each tensor's data_ptr() and stride() itself: about 1.0 us a call with four tensors
+and five numbers, against 1.3 us for a Python launcher passing them read (`x.data_ptr(),
+*x.stride()`) to the same function. "ctypes": the plain library, each kernel a ctypes function
+with its argument types declared, behind a Python function written for it that reads the
+tensors, about 2.7 us a call (benchmarks/kernel_call.py, 2 CPUs); used where Python's headers are
+not installed (runtime/native.py probes once), and, without a compiler, where only a ctypes
+build of these kernels is in the cache.
 
 Which launcher a kernel runs is chosen once, when the module is imported (`launcher`): the C++
 one for a kernel on CPU tensors, the Triton one for a kernel on CUDA tensors (the entry checks
@@ -26,6 +30,8 @@ import ctypes
 import functools
 import os
 import re
+from dataclasses import dataclass
+from operator import itemgetter
 from types import ModuleType
 from typing import Any, Callable
 
@@ -37,9 +43,11 @@ _ARG_TYPES = {"p": ctypes.c_void_p, "i": ctypes.c_int64, "d": ctypes.c_double}
 
 class Library:
     """`Library(source)`: one attribute per `extern "C"` function of `source` (the kernels),
-    called with the Python ints and floats its parameters take (`signatures`: a data pointer as
-    an int, an int64_t, a double; an int is taken for a double too). Built when the module is
-    imported, so a missing compiler is reported before any call runs.
+    called with one argument per parameter (`kernel_signatures`) but that a tensor stands for a
+    data pointer and the strides declared after it: `_lib.k(n0, 32, out0, in0)` for `k(int64_t
+    n0, int64_t n1, float* out0, const float* in0, int64_t in0_s0)` passes `in0.data_ptr()` and
+    `in0.stride(0)`. Built when the module is imported, so a missing compiler is reported before
+    any call runs.
 
     `fastcall`: None (the default) uses the extension module where it can be built or is cached,
     else ctypes; True requires the extension module; False uses ctypes. `binding` says which:
@@ -65,11 +73,21 @@ class Library:
             return
         lib = native.load(source)
         self.binding = "ctypes"
-        for name, kinds in signatures.items():
+        for name, args in signatures.items():
             fn = getattr(lib, name)
             fn.restype = None
-            fn.argtypes = [_ARG_TYPES[k] for k in kinds]
-            setattr(self, name, fn)
+            fn.argtypes = [_ARG_TYPES[k] for a in args for k in a.kind + "i" * len(a.strides)]
+            setattr(self, name, _ctypes_call(name, fn, args))
+
+
+@dataclass(frozen=True)
+class Arg:
+    """What one argument of a kernel's Python function stands for: "i" an int64_t, "d" a double,
+    "p" a data pointer (a tensor, or an address as an int) and, where the parameters after the
+    pointer `x` are named `x_s<k>`, the strides of those dims `k` of the tensor (`strides`)."""
+
+    kind: str
+    strides: tuple[int, ...] = ()
 
 
 # A kernel's declaration: `extern "C" void <name>(<parameters>)`, the parameters on any number of
@@ -80,26 +98,79 @@ _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
 _KINDS = {"int64_t": "i", "double": "d"}
 
 
-def kernel_signatures(source: str) -> dict[str, str]:
-    """Each `extern "C"` function of `source` and the kinds of its parameters, in order: "p" a
-    data pointer (any `T*`), "i" an int64_t, "d" a double. The declarations are the record of
-    what a launcher passes; a parameter of another type is an error (the bindings convert these
-    three only)."""
+def kernel_signatures(source: str) -> dict[str, tuple[Arg, ...]]:
+    """Each `extern "C"` function of `source` and what its Python function takes, in order: a
+    data pointer (any `T*`), an int64_t, a double, each one argument, but that the int64_t
+    parameters right after a pointer `x` named `x_s<k>` are the strides of its tensor, which
+    the pointer's argument gives (`x.stride(k)`). The declarations are the record of what a
+    launcher passes; a parameter of another type is an error (the bindings convert these three
+    only)."""
     found = {}
     for match in _DECLARATION.finditer(_COMMENT.sub("", source)):
-        name, kinds = match[1], ""
+        name, args, pointer = match[1], [], None  # (pointer: the name of the last pointer parameter)
         for param in filter(None, (p.strip() for p in match[2].split(","))):
-            words = param.replace("*", " * ").split()[:-1]  # (the last word names the parameter)
-            base = " ".join(w for w in words if w not in ("const", "__restrict", "__restrict__"))
+            words = param.replace("*", " * ").split()
+            base = " ".join(w for w in words[:-1] if w not in ("const", "__restrict", "__restrict__"))
             kind = "p" if "*" in words else _KINDS.get(base)
             if kind is None or words.count("*") > 1:
                 raise ValueError(f"kernel {name}: parameter `{param}` is not a pointer, an int64_t or a double")
-            kinds += kind
-        found[name] = kinds
+            stride = re.fullmatch(r"(\w+)_s(\d+)", words[-1])
+            if kind == "i" and stride and stride[1] == pointer:
+                args[-1] = Arg("p", args[-1].strides + (int(stride[2]),))
+                continue
+            args.append(Arg(kind))
+            pointer = words[-1] if kind == "p" else None
+        found[name] = tuple(args)
     return found
 
 
-def _extension_module(source: str, signatures: dict[str, str], required: bool) -> ModuleType | None:
+def _ctypes_call(name: str, fn: Callable[..., None], args: tuple[Arg, ...]) -> Callable[..., None]:
+    """`fn` (a ctypes function) called as the extension module's function is: a tensor for each
+    data pointer, and for the strides declared after it. A function written for the kernel
+    (`k(a0, a1, a2)`: `fn(a0, _address(a1), a2.data_ptr(), a2.stride(1))`, where a loop over
+    the arguments took four times as long); a tensor argument it cannot read
+    is named as the extension module names it (a wrong count as Python does)."""
+    if all(a.kind != "p" for a in args):
+        return fn
+    names = [f"a{i}" for i in range(len(args))]
+    scope: dict[str, Any] = {"fn": fn, "_address": _address, "_refuse": _refuse, "args": args}
+    passed = []
+    for i, a in enumerate(args):
+        if a.kind != "p":
+            passed.append(names[i])
+        elif not a.strides:
+            passed.append(f"_address({names[i]})")
+        elif len(a.strides) == 1:
+            passed += [f"{names[i]}.data_ptr()", f"{names[i]}.stride({a.strides[0]})"]
+        else:
+            scope[f"_strides{i}"] = itemgetter(*a.strides)
+            passed += [f"{names[i]}.data_ptr()", f"*_strides{i}({names[i]}.stride())"]
+    given = ", ".join(names)
+    text = (f"def {name}({given}):\n    try:\n        fn({', '.join(passed)})\n"
+            f"    except (AttributeError, IndexError):\n        _refuse({name!r}, args, ({given},))\n        raise\n")
+    exec(compile(text, f"<kernel {name}>", "exec"), scope)
+    return scope[name]
+
+
+def _address(value: Any) -> Any:
+    """A data pointer's argument: a tensor's data_ptr(), or an address (an int, or None)."""
+    return value if value is None or type(value) is int else value.data_ptr()
+
+
+def _refuse(name: str, args: tuple[Arg, ...], given: tuple) -> None:
+    """Raises what the extension module raises for the first tensor argument it cannot read."""
+    for i, (a, value) in enumerate(zip(args, given)):
+        if a.kind != "p" or (not a.strides and (value is None or type(value) is int)):
+            continue
+        if not (hasattr(value, "data_ptr") and (not a.strides or hasattr(value, "stride"))):
+            raise TypeError(f"kernel {name}() argument {i}: expected a tensor"
+                            f"{'' if a.strides else ' or an address'}, got {type(value).__name__}") from None
+        if a.strides and max(a.strides) >= len(value.stride()):
+            raise IndexError(f"kernel {name}() argument {i}: a tensor of {value.dim()} dimensions; the kernel "
+                             f"reads the stride of dimension {max(a.strides)}") from None
+
+
+def _extension_module(source: str, signatures: dict[str, tuple[Arg, ...]], required: bool) -> ModuleType | None:
     name, text = pyext.extension_source(source, signatures)
     try:
         return native.load_extension(text, name)

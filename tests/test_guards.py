@@ -295,11 +295,32 @@ def test_check_module_sees_every_change_made_after_it_passed(change, checks) -> 
 
 
 # -- check_entry: a function's checks below self as one table ------------------------------------
+# (the checks of ENTRY's rows, in the order the table runs them)
 ENTRY_TENSORS = [("inner.fc.weight", torch.float32, "cpu", (3, 3)), ("inner.fc.bias?", torch.float32, "cpu", (3,)),
                  ("layers.0.weight", torch.float32, None, ("n", 3)), ("norm.running_mean", None, "cpu", None)]
-ENTRY_VALUES = [("norm.eps", 1e-05), ("inner.conv.padding", (0,)), ("extra", None), ("inner.conv.bias.shape", (3,))]
-ENTRY = guards.entry_checks(modules=tuple(CHECKS), tensors=tuple(ENTRY_TENSORS), values=tuple(ENTRY_VALUES),
-                            returns=("inner", "norm"))
+ENTRY_VALUES = [("extra", None), ("inner.conv.padding", (0,)), ("inner.conv.bias.shape", (3,)), ("norm.eps", 1e-05)]
+ENTRY = guards.entry_checks(
+    ("", {"extra": None}),
+    ("inner", "Inner"),
+    ("inner.fc", "torch.nn.Linear", {"weight": [3, 3], "bias?": [3]}),
+    ("inner.conv", "torch.nn.Conv1d", "zeros_padding", {"padding": (0,), "bias.shape": (3,)}),
+    ("layers.0", "torch.nn.Linear", {"weight": guards.TensorCheck(torch.float32, None, ("n", 3))}),
+    ("head", "torch.nn.Sequential", "len=1"),
+    ("norm", "torch.nn.BatchNorm1d", "running_stats", "eval",
+     {"running_mean": guards.TensorCheck(None, "cpu", None), "eps": 1e-05}),
+    tensors=(torch.float32, "cpu"), returns=("inner", "norm"))
+
+
+def test_entry_checks_rows_hold_the_checks_of_each_submodule() -> None:
+    """A row's module check, and its attributes as tensor checks (a list: a shape, of the
+    table's `tensors`) and value checks (`ListValue` for a list), made as the three kinds of
+    checks in the order of the rows."""
+    assert [row[:3] for row in ENTRY[0]] == [(path, qualname, tuple(conditions)) for path, qualname, *conditions in CHECKS]
+    assert [(name, *rest) for name, _, _, *rest in ENTRY[1]] == [
+        ("self." + path.replace("?", "").replace(".0.", "[0]."), *rest) for path, *rest in ENTRY_TENSORS]
+    assert [row[0] for row in ENTRY[2]] == ["self." + path for path, _ in ENTRY_VALUES]
+    table = guards.entry_checks(("", {"sizes": guards.ListValue([2, 3]), "ids": (1, 2)}))
+    assert [row[-1] for row in table[2]] == [[2, 3], (1, 2)] and table[1] == ()
 
 
 def _one_by_one(outer: Outer) -> str:
@@ -351,21 +372,22 @@ def test_check_entry_reads_each_path_on_from_the_module_rows_before_it() -> None
     to it (a part that may be None stops the read: the check passes), names as messages spell
     them, a Python attribute's last read with getattr, and what `returns` names."""
     table = guards.entry_checks(
-        modules=(("inner", "Inner"), ("inner.fc", "torch.nn.Linear"), ("extra?", "Inner"), ("extra?.fc", "X")),
-        tensors=(("inner.fc.weight", torch.float32, "cpu", (3, 3)), ("layers.0.bias?", None, None, None)),
-        values=(("inner.conv.padding", (0,)), ("inner.fc.bias", None)), returns=("inner.fc", "extra?"), root="net")
+        ("", {"layers.0.bias?": guards.TensorCheck(None, None, None), "inner.conv.padding": (0,)}),
+        ("inner", "Inner"), ("inner.fc", "torch.nn.Linear", {"weight": [3, 3], "bias": None}),
+        ("extra?", "Inner"), ("extra?.fc", "X"), tensors=(torch.float32, "cpu"), returns=("inner.fc", "extra?"),
+        root="net")
     modules, tensors, values, returns = table
     assert [(base, steps) for *_, base, steps in modules] == [
         (-1, (("inner", False),)), (0, (("fc", False),)), (-1, (("extra", True),)), (2, (("fc", False),))]
-    assert tensors == (("net.inner.fc.weight", 1, (("weight", False),), torch.float32, "cpu", (3, 3)),
-                       ("net.layers[0].bias", -1, (("layers", False), (0, False), ("bias", True)), None, None, None))
+    assert tensors == (("net.layers[0].bias", -1, (("layers", False), (0, False), ("bias", True)), None, None, None),
+                       ("net.inner.fc.weight", 1, (("weight", False),), torch.float32, "cpu", (3, 3)))
     assert values == (("net.inner.conv.padding", 0, (("conv", False),), "padding", (0,)),
                       ("net.inner.fc.bias", 1, (("bias", False),), None, None))
     assert returns == (1, 2)
     outer = Outer()
     outer.inner.fc.bias = None
     assert guards.check_entry(outer, table) == (outer.inner.fc, None)
-    assert guards.check_entry(outer, guards.entry_checks(modules=(("inner", "Inner"), ("norm", "torch.nn.BatchNorm1d")))) is None
+    assert guards.check_entry(outer, guards.entry_checks(("inner", "Inner"), ("norm", "torch.nn.BatchNorm1d"))) is None
 
 
 def test_cpp_check_entry_passes_alone_and_leaves_each_failure_to_python() -> None:
@@ -374,8 +396,8 @@ def test_cpp_check_entry_passes_alone_and_leaves_each_failure_to_python() -> Non
     if not guards.use_native_checks(True):
         pytest.skip("the C++ checks are not built here")
     deep = nn.Sequential(*[nn.Sequential(nn.ReLU()) for _ in range(40)])
-    many = guards.entry_checks(modules=tuple((f"{i}", "torch.nn.Sequential", "len=1") for i in range(40))
-                               + tuple((f"{i}.0", "torch.nn.ReLU") for i in range(40)), returns=("39.0",))
+    many = guards.entry_checks(*[(f"{i}", "torch.nn.Sequential", "len=1") for i in range(40)],
+                               *[(f"{i}.0", "torch.nn.ReLU") for i in range(40)], returns=("39.0",))
     python_calls = []
 
     def counted(*args):
@@ -631,13 +653,18 @@ def Net_forward(self, x: Tensor) -> Tensor:
     return x
 """
 PRINTED_TABLE = """\
-Net_forward_checks = _guards.entry_checks(\
-modules=(("fc", "torch.nn.Linear"), ("head", "torch.nn.Linear"), ("extra?.fc", "torch.nn.Linear"),), \
-tensors=(("fc.bias", torch.float32, "cpu", (4,)), ("fc.weight", torch.float32, "cpu", (4, 4)), \
-("layers.0.fc.weight", torch.float32, "cpu", (4, 4)), ("layers.0.fc.bias", torch.float32, "cpu", (4,)), \
-("layers.1.norm.weight", torch.float32, "cpu", (4,)), ("mask", torch.bool, "cpu", (4, 4)),), \
-values=(("layers.1.norm.eps", 1e-05), ("fc.in_features", 4), ("head.bias", None), ("block.inner.scale", 0.5), \
-("scale", 0.5),), returns=("fc",),)
+# fmt: off
+Net_forward_checks = _guards.entry_checks(
+    ("", {"layers.0.fc.weight": [4, 4], "layers.0.fc.bias": [4], "layers.1.norm.weight": [4],
+        "mask": _guards.TensorCheck(torch.bool, "cpu", (4, 4)), "layers.1.norm.eps": 1e-05,
+        "block.inner.scale": 0.5, "scale": 0.5}),
+    ("fc", "torch.nn.Linear", {"bias": [4], "weight": [4, 4], "in_features": 4}),
+    ("head", "torch.nn.Linear", {"bias": None}),
+    ("extra?.fc", "torch.nn.Linear"),
+    tensors=(torch.float32, "cpu"),
+    returns=("fc",),
+)
+# fmt: on
 
 
 def Net_forward(self, x: Tensor) -> Tensor:
@@ -822,9 +849,9 @@ def test_the_compiled_model_checks_what_hangs_below_self_with_one_table(cache_di
     for line in [  # one table of what hangs below self, made by one call
         '_guards.check_entry(self, MLP_forward_checks)',
         '_guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 64))',
-        'modules=(("fc1", "torch.nn.Linear"), ',
-        '("fc1.bias", torch.float32, "cpu", (256,))',
-        '("norm.eps", 1e-05)',
+        '("fc1", "torch.nn.Linear", {"bias": [256], "weight": [256, 64]})',
+        '("norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05, ',
+        'tensors=(torch.float32, "cpu")',
     ]:  # the statements as written before the formatter splits long ones over lines
         joined = re.sub(r"\n\s*", "", re.sub(r",\n\s*(?=\S)", ", ", text)).replace(", )", ")")
         assert line in joined

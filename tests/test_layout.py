@@ -571,13 +571,12 @@ def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> 
         assert_close_to_eager(got, net(x))
 
 
-def _rows_and_kernel(text: str) -> tuple[str, str]:
-    """The C++ of the first kernel in a generated module: its rows function (the loop nest) and
-    its extern "C" function (what runs once per call, then the rows)."""
-    rows = text[text.index("static void "):]
-    rows = rows[:rows.index("\n}\n")]
+def _rows_and_once(text: str) -> tuple[str, str]:
+    """The C++ of the first kernel in a generated module: its rows (the loop nest, the lambda
+    `ts_rows` runs) and what runs once per call before them."""
     kernel = text[text.index('extern "C" void'):]
-    return rows, kernel[:kernel.index("\n}\n")]
+    kernel = kernel[:kernel.index("\n}\n")]
+    return kernel[kernel.index("ts_rows("):], kernel[:kernel.index("ts_rows(")]
 
 
 def test_a_per_channel_scale_is_computed_once_per_call_in_channels_last_kernels(tmp_path, monkeypatch) -> None:
@@ -598,9 +597,9 @@ def test_a_per_channel_scale_is_computed_once_per_call_in_channels_last_kernels(
         with torch.no_grad():
             compiled = script(net, example_inputs=(torch.randn(2, 8, 16, 16),))
             text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-            rows, kernel = _rows_and_kernel(text)
-            assert "std::unique_ptr<float[]> r" in kernel and kernel.count("std::sqrt") == 1, kernel
-            assert kernel.index("std::sqrt") < kernel.index("ts_rows(") and "std::sqrt" not in rows, rows
+            rows, once = _rows_and_once(text)
+            assert "std::unique_ptr<float[]> r" in once and once.count("std::sqrt") == 1, once
+            assert "std::sqrt" not in rows, rows
             for batch in (1, 3):
                 x = torch.randn(batch, 8, 16, 16)
                 with runtime.mode("strict"):
@@ -678,9 +677,8 @@ def test_a_gate_per_image_and_channel_is_computed_once_per_call(gate_shape, tmp_
         x, s = torch.randn(3, 6, 4, 5), torch.randn(gate_shape)
         compiled = script(mod.f, example_inputs=(x, s))
         text = next((tmp_path / "cache" / "jit").glob("*.py")).read_text()
-        rows, kernel = _rows_and_kernel(text)
-        assert kernel.count("ts_exp") == 2 and kernel.index("ts_exp") < kernel.index("ts_rows("), kernel
-        assert "ts_exp" not in rows, rows
+        rows, once = _rows_and_once(text)
+        assert once.count("ts_exp") == 2 and "ts_exp" not in rows, once + rows
         for x in (torch.randn(3, 6, 4, 5), torch.randn(3, 5, 4, 6).transpose(1, 3)):
             for gate in (s, s.transpose(0, 2).contiguous().transpose(0, 2)):
                 with runtime.mode("strict"):

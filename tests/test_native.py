@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from runtime import kernels, native
 
@@ -171,7 +172,8 @@ extern "C" void k1_sum(int64_t n, int64_t* __restrict out, const int64_t* __rest
   out[0] = s;
 }
 """
-SIGNATURES = {"k0_axpb": "ippidi", "k1_sum": "ipp"}
+I, D, P = kernels.Arg("i"), kernels.Arg("d"), kernels.Arg("p")
+SIGNATURES = {"k0_axpb": (I, P, kernels.Arg("p", (0,)), D, I), "k1_sum": (I, P, P)}
 
 
 def test_the_signatures_are_read_off_the_declarations() -> None:
@@ -182,7 +184,10 @@ extern "C" void k(
     int64_t n0, float* __restrict out0,  /* the output */
     const uint16_t* __restrict in0, int64_t in0_s0, double s0) {}
 """
-    assert kernels.kernel_signatures(wrapped) == {"k": "ippid"}
+    assert kernels.kernel_signatures(wrapped) == {"k": (I, P, kernels.Arg("p", (0,)), D)}
+    # strides are a pointer's when they follow it and name it, of the tensor's own dims
+    strides = 'extern "C" void k(int64_t n, float* x, int64_t x_s0, int64_t x_s2, int64_t y_s0, float* y, int64_t x_s1) {}'
+    assert kernels.kernel_signatures(strides) == {"k": (I, kernels.Arg("p", (0, 2)), I, P, I)}
     with pytest.raises(ValueError, match="parameter `int x` is not a pointer, an int64_t or a double"):
         kernels.kernel_signatures('extern "C" void bad(int64_t n, int x) {}')
 
@@ -193,16 +198,16 @@ def needs_python_headers() -> None:
 
 
 def run_kernels(lib: kernels.Library) -> None:
-    x = (ctypes.c_double * 6)(0, 1, 2, 3, 4, 5)
-    out = (ctypes.c_double * 3)()
-    lib.k0_axpb(3, ctypes.addressof(out), ctypes.addressof(x), 2, 0.5, -1)  # x[::2] * 0.5 - 1
-    assert list(out) == [-1.0, 0.0, 1.0]
-    lib.k0_axpb(3, ctypes.addressof(out), ctypes.addressof(x), 1, 3, 7)  # a Python int for the double
-    assert list(out) == [7.0, 10.0, 13.0]
+    x = torch.arange(6, dtype=torch.float64)
+    out = torch.empty(3, dtype=torch.float64)
+    lib.k0_axpb(3, out, x[::2], 0.5, -1)  # x[::2] * 0.5 - 1: the tensor's stride, 2, is passed
+    assert out.tolist() == [-1.0, 0.0, 1.0]
+    lib.k0_axpb(3, out.data_ptr(), x, 3, 7)  # an address for a pointer without strides; an int for the double
+    assert out.tolist() == [7.0, 10.0, 13.0]
     ints = (ctypes.c_int64 * 4)(1, 2, 3, 1 << 40)
-    total = (ctypes.c_int64 * 1)()
-    lib.k1_sum(4, ctypes.addressof(total), ctypes.addressof(ints))
-    assert total[0] == 6 + (1 << 40)
+    total = torch.zeros(1, dtype=torch.int64)
+    lib.k1_sum(4, total, ctypes.addressof(ints))
+    assert total.item() == 6 + (1 << 40)
 
 
 def test_fastcall_binding_calls_kernels(cache: Path) -> None:
@@ -220,29 +225,44 @@ def test_fastcall_binding_calls_kernels(cache: Path) -> None:
 def test_fastcall_checks_its_arguments(cache: Path) -> None:
     needs_python_headers()
     lib = kernels.Library(KERNELS)
-    out = (ctypes.c_double * 3)()
-    x = ctypes.addressof(out)
-    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) takes 6 arguments \(5 given\)"):
-        lib.k0_axpb(3, x, x, 1, 0.5)
+    check_arguments(lib)
+
+
+def check_arguments(lib: kernels.Library) -> None:
+    x = torch.zeros(3, dtype=torch.float64)
+    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) takes 5 arguments \(4 given\)"):
+        lib.k0_axpb(3, x, x, 0.5)
     with pytest.raises(TypeError, match=r"kernel k1_sum\(\) takes 3 arguments \(4 given\)"):
         lib.k1_sum(1, x, x, 0)
     with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 0: .*float"):
-        lib.k0_axpb(3.0, x, x, 1, 0.5, 0)
-    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 4"):
-        lib.k0_axpb(3, x, x, 1, "0.5", 0)
-    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 1"):
-        lib.k0_axpb(3, "x", x, 1, 0.5, 0)
-    with pytest.raises(OverflowError, match=r"kernel k0_axpb\(\) argument 5"):
-        lib.k0_axpb(3, x, x, 1, 0.5, 1 << 64)
+        lib.k0_axpb(3.0, x, x, 0.5, 0)
+    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 3"):
+        lib.k0_axpb(3, x, x, "0.5", 0)
+    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 1: expected a tensor or an address, got str"):
+        lib.k0_axpb(3, "x", x, 0.5, 0)
+    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 2: expected a tensor, got int"):
+        lib.k0_axpb(3, x, x.data_ptr(), 0.5, 0)  # (a pointer with strides takes its tensor)
+    with pytest.raises(IndexError, match=r"kernel k0_axpb\(\) argument 2: a tensor of 0 dimensions; the kernel "
+                                          r"reads the stride of dimension 0"):
+        lib.k0_axpb(3, x, x[0], 0.5, 0)
+    with pytest.raises(OverflowError, match=r"kernel k0_axpb\(\) argument 4"):
+        lib.k0_axpb(3, x, x, 0.5, 1 << 64)
     with pytest.raises(TypeError, match="keyword"):
         lib.k1_sum(1, x, x=x)
-    lib.k0_axpb(0, x, x, 1, 0.5, 0)  # still callable after the errors
+    lib.k0_axpb(0, x, x, 0.5, 0)  # still callable after the errors
 
 
 def test_ctypes_fallback(cache: Path) -> None:
     lib = kernels.Library(KERNELS, fastcall=False)
     assert lib.binding == "ctypes"
     run_kernels(lib)
+    x = torch.zeros(3, dtype=torch.float64)  # the tensors' refusals are the extension module's
+    with pytest.raises(TypeError, match=r"k0_axpb\(\) missing 1 required positional argument"):
+        lib.k0_axpb(3, x, x, 0.5)
+    with pytest.raises(TypeError, match=r"kernel k0_axpb\(\) argument 2: expected a tensor, got int"):
+        lib.k0_axpb(3, x, x.data_ptr(), 0.5, 0)
+    with pytest.raises(IndexError, match=r"kernel k0_axpb\(\) argument 2: a tensor of 0 dimensions"):
+        lib.k0_axpb(3, x, x[0], 0.5, 0)
     native._loaded.clear()
     with pytest.MonkeyPatch.context() as m:  # a machine without Python's headers: ctypes by default
         m.setattr(native, "python_flags", lambda: None)
@@ -259,12 +279,12 @@ def test_two_libraries_in_one_process(cache: Path, fastcall: bool) -> None:
     other = KERNELS.replace("a * x[i * x_s0] + b", "a * x[i * x_s0] - b")  # same kernel names
     first = kernels.Library(KERNELS, fastcall=fastcall)
     second = kernels.Library(other, fastcall=fastcall)
-    x = (ctypes.c_double * 2)(1, 2)
-    out = (ctypes.c_double * 2)()
+    x = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    out = torch.empty(2, dtype=torch.float64)
     for lib, expected in [(first, [11.0, 12.0]), (second, [-9.0, -8.0]), (first, [11.0, 12.0])]:
         assert lib.binding == ("fastcall" if fastcall else "ctypes")
-        lib.k0_axpb(2, ctypes.addressof(out), ctypes.addressof(x), 1, 1.0, 10)
-        assert list(out) == expected
+        lib.k0_axpb(2, out, x, 1.0, 10)
+        assert out.tolist() == expected
     assert len(entries(cache)) == 2
 
 

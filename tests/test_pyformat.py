@@ -81,6 +81,9 @@ def check(source: str) -> None:
     # strings and comments are left alone, blank lines inside blocks limited to one
     'KERNELS_CPP = r"""\nint f(int a, int b, int c, int d, int e, int f, int g, int h, int i, int j, int k, int l);\n\n\n"""\n',
     "# a comment line that is much longer than eighty-eight characters stays exactly as it is written\nx = 1\n",
+    # a table between `# fmt: off` and `# fmt: on` stays as written, the statements after it do not
+    '# fmt: off\nT = f(\n    ("a", "b", {"weight": [32, 16, 3, 3], "bias": None, "dilation": (1, 1), "groups": 1,\n'
+    '        "padding": (1, 1)}),\n    ("c",),\n)\n# fmt: on\ny = f(\n    a, b\n)\n',
     "if t:\n    import struct\n\n\n    def g():\n        pass\n\n\n    y = 1\n",
 ])
 def test_lines_match_black(source: str) -> None:
