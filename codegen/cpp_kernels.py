@@ -206,21 +206,33 @@ def _run_rows(rank: int, body: list[str]) -> list[str]:
 def _merge_into_inner(rank: int, n_in: int, strided: list[list[int]], into: list[int] = []) -> list[str]:
     """Lines that fold outer dims into the inner one while every input walks them as one (both
     broadcast, or strided with s[d] == s[inner] * n[inner]): a (1, 1280, 7, 7) batch-norm kernel
-    then runs 1280 rows of 49 elements, not 8960 rows of 7, whose loop overhead dominated."""
+    then runs 1280 rows of 49 elements, not 8960 rows of 7, whose loop overhead dominated. A dim
+    is folded whole while the row stays short, else in part (`ts_fold`: its size and strides
+    divided by what goes into the row), and the folding stops there: rows of a few thousand
+    elements remain for the threads."""
     inner = rank - 1
     lines = []
     for d in range(inner - 1, -1, -1):
-        conditions = []
+        conditions: list[str] | None = []
+        scaled = []
         for k in range(n_in):
             if (d in strided[k]) != (inner in strided[k]):
                 conditions = None  # broadcast along one dim and not the other: never one dim
                 break
             if d in strided[k]:
                 conditions.append(f"in{k}_s{d} == in{k}_s{inner} * n{inner}")
-        if conditions is not None:
-            conditions += [f"out{k}_s{d} == out{k}_s{inner} * n{inner}" for k in into]
-        test = f"n{d} == 1" if conditions is None else " && ".join(conditions) or "true"
-        lines.append(f"  if ({test}) {{ n{inner} *= n{d}; n{d} = 1; }} else goto merged;")
+                scaled.append(f"in{k}_s{d}")
+        if conditions is None:
+            lines.append(f"  if (n{d} == 1) {{ n{inner} *= n{d}; n{d} = 1; }} else goto merged;")
+            continue
+        conditions += [f"out{k}_s{d} == out{k}_s{inner} * n{inner}" for k in into]
+        scaled += [f"out{k}_s{d}" for k in into]
+        fold = " ".join([f"n{inner} *= k;", f"n{d} /= k;"] + [f"{s} *= k;" for s in scaled])
+        lines += [f"  if ({' && '.join(conditions) or 'true'}) {{",
+                  f"    const int64_t k = ts_fold(n{d}, n{inner});",
+                  f"    {fold}",
+                  f"    if (n{d} != 1) goto merged;",
+                  "  } else goto merged;"]
     if not lines:
         return []
     return lines + ["  merged:;"]

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
-BODY_HASH = "sha256:df3a853828b146647d2182e505356847ba555a623f6fd956780f92e07da977c9"
+BODY_HASH = "sha256:bf9c7a496dd8cca9ebb9699c3bd7e85188fe38b718648ac35890a3a25147bbdd"
 TORCH_VERSION = "2.13"
 
 
@@ -72,9 +72,17 @@ extern "C" void bn_relu_kernel(
     const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
     const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
     int64_t in4_s1, int64_t in4_s2, int64_t in4_s3) {
-  if (in4_s2 == in4_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
+  if (in4_s2 == in4_s3 * n3) {
+    const int64_t k = ts_fold(n2, n3);
+    n3 *= k; n2 /= k; in4_s2 *= k;
+    if (n2 != 1) goto merged;
+  } else goto merged;
   if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in4_s0 == in4_s3 * n3) { n3 *= n0; n0 = 1; } else goto merged;
+  if (in4_s0 == in4_s3 * n3) {
+    const int64_t k = ts_fold(n0, n3);
+    n3 *= k; n0 /= k; in4_s0 *= k;
+    if (n0 != 1) goto merged;
+  } else goto merged;
   merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in4_s3 == 1;

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:0bd5d08d2687c56a5c49d007a5485bee3b71f8fb4c8fb36b3337e41a45c9e0a7"
+BODY_HASH = "sha256:b8474f4c505f1517db4aec90956cc1ffc2c9dd3d640ccc6562588b1d553faf36"
 TORCH_VERSION = "2.13"
 
 
@@ -80,7 +80,11 @@ extern "C" void sigmoid_tanh_kernel(
     int64_t in1_s0, int64_t in1_s1, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1,
     const float* __restrict in3, int64_t in3_s0, int64_t in3_s1, const float* __restrict in4,
     int64_t in4_s0, int64_t in4_s1) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 && in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1) { n1 *= n0; n0 = 1; } else goto merged;
+  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 && in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1) {
+    const int64_t k = ts_fold(n0, n1);
+    n1 *= k; n0 /= k; in0_s0 *= k; in1_s0 *= k; in2_s0 *= k; in3_s0 *= k; in4_s0 *= k;
+    if (n0 != 1) goto merged;
+  } else goto merged;
   merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1 && in2_s1 == 1 && in3_s1 == 1 && in4_s1 == 1;

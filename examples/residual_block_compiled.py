@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:d202c10e2ca42758ee08d413605d1343b881326532e8223b3defff0e70cb1142"
+BODY_HASH = "sha256:b1e74088d3152f96a76f3e8f9a4492c3067f7ae7f74f4bdef5aea3a7b6abcebd"
 TORCH_VERSION = "2.13"
 
 
@@ -73,9 +73,17 @@ extern "C" void bn1_relu_kernel(
     const float* __restrict in2, int64_t in2_s1, int64_t in2_s2, int64_t in2_s3,
     const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
     int64_t in4_s1, int64_t in4_s2, int64_t in4_s3) {
-  if (in4_s2 == in4_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
+  if (in4_s2 == in4_s3 * n3) {
+    const int64_t k = ts_fold(n2, n3);
+    n3 *= k; n2 /= k; in4_s2 *= k;
+    if (n2 != 1) goto merged;
+  } else goto merged;
   if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in4_s0 == in4_s3 * n3) { n3 *= n0; n0 = 1; } else goto merged;
+  if (in4_s0 == in4_s3 * n3) {
+    const int64_t k = ts_fold(n0, n3);
+    n3 *= k; n0 /= k; in4_s0 *= k;
+    if (n0 != 1) goto merged;
+  } else goto merged;
   merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in4_s3 == 1;
@@ -170,9 +178,17 @@ extern "C" void bn2_downsample_relu_kernel(
     int64_t in6_s3, const float* __restrict in7, int64_t in7_s1, int64_t in7_s2, int64_t in7_s3,
     const float* __restrict in8, int64_t in8_s1, int64_t in8_s2, int64_t in8_s3,
     const float* __restrict in9, int64_t in9_s0, int64_t in9_s1, int64_t in9_s2, int64_t in9_s3) {
-  if (in4_s2 == in4_s3 * n3 && in9_s2 == in9_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
+  if (in4_s2 == in4_s3 * n3 && in9_s2 == in9_s3 * n3) {
+    const int64_t k = ts_fold(n2, n3);
+    n3 *= k; n2 /= k; in4_s2 *= k; in9_s2 *= k;
+    if (n2 != 1) goto merged;
+  } else goto merged;
   if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in4_s0 == in4_s3 * n3 && in9_s0 == in9_s3 * n3) { n3 *= n0; n0 = 1; } else goto merged;
+  if (in4_s0 == in4_s3 * n3 && in9_s0 == in9_s3 * n3) {
+    const int64_t k = ts_fold(n0, n3);
+    n3 *= k; n0 /= k; in4_s0 *= k; in9_s0 *= k;
+    if (n0 != 1) goto merged;
+  } else goto merged;
   merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in4_s3 == 1 && in9_s3 == 1;
@@ -244,9 +260,17 @@ extern "C" void bn2_relu_kernel(
     const float* __restrict in3, int64_t in3_s1, int64_t in3_s2, int64_t in3_s3, int64_t in4_s0,
     int64_t in4_s1, int64_t in4_s2, int64_t in4_s3, const float* __restrict in5, int64_t in5_s0,
     int64_t in5_s1, int64_t in5_s2, int64_t in5_s3) {
-  if (in4_s2 == in4_s3 * n3 && in5_s2 == in5_s3 * n3) { n3 *= n2; n2 = 1; } else goto merged;
+  if (in4_s2 == in4_s3 * n3 && in5_s2 == in5_s3 * n3) {
+    const int64_t k = ts_fold(n2, n3);
+    n3 *= k; n2 /= k; in4_s2 *= k; in5_s2 *= k;
+    if (n2 != 1) goto merged;
+  } else goto merged;
   if (n1 == 1) { n3 *= n1; n1 = 1; } else goto merged;
-  if (in4_s0 == in4_s3 * n3 && in5_s0 == in5_s3 * n3) { n3 *= n0; n0 = 1; } else goto merged;
+  if (in4_s0 == in4_s3 * n3 && in5_s0 == in5_s3 * n3) {
+    const int64_t k = ts_fold(n0, n3);
+    n3 *= k; n0 /= k; in4_s0 *= k; in5_s0 *= k;
+    if (n0 != 1) goto merged;
+  } else goto merged;
   merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in4_s3 == 1 && in5_s3 == 1;

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:745dd4fd6821232a764fc9f645ae86ecbbb0a5dace270c1bc33395a0bdd1d999"
+BODY_HASH = "sha256:2e83c63d55ec040aea079a9a0fe27a9fbb00adbf09c8091a2dd31975c13c4051"
 TORCH_VERSION = "2.13"
 
 
@@ -45,7 +45,11 @@ static void where_rows(
 extern "C" void where_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
     int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) { n1 *= n0; n0 = 1; } else goto merged;
+  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) {
+    const int64_t k = ts_fold(n0, n1);
+    n1 *= k; n0 /= k; in0_s0 *= k; in1_s0 *= k;
+    if (n0 != 1) goto merged;
+  } else goto merged;
   merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1;
@@ -87,7 +91,11 @@ extern "C" void abs_div_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, bool* __restrict out1,
     const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
     int64_t in1_s0, int64_t in1_s1, double s0) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) { n1 *= n0; n0 = 1; } else goto merged;
+  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) {
+    const int64_t k = ts_fold(n0, n1);
+    n1 *= k; n0 /= k; in0_s0 *= k; in1_s0 *= k;
+    if (n0 != 1) goto merged;
+  } else goto merged;
   merged:;
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1;
