@@ -553,6 +553,7 @@ class _RowPlan:
 _EXPENSIVE = frozenset({"exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow"})
 _DIVIDING = frozenset({"sqrt", "rsqrt", "reciprocal", "div"})  # (with _EXPENSIVE: worth a row of their own)
 _IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}
+SUM_BLOCK = 1024  # elements of a float sum's row summed in float lanes (_reduction_pass)
 
 
 def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[list[int]],
@@ -658,29 +659,47 @@ def _row_driver(name: str, rank: int, n_in: int, strided: list[list[int]], args:
 
 def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],
                     element_lines: Callable[..., list[str]]) -> list[str]:
-    """One pass over the row that accumulates `reds`, in one vectorised loop. Sums accumulate
-    in double (more accurate than torch's float sums; a float accumulator is not accurate
-    enough on long rows). A maximum or minimum is the plain vectorised one (right for
-    infinities: a causal mask's -inf rows stay on it), with a count of the row's NaNs; a row
+    """One pass over the row that accumulates `reds`, in one vectorised loop. A float sum (also
+    of 16-bit floats, computed in float) goes in blocks of SUM_BLOCK elements: each block summed
+    in float lanes (`ts_sum_t<unit>`; a double, where a strided row is summed in order), the
+    blocks' sums added in double. Each lane adds SUM_BLOCK / 16 elements or fewer, few enough that
+    a long row of large values with a small mean keeps its mean (a double for every element,
+    converted, took twice as long: a layer norm's three sums, 1.4 against 0.6 ms on 2048 rows of
+    2048). A float64 sum is in double. A maximum or minimum is the plain vectorised one (right
+    for infinities: a causal mask's -inf rows stay on it), with a count of the row's NaNs; a row
     with one takes the exact NaN-propagating loop."""
     lines: list[str] = []
-    clauses, updates = [], []
+    clauses, updates, blocked = [], [], []
     for r in reds:
         acc, x, kind = f"acc{names[r.result][1:]}", names[r.operands[0]], r.attributes["kind"]
         if kind == "sum":
             lines.append(f"{pad}double {acc} = 0;")
-            clauses.append(f"reduction(+:{acc})")
-            updates.append(f"{acc} += {_widen(r, x)};")
+            if r.result.type.dtype == "float64":  # type: ignore[union-attr]
+                clauses.append(f"reduction(+:{acc})")
+                updates.append(f"{acc} += {x};")
+            else:
+                blocked.append(r)
+                clauses.append(f"reduction(+:part{acc[3:]})")
+                updates.append(f"part{acc[3:]} += {x};")
         else:
             lines.append(f"{pad}{VALUE[r.result.type.dtype]} {acc} = {_IDENTITY[kind]}, {acc}_check = 0;")  # type: ignore[union-attr]
             clauses.append(f"reduction({'max' if kind == 'amax' else 'min'}:{acc}) reduction(+:{acc}_check)")
             cmp = ">" if kind == "amax" else "<"
             updates += [f"{acc} = {x} {cmp} {acc} ? {x} : {acc};", f"{acc}_check += static_cast<{VALUE[r.result.type.dtype]}>({x} != {x});"]  # type: ignore[union-attr]
+    loop, start, end = pad, "0", n
+    if blocked:  # (the loop over the row runs in each block)
+        lines.append(f"{pad}for (int64_t j0 = 0; j0 < {n}; j0 += {SUM_BLOCK}) {{  // blocks: summed in float, added in double")
+        loop, start, end = pad + "  ", "j0", "j1"
+        lines.append(f"{loop}const int64_t j1 = std::min({n}, j0 + {SUM_BLOCK});")
+        lines += [f"{loop}ts_sum_t<unit> part{names[r.result][1:]} = 0;" for r in blocked]
     # (vectorised where the steps are 1; a strided row is summed in order, as it always was)
-    lines.append(f"{pad}#pragma omp simd {' '.join(clauses)} if(simd: unit)")
-    lines.append(f"{pad}for (int64_t j = 0; j < {n}; ++j) {{")
-    lines += [f"{pad}  {t}" for t in element_lines(p) + updates]
-    lines.append(f"{pad}}}")
+    lines.append(f"{loop}#pragma omp simd {' '.join(clauses)} if(simd: unit)")
+    lines.append(f"{loop}for (int64_t j = {start}; j < {end}; ++j) {{")
+    lines += [f"{loop}  {t}" for t in element_lines(p) + updates]
+    lines.append(f"{loop}}}")
+    if blocked:
+        lines += [f"{loop}acc{names[r.result][1:]} += part{names[r.result][1:]};" for r in blocked]
+        lines.append(f"{pad}}}")
     for r in reds:
         if r.attributes["kind"] == "sum":
             continue
@@ -700,11 +719,6 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
         else:  # (a maximum or minimum is one of the row's values)
             lines.append(f"{pad}const {ct} {v} = {acc};")
     return lines
-
-
-def _widen(red: ops.ReduceOp, value: str) -> str:
-    """An element of a summed float row, as the double it is accumulated in."""
-    return value if red.result.type.dtype == "float64" else f"static_cast<double>({value})"  # type: ignore[union-attr]
 
 
 def _literal(value: object) -> str:

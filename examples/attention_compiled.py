@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:0941b561c484b433d241a6cb389512206746929762aa0258984f7a65148c5b71"
+BODY_HASH = "sha256:d363a0d59c725dfa942952c10b6cb1d7e48702e244fb70fbef0e5accbd67210d"
 TORCH_VERSION = "2.13"
 
 
@@ -61,23 +61,28 @@ static void masked_fill_softmax_row(
   const float v6 = acc6;
   // pass 2 over the row: sum v14
   double acc14 = 0;
-  #pragma omp simd reduction(+:acc14) if(simd: unit)
-  for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    const float v1 = a0 / 4.0f;
-    // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
-    const bool v3 = a1 == 0.0f;
-    const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
-    // weights = F.softmax(scores, dim=-1)
-    const float v7 = v5 - v6;
-    const float v9 = ts_max(v7, -87.0f);
-    const float v10 = torchscribe::ts_exp(v9);
-    const bool v11 = v7 < -87.0f;
-    const float v13 = sel(v11, 0.0f, v10);
-    b10p[j] = v10;
-    acc14 += static_cast<double>(v13);
+  for (int64_t j0 = 0; j0 < n3; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n3, j0 + 1024);
+    ts_sum_t<unit> part14 = 0;
+    #pragma omp simd reduction(+:part14) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      const float a1 = p1[j * in1_step];
+      // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+      const float v1 = a0 / 4.0f;
+      // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
+      const bool v3 = a1 == 0.0f;
+      const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
+      // weights = F.softmax(scores, dim=-1)
+      const float v7 = v5 - v6;
+      const float v9 = ts_max(v7, -87.0f);
+      const float v10 = torchscribe::ts_exp(v9);
+      const bool v11 = v7 < -87.0f;
+      const float v13 = sel(v11, 0.0f, v10);
+      b10p[j] = v10;
+      part14 += v13;
+    }
+    acc14 += part14;
   }
   const float v14 = static_cast<float>(acc14);
   // pass 3 over the row: out0

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:b52b9772b062d5c55c433b621ed0396be0f74a8bb4fda1c65ca6f068feb59c92"
+BODY_HASH = "sha256:7dc5fef2121e98f68fd1a37253411606d150414c043e956a9ec5afffab4d9657"
 TORCH_VERSION = "2.13"
 
 
@@ -28,22 +28,32 @@ static void norm_row(
       in2_step = unit ? 1 : in2_s2;
   // pass 1 over the row: sum v0
   double acc0 = 0;
-  #pragma omp simd reduction(+:acc0) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    acc0 += static_cast<double>(a0);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part0 = 0;
+    #pragma omp simd reduction(+:part0) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      part0 += a0;
+    }
+    acc0 += part0;
   }
   const float v0 = static_cast<float>(acc0);
   // return F.silu(self.fc(self.norm(x)))
   const float v2 = v0 / 64.0f;
   // pass 2 over the row: sum v4
   double acc4 = 0;
-  #pragma omp simd reduction(+:acc4) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v3 = a0 - v2;
-    acc4 += static_cast<double>(v3);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part4 = 0;
+    #pragma omp simd reduction(+:part4) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v3 = a0 - v2;
+      part4 += v3;
+    }
+    acc4 += part4;
   }
   const float v4 = static_cast<float>(acc4);
   // return F.silu(self.fc(self.norm(x)))
@@ -51,13 +61,18 @@ static void norm_row(
   const float v6 = v2 + v5;
   // pass 3 over the row: sum v9
   double acc9 = 0;
-  #pragma omp simd reduction(+:acc9) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v7 = a0 - v6;
-    const float v8 = v7 * v7;
-    acc9 += static_cast<double>(v8);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part9 = 0;
+    #pragma omp simd reduction(+:part9) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v7 = a0 - v6;
+      const float v8 = v7 * v7;
+      part9 += v8;
+    }
+    acc9 += part9;
   }
   const float v9 = static_cast<float>(acc9);
   // return F.silu(self.fc(self.norm(x)))
@@ -113,45 +128,55 @@ static void fc_silu_norm_row(
   float* __restrict b2p = b2.data();
   // pass 1 over the row: sum v9, out0
   double acc9 = 0;
-  #pragma omp simd reduction(+:acc9) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v1 = -v0;
-    const float v2 = torchscribe::ts_exp(v1);
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    b2p[j] = v2;
-    out0[j] = v8;
-    acc9 += static_cast<double>(v8);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part9 = 0;
+    #pragma omp simd reduction(+:part9) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      const float a1 = p1[j * in1_step];
+      const float a2 = p2[j * in2_step];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v0 = a0 + a1;
+      const float v1 = -v0;
+      const float v2 = torchscribe::ts_exp(v1);
+      const float v4 = 1.0f + v2;
+      const float v5 = v0 / v4;
+      // x = x + self.residual_scale * layer(x)
+      const float v7 = 0.5f * v5;
+      const float v8 = a2 + v7;
+      b2p[j] = v2;
+      out0[j] = v8;
+      part9 += v8;
+    }
+    acc9 += part9;
   }
   const float v9 = static_cast<float>(acc9);
   // return F.silu(self.fc(self.norm(x)))
   const float v11 = v9 / 64.0f;
   // pass 2 over the row: sum v13
   double acc13 = 0;
-  #pragma omp simd reduction(+:acc13) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v12 = v8 - v11;
-    acc13 += static_cast<double>(v12);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part13 = 0;
+    #pragma omp simd reduction(+:part13) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      const float a1 = p1[j * in1_step];
+      const float a2 = p2[j * in2_step];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v0 = a0 + a1;
+      const float v2 = b2p[j];
+      const float v4 = 1.0f + v2;
+      const float v5 = v0 / v4;
+      // x = x + self.residual_scale * layer(x)
+      const float v7 = 0.5f * v5;
+      const float v8 = a2 + v7;
+      // return F.silu(self.fc(self.norm(x)))
+      const float v12 = v8 - v11;
+      part13 += v12;
+    }
+    acc13 += part13;
   }
   const float v13 = static_cast<float>(acc13);
   // return F.silu(self.fc(self.norm(x)))
@@ -159,23 +184,28 @@ static void fc_silu_norm_row(
   const float v15 = v11 + v14;
   // pass 3 over the row: sum v18
   double acc18 = 0;
-  #pragma omp simd reduction(+:acc18) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15;
-    const float v17 = v16 * v16;
-    acc18 += static_cast<double>(v17);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part18 = 0;
+    #pragma omp simd reduction(+:part18) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      const float a1 = p1[j * in1_step];
+      const float a2 = p2[j * in2_step];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v0 = a0 + a1;
+      const float v2 = b2p[j];
+      const float v4 = 1.0f + v2;
+      const float v5 = v0 / v4;
+      // x = x + self.residual_scale * layer(x)
+      const float v7 = 0.5f * v5;
+      const float v8 = a2 + v7;
+      // return F.silu(self.fc(self.norm(x)))
+      const float v16 = v8 - v15;
+      const float v17 = v16 * v16;
+      part18 += v17;
+    }
+    acc18 += part18;
   }
   const float v18 = static_cast<float>(acc18);
   // return F.silu(self.fc(self.norm(x)))

@@ -98,6 +98,11 @@ template <class Body> static inline TS_INLINE void ts_unit_or_strided(bool unit,
   }
 }
 
+// What one block of a float row's sum accumulates in (codegen/cpp_kernels.py, _reduction_pass):
+// float lanes in the vectorised loop of unit steps; a double where a strided row is summed in
+// order, one add after another (in float, each would round at the size of the whole sum).
+template <bool unit> using ts_sum_t = typename std::conditional<unit, float, double>::type;
+
 // Selects are bit-mask blends (math_detail::sel) so that loops with them still vectorise.
 using torchscribe::math_detail::sel;
 template <typename T> static inline T ts_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
