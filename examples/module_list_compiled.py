@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:7dc5fef2121e98f68fd1a37253411606d150414c043e956a9ec5afffab4d9657"
+BODY_HASH = "sha256:158e64de205e9c1ceb9ef19190a299802a97a52c409ed48550aa08e0d630a741"
 TORCH_VERSION = "2.13"
 
 
@@ -123,9 +123,7 @@ static void fc_silu_norm_row(
   const float* p0 = out1;
   const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
       in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s2, in4_step = unit ? 1 : in4_s2;
-  static thread_local std::vector<float> b2;  // v2 along the row, for a later pass
-  if ((int64_t)b2.size() < n2) b2.resize(n2);
-  float* __restrict b2p = b2.data();
+  float* b8p = out1;  // v8 along the row, in the output row until the last pass
   // pass 1 over the row: sum v9, out0
   double acc9 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
@@ -145,7 +143,7 @@ static void fc_silu_norm_row(
       // x = x + self.residual_scale * layer(x)
       const float v7 = 0.5f * v5;
       const float v8 = a2 + v7;
-      b2p[j] = v2;
+      b8p[j] = v8;
       out0[j] = v8;
       part9 += v8;
     }
@@ -161,17 +159,8 @@ static void fc_silu_norm_row(
     ts_sum_t<unit> part13 = 0;
     #pragma omp simd reduction(+:part13) if(simd: unit)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step];
-      const float a1 = p1[j * in1_step];
-      const float a2 = p2[j * in2_step];
-      // return F.silu(self.fc(self.norm(x)))
-      const float v0 = a0 + a1;
-      const float v2 = b2p[j];
-      const float v4 = 1.0f + v2;
-      const float v5 = v0 / v4;
       // x = x + self.residual_scale * layer(x)
-      const float v7 = 0.5f * v5;
-      const float v8 = a2 + v7;
+      const float v8 = b8p[j];
       // return F.silu(self.fc(self.norm(x)))
       const float v12 = v8 - v11;
       part13 += v12;
@@ -189,17 +178,8 @@ static void fc_silu_norm_row(
     ts_sum_t<unit> part18 = 0;
     #pragma omp simd reduction(+:part18) if(simd: unit)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step];
-      const float a1 = p1[j * in1_step];
-      const float a2 = p2[j * in2_step];
-      // return F.silu(self.fc(self.norm(x)))
-      const float v0 = a0 + a1;
-      const float v2 = b2p[j];
-      const float v4 = 1.0f + v2;
-      const float v5 = v0 / v4;
       // x = x + self.residual_scale * layer(x)
-      const float v7 = 0.5f * v5;
-      const float v8 = a2 + v7;
+      const float v8 = b8p[j];
       // return F.silu(self.fc(self.norm(x)))
       const float v16 = v8 - v15;
       const float v17 = v16 * v16;
@@ -215,19 +195,10 @@ static void fc_silu_norm_row(
   // pass 4 over the row: out1
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    const float a1 = p1[j * in1_step];
-    const float a2 = p2[j * in2_step];
     const float a3 = p3[j * in3_step];
     const float a4 = p4[j * in4_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1;
-    const float v2 = b2p[j];
-    const float v4 = 1.0f + v2;
-    const float v5 = v0 / v4;
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5;
-    const float v8 = a2 + v7;
+    const float v8 = b8p[j];
     // return F.silu(self.fc(self.norm(x)))
     const float v16 = v8 - v15;
     const float v23 = v16 * v22;
