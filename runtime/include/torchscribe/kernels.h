@@ -107,10 +107,15 @@ template <bool unit> using ts_sum_t = typename std::conditional<unit, float, dou
 using torchscribe::math_detail::sel;
 template <typename T> static inline T ts_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 template <typename T> static inline T ts_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
-static inline float ts_max(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
-static inline double ts_max(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
-static inline float ts_min(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
-static inline double ts_min(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
+// The floating versions give the same bits: !(a <= b) holds where a > b or either is NaN, and b
+// replaces it only where b alone is NaN. Against a constant (clamp_min(x, -87), relu) that is one
+// compare and one blend, where the nested selects took two of each.
+template <typename T> static inline T ts_max_float(T a, T b) { return sel(bool((b != b) & (a == a)), b, sel(!(a <= b), a, b)); }
+template <typename T> static inline T ts_min_float(T a, T b) { return sel(bool((b != b) & (a == a)), b, sel(!(a >= b), a, b)); }
+static inline float ts_max(float a, float b) { return ts_max_float(a, b); }
+static inline double ts_max(double a, double b) { return ts_max_float(a, b); }
+static inline float ts_min(float a, float b) { return ts_min_float(a, b); }
+static inline double ts_min(double a, double b) { return ts_min_float(a, b); }
 
 // bfloat16 and float16 elements are uint16_t; a value is held as the float it widens to, and
 // rounding (to nearest even) gives the float of the nearest 16-bit value. Integer bit tricks,
