@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:ba46251f40f8ff6e46ead7555487dd721b113c908a2eb3cbb27f5656f6ce1c70"
+BODY_HASH = "sha256:be834306805873a6a500e35625886690c8e395e657d57824f242d2b7e61a8862"
 TORCH_VERSION = "2.13"
 
 
@@ -28,9 +28,7 @@ static void masked_fill_softmax_row(
     int64_t in1_s1) {
   const float* p0 = out0;
   const int64_t in0_step = unit ? 1 : in0_s3, in1_step = unit ? 1 : in1_s1;
-  static thread_local std::vector<float> b10;  // v10 along the row, for a later pass
-  if ((int64_t)b10.size() < n3) b10.resize(n3);
-  float* __restrict b10p = b10.data();
+  float* b13p = out0;  // v13 along the row, in the output row until the last pass
   // pass 1 over the row: amax v6
   float acc6 = -INFINITY, acc6_check = 0;
   #pragma omp simd reduction(max:acc6) reduction(+:acc6_check) if(simd: unit)
@@ -59,35 +57,32 @@ static void masked_fill_softmax_row(
   const float v6 = acc6;
   // pass 2 over the row: sum v14
   double acc14 = 0;
-  #pragma omp simd reduction(+:acc14) if(simd: unit)
-  for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
-    // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    const float v1 = a0 / 4.0f;
-    // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
-    const bool v3 = a1 == 0.0f;
-    const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
-    // weights = F.softmax(scores, dim=-1)
-    const float v7 = v5 - v6, v9 = ts_max(v7, -87.0f), v10 = torchscribe::ts_exp(v9);
-    const bool v11 = v7 < -87.0f;
-    const float v13 = sel(v11, 0.0f, v10);
-    b10p[j] = v10;
-    acc14 += static_cast<double>(v13);
+  for (int64_t j0 = 0; j0 < n3; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n3, j0 + 1024);
+    ts_sum_t<unit> part14 = 0;
+    #pragma omp simd reduction(+:part14) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
+      // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+      const float v1 = a0 / 4.0f;
+      // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
+      const bool v3 = a1 == 0.0f;
+      const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
+      // weights = F.softmax(scores, dim=-1)
+      const float v7 = v5 - v6, v9 = ts_max(v7, -87.0f), v10 = torchscribe::ts_exp(v9);
+      const bool v11 = v7 < -87.0f;
+      const float v13 = sel(v11, 0.0f, v10);
+      b13p[j] = v13;
+      part14 += v13;
+    }
+    acc14 += part14;
   }
   const float v14 = static_cast<float>(acc14);
   // pass 3 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
-    // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    const float v1 = a0 / 4.0f;
-    // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
-    const bool v3 = a1 == 0.0f;
-    const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
     // weights = F.softmax(scores, dim=-1)
-    const float v7 = v5 - v6, v10 = b10p[j];
-    const bool v11 = v7 < -87.0f;
-    const float v13 = sel(v11, 0.0f, v10), v15 = v13 / v14;
+    const float v13 = b13p[j], v15 = v13 / v14;
     out0[j] = v15;
   }
 }

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
-BODY_HASH = "sha256:91893055e6f5c349972de5d6b226cf74077e717741048f0f38480205c24d1a55"
+BODY_HASH = "sha256:6706bfa7dfc01725f38e7bc32b874db85c43bff00f3817e2505dbc4486cdca17"
 TORCH_VERSION = "2.13"
 
 
@@ -24,7 +24,10 @@ extern "C" void bn_relu_kernel(
     int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
     const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
     const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0) {
-  n3 *= n2; n2 = 1;
+  {
+    const int64_t k = ts_fold(n2, n3);
+    n3 *= k; n2 /= k;
+  }
   ts_rows([&](int64_t begin, int64_t end) {
     int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
     for (int64_t row = begin; row < end; ++row) {

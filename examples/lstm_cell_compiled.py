@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:9fe5cdfe66f4dfb91eefbcc1ba2f2fc791715c509ee3a9efeb077ac9ffa27f33"
+BODY_HASH = "sha256:b90edf7e6d479bcef5c16332bd406b472374766d16170139892b5be3e109f15f"
 TORCH_VERSION = "2.13"
 
 
@@ -27,7 +27,10 @@ extern "C" void sigmoid_tanh_kernel(
     const float* __restrict in3, int64_t in3_s0, int64_t in3_s1, const float* __restrict in4,
     int64_t in4_s0, int64_t in4_s1) {
   if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 &&
-      in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1) { n1 *= n0; n0 = 1; }
+      in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1) {
+    const int64_t k = ts_fold(n0, n1);
+    n1 *= k; n0 /= k; in0_s0 *= k; in1_s0 *= k; in2_s0 *= k; in3_s0 *= k; in4_s0 *= k;
+  }
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1 && in2_s1 == 1 && in3_s1 == 1 && in4_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {

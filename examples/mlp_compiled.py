@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:83c26ffe39a06773bd4111075568cfe022400c4c08674e0c5b8102f713be130f"
+BODY_HASH = "sha256:6628280bb133e5bfe029e576307058a7a5b2af18513b50cee9d3c75f7059dab4"
 TORCH_VERSION = "2.13"
 
 
@@ -56,42 +56,57 @@ static void fc2_norm_row(
       in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
   // pass 1 over the row: sum v2
   double acc2 = 0;
-  #pragma omp simd reduction(+:acc2) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
-    // h = self.fc2(h)
-    const float v0 = a0 + a1;
-    // return self.norm(x + h)
-    const float v1 = a2 + v0;
-    acc2 += static_cast<double>(v1);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part2 = 0;
+    #pragma omp simd reduction(+:part2) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+      // h = self.fc2(h)
+      const float v0 = a0 + a1;
+      // return self.norm(x + h)
+      const float v1 = a2 + v0;
+      part2 += v1;
+    }
+    acc2 += part2;
   }
   const float v2 = static_cast<float>(acc2);
   // return self.norm(x + h)
   const float v4 = v2 / 64.0f;
   // pass 2 over the row: sum v6
   double acc6 = 0;
-  #pragma omp simd reduction(+:acc6) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
-    // h = self.fc2(h)
-    const float v0 = a0 + a1;
-    // return self.norm(x + h)
-    const float v1 = a2 + v0, v5 = v1 - v4;
-    acc6 += static_cast<double>(v5);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part6 = 0;
+    #pragma omp simd reduction(+:part6) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+      // h = self.fc2(h)
+      const float v0 = a0 + a1;
+      // return self.norm(x + h)
+      const float v1 = a2 + v0, v5 = v1 - v4;
+      part6 += v5;
+    }
+    acc6 += part6;
   }
   const float v6 = static_cast<float>(acc6);
   // return self.norm(x + h)
   const float v7 = v6 / 64.0f, v8 = v4 + v7;
   // pass 3 over the row: sum v11
   double acc11 = 0;
-  #pragma omp simd reduction(+:acc11) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
-    // h = self.fc2(h)
-    const float v0 = a0 + a1;
-    // return self.norm(x + h)
-    const float v1 = a2 + v0, v9 = v1 - v8, v10 = v9 * v9;
-    acc11 += static_cast<double>(v10);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part11 = 0;
+    #pragma omp simd reduction(+:part11) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+      // h = self.fc2(h)
+      const float v0 = a0 + a1;
+      // return self.norm(x + h)
+      const float v1 = a2 + v0, v9 = v1 - v8, v10 = v9 * v9;
+      part11 += v10;
+    }
+    acc11 += part11;
   }
   const float v11 = static_cast<float>(acc11);
   // return self.norm(x + h)

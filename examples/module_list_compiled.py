@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:8da7ca871e8beacf6aa58720b64366e053c3fccd916cecf44dd45c71be439091"
+BODY_HASH = "sha256:a82be2a3d7b2b08de690edf2d3d7144e23ca029909c32bb300ac598af221f910"
 TORCH_VERSION = "2.13"
 
 
@@ -28,34 +28,49 @@ static void norm_row(
       in2_step = unit ? 1 : in2_s0;
   // pass 1 over the row: sum v0
   double acc0 = 0;
-  #pragma omp simd reduction(+:acc0) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    acc0 += static_cast<double>(a0);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part0 = 0;
+    #pragma omp simd reduction(+:part0) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      part0 += a0;
+    }
+    acc0 += part0;
   }
   const float v0 = static_cast<float>(acc0);
   // return F.silu(self.fc(self.norm(x)))
   const float v2 = v0 / 64.0f;
   // pass 2 over the row: sum v4
   double acc4 = 0;
-  #pragma omp simd reduction(+:acc4) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v3 = a0 - v2;
-    acc4 += static_cast<double>(v3);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part4 = 0;
+    #pragma omp simd reduction(+:part4) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v3 = a0 - v2;
+      part4 += v3;
+    }
+    acc4 += part4;
   }
   const float v4 = static_cast<float>(acc4);
   // return F.silu(self.fc(self.norm(x)))
   const float v5 = v4 / 64.0f, v6 = v2 + v5;
   // pass 3 over the row: sum v9
   double acc9 = 0;
-  #pragma omp simd reduction(+:acc9) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v7 = a0 - v6, v8 = v7 * v7;
-    acc9 += static_cast<double>(v8);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part9 = 0;
+    #pragma omp simd reduction(+:part9) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v7 = a0 - v6, v8 = v7 * v7;
+      part9 += v8;
+    }
+    acc9 += part9;
   }
   const float v9 = static_cast<float>(acc9);
   // return F.silu(self.fc(self.norm(x)))
@@ -98,53 +113,61 @@ static void fc_silu_norm_row(
   const float* p0 = out1;
   const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
       in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
-  static thread_local std::vector<float> b2;  // v2 along the row, for a later pass
-  if ((int64_t)b2.size() < n2) b2.resize(n2);
-  float* __restrict b2p = b2.data();
+  float* b8p = out1;  // v8 along the row, in the output row until the last pass
   // pass 1 over the row: sum v9, out0
   double acc9 = 0;
-  #pragma omp simd reduction(+:acc9) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v4 = 1.0f + v2, v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5, v8 = a2 + v7;
-    b2p[j] = v2;
-    out0[j] = v8;
-    acc9 += static_cast<double>(v8);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part9 = 0;
+    #pragma omp simd reduction(+:part9) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v4 = 1.0f + v2,
+          v5 = v0 / v4;
+      // x = x + self.residual_scale * layer(x)
+      const float v7 = 0.5f * v5, v8 = a2 + v7;
+      b8p[j] = v8;
+      out0[j] = v8;
+      part9 += v8;
+    }
+    acc9 += part9;
   }
   const float v9 = static_cast<float>(acc9);
   // return F.silu(self.fc(self.norm(x)))
   const float v11 = v9 / 64.0f;
   // pass 2 over the row: sum v13
   double acc13 = 0;
-  #pragma omp simd reduction(+:acc13) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1, v2 = b2p[j], v4 = 1.0f + v2, v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5, v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v12 = v8 - v11;
-    acc13 += static_cast<double>(v12);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part13 = 0;
+    #pragma omp simd reduction(+:part13) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      // x = x + self.residual_scale * layer(x)
+      const float v8 = b8p[j];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v12 = v8 - v11;
+      part13 += v12;
+    }
+    acc13 += part13;
   }
   const float v13 = static_cast<float>(acc13);
   // return F.silu(self.fc(self.norm(x)))
   const float v14 = v13 / 64.0f, v15 = v11 + v14;
   // pass 3 over the row: sum v18
   double acc18 = 0;
-  #pragma omp simd reduction(+:acc18) if(simd: unit)
-  for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1, v2 = b2p[j], v4 = 1.0f + v2, v5 = v0 / v4;
-    // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5, v8 = a2 + v7;
-    // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15, v17 = v16 * v16;
-    acc18 += static_cast<double>(v17);
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part18 = 0;
+    #pragma omp simd reduction(+:part18) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      // x = x + self.residual_scale * layer(x)
+      const float v8 = b8p[j];
+      // return F.silu(self.fc(self.norm(x)))
+      const float v16 = v8 - v15, v17 = v16 * v16;
+      part18 += v17;
+    }
+    acc18 += part18;
   }
   const float v18 = static_cast<float>(acc18);
   // return F.silu(self.fc(self.norm(x)))
@@ -152,12 +175,9 @@ static void fc_silu_norm_row(
   // pass 4 over the row: out1
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
-        a3 = p3[j * in3_step], a4 = p4[j * in4_step];
-    // return F.silu(self.fc(self.norm(x)))
-    const float v0 = a0 + a1, v2 = b2p[j], v4 = 1.0f + v2, v5 = v0 / v4;
+    const float a3 = p3[j * in3_step], a4 = p4[j * in4_step];
     // x = x + self.residual_scale * layer(x)
-    const float v7 = 0.5f * v5, v8 = a2 + v7;
+    const float v8 = b8p[j];
     // return F.silu(self.fc(self.norm(x)))
     const float v16 = v8 - v15, v23 = v16 * v22, v24 = v23 * a3, v25 = v24 + a4;
     out1[j] = v25;

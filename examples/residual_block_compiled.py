@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:f46838640e984a4ce630c1ee4cb0bdfe044f97eeae5a5dafeaea6219d4f6ceb7"
+BODY_HASH = "sha256:aef0db471bb656bf5bc3755e43ee19d76531c5e318c785bc0637ea1428e89926"
 TORCH_VERSION = "2.13"
 
 
@@ -24,7 +24,10 @@ extern "C" void bn1_relu_kernel(
     int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
     const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
     const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0) {
-  n3 *= n2; n2 = 1;
+  {
+    const int64_t k = ts_fold(n2, n3);
+    n3 *= k; n2 /= k;
+  }
   ts_rows([&](int64_t begin, int64_t end) {
     int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
     for (int64_t row = begin; row < end; ++row) {
@@ -55,7 +58,10 @@ extern "C" void bn2_downsample_relu_kernel(
     const float* __restrict in5, int64_t in5_s0, const float* __restrict in6, int64_t in6_s0,
     const float* __restrict in7, int64_t in7_s0, const float* __restrict in8, int64_t in8_s0,
     const float* __restrict in9, int64_t in9_s0, int64_t in9_s1, int64_t in9_s2, int64_t in9_s3) {
-  if (in9_s2 == in9_s3 * n3) { n3 *= n2; n2 = 1; }
+  if (in9_s2 == in9_s3 * n3) {
+    const int64_t k = ts_fold(n2, n3);
+    n3 *= k; n2 /= k; in9_s2 *= k;
+  }
   // every stride along the row 1: the version with unit steps
   const bool unit = in9_s3 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -98,7 +104,10 @@ extern "C" void bn2_relu_kernel(
     const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
     const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0,
     const float* __restrict in5, int64_t in5_s0, int64_t in5_s1, int64_t in5_s2, int64_t in5_s3) {
-  if (in5_s2 == in5_s3 * n3) { n3 *= n2; n2 = 1; }
+  if (in5_s2 == in5_s3 * n3) {
+    const int64_t k = ts_fold(n2, n3);
+    n3 *= k; n2 /= k; in5_s2 *= k;
+  }
   // every stride along the row 1: the version with unit steps
   const bool unit = in5_s3 == 1;
   ts_rows([&](int64_t begin, int64_t end) {

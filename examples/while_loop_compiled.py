@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:5c4ce2d572c2e16fee6ffd10b08127875c311354eb9a9f3bc07936e216271f4d"
+BODY_HASH = "sha256:f1502b568ec32b7489fb25631b1b3770fcd72bd9584924ccf3b56cb4b8c50806"
 TORCH_VERSION = "2.13"
 
 
@@ -22,7 +22,10 @@ KERNELS_CPP = r"""
 extern "C" void where_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
     int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) { n1 *= n0; n0 = 1; }
+  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) {
+    const int64_t k = ts_fold(n0, n1);
+    n1 *= k; n0 /= k; in0_s0 *= k; in1_s0 *= k;
+  }
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
@@ -49,7 +52,10 @@ extern "C" void abs_div_kernel(
     int64_t n0, int64_t n1, float* __restrict out0, bool* __restrict out1,
     const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
     int64_t in1_s0, int64_t in1_s1, double s0) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) { n1 *= n0; n0 = 1; }
+  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) {
+    const int64_t k = ts_fold(n0, n1);
+    n1 *= k; n0 /= k; in0_s0 *= k; in1_s0 *= k;
+  }
   // every stride along the row 1: the version with unit steps
   const bool unit = in0_s1 == 1 && in1_s1 == 1;
   ts_rows([&](int64_t begin, int64_t end) {

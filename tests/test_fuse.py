@@ -424,6 +424,63 @@ def test_zero_size_kernels(fns, tmp_path, monkeypatch) -> None:
     assert got.shape == (2, 0) and got.dtype == torch.float32
 
 
+# A kernel's rows on the threads (ts_rows): how many threads took a share, and ts_fold.
+THREADS_CPP = r"""#include <torchscribe/kernels.h>
+#include <atomic>
+extern "C" void threads_used(int64_t rows, int64_t* out) {
+  std::atomic<int64_t> shares{0};
+  ts_rows([&](int64_t begin, int64_t end) { shares += begin < end; }, rows, true);
+  *out = shares;
+}
+extern "C" void fold(int64_t n, int64_t inner, int64_t* out) { *out = ts_fold(n, inner); }
+"""
+
+
+def test_kernels_run_on_torchs_thread_count(tmp_path, monkeypatch) -> None:
+    """ts_rows shares the rows among torch.set_num_threads threads, also in a Python thread
+    other than the one that set it (where OpenMP's own count is every core)."""
+    import threading
+
+    from runtime.kernels import Library
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    lib = Library(THREADS_CPP)
+    out = torch.zeros(1, dtype=torch.int64)
+
+    def used(rows: int = 1000) -> int:
+        lib.threads_used(rows, out.data_ptr())
+        return int(out)
+
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 2, 1):
+            torch.set_num_threads(n)
+            seen: list[int] = []
+            other = threading.Thread(target=lambda: seen.append(used()))
+            other.start()
+            other.join()
+            assert (used(), seen, used(1)) == (n, [n], 1)
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("n, inner, folded", [
+    (7, 300, 7),  # short enough together: one row
+    (2048, 2048, 2),  # rows of 4096 at most, the rest for the threads
+    (96, 100, 32),  # the largest power of two dividing n
+    (4099, 3, 4099),  # that leaves rows of 3: one row after all
+    (7, 1000, 1),
+    (0, 5, 1), (1, 10**6, 1),
+])
+def test_how_many_rows_fold_into_one(tmp_path, monkeypatch, n: int, inner: int, folded: int) -> None:
+    from runtime.kernels import Library
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    out = torch.zeros(1, dtype=torch.int64)
+    Library(THREADS_CPP).fold(n, inner, out.data_ptr())
+    assert int(out) == folded
+
+
 # ts_unit_or_strided that instantiates the version for unit strides alone
 UNIT_ONLY = "template <class B> static inline void unit_only(bool, const B& body) { body(std::true_type{}); }\n"
 

@@ -120,6 +120,11 @@ def centered(x: Tensor) -> Tensor:
 
 def windows(x: Tensor, bias: Tensor) -> Tensor:
     return F.softmax(x.reshape(-1, 4, 9) + bias, dim=-1) * 2
+
+
+def softmax_times(x: Tensor, w: Tensor) -> Tensor:
+    h = x @ w
+    return F.softmax(h, dim=-1) * h
 '''
 
 
@@ -214,7 +219,8 @@ def test_long_rows_sum_accurately(fns, tmp_path, monkeypatch) -> None:
 
 
 def test_softmax_kernel_computes_exp_once_and_vectorises(fns, tmp_path, monkeypatch) -> None:
-    """exp(x - max) is kept in a row buffer for the normalising pass, not computed twice; the
+    """exp(x - max) (where not negligible) is kept for the normalising pass, not computed
+    twice, in the output row, which that pass then divides in place without reading x; the
     unit-stride loops of every pass are vectorised (the compiler's own report)."""
     from codegen.cpp_math import vectorization_report, vectorized_lines
 
@@ -223,15 +229,29 @@ def test_softmax_kernel_computes_exp_once_and_vectorises(fns, tmp_path, monkeypa
     source = text[text.index('KERNELS_CPP = r"""') + len('KERNELS_CPP = r"""'):text.index('"""\n_lib')]
     row = source[source.index("static void"):source.index('extern "C"', source.index("static void"))]
     assert row.count("torchscribe::ts_exp(") == 1, row  # pass 2 (one loop for unit and other strides)
-    assert "std::vector<float>" in row
+    assert "std::vector<float>" not in row and "p = out0;" in row, row  # the buffer is the output row
+    assert "p0[" not in row[row.index("// pass 3"):], row  # (nor is the 0 of a negligible exp chosen again)
     lines = source.splitlines()
     start = next(i for i, line in enumerate(lines, start=1) if line.startswith("static void"))
     simd = [i for i, line in enumerate(lines, start=1) if i > start and "#pragma omp simd" in line]
     assert len(simd) == 3, row  # one vectorised loop per pass
     # (the version for unit strides alone: both versions' loops are on the same lines)
     report = vectorized_lines(vectorization_report(source.replace("_row<false>", "_row<true>")))
-    for pragma in simd:
-        assert report & {pragma + 1, pragma + 2}, (pragma, row)
+    for pragma in simd:  # (gcc names the loop's line or one of its first statements')
+        assert report & set(range(pragma + 1, pragma + 4)), (pragma, row)
+
+
+def test_a_row_buffer_stays_out_of_an_output_written_over_an_input_read_later(fns, tmp_path, monkeypatch) -> None:
+    """softmax(h) * h writes its output over h (a temporary that dies) and its last pass reads
+    h: the kept exp cannot wait in the output's row, which the pass before would overwrite."""
+    f = compiled(fns.softmax_times, (torch.randn(2, 8), torch.randn(8, 300)), tmp_path, monkeypatch)
+    row = _kernel_text(tmp_path)
+    row = row[row.index("static void"):row.index('extern "C"')]
+    assert "const float* p0 = out0;" in row and "std::vector<float>" in row, row
+    with runtime.mode("strict"):
+        for n in (1, 150):  # (150 rows of 300: the parallel loop)
+            x, w = torch.randn(n, 8), torch.randn(8, 300)
+            assert_close_to_eager(f(x, w), fns.softmax_times(x, w), f"batch {n}")
 
 
 def test_every_reduce_kind_is_emitted() -> None:

@@ -155,6 +155,25 @@ def test_every_rank_takes_the_kernels_and_matches_eager(model, shape: tuple[int,
     assert runtime.generic_counts() == {}
 
 
+@pytest.mark.parametrize("x, y", [
+    (torch.randn(96, 100), torch.randn(96, 100)),  # rows folded 32 at a time: 3 rows of 3200
+    (torch.randn(3, 64, 2048), torch.randn(3, 64, 2048)),  # 96 rows of 4096
+    (torch.randn(4099, 3), torch.randn(4099, 3)),  # all of them: one row
+    (torch.randn(7, 1000), torch.randn(7, 1000)),  # none
+    (torch.randn(96, 100), torch.randn(96, 128)[:, :100]),  # y's rows apart: none
+    (torch.randn(100, 96).t(), torch.randn(96, 100)),  # x's row strided
+    (torch.randn(96, 100), torch.randn(100)),  # y broadcast
+])
+def test_rows_folded_into_longer_ones_match_eager(model, x: torch.Tensor, y: torch.Tensor) -> None:
+    """A pointwise kernel folds rows into one where its tensors walk them as one, whole or in
+    part (ts_fold), and runs the rows left on the threads."""
+    module, _ = model
+    runtime.reset()
+    with torch.no_grad(), runtime.mode("strict"):
+        assert_close_to_eager(module.gate(x, y), module.gate.__wrapped__(x, y), f"{tuple(x.shape)}")
+    assert runtime.generic_counts() == {}
+
+
 @pytest.mark.parametrize("case", ["shapes that do not broadcast", "leading sizes that do not merge", "0-dimensional",
                                   "float64", "vector of another size"])
 def test_other_calls_run_the_generic_code_exactly(model, case: str) -> None:

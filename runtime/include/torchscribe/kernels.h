@@ -13,27 +13,69 @@
 #include <type_traits>
 #include <vector>
 #ifdef _OPENMP
+#include <dlfcn.h>
 #include <omp.h>
 #endif
 
-// rows(begin, end) over the rows [0, n): split among OpenMP's threads when `parallel`, else one
-// plain call. Not an `omp parallel for` with an if clause: gcc compiles the loop of that as a
-// function of its own even when it runs serially, reading sizes and pointers through a shared
-// struct, and a serial batch-norm + hardswish kernel ran 35% slower there.
+// The number of threads torch runs its own ops on: at::get_num_threads() of the loaded
+// libtorch_cpu, looked up once. That is torch.set_num_threads's count in every Python thread (a
+// thread that has not run a parallel torch op yet gets it then, as torch's ops do), where
+// OpenMP's own count (omp_get_max_threads) is the setting of the thread that called
+// torch.set_num_threads only, the number of cores in the others. OpenMP's count where torch's
+// library is not loaded.
+static inline int ts_threads() {
+#ifdef _OPENMP
+  typedef int (*Count)();
+  static const Count count = []() -> Count {
+    for (const char* name : {"libtorch_cpu.so", "libtorch_cpu.dylib"}) {
+      if (void* lib = dlopen(name, RTLD_LAZY | RTLD_NOLOAD)) {  // (already loaded, or nothing)
+        return reinterpret_cast<Count>(dlsym(lib, "_ZN2at15get_num_threadsEv"));
+      }
+    }
+    return nullptr;
+  }();
+  return count != nullptr ? count() : omp_get_max_threads();
+#else
+  return 1;
+#endif
+}
+
+// rows(begin, end) over the rows [0, n): split among ts_threads() of OpenMP's threads (torch's
+// own pool where torch runs on OpenMP: the kernels' libraries link the libgomp torch loaded)
+// when `parallel`, else one plain call. Not an `omp parallel for` with an if clause: gcc
+// compiles the loop of that as a function of its own even when it runs serially, reading sizes
+// and pointers through a shared struct, and a serial batch-norm + hardswish kernel ran 35%
+// slower there.
 template <class Rows> static inline void ts_rows(const Rows& rows, int64_t n, bool parallel) {
   if (n <= 0) return;  // (no rows: an outer size is 0, which the rows would divide by)
 #ifdef _OPENMP
-  if (parallel && n > 1 && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-    #pragma omp parallel
+  const int threads = parallel && n > 1 && !omp_in_parallel() ? (int)std::min<int64_t>(ts_threads(), n) : 1;
+  if (threads > 1) {
+    #pragma omp parallel num_threads(threads)
     {
       const Rows mine = rows;  // (each thread's own copy: what it captured stays in registers)
-      const int64_t t = omp_get_thread_num(), threads = omp_get_num_threads();
-      mine(n * t / threads, n * (t + 1) / threads);
+      const int64_t t = omp_get_thread_num(), count = omp_get_num_threads();
+      mine(n * t / count, n * (t + 1) / count);
     }
     return;
   }
 #endif
   rows(0, n);
+}
+
+// How many of `n` rows of `inner` elements a kernel folds into one row, where its tensors walk
+// them as one: all of them while the row stays short (its loop costs per row); past that, the
+// largest power of two dividing n that keeps the row within 4096 elements, so that rows remain
+// for ts_rows to share out (a contiguous tensor folded whole into one row ran on one thread).
+// Where that leaves rows under 512 elements (n odd, inner small), all of them again: one row,
+// on one thread, rather than many rows of a few elements. At least 1 (n may be 0).
+static inline int64_t ts_fold(int64_t n, int64_t inner) {
+  constexpr int64_t most = 4096, least = 512;
+  if (n <= 1) return 1;
+  if (n * inner <= most) return n;
+  int64_t k = 1;
+  while (n % (2 * k) == 0 && 2 * k * inner <= most) k *= 2;
+  return k * inner >= least ? k : n;
 }
 
 // A lambda that must be inlined where it is called (`[&](auto unit) TS_INLINE { ... }`).
@@ -56,14 +98,24 @@ template <class Body> static inline TS_INLINE void ts_unit_or_strided(bool unit,
   }
 }
 
+// What one block of a float row's sum accumulates in (codegen/cpp_kernels.py, _reduction_pass):
+// float lanes in the vectorised loop of unit steps; a double where a strided row is summed in
+// order, one add after another (in float, each would round at the size of the whole sum).
+template <bool unit> using ts_sum_t = typename std::conditional<unit, float, double>::type;
+
 // Selects are bit-mask blends (math_detail::sel) so that loops with them still vectorise.
 using torchscribe::math_detail::sel;
 template <typename T> static inline T ts_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 template <typename T> static inline T ts_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
-static inline float ts_max(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
-static inline double ts_max(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a > b, a, b))); }
-static inline float ts_min(float a, float b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
-static inline double ts_min(double a, double b) { return sel(a != a, a, sel(b != b, b, sel(a < b, a, b))); }
+// The floating versions give the same bits: !(a <= b) holds where a > b or either is NaN, and b
+// replaces it only where b alone is NaN. Against a constant (clamp_min(x, -87), relu) that is one
+// compare and one blend, where the nested selects took two of each.
+template <typename T> static inline T ts_max_float(T a, T b) { return sel(bool((b != b) & (a == a)), b, sel(!(a <= b), a, b)); }
+template <typename T> static inline T ts_min_float(T a, T b) { return sel(bool((b != b) & (a == a)), b, sel(!(a >= b), a, b)); }
+static inline float ts_max(float a, float b) { return ts_max_float(a, b); }
+static inline double ts_max(double a, double b) { return ts_max_float(a, b); }
+static inline float ts_min(float a, float b) { return ts_min_float(a, b); }
+static inline double ts_min(double a, double b) { return ts_min_float(a, b); }
 
 // bfloat16 and float16 elements are uint16_t; a value is held as the float it widens to, and
 // rounding (to nearest even) gives the float of the nearest 16-bit value. Integer bit tricks,
