@@ -55,6 +55,8 @@ OTHERS = ("jit", "compile")  # what the per-model target compares frozen torchsc
 LABELS = {"eager": "eager", "jit": "TorchScript (frozen)", "compile": "torch.compile", "torchscribe": "torchscribe",
           "frozen": "torchscribe (frozen)", "checked-in": "torchscribe (checked-in)"}
 OURS = ("torchscribe", "frozen", "checked-in")  # checked against eager in strict mode
+# The comparison columns: (backend, what it is compared with, the row's key of its rounds' ratios).
+COMPARED = (("frozen", OTHERS, "rounds"), ("checked-in", ("frozen",), "rounds checked-in"))
 
 
 def build_frozen(model: Any, inputs: tuple) -> Built:
@@ -127,8 +129,8 @@ def run_case(model: ZooModel, batch: int, budget_s: float, directory: Path,
     for backend, entry in timed.items():
         row[backend] = sorted(entry.times)[len(entry.times) // 2]
     rounds = {b: e.rounds for b, e in timed.items()}
-    row["rounds"] = paired_ratios(rounds)
-    row["rounds checked-in"] = paired_ratios(rounds, "checked-in", ("frozen",))
+    for mine, others, key in COMPARED:
+        row[key] = paired_ratios(rounds, mine, others)
     return row
 
 
@@ -205,9 +207,10 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
             else:
                 cells.append(f"failed [{len(notes) + 1}]")
                 notes.append(f"[{len(notes) + 1}] {name} B={batch} {backend}: {value}")
-        cells += [against(row, "frozen", OTHERS, "rounds"), against(row, "checked-in", ("frozen",), "rounds checked-in")]
+        cells += [against(row, mine, others, key) for mine, others, key in COMPARED]
         out.append(f"| {name} | {batch} | " + " | ".join(cells) + " |")
-    out += ["", verdict(rows), verdict(rows, "checked-in", ("frozen",), "rounds checked-in")]
+    out += ["", *(verdict(rows, mine, others, key) for mine, others, key in COMPARED
+                  if any(best_other(row, mine, others) is not None for row in rows.values()))]
     for batch in sorted({b for _, b in rows}):
         parts = []
         for backend in backends[1:]:

@@ -183,3 +183,6 @@ def test_the_zoo_compares_rounds_pairwise() -> None:
             in table.splitlines())
     only = zoo.render(rows, [("machine", "test")], ("eager", "frozen", "checked-in"))
     assert "| m | 1 | 3.00 | 1.90 (1.58x) | 2.00 (1.50x) | 1.05x (0.91-1.17) | 0.95x (0.90-1.00) |" in only.splitlines()
+    # (a comparison with no backend timed on either side says nothing: no verdict line)
+    alone = zoo.render({("m", 1): {"eager": 3.0, "frozen": 1.0}}, [("machine", "test")], ("eager", "frozen"))
+    assert "Against the faster other" not in alone and "against frozen" not in alone
