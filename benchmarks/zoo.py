@@ -1,9 +1,15 @@
 """The real-model benchmark (issue 7): eager, frozen torch.jit.script, torch.compile and
 torchscribe on torchvision's classification models and nn.TransformerEncoderLayer, batch 1 and 8,
-on the CPU, in one process; each compiled result checked against eager first.
+on the CPU, in one process; each compiled result checked against eager first (torchscribe's in
+strict mode: a result that ran eagerly is an error, not a match).
 
     python -m benchmarks.zoo [--only resnet18,vit_b_16] [--batches 1,8] [--budget 2]
-                             [--first-call] [--write-results]
+                             [--backends eager,frozen,checked-in] [--first-call] [--write-results]
+
+torchscribe runs three ways: `script(model, example_inputs=...)` (cached), the same with
+`freeze=True` (`frozen`), and `checked-in`: the module the `torchscribe` command writes for a file
+declaring the model with `@script_model(freeze=True)`, run through the factory's `load(model)`,
+as a project that checks in the code for a model it did not write runs it (issue 47).
 
 Runs in the corpus virtualenv (`make corpus-bench`). `--write-results` puts the table into
 benchmarks/RESULTS.md between the zoo markers (the rest of the file is left as it is).
@@ -13,16 +19,24 @@ torch.compile, as benchmarks/first_call.py does for the examples (minutes per mo
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
+import importlib
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
+import runtime
 from benchmarks.bench import (
     BUILDERS,
+    ROOT,
     ROUNDS,
     Built,
     RESULTS,
@@ -36,10 +50,13 @@ from benchmarks.bench import (
 )
 from benchmarks.zoo_models import MODELS, ZooModel, mismatch
 
-BACKENDS = ("eager", "jit", "compile", "torchscribe", "frozen")
+BACKENDS = ("eager", "jit", "compile", "torchscribe", "frozen", "checked-in")
 OTHERS = ("jit", "compile")  # what the per-model target compares frozen torchscribe with
 LABELS = {"eager": "eager", "jit": "TorchScript (frozen)", "compile": "torch.compile", "torchscribe": "torchscribe",
-          "frozen": "torchscribe (frozen)"}
+          "frozen": "torchscribe (frozen)", "checked-in": "torchscribe (checked-in)"}
+OURS = ("torchscribe", "frozen", "checked-in")  # checked against eager in strict mode
+# The comparison columns: (backend, what it is compared with, the row's key of its rounds' ratios).
+COMPARED = (("frozen", OTHERS, "rounds"), ("checked-in", ("frozen",), "rounds checked-in"))
 
 
 def build_frozen(model: Any, inputs: tuple) -> Built:
@@ -53,8 +70,39 @@ def build_frozen(model: Any, inputs: tuple) -> Built:
 
 ZOO_BUILDERS = {**BUILDERS, "frozen": build_frozen}
 
+# The file a project would write to check in the model's code; `torchscribe` runs the factory
+# in a child process, which imports benchmarks from the repository root (PYTHONPATH).
+FACTORY_FILE = '''\
+from benchmarks.zoo_models import BY_NAME
+from transpiler import script_model
 
-def run_case(model: ZooModel, batch: int, budget_s: float) -> dict[str, Any]:
+
+@script_model(freeze=True)
+def {name}():
+    zoo = BY_NAME[{name!r}]
+    return zoo.build(), zoo.inputs({batch})
+'''
+
+
+def build_checked_in(zoo: ZooModel, batch: int, directory: Path, model: Any, inputs: tuple) -> Built:
+    """The `checked-in` backend: `torchscribe FILE.py` on a file declaring the model at this batch
+    with `@script_model(freeze=True)` (written into `directory`, which is on sys.path), then the
+    factory's `load(model)`. Compiled for the batch it is timed at, as `frozen` is."""
+    stem = f"{zoo.name}_b{batch}"
+    path = directory / f"{stem}.py"
+    path.write_text(FACTORY_FILE.format(name=zoo.name, batch=batch), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    done = subprocess.run([sys.executable, "-m", "transpiler.cli", "-q", str(path)], env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"torchscribe {path.name} exited with {done.returncode}: "
+                           + (done.stdout + done.stderr).strip())
+    factory = getattr(importlib.import_module(stem), zoo.name)
+    return Built(factory.load(model), model)
+
+
+def run_case(model: ZooModel, batch: int, budget_s: float, directory: Path,
+             backends: tuple[str, ...] = BACKENDS) -> dict[str, Any]:
     """{backend: seconds or an error text} for one model at one batch size."""
     eager = model.build()
     inputs = model.inputs(batch)
@@ -62,11 +110,14 @@ def run_case(model: ZooModel, batch: int, budget_s: float) -> dict[str, Any]:
         expected = eager(*inputs)
     timed: dict[str, Timed] = {}
     row: dict[str, Any] = {}
-    for backend in BACKENDS:
+    build: dict[str, Callable[[Any, tuple], Built]] = {
+        **ZOO_BUILDERS, "checked-in": functools.partial(build_checked_in, model, batch, directory)}
+    for backend in backends:
         try:
             with torch.no_grad():
-                built = ZOO_BUILDERS[backend](eager, inputs)
-                got = built.fn(*inputs)
+                built = build[backend](eager, inputs)
+                with runtime.mode("strict") if backend in OURS else contextlib.nullcontext():
+                    got = built.fn(*inputs)
             problem = mismatch(model, expected, got)
         except Exception as exc:  # one backend failing is a result, not the end of the run
             problem = short_error(exc)
@@ -77,20 +128,24 @@ def run_case(model: ZooModel, batch: int, budget_s: float) -> dict[str, Any]:
     time_in_turns(timed, budget_s)
     for backend, entry in timed.items():
         row[backend] = sorted(entry.times)[len(entry.times) // 2]
-    row["rounds"] = paired_ratios({b: e.rounds for b, e in timed.items()})
+    rounds = {b: e.rounds for b, e in timed.items()}
+    for mine, others, key in COMPARED:
+        row[key] = paired_ratios(rounds, mine, others)
     return row
 
 
-def paired_ratios(rounds: dict[str, list[list[float]]]) -> list[float]:
-    """For each round of `time_in_turns`, the faster of frozen TorchScript's and torch.compile's
-    median in that round over frozen torchscribe's: each ratio compares calls made within a second
-    of each other, so a busy spell of the host that spans rounds moves it less than the medians
-    over the whole run. Empty when frozen torchscribe or both others were not timed."""
-    others = [rounds[b] for b in OTHERS if b in rounds]
-    if "frozen" not in rounds or not others:
+def paired_ratios(rounds: dict[str, list[list[float]]], mine: str = "frozen",
+                  others: tuple[str, ...] = OTHERS) -> list[float]:
+    """For each round of `time_in_turns`, the faster of the `others`' medians in that round (by
+    default frozen TorchScript's and torch.compile's) over `mine`'s (frozen torchscribe's): each
+    ratio compares calls made within a second of each other, so a busy spell of the host that
+    spans rounds moves it less than the medians over the whole run. Empty when `mine` or all
+    others were not timed."""
+    timed = [rounds[b] for b in others if b in rounds]
+    if mine not in rounds or not timed:
         return []
-    return [min(statistics.median(o[i]) for o in others) / statistics.median(mine)
-            for i, mine in enumerate(rounds["frozen"])]
+    return [min(statistics.median(o[i]) for o in timed) / statistics.median(own)
+            for i, own in enumerate(rounds[mine])]
 
 
 def quartiles(ratios: list[float]) -> tuple[float, float] | None:
@@ -107,11 +162,17 @@ def spread(ratios: list[float]) -> str:
     return "" if found is None else f" ({found[0]:.2f}-{found[1]:.2f})"
 
 
-def best_other(row: dict[str, Any]) -> float | None:
-    """The faster of the others' medians over frozen torchscribe's, or None where either side
-    has no time."""
-    others = [row[b] for b in OTHERS if isinstance(row.get(b), float)]
-    return min(others) / row["frozen"] if others and isinstance(row.get("frozen"), float) else None
+def best_other(row: dict[str, Any], mine: str = "frozen", others: tuple[str, ...] = OTHERS) -> float | None:
+    """The faster of the `others`' medians over `mine`'s (frozen torchscribe's), or None where
+    either side has no time."""
+    times = [row[b] for b in others if isinstance(row.get(b), float)]
+    return min(times) / row[mine] if times and isinstance(row.get(mine), float) else None
+
+
+def against(row: dict[str, Any], mine: str, others: tuple[str, ...], rounds: str) -> str:
+    """A comparison cell: the ratio of the medians, and the middle half of the rounds' ratios."""
+    best = best_other(row, mine, others)
+    return "-" if best is None else f"{best:.2f}x{spread(row.get(rounds, []))}"
 
 
 def ratio(row: dict[str, Any], backend: str) -> float | None:
@@ -120,22 +181,25 @@ def ratio(row: dict[str, Any], backend: str) -> float | None:
     return row["eager"] / row[backend]
 
 
-def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, str]]) -> str:
+def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, str]],
+           backends: tuple[str, ...] = BACKENDS) -> str:
     out = ["## Real models (benchmarks/zoo.py)", ""]
     out += [f"- {label}: {value}" for label, value in header]
     out += ["", "Median latency in ms; in brackets the speed-up over eager. Target per model: torchscribe at least",
             "the faster of frozen TorchScript and torch.compile, never slower than eager; geomean >= 1.3x eager.",
             "torchscribe (frozen) is `script(model, example_inputs=..., freeze=True)`, the contract of",
-            "`torch.jit.freeze` (docs/models.md); the last column compares it with the faster other: the",
+            "`torch.jit.freeze` (docs/models.md); `vs best other` compares it with the faster other: the",
             f"ratio of the medians, and in brackets the middle half of the ratios within each of the {ROUNDS}",
             "rounds (every backend takes a turn in a round; a cell whose lower bound is under 1.00 is level",
-            "within this host's noise rather than ahead).", "",
-            "| model | batch | " + " | ".join(LABELS[b] for b in BACKENDS) + " | vs best other |",
-            "| --- | --- | " + " | ".join("---" for _ in BACKENDS) + " | --- |"]
+            "within this host's noise rather than ahead). torchscribe (checked-in) is the module `torchscribe`",
+            "writes for `@script_model(freeze=True)`, run by the factory's `load(model)`; `checked-in vs frozen`",
+            "compares the two the same way (target: at least 1.00x).", "",
+            "| model | batch | " + " | ".join(LABELS[b] for b in backends) + " | vs best other | checked-in vs frozen |",
+            "| --- | --- | " + " | ".join("---" for _ in backends) + " | --- | --- |"]
     notes: list[str] = []
     for (name, batch), row in rows.items():
         cells = []
-        for backend in BACKENDS:
+        for backend in backends:
             value = row.get(backend)
             if isinstance(value, float):
                 r = ratio(row, backend)
@@ -143,13 +207,13 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
             else:
                 cells.append(f"failed [{len(notes) + 1}]")
                 notes.append(f"[{len(notes) + 1}] {name} B={batch} {backend}: {value}")
-        best = best_other(row)
-        against = "-" if best is None else f"{best:.2f}x{spread(row.get('rounds', []))}"
-        out.append(f"| {name} | {batch} | " + " | ".join(cells) + f" | {against} |")
-    out += ["", verdict(rows)]
+        cells += [against(row, mine, others, key) for mine, others, key in COMPARED]
+        out.append(f"| {name} | {batch} | " + " | ".join(cells) + " |")
+    out += ["", *(verdict(rows, mine, others, key) for mine, others, key in COMPARED
+                  if any(best_other(row, mine, others) is not None for row in rows.values()))]
     for batch in sorted({b for _, b in rows}):
         parts = []
-        for backend in BACKENDS[1:]:
+        for backend in backends[1:]:
             ratios = [ratio(row, backend) for (_, b), row in rows.items() if b == batch]
             known = [r for r in ratios if r is not None]
             parts.append(f"{LABELS[backend]} {geomean(known):.2f}x ({len(known)} models)" if known
@@ -159,13 +223,16 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
     return "\n".join(out).rstrip() + "\n"
 
 
-def verdict(rows: dict[tuple[str, int], dict[str, Any]]) -> str:
-    """How many cells meet the per-model target against the faster other, by the ratio of the
-    medians, and by the lower quartile of the rounds' ratios."""
-    compared = [(best, row.get("rounds", [])) for row in rows.values() if (best := best_other(row)) is not None]
+def verdict(rows: dict[tuple[str, int], dict[str, Any]], mine: str = "frozen", others: tuple[str, ...] = OTHERS,
+            rounds_key: str = "rounds") -> str:
+    """How many cells meet the target of `mine` against the faster of `others`, by the ratio of
+    the medians, and by the lower quartile of the rounds' ratios."""
+    compared = [(best, row.get(rounds_key, [])) for row in rows.values()
+                if (best := best_other(row, mine, others)) is not None]
     level = sum(best >= 1.0 for best, _ in compared)
     held = sum((found := quartiles(rounds)) is not None and found[0] >= 1.0 for _, rounds in compared)
-    return (f"Against the faster other: {level} of {len(compared)} cells at or above 1.00x by the medians; "
+    what = "Against the faster other" if others == OTHERS else f"{LABELS[mine]} against {' and '.join(others)}"
+    return (f"{what}: {level} of {len(compared)} cells at or above 1.00x by the medians; "
             f"{held} of {len(compared)} with the lower quartile of the rounds at or above 1.00x.")
 
 
@@ -185,26 +252,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated model names")
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per backend and case")
+    parser.add_argument("--backends", default=",".join(BACKENDS),
+                        help=f"comma-separated, of {', '.join(BACKENDS)} (eager is always timed)")
     parser.add_argument("--first-call", action="store_true")
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args(argv)
     args.argv = argv
     only = {n for n in args.only.split(",") if n}
+    asked = {b for b in args.backends.split(",") if b}
+    if asked - set(BACKENDS):
+        parser.error(f"--backends: unknown {', '.join(sorted(asked - set(BACKENDS)))}")
+    backends = tuple(b for b in BACKENDS if b == "eager" or b in asked)
     load_start = os.getloadavg()[0]
     rows: dict[tuple[str, int], dict[str, Any]] = {}
-    for model in MODELS:
-        if only and model.name not in only:
-            continue
-        for batch in (int(b) for b in args.batches.split(",")):
-            started = time.perf_counter()
-            rows[(model.name, batch)] = run_case(model, batch, args.budget)
-            print(f"{model.name} B={batch}: " + ", ".join(
-                f"{b} {v * 1e3:.2f} ms" if isinstance(v, float) else f"{b} failed ({v})"
-                for b, v in rows[(model.name, batch)].items() if b in BACKENDS) + f"  [{time.perf_counter() - started:.0f} s]",
-                flush=True)
+    with tempfile.TemporaryDirectory(prefix="zoo-checked-in-") as directory:
+        sys.path.insert(0, directory)  # the factory files `checked-in` writes and imports
+        for model in MODELS:
+            if only and model.name not in only:
+                continue
+            for batch in (int(b) for b in args.batches.split(",")):
+                started = time.perf_counter()
+                rows[(model.name, batch)] = run_case(model, batch, args.budget, Path(directory), backends)
+                print(f"{model.name} B={batch}: " + ", ".join(
+                    f"{b} {v * 1e3:.2f} ms" if isinstance(v, float) else f"{b} failed ({v})"
+                    for b, v in rows[(model.name, batch)].items() if b in BACKENDS)
+                    + f"  [{time.perf_counter() - started:.0f} s]", flush=True)
+        sys.path.remove(directory)
     header = machine_lines(args, args.budget, (load_start, os.getloadavg()[0]))
     header = [(k, v.replace("benchmarks.bench", "benchmarks.zoo")) for k, v in header]
-    text = render(rows, header)
+    text = render(rows, header, backends)
     if args.first_call:
         text += "\n" + first_calls([m for m in MODELS if not only or m.name in only])
     print("\n" + text)

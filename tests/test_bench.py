@@ -166,14 +166,23 @@ def test_the_zoo_compares_rounds_pairwise() -> None:
     assert zoo.paired_ratios({"jit": [[1.0]], "compile": [[1.0]]}) == []
     assert zoo.spread([1.0, 1.0, 1.2, 1.2]) == " (1.00-1.20)"
     assert zoo.spread([1.0, 2.0]) == ""
+    assert zoo.paired_ratios(rounds, "compile", ("frozen",)) == [0.25, 3.0 / 9.0, 1.0]
     rows = {("m", 1): {"eager": 3e-3, "jit": 2e-3, "compile": 2.5e-3, "torchscribe": 2.4e-3, "frozen": 1.9e-3,
-                       "rounds": [0.9, 0.95, 1.1, 1.2]},
+                       "checked-in": 2.0e-3, "rounds": [0.9, 0.95, 1.1, 1.2], "rounds checked-in": [0.9, 1.0, 1.0, 0.9]},
             ("m", 8): {"eager": 3.0, "jit": 2.0, "compile": "failed", "frozen": 1.0, "rounds": [2.0] * 10},
             ("n", 1): {"eager": 3.0, "jit": 1.0, "frozen": 1.5, "rounds": [0.7] * 10},
             ("n", 8): {"eager": 3.0, "jit": "failed", "compile": "failed", "frozen": 1.0}}
     assert zoo.verdict(rows) == ("Against the faster other: 2 of 3 cells at or above 1.00x by the medians; "
                                  "1 of 3 with the lower quartile of the rounds at or above 1.00x.")
     table = zoo.render(rows, [("machine", "test")])
-    assert ("| m | 1 | 3.00 | 2.00 (1.50x) | 2.50 (1.20x) | 2.40 (1.25x) | 1.90 (1.58x) | 1.05x (0.91-1.17) |"
+    assert ("| m | 1 | 3.00 | 2.00 (1.50x) | 2.50 (1.20x) | 2.40 (1.25x) | 1.90 (1.58x) | 2.00 (1.50x) "
+            "| 1.05x (0.91-1.17) | 0.95x (0.90-1.00) |" in table.splitlines())
+    assert ("torchscribe (checked-in) against frozen: 0 of 1 cells at or above 1.00x by the medians; "
+            "0 of 1 with the lower quartile of the rounds at or above 1.00x.") in table.splitlines()
+    assert ("| n | 8 | 3000.00 | failed [7] | failed [8] | failed [9] | 1000.00 (3.00x) | failed [10] | - | - |"
             in table.splitlines())
-    assert "| n | 8 | 3000.00 | failed [5] | failed [6] | failed [7] | 1000.00 (3.00x) | - |" in table.splitlines()
+    only = zoo.render(rows, [("machine", "test")], ("eager", "frozen", "checked-in"))
+    assert "| m | 1 | 3.00 | 1.90 (1.58x) | 2.00 (1.50x) | 1.05x (0.91-1.17) | 0.95x (0.90-1.00) |" in only.splitlines()
+    # (a comparison with no backend timed on either side says nothing: no verdict line)
+    alone = zoo.render({("m", 1): {"eager": 3.0, "frozen": 1.0}}, [("machine", "test")], ("eager", "frozen"))
+    assert "Against the faster other" not in alone and "against frozen" not in alone

@@ -1,9 +1,14 @@
 """The real-model corpus, opt-in (`make corpus`): each model compiles with
 script(model, example_inputs=...) without changing its source and matches eager within the
 model's documented tolerance, plain and frozen (freeze=True), at the batch size it was compiled for and at another (the batch is
-symbolic), under torch.inference_mode() and torch.no_grad(), and frozen at batch 1. Needs torchvision: run in the corpus virtualenv."""
+symbolic), under torch.inference_mode() and torch.no_grad(), and frozen at batch 1; and through a checked-in module
+(`@script_model(freeze=True)`, issue 47). Needs torchvision: run in the corpus virtualenv."""
 
 from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,7 +17,9 @@ pytest.importorskip("torchvision")
 
 from benchmarks.zoo_models import MODELS, ZooModel, mismatch  # noqa: E402
 import runtime  # noqa: E402
-from transpiler import script  # noqa: E402
+from transpiler import cli, script  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.corpus
 
@@ -63,3 +70,40 @@ def test_grad_takes_the_eager_path(model: ZooModel) -> None:
     out.sum().backward()
     assert eager.fc.weight.grad is not None
     torch.testing.assert_close(out.detach(), eager(x).detach())
+
+
+SERVING = '''\
+from benchmarks.zoo_models import BY_NAME
+from transpiler import script_model
+
+
+@script_model(freeze=True)
+def {name}():
+    zoo = BY_NAME[{name!r}]
+    return zoo.build(), zoo.inputs(8)
+'''
+
+
+@pytest.mark.parametrize("model", MODELS, ids=[m.name for m in MODELS])
+def test_checked_in_module_matches_eager(model: ZooModel, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """A project checks in the model's code as a user would (issue 47): a file declaring it with
+    `@script_model(freeze=True)`, `torchscribe FILE` (the factory runs in a child process, which
+    finds benchmarks on PYTHONPATH), then the factory's `load(model)` on an instance of its own.
+    Compiled for a batch of 8, it runs in strict mode (no entry check refuses a call) at 8 and at 1."""
+    path = tmp_path / f"serving_{model.name}.py"
+    path.write_text(SERVING.format(name=model.name), encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    code = cli.main(["-q", str(path)])
+    assert code == 0, "".join(capsys.readouterr())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    factory = getattr(importlib.import_module(path.stem), model.name)
+    eager = model.build()
+    fast = factory.load(eager)
+    for batch in (1, 8):
+        args = model.inputs(batch)
+        with torch.no_grad():
+            expected = eager(*args)
+            with runtime.mode("strict"):
+                problem = mismatch(model, expected, fast(*args))
+        assert problem is None, f"batch {batch}: {problem}"
