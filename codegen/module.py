@@ -42,20 +42,24 @@ class Header:
 
 def unique_kernel_names(program: Program, taken: set[str]) -> None:
     """Kernels are named per function (ir/kernel_names.py); in the module they share, a name an
-    earlier function's kernel (or a module-level name in `taken`) has is prefixed with the
-    function's name in the source (`b_softmax`), so that an edit of one function renames no kernel of
-    another beyond the one whose name it comes to share (a number would shift every later one).
-    Renames the kernel ops, so the IR says what the module does."""
-    taken = set(taken)
+    earlier function's kernel has is prefixed with the function's name in the source
+    (`b_softmax`), so that an edit of one function renames no kernel of another beyond the one
+    whose name it comes to share (a number would shift every later one); a module-level name in
+    `taken` (the function `softmax`) takes a number (`softmax_2`). Renames the kernel ops, so the
+    IR says what the module does."""
+    reserved, taken = set(taken), set(taken)
     for func in program.funcs:
         kernels = [op for op in func.walk() if isinstance(op, Kernel)]
         own = {k.attributes["name"] for k in kernels}
         for k in kernels:
             name = k.attributes["name"]
             if name in taken:
-                # the source's function (`b`, `Block.forward`), then the specialisation's own
-                # (`b:float32_cpu`), then a number
-                for owner in dict.fromkeys((func.sym_name.partition(":")[0], func.sym_name)):
+                # another function's kernel: the source's function (`b`, `Block.forward`), then
+                # the specialisation's own (`b:float32_cpu`), then a number; a module-level name
+                # (the function `softmax` itself): a number
+                owners = (func.sym_name.partition(":")[0], func.sym_name) if name not in reserved else ()
+                base = name
+                for owner in dict.fromkeys(owners):
                     base = name = f"{function_name(owner)}_{k.attributes['name']}"
                     if name not in taken and name not in own:
                         break

@@ -173,7 +173,7 @@ def test_attention_dispatch_is_compiled_through(models, tmp_path: Path) -> None:
         assert "(*input_shape, -1, 4)" in body and ".reshape((*input_shape, -1))" in body
         assert "out_relu(" in body  # the shapes are known: scale and relu fuse
 
-        assert '        ("impl", "fast"),\n' in code  # (the entry table's values)
+        assert '"impl": "fast"' in code  # (the entry table's values)
         assert "    _guards.check_entry(self, Attention_forward_checks)\n" in body
         # The setting the lookup was made with changes: compiled again, for the other function.
         m.impl = "slow"

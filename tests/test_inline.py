@@ -937,7 +937,7 @@ def test_the_compiled_models_call_torch_functions_not_layers(models_module) -> N
     # paths, in one table that one call runs.
     tower = compiled[compiled.index("Tower_forward_checks = "):compiled.index("def Tower_forward")]
     for row in ('("pair", "Pair")', '("pair.first.fc", "torch.nn.Linear")', '("extra?.norm", "torch.nn.LayerNorm")'):
-        assert f"        {row},\n" in tower, row
+        assert f"    {row},\n" in tower, row
     assert "    _guards.check_entry(self, Tower_forward_checks)\n" in compiled
     assert "layer(h)" in compiled  # the ModuleList's elements are still called
     # The method and the @script function Pair calls are inlined too (and still compiled).

@@ -394,8 +394,8 @@ def test_settings_object_is_read_when_compiling_and_checked_at_entry(models, tmp
         text = generated_jit(tmp_path, "Net")
         # three of the four blocks, the gelu branch only, the values folded in
         assert text.count("gelu") >= 1 and "relu" not in text
-        assert '("config.num_layers", 3)' in text and '("blocks.0.config.act", "gelu")' in text
-        assert "blocks.2.config.sub.eps" in text and "blocks.3" not in text
+        assert '("", {"config.num_layers": 3,' in text and '("blocks.0", "Block", {"config.act": "gelu",' in text
+        assert '("blocks.2", "Block", {' in text and '"config.sub.eps": 1e-05}' in text and "blocks.3" not in text
         # a setting changed after compiling: an entry check fails and the call runs eagerly
         config.num_layers = 2
         with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="self.config.num_layers"):
@@ -484,7 +484,7 @@ def test_a_list_attribute_the_code_only_reads_is_a_setting(models, tmp_path: Pat
     with torch.no_grad():
         compiled = _compiled_and_checked(m, x, permissive=False)
         code = _code(tmp_path, "ToLast")
-        assert '("to_last.dims", [0, 2, 1])' in code and _kernel_calls(code) >= 1
+        assert '("to_last", "Permute", {"dims": _guards.ListValue([0, 2, 1])})' in code and _kernel_calls(code) >= 1
         m.to_last.dims[:] = [2, 0, 1]
         with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="self.to_last.dims"):
             compiled(x)
@@ -579,7 +579,7 @@ def test_modules_with_their_own_call(models, tmp_path: Path, permissive: bool) -
             assert "F.linear" in code and "!settings_models:CheckpointingLayer.__call__" in code
             # the class's `gradient_checkpointing = False` is a setting, pinned at entry, so
             # `gradient_checkpointing and training` is decided when compiling (`training` unread)
-            assert '("layers.0.gradient_checkpointing", False)' in code and "layers[0].training" not in code
+            assert '"gradient_checkpointing": False' in code and "layers[0].training" not in code
             m.layers[0].gradient_checkpointing = True  # not what was compiled: an entry check fails
             with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="gradient_checkpointing"):
                 compiled(x)
