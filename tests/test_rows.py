@@ -146,8 +146,13 @@ def test_every_rank_takes_the_kernels_and_matches_eager(model, shape: tuple[int,
     runtime.reset()
     args = _inputs(name, shape, torch.Generator().manual_seed(seed), vector_y)
     fn = getattr(module, name)
+    before = [a.clone() for a in args]
     with torch.no_grad(), runtime.mode("strict"):
         got = fn(*args)
+    # (the kernels see views of the caller's tensors: they write only fresh outputs)
+    assert all(torch.equal(a, b) for a, b in zip(args, before))
+    assert not any(g.untyped_storage().data_ptr() == a.untyped_storage().data_ptr()
+                   for g in (got if isinstance(got, tuple) else (got,)) for a in args)
     expected = fn.__wrapped__(*args)
     for g, e in zip(got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)):
         assert g.shape == e.shape
