@@ -159,6 +159,8 @@ LAYERS: dict[str, Layer] = {
 
 
 def lower_layers(program: Program) -> None:
+    if program.generic:
+        return
     assigned = assigned_attributes(program)
     for func in program.funcs:
         assert isinstance(func, ops.FuncOp)
