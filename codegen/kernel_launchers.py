@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from codegen import pool_kernels, triton_kernels
 from codegen.cpp_kernels import PRELUDE, Signature, emit_kernel
-from codegen.launcher_text import describe, size_texts
+from codegen.launcher_text import kernel_args, module_reads, size_texts
 from codegen.writer import Writer
 from ir import ops
 from ir.passes.fuse import kernel_shape
@@ -56,18 +56,15 @@ def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, l
         once.setdefault(k.attributes["name"], k)
     kernels = list(once.values())
     cpu = [k for k in kernels if kernel_device(k) == "cpu"]
-    if cpu:
-        _emit_cpp(w, cpu, source_lines)
     triton = "cuda" in devices or len(cpu) < len(kernels)
-    if triton:
-        _emit_triton(w, kernels, source_lines)
+    if cpu:  # (for CPU tensors alone, the C++ launcher is the kernel's: `_lib` refuses other backends)
+        _emit_cpp(w, cpu, source_lines, "_cpp" if triton else "")
+    if not triton:
+        return
+    _emit_triton(w, kernels, source_lines)
     w.blank(2)
-    if triton:
-        w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
-        w.line("# Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.")
-    else:
-        w.line("# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled")
-        w.line("# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.")
+    w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
+    w.line("# Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.")
     for k in kernels:
         name = k.attributes["name"]
         w.line(f'{name} = _kernels.launcher(globals(), "{name}", "{kernel_device(k)}")')
@@ -93,7 +90,7 @@ def _emit_triton(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, l
                     w.line(line)
 
 
-def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None) -> None:
+def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None, suffix: str) -> None:
     sources, signatures = [], []
     for k in kernels:
         sig = None
@@ -115,24 +112,27 @@ def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list
     for k, sig in zip(kernels, signatures):
         w.blank(2)
         if sig is None:
-            pool_kernels.cpp_launcher(w, k, source_lines)  # type: ignore[arg-type]
+            pool_kernels.cpp_launcher(w, k, suffix)  # type: ignore[arg-type]
         else:
-            _launcher(w, k, sig, source_lines)  # type: ignore[arg-type]
+            _launcher(w, k, sig, suffix)  # type: ignore[arg-type]
 
 
-def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_lines: dict[str, list[str]] | None) -> None:
-    """`<name>_cpp(in0, ...)`: allocates the outputs and calls the kernel with its sizes and
-    tensors (the library passes each tensor's data pointer and the strides the kernel declares
-    after it), in the order of its declaration (`sig.args`)."""
+def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, suffix: str) -> None:
+    """`<name>_cpp(in0, ...)` (`<name>` in a module without Triton code): allocates the outputs
+    and calls the kernel with its sizes and tensors (the library passes each tensor's data
+    pointer and the strides the kernel declares after it), in the order of its declaration
+    (`sig.args`). No docstring: the kernel's C++ quotes the source line of each statement."""
     n_in = k.attributes["inputs"]
-    params = [f"in{i}" for i in range(n_in)]
+    passed = kernel_args(k)
+    params = list(passed.params)
     params += [f"s{i}: {'float' if t == 'double' else 'int'}" for i, t in enumerate(sig.scalars)]
     given = list(k.attributes.get("into", ()))  # outputs written into a tensor passed in, in operand order
     params += [f"into{m}" for m in range(len(given))]
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
-    w.line(f"def {sig.name}_cpp({', '.join(params)}) -> {result}:")
+    w.line(f"def {sig.name}{suffix}({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(f'"""{describe(k, source_lines)}"""')
+        for line in module_reads(passed):
+            w.line(line)
         shape = kernel_shape(k)
         outs = [f"out{i}" for i in range(len(sig.outputs))]
         sizes = size_texts(k, shape)

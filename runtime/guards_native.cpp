@@ -21,6 +21,8 @@ struct State {
   PyObject* check_tensor;
   PyObject* check_value;
   PyObject* attr;
+  PyObject* attrs;
+  PyObject* at;
   PyObject* item;
   // what they read, shared with them
   PyObject* getattr_names;   // type -> set of names `attr` may read past the class
@@ -489,6 +491,33 @@ PyObject* attr(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwn
   return fallback(S.attr, args, nargs, kwnames);
 }
 
+PyObject* attrs(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (S.ready && kwnames == nullptr && nargs >= 1) {
+    PyObject* found = PyTuple_New(nargs - 1);
+    if (found == nullptr) return nullptr;
+    for (Py_ssize_t i = 1; i < nargs; ++i) {
+      PyObject* one = fast_attr(args[0], args[i]);
+      if (one == nullptr) {  // (anything but the passing path: the Python function, from the start)
+        Py_DECREF(found);
+        return fallback(S.attrs, args, nargs, kwnames);
+      }
+      PyTuple_SET_ITEM(found, i - 1, one);
+    }
+    return found;
+  }
+  return fallback(S.attrs, args, nargs, kwnames);
+}
+
+PyObject* at(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (S.ready && kwnames == nullptr && nargs == 2) {
+    PyObject* steps = PyDict_GetItemWithError(S.paths, args[1]);  // (parsed by the first, Python, call)
+    bool absent;
+    PyObject* found = steps == nullptr ? nullptr : fast_walk(args[0], steps, &absent);
+    if (found != nullptr) return found;  // (Py_None where an optional part is None, as at's)
+  }
+  return fallback(S.at, args, nargs, kwnames);
+}
+
 PyObject* item(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   if (S.ready && kwnames == nullptr && nargs == 2) {
     PyObject* found = fast_item(args[0], args[1]);
@@ -506,7 +535,8 @@ PyObject* setup(PyObject*, PyObject* guards) {
   } reads[] = {
       {&S.check_module, "check_module"},     {&S.check_entry, "check_entry"},
       {&S.check_tensor, "check_tensor"},
-      {&S.check_value, "check_value"},       {&S.attr, "attr"},
+      {&S.check_value, "check_value"},       {&S.attr, "attr"},           {&S.attrs, "attrs"},
+      {&S.at, "at"},
       {&S.item, "item"},                     {&S.getattr_names, "_getattr_names"},
       {&S.matched, "_matched"},              {&S.paths, "_paths"},
       {&S.conditions, "_LAYER_CONDITIONS"},  {&S.native_conditions, "_NATIVE_CONDITIONS"},
@@ -566,6 +596,10 @@ PyMethodDef methods[] = {
      "runtime.guards.check_value, its passing path in C++"},
     {"attr", (PyCFunction)(void (*)(void))attr, METH_FASTCALL | METH_KEYWORDS,
      "runtime.guards.attr, its passing path in C++"},
+    {"attrs", (PyCFunction)(void (*)(void))attrs, METH_FASTCALL | METH_KEYWORDS,
+     "runtime.guards.attrs, its passing path in C++"},
+    {"at", (PyCFunction)(void (*)(void))at, METH_FASTCALL | METH_KEYWORDS,
+     "runtime.guards.at, its passing path in C++"},
     {"item", (PyCFunction)(void (*)(void))item, METH_FASTCALL | METH_KEYWORDS,
      "runtime.guards.item, its passing path in C++"},
     {"setup", setup, METH_O, "setup(runtime.guards): read the Python checks and their tables"},

@@ -51,15 +51,28 @@ class Library:
 
     `fastcall`: None (the default) uses the extension module where it can be built or is cached,
     else ctypes; True requires the extension module; False uses ctypes. `binding` says which:
-    "none" where TORCHSCRIBE_BACKEND=triton, as no launcher calls C++ then (nothing is built)."""
+    "none" where TORCHSCRIBE_BACKEND=triton: nothing is built, and each kernel raises
+    GuardFailure when called, so that the call runs eagerly (a module whose kernels run on CPU
+    tensors alone binds their names to its C++ launchers, which call these). With
+    TORCHSCRIBE_PROFILE=1 each kernel is a torch.profiler range, `torchscribe:<name>`."""
 
     binding: str
 
     def __init__(self, source: str, *, fastcall: bool | None = None) -> None:
+        signatures = kernel_signatures(source)
         if forced_backend() == "triton":
             self.binding = "none"
+            for name in signatures:
+                setattr(self, name, _refuses(f"kernel {name.removesuffix('_kernel')} has no Triton version: its module "
+                                             f"was compiled for CPU tensors only (without {BACKEND_VAR}=triton), and "
+                                             f"{BACKEND_VAR}=triton"))
             return
-        signatures = kernel_signatures(source)
+        self._build(source, signatures, fastcall)
+        if PROFILE:
+            for name in signatures:
+                setattr(self, name, _profiled(name.removesuffix("_kernel"), getattr(self, name)))
+
+    def _build(self, source: str, signatures: dict[str, tuple[Arg, ...]], fastcall: bool | None) -> None:
         if fastcall is None:  # without a compiler, an extension module can still be in the cache
             fastcall = native.python_flags() is not None or native.toolchain() is None
             required = False
@@ -94,13 +107,15 @@ class Arg:
 # lines (comments are taken out first).
 _DECLARATION = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(([^)]*)\)')
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+# A data pointer as kernels.h spells a kernel's parameters: `ts_in<float>`, `ts_out<uint16_t>`.
+_POINTER = re.compile(r"ts_(in|out)<\w+>")
 # A parameter's C type (without const and __restrict), as the kind the bindings convert it to.
 _KINDS = {"int64_t": "i", "double": "d"}
 
 
 def kernel_signatures(source: str) -> dict[str, tuple[Arg, ...]]:
     """Each `extern "C"` function of `source` and what its Python function takes, in order: a
-    data pointer (any `T*`), an int64_t, a double, each one argument, but that the int64_t
+    data pointer (any `T*`, `ts_in<T>` or `ts_out<T>`), an int64_t, a double, each one argument, but that the int64_t
     parameters right after a pointer `x` named `x_s<k>` are the strides of its tensor, which
     the pointer's argument gives (`x.stride(k)`). The declarations are the record of what a
     launcher passes; a parameter of another type is an error (the bindings convert these three
@@ -111,7 +126,7 @@ def kernel_signatures(source: str) -> dict[str, tuple[Arg, ...]]:
         for param in filter(None, (p.strip() for p in match[2].split(","))):
             words = param.replace("*", " * ").split()
             base = " ".join(w for w in words[:-1] if w not in ("const", "__restrict", "__restrict__"))
-            kind = "p" if "*" in words else _KINDS.get(base)
+            kind = "p" if "*" in words or _POINTER.fullmatch(base) else _KINDS.get(base)
             if kind is None or words.count("*") > 1:
                 raise ValueError(f"kernel {name}: parameter `{param}` is not a pointer, an int64_t or a double")
             stride = re.fullmatch(r"(\w+)_s(\d+)", words[-1])
@@ -243,7 +258,8 @@ def launcher(namespace: dict[str, Any], name: str, device: str) -> Callable[...,
             f"{BACKEND_VAR}=triton runs the kernels of CPU tensors only in Triton's interpreter: set "
             f"TRITON_INTERPRET=1 before Triton is imported, or unset {BACKEND_VAR} to run them as C++."
         )
-    return _profiled(name, chosen) if PROFILE else chosen
+    # (a C++ kernel is a profiler range of its own: Library)
+    return _profiled(name, chosen) if PROFILE and backend == "triton" else chosen
 
 
 def _profiled(name: str, launch: Callable[..., Any]) -> Callable[..., Any]:
