@@ -43,7 +43,7 @@ import torch
 
 from ir import ops
 from ir.core import BlockArg, Operation, Value
-from codegen.launcher_text import with_source
+from codegen.launcher_text import last_line, with_source
 from ir.passes.fuse import FUSIBLE, SCALARS, kernel_shape
 from ir.primitives import op_name
 from ir.types import BOOL, FLOAT, INT, TensorType
@@ -285,7 +285,8 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
     if kept and len(dims) > 1:
         row.append(f"const int64_t r = ({_flat(dims[:-1])}) * n{inner};")
     fixed_loads = {k: f"in{k}[{' + '.join(_moves(k, strided, outer)) or '0'}]" for k in sorted(fixed)}
-    row += body.quoted(body.placed([(op, body.compute(op)) for op in hoisted], fixed_loads))
+    per_row = body.placed(body.computed(hoisted, fixed_loads), fixed_loads)
+    row += body.quoted(per_row)
     row += _steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
                   + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into], "")
     loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
@@ -293,8 +294,51 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
     row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     skip = set(hoisted) | (set(rowwise) if kept else set())
     stores = {k: f"q{k}[j * out{k}_step]" for k in into}
-    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores)] + ["}"]
+    # (the loop's first statements from the line the row's last came from: quoted once, above)
+    last = last_line(per_row) if not kept else None
+    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores, last=last)] + ["}"]
     return lines + _each_row(rank, strides, row)
+
+
+def _same_line(a: Operation, b: Operation) -> bool:
+    return a.loc is not None and b.loc is not None and (a.loc.file, a.loc.line) == (b.loc.file, b.loc.line)
+
+
+def _bare_arguments(text: str) -> str:
+    """`text` without the parentheses around a whole argument of a call (`std::sqrt((x + e))`
+    is `std::sqrt(x + e)`): a folded value is parenthesized for the operator it may meet."""
+    chars = list(text)
+    stack: list[int] = []
+    pairs: dict[int, int] = {}
+    for i, c in enumerate(chars):
+        if c == "(":
+            stack.append(i)
+        elif c == ")" and stack:
+            pairs[stack.pop()] = i
+    drop = set()
+    for start, end in pairs.items():
+        before = text[:start].rstrip()
+        if before.endswith(("(", ",")) and text[end + 1:end + 2] in (")", ",") \
+                and (not before.endswith("(") or re.search(r"[\w>]\($", before)):
+            drop |= {start, end}
+    return "".join(c for i, c in enumerate(chars) if i not in drop)
+
+
+def _atomic(text: str) -> bool:
+    """Whether a C++ expression reads as one operand: a name, a literal or a call (`std::sqrt(x)`,
+    `ts_max(a, b)`), or one in parentheses."""
+    if re.fullmatch(r"[\w.:]+", text):
+        return True
+    head = re.match(r"[\w:<>]*\(", text)
+    if head is None or not text.endswith(")"):
+        return False
+    depth = 0
+    for i, c in enumerate(text):
+        depth += c == "("
+        depth -= c == ")"
+        if depth == 0 and i >= head.end() - 1:
+            return i == len(text) - 1
+    return False
 
 
 def _grouped(index: str) -> str:
@@ -427,50 +471,93 @@ class _Body:
         return f"const {VALUE[dtype]} a{k} = {_load(dtype, at)};"
 
     def compute(self, inner: Operation) -> str:
-        return f"const {VALUE[inner.result.type.dtype]} {self.names[inner.result]} = {element(inner, self.names)};"  # type: ignore[union-attr]
+        return f"const {VALUE[inner.result.type.dtype]} {self.names[inner.result]} = {_bare_arguments(element(inner, self.names))};"  # type: ignore[union-attr]
 
-    def quoted(self, items: list[tuple[Operation | None, str]]) -> list[str]:
+    def quoted(self, items: list[tuple[Operation | None, str]], last: tuple[str, int] | None = None) -> list[str]:
         """Statements with the op each computes (None: a load, a store), each run of them from one
-        source line after a comment quoting it."""
-        return with_source(items, self.source_lines, "//")
+        source line after a comment quoting it (not again for the line of `last`, quoted just
+        before)."""
+        return with_source(items, self.source_lines, "//", last)
 
-    def placed(self, items: list[tuple[Operation | None, str]], loads: dict[int, str]) -> list[tuple[Operation | None, str]]:
-        """`items` (statements with the op each computes) with the load of each input of `loads`
-        (input -> where it is read) just before the first op that reads it, under that op's
-        source line (`const float a4 = out0[o + j], v7 = a4 * v4, ...`); the loads no op here
-        reads (a value the kernel stores as it is, or sums) first."""
+    def placed(self, items: list[tuple[Operation | None, str, set[Value]]], loads: dict[int, str]) \
+            -> list[tuple[Operation | None, str]]:
+        """`items` (statements with the op each computes and the values it reads) with the load
+        of each input of `loads` (input -> where it is read) just before the first statement
+        that reads it, under that statement's source line (`const float a4 = out0[o + j], v7 = a4
+        * v4, ...`); the loads no statement here reads (a value the kernel stores as it is, or
+        sums) first."""
         args = self.op.body.args
-        first: dict[int, Operation] = {}
-        for op, _ in items:
+        first: dict[int, int] = {}
+        for i, (_, _, reads) in enumerate(items):
             for k in loads:
-                if op is not None and k not in first and args[k] in op.operands:
-                    first[k] = op
+                if k not in first and args[k] in reads:
+                    first[k] = i
         out: list[tuple[Operation | None, str]] = [(None, self.load(k, at)) for k, at in loads.items() if k not in first]
-        for op, text in items:
-            out += [(op, self.load(k, loads[k])) for k in loads if first.get(k) is op and op is not None]
+        for i, (op, text, _) in enumerate(items):
+            out += [(op, self.load(k, loads[k])) for k in loads if first.get(k) == i]
             out.append((op, text))
         return out
 
+    def computed(self, chosen: list[Operation], loads: dict[int, str] | None = None) \
+            -> list[tuple[Operation, str, set[Value]]]:
+        """The statements computing the ops `chosen` (in this order, in one place), each with
+        the values it reads. An op whose value one later op of `chosen` from the same source line
+        alone reads is printed inside that op's expression, in parentheses where it is not a
+        call (`v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * a1`): the same
+        operations in the same order (no contraction: -ffp-contract=off), one name instead of
+        four; so is the load of an input (of `loads`, input -> where it is read) that one op
+        alone reads, and that loads is then done. Not a load of an input an output is written
+        over (`out0[o + j]`): a store may come between."""
+        listed = set(chosen)
+        inside: set[Operation] = set()
+        for op in chosen:
+            uses = op.result.uses
+            if len(uses) == 1 and uses[0].op in listed and not isinstance(uses[0].op, ops.ReduceOp) \
+                    and _same_line(op, uses[0].op):
+                inside.add(op)
+        args = self.op.body.args
+        written = {k for _, k in self.op.attributes.get("reuse", ())}
+        for k, at in list((loads or {}).items()):
+            uses = args[k].uses
+            if len(uses) == 1 and uses[0].op in listed and k not in written and not isinstance(uses[0].op, ops.ReduceOp):
+                self.names[args[k]] = _load(args[k].type.dtype, at)  # type: ignore[union-attr]
+                del loads[k]  # type: ignore[index]
+        reads: dict[Operation, set[Value]] = {}
+        items = []
+        for op in chosen:
+            reads[op] = set(op.operands).union(*(reads[v.owner] for v in op.operands if v.owner in inside))  # type: ignore[index]
+            if op in inside:
+                text = element(op, self.names)
+                self.names[op.result] = text if _atomic(text) else f"({text})"
+                continue
+            items.append((op, self.compute(op), reads[op]))
+        return items
+
     def statements(self, loads: dict[int, str], index: str, skip: set[Operation] = set(),
-                   stores: dict[int, str] = {}) -> list[str]:
+                   stores: dict[int, str] = {}, last: tuple[str, int] | None = None) -> list[str]:
         """The element's statements; output k is stored at `out<k>[index]`, or at `stores[k]`:
         the expression of the op that computes it, where the store alone reads it
         (`out0[o + j] = ts_max(v8, 0.0f);`)."""
-        out: list[tuple[Operation | None, str]] = []
         yielded = self.op.body.terminator.operands
-        folded = {v for v in yielded if isinstance(v.owner, Operation) and v.owner not in skip
+        stored = {v.owner for v in yielded if isinstance(v.owner, Operation) and v.owner not in skip
                   and v.owner.parent is self.op.body and len(v.uses) == 1 and not isinstance(v.owner, ops.ConstantOp)}
-        for inner in self.op.body.ops:
-            if isinstance(inner, ops.YieldOp):
-                for k, v in enumerate(inner.operands):
-                    target = stores.get(k, f"out{k}[{index}]")
-                    if v in folded:
-                        out.append((v.owner, f"{target} = {_store(v, element(v.owner, self.names))};"))  # type: ignore[arg-type]
-                    else:
-                        out.append((None, f"{target} = {_store(v, self.names[v])};"))
-            elif not isinstance(inner, ops.ConstantOp) and inner not in skip and inner.result not in folded:
-                out.append((inner, self.compute(inner)))
-        return self.quoted(self.placed(out, loads))
+        chosen = [inner for inner in self.op.body.ops
+                  if not isinstance(inner, (ops.ConstantOp, ops.YieldOp)) and inner not in skip]
+        items: list[tuple[Operation | None, str, set[Value]]] = []
+        by_op = {}
+        loads = dict(loads)
+        for op, text, reads in self.computed(chosen, loads):
+            if op in stored:
+                by_op[op] = reads
+            else:
+                items.append((op, text, reads))
+        for k, v in enumerate(self.op.body.terminator.operands):
+            target = stores.get(k, f"out{k}[{index}]")
+            if v.owner in stored:
+                items.append((v.owner, f"{target} = {_store(v, _bare_arguments(element(v.owner, self.names)))};", by_op[v.owner]))  # type: ignore[arg-type,index]
+            else:
+                items.append((None, f"{target} = {_store(v, self.names[v])};", {v}))
+        return self.quoted(self.placed(items, loads), last)
 
     def invariant_ops(self, fixed_inputs: set[int]) -> list[Operation]:
         """The ops whose operands are all fixed along the row: those inputs, scalars, constants

@@ -118,10 +118,13 @@ def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list
 
 
 def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, suffix: str) -> None:
-    """`<name>_cpp(in0, ...)` (`<name>` in a module without Triton code): allocates the outputs
-    and calls the kernel with its sizes and tensors (the library passes each tensor's data
-    pointer and the strides the kernel declares after it), in the order of its declaration
-    (`sig.args`). No docstring: the kernel's C++ quotes the source line of each statement."""
+    """`<name>_cpp(in0, ...)` (`<name>` in a module without Triton code): calls the kernel with
+    its sizes (one tuple: an input's shape where one has the kernel's, `in4.shape`, so that
+    kernels alike at other sizes are one), its outputs (fresh, `in4.contiguous()` for one written
+    over an input, or the tensor given) and its inputs, in the order of its declaration
+    (`sig.args`; the library passes each tensor's data pointer and the strides the kernel
+    declares after it), and returns what the library returns: the outputs. No docstring: the
+    kernel's C++ quotes the source line of each statement."""
     n_in = k.attributes["inputs"]
     passed = kernel_args(k)
     params = list(passed.params)
@@ -134,27 +137,39 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, suffix: str) -> None:
         for line in module_reads(passed):
             w.line(line)
         shape = kernel_shape(k)
-        outs = [f"out{i}" for i in range(len(sig.outputs))]
-        sizes = size_texts(k, shape)
-        if sizes is None:  # (a size only the broadcast of the inputs gives)
-            w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(n_in)) + ")")
-            sizes = [f"shape[{i}]" for i in range(len(shape))]
         over = {o: i for o, i in k.attributes.get("reuse", ())}
-        allocated = [o for o in range(len(outs)) if o not in over and o not in given]
-        if allocated:  # (a size an allocation reads too is named once)
-            for i, text in enumerate(sizes):
-                if not text.isdigit() and not text.startswith("shape["):
-                    w.line(f"n{i} = {text}")
-                    sizes[i] = f"n{i}"
-        for o, (name, dtype, r) in enumerate(zip(outs, sig.outputs, k.results)):
+        fresh = [o for o in range(len(sig.outputs)) if o not in over and o not in given]
+        sizes = _sizes(w, k, shape, passed.padded, named=bool(fresh))
+        outs = []
+        for o, (dtype, r) in enumerate(zip(sig.outputs, k.results)):
             if o in over:  # in{i} dies here: its storage holds the output
-                w.line(f"{name} = in{over[o]}.contiguous()")
-                continue
-            if o in given:  # a view of a larger tensor (ir/passes/concat.py), or a kept buffer (plan.py)
-                w.line(f"{name} = into{given.index(o)}")
-                continue
-            dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
-            w.line(f"{name} = torch.empty({', '.join(dims) or '()'}, dtype=torch.{dtype})")
-        args = [sizes[int(a[1:])] if a[0] == "n" else a for a in sig.args]
-        w.line(f"_lib.{sig.name}_kernel({', '.join(args)})")
-        w.line(f"return {', '.join(outs)}")
+                outs.append(f"in{over[o]}.contiguous()")
+            elif o in given:  # a view of a larger tensor (ir/passes/concat.py), or a kept buffer (plan.py)
+                outs.append(f"into{given.index(o)}")
+            else:
+                dims = sizes if r.type.shape == shape else f"(*{sizes}[:-1], 1)"  # type: ignore[union-attr]
+                outs.append(f"torch.empty({dims}, dtype=torch.{dtype})")
+        args = ([sizes] if shape else []) + [outs[int(a[3:])] if a.startswith("out") else a for a in sig.args
+                                              if not (a[0] == "n" and a[1:].isdigit())]
+        w.line(f"return _lib.{sig.name}_kernel({', '.join(args)})")
+
+
+def _sizes(w: Writer, k: ops.KernelOp, shape: tuple, padded: dict[int, int], named: bool) -> str:
+    """The kernel's sizes as one Python tuple: a literal where they are all known; else the
+    shape of an input that has them all (`in4.shape`), or one tuple of each input's size that
+    gives one, or the broadcast of the inputs' shapes; named `n` first where an allocation reads
+    it too."""
+    if all(type(d) is int for d in shape):
+        return f"({', '.join(str(d) for d in shape)}{',' if len(shape) == 1 else ''})"
+    n_in = k.attributes["inputs"]
+    full = next((j for j, v in enumerate(k.operands[:n_in]) if j not in padded and v.type.shape == shape), None)  # type: ignore[union-attr]
+    if full is not None:
+        text = f"in{full}.shape"
+    else:
+        parts = size_texts(k, shape)
+        text = f"({', '.join(parts)})" if parts is not None else \
+            "torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(n_in)) + ")"
+    if not named:
+        return text
+    w.line(f"n = {text}")
+    return "n"

@@ -42,7 +42,7 @@ class KernelArgs:
     """What a kernel's launcher takes for its tensor inputs (`params`: `in<k>`, or `m<g>` for a
     module; the scalars and destinations follow as they are) and the value a call passes for
     each (`values`: then the other operands); `modules`: for each `m<g>`, the inputs it stands
-    for and the attribute each is (`in0, in1 = _guards.attrs(m0, "weight", "bias")` in the
+    for and the attribute each is (`in0, in1 = _guards.attrs(m0, "weight bias")` in the
     launcher); `padded`: input -> how many trailing dims of size 1 its type has that the tensor
     passed lacks."""
 
@@ -101,8 +101,8 @@ def kernel_args(k: ops.Kernel) -> KernelArgs:
 
 def module_reads(passed: KernelArgs) -> list[str]:
     """A launcher's reads of the inputs its module arguments stand for, one call each:
-    `in0, in1, in2, in3 = _guards.attrs(m0, "running_var", "weight", "running_mean", "bias")`."""
-    return [f"{', '.join(f'in{i}' for i in inputs)} = _guards.attrs(m{g}, {', '.join(f'{chr(34)}{n}{chr(34)}' for n in names)})"
+    `in0, in1, in2, in3 = _guards.attrs(m0, "running_var weight running_mean bias")`."""
+    return [f"{', '.join(f'in{i}' for i in inputs)} = _guards.attrs(m{g}, {chr(34)}{' '.join(names)}{chr(34)})"
             for g, (inputs, names) in enumerate(passed.modules)]
 
 
@@ -166,12 +166,12 @@ def source_comment(loc: Loc | None, source_lines: dict[str, list[str]] | None, m
 
 
 def with_source(items: list[tuple[Operation | None, str]], source_lines: dict[str, list[str]] | None,
-                marker: str) -> list[str]:
+                marker: str, last: tuple[str, int] | None = None) -> list[str]:
     """The statements of `items` (each with the op it computes, or None: a load, a store), each
     run of them from one source line preceded by a comment quoting that line (`source_comment`);
-    only where the line changes, not per statement."""
+    only where the line changes, not per statement (`last`: the line of the statements just
+    before these, a kernel's row part before its loop)."""
     out: list[str] = []
-    last = None
     for op, text in items:
         loc = op.loc if op is not None else None
         if loc is not None and (loc.file, loc.line) != last:
@@ -183,4 +183,10 @@ def with_source(items: list[tuple[Operation | None, str]], source_lines: dict[st
     return out
 
 
-__all__ = ["KernelArgs", "kernel_args", "module_reads", "size_texts", "source_comment", "source_text", "with_source"]
+def last_line(items: list[tuple[Operation | None, str]]) -> tuple[str, int] | None:
+    """The source line `with_source` quotes last for `items`."""
+    located = [op.loc for op, _ in items if op is not None and op.loc is not None]
+    return (located[-1].file, located[-1].line) if located else None
+
+
+__all__ = ["KernelArgs", "last_line", "kernel_args", "module_reads", "size_texts", "source_comment", "source_text", "with_source"]

@@ -308,6 +308,7 @@ class FunctionEmitter:
         self.in_table: set[Operation] = set()
         self.module_lines: list[str] = []  # module-level statements the function reads (its tables)
         self.quotes: list[tuple[int, str]] = []  # (line, source text) of each comment quoting the function's own source
+        self.typed: dict[str, str] = {}  # name -> the type comment its last typed assignment printed
         self.absorbed: set[Operation] = set()  # reads and views a kernel's launcher makes (kernel_args)
         self.module_args: dict[Value, list[Operation]] = {}  # module -> the kernel calls passing it
 
@@ -410,10 +411,12 @@ class FunctionEmitter:
     def name_of(self, value: Value, hint: str | None = None) -> str:
         if value not in self.var:
             name = value.name or hint or self._read_name(value) or "tmp"
-            if value.name and self._can_reuse(value, name):
-                self.var[value] = name
-            else:
-                self.var[value] = self.names.take(name)
+            # The source's name, or one it was numbered to (`out_1`) whose values are dead by
+            # this statement: a kernel's result written over its input keeps its name, no `del`.
+            taken = dict.fromkeys(n for n in self.var.values() if re.fullmatch(rf"{re.escape(name)}(_\d+)?", n))
+            reused = next((n for n in ([name] if name in taken else []) + [n for n in taken if n != name]
+                           if self._can_reuse(value, n)), None) if value.name else None
+            self.var[value] = reused if reused is not None else self.names.take(name)
         return self.var[value]
 
     def _read_name(self, value: Value) -> str | None:
@@ -1018,8 +1021,14 @@ class FunctionEmitter:
     def typed_line(self, statement: str, comment: str) -> None:
         """`statement` with its type comment after it; on a line of its own above it (`# out:
         f32[B, 32, 8, 8]@cpu`) where the comment alone would make a line that fits too long,
-        which the formatter would split over three."""
+        which the formatter would split over three; none where the name's last typed
+        assignment printed the same (`out = bn1_relu(..., out)` after `out: f32[B, 32, 8, 8]`)."""
         width = len(self.w.unit) * self.w.depth + len(statement)
+        target = statement.split(" = ", 1)[0]
+        if comment and self.typed.get(target) == comment:
+            comment = ""  # (the type the name held, said where it was assigned before)
+        elif comment:
+            self.typed[target] = comment
         if comment and width <= FORMATTED_LENGTH < width + len(comment):
             self.w.line(f"# {statement.split(' = ', 1)[0]}: {comment.removeprefix('  # ')}")
             comment = ""
@@ -1141,10 +1150,13 @@ class FunctionEmitter:
         targets = self.assign_results(op.results)
         for block in (op.then_block, op.else_block):
             self.adopt_yields(block, targets)
+        before = self._assigned_before(op, targets)
+        if before:  # `identity = x` then `if ...: identity = f(x)`, as the source reads, no `else:`
+            self.copies(targets, op.else_block.terminator.operands)  # type: ignore[union-attr]
         self.w.line(f"if {self.expr(op.cond).text}:")
         for i, block in enumerate((op.then_block, op.else_block)):
             if i == 1:
-                if not self._has_code(block, targets):
+                if before or not self._has_code(block, targets):
                     break
                 self.w.line("else:")
             with self.suite():
@@ -1191,6 +1203,23 @@ class FunctionEmitter:
                 return True
             node = node.parent_op()
         return False
+
+    def _assigned_before(self, op: ops.IfOp, targets: list[str]) -> bool:
+        """Whether the else side only assigns variables from before the if (names, not
+        expressions), which the then side and the condition do not read: assigned before the
+        if, the else side is left out."""
+        block = op.else_block
+        term = block.terminator
+        if not isinstance(term, ops.YieldOp) or any(
+                o not in self.folded and not isinstance(o, (ops.YieldOp, ops.RefineOp))
+                and not (is_effect_free(o) and not any(r.uses for r in o.results)) for o in block.ops):
+            return False
+        copied = [(t, v) for t, v in zip(targets, term.operands) if t != self.expr_peek(v)]
+        if not copied or any(self._inside(v, op) or not self.expr(v).text.isidentifier() for _, v in copied):
+            return False
+        names = {t for t, _ in copied}
+        read = [op.cond] + [v for inner in op.then_block.ops for o in inner.walk() for v in o.operands]
+        return not any(self.var.get(v) in names and not self._inside(v, op) for v in read)
 
     def _has_code(self, block: Block, targets: list[str]) -> bool:
         if any(op not in self.folded and not isinstance(op, (ops.YieldOp, ops.RefineOp)) and not (is_effect_free(op) and not any(r.uses for r in op.results)) for op in block.ops):

@@ -368,10 +368,17 @@ def attr(obj: Any, name: str) -> Any:
     return getattr(obj, name)  # raises what nn.Module.__getattr__ raises
 
 
-def attrs(obj: Any, *names: str) -> tuple:
-    """`attr(obj, name)` of each of `names`, as a tuple: a launcher's reads of the tensors of one
-    module its kernel takes (a batch norm's weight, bias and statistics), one call."""
-    return tuple([attr(obj, name) for name in names])
+_attr_names: dict[str, tuple[str, ...]] = {}  # `attrs`'s names, split once
+
+
+def attrs(obj: Any, names: str) -> tuple:
+    """`attr(obj, name)` of each of the space-separated `names`, as a tuple: a launcher's reads
+    of the tensors of one module its kernel takes, one call (`_guards.attrs(m0, "running_var
+    weight running_mean bias")`)."""
+    split = _attr_names.get(names)
+    if split is None:
+        split = _attr_names[names] = tuple(sys.intern(name) for name in names.split())
+    return tuple([attr(obj, name) for name in split])
 
 
 _SEQUENTIAL_GETITEM = _nn.Sequential.__getitem__
@@ -754,7 +761,7 @@ def _load_native() -> types.ModuleType | None:
 def native_setup(**fallbacks: Callable[..., Any]) -> types.SimpleNamespace:
     """What the C++ checks' `setup` takes: the Python checks they fall back to (`fallbacks`
     replaces some, as a test that counts them does) and the tables they share with them."""
-    tables = {"_getattr_names": _getattr_names, "_matched": _matched, "_paths": _paths,
+    tables = {"_getattr_names": _getattr_names, "_matched": _matched, "_paths": _paths, "_attr_names": _attr_names,
               "_LAYER_CONDITIONS": _LAYER_CONDITIONS, "_NATIVE_CONDITIONS": _NATIVE_CONDITIONS,
               "_module_globals": _module_globals,
               "_SEQUENTIAL_GETITEM": _SEQUENTIAL_GETITEM, "_MODULELIST_GETITEM": _MODULELIST_GETITEM,

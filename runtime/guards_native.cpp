@@ -26,6 +26,7 @@ struct State {
   PyObject* item;
   // what they read, shared with them
   PyObject* getattr_names;   // type -> set of names `attr` may read past the class
+  PyObject* attr_names;      // `attrs`'s names -> the tuple of them
   PyObject* matched;         // qualname -> the set of classes that matched it
   PyObject* paths;           // path -> ((step, may_be_none), ...)
   PyObject* conditions;      // condition name -> test
@@ -492,18 +493,21 @@ PyObject* attr(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwn
 }
 
 PyObject* attrs(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  if (S.ready && kwnames == nullptr && nargs >= 1) {
-    PyObject* found = PyTuple_New(nargs - 1);
-    if (found == nullptr) return nullptr;
-    for (Py_ssize_t i = 1; i < nargs; ++i) {
-      PyObject* one = fast_attr(args[0], args[i]);
-      if (one == nullptr) {  // (anything but the passing path: the Python function, from the start)
-        Py_DECREF(found);
-        return fallback(S.attrs, args, nargs, kwnames);
+  if (S.ready && kwnames == nullptr && nargs == 2) {
+    PyObject* names = PyDict_GetItemWithError(S.attr_names, args[1]);  // (split by the first, Python, call)
+    if (names != nullptr && PyTuple_CheckExact(names)) {
+      PyObject* found = PyTuple_New(PyTuple_GET_SIZE(names));
+      if (found == nullptr) return nullptr;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); ++i) {
+        PyObject* one = fast_attr(args[0], PyTuple_GET_ITEM(names, i));
+        if (one == nullptr) {  // (anything but the passing path: the Python function, from the start)
+          Py_DECREF(found);
+          return fallback(S.attrs, args, nargs, kwnames);
+        }
+        PyTuple_SET_ITEM(found, i, one);
       }
-      PyTuple_SET_ITEM(found, i - 1, one);
+      return found;
     }
-    return found;
   }
   return fallback(S.attrs, args, nargs, kwnames);
 }
@@ -538,7 +542,7 @@ PyObject* setup(PyObject*, PyObject* guards) {
       {&S.check_value, "check_value"},       {&S.attr, "attr"},           {&S.attrs, "attrs"},
       {&S.at, "at"},
       {&S.item, "item"},                     {&S.getattr_names, "_getattr_names"},
-      {&S.matched, "_matched"},              {&S.paths, "_paths"},
+      {&S.matched, "_matched"},              {&S.paths, "_paths"},              {&S.attr_names, "_attr_names"},
       {&S.conditions, "_LAYER_CONDITIONS"},  {&S.native_conditions, "_NATIVE_CONDITIONS"},
       {&S.module_globals, "_module_globals"},
       {&S.sequential_getitem, "_SEQUENTIAL_GETITEM"}, {&S.modulelist_getitem, "_MODULELIST_GETITEM"},
@@ -552,6 +556,7 @@ PyObject* setup(PyObject*, PyObject* guards) {
     Py_XSETREF(*r.into, value);
   }
   if (!PyDict_CheckExact(S.getattr_names) || !PyDict_CheckExact(S.matched) || !PyDict_CheckExact(S.paths)
+      || !PyDict_CheckExact(S.attr_names)
       || !PyDict_CheckExact(S.conditions) || !PyDict_CheckExact(S.native_conditions)) {
     PyErr_SetString(PyExc_TypeError, "runtime.guards: its tables are not dicts");
     return nullptr;

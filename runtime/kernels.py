@@ -97,10 +97,13 @@ class Library:
 class Arg:
     """What one argument of a kernel's Python function stands for: "i" an int64_t, "d" a double,
     "p" a data pointer (a tensor, or an address as an int) and, where the parameters after the
-    pointer `x` are named `x_s<k>`, the strides of those dims `k` of the tensor (`strides`)."""
+    pointer `x` are named `x_s<k>`, the strides of those dims `k` of the tensor (`strides`).
+    `role`: "size" for the leading sizes `n0`, `n1`, ... (one tuple of them may stand for them
+    all: `_lib.k(x.shape, ...)`), "out" for an output `out<k>` (the function returns them)."""
 
     kind: str
     strides: tuple[int, ...] = ()
+    role: str = ""
 
 
 # A kernel's declaration: `extern "C" void <name>(<parameters>)`, the parameters on any number of
@@ -115,11 +118,13 @@ _KINDS = {"int64_t": "i", "double": "d"}
 
 def kernel_signatures(source: str) -> dict[str, tuple[Arg, ...]]:
     """Each `extern "C"` function of `source` and what its Python function takes, in order: a
-    data pointer (any `T*`, `ts_in<T>` or `ts_out<T>`), an int64_t, a double, each one argument, but that the int64_t
-    parameters right after a pointer `x` named `x_s<k>` are the strides of its tensor, which
-    the pointer's argument gives (`x.stride(k)`). The declarations are the record of what a
-    launcher passes; a parameter of another type is an error (the bindings convert these three
-    only)."""
+    data pointer (any `T*`, `ts_in<T>` or `ts_out<T>`), an int64_t, a double, each one
+    argument, but that the int64_t parameters right after a pointer `x` named `x_s<k>` are the
+    strides of its tensor, which the pointer's argument gives (`x.stride(k)`). The leading
+    int64_t parameters `n0`, `n1`, ... are the sizes (a tuple may give them all), the pointers
+    `out0`, ... the outputs, which the function returns (one, or a tuple of them; None where
+    there are none). The declarations are the record of what a launcher passes; a parameter of
+    another type is an error (the bindings convert these three only)."""
     found = {}
     for match in _DECLARATION.finditer(_COMMENT.sub("", source)):
         name, args, pointer = match[1], [], None  # (pointer: the name of the last pointer parameter)
@@ -131,9 +136,11 @@ def kernel_signatures(source: str) -> dict[str, tuple[Arg, ...]]:
                 raise ValueError(f"kernel {name}: parameter `{param}` is not a pointer, an int64_t or a double")
             stride = re.fullmatch(r"(\w+)_s(\d+)", words[-1])
             if kind == "i" and stride and stride[1] == pointer:
-                args[-1] = Arg("p", args[-1].strides + (int(stride[2]),))
+                args[-1] = Arg("p", args[-1].strides + (int(stride[2]),), args[-1].role)
                 continue
-            args.append(Arg(kind))
+            size = kind == "i" and words[-1] == f"n{len(args)}" and all(a.role == "size" for a in args)
+            role = "size" if size else "out" if kind == "p" and re.fullmatch(r"out\d+", words[-1]) else ""
+            args.append(Arg(kind, (), role))
             pointer = words[-1] if kind == "p" else None
         found[name] = tuple(args)
     return found
@@ -145,8 +152,6 @@ def _ctypes_call(name: str, fn: Callable[..., None], args: tuple[Arg, ...]) -> C
     (`k(a0, a1, a2)`: `fn(a0, _address(a1), a2.data_ptr(), a2.stride(1))`, where a loop over
     the arguments took four times as long); a tensor argument it cannot read
     is named as the extension module names it (a wrong count as Python does)."""
-    if all(a.kind != "p" for a in args):
-        return fn
     names = [f"a{i}" for i in range(len(args))]
     scope: dict[str, Any] = {"fn": fn, "_address": _address, "_refuse": _refuse, "args": args}
     passed = []
@@ -161,8 +166,18 @@ def _ctypes_call(name: str, fn: Callable[..., None], args: tuple[Arg, ...]) -> C
             scope[f"_strides{i}"] = itemgetter(*a.strides)
             passed += [f"{names[i]}.data_ptr()", f"*_strides{i}({names[i]}.stride())"]
     given = ", ".join(names)
-    text = (f"def {name}({given}):\n    try:\n        fn({', '.join(passed)})\n"
-            f"    except (AttributeError, IndexError):\n        _refuse({name!r}, args, ({given},))\n        raise\n")
+    outs = [names[i] for i, a in enumerate(args) if a.role == "out"]
+    returned = outs[0] if len(outs) == 1 else f"({', '.join(outs)},)" if outs else "None"
+    head = f"def {name}({given}):\n"
+    if any(a.role == "size" for a in args):  # (a tuple of the sizes, or each size an argument)
+        head = (f"def {name}(*given):\n    if given and isinstance(given[0], tuple):\n"
+                f"        given = (*given[0], *given[1:])\n"
+                f"    if len(given) != {len(args)}:\n"
+                f"        raise TypeError(f'{name}() takes {len(args)} positional arguments but {{len(given)}} were given')\n"
+                f"    {given}, = given\n")
+    text = (f"{head}    try:\n        fn({', '.join(passed)})\n"
+            f"    except (AttributeError, IndexError):\n        _refuse({name!r}, args, ({given},))\n        raise\n"
+            f"    return {returned}\n")
     exec(compile(text, f"<kernel {name}>", "exec"), scope)
     return scope[name]
 
