@@ -139,7 +139,7 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, suffix: str) -> None:
         shape = kernel_shape(k)
         over = {o: i for o, i in k.attributes.get("reuse", ())}
         fresh = [o for o in range(len(sig.outputs)) if o not in over and o not in given]
-        sizes = _sizes(w, k, shape, passed.padded, named=bool(fresh))
+        sizes = _sizes(w, k, shape, passed.padded, spread=bool(fresh))
         outs = []
         for o, (dtype, r) in enumerate(zip(sig.outputs, k.results)):
             if o in over:  # in{i} dies here: its storage holds the output
@@ -147,29 +147,38 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, suffix: str) -> None:
             elif o in given:  # a view of a larger tensor (ir/passes/concat.py), or a kept buffer (plan.py)
                 outs.append(f"into{given.index(o)}")
             else:
-                dims = sizes if r.type.shape == shape else f"(*{sizes}[:-1], 1)"  # type: ignore[union-attr]
-                outs.append(f"torch.empty({dims}, dtype=torch.{dtype})")
-        args = ([sizes] if shape else []) + [outs[int(a[3:])] if a.startswith("out") else a for a in sig.args
-                                              if not (a[0] == "n" and a[1:].isdigit())]
+                dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
+                outs.append(f"torch.empty({', '.join(dims)}, dtype=torch.{dtype})")
+        args = (sizes if shape else []) + [outs[int(a[3:])] if a.startswith("out") else a for a in sig.args
+                                           if not (a[0] == "n" and a[1:].isdigit())]
         w.line(f"return _lib.{sig.name}_kernel({', '.join(args)})")
 
 
-def _sizes(w: Writer, k: ops.KernelOp, shape: tuple, padded: dict[int, int], named: bool) -> str:
-    """The kernel's sizes as one Python tuple: a literal where they are all known; else the
-    shape of an input that has them all (`in4.shape`), or one tuple of each input's size that
-    gives one, or the broadcast of the inputs' shapes; named `n` first where an allocation reads
-    it too."""
+def _sizes(w: Writer, k: ops.KernelOp, shape: tuple, padded: dict[int, int], spread: bool) -> list[str]:
+    """The kernel's sizes as the launcher passes them: literals where they are all known; else
+    the shape of an input that has them all, one tuple (`in4.shape`: the text the same at other
+    sizes), or, where outputs are allocated too, its sizes read into names (`n0, n1 = in0.shape`:
+    torch.empty of a torch.Size, or of its items spread, took 0.1 to 1 us more than of ints); else
+    each size from an input that has it (`n0 = in0.shape[0]`), or the broadcast of the inputs'
+    shapes."""
+    names = [f"n{i}" for i in range(len(shape))]
     if all(type(d) is int for d in shape):
-        return f"({', '.join(str(d) for d in shape)}{',' if len(shape) == 1 else ''})"
+        return [str(d) for d in shape]
     n_in = k.attributes["inputs"]
     full = next((j for j, v in enumerate(k.operands[:n_in]) if j not in padded and v.type.shape == shape), None)  # type: ignore[union-attr]
+    parts = size_texts(k, shape)
+    if full is None and parts is None:
+        w.line(f"{', '.join(names)}{',' if len(names) == 1 else ''} = torch.broadcast_shapes("
+               + ", ".join(f"in{j}.shape" for j in range(n_in)) + ")")
+        return names
+    if full is not None and not spread:
+        return [f"in{full}.shape"]
     if full is not None:
-        text = f"in{full}.shape"
-    else:
-        parts = size_texts(k, shape)
-        text = f"({', '.join(parts)})" if parts is not None else \
-            "torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(n_in)) + ")"
-    if not named:
-        return text
-    w.line(f"n = {text}")
-    return "n"
+        w.line(f"{', '.join(names)}{',' if len(names) == 1 else ''} = in{full}.shape")
+        return names
+    assert parts is not None
+    for i, text in enumerate(parts):
+        if not text.isdigit():
+            w.line(f"n{i} = {text}")
+            parts[i] = f"n{i}"
+    return parts

@@ -115,8 +115,7 @@ def cpp_launcher(w: Writer, op: ops.PoolKernelOp, suffix: str = "_cpp") -> None:
     w.line(f"def {p.name}{suffix}(in0) -> Tensor:")
     with w.indent():
         p.sizes_and_output(w)
-        w.line(f"_lib.{p.name}_kernel({p.n0}, {p.n3}, out0, in0)")
-        w.line("return out0")
+        w.line(f"return _lib.{p.name}_kernel({p.n0}, {p.n3}, out0, in0)")
 
 
 # -- Triton -----------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """The compiled module's side of its kernels: build (or load from the cache) the library of its
 C++ kernels from the source text the module holds, and expose each kernel as a function of
 tensors, Python ints and floats (a tensor for a data pointer and the strides the kernel declares
-after it); import Triton and choose each kernel's launcher.
+after it, a tuple for its leading sizes) that returns its outputs; import Triton and choose each
+kernel's launcher.
 
 Two bindings, the same to the caller. "fastcall": the kernels built into a tiny CPython
 extension module with one METH_FASTCALL function each (runtime/pyext.py writes the bindings),
@@ -17,11 +18,14 @@ Which launcher a kernel runs is chosen once, when the module is imported (`launc
 one for a kernel on CPU tensors, the Triton one for a kernel on CUDA tensors (the entry checks
 pin every tensor's device, so a call never has to look), unless TORCHSCRIBE_BACKEND says "cpp"
 or "triton" for every kernel. Triton is imported only where a kernel runs on it
-(`import_triton`), so a module on CPU tensors imports and runs where Triton is not installed.
+(`import_triton`), so a module on CPU tensors imports and runs where Triton is not installed. A
+module that holds no Triton code names its C++ launchers after its kernels and chooses nothing:
+under TORCHSCRIBE_BACKEND=triton its Library builds nothing and each kernel refuses its calls.
 
-TORCHSCRIBE_PROFILE=1 (read at import) makes each launcher a torch.profiler range named
-`torchscribe:<kernel>`, so that a profile shows each generated kernel's time beside torch's ops
-(otherwise a C++ kernel's time is the calling Python frame's). A range costs about 7 us a launch
+TORCHSCRIBE_PROFILE=1 (read at import) makes each kernel a torch.profiler range named
+`torchscribe:<kernel>` (a C++ kernel's call into the library, a Triton kernel's launcher), so
+that a profile shows each generated kernel's time beside torch's ops (otherwise a C++ kernel's
+time is the calling Python frame's). A range costs about 7 us a launch
 even with no profiler running, so it is off by default and profiled timings overstate small kernels."""
 
 from __future__ import annotations
