@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
-BODY_HASH = "sha256:6706bfa7dfc01725f38e7bc32b874db85c43bff00f3817e2505dbc4486cdca17"
+BODY_HASH = "sha256:ae618ca583d50d51077e95af00a5a53cad3312d2e40788a78d90fef952476548"
 TORCH_VERSION = "2.13"
 
 
@@ -21,86 +21,35 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 extern "C" void bn_relu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
-    const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0) {
-  {
-    const int64_t k = ts_fold(n2, n3);
-    n3 *= k; n2 /= k;
-  }
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
-      const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
-          a3 = in3[i1 * in3_s0];
-      // return self.relu(self.bn(self.conv(x)))
-      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
-          v5 = a2 * v4, v6 = a3 - v5;
-      #pragma omp simd
-      for (int64_t j = 0; j < n3; ++j) {
-        const float a4 = out0[o + j];
-        // return self.relu(self.bn(self.conv(x)))
-        const float v7 = a4 * v4, v8 = v7 + v6, v10 = ts_max(v8, 0.0f);
-        out0[o + j] = v10;
-      }
-      if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
+    int64_t n0, int64_t n1, int64_t n2, int64_t n3, ts_out<float> out0, ts_in<float> in0,
+    int64_t in0_s0, ts_in<float> in1, int64_t in1_s0, ts_in<float> in2, int64_t in2_s0,
+    ts_in<float> in3, int64_t in3_s0) {
+  ts_fold_into(n2, n3, true);
+  ts_rows_of({n0, n1, n2}, n3, [&](auto i0, auto i1, auto i2, auto o) {
+    // return self.relu(self.bn(self.conv(x)))
+    const float v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
+        v6 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v4);
+    #pragma omp simd
+    for (int64_t j = 0; j < n3; ++j) {
+      const float a4 = out0[o + j];
+      out0[o + j] = ts_max((a4 * v4) + v6, 0.0f);
     }
-  }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def bn_relu_cpp(in0, in1, in2, in3, in4) -> Tensor:
-    """Fused: add, sqrt, reciprocal, mul, sub, clamp_min of `return self.relu(self.bn(self.conv(x)))`."""
-    out0 = in4.contiguous()
-    _lib.bn_relu_kernel(in4.shape[0], 16, 32, 32, out0, in0, in1, in2, in3)
-    return out0
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-bn_relu = _kernels.launcher(globals(), "bn_relu", "cpu")
-
-
-ConvBNReLU_forward_checks = _guards.entry_checks(
-    ("conv", "torch.nn.Conv2d", "zeros_padding"),
-    ("bn", "torch.nn.BatchNorm2d", "running_stats"),
-    ("relu", "torch.nn.ReLU"),
-)
+def bn_relu(m0, in4) -> Tensor:
+    in0, in1, in2, in3 = _guards.attrs(m0, "running_var weight running_mean bias")
+    return _lib.bn_relu_kernel(in4.shape, in4.contiguous(), in0, in1, in2, in3)
 
 
 def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_entry(self, ConvBNReLU_forward_checks)
-    # return self.relu(self.bn(self.conv(x)))
-    conv = _guards.attr(self, "conv")
-    tmp = F.conv2d(
-        x,
-        _guards.attr(conv, "weight"),
-        _guards.attr(conv, "bias"),
-        conv.stride,
-        conv.padding,
-        conv.dilation,
-        conv.groups,
+    return _guards.attr(self, "relu")(
+        _guards.attr(self, "bn")(_guards.attr(self, "conv")(x))
     )
-    bn = _guards.attr(self, "bn")
-    if bn.training:
-        tmp_1 = bn(tmp)
-    else:
-        tmp_1 = F.batch_norm(
-            tmp,
-            _guards.attr(bn, "running_mean"),
-            _guards.attr(bn, "running_var"),
-            _guards.attr(bn, "weight"),
-            _guards.attr(bn, "bias"),
-            False,
-            0.0,
-            bn.eps,
-        )
-    del tmp
-    return F.relu(tmp_1)
 
 
 # fmt: off
@@ -119,14 +68,9 @@ def ConvBNReLU_forward_example(self, x: Tensor) -> Tensor:
     _guards.check_entry(self, ConvBNReLU_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 3, 32, 32))
     # return self.relu(self.bn(self.conv(x)))
-    conv = _guards.attr(self, "conv")
-    bn = _guards.attr(self, "bn")
     return bn_relu(
-        _guards.attr(bn, "running_var").reshape(16, 1, 1),
-        _guards.attr(bn, "weight").reshape(16, 1, 1),
-        _guards.attr(bn, "running_mean").reshape(16, 1, 1),
-        _guards.attr(bn, "bias").reshape(16, 1, 1),
-        F.conv2d(x, _guards.attr(conv, "weight"), None, (1, 1), (1, 1), (1, 1), 1),
+        _guards.attr(self, "bn"),
+        F.conv2d(x, _guards.at(self, "conv.weight"), None, (1, 1), (1, 1)),
     )
 
 
