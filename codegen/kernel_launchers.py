@@ -148,7 +148,7 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, suffix: str) -> None:
                 outs.append(f"into{given.index(o)}")
             else:
                 dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
-                outs.append(f"torch.empty({', '.join(dims)}, dtype=torch.{dtype})")
+                outs.append(f"torch.empty({', '.join(dims) or '()'}, dtype=torch.{dtype})")
         args = (sizes if shape else []) + [outs[int(a[3:])] if a.startswith("out") else a for a in sig.args
                                            if not (a[0] == "n" and a[1:].isdigit())]
         w.line(f"return _lib.{sig.name}_kernel({', '.join(args)})")

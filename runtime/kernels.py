@@ -173,17 +173,27 @@ def _ctypes_call(name: str, fn: Callable[..., None], args: tuple[Arg, ...]) -> C
     outs = [names[i] for i, a in enumerate(args) if a.role == "out"]
     returned = outs[0] if len(outs) == 1 else f"({', '.join(outs)},)" if outs else "None"
     head = f"def {name}({given}):\n"
-    if any(a.role == "size" for a in args):  # (a tuple of the sizes, or each size an argument)
-        head = (f"def {name}(*given):\n    if given and isinstance(given[0], tuple):\n"
-                f"        given = (*given[0], *given[1:])\n"
-                f"    if len(given) != {len(args)}:\n"
-                f"        raise TypeError(f'{name}() takes {len(args)} positional arguments but {{len(given)}} were given')\n"
-                f"    {given}, = given\n")
+    sizes = sum(a.role == "size" for a in args)
+    if sizes:  # (a tuple of the sizes first, or each size an argument: unpacked, not spread)
+        lead, rest = names[:sizes], names[sizes:]
+        count = f"if len(rest) != {len(rest)}:\n        _wrong_count({name!r}, {len(args) - sizes + 1}, len(rest) + 1)\n    "
+        head = (f"def {name}(s, *rest):\n"
+                f"    if type(s) is not int:  # (x.shape)\n"
+                f"        {count}{', '.join(lead)}, = s\n"
+                + (f"        {', '.join(rest)}, = rest\n" if rest else "")
+                + "    else:\n"
+                + (f"        {', '.join(names[1:])}, = rest\n" if len(names) > 1 else "")
+                + f"        {names[0]} = s\n")
+        scope["_wrong_count"] = _wrong_count
     text = (f"{head}    try:\n        fn({', '.join(passed)})\n"
             f"    except (AttributeError, IndexError):\n        _refuse({name!r}, args, ({given},))\n        raise\n"
             f"    return {returned}\n")
     exec(compile(text, f"<kernel {name}>", "exec"), scope)
     return scope[name]
+
+
+def _wrong_count(name: str, expected: int, given: int) -> None:
+    raise TypeError(f"{name}() takes {expected} arguments after a tuple of its sizes ({given} given)")
 
 
 def _address(value: Any) -> Any:
