@@ -273,10 +273,20 @@ def _compile_now(obj: Any, example_inputs: Sequence[Any] | None, options: dict[s
             inspect.getsource(obj)
         except (OSError, TypeError):
             raise TypeError("script() cannot compile this lambda: its source code is not available.") from None
-    # The one place the runtime reaches into the compiler, and only when asked to compile.
-    from transpiler.jit import compile_object
+    if _compiler is None:
+        raise RuntimeError("script(obj, example_inputs=...) needs the compiler: import it from the "
+                           "`transpiler` package (`from transpiler import script`)")
+    return _compiler(obj, example_inputs=example_inputs, **options)
 
-    return compile_object(obj, example_inputs=example_inputs, **options)
+
+# What compiles an object now: the `transpiler` package registers it when imported, so that the
+# runtime never imports the compiler (package order: transpiler -> codegen -> ir, runtime alone).
+_compiler: Callable[..., Any] | None = None
+
+
+def register_compiler(compile_object: Callable[..., Any]) -> None:
+    global _compiler
+    _compiler = compile_object
 
 
 def _script_class(cls: type[nn.Module], options: dict[str, Any]) -> type[nn.Module]:
