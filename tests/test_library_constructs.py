@@ -371,3 +371,48 @@ def test_members_of_str_and_int_enums_are_the_values_they_equal(tmp_path: Path, 
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+WINDOWS = '''
+from typing import Optional, Tuple
+
+import torch
+from torch import nn
+
+Grid = Tuple[int, int]
+MaybeTensor = Optional[torch.Tensor]
+
+
+class Windows(nn.Module):
+    """Attention inside windows of a grid whose size the caller passes (an alias of a tuple)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor, size: Grid, bias: MaybeTensor = None) -> torch.Tensor:
+        h, w = size
+        q, k, v = self.qkv(x).reshape(x.shape[0], h * w, 3, 8).unbind(2)
+        attn = q @ k.transpose(-2, -1)
+        if bias is not None:
+            attn = attn + bias
+        return attn.softmax(-1) @ v
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.windows = Windows()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.windows(x, (2, 3))
+'''
+
+
+def test_a_module_level_type_alias_in_annotations(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "grid_alias", WINDOWS) as module:
+        model = module.Net().eval()
+        x = torch.randn(2, 6, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))

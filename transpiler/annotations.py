@@ -115,6 +115,9 @@ def annotation_type(source: SourceFile, node: cst.BaseExpression, module_classes
         return SIMPLE[name]
     if name in module_classes:
         return ModuleType(module_classes[name])
+    alias = source.alias(name) if name is not None else None
+    if alias is not None and alias is not node:
+        return annotation_type(source, alias, module_classes)
     raise UserError(f"unsupported type annotation `{source.code(node)}`", source.loc(node), SUPPORTED_HINT)
 
 
