@@ -349,6 +349,13 @@ class Axis(IntEnum):
     CHANNELS = 1
 
 
+def reorder(x: torch.Tensor, fmt: Format, axis: Axis) -> torch.Tensor:
+    """(annotated with the Enum classes: the str and int their members are)"""
+    if fmt == Format.NHWC:
+        x = x.permute(0, 2, 3, 1)
+    return x.sum(axis)
+
+
 class Embed(nn.Module):
     def __init__(self, fmt: Format) -> None:
         super().__init__()
@@ -357,9 +364,10 @@ class Embed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.proj(x)
+        y = reorder(x, self.fmt, Axis.CHANNELS)
         if self.fmt != Format.NCHW:
             x = x.permute(0, 2, 3, 1)
-        return x.sum(Axis.CHANNELS)
+        return x.sum(Axis.CHANNELS) + y
 '''
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import enum
+import sys
+
 import libcst as cst
 
 from ir.types import (
@@ -113,12 +116,43 @@ def annotation_type(source: SourceFile, node: cst.BaseExpression, module_classes
     name = source.global_name(node)
     if name in SIMPLE:
         return SIMPLE[name]
+    member = enum_member_type(source, node) if name is not None else None
+    if member is not None:  # (compiled code holds a member as the str or int it equals)
+        return member
     if name in module_classes:
         return ModuleType(module_classes[name])
     alias = source.alias(name) if name is not None else None
     if alias is not None and alias is not node:
         return annotation_type(source, alias, module_classes)
     raise UserError(f"unsupported type annotation `{source.code(node)}`", source.loc(node), SUPPORTED_HINT)
+
+
+ENUM_BASES = {"enum.Enum": None, "enum.IntEnum": INT, "enum.StrEnum": STR}
+
+
+def enum_member_type(source: SourceFile, node: cst.BaseExpression) -> Type | None:
+    """STR or INT where annotation `node` names an Enum class whose members are the str or int
+    they equal (`class Format(str, Enum)`, an IntEnum): a class of the file, read off its bases,
+    or one the file imports, read off the running program (script(instance, ...)); else None."""
+    if isinstance(node, cst.Name) and node.value in source.classes and source.global_name(node) == node.value:
+        bases = {source.global_name(b.value) for b in source.classes[node.value].bases}
+        kind = next((ENUM_BASES[b] for b in sorted(bases - {None}) if b in ENUM_BASES), False)  # type: ignore[type-var]
+        if kind is False:
+            return None
+        return kind or (STR if "builtins.str" in bases else INT if "builtins.int" in bases else None)
+    module = sys.modules.get(source.module_name) if source.module_name is not None else None
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.insert(0, node.attr.value)
+        node = node.value
+    if module is None or not isinstance(node, cst.Name):
+        return None
+    obj: object = module
+    for part in [node.value, *parts]:
+        obj = getattr(obj, part, None)
+    if not (isinstance(obj, type) and issubclass(obj, enum.Enum)):
+        return None
+    return STR if issubclass(obj, str) else INT if issubclass(obj, int) else None
 
 
 def _union(source: SourceFile, node: cst.CSTNode, members: list[Type]) -> Type:
