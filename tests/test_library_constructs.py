@@ -424,3 +424,35 @@ def test_a_module_level_type_alias_in_annotations(tmp_path: Path) -> None:
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+BRANCHES = '''
+from typing import List
+
+import torch
+from torch import nn
+
+
+class Branches(nn.Module):
+    """Two branches whose class tokens are collected in a list made by torch.jit.annotate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.projs = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = torch.jit.annotate(List[torch.Tensor], [])
+        for i, proj in enumerate(self.projs):
+            tokens.append(proj(x[:, i:i + 1]))
+        scale = torch.jit.annotate(float, 0.5)
+        return torch.cat(tokens, 1) * scale
+'''
+
+
+def test_torch_jit_annotate_types_its_value(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "branch_tokens", BRANCHES) as module:
+        model = module.Branches().eval()
+        x = torch.randn(2, 3, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))

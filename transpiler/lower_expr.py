@@ -91,6 +91,7 @@ NEXT_HINT = ("compiled code takes next(iter(xs)) of a list or tuple, and next(se
              "next(self.buffers()); else read the tensor by name (`self.fc.weight.device`) or index (`xs[0]`)")
 UNROLLED_CALLS = {"all", "any", "sum", "tuple", "list"}
 # Calls whose value in eager code is known: compiled code computes what eager computes.
+JIT_ANNOTATE = {"torch.jit.annotate", "torch._jit_internal.annotate"}
 CONSTANT_CALLS = {"torch.jit.is_scripting": False, "torch.jit.is_tracing": False,
                   "torch.jit._script.is_scripting": False, "torch._jit_internal.is_scripting": False}
 MATH_INT_RESULTS = {"math.floor", "math.ceil", "math.trunc", "math.gcd", "math.factorial", "math.comb"}
@@ -996,6 +997,8 @@ class ExpressionLowering:
             return self.call_math(node, qual)
         if qual == "torch._assert":
             return self.torch_assert(node)
+        if qual in JIT_ANNOTATE:
+            return self.jit_annotate(node)
         if qual == "torch.Size":
             return self.torch_size(node)
         if qual.startswith("torch."):
@@ -1062,6 +1065,17 @@ class ExpressionLowering:
         with self.b.at_end_of(if_op.else_block):
             self.b.create(ops.YieldOp, [])
         return self.b.constant(None)
+
+    def jit_annotate(self, node: cst.Call) -> Value:
+        """`torch.jit.annotate(T, value)`: `value` as a value of type T, as `v: T = value` is
+        (an empty list of T's elements: `torch.jit.annotate(List[Tensor], [])`)."""
+        from transpiler.annotations import annotation_type
+        from transpiler.classinfo import module_class_names
+
+        if len(node.args) != 2 or any(a.keyword is not None or a.star for a in node.args):
+            raise self.error(node, "torch.jit.annotate() takes a type and a value")
+        declared = annotation_type(self.source, node.args[0].value, module_class_names(self.source))
+        return self.declared_value(declared, node.args[1].value, None, "annotated as")  # type: ignore[attr-defined]
 
     def torch_size(self, node: cst.Call) -> Value:
         """`torch.Size(sizes)` of a list or tuple of ints: a tuple of ints at run time, as

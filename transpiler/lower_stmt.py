@@ -511,6 +511,23 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
         assigned = assigned_names(statements_of(node.body))
         return [n for n in self.env.names() if n in assigned and isinstance(self.env.get(n), Value)]
 
+    def declared_value(self, declared: Type, node: cst.BaseExpression, name: str | None, what: str) -> Value:
+        """`node` lowered as a value of the `declared` type (`xs: List[Tensor] = []`,
+        `torch.jit.annotate(List[Tensor], [])`): an empty list display is a list of its element
+        type; another value must fit it, and an Optional is refined to it."""
+        if isinstance(node, cst.List) and not node.elements:
+            value = self.make_list([], declared, node)
+        else:
+            value = self.expr(node, name=name)
+        fits = is_subtype(value.type, declared) or declared.__class__ is type(value.type) and unify(declared, value.type)
+        if self.ctx.permissive and (declared == ANY or not fits):
+            declared = value.type  # (nor checks it)
+        if not is_subtype(value.type, declared) and not (declared.__class__ is type(value.type) and unify(declared, value.type)):
+            raise self.error(node, f"value of type {value.type} {what} {declared}")
+        if value.type != declared and isinstance(declared, OptionalType):
+            value = self.op(ops.RefineOp, [value], [declared]).result
+        return value
+
     def for_stmt(self, node: cst.For) -> Exits:
         with self.at(node.iter):
             loop, head, elem = self.iteration(node.iter, lambda: has_jump(statements_of(node.body)))
@@ -948,18 +965,8 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                 declared = ANY  # Python does not evaluate a local's annotation: a plain assignment
             if node.value is None:
                 raise self.error(node, "a declaration without a value is not supported", "assign a value")
-            if isinstance(node.value, cst.List) and not node.value.elements:
-                value = self.make_list([], declared, node.value)
-            else:
-                value = self.expr(node.value, name=node.target.value if isinstance(node.target, cst.Name) else None)
-            fits = is_subtype(value.type, declared) or declared.__class__ is type(value.type) and unify(declared, value.type)
-            if self.ctx.permissive and (declared == ANY or not fits):
-                declared = value.type  # (nor checks it)
-            if not is_subtype(value.type, declared) and not (declared.__class__ is type(value.type) and unify(declared, value.type)):
-                raise self.error(node.value, f"value of type {value.type} assigned to a name declared {declared}")
-            if value.type != declared and isinstance(declared, OptionalType):
-                value = self.op(ops.RefineOp, [value], [declared]).result
-            self.assign(node.target, value)
+            name = node.target.value if isinstance(node.target, cst.Name) else None
+            self.assign(node.target, self.declared_value(declared, node.value, name, "assigned to a name declared"))
             return Exits()
         if isinstance(node, cst.AugAssign):
             self.aug_assign(node)
