@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 import runtime
 from runtime.errors import TorchscribeError
@@ -456,3 +457,36 @@ def test_torch_jit_annotate_types_its_value(tmp_path: Path) -> None:
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+CHAIN = '''
+import torch
+from torch import nn
+
+
+class Chain(nn.Sequential):
+    """A Sequential with a forward of its own that walks its layers."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self:
+            x = layer(x) + x
+        return x
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.chain = Chain(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.chain(x)
+'''
+
+
+def test_a_loop_over_a_sequential_subclass_in_its_own_forward(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "chained", CHAIN) as module:
+        for model in (module.Net().eval(), module.Chain(nn.Linear(8, 8), nn.Tanh()).eval()):
+            x = torch.randn(4, 8)
+            compiled = script(model, example_inputs=(x,))
+            with torch.no_grad(), runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), model(x))

@@ -948,6 +948,15 @@ class ExpressionLowering:
         children = method in ("children", "named_children")
         if info is None or obj is None or not isinstance(info.instance, nn.ModuleDict if not children else nn.Module):
             return None
+        return self.listed_modules(obj, info, method)
+
+    def listed_modules(self, obj: Value, info: ClassInfo, method: str) -> Value | None:
+        """A tuple of the submodules of module `obj` (`info` of its class variant, from a live
+        instance), in order: as `method` ("children", "named_children", "values", "items",
+        "keys", or "iter": what iterating over a Sequential or ModuleList yields) lists them;
+        None where one is not known as a module."""
+        assert info.instance is not None
+        children = method in ("children", "named_children")
         entries, seen = [], set()
         for name, child in info.instance._modules.items():
             if children and (child is None or id(child) in seen):
@@ -960,11 +969,20 @@ class ExpressionLowering:
             module = self.op(ops.GetAttrOp, [obj], [attr.type], attr=name).result
             if method == "keys":
                 entries.append(key)
-            elif method in ("values", "children"):
+            elif method in ("values", "children", "iter"):
                 entries.append(module)
             else:
                 entries.append(self.op(ops.TupleOp, [key, module], [TupleType((STR, attr.type))]).result)
         return self.op(ops.TupleOp, entries, [TupleType(tuple(e.type for e in entries))]).result
+
+    def iterated_modules(self, obj: Value) -> Value | None:
+        """What a loop over module `obj` walks when its class is a Sequential or ModuleList with
+        a forward of its own (`class SequentialList(nn.Sequential)` looping over `self`): a
+        tuple of its layers, as for a plain one; else None."""
+        info = self.ctx.class_named(obj.type.qualname) if isinstance(obj.type, ModuleType) else None
+        if info is None or not isinstance(info.instance, (nn.Sequential, nn.ModuleList)):
+            return None
+        return self.listed_modules(obj, info, "iter")
 
     def _root_is_local(self, node: cst.BaseExpression) -> bool:
         while isinstance(node, cst.Attribute):

@@ -565,6 +565,9 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             if tuples is not None:  # module lists or tuples: their items side by side, unrolled
                 return None, [tuples], None
         iterable = self.expr(it)
+        layers = self.iterated_modules(iterable)
+        if layers is not None:
+            iterable = layers
         t = iterable.type
         if isinstance(t, ListType):
             return ops.ForEachOp, [iterable], t.elem
