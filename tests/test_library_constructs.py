@@ -490,3 +490,38 @@ def test_a_loop_over_a_sequential_subclass_in_its_own_forward(tmp_path: Path) ->
             compiled = script(model, example_inputs=(x,))
             with torch.no_grad(), runtime.mode("strict"):
                 torch.testing.assert_close(compiled(x), model(x))
+
+
+HEAD = '''
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+
+class Classifier(nn.Module):
+    """A head built as a Sequential of named layers, whose parts the forward calls by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Sequential(OrderedDict([
+            ("pool", nn.AdaptiveAvgPool2d(1)),
+            ("flatten", nn.Flatten(1)),
+            ("norm", nn.LayerNorm(6)),
+            ("fc", nn.Linear(6, 3)),
+        ]))
+
+    def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = self.head.flatten(self.head.pool(x))
+        x = self.head.norm(x) * self.head.fc.weight.shape[0]
+        return x if pre_logits else self.head.fc(x)
+'''
+
+
+def test_layers_of_a_sequential_called_by_name(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "named_head", HEAD) as module:
+        model = module.Classifier().eval()
+        x = torch.randn(2, 6, 5, 5)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))

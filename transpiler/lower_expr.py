@@ -386,6 +386,9 @@ class ExpressionLowering:
             return self.op(ops.GetAttrOp, [obj], [t], attr=attr).result
         if isinstance(obj.type, ModuleType) and self.ctx.class_named(obj.type.qualname) is not None:
             return self.module_attribute(node, obj, self.ctx.class_named(obj.type.qualname))
+        layer = self.named_layer(obj, attr)
+        if layer is not None:
+            return layer
         if obj.type == DEVICE and attr in ("type", "index"):
             return self.op(ops.GetAttrOp, [obj], [STR if attr == "type" else OptionalType(INT)], attr=attr).result
         raise self.error(node, f"attribute `{attr}` of a value of type {obj.type} is not supported")
@@ -439,6 +442,31 @@ class ExpressionLowering:
             # lowers one side, as on a setting; the read stays, and an entry check pins it
             self.live[result] = found.value
         return result
+
+    def live_module(self, value: Value) -> nn.Module | None:
+        """The submodule of the instance compiled for (script(instance, ...)) that module value
+        `value` reads, through attribute reads from `self`; None where not known."""
+        if value is self.self_value:
+            return self.class_info.instance if self.class_info is not None else None
+        op = value.owner
+        if not isinstance(op, ops.GetAttrOp) or not isinstance(value.type, (ModuleType, ModuleListType)):
+            return None
+        parent = self.live_module(op.operands[0])
+        child = parent._modules.get(op.attributes["attr"]) if parent is not None else None
+        return child if isinstance(child, nn.Module) else None
+
+    def named_layer(self, obj: Value, name: str) -> Value | None:
+        """`obj.name` of a Sequential or ModuleList `obj` that holds a layer under that name (a
+        Sequential built from an OrderedDict): the layer, its type the container's element type
+        there; None otherwise. The name is what the instance compiled for holds; an entry check
+        of the layer's call finds it on every call."""
+        live = self.live_module(obj) if isinstance(obj.type, ModuleListType) and obj.type.length_known else None
+        if live is None or name not in live._modules:
+            return None
+        index = list(live._modules).index(name)
+        if index >= len(obj.type.elems):  # type: ignore[union-attr]
+            return None
+        return self.op(ops.GetAttrOp, [obj], [obj.type.elems[index]], attr=name).result  # type: ignore[union-attr]
 
     def module_hasattr(self, node: cst.Call, name: str) -> Value:
         """`hasattr(module, "name")`, `getattr(module, "name"[, default])` with a literal name, as
@@ -900,6 +928,9 @@ class ExpressionLowering:
                                      f"e.g. `xs: list[{args[0].type}] = []`" if obj.type.elem == TENSOR else None)
                 self.op(ops.ListAppendOp, [obj, args[0]], [])
                 return self.b.constant(None)
+            layer = self.named_layer(obj, func.attr.value)
+            if layer is not None:  # `self.head.fc(x)` of a Sequential built from an OrderedDict
+                return self.module_call(node, layer)
             if isinstance(obj.type, ModuleType):
                 raise self.error(func, f"calling a method of submodule ({obj.type}) is not supported",
                                  "call the submodule itself, or move the code into this module")
