@@ -525,3 +525,53 @@ def test_layers_of_a_sequential_called_by_name(tmp_path: Path) -> None:
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+RELATIVE = '''
+from typing import Optional
+
+import torch
+from torch import nn
+
+
+class Bias(nn.Module):
+    """A learned bias table the attention asks for through a method, not through forward."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(2, tokens, tokens))
+
+    def get_bias(self, scale: float = 1.0) -> torch.Tensor:
+        return self.table.unsqueeze(0) * scale
+
+    def forward(self, attn: torch.Tensor) -> torch.Tensor:
+        return attn + self.get_bias()
+
+
+class Attention(nn.Module):
+    def __init__(self, with_bias: bool) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.rel = Bias(5) if with_bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).reshape(x.shape[0], 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        bias: Optional[torch.Tensor] = None
+        if self.rel is not None:
+            bias = self.rel.get_bias(0.5)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+'''
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_a_method_of_a_submodule_other_than_forward(tmp_path: Path, with_bias: bool) -> None:
+    with imported_source(tmp_path, f"relative_bias_{with_bias}", RELATIVE) as module:
+        model = module.Attention(with_bias).eval()
+        x = torch.randn(3, 5, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+            if with_bias:  # the compiled code is for a Bias there: another class is not that code
+                model.rel = nn.Identity()
+                with pytest.raises(TorchscribeError, match="rel"):
+                    compiled(x)

@@ -932,6 +932,9 @@ class ExpressionLowering:
             if layer is not None:  # `self.head.fc(x)` of a Sequential built from an OrderedDict
                 return self.module_call(node, layer)
             if isinstance(obj.type, ModuleType):
+                called = self.submodule_method(node, obj, func.attr.value)
+                if called is not None:
+                    return called
                 raise self.error(func, f"calling a method of submodule ({obj.type}) is not supported",
                                  "call the submodule itself, or move the code into this module")
             if obj.type == ANY:
@@ -1508,17 +1511,37 @@ class ExpressionLowering:
                 result = result or t == want
         return self.b.constant(result, BOOL)
 
-    def call_python_method(self, node: cst.Call, method: cst.FunctionDef) -> Value:
-        """`self.m(...)` of a method left to Python (`@torch.jit.unused`): a plain call, its
-        result typed by the method's return annotation (Any without one, or one the compiler
-        does not know)."""
+    def submodule_method(self, node: cst.Call, module: Value, method: str) -> Value | None:
+        """`self.rel_pos.get_bias()`: a method other than forward of a submodule whose class is
+        compiled, called as a method of `self` is (its code inlined under an entry check that the
+        submodule is of that class: ir/passes/inline.py); None where the class has no such
+        method, or it is static."""
+        info = self.ctx.class_named(module.type.qualname) if isinstance(module.type, ModuleType) else None
+        if info is None or method not in info.methods or method in ("forward", "__init__"):
+            return None
+        source = info.method_source(method) or self.source
+        if left_to_python(source, info.methods[method]):
+            return self.call_python_method(node, info.methods[method], module, info)
+        if is_static(source, info.methods[method]):
+            return None
+        signature = self.ctx.method_signature(info, method, node)
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        return self.call_compiled(node, signature, module, args, kwnames, kwargs, guard_self=True)
+
+    def call_python_method(self, node: cst.Call, method: cst.FunctionDef, obj: Value | None = None,
+                           info: ClassInfo | None = None) -> Value:
+        """`self.m(...)` (or `obj.m(...)` of module `obj` of class `info`) of a method left to
+        Python (`@torch.jit.unused`): a plain call, its result typed by the method's return
+        annotation (Any without one, or one the compiler does not know)."""
         from transpiler.annotations import annotation_type
         from transpiler.classinfo import module_class_names
 
-        assert self.self_value is not None
+        info = info or self.class_info
+        obj = obj or self.self_value
+        assert obj is not None
         args, kwnames, kwargs, _ = self.call_arguments(node)
         result: Type = ANY
-        source = (self.class_info.source if self.class_info is not None else None) or self.source
+        source = (info.method_source(method.name.value) if info is not None else None) or self.source
         if method.returns is not None:
             try:
                 result = annotation_type(source, method.returns.annotation, module_class_names(source))
@@ -1527,7 +1550,7 @@ class ExpressionLowering:
         attrs: dict[str, Any] = {"method": method.name.value}
         if kwnames:
             attrs["kwnames"] = tuple(kwnames)
-        op = self.op(ops.MethodCallOp, [self.self_value, *args, *kwargs], [] if result == NONE else [result], **attrs)
+        op = self.op(ops.MethodCallOp, [obj, *args, *kwargs], [] if result == NONE else [result], **attrs)
         return op.result if op.results else self.b.constant(None)
 
     def call_method_of_self(self, node: cst.Call, method: str) -> Value:
@@ -1593,8 +1616,9 @@ class ExpressionLowering:
         return self.ctx.call_variant(sig, widened, extras, positional)
 
     def call_compiled(self, node: cst.Call, sig: Signature, self_value: Value | None,
-                      args: list[Value], kwnames: list[str], kwargs: list[Value]) -> Value:
-        """A call of a compiled function: bind arguments to parameters, fill in defaults."""
+                      args: list[Value], kwnames: list[str], kwargs: list[Value], guard_self: bool = False) -> Value:
+        """A call of a compiled function: bind arguments to parameters, fill in defaults.
+        `guard_self`: `self_value` is a submodule, whose class an entry check confirms."""
         if self.ctx.recursive and not sig.kwstar_items:
             variant = self.call_variant(sig, int(self_value is not None), args, kwnames, kwargs)
             if variant is not None:
@@ -1627,7 +1651,8 @@ class ExpressionLowering:
                 raise self.error(node, f"argument `{p}` of {sig.sym_name}() is {t}, got {bound[p].type}")
             operands.append(bound[p])
         result_types = [] if sig.result == NONE else [sig.result]
-        op = self.op(ops.FuncCallOp, operands, result_types, callee=sig.sym_name)  # type: ignore[list-item]
+        attrs = {"guard_self": True} if guard_self else {}
+        op = self.op(ops.FuncCallOp, operands, result_types, callee=sig.sym_name, **attrs)  # type: ignore[list-item]
         return op.result if op.results else self.b.constant(None)
 
     def module_call(self, node: cst.Call, module: Value) -> Value:
