@@ -575,3 +575,35 @@ def test_a_method_of_a_submodule_other_than_forward(tmp_path: Path, with_bias: b
                 model.rel = nn.Identity()
                 with pytest.raises(TorchscribeError, match="rel"):
                     compiled(x)
+
+
+PATCHES = '''
+import torch
+from torch import nn
+
+
+class Patches(nn.Module):
+    """Pixels of each 4x4 patch as tokens, through torch layers the front end has no entry for
+    (nn.Unfold; nn.PixelUnshuffle, kept as a module call): their forwards say they return a Tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unfold = nn.Unfold(kernel_size=4, stride=4)
+        self.unshuffle = nn.PixelUnshuffle(2)
+        self.proj = nn.Linear(3, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        tokens = self.unfold(x).transpose(1, 2).reshape(b * (h // 4) * (w // 4), c, 16)
+        folded = self.unshuffle(x).flatten(2).transpose(1, 2)
+        return self.proj(tokens.transpose(1, 2)).relu().sum(1) + folded.sum()
+'''
+
+
+def test_torch_layers_without_an_entry_are_typed_by_their_forward(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "unfold_patches", PATCHES) as module:
+        model = module.Patches().eval()
+        x = torch.randn(2, 3, 8, 12)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))

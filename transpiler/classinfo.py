@@ -7,6 +7,7 @@ for the ahead-of-time path; and a live instance, for `script(instance, ...)`.
 from __future__ import annotations
 
 import enum
+import inspect
 
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -89,6 +90,19 @@ class ClassInfo:
 
     def method_source(self, name: str) -> SourceFile | None:
         return self.method_sources.get(name, self.source)
+
+
+def torch_layer_result(qualname: str) -> Type | None:
+    """TENSOR where `qualname` names one of torch's layers (`torch.nn.Unfold`) whose forward is
+    annotated to return a Tensor; None otherwise."""
+    cls = getattr(nn, qualname[len("torch.nn."):], None) if qualname.startswith("torch.nn.") else None
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)) or cls.forward is nn.Module.forward:
+        return None
+    try:
+        returns = inspect.signature(cls.forward).return_annotation
+    except (TypeError, ValueError):
+        return None
+    return TENSOR if returns in (torch.Tensor, "Tensor", "torch.Tensor") else None
 
 
 def std_name(cls: type) -> str:

@@ -14,7 +14,7 @@ from ir.core import Loc
 from ir.types import ANY, ERROR, NONE, TENSOR, ModuleType, TensorType, Type
 from transpiler.annotations import annotation_type
 from transpiler.check import PYTHON_DECORATORS
-from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names
+from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names, torch_layer_result
 from transpiler.diagnostics import Diagnostic, UserError
 from transpiler.env import Signature
 from transpiler.infer_annotations import missing_parameters_error, missing_result_error, suggest_parameter
@@ -478,6 +478,9 @@ class FileContext:
         """What calling a submodule of this class returns."""
         if qualname in STD_LAYERS:
             return STD_LAYERS[qualname]
+        declared = torch_layer_result(qualname)
+        if declared is not None:  # another of torch's layers (nn.Unfold): what its forward says
+            return declared
         info = self.class_named(qualname)
         if info is not None and "forward" in info.methods:
             forward = info.methods["forward"]
