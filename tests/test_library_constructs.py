@@ -17,6 +17,7 @@ import runtime
 from runtime.errors import TorchscribeError
 from source_module import imported_source
 from transpiler import script
+from transpiler.diagnostics import CompileError
 
 FLAGGED_NORM = '''
 import torch
@@ -607,3 +608,55 @@ def test_torch_layers_without_an_entry_are_typed_by_their_forward(tmp_path: Path
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+CHECKPOINTED = '''
+import torch
+from torch import nn
+
+
+class Layer(nn.Module):
+    """Eager-only code where compiled code never goes: a helper method the forward calls only when
+    a flag is set, and a branch under `not torch.jit.is_scripting()`."""
+
+    def __init__(self, checkpointing: bool) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.checkpointing = checkpointing
+
+    def checkpointed(self, x: torch.Tensor) -> torch.Tensor:
+        def closure(t):
+            return self.fc(t)
+
+        try:
+            return torch.utils.checkpoint.checkpoint(closure, x, use_reentrant=False)
+        except RuntimeError:
+            return closure(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.checkpointing:
+            x = self.checkpointed(x)
+        else:
+            x = self.fc(x)
+        if not torch.jit.is_scripting():
+            log = {"mean": lambda t: t.mean()}
+            self.seen = log["mean"](x)
+        return x.relu()
+'''
+
+
+def test_the_check_reports_only_code_that_is_compiled(tmp_path: Path) -> None:
+    """script(instance): what a method nothing compiled calls holds, or a branch decided when
+    compiling, is no error; in a method the compiled code does call, it is."""
+    with imported_source(tmp_path, "checkpointed_layer", CHECKPOINTED) as module:
+        model = module.Layer(checkpointing=False).eval()
+        x = torch.randn(2, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model.fc(x).relu())
+        with pytest.raises(CompileError) as raised:
+            script(module.Layer(checkpointing=True).eval(), example_inputs=(x,))
+        message = str(raised.value)
+        assert "nested function definitions are not supported" in message
+        assert "try statements are not supported" in message
+        assert "lambda" not in message

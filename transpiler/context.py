@@ -106,6 +106,10 @@ class FileContext:
     entry_kwargs_empty: set[str] = field(default_factory=set)  # decorated entries whose wrappers pass none
     entry_passed: dict[str, dict[str, str]] = field(default_factory=dict)  # parameter -> "none"/"tensor" their wrappers pass
     entry_kwargs_passed: dict[str, dict[str, object]] = field(default_factory=dict)  # the literal keywords they pass
+    # Where lowering went: each statement it lowered (a compound one's header alone). In recursive
+    # mode a branch decided when compiling is not lowered, and what the check pass says of
+    # code there is dropped (compile.lowered_only).
+    lowered: list[Loc] = field(default_factory=list)
     _origins: dict[str, Pending] = field(default_factory=dict)  # sym_name -> what it was compiled from
     _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)

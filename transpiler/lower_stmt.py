@@ -15,7 +15,7 @@ import libcst as cst
 
 from ir import ops
 from ir.builder import Builder
-from ir.core import Block, Region, Value
+from ir.core import Block, Loc, Region, Value
 from ir.types import (
     ANY,
     ERROR,
@@ -237,8 +237,18 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                 return exits
         return Exits()
 
+    def header_loc(self, stmt: cst.BaseStatement) -> Loc:
+        """A simple statement line's span; a compound statement's up to its body."""
+        loc = self.source.loc(stmt)
+        body = getattr(stmt, "body", None)
+        if isinstance(stmt, cst.SimpleStatementLine) or not isinstance(body, cst.BaseSuite):
+            return loc
+        start = self.source.positions[body].start
+        return Loc(loc.file, loc.line, loc.col, start.line, start.column)
+
     def statement(self, stmt: cst.BaseStatement, rest: list[cst.BaseStatement]) -> tuple[bool, Exits]:
         """Lower one statement; (True, exits) when it took `rest` in as well."""
+        self.ctx.lowered.append(self.header_loc(stmt))
         if isinstance(stmt, cst.If):
             then_leaves = always_leaves(statements_of(stmt.body))
             else_leaves = always_leaves(else_statements(stmt))
