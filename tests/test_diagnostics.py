@@ -75,8 +75,9 @@ CHECK_CASES = {
     "starred_call_arguments": """
         @script
         def f(x: Tensor, shape: list[int]) -> Tensor:
-            y = x.view(*shape)  # error: 16: argument unpacking (`*shape`)
-            return torch.cat(**shape)  # error: 22: argument unpacking (`**shape`)
+            y = x.view(*shape)
+            z = torch.add(*shape)  # error: 19: `*` arguments are not supported
+            return torch.cat(**shape)  # error: 22: `**` arguments are not supported
         """,
     "starred_parameters": """
         @script

@@ -394,7 +394,8 @@ MaybeTensor = Optional[torch.Tensor]
 
 
 class Windows(nn.Module):
-    """Attention inside windows of a grid whose size the caller passes (an alias of a tuple)."""
+    """Attention inside windows of a grid whose size the caller passes (an alias of a tuple,
+    spread into a reshape's sizes)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -406,7 +407,7 @@ class Windows(nn.Module):
         attn = q @ k.transpose(-2, -1)
         if bias is not None:
             attn = attn + bias
-        return attn.softmax(-1) @ v
+        return (attn.softmax(-1) @ v).reshape(x.shape[0], *size, 8)
 
 
 class Net(nn.Module):

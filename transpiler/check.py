@@ -281,9 +281,6 @@ class SubsetChecker(cst.CSTVisitor):
                             "set a flag before the loop, clear it where you break, and test it after the loop")
             if isinstance(node, cst.For) and node.asynchronous is not None:
                 self.report(node.asynchronous, "async for loops are not supported", "use a plain for loop")
-        elif isinstance(node, cst.Arg) and node.star:
-            self.report(node, f"argument unpacking (`{node.star}{_code(node.value)}`) is not supported",
-                        "pass the arguments one by one")
         elif isinstance(node, cst.SimpleString) and "b" in node.prefix.lower():
             self.report(node, "byte strings are not supported", "use a str, or a uint8 tensor for raw bytes")
         elif isinstance(node, cst.Raise):
