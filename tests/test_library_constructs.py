@@ -661,3 +661,36 @@ def test_the_check_reports_only_code_that_is_compiled(tmp_path: Path) -> None:
         assert "nested function definitions are not supported" in message
         assert "try statements are not supported" in message
         assert "lambda" not in message
+
+
+PARTITIONS = '''
+from typing import List
+
+import torch
+from torch import nn
+
+
+def partition(x: torch.Tensor, window: List[int]) -> torch.Tensor:
+    b, h, w, c = x.shape
+    x = x.view(b, h // window[0], window[0], w // window[1], window[1], c)
+    return x.permute(0, 1, 3, 2, 4, 5).reshape(-1, window[0] * window[1], c)
+
+
+class Windows(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.window = (2, 3)  # a tuple, for a parameter annotated List[int]
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(partition(x, self.window))
+'''
+
+
+def test_a_tuple_passed_for_a_list_parameter(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "window_tuple", PARTITIONS) as module:
+        model = module.Windows().eval()
+        x = torch.randn(2, 4, 6, 4)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))

@@ -1597,7 +1597,9 @@ class ExpressionLowering:
             elif sig.kwstar is not None:
                 extras.append((k, v.type))
         # An int passed where a float is declared stays an int in Python (`t * k` of an int tensor
-        # stays integral): the variant takes it as an int. Permissive mode also takes what the
+        # stays integral): the variant takes it as an int; a tuple passed where a list is declared
+        # (maxvit's `window_partition(x, self.partition_size)`) stays a tuple: the variant takes
+        # the tuple, and compiles where the body only reads it. Permissive mode also takes what the
         # annotations do not allow (Python does not check them) and keywords into **kwargs.
         widened = {p: v.type for p, v in given.items() if not is_subtype(v.type, types[p])}  # type: ignore[arg-type]
         if self.ctx.permissive:
@@ -1609,7 +1611,8 @@ class ExpressionLowering:
                 if passes_none and types[p] != NONE and p not in sig.kwstar_items + sig.star_items:
                     widened[p] = NONE
         if not self.ctx.permissive and (extras or positional or any(
-                not (types[p] == FLOAT and t in (INT, BOOL)) for p, t in widened.items())):
+                not (types[p] == FLOAT and t in (INT, BOOL)) and not _tuple_for_list(t, types[p])
+                for p, t in widened.items())):
             return None
         if not widened and not extras and not positional:
             return None
@@ -1721,6 +1724,12 @@ class ExpressionLowering:
             attrs["call"] = call
         op = self.op(ops.ModuleCallOp, [module, *args, *kwargs], [] if result == NONE else [result], **attrs)
         return op.result if op.results else self.b.constant(None)
+
+
+def _tuple_for_list(given: Type, declared: Type) -> bool:
+    """A tuple whose items are all of the list's element type, passed for a `list[T]`."""
+    return isinstance(given, TupleType) and isinstance(declared, ListType) \
+        and all(is_subtype(e, declared.elem) for e in given.elems)
 
 
 def _has_fstring(node: cst.BaseExpression) -> bool:
