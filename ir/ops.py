@@ -673,6 +673,15 @@ class GiveBuffersOp(Operation):
     name = "py.give_buffers"
 
 
+class AssumeClassOp(Operation):
+    """A decision made when compiling rests on module operand 0 being exactly of class
+    `qualname` (`isinstance(t, nn.Identity)` decided from the instance): the inline pass makes
+    it the module's entry guard (ir/passes/inline.py)."""
+
+    name = "py.assume_class"
+    traits = frozenset({OPAQUE})
+
+
 class GuardOp(Operation):
     """An entry check: when operand 0 (a bool) is false, the compiled code does not apply and
     the call runs eagerly instead (attribute `reason` says why). Guards stand at the start of a

@@ -694,3 +694,34 @@ def test_a_tuple_passed_for_a_list_parameter(tmp_path: Path) -> None:
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+TRANSITIONS = '''
+import torch
+from torch import nn
+
+
+class Transition(nn.Module):
+    """Branches that either change their input (a conv) or pass an earlier one on (nn.Identity)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.branches = nn.ModuleList([nn.Identity(), nn.Conv2d(4, 4, 3, padding=1), nn.Identity()])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ys = [x, x * 2, x * 3]
+        out = [b(ys[-1]) if not isinstance(b, nn.Identity) else ys[i] for i, b in enumerate(self.branches)]
+        return torch.cat(out, 1)
+'''
+
+
+def test_isinstance_of_a_submodule_is_decided_under_an_entry_check(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "transitions", TRANSITIONS) as module:
+        model = module.Transition().eval()
+        x = torch.randn(2, 4, 5, 5)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+            model.branches[0] = nn.Conv2d(4, 4, 1)  # the Identity the code decided on is gone
+            with pytest.raises(TorchscribeError, match="branches"):
+                compiled(x)

@@ -57,6 +57,10 @@ class FunctionFinder(Protocol):
         """The value of the str or int Enum member `expr` names at run time (`Format.NCHW` of a
         `class Format(str, Enum)`: "NCHW", which it equals), or None."""
 
+    def class_object(self, source: SourceFile, expr: cst.BaseExpression) -> type | None:
+        """The class `expr` names in `source`'s module at run time (`nn.Identity`, `Block`), or
+        None when it names no class."""
+
     def lookup(self, source: SourceFile, func: cst.BaseExpression, args: list[object]) -> Lookup | None:
         """`func(*args)` called now (`ALL_ATTENTION_FUNCTIONS.get_interface("sdpa", default)`):
         the function it returns, or None when it returns anything else or raises. `args` are

@@ -1489,6 +1489,8 @@ class ExpressionLowering:
         value = self.expr(node.args[0].value)
         kinds = node.args[1].value
         names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        if isinstance(value.type, ModuleType):
+            return self.module_isinstance(value, names)
         result = False
         for n in names:
             qual = self.source.global_name(n)
@@ -1509,6 +1511,33 @@ class ExpressionLowering:
                 result = result or isinstance(t, TensorType)
             else:
                 result = result or t == want
+        return self.b.constant(result, BOOL)
+
+    def module_isinstance(self, module: Value, names: list[cst.BaseExpression]) -> Value:
+        """`isinstance(t, nn.Identity)` of a module: decided when compiling from the class the
+        module has (the instance's, script(instance, ...); ahead of time, a torch layer or a
+        class of this file, by name), under an entry check that the module is of that class."""
+        qualname = module.type.qualname  # type: ignore[union-attr]
+        info = self.ctx.class_named(qualname)
+        actual: type | None = None
+        if info is not None and info.instance is not None:
+            actual = type(info.instance)
+        elif qualname.startswith("torch.nn."):
+            actual = getattr(nn, qualname[len("torch.nn."):], None)
+        result = False
+        for n in names:
+            qual = self.source.global_name(n)
+            wanted = self.ctx.functions.class_object(self.source, n) if self.ctx.functions is not None else None
+            if wanted is None and qual is not None and qual.startswith("torch.nn."):
+                wanted = getattr(nn, qual[len("torch.nn."):], None)
+            if isinstance(wanted, type) and actual is not None:
+                result = result or issubclass(actual, wanted)
+            elif qual is not None and qual in self.source.classes and actual is None:
+                result = result or qual == qualname.split("@")[0]  # (ahead of time: the class itself)
+            else:
+                raise self.error(n, f"isinstance of a module with `{self.source.code(n)}` is not decided when compiling",
+                                 "name a torch layer or a module class")
+        self.op(ops.AssumeClassOp, [module], [], qualname=qualname)
         return self.b.constant(result, BOOL)
 
     def submodule_method(self, node: cst.Call, module: Value, method: str) -> Value | None:

@@ -269,6 +269,25 @@ def inline(program: Program) -> None:
             name_shared_modules(funcs[name])
     for func in funcs.values():
         _guard_submodule_methods(func, assigned)
+        _guard_assumed_classes(func, assigned)
+
+
+def _guard_assumed_classes(func: ops.FuncOp, assigned: set[str]) -> None:
+    """A module's class that a decision rests on (`py.assume_class`) becomes its entry guard;
+    where its path from an argument is not known at entry, a guard where it is read."""
+    for op in [op for op in func.walk() if isinstance(op, ops.AssumeClassOp)]:
+        path = module_path(op.operands[0], func, assigned)
+        if path is not None:
+            add_module_guard(func, path, op.attributes["qualname"], (), op.loc)
+        else:
+            text = [ops.ConstantOp([], [STR], {"value": v}, loc=op.loc) for v in ("", op.attributes["qualname"])]
+            check = ops.BuiltinCallOp([op.operands[0], *(c.result for c in text)], [BOOL],
+                                      {"callee": GUARD_HELPER}, loc=op.loc)
+            guard = ops.GuardOp([check.result], [], {"reason": f"a module is not a {op.attributes['qualname']}"},
+                                loc=op.loc)
+            for new in (*text, check, guard):
+                op.parent.insert_before(op, new)  # type: ignore[union-attr]
+        op.erase()
 
 
 def _guard_submodule_methods(func: ops.FuncOp, assigned: set[str]) -> None:
