@@ -725,3 +725,47 @@ def test_isinstance_of_a_submodule_is_decided_under_an_entry_check(tmp_path: Pat
             model.branches[0] = nn.Conv2d(4, 4, 1)  # the Identity the code decided on is gone
             with pytest.raises(TorchscribeError, match="branches"):
                 compiled(x)
+
+
+SCALES = '''
+from typing import List, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def resize(x: torch.Tensor, size: Tuple[int, int]) -> torch.Tensor:
+    h, w = x.shape[-2:]
+    if h != size[0] or w != size[1]:
+        x = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+    return x
+
+
+class MultiScale(nn.Module):
+    """Branches that each see the image at a size of their own, from a list of (h, w) tuples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes = [(8, 8), (6, 4)]
+        self.embeds = nn.ModuleList([nn.Conv2d(3, 4, 2, stride=2) for _ in self.sizes])
+
+    def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
+        outs = []
+        for i, embed in enumerate(self.embeds):
+            outs.append(embed(resize(x, self.sizes[i])).flatten(1))
+        return outs
+'''
+
+
+def test_a_list_of_tuples_attribute_is_pinned_and_read_as_constants(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "multi_scale", SCALES) as module:
+        model = module.MultiScale().eval()
+        x = torch.randn(2, 3, 8, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            for got, want in zip(compiled(x), model(x)):
+                torch.testing.assert_close(got, want)
+            model.sizes[1] = (4, 4)  # the code was compiled for the sizes the list held
+            with pytest.raises(TorchscribeError, match="sizes"):
+                compiled(x)

@@ -361,8 +361,9 @@ def python_value_type(value: object, name_of: Callable[[nn.Module], str] | None 
     torch_function = torch_function_name(value)
     if torch_function is not None:
         return FunctionType(torch_function)
-    if isinstance(value, list) and value and all(type(v) in (int, float, bool) for v in value):
-        elem = _literal_type(value[0])
+    if isinstance(value, list) and value and all(type(v) in (int, float, bool) or type(v) is tuple and all(
+            type(e) in (int, float, bool) for e in v) for v in value):
+        elem = _literal_type(value[0])  # (numbers, or tuples of them: crossvit's image sizes)
         if elem is not None and all(_literal_type(v) == elem for v in value):
             return ListType(elem)  # read when called: a list may change
     return _literal_type(value)
