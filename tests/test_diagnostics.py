@@ -61,7 +61,7 @@ CHECK_CASES = {
     "dict_and_set_displays": """
         @script
         def f(x: Tensor) -> Tensor:
-            d = {"a": x}  # error: 9: dict displays are not supported
+            d = {"a": x, 1: x}  # error: 9: dict displays are only supported with distinct literal string keys
             s = {1, 2}  # error: 9: set displays are not supported
             return x
         """,
@@ -254,7 +254,7 @@ LOWERING_CASES = {
         """,
     "unsupported_annotation": """
         @script
-        def f(x: Tensor, d: dict[str, Tensor]) -> Tensor:  # error: 21: unsupported type annotation `dict[str, Tensor]`
+        def f(x: Tensor, d: set[int]) -> Tensor:  # error: 21: unsupported type annotation `set[int]`
             return x
         """,
     "union_other_than_optional": """

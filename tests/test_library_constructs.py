@@ -769,3 +769,98 @@ def test_a_list_of_tuples_attribute_is_pinned_and_read_as_constants(tmp_path: Pa
             model.sizes[1] = (4, 4)  # the code was compiled for the sizes the list held
             with pytest.raises(TorchscribeError, match="sizes"):
                 compiled(x)
+
+
+FEATURES = '''
+from typing import Dict, Tuple
+
+import torch
+from torch import nn
+
+
+class Features(nn.Module):
+    """Intermediate features returned by name in a dict: a display, items set under a test of
+    which the caller asked for, an item read back."""
+
+    def __init__(self, wanted: Tuple[str, ...]) -> None:
+        super().__init__()
+        self.stage1 = nn.Linear(8, 8)
+        self.stage2 = nn.Linear(8, 8)
+        self.wanted = wanted
+
+    def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+        x1 = self.stage1(x)
+        x2 = self.stage2(x1).relu()
+        feats = {"x1": x1, "x0": x}
+        if "x2" in self.wanted:
+            feats["x2"] = x2
+        feats["both"] = feats["x1"] + x2 * len(feats)
+        return feats
+'''
+
+
+@pytest.mark.parametrize("wanted", [("x1",), ("x1", "x2")])
+def test_dict_displays_read_set_and_returned(tmp_path: Path, wanted: tuple) -> None:
+    with imported_source(tmp_path, f"features_{len(wanted)}", FEATURES) as module:
+        model = module.Features(wanted).eval()
+        x = torch.randn(3, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            got, want = compiled(x), model(x)
+        assert list(got) == list(want)
+        for k in want:
+            torch.testing.assert_close(got[k], want[k])
+
+
+MEMO = '''
+from typing import Dict
+
+import torch
+from torch import nn
+
+
+class Biased(nn.Module):
+    """Attention biases gathered from a table once per device and kept in a dict attribute, as
+    eager code caches them outside training."""
+
+    cache: Dict[str, torch.Tensor]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(2, 9))
+        self.register_buffer("idx", torch.randint(0, 9, (9, 9)), persistent=False)
+        self.cache = {}
+
+    def train(self, mode: bool = True) -> "Biased":
+        super().train(mode)
+        self.cache = {}
+        return self
+
+    def biases(self, device: torch.device) -> torch.Tensor:
+        if torch.jit.is_tracing() or self.training:
+            return self.table[:, self.idx]
+        key = str(device)
+        if key not in self.cache:
+            self.cache[key] = self.table[:, self.idx]
+        return self.cache[key]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * 0.5 + self.biases(x.device)).softmax(-1)
+'''
+
+
+def test_a_dict_attribute_used_as_a_cache_behaves_as_in_eager(tmp_path: Path) -> None:
+    """The compiled code reads and fills the dict as eager does: it fills the cache on its first
+    call, and a cached value (stale here, its table changed since) is what both return."""
+    with imported_source(tmp_path, "memo_biases", MEMO) as module:
+        model = module.Biased().eval()
+        x = torch.randn(3, 2, 9, 9)
+        compiled = script(model, example_inputs=(x,))
+        model.cache.clear()
+        with torch.no_grad(), runtime.mode("strict"):
+            first = compiled(x)
+            assert list(model.cache) == ["cpu"]
+            torch.testing.assert_close(model.cache["cpu"], model.table[:, model.idx])
+            torch.testing.assert_close(first, model(x))
+            model.table.add_(1.0)  # the cache is stale now, in eager and in compiled code alike
+            torch.testing.assert_close(compiled(x), model(x))

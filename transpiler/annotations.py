@@ -18,6 +18,7 @@ from ir.types import (
     STR,
     TENSOR,
     Dim,
+    DictType,
     ListType,
     ModuleType,
     OptionalType,
@@ -47,6 +48,7 @@ OPTIONAL = {"typing.Optional", "torch.jit.annotations.Optional"}
 UNION = {"typing.Union", "torch.jit.annotations.Union"}
 TUPLE = {"typing.Tuple", "builtins.tuple", "torch.jit.annotations.Tuple"}
 LIST = {"typing.List", "builtins.list", "torch.jit.annotations.List"}
+DICT = {"typing.Dict", "builtins.dict", "torch.jit.annotations.Dict"}
 FINAL = {"typing.Final", "typing_extensions.Final", "torch.jit.Final"}
 ANNOTATED = {"typing.Annotated", "typing_extensions.Annotated"}
 # jaxtyping-style `Float[Tensor, "B T C"]`, recognised by name without importing jaxtyping.
@@ -61,7 +63,7 @@ JAXTYPING_DTYPES = {
 INTEGER_KINDS = {"Int", "Integer"}
 
 SUPPORTED_HINT = (
-    "annotate with Tensor, int, float, bool, str, None, Optional[...], tuple[...], list[...]"
+    "annotate with Tensor, int, float, bool, str, None, Optional[...], tuple[...], list[...], dict[str, ...]"
 )
 
 
@@ -100,6 +102,12 @@ def annotation_type(source: SourceFile, node: cst.BaseExpression, module_classes
             return TupleType(tuple(annotation_type(source, a, module_classes) for a in args))
         if base in LIST and len(args) == 1:
             return ListType(annotation_type(source, args[0], module_classes))
+        if base in DICT and len(args) == 2:
+            key = annotation_type(source, args[0], module_classes)
+            if key not in (STR, INT):
+                raise UserError(f"dicts with {key} keys are not supported", source.loc(args[0]),
+                                "compiled dicts have str or int keys")
+            return DictType(key, annotation_type(source, args[1], module_classes))
         if base in ANNOTATED and args:
             inner = annotation_type(source, args[0], module_classes)
             shape = _shape_from(args[1:])

@@ -72,7 +72,6 @@ EXPRESSIONS: dict[type, tuple[str, str]] = {
                    "compiled code has no dicts; use a list or a tuple, or separate values"),
     cst.GeneratorExp: ("generator expressions are not supported",
                        "use a list comprehension (`[f(x) for x in xs]`), or a for loop"),
-    cst.Dict: ("dict displays are not supported", "return a tuple, or pass the values as separate arguments"),
     cst.Set: ("set displays are not supported", "use a list or a tuple; `x in (a, b)` works for tests"),
     cst.StarredElement: ("starred expressions (`*x`) are not supported",
                          "list the elements one by one, or index the sequence"),

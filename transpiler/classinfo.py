@@ -21,9 +21,11 @@ from ir.types import (
     ANY,
     BOOL,
     FLOAT,
+    DictType,
     ListType,
     INT,
     NONE,
+    STR,
     TENSOR,
     ModuleListType,
     ModuleType,
@@ -361,6 +363,14 @@ def python_value_type(value: object, name_of: Callable[[nn.Module], str] | None 
     torch_function = torch_function_name(value)
     if torch_function is not None:
         return FunctionType(torch_function)
+    if type(value) is dict and all(type(k) is str for k in value):
+        # (levit's cache of attention biases by device; `{}` holds tensors, as in TorchScript)
+        if all(isinstance(v, torch.Tensor) for v in value.values()):
+            return DictType(STR, TENSOR)
+        elem = _literal_type(next(iter(value.values())))
+        if elem is not None and all(_literal_type(v) == elem for v in value.values()):
+            return DictType(STR, elem)
+        return None
     if isinstance(value, list) and value and all(type(v) in (int, float, bool) or type(v) is tuple and all(
             type(e) in (int, float, bool) for e in v) for v in value):
         elem = _literal_type(value[0])  # (numbers, or tuples of them: crossvit's image sizes)
@@ -432,9 +442,11 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
         if plain_enum_value(value) is not None:  # (compiled code holds the str or int it equals)
             value = plain_enum_value(value)
         t = python_value_type(value, name_of)
+        if isinstance(t, DictType) and node is not None:
+            t = _declared_dict(source, node, name) or t  # (`cache: Dict[str, Tensor]` in the class)
         if t is not None:
             kind = "tensor" if t == TENSOR else "constant"
-            info.attrs[name] = AttrInfo(kind, t, value=value, has_value=kind == "constant" and not isinstance(t, (ListType, FunctionType)))
+            info.attrs[name] = AttrInfo(kind, t, value=value, has_value=kind == "constant" and not isinstance(t, (ListType, DictType, FunctionType)))
         elif is_plain_object(value):
             info.attrs[name] = AttrInfo("object", ANY, value=value)
     for cls in type(module).__mro__:  # literal class attributes (`gradient_checkpointing = False`)
@@ -447,6 +459,20 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
             info.attrs[name] = AttrInfo("constant", _literal_type(value), value=value, has_value=True)  # type: ignore[arg-type]
     info.attrs["training"] = AttrInfo("constant", BOOL, value=module.training, has_value=True)
     return info
+
+
+def _declared_dict(source: SourceFile | None, node: cst.ClassDef, name: str) -> DictType | None:
+    """The dict type a class-level annotation of attribute `name` declares, or None."""
+    for stmt in node.body.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name \
+                    and source is not None:
+                try:
+                    t = annotation_type(source, small.annotation.annotation, module_class_names(source))
+                except UserError:
+                    return None
+                return t if isinstance(t, DictType) else None
+    return None
 
 
 def same_value(x: AttrInfo, y: AttrInfo | None) -> bool:

@@ -25,6 +25,7 @@ from ir.torch_signatures import (
     unary_result_type,
 )
 from ir.types import (
+    DictType,
     ANY,
     BOOL,
     DEVICE,
@@ -205,7 +206,7 @@ class ExpressionLowering:
             return self.make_list(values, None, node)
         if isinstance(node, cst.ListComp):
             return self.list_comprehension(node)  # type: ignore[attr-defined]
-        if isinstance(node, cst.Dict) and self.ctx.permissive:
+        if isinstance(node, cst.Dict):
             return self.dict_display(node)
         what = describe(node)
         raise self.error(node, f"{what} {'are' if what.endswith('s') else 'is'} not supported", hint_for(node))
@@ -235,25 +236,40 @@ class ExpressionLowering:
         return self.op(ops.SpreadOp, values, [ListType(INT)], starred=tuple(starred)).result
 
     def dict_display(self, node: cst.Dict) -> Value:
-        """`{"enable_gqa": True}` (permissive mode): literal string keys and plain values. A
-        Python dict; `**d` passes its items as keywords while nothing else has used it
-        (call_arguments)."""
+        """`{"x1": x1, "x2": x2}`: literal string keys, values of one type (the type they unify
+        to: Any in permissive mode where they do not). A Python dict; `**d` passes its items as
+        keywords while nothing else has used it (call_arguments)."""
         keys: list[str] = []
         values: list[Value] = []
         for e in node.elements:
             key = literal_value(e.key) if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) else None
             if not isinstance(key, str) or key in keys:
-                raise self.error(node, "dict displays are only supported with distinct literal string keys")
-            v = self.expr(e.value)
-            if v.type not in (BOOL, INT, FLOAT, STR, NONE):
-                raise self.error(node, f"a dict holding {a_type(v.type)} is not supported",
-                                 "compiled code has dicts of plain values only, to pass on as `**d`")
+                raise self.error(node, "dict displays are only supported with distinct literal string keys",
+                                 'write each key as a string literal once: {"a": x, "b": y}')
             keys.append(key)
-            values.append(v)
-        result = self.op(ops.DictOp, values, [ANY], keys=tuple(keys)).result
+            values.append(self.expr(e.value))
+        value_type = unify_all([v.type for v in values]) if values else TENSOR  # (`{}`: of tensors, as in TorchScript)
+        if value_type is None and not self.ctx.permissive:
+            raise self.error(node, "the values of this dict have different types", "a dict holds values of one type")
+        if isinstance(value_type, TensorType):
+            value_type = TENSOR  # (a dict may be given any tensor later)
+        result = self.op(ops.DictOp, values, [DictType(STR, value_type or ANY)], keys=tuple(keys)).result
         self.star_items[result] = dict(zip(keys, values))
         self.dicts_made[result] = self.loop_depth
         return result
+
+    def display_item(self, made: Value, key: Value) -> Value | None:
+        """`d["x1"]` of a dict display that nothing has done more with than read (at the loop
+        depth it was made at: a later iteration may see a store made after this read): the value
+        the display holds under that key, with its type; None otherwise."""
+        items = self.star_items.get(made)
+        if items is None or self.dicts_made.get(made) != self.loop_depth or self.known(key) not in items:
+            return None
+        for use in made.uses:
+            if not (isinstance(use.op, ops.GetItemOp) or isinstance(use.op, ops.CompareOp) and use.index == 1
+                    or isinstance(use.op, ops.BuiltinCallOp) and use.op.attributes.get("callee") == "len"):
+                return None
+        return items[self.known(key)]
 
     def element(self, e: cst.BaseElement) -> Value:
         if isinstance(e, cst.StarredElement):
@@ -574,7 +590,7 @@ class ExpressionLowering:
             return self.error_value()  # type: ignore[attr-defined]  (strict mode: both sides checked)
         if value.type == NONE:
             return self.b.constant(False)
-        if value.type in (INT, FLOAT, STR, ANY) or isinstance(value.type, (OptionalType, ListType)):
+        if value.type in (INT, FLOAT, STR, ANY) or isinstance(value.type, (OptionalType, ListType, DictType)):
             result = self.op(ops.BuiltinCallOp, [value], [BOOL], callee="bool").result
             known = self.known(value)
             if known is not self._UNKNOWN:
@@ -638,8 +654,8 @@ class ExpressionLowering:
                 return self.b.constant((other == NONE) == (op == "is"))
             return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
         if op in ("in", "not in"):
-            if not isinstance(rhs.type, (ListType, TupleType)):
-                raise self.error(node, f"`{op}` is only supported on lists and tuples")
+            if not isinstance(rhs.type, (ListType, TupleType, DictType)):
+                raise self.error(node, f"`{op}` is only supported on lists, tuples and dicts")
             return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
         try:
             t = binary_result_type(op, lhs.type, rhs.type)
@@ -746,6 +762,13 @@ class ExpressionLowering:
             raise self.error(node, f"slicing a value of type {base.type} is not supported", "index it with one int")
         index_node = node.slice[0].slice.value
         index = self.expr(index_node)
+        if isinstance(base.type, DictType):  # (a KeyError where it runs, as in Python)
+            if not is_subtype(index.type, base.type.key):
+                raise self.error(index_node, f"a key of type {index.type} for a dict of {base.type.key} keys")
+            held = self.display_item(base, index)
+            if held is not None:
+                return held
+            return self.op(ops.GetItemOp, [base, index], [base.type.value]).result
         if index.type not in (INT, BOOL):
             raise self.error(index_node, f"index of type {index.type}; expected int")
         t = base.type
@@ -1273,7 +1296,7 @@ class ExpressionLowering:
                 return self.op(ops.BuiltinCallOp, args, [t], callee=name).result
             raise self.error(node, f"{name}() of a {types[0]}")
         if name == "len" and len(args) == 1:
-            if isinstance(types[0], (ListType, TupleType, TensorType, ModuleListType)) or types[0] in (STR, ANY):
+            if isinstance(types[0], (ListType, TupleType, TensorType, ModuleListType, DictType)) or types[0] in (STR, ANY):
                 return self.op(ops.BuiltinCallOp, args, [INT], callee="len").result
             raise self.error(node, f"len() of a {types[0]}")
         if name == "abs" and len(args) == 1 and types[0] in (INT, FLOAT, BOOL, ANY):

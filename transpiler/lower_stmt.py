@@ -21,6 +21,7 @@ from ir.types import (
     ERROR,
     fits,
     BOOL,
+    DictType,
     INT,
     NONE,
     ListType,
@@ -527,6 +528,8 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
         type; another value must fit it, and an Optional is refined to it."""
         if isinstance(node, cst.List) and not node.elements:
             value = self.make_list([], declared, node)
+        elif isinstance(node, cst.Dict) and not node.elements and isinstance(declared, DictType):
+            value = self.op(ops.DictOp, [], [declared], keys=()).result
         else:
             value = self.expr(node, name=name)
         fits = is_subtype(value.type, declared) or declared.__class__ is type(value.type) and unify(declared, value.type)
@@ -1121,9 +1124,19 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                     raise self.error(target, f"assigning a {value.type} into a list of {base.type.elem}")
                 self.op(ops.ListSetItemOp, [base, index, value], [])
                 return
+            if isinstance(base.type, DictType) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+                key = self.expr(target.slice[0].slice.value)
+                if not is_subtype(key.type, base.type.key):
+                    raise self.error(target.slice[0], f"a key of type {key.type} for a dict of {base.type.key} keys")
+                if not is_subtype(value.type, base.type.value) and not (
+                        isinstance(value.type, TensorType) and isinstance(base.type.value, TensorType)):
+                    raise self.error(target, f"storing a {value.type} in a dict of {base.type.value}")
+                self.op(ops.DictSetItemOp, [base, key, value], [])
+                self.star_items.pop(base, None)  # (what it holds is known when it runs)
+                return
             if not isinstance(base.type, TensorType):
                 raise self.error(target, f"item assignment on a {base.type} is not supported",
-                                 "only tensors and lists support index assignment in compiled code")
+                                 "only tensors, lists and dicts support index assignment in compiled code")
             items, operands = self.index_items(target.slice)
             self.op(ops.IndexPutOp, [base, *operands, value], [], items=items)
             return
