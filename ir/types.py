@@ -177,6 +177,17 @@ class DictType(Type):
 
 
 @dataclass(frozen=True)
+class UnionType(Type):
+    """`Union[Tensor, List[Tensor]]` of a parameter (script(instance, ...)): no value has this
+    type; each call compiles the function for the member its argument is (a variant)."""
+
+    members: tuple[Type, ...]
+
+    def __str__(self) -> str:
+        return f"Union[{', '.join(str(m) for m in self.members)}]"
+
+
+@dataclass(frozen=True)
 class ModuleType(Type):
     """An nn.Module instance of a known class, named by its qualified name."""
 
@@ -240,6 +251,8 @@ def is_subtype(a: Type, b: Type) -> bool:
                 )
             )
         )
+    if isinstance(b, UnionType):
+        return any(is_subtype(a, m) for m in b.members)
     if isinstance(b, OptionalType):
         if a == NONE:
             return True

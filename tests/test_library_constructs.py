@@ -864,3 +864,52 @@ def test_a_dict_attribute_used_as_a_cache_behaves_as_in_eager(tmp_path: Path) ->
             torch.testing.assert_close(first, model(x))
             model.table.add_(1.0)  # the cache is stale now, in eager and in compiled code alike
             torch.testing.assert_close(compiled(x), model(x))
+
+
+DENSE = '''
+from typing import List, Union
+
+import torch
+from torch import nn
+
+
+class Layer(nn.Module):
+    """Takes one tensor or the list of all earlier features (a Union, as TorchScript allows)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, 4, 1)
+
+    def forward(self, x: Union[torch.Tensor, List[torch.Tensor]]) -> torch.Tensor:
+        if isinstance(x, torch.Tensor):
+            features = [x]
+        else:
+            features = x
+        return self.conv(torch.cat(features, 1)).relu()
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = Layer(4)
+        self.second = Layer(8)
+
+    def pool(self, x: Union[torch.Tensor, List[torch.Tensor]], scale: Union[int, float] = 2):
+        if isinstance(x, list):
+            return torch.cat(x, 1).mean((2, 3)) * scale
+        return x.mean((2, 3)) * scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.first(x)
+        z = self.second([x, y])
+        return self.pool([x, y, z]) + self.pool(z, 0.5).sum(1, keepdim=True)
+'''
+
+
+def test_union_parameters_compile_for_the_member_each_call_passes(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "dense_union", DENSE) as module:
+        model = module.Block().eval()
+        x = torch.randn(2, 4, 5, 5)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))

@@ -25,6 +25,7 @@ from ir.types import (
     TensorType,
     TupleType,
     Type,
+    UnionType,
 )
 from transpiler.diagnostics import UserError
 from transpiler.source import SourceFile, literal_value
@@ -161,6 +162,23 @@ def enum_member_type(source: SourceFile, node: cst.BaseExpression) -> Type | Non
     if not (isinstance(obj, type) and issubclass(obj, enum.Enum)):
         return None
     return STR if issubclass(obj, str) else INT if issubclass(obj, int) else None
+
+
+def union_type(source: SourceFile, node: cst.BaseExpression, module_classes: dict[str, str]) -> UnionType | None:
+    """`Union[A, B, ...]` (or `A | B | ...`) of two or more types besides None, as a UnionType of
+    its members (None among them where it is one); None for any other annotation."""
+    if isinstance(node, cst.Subscript) and source.global_name(node.value) in UNION:
+        parts = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        parts = []
+        while isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+            parts.insert(0, node.right)
+            node = node.left
+        parts.insert(0, node)
+    else:
+        return None
+    members = tuple(dict.fromkeys(annotation_type(source, p, module_classes) for p in parts))
+    return UnionType(members) if len([m for m in members if m != NONE]) >= 2 else None
 
 
 def _union(source: SourceFile, node: cst.CSTNode, members: list[Type]) -> Type:

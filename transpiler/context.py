@@ -11,8 +11,8 @@ import libcst as cst
 
 from ir.builder import literal_type
 from ir.core import Loc
-from ir.types import ANY, ERROR, NONE, TENSOR, ModuleType, TensorType, Type
-from transpiler.annotations import annotation_type
+from ir.types import ANY, ERROR, NONE, TENSOR, ModuleType, TensorType, Type, UnionType
+from transpiler.annotations import annotation_type, union_type
 from transpiler.check import PYTHON_DECORATORS
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names, torch_layer_result
 from transpiler.diagnostics import Diagnostic, UserError
@@ -208,7 +208,12 @@ class FileContext:
                                   types=sig.types[:at] + (TENSOR,) * extra + sig.types[at:], result=None,
                                   positional=at + extra, star_items=stars)
                 return self._request(sym_name, node, info, source, variant)
-        return self.method_signature(info, "forward")
+        sig = self.method_signature(info, "forward")
+        union = next((p for p, t in zip(sig.params, sig.types) if isinstance(t, UnionType)), None)
+        if union is not None:
+            raise UserError(f"parameter `{union}` of the compiled forward is annotated with a Union",
+                            source.loc(node.name), "annotate it with the type the model is called with")
+        return sig
 
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
         """The method compiled for the first of its `_overload_method` declarations whose
@@ -238,6 +243,12 @@ class FileContext:
                                     "which compiled code would not apply", source.loc(applied[0]),
                                     "its calls run it as Python")
             sig = declared or self.signature_of(node, sym_name, info, source)
+            if any(isinstance(t, UnionType) for t in sig.types):
+                # (densenet's `x: Union[Tensor, List[Tensor]]`: each call compiles a variant for
+                # the member it passes, lower_expr.call_variant; this signature is not lowered)
+                self.signatures[sym_name] = sig
+                self._origins[sym_name] = Pending(sig, node, info, source)
+                return sig
             try:
                 if sig.result is None:
                     sig = self._infer_result(sig, node, info, source)
@@ -451,8 +462,10 @@ class FileContext:
             try:
                 t = annotation_type(source, p.annotation.annotation, classes)
             except UserError as e:
-                errors += e.diagnostics
-                t = ERROR
+                union = union_type(source, p.annotation.annotation, classes) if self.recursive else None
+                if union is None:
+                    errors += e.diagnostics
+                t = union or ERROR  # (a union: compiled per call, for the member passed: `_request`)
             if p.default is not None:
                 try:
                     value = defaults[name] = _literal_default(p, source)
@@ -493,7 +506,7 @@ class FileContext:
         if info is not None and "forward" in info.methods:
             forward = info.methods["forward"]
             if self.recursive:
-                return self.method_signature(info, "forward").result  # type: ignore[return-value]
+                return self.method_signature(info, "forward").result or ANY
             if forward.returns is None:
                 raise UserError(f"`{qualname}.forward` has no return type annotation",
                                 self.source.loc(forward.name), "annotate its return type")

@@ -26,6 +26,7 @@ from ir.torch_signatures import (
 )
 from ir.types import (
     DictType,
+    UnionType,
     ANY,
     BOOL,
     DEVICE,
@@ -1654,6 +1655,12 @@ class ExpressionLowering:
         # the tuple, and compiles where the body only reads it. Permissive mode also takes what the
         # annotations do not allow (Python does not check them) and keywords into **kwargs.
         widened = {p: v.type for p, v in given.items() if not is_subtype(v.type, types[p])}  # type: ignore[arg-type]
+        for p in params:  # a Union parameter takes the member passed (its default's type, left out)
+            if isinstance(types[p], UnionType) and p not in widened:
+                if p in given:
+                    widened[p] = given[p].type
+                elif p in sig.defaults:
+                    widened[p] = literal_type(sig.defaults[p])
         if self.ctx.permissive:
             # ... and None where the call passes None or leaves a None default (HF's `past_key_values`,
             # `encoder_hidden_states`): `x is None` is then decided when lowering, as Python
@@ -1664,7 +1671,7 @@ class ExpressionLowering:
                     widened[p] = NONE
         if not self.ctx.permissive and (extras or positional or any(
                 not (types[p] == FLOAT and t in (INT, BOOL)) and not _tuple_for_list(t, types[p])
-                for p, t in widened.items())):
+                and not (isinstance(types[p], UnionType) and is_subtype(t, types[p])) for p, t in widened.items())):
             return None
         if not widened and not extras and not positional:
             return None
