@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import runtime
@@ -913,3 +914,44 @@ def test_union_parameters_compile_for_the_member_each_call_passes(tmp_path: Path
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_a_subclass_of_a_torch_layer_sees_its_attributes_ahead_of_time(tmp_path: Path) -> None:
+    """`torchscribe FILE` on `@script class Norm2d(nn.LayerNorm)`: the forward reads what
+    nn.LayerNorm's __init__ sets up (weight, bias, eps, normalized_shape)."""
+    from source_module import case_directory, compiled_case
+
+    source = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transpiler import script
+
+
+@script
+class Norm2d(nn.LayerNorm):
+    """A layer norm over the channels of an NCHW tensor."""
+
+    def __init__(self, channels: int, eps: float = 1e-6) -> None:
+        super().__init__(channels, eps=eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.permute(0, 2, 3, 1)
+        if self.elementwise_affine:
+            x = F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        else:
+            x = F.layer_norm(x, self.normalized_shape, None, None, self.eps)
+        return x.permute(0, 3, 1, 2)
+'''
+    with case_directory(tmp_path) as root:
+        module, text = compiled_case(root, "norm2d_aot", source)
+        assert "def Norm2d_forward(self, x: Tensor) -> Tensor:" in text
+        model = module.Norm2d(6).eval()
+        with torch.no_grad():
+            model.weight.normal_()
+            model.bias.normal_()
+        x = torch.randn(2, 6, 4, 5)
+        want = F.layer_norm(x.permute(0, 2, 3, 1), (6,), model.weight, model.bias, 1e-6).permute(0, 3, 1, 2)
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(model(x), want)

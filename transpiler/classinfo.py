@@ -7,9 +7,12 @@ for the ahead-of-time path; and a live instance, for `script(instance, ...)`.
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
+import typing
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import libcst as cst
@@ -142,7 +145,58 @@ def class_from_source(source: SourceFile, node: cst.ClassDef) -> ClassInfo:
         _scan_init(source, init, info, classes)
         for name in _called_from(init, info):  # `self.reset_parameters()`: what it assigns too
             _scan_init(source, info.methods[name], info, classes)
+    for base in node.bases:  # `class LayerNorm2d(nn.LayerNorm)`: what torch's layer sets up
+        layer = _torch_layer(source.global_name(base.value))
+        for name, attr in (torch_layer_attributes(layer) if layer is not None else {}).items():
+            info.attrs.setdefault(name, attr)
     return info
+
+
+def _torch_layer(qualname: str | None) -> type | None:
+    """The class of one of torch's layers that `qualname` names ("torch.nn.LayerNorm"), or None."""
+    cls = getattr(nn, qualname[len("torch.nn."):], None) if qualname and qualname.startswith("torch.nn.") else None
+    return cls if isinstance(cls, type) and issubclass(cls, nn.Module) and cls is not nn.Module else None
+
+
+@functools.lru_cache(maxsize=None)
+def torch_layer_attributes(cls: type) -> dict[str, AttrInfo]:
+    """The attributes an instance of torch's layer `cls` has, for a subclass compiled ahead of
+    time: what the `__init__` of each class in its MRO below nn.Module assigns (read from torch's
+    own source, as a class of the user's is), and the settings those classes annotate
+    (`normalized_shape: tuple[int, ...]`, a list of ints to compiled code) where that says more."""
+    found: dict[str, AttrInfo] = {}
+    for klass in reversed(cls.__mro__[:cls.__mro__.index(nn.Module)]):
+        try:
+            path = inspect.getsourcefile(klass)
+            source = SourceFile.read(Path(path)) if path is not None else None
+        except (OSError, TypeError, UserError):
+            source = None
+        node = source.classes.get(klass.__name__) if source is not None else None
+        init = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
+                    None) if node is not None else None
+        if init is not None:
+            info = ClassInfo(klass.__name__, node, source)
+            _scan_init(source, init, info, module_class_names(source))  # type: ignore[arg-type]
+            found.update(info.attrs)
+        for name, hint in vars(klass).get("__annotations__", {}).items():
+            t = _runtime_annotation_type(hint)
+            if t is not None and (name not in found or found[name].kind == "unknown"):
+                found[name] = AttrInfo("tensor" if t == TENSOR else "constant", t)
+    return {k: a for k, a in found.items() if not k.startswith("_") and a.kind != "unknown"}
+
+
+def _runtime_annotation_type(hint: object) -> Type | None:
+    """The IR type of a class annotation torch's layers write (`eps: float`, `kernel_size:
+    tuple[int, ...]`), or None."""
+    simple = {int: INT, float: FLOAT, bool: BOOL, str: STR, torch.Tensor: TENSOR}
+    if hint in simple:
+        return simple[hint]  # type: ignore[index]
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in (int, float):
+        return ListType(simple[args[0]])
+    if typing.get_origin(hint) is typing.Literal and all(type(a) is str for a in args):
+        return STR
+    return None
 
 
 def _called_from(init: cst.FunctionDef, info: ClassInfo) -> list[str]:
