@@ -707,10 +707,11 @@ class Transition(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.branches = nn.ModuleList([nn.Identity(), nn.Conv2d(4, 4, 3, padding=1), nn.Identity()])
+        self.branches = nn.ModuleList([
+            nn.Identity(), nn.Conv2d(4, 4, 3, padding=1), nn.Identity(), nn.Sequential(nn.Conv2d(4, 4, 1), nn.ReLU())])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        ys = [x, x * 2, x * 3]
+        ys = [x, x * 2, x * 3, x * 4]
         out = [b(ys[-1]) if not isinstance(b, nn.Identity) else ys[i] for i, b in enumerate(self.branches)]
         return torch.cat(out, 1)
 '''

@@ -1513,7 +1513,7 @@ class ExpressionLowering:
         value = self.expr(node.args[0].value)
         kinds = node.args[1].value
         names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
-        if isinstance(value.type, ModuleType):
+        if isinstance(value.type, (ModuleType, ModuleListType)):
             return self.module_isinstance(value, names)
         result = False
         for n in names:
@@ -1541,8 +1541,12 @@ class ExpressionLowering:
         """`isinstance(t, nn.Identity)` of a module: decided when compiling from the class the
         module has (the instance's, script(instance, ...); ahead of time, a torch layer or a
         class of this file, by name), under an entry check that the module is of that class."""
-        qualname = module.type.qualname  # type: ignore[union-attr]
-        info = self.ctx.class_named(qualname)
+        container = isinstance(module.type, ModuleListType)
+        if container:  # (a subclass that keeps Sequential's forward passes its check too)
+            qualname = "torch.nn.Sequential" if module.type.kind == "Sequential" else "torch.nn.ModuleList"  # type: ignore[union-attr]
+        else:
+            qualname = module.type.qualname  # type: ignore[union-attr]
+        info = self.ctx.class_named(qualname) if not container else None
         actual: type | None = None
         if info is not None and info.instance is not None:
             actual = type(info.instance)
@@ -1554,7 +1558,8 @@ class ExpressionLowering:
             wanted = self.ctx.functions.class_object(self.source, n) if self.ctx.functions is not None else None
             if wanted is None and qual is not None and qual.startswith("torch.nn."):
                 wanted = getattr(nn, qual[len("torch.nn."):], None)
-            if isinstance(wanted, type) and actual is not None:
+            if isinstance(wanted, type) and actual is not None and not (container and wanted is not actual
+                                                                        and issubclass(wanted, actual)):
                 result = result or issubclass(actual, wanted)
             elif qual is not None and qual in self.source.classes and actual is None:
                 result = result or qual == qualname.split("@")[0]  # (ahead of time: the class itself)
