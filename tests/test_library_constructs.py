@@ -703,7 +703,8 @@ from torch import nn
 
 
 class Transition(nn.Module):
-    """Branches that either change their input (a conv) or pass an earlier one on (nn.Identity)."""
+    """Branches that either change their input (a conv) or pass an earlier one on (nn.Identity);
+    one called through its forward method."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -713,7 +714,7 @@ class Transition(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ys = [x, x * 2, x * 3, x * 4]
         out = [b(ys[-1]) if not isinstance(b, nn.Identity) else ys[i] for i, b in enumerate(self.branches)]
-        return torch.cat(out, 1)
+        return torch.cat(out, 1) + self.branches[3].forward(x).sum()
 '''
 
 

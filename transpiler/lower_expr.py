@@ -955,6 +955,11 @@ class ExpressionLowering:
             layer = self.named_layer(obj, func.attr.value)
             if layer is not None:  # `self.head.fc(x)` of a Sequential built from an OrderedDict
                 return self.module_call(node, layer)
+            if func.attr.value == "forward" and (isinstance(obj.type, ModuleType) or isinstance(
+                    obj.type, ModuleListType) and obj.type.kind == "Sequential"):
+                # `down.forward(y)` (hrnet): the call without hooks, which the compiled call of a
+                # module has too, its entry check finding the module unhooked
+                return self.module_call(node, obj)
             if isinstance(obj.type, ModuleType):
                 called = self.submodule_method(node, obj, func.attr.value)
                 if called is not None:
