@@ -25,8 +25,6 @@ from ir.torch_signatures import (
     unary_result_type,
 )
 from ir.types import (
-    DictType,
-    UnionType,
     ANY,
     BOOL,
     DEVICE,
@@ -37,6 +35,7 @@ from ir.types import (
     NONE,
     STR,
     TENSOR,
+    DictType,
     FunctionType,
     ListType,
     ModuleListType,
@@ -45,6 +44,7 @@ from ir.types import (
     TensorType,
     TupleType,
     Type,
+    UnionType,
     is_subtype,
     unify,
 )
@@ -92,8 +92,8 @@ BUILTIN_CALLS = {"len", "min", "max", "int", "float", "bool", "abs", "round", "i
 NEXT_HINT = ("compiled code takes next(iter(xs)) of a list or tuple, and next(self.parameters()) / "
              "next(self.buffers()); else read the tensor by name (`self.fc.weight.device`) or index (`xs[0]`)")
 UNROLLED_CALLS = {"all", "any", "sum", "tuple", "list"}
-# Calls whose value in eager code is known: compiled code computes what eager computes.
 JIT_ANNOTATE = {"torch.jit.annotate", "torch._jit_internal.annotate"}
+# Calls whose value in eager code is known: compiled code computes what eager computes.
 CONSTANT_CALLS = {"torch.jit.is_scripting": False, "torch.jit.is_tracing": False,
                   "torch.jit._script.is_scripting": False, "torch._jit_internal.is_scripting": False}
 MATH_INT_RESULTS = {"math.floor", "math.ceil", "math.trunc", "math.gcd", "math.factorial", "math.comb"}
@@ -1599,8 +1599,8 @@ class ExpressionLowering:
         from transpiler.annotations import annotation_type
         from transpiler.classinfo import module_class_names
 
-        info = info or self.class_info
-        obj = obj or self.self_value
+        info = info if info is not None else self.class_info
+        obj = obj if obj is not None else self.self_value
         assert obj is not None
         args, kwnames, kwargs, _ = self.call_arguments(node)
         result: Type = ANY
