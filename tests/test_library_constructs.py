@@ -1,7 +1,11 @@
 """Constructs of model libraries written for TorchScript (issue 48), each in a model of our own:
 a private flag annotated `torch.jit.Final` on a subclass of a torch layer, set in `__init__` from
 a call; a torch function re-exported by a helper module of the package (defined conditionally,
-imported by relative import); an unannotated empty list that code appends tensors to."""
+imported by relative import); an unannotated empty list that code appends tensors to; loops over
+children, ModuleDicts and Sequential subclasses; type aliases, Enum and Union annotations,
+`torch.jit.annotate`; layers of a Sequential called by name, methods of submodules, `isinstance`
+of a submodule; dict displays and a dict attribute used as a cache; eager-only code the compiled
+code never reaches; a subclass of a torch layer ahead of time."""
 
 from __future__ import annotations
 
