@@ -901,15 +901,18 @@ class Block(nn.Module):
         self.first = Layer(4)
         self.second = Layer(8)
 
-    def pool(self, x: Union[torch.Tensor, List[torch.Tensor]], scale: Union[int, float] = 2):
+    def pool(self, x: Union[torch.Tensor, List[torch.Tensor]], scale: Union[int, float] = 2,
+             shift: Union[int, float, None] = None):
         if isinstance(x, list):
-            return torch.cat(x, 1).mean((2, 3)) * scale
+            x = torch.cat(x, 1)
+        if shift is not None:
+            x = x + shift
         return x.mean((2, 3)) * scale
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.first(x)
         z = self.second([x, y])
-        return self.pool([x, y, z]) + self.pool(z, 0.5).sum(1, keepdim=True)
+        return self.pool([x, y, z]) + self.pool(z, 0.5, shift=1).sum(1, keepdim=True)
 '''
 
 

@@ -462,7 +462,10 @@ class FileContext:
             try:
                 t = annotation_type(source, p.annotation.annotation, classes)
             except UserError as e:
-                union = union_type(source, p.annotation.annotation, classes) if self.recursive else None
+                try:
+                    union = union_type(source, p.annotation.annotation, classes) if self.recursive else None
+                except UserError:
+                    union = None
                 if union is None:
                     errors += e.diagnostics
                 t = union or ERROR  # (a union: compiled per call, for the member passed: `_request`)
@@ -473,7 +476,9 @@ class FileContext:
                     errors += e.diagnostics
                     value = defaults[name] = None  # (a call may still leave it out)
                     t = ERROR
-                if value is None and t not in (NONE, ERROR) and not _is_optional(t):
+                if value is None and isinstance(t, UnionType):
+                    t = UnionType(tuple(dict.fromkeys((*t.members, NONE))))
+                elif value is None and t not in (NONE, ERROR) and not _is_optional(t):
                     # `x: Tensor = None` means Optional[Tensor], as TorchScript reads it.
                     from ir.types import OptionalType
 
