@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from codegen import pool_kernels, triton_kernels
 from codegen.cpp_kernels import PRELUDE, Signature, emit_kernel
-from codegen.launcher_text import describe, size_texts
+from codegen.launcher_text import describe, docstring, size_texts
 from codegen.writer import Writer
 from ir import ops
 from ir.passes.fuse import kernel_shape
@@ -132,7 +132,7 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_lines: dict[str
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
     w.line(f"def {sig.name}_cpp({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(f'"""{describe(k, source_lines)}"""')
+        w.line(docstring(describe(k, source_lines)))
         shape = kernel_shape(k)
         outs = [f"out{i}" for i in range(len(sig.outputs))]
         sizes = size_texts(k, shape)

@@ -99,4 +99,10 @@ def describe(k: ops.KernelOp, source_lines: dict[str, list[str]] | None, backend
     return f"Fused{f' ({backend})' if backend else ''}: {names}{where}."
 
 
-__all__ = ["size_texts", "describe", "quoted", "source_comment", "source_text", "with_source"]
+def docstring(text: str) -> str:
+    """`text` as a one-line docstring: a backslash (a quoted source line continued with `\\`)
+    and a triple quote in it escaped, so the docstring says exactly `text`."""
+    return '"""' + text.replace("\\", "\\\\").replace('"""', '\\"""') + '"""'
+
+
+__all__ = ["docstring", "size_texts", "describe", "quoted", "source_comment", "source_text", "with_source"]

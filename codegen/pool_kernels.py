@@ -23,7 +23,7 @@ kernels' tiles, ts_tile), the window unrolled (`tl.static_range`), masked loads 
 from __future__ import annotations
 
 from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN, wrapped
-from codegen.launcher_text import source_comment, source_text
+from codegen.launcher_text import docstring, source_comment, source_text
 from codegen.triton_kernels import TL, TritonKernel
 from codegen.writer import Writer
 from ir import ops
@@ -120,7 +120,7 @@ def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_lines: dict[str, list[s
     p = _Pool(op)
     w.line(f"def {p.name}_cpp(in0) -> Tensor:")
     with w.indent():
-        w.line(f'"""{p.describe(source_lines)}"""')
+        w.line(docstring(p.describe(source_lines)))
         p.sizes_and_output(w)
         w.line(f"_lib.{p.name}_kernel({p.n0}, {p.n3}, out0, in0)")
         w.line("return out0")
@@ -160,7 +160,7 @@ def triton_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | Non
     w = Writer()
     w.line(f"def {p.name}_triton(in0) -> Tensor:")
     with w.indent():
-        w.line(f'"""{p.describe(source_lines, "Triton")}"""')
+        w.line(docstring(p.describe(source_lines, "Triton")))
         p.sizes_and_output(w, ", device=in0.device")
         n_rows = str(int(p.n0) * p.oh * p.ow) if p.n0.isdigit() else "n_rows"
         if not p.n0.isdigit():

@@ -47,7 +47,7 @@ import torch
 import runtime
 
 from codegen.cpp_kernels import compute_dtype
-from codegen.launcher_text import describe, size_texts, with_source
+from codegen.launcher_text import describe, docstring, size_texts, with_source
 from codegen.writer import Writer
 from ir import ops
 from ir.core import Operation, Value
@@ -579,7 +579,7 @@ def _launcher(k: _Kernel, source_lines: dict[str, list[str]] | None) -> str:
     result = "Tensor" if len(outs) == 1 else f"tuple[{', '.join(['Tensor'] * len(outs))}]"
     w.line(f"def {k.name}_triton({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(f'"""{describe(k.op, source_lines, "Triton")}"""')
+        w.line(docstring(describe(k.op, source_lines, "Triton")))
         sizes = size_texts(k.op, k.shape)
         if sizes is None:  # (a size only the broadcast of the inputs gives)
             w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(k.n_in)) + ")")

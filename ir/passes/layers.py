@@ -128,6 +128,7 @@ LAYERS: dict[str, Layer] = {
     "torch.nn.AvgPool1d": Layer(Call(F + "avg_pool1d", ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"))),
     "torch.nn.AvgPool2d": Layer(Call(F + "avg_pool2d", (
         "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"))),
+    "torch.nn.Unfold": Layer(Call(F + "unfold", ("kernel_size", "dilation", "padding", "stride"))),
     "torch.nn.AdaptiveAvgPool1d": Layer(Call(F + "adaptive_avg_pool1d", ("output_size",))),
     "torch.nn.AdaptiveAvgPool2d": Layer(Call(F + "adaptive_avg_pool2d", ("output_size",))),
     "torch.nn.AdaptiveMaxPool2d": Layer(Call(F + "adaptive_max_pool2d", ("output_size", Const(False))), ("no_indices",)),
