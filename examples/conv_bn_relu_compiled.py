@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:cc7a0491ba9b7e6e4f6071b01f554698a3d68148e2ec270402001a8735e7b2ff"
+BODY_HASH = "sha256:fd20b11f04bd9f408e7a8ed6f7a8fb7425d2965d0d863e0b7ab332b83d384c37"
 TORCH_VERSION = "2.13"
 
 
@@ -93,54 +93,38 @@ extern "C" void bn_kernel(
 
 extern "C" void bn_2_kernel(
     int64_t n0, float* __restrict out0, float* __restrict out1, float* __restrict out2,
-    const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
-    const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0,
-    const float* __restrict in4, int64_t in4_s0, int64_t s0) {
+    float* __restrict out3, const float* __restrict in0, int64_t in0_s0,
+    const float* __restrict in1, int64_t in1_s0, const float* __restrict in2, int64_t in2_s0,
+    const float* __restrict in3, int64_t in3_s0, const float* __restrict in4, int64_t in4_s0,
+    const float* __restrict in5, int64_t in5_s0, int64_t s0, int64_t s1) {
   // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s0 == 1 && in1_s0 == 1 && in2_s0 == 1 && in3_s0 == 1 && in4_s0 == 1;
+  const bool unit = in0_s0 == 1 && in1_s0 == 1 && in2_s0 == 1 && in3_s0 == 1 && in4_s0 == 1 &&
+      in5_s0 == 1;
   ts_rows([&](int64_t begin, int64_t end) {
     const auto* p0 = in0 + begin * in0_s0;
     const auto* p1 = in1 + begin * in1_s0;
     const auto* p2 = in2 + begin * in2_s0;
     const auto* p3 = in3 + begin * in3_s0;
     const auto* p4 = in4 + begin * in4_s0;
+    const auto* p5 = in5 + begin * in5_s0;
     const int64_t o = begin;
     ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
       const int64_t in0_step = unit ? 1 : in0_s0, in1_step = unit ? 1 : in1_s0,
-          in2_step = unit ? 1 : in2_s0, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
+          in2_step = unit ? 1 : in2_s0, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0,
+          in5_step = unit ? 1 : in5_s0;
       #pragma omp simd
       for (int64_t j = 0; j < end - begin; ++j) {
         const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
-            a3 = p3[j * in3_step], a4 = p4[j * in4_step];
+            a3 = p3[j * in3_step], a4 = p4[j * in4_step], a5 = p5[j * in5_step];
         // return self.relu(self.bn(self.conv(x)))
         const float v0 = a0 / static_cast<float>(s0), v2 = v0 + 1e-05f, v3 = std::sqrt(v2),
-            v4 = float(1) / v3, v5 = v4 * a1, v6 = a2 * v5, v7 = a3 - v6, v9 = a2 * 0.1f,
-            v11 = a4 * 0.9f, v12 = v9 + v11;
+            v4 = float(1) / v3, v5 = v4 * a1, v6 = a2 * v5, v7 = a3 - v6,
+            v8 = a0 / static_cast<float>(s1), v10 = a2 * 0.1f, v12 = a4 * 0.9f, v13 = v10 + v12,
+            v14 = v8 * 0.1f, v15 = a5 * 0.9f, v16 = v14 + v15;
         out0[o + j] = v5;
         out1[o + j] = v7;
-        out2[o + j] = v12;
-      }
-    });
-  }, n0, n0 >= 32768);
-}
-
-extern "C" void bn_3_kernel(
-    int64_t n0, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    const float* __restrict in1, int64_t in1_s0, int64_t s0) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s0 == 1 && in1_s0 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    const auto* p0 = in0 + begin * in0_s0;
-    const auto* p1 = in1 + begin * in1_s0;
-    const int64_t o = begin;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s0, in1_step = unit ? 1 : in1_s0;
-      #pragma omp simd
-      for (int64_t j = 0; j < end - begin; ++j) {
-        const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
-        // return self.relu(self.bn(self.conv(x)))
-        const float v0 = a0 / static_cast<float>(s0), v2 = v0 * 0.1f, v4 = a1 * 0.9f, v5 = v2 + v4;
-        out0[o + j] = v5;
+        out2[o + j] = v13;
+        out3[o + j] = v16;
       }
     });
   }, n0, n0 >= 32768);
@@ -195,20 +179,16 @@ def bn_cpp(in0, in1) -> Tensor:
     return out0
 
 
-def bn_2_cpp(in0, in1, in2, in3, in4, s0: int) -> tuple[Tensor, Tensor, Tensor]:
+def bn_2_cpp(
+    in0, in1, in2, in3, in4, in5, s0: int, s1: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Fused: div, add, sqrt, reciprocal, mul, sub of `return self.relu(self.bn(self.conv(x)))`."""
     out0 = torch.empty(16, dtype=torch.float32)
     out1 = torch.empty(16, dtype=torch.float32)
     out2 = torch.empty(16, dtype=torch.float32)
-    _lib.bn_2_kernel(16, out0, out1, out2, in0, in1, in2, in3, in4, s0)
-    return out0, out1, out2
-
-
-def bn_3_cpp(in0, in1, s0: int) -> Tensor:
-    """Fused: div, mul, add of `return self.relu(self.bn(self.conv(x)))`."""
-    out0 = torch.empty(16, dtype=torch.float32)
-    _lib.bn_3_kernel(16, out0, in0, in1, s0)
-    return out0
+    out3 = torch.empty(16, dtype=torch.float32)
+    _lib.bn_2_kernel(16, out0, out1, out2, out3, in0, in1, in2, in3, in4, in5, s0, s1)
+    return out0, out1, out2, out3
 
 
 def ConvBNReLU_forward_bn_relu_cpp(in0, in1, in2) -> Tensor:
@@ -224,7 +204,6 @@ def ConvBNReLU_forward_bn_relu_cpp(in0, in1, in2) -> Tensor:
 bn_relu = _kernels.launcher(globals(), "bn_relu", "cpu")
 bn = _kernels.launcher(globals(), "bn", "cpu")
 bn_2 = _kernels.launcher(globals(), "bn_2", "cpu")
-bn_3 = _kernels.launcher(globals(), "bn_3", "cpu")
 ConvBNReLU_forward_bn_relu = _kernels.launcher(
     globals(), "ConvBNReLU_forward_bn_relu", "cpu"
 )
@@ -325,25 +304,23 @@ def ConvBNReLU_forward_example_train(self, x: Tensor) -> Tensor:
     tmp_2 = 1024 * tmp_1
     tmp_3 = tmp.reshape(tmp_1, 16, 1024)  # f32[B, 16, 1024]@cpu
     tmp_4 = torch.sum(torch.sum(tmp_3, 2, keepdim=True), 0) / tmp_2  # f32[16, 1]@cpu
-    tmp_5 = torch.sum(bn(tmp_3, tmp_4), 0)  # f32[16, 1]@cpu
-    del tmp_3
-    tmp_6, tmp_7, tmp_8 = bn_2(
-        tmp_5.reshape(16),
+    tmp_5, tmp_6, tmp_7, tmp_8 = bn_2(
+        torch.sum(bn(tmp_3, tmp_4), 0).reshape(16),
         _guards.attr(bn_1, "weight"),
         tmp_4.reshape(16),
         _guards.attr(bn_1, "bias"),
         running_mean,
+        running_var,
         tmp_2,
+        tmp_2 - 1,
     )
-    del tmp_4
-    tmp_9 = bn_3(tmp_5.reshape(16), running_var, tmp_2 - 1)  # f32[16]@cpu
-    del tmp_5
-    running_mean.copy_(tmp_8)
+    del tmp_3, tmp_4
+    running_mean.copy_(tmp_7)
+    del tmp_7
+    running_var.copy_(tmp_8)
     del tmp_8
-    running_var.copy_(tmp_9)
-    del tmp_9
     return ConvBNReLU_forward_bn_relu(
-        tmp, tmp_6.reshape(16, 1, 1), tmp_7.reshape(16, 1, 1)
+        tmp, tmp_5.reshape(16, 1, 1), tmp_6.reshape(16, 1, 1)
     )
 
 

@@ -326,8 +326,9 @@ def _batch_norm_training(e: Emitter, c: Call) -> Value:
     mean = e.binary("/", e.call("torch.sum", e.call("torch.sum", rows, 2, keepdim=True), 0), n)  # (C, 1)
     diff = e.binary("-", rows, mean)
     squares = e.call("torch.sum", e.call("torch.sum", e.binary("*", diff, diff), 2, keepdim=True), 0)
+    # (per channel from here: one reshape of each, read by one kernel of every per-channel value)
+    mean, squares = (e.method("reshape", v, (channels,)) for v in (mean, squares))
     alpha = e.call("torch.reciprocal", e.call("torch.sqrt", e.binary("+", e.binary("/", squares, n), c.arg("eps"))))
-    mean, squares, alpha = (e.method("reshape", v, (channels,)) for v in (mean, squares, alpha))
     if weight is not None:
         alpha = e.binary("*", alpha, weight)
     beta = e.binary("-", 0 if bias is None else bias, e.binary("*", mean, alpha))
