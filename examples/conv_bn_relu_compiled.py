@@ -12,8 +12,8 @@ from runtime import kernels as _kernels
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
-SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
-BODY_HASH = "sha256:6706bfa7dfc01725f38e7bc32b874db85c43bff00f3817e2505dbc4486cdca17"
+SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
+BODY_HASH = "sha256:fd20b11f04bd9f408e7a8ed6f7a8fb7425d2965d0d863e0b7ab332b83d384c37"
 TORCH_VERSION = "2.13"
 
 
@@ -48,6 +48,118 @@ extern "C" void bn_relu_kernel(
     }
   }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
 }
+
+template <bool unit>
+static void bn_row(
+    int64_t n2, float* __restrict out0, const float* __restrict p0, int64_t in0_s2,
+    const float* __restrict p1) {
+  const int64_t in0_step = unit ? 1 : in0_s2;
+  const float a1 = p1[0];
+  // pass 1 over the row: sum v2
+  double acc2 = 0;
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part2 = 0;
+    #pragma omp simd reduction(+:part2) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      // return self.relu(self.bn(self.conv(x)))
+      const float v0 = a0 - a1, v1 = v0 * v0;
+      part2 += v1;
+    }
+    acc2 += part2;
+  }
+  const float v2 = static_cast<float>(acc2);
+  out0[0] = v2;
+}
+
+extern "C" void bn_kernel(
+    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in0,
+    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s0) {
+  // every stride along the row 1: the version with unit steps
+  const bool unit = in0_s2 == 1;
+  const auto one_row = unit ? bn_row<true> : bn_row<false>;
+  ts_rows([&](int64_t begin, int64_t end) {
+    int64_t i1 = begin % n1, i0 = begin / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1;
+      const auto* p1 = in1 + i1 * in1_s0;
+      const int64_t r = i0 * n1 + i1;  // the row
+      one_row(n2, out0 + r, p0, in0_s2, p1);
+      if (++i1 == n1) { i1 = 0; ++i0; }
+    }
+  }, n0 * n1, n0 * n1 * n2 >= 32768);
+}
+
+extern "C" void bn_2_kernel(
+    int64_t n0, float* __restrict out0, float* __restrict out1, float* __restrict out2,
+    float* __restrict out3, const float* __restrict in0, int64_t in0_s0,
+    const float* __restrict in1, int64_t in1_s0, const float* __restrict in2, int64_t in2_s0,
+    const float* __restrict in3, int64_t in3_s0, const float* __restrict in4, int64_t in4_s0,
+    const float* __restrict in5, int64_t in5_s0, int64_t s0, int64_t s1) {
+  // every stride along the row 1: the version with unit steps
+  const bool unit = in0_s0 == 1 && in1_s0 == 1 && in2_s0 == 1 && in3_s0 == 1 && in4_s0 == 1 &&
+      in5_s0 == 1;
+  ts_rows([&](int64_t begin, int64_t end) {
+    const auto* p0 = in0 + begin * in0_s0;
+    const auto* p1 = in1 + begin * in1_s0;
+    const auto* p2 = in2 + begin * in2_s0;
+    const auto* p3 = in3 + begin * in3_s0;
+    const auto* p4 = in4 + begin * in4_s0;
+    const auto* p5 = in5 + begin * in5_s0;
+    const int64_t o = begin;
+    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+      const int64_t in0_step = unit ? 1 : in0_s0, in1_step = unit ? 1 : in1_s0,
+          in2_step = unit ? 1 : in2_s0, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0,
+          in5_step = unit ? 1 : in5_s0;
+      #pragma omp simd
+      for (int64_t j = 0; j < end - begin; ++j) {
+        const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
+            a3 = p3[j * in3_step], a4 = p4[j * in4_step], a5 = p5[j * in5_step];
+        // return self.relu(self.bn(self.conv(x)))
+        const float v0 = a0 / static_cast<float>(s0), v2 = v0 + 1e-05f, v3 = std::sqrt(v2),
+            v4 = float(1) / v3, v5 = v4 * a1, v6 = a2 * v5, v7 = a3 - v6,
+            v8 = a0 / static_cast<float>(s1), v10 = a2 * 0.1f, v12 = a4 * 0.9f, v13 = v10 + v12,
+            v14 = v8 * 0.1f, v15 = a5 * 0.9f, v16 = v14 + v15;
+        out0[o + j] = v5;
+        out1[o + j] = v7;
+        out2[o + j] = v13;
+        out3[o + j] = v16;
+      }
+    });
+  }, n0, n0 >= 32768);
+}
+
+extern "C" void ConvBNReLU_forward_bn_relu_kernel(
+    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
+    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3,
+    const float* __restrict in1, int64_t in1_s0, const float* __restrict in2, int64_t in2_s0) {
+  if (in0_s2 == in0_s3 * n3) {
+    const int64_t k = ts_fold(n2, n3);
+    n3 *= k; n2 /= k; in0_s2 *= k;
+  }
+  // every stride along the row 1: the version with unit steps
+  const bool unit = in0_s3 == 1;
+  ts_rows([&](int64_t begin, int64_t end) {
+    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
+    for (int64_t row = begin; row < end; ++row) {
+      const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2;
+      const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
+      const float a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0];
+      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
+        const int64_t in0_step = unit ? 1 : in0_s3;
+        #pragma omp simd
+        for (int64_t j = 0; j < n3; ++j) {
+          const float a0 = p0[j * in0_step];
+          // return self.relu(self.bn(self.conv(x)))
+          const float v0 = a0 * a1, v1 = v0 + a2, v3 = ts_max(v1, 0.0f);
+          out0[o + j] = v3;
+        }
+      });
+      if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
+    }
+  }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
+}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
@@ -59,9 +171,42 @@ def bn_relu_cpp(in0, in1, in2, in3, in4) -> Tensor:
     return out0
 
 
+def bn_cpp(in0, in1) -> Tensor:
+    """Fused: sub, mul, sum of `return self.relu(self.bn(self.conv(x)))`."""
+    n0 = in0.shape[0]
+    out0 = torch.empty(n0, 16, 1, dtype=torch.float32)
+    _lib.bn_kernel(n0, 16, 1024, out0, in0, in1)
+    return out0
+
+
+def bn_2_cpp(
+    in0, in1, in2, in3, in4, in5, s0: int, s1: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Fused: div, add, sqrt, reciprocal, mul, sub of `return self.relu(self.bn(self.conv(x)))`."""
+    out0 = torch.empty(16, dtype=torch.float32)
+    out1 = torch.empty(16, dtype=torch.float32)
+    out2 = torch.empty(16, dtype=torch.float32)
+    out3 = torch.empty(16, dtype=torch.float32)
+    _lib.bn_2_kernel(16, out0, out1, out2, out3, in0, in1, in2, in3, in4, in5, s0, s1)
+    return out0, out1, out2, out3
+
+
+def ConvBNReLU_forward_bn_relu_cpp(in0, in1, in2) -> Tensor:
+    """Fused: mul, add, clamp_min of `return self.relu(self.bn(self.conv(x)))`."""
+    n0 = in0.shape[0]
+    out0 = torch.empty(n0, 16, 32, 32, dtype=torch.float32)
+    _lib.ConvBNReLU_forward_bn_relu_kernel(n0, 16, 32, 32, out0, in0, in1, in2)
+    return out0
+
+
 # The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
 # for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
 bn_relu = _kernels.launcher(globals(), "bn_relu", "cpu")
+bn = _kernels.launcher(globals(), "bn", "cpu")
+bn_2 = _kernels.launcher(globals(), "bn_2", "cpu")
+ConvBNReLU_forward_bn_relu = _kernels.launcher(
+    globals(), "ConvBNReLU_forward_bn_relu", "cpu"
+)
 
 
 ConvBNReLU_forward_checks = _guards.entry_checks(
@@ -85,19 +230,19 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
         conv.dilation,
         conv.groups,
     )
-    bn = _guards.attr(self, "bn")
-    if bn.training:
-        tmp_1 = bn(tmp)
+    bn_1 = _guards.attr(self, "bn")
+    if bn_1.training:
+        tmp_1 = bn_1(tmp)
     else:
         tmp_1 = F.batch_norm(
             tmp,
-            _guards.attr(bn, "running_mean"),
-            _guards.attr(bn, "running_var"),
-            _guards.attr(bn, "weight"),
-            _guards.attr(bn, "bias"),
+            _guards.attr(bn_1, "running_mean"),
+            _guards.attr(bn_1, "running_var"),
+            _guards.attr(bn_1, "weight"),
+            _guards.attr(bn_1, "bias"),
             False,
             0.0,
-            bn.eps,
+            bn_1.eps,
         )
     del tmp
     return F.relu(tmp_1)
@@ -120,16 +265,69 @@ def ConvBNReLU_forward_example(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 3, 32, 32))
     # return self.relu(self.bn(self.conv(x)))
     conv = _guards.attr(self, "conv")
-    bn = _guards.attr(self, "bn")
+    bn_1 = _guards.attr(self, "bn")
     return bn_relu(
-        _guards.attr(bn, "running_var").reshape(16, 1, 1),
-        _guards.attr(bn, "weight").reshape(16, 1, 1),
-        _guards.attr(bn, "running_mean").reshape(16, 1, 1),
-        _guards.attr(bn, "bias").reshape(16, 1, 1),
+        _guards.attr(bn_1, "running_var").reshape(16, 1, 1),
+        _guards.attr(bn_1, "weight").reshape(16, 1, 1),
+        _guards.attr(bn_1, "running_mean").reshape(16, 1, 1),
+        _guards.attr(bn_1, "bias").reshape(16, 1, 1),
         F.conv2d(x, _guards.attr(conv, "weight"), None, (1, 1), (1, 1), (1, 1), 1),
     )
 
 
+# fmt: off
+ConvBNReLU_forward_example_train_checks = _guards.entry_checks(
+    ("conv", "torch.nn.Conv2d", "zeros_padding", {"weight": [16, 3, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("bn", "torch.nn.BatchNorm2d", "running_stats", {"bias": [16],
+        "num_batches_tracked": _guards.TensorCheck(torch.int64, "cpu", ()), "running_mean": [16],
+        "running_var": [16], "weight": [16], "eps": 1e-05, "momentum": 0.1,
+        "track_running_stats": True, "training": True}),
+    ("relu", "torch.nn.ReLU", {"inplace": False}),
+    tensors=(torch.float32, "cpu"),
+)
+# fmt: on
+
+
+def ConvBNReLU_forward_example_train(self, x: Tensor) -> Tensor:
+    _guards.check_entry(self, ConvBNReLU_forward_example_train_checks)
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 3, 32, 32))
+    # return self.relu(self.bn(self.conv(x)))
+    conv = _guards.attr(self, "conv")
+    # tmp: f32[B, 16, 32, 32]@cpu
+    tmp = F.conv2d(x, _guards.attr(conv, "weight"), None, (1, 1), (1, 1), (1, 1), 1)
+    bn_1 = _guards.attr(self, "bn")
+    _guards.attr(bn_1, "num_batches_tracked").add_(1)
+    running_mean = _guards.attr(bn_1, "running_mean")  # f32[16]@cpu
+    running_var = _guards.attr(bn_1, "running_var")  # f32[16]@cpu
+    tmp_1 = tmp.size(0)
+    tmp_2 = 1024 * tmp_1
+    tmp_3 = tmp.reshape(tmp_1, 16, 1024)  # f32[B, 16, 1024]@cpu
+    tmp_4 = torch.sum(torch.sum(tmp_3, 2, keepdim=True), 0) / tmp_2  # f32[16, 1]@cpu
+    tmp_5, tmp_6, tmp_7, tmp_8 = bn_2(
+        torch.sum(bn(tmp_3, tmp_4), 0).reshape(16),
+        _guards.attr(bn_1, "weight"),
+        tmp_4.reshape(16),
+        _guards.attr(bn_1, "bias"),
+        running_mean,
+        running_var,
+        tmp_2,
+        tmp_2 - 1,
+    )
+    del tmp_3, tmp_4
+    running_mean.copy_(tmp_7)
+    del tmp_7
+    running_var.copy_(tmp_8)
+    del tmp_8
+    return ConvBNReLU_forward_bn_relu(
+        tmp, tmp_5.reshape(16, 1, 1), tmp_6.reshape(16, 1, 1)
+    )
+
+
 COMPILED = {
-    "ConvBNReLU.forward": (ConvBNReLU_forward_example, ConvBNReLU_forward),
+    "ConvBNReLU.forward": (
+        ConvBNReLU_forward_example,
+        ConvBNReLU_forward_example_train,
+        ConvBNReLU_forward,
+    ),
 }

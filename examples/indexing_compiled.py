@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "indexing.py"
 SOURCE_HASH = "sha256:c47f2bde9b58621ccaa1ab1a89c5a50c42f80e3589eb98f7f8ec28d91e02ee7a"
-BODY_HASH = "sha256:7b0ff0b7a0684c24b30c2a58b427335f0af675be68fd8c8e6b8b949870519cad"
+BODY_HASH = "sha256:89d5faafa50c8db487295ac67809f87ccc50140a24cce78c3a6e0b12d2484a50"
 TORCH_VERSION = "2.13"
 
 
@@ -79,15 +79,11 @@ def indexing(
     # y = x.clone()
     y = x.clone()
     # y[y < 0] = 0.0
-    y = y.index_put((y < 0,), y.new_full((), 0.0))
+    y[y < 0] = 0.0
     # y[:, :4] = last[:, None]
-    tmp = y[:, :4]
-    y = torch.slice_scatter(
-        y, last[:, None].expand_as(tmp).to(tmp.dtype, copy=True), 1, None, 4, 1
-    )
-    del tmp
+    y[:, :4] = last[:, None]
     # y[0] += 1.0
-    y = torch.select_scatter(y, y[0] + 1.0, 0, 0)
+    y[0] = y[0] + 1.0
     # acc.mul_(2)
     acc_1 = acc.mul(2)
     # acc += evens.sum(dim=1, keepdim=True)
@@ -97,11 +93,11 @@ def indexing(
     acc_3 = torch.select_scatter(acc_2, torch.full_like(acc_2[:, 0], 0.0), 1, 0)
     del acc_2
     # return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
-    tmp_1 = (evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked)
+    tmp = (evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked)
     del evens, last, window, picked, y
     acc.copy_(acc_3)
     del acc_3
-    return tmp_1
+    return tmp
 
 
 def indexing_example(
@@ -123,12 +119,11 @@ def indexing_example(
     # y = x.clone()
     y = x.clone()  # f32[B, 32]@cpu
     # y[y < 0] = 0.0
-    y = y.index_put((y < 0,), y.new_full((), 0.0))  # f32[B, 32]@cpu
+    y[y < 0] = 0.0
     # y[:, :4] = last[:, None]
-    # y: f32[B, 32]@cpu
-    y = torch.slice_scatter(y, last[:, None].expand_as(y[:, :4]).clone(), 1, None, 4, 1)
+    y[:, :4] = last[:, None]
     # y[0] += 1.0
-    y = torch.select_scatter(y, y[0] + 1.0, 0, 0)  # f32[B, 32]@cpu
+    y[0] += 1.0
     # acc.mul_(2)
     acc.mul_(2)
     # acc += evens.sum(dim=1, keepdim=True)
