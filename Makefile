@@ -33,16 +33,17 @@ test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
 # The real-model corpus (torchvision's classification zoo, nn.TransformerEncoderLayer, Hugging Face
-# transformers models) in its own virtualenv: torch 2.14.1, torchvision 0.29.1 and transformers
-# 5.18.0 (several GB with the CUDA packages torch's wheel names; torch, torchvision and transformers
-# install from the local index here, transformers' own dependencies from PyPI). torch is named on
-# the same pip command line as transformers so that resolving transformers never replaces it.
+# transformers models, timm's models) in its own virtualenv: torch 2.14.1, torchvision 0.29.1,
+# transformers 5.18.0 and timm 1.0.31 (several GB with the CUDA packages torch's wheel names; torch,
+# torchvision, transformers and timm install from the local index here, their own dependencies
+# from PyPI). torch and torchvision are named on the same pip command line as
+# transformers and timm so that resolving those never replaces them.
 # Tests, then the benchmarks, which write their tables into benchmarks/RESULTS.md and
 # benchmarks/HF_RESULTS.md. The stamp depends on this Makefile too, so a changed pin reinstalls
 # (pip leaves satisfied pins alone).
 CORPUS_VENV := .venv-corpus
 CORPUS_STAMP := $(CORPUS_VENV)/.installed
-CORPUS_PINS := "torch==2.14.1" "torchvision==0.29.1" "transformers==5.18.0"
+CORPUS_PINS := "torch==2.14.1" "torchvision==0.29.1" "transformers==5.18.0" "timm==1.0.31"
 $(CORPUS_STAMP): pyproject.toml Makefile
 	test -x $(CORPUS_VENV)/bin/python || $(PYTHON) -m venv $(CORPUS_VENV)
 	$(CORPUS_VENV)/bin/python -m pip install --quiet $(CORPUS_PINS)
@@ -52,6 +53,7 @@ $(CORPUS_STAMP): pyproject.toml Makefile
 corpus: $(CORPUS_STAMP)
 	TORCHSCRIBE_CORPUS=1 $(CORPUS_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/corpus
 	$(CORPUS_VENV)/bin/python -m benchmarks.zoo --write-results
+	$(CORPUS_VENV)/bin/python -m benchmarks.zoo --corpus timm --write-results
 	$(CORPUS_VENV)/bin/python -m benchmarks.hf_bench --write-results
 
 corpus-bench: $(CORPUS_STAMP)

@@ -553,15 +553,17 @@ def run_case(case: Case, budget_s: float) -> Row:
 # ----------------------------------------------------------------------------- report
 
 
-# benchmarks/zoo.py (the real models, another virtualenv) owns this part of RESULTS.md.
+# benchmarks/zoo.py (the real models, another virtualenv) owns the end of RESULTS.md: one block
+# per corpus, torchvision's zoo (`--corpus torchvision`) and timm's (`--corpus timm`).
 ZOO_START, ZOO_END = "<!-- zoo: benchmarks/zoo.py writes from here -->", "<!-- zoo: end -->"
+TIMM_START, TIMM_END = "<!-- timm: benchmarks/zoo.py --corpus timm writes from here -->", "<!-- timm: end -->"
 
 
 def kept_zoo_block() -> str:
+    """The corpus blocks at the end of RESULTS.md, which this benchmark leaves as they are."""
     old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
-    if ZOO_START not in old or ZOO_END not in old:
-        return ""
-    return "\n" + old[old.index(ZOO_START):old.index(ZOO_END) + len(ZOO_END)] + "\n"
+    starts = [old.index(marker) for marker in (ZOO_START, TIMM_START) if marker in old]
+    return "\n" + old[min(starts):].strip() + "\n" if starts else ""
 
 
 def machine_lines(args: argparse.Namespace, budget_s: float, loads: tuple[float, float]) -> list[tuple[str, str]]:

@@ -1,12 +1,15 @@
-"""The real-model benchmark (issue 7): eager, frozen torch.jit.script, torch.compile and
-torchscribe on torchvision's classification models and nn.TransformerEncoderLayer, batch 1 and 8,
-on the CPU, in one process; each compiled result checked against eager first (torchscribe's in
-strict mode: a result that ran eagerly is an error, not a match).
+"""The real-model benchmark (issues 7 and 48): eager, frozen torch.jit.script, torch.compile and
+torchscribe on a corpus of real models, batch 1 and 8, on the CPU, in one process; each compiled
+result checked against eager first (torchscribe's in strict mode: a result that ran eagerly is an
+error, not a match). Two corpora: torchvision's classification models and
+nn.TransformerEncoderLayer (`--corpus torchvision`, benchmarks/zoo_models.py), and timm's
+(`--corpus timm`, benchmarks/timm_models.py), a library the compiler was not tuned on.
 
-    python -m benchmarks.zoo [--only resnet18,vit_b_16] [--batches 1,8] [--budget 2]
+    python -m benchmarks.zoo [--corpus timm] [--only resnet18,vit_b_16] [--batches 1,8] [--budget 2]
                              [--backends eager,frozen,checked-in] [--first-call] [--write-results]
 
-torchscribe runs three ways: `script(model, example_inputs=...)` (cached), the same with
+torchscribe runs four ways: `script(model, example_inputs=...)` (cached), the same with
+`permissive=True` (`permissive`: what the compiler cannot compile runs as Python), the same with
 `freeze=True` (`frozen`), and `checked-in`: the module the `torchscribe` command writes for a file
 declaring the model with `@script_model(freeze=True)`, run through the factory's `load(model)`,
 as a project that checks in the code for a model it did not write runs it (issue 47).
@@ -48,13 +51,26 @@ from benchmarks.bench import (
     short_error,
     time_in_turns,
 )
-from benchmarks.zoo_models import MODELS, ZooModel, mismatch
+from benchmarks import timm_models, zoo_models
+from benchmarks.bench import TIMM_END, TIMM_START
+from benchmarks.zoo_models import ZooModel, mismatch
 
-BACKENDS = ("eager", "jit", "compile", "torchscribe", "frozen", "checked-in")
+# --corpus: (the module listing its models, RESULTS.md's markers for its block, its title, its
+# targets)
+CORPORA = {
+    "torchvision": (zoo_models, ZOO_START, ZOO_END, "Real models (benchmarks/zoo.py)",
+                    "Target per model: torchscribe at least the faster of frozen TorchScript and torch.compile, "
+                    "never slower than eager; geomean >= 1.3x eager."),
+    "timm": (timm_models, TIMM_START, TIMM_END, "timm models (benchmarks/zoo.py --corpus timm)",
+             "Targets (issue 48): every model at least eager's speed, compiled strictly and permissively; "
+             "geomean at least the faster of frozen TorchScript and torch.compile."),
+}
+BACKENDS = ("eager", "jit", "compile", "torchscribe", "permissive", "frozen", "checked-in")
 OTHERS = ("jit", "compile")  # what the per-model target compares frozen torchscribe with
 LABELS = {"eager": "eager", "jit": "TorchScript (frozen)", "compile": "torch.compile", "torchscribe": "torchscribe",
-          "frozen": "torchscribe (frozen)", "checked-in": "torchscribe (checked-in)"}
-OURS = ("torchscribe", "frozen", "checked-in")  # checked against eager in strict mode
+          "permissive": "torchscribe (permissive)", "frozen": "torchscribe (frozen)",
+          "checked-in": "torchscribe (checked-in)"}
+OURS = ("torchscribe", "permissive", "frozen", "checked-in")  # checked against eager in strict mode
 # The comparison columns: (backend, what it is compared with, the row's key of its rounds' ratios).
 COMPARED = (("frozen", OTHERS, "rounds"), ("checked-in", ("frozen",), "rounds checked-in"))
 
@@ -68,12 +84,20 @@ def build_frozen(model: Any, inputs: tuple) -> Built:
     return Built(compiled, compiled)
 
 
-ZOO_BUILDERS = {**BUILDERS, "frozen": build_frozen}
+def build_permissive(model: Any, inputs: tuple) -> Built:
+    """script(model, example_inputs=..., permissive=True): what cannot be compiled stays Python."""
+    from transpiler import script
+
+    compiled = script(model, example_inputs=inputs, permissive=True)
+    return Built(compiled, compiled)
+
+
+ZOO_BUILDERS = {**BUILDERS, "frozen": build_frozen, "permissive": build_permissive}
 
 # The file a project would write to check in the model's code; `torchscribe` runs the factory
 # in a child process, which imports benchmarks from the repository root (PYTHONPATH).
 FACTORY_FILE = '''\
-from benchmarks.zoo_models import BY_NAME
+from {corpus} import BY_NAME
 from transpiler import script_model
 
 
@@ -90,7 +114,8 @@ def build_checked_in(zoo: ZooModel, batch: int, directory: Path, model: Any, inp
     factory's `load(model)`. Compiled for the batch it is timed at, as `frozen` is."""
     stem = f"{zoo.name}_b{batch}"
     path = directory / f"{stem}.py"
-    path.write_text(FACTORY_FILE.format(name=zoo.name, batch=batch), encoding="utf-8")
+    corpus = timm_models if zoo.name in timm_models.BY_NAME else zoo_models
+    path.write_text(FACTORY_FILE.format(corpus=corpus.__name__, name=zoo.name, batch=batch), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run([sys.executable, "-m", "transpiler.cli", "-q", str(path)], env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -182,11 +207,11 @@ def ratio(row: dict[str, Any], backend: str) -> float | None:
 
 
 def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, str]],
-           backends: tuple[str, ...] = BACKENDS) -> str:
-    out = ["## Real models (benchmarks/zoo.py)", ""]
+           backends: tuple[str, ...] = BACKENDS, corpus: str = "torchvision") -> str:
+    _, _, _, title, targets = CORPORA[corpus]
+    out = [f"## {title}", ""]
     out += [f"- {label}: {value}" for label, value in header]
-    out += ["", "Median latency in ms; in brackets the speed-up over eager. Target per model: torchscribe at least",
-            "the faster of frozen TorchScript and torch.compile, never slower than eager; geomean >= 1.3x eager.",
+    out += ["", f"Median latency in ms; in brackets the speed-up over eager. {targets}",
             "torchscribe (frozen) is `script(model, example_inputs=..., freeze=True)`, the contract of",
             "`torch.jit.freeze` (docs/models.md); `vs best other` compares it with the faster other: the",
             f"ratio of the medians, and in brackets the middle half of the ratios within each of the {ROUNDS}",
@@ -236,11 +261,11 @@ def verdict(rows: dict[tuple[str, int], dict[str, Any]], mine: str = "frozen", o
             f"{held} of {len(compared)} with the lower quartile of the rounds at or above 1.00x.")
 
 
-def write_results(text: str) -> None:
+def write_results(text: str, start: str = ZOO_START, end: str = ZOO_END) -> None:
     old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
-    block = f"{ZOO_START}\n{text}{ZOO_END}\n"
-    if ZOO_START in old and ZOO_END in old:
-        new = old[:old.index(ZOO_START)] + block + old[old.index(ZOO_END) + len(ZOO_END) + 1:]
+    block = f"{start}\n{text}{end}\n"
+    if start in old and end in old:
+        new = old[:old.index(start)] + block + old[old.index(end) + len(end) + 1:]
     else:
         new = old.rstrip() + "\n\n" + block
     RESULTS.write_text(new, encoding="utf-8")
@@ -249,6 +274,7 @@ def write_results(text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="torchvision")
     parser.add_argument("--only", default="", help="comma-separated model names")
     parser.add_argument("--batches", default="1,8")
     parser.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per backend and case")
@@ -258,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args(argv)
     args.argv = argv
+    corpus, start, end, _, _ = CORPORA[args.corpus]
+    models: list[ZooModel] = corpus.MODELS
     only = {n for n in args.only.split(",") if n}
     asked = {b for b in args.backends.split(",") if b}
     if asked - set(BACKENDS):
@@ -267,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: dict[tuple[str, int], dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="zoo-checked-in-") as directory:
         sys.path.insert(0, directory)  # the factory files `checked-in` writes and imports
-        for model in MODELS:
+        for model in models:
             if only and model.name not in only:
                 continue
             for batch in (int(b) for b in args.batches.split(",")):
@@ -280,17 +308,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.remove(directory)
     header = machine_lines(args, args.budget, (load_start, os.getloadavg()[0]))
     header = [(k, v.replace("benchmarks.bench", "benchmarks.zoo")) for k, v in header]
-    text = render(rows, header, backends)
+    text = render(rows, header, backends, args.corpus)
     if args.first_call:
-        text += "\n" + first_calls([m for m in MODELS if not only or m.name in only])
+        text += "\n" + first_calls([m for m in models if not only or m.name in only], corpus.__name__)
     print("\n" + text)
     if args.write_results:
-        write_results(text)
+        write_results(text, start, end)
         print(f"wrote {RESULTS.name}")
     return 0
 
 
-def first_calls(models: list[ZooModel]) -> str:
+def first_calls(models: list[ZooModel], corpus: str = zoo_models.__name__) -> str:
     from benchmarks.first_call import first_call_seconds
 
     lines = ["First call in a fresh process, batch 1, seconds from process start (warm caches; the frozen",
@@ -298,7 +326,7 @@ def first_calls(models: list[ZooModel]) -> str:
              "| model | eager | torchscribe (warm) | torchscribe frozen (warm) | torch.compile (warm) |",
              "| --- | --- | --- | --- | --- |"]
     for model in models:
-        got = first_call_seconds(f"benchmarks.zoo_models:make:{model.name}:1",
+        got = first_call_seconds(f"{corpus}:make:{model.name}:1",
                                  backends=("eager", "torchscribe", "frozen", "compile"))
         cells = [f"{v:.2f}" if v is not None else "failed"
                  for v in (got.eager, got.torchscribe_warm, got.frozen_warm, got.compile_warm)]

@@ -29,6 +29,7 @@ from ir.passes.inline import guard_prefix_end
 from ir.torch_schemas import Param, schemas
 from ir.types import (
     INT,
+    DictType,
     ListType,
     ModuleListType,
     ModuleType,
@@ -75,6 +76,9 @@ def annotation(t: Type) -> str | None:
     if isinstance(t, ListType):
         inner = annotation(t.elem)
         return None if inner is None else f"list[{inner}]"
+    if isinstance(t, DictType):
+        key, value = annotation(t.key), annotation(t.value)
+        return None if key is None or value is None else f"dict[{key}, {value}]"
     return None
 
 
@@ -986,7 +990,7 @@ class FunctionEmitter:
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.{op.attributes['attr']} = {self.expr(op.operands[1]).text}")
         elif isinstance(op, ops.ListAppendOp):
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.append({self.expr(op.operands[1]).text})")
-        elif isinstance(op, ops.ListSetItemOp):
+        elif isinstance(op, (ops.ListSetItemOp, ops.DictSetItemOp)):
             seq, index, value = (self.expr(v).text for v in op.operands)
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}[{index}] = {value}")
         elif isinstance(op, ops.KernelOp) and len(op.results) > 1 and any(r.uses for r in op.results):
@@ -1516,7 +1520,7 @@ class FunctionEmitter:
             where = string_literal(f"{a['callee']}(...)")  # (no line number: one inserted above would change it)
             return Expr(f"_guards.check_lookup({module}.{a['callee']}({', '.join(args)}), {returns}, {where})", PREC["atom"])
         if isinstance(op, ops.DictOp):
-            return Expr("{" + ", ".join(f"{k!r}: {self.expr(v, PREC['if']).text}" for k, v in zip(a["keys"], op.operands))
+            return Expr("{" + ", ".join(f"{string_literal(k)}: {self.expr(v, PREC['if']).text}" for k, v in zip(a["keys"], op.operands))
                         + "}", PREC["atom"])
         if isinstance(op, ops.SpreadOp):
             parts = [("*" + self.expr(v, PREC["atom"]).text) if starred else self.expr(v, PREC["if"]).text

@@ -5,8 +5,7 @@ from torch import Tensor, nn
 from transpiler import script
 
 
-# (in training mode nothing fuses yet: make_example_train runs the generic code)
-@script(example="make_example")
+@script(example=("make_example", "make_example_train"))
 class ConvBNReLU(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 3, stride: int = 1) -> None:
         super().__init__()

@@ -12,8 +12,8 @@ from runtime import kernels as _kernels
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
-SOURCE_HASH = "sha256:f7c44b5b9e47e48f9f8d4e718c66d8b6343920311a0d9ef4aa67b1a9089884ac"
-BODY_HASH = "sha256:ae618ca583d50d51077e95af00a5a53cad3312d2e40788a78d90fef952476548"
+SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
+BODY_HASH = "sha256:f384ab767cf2552a8ba2836029723d722b2394af59756f0d200e898fbde1db9d"
 TORCH_VERSION = "2.13"
 
 
@@ -36,6 +36,85 @@ extern "C" void bn_relu_kernel(
     }
   });
 }
+
+template <bool unit>
+static TS_NOINLINE void bn_row(
+    int64_t n2, ts_out<float> out0, ts_in<float> p0, int64_t in0_s2, ts_in<float> p1) {
+  const int64_t in0_step = unit ? 1 : in0_s2;
+  const float a1 = p1[0];
+  // pass 1 over the row: sum v2
+  double acc2 = 0;
+  for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
+    const int64_t j1 = std::min(n2, j0 + 1024);
+    ts_sum_t<unit> part2 = 0;
+    #pragma omp simd reduction(+:part2) if(simd: unit)
+    for (int64_t j = j0; j < j1; ++j) {
+      const float a0 = p0[j * in0_step];
+      // return self.relu(self.bn(self.conv(x)))
+      const float v0 = a0 - a1, v1 = v0 * v0;
+      part2 += v1;
+    }
+    acc2 += part2;
+  }
+  const float v2 = static_cast<float>(acc2);
+  out0[0] = v2;
+}
+
+extern "C" void bn_kernel(
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
+    int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0) {
+  ts_rows_of({in0_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
+    bn_row<unit>(
+        n2, out0 + ((i0) * n1 + i1), in0 + i0 * in0_s0 + i1 * in0_s1, in0_s2, in1 + i1 * in1_s0);
+  });
+}
+
+extern "C" void bn_2_kernel(
+    int64_t n0, ts_out<float> out0, ts_out<float> out1, ts_out<float> out2, ts_out<float> out3,
+    ts_in<float> in0, int64_t in0_s0, ts_in<float> in1, int64_t in1_s0, ts_in<float> in2,
+    int64_t in2_s0, ts_in<float> in3, int64_t in3_s0, ts_in<float> in4, int64_t in4_s0,
+    ts_in<float> in5, int64_t in5_s0, int64_t s0, int64_t s1) {
+  ts_chunks_of(
+      {in0_s0, in1_s0, in2_s0, in3_s0, in4_s0, in5_s0}, n0, [&](auto unit, auto o, auto end) {
+    const auto* p0 = in0 + o * in0_s0;
+    const auto* p1 = in1 + o * in1_s0;
+    const auto* p2 = in2 + o * in2_s0;
+    const auto* p3 = in3 + o * in3_s0;
+    const auto* p4 = in4 + o * in4_s0;
+    const auto* p5 = in5 + o * in5_s0;
+    const int64_t in0_step = unit ? 1 : in0_s0, in1_step = unit ? 1 : in1_s0,
+        in2_step = unit ? 1 : in2_s0, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0,
+        in5_step = unit ? 1 : in5_s0;
+    #pragma omp simd
+    for (int64_t j = 0; j < end - o; ++j) {
+      // return self.relu(self.bn(self.conv(x)))
+      const float a0 = p0[j * in0_step],
+          v5 = (float(1) / std::sqrt((a0 / static_cast<float>(s0)) + 1e-05f)) * p1[j * in1_step];
+      out0[o + j] = v5;
+      const float a2 = p2[j * in2_step];
+      out1[o + j] = p3[j * in3_step] - (a2 * v5);
+      out2[o + j] = (a2 * 0.1f) + (p4[j * in4_step] * 0.9f);
+      out3[o + j] = ((a0 / static_cast<float>(s1)) * 0.1f) + (p5[j * in5_step] * 0.9f);
+    }
+  });
+}
+
+extern "C" void ConvBNReLU_forward_bn_relu_kernel(
+    int64_t n0, int64_t n1, int64_t n2, int64_t n3, ts_out<float> out0, ts_in<float> in0,
+    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3, ts_in<float> in1,
+    int64_t in1_s0, ts_in<float> in2, int64_t in2_s0) {
+  ts_fold_into(n2, n3, in0_s2 == in0_s3 * n3, in0_s2);
+  ts_rows_of({in0_s3}, {n0, n1, n2}, n3, [&](auto unit, auto i0, auto i1, auto i2, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2;
+    const float a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0];
+    const int64_t in0_step = unit ? 1 : in0_s3;
+    #pragma omp simd
+    for (int64_t j = 0; j < n3; ++j) {
+      // return self.relu(self.bn(self.conv(x)))
+      out0[o + j] = ts_max((p0[j * in0_step] * a1) + a2, 0.0f);
+    }
+  });
+}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
@@ -43,6 +122,41 @@ _lib = _kernels.Library(KERNELS_CPP)
 def bn_relu(m0, in4) -> Tensor:
     in0, in1, in2, in3 = _guards.attrs(m0, "running_var weight running_mean bias")
     return _lib.bn_relu_kernel(in4.shape, in4.contiguous(), in0, in1, in2, in3)
+
+
+def bn(in0, in1) -> Tensor:
+    n0, n1, n2 = in0.shape
+    return _lib.bn_kernel(
+        n0, n1, n2, torch.empty(n0, n1, 1, dtype=torch.float32), in0, in1
+    )
+
+
+def bn_2(
+    in0, m0, in2, in4, in5, s0: int, s1: int
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    in1, in3 = _guards.attrs(m0, "weight bias")
+    return _lib.bn_2_kernel(
+        16,
+        torch.empty(16, dtype=torch.float32),
+        torch.empty(16, dtype=torch.float32),
+        torch.empty(16, dtype=torch.float32),
+        torch.empty(16, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+        in3,
+        in4,
+        in5,
+        s0,
+        s1,
+    )
+
+
+def ConvBNReLU_forward_bn_relu(in0, in1, in2) -> Tensor:
+    n0, n1, n2, n3 = in0.shape
+    return _lib.ConvBNReLU_forward_bn_relu_kernel(
+        n0, n1, n2, n3, torch.empty(n0, n1, n2, n3, dtype=torch.float32), in0, in1, in2
+    )
 
 
 def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
@@ -74,6 +188,55 @@ def ConvBNReLU_forward_example(self, x: Tensor) -> Tensor:
     )
 
 
+# fmt: off
+ConvBNReLU_forward_example_train_checks = _guards.entry_checks(
+    ("conv", "torch.nn.Conv2d", "zeros_padding", {"weight": [16, 3, 3, 3], "bias": None,
+        "dilation": (1, 1), "groups": 1, "padding": (1, 1), "stride": (1, 1)}),
+    ("bn", "torch.nn.BatchNorm2d", "running_stats", {"bias": [16],
+        "num_batches_tracked": _guards.TensorCheck(torch.int64, "cpu", ()), "running_mean": [16],
+        "running_var": [16], "weight": [16], "eps": 1e-05, "momentum": 0.1,
+        "track_running_stats": True, "training": True}),
+    ("relu", "torch.nn.ReLU", {"inplace": False}),
+    tensors=(torch.float32, "cpu"),
+)
+# fmt: on
+
+
+def ConvBNReLU_forward_example_train(self, x: Tensor) -> Tensor:
+    _guards.check_entry(self, ConvBNReLU_forward_example_train_checks)
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 3, 32, 32))
+    # return self.relu(self.bn(self.conv(x)))
+    # tmp: f32[B, 16, 32, 32]@cpu
+    tmp = F.conv2d(x, _guards.at(self, "conv.weight"), None, (1, 1), (1, 1))
+    bn_1 = _guards.attr(self, "bn")
+    _guards.attr(bn_1, "num_batches_tracked").add_(1)
+    running_mean = _guards.attr(bn_1, "running_mean")  # f32[16]@cpu
+    running_var = _guards.attr(bn_1, "running_var")  # f32[16]@cpu
+    tmp_1 = tmp.size(0)
+    tmp_2 = 1024 * tmp_1
+    tmp_3 = tmp.reshape(tmp_1, 16, 1024)  # f32[B, 16, 1024]@cpu
+    tmp_4 = torch.sum(torch.sum(tmp_3, 2, keepdim=True), 0) / tmp_2  # f32[16, 1]@cpu
+    tmp_5, tmp_6, tmp_7, tmp_8 = bn_2(
+        torch.sum(bn(tmp_3, tmp_4), 0).reshape(16),
+        bn_1,
+        tmp_4.reshape(16),
+        running_mean,
+        running_var,
+        tmp_2,
+        tmp_2 - 1,
+    )
+    del tmp_3, tmp_4
+    running_mean.copy_(tmp_7)
+    del tmp_7
+    running_var.copy_(tmp_8)
+    del tmp_8
+    return ConvBNReLU_forward_bn_relu(tmp, tmp_5, tmp_6)
+
+
 COMPILED = {
-    "ConvBNReLU.forward": (ConvBNReLU_forward_example, ConvBNReLU_forward),
+    "ConvBNReLU.forward": (
+        ConvBNReLU_forward_example,
+        ConvBNReLU_forward_example_train,
+        ConvBNReLU_forward,
+    ),
 }

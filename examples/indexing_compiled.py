@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "indexing.py"
 SOURCE_HASH = "sha256:c47f2bde9b58621ccaa1ab1a89c5a50c42f80e3589eb98f7f8ec28d91e02ee7a"
-BODY_HASH = "sha256:0ad77f0c6088a4f415c4438c81239d94892d862b03367728a8fb672b9c1defb1"
+BODY_HASH = "sha256:2596e90e6d0b814dd3399246a26eddafc6926b8b634e5ae959471210ed1a1a7d"
 TORCH_VERSION = "2.13"
 
 
@@ -59,16 +59,10 @@ def indexing(
     # picked = x[x > threshold]  # 1-d, its length depends on the data
     picked = x[x > threshold]
     y = x.clone()
-    # y[y < 0] = 0.0
-    y = y.index_put((y < 0,), y.new_full((), 0.0))
-    # y[:, :4] = last[:, None]
-    tmp = y[:, :4]
-    y = torch.slice_scatter(
-        y, last[:, None].expand_as(tmp).to(tmp.dtype, copy=True), 1, None, 4
-    )
-    del tmp
+    y[y < 0] = 0.0
+    y[:, :4] = last[:, None]
     # y[0] += 1.0
-    y = torch.select_scatter(y, y[0] + 1.0, 0, 0)
+    y[0] = y[0] + 1.0
     # acc.mul_(2)
     acc_1 = acc.mul(2)
     # acc += evens.sum(dim=1, keepdim=True)
@@ -76,11 +70,11 @@ def indexing(
     # acc[:, 0] = 0.0
     acc_1 = torch.select_scatter(acc_1, torch.full_like(acc_1[:, 0], 0.0), 1, 0)
     # return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
-    tmp_1 = (evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked)
+    tmp = (evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked)
     del evens, last, window, picked, y
     acc.copy_(acc_1)
     del acc_1
-    return tmp_1
+    return tmp
 
 
 def indexing_example(
@@ -97,12 +91,9 @@ def indexing_example(
     # picked = x[x > threshold]  # 1-d, its length depends on the data
     picked = x[x > threshold]  # f32[?]@cpu
     y = x.clone()  # f32[B, 32]@cpu
-    # y[y < 0] = 0.0
-    y = y.index_put((y < 0,), y.new_full((), 0.0))
-    # y[:, :4] = last[:, None]
-    y = torch.slice_scatter(y, last[:, None].expand_as(y[:, :4]).clone(), 1, None, 4)
-    # y[0] += 1.0
-    y = torch.select_scatter(y, y[0] + 1.0, 0, 0)
+    y[y < 0] = 0.0
+    y[:, :4] = last[:, None]
+    y[0] += 1.0
     acc.mul_(2)
     acc += evens.sum(dim=1, keepdim=True)
     acc[:, 0] = 0.0

@@ -194,8 +194,8 @@ class ListOp(Operation):
 
 
 class DictOp(Operation):
-    """`{"enable_gqa": True}`: a dict of literal string keys (`keys`) and plain values, made to be
-    passed on as `**d` (permissive mode)."""
+    """`{"x1": x1, "x2": x2}`: a new dict of literal string keys (`keys`), one value per operand
+    (also passed on as `**d`, permissive mode)."""
 
     name = "py.dict"
     traits = frozenset({PURE})
@@ -219,6 +219,13 @@ class ListSetItemOp(Operation):
     """`xs[i] = v` on a list (operands: list, index, value)."""
 
     name = "py.list_setitem"
+    traits = frozenset({Mutates(0)})
+
+
+class DictSetItemOp(Operation):
+    """`d[k] = v` on a dict (operands: dict, key, value)."""
+
+    name = "py.dict_setitem"
     traits = frozenset({Mutates(0)})
 
 
@@ -671,6 +678,15 @@ class GiveBuffersOp(Operation):
     returns. (A call that raises does not: its set is dropped, so nothing it wrote is reused.)"""
 
     name = "py.give_buffers"
+
+
+class AssumeClassOp(Operation):
+    """A decision made when compiling rests on module operand 0 being exactly of class
+    `qualname` (`isinstance(t, nn.Identity)` decided from the instance): the inline pass makes
+    it the module's entry guard (ir/passes/inline.py)."""
+
+    name = "py.assume_class"
+    traits = frozenset({OPAQUE})
 
 
 class GuardOp(Operation):

@@ -27,6 +27,7 @@ from ir.types import (
     ANY,
     DTYPE_LONG,
     Dim,
+    DictType,
     FunctionType,
     ListType,
     ModuleListType,
@@ -451,6 +452,13 @@ class _Parser:
             return TupleType(tuple(self.type_list()))
         if name == "list":
             return ListType(self.single_type_arg())
+        if name == "dict":
+            self.expect("[")
+            key = self.type()
+            self.expect(",")
+            value = self.type()
+            self.expect("]")
+            return DictType(key, value)
         if name == "Optional":
             return OptionalType(self.single_type_arg())
         if name in ("Module", "Function"):

@@ -47,6 +47,7 @@ from ir.shape_rules_values import (  # noqa: F401  (re-exported: rules import th
     join,
     join_all,
     list_av,
+    literal_of,
     norm_dim,
     product,
     same_value,

@@ -260,6 +260,29 @@ def pixel_shuffle(call: Call) -> AV | None:
     return tensor_av(None, shape[:-3] + out)
 
 
+@rule("im2col", "col2im")
+def im2col(call: Call) -> AV | None:
+    """`F.unfold` (im2col): [N, C, H, W] -> [N, C * kh * kw, L], L the number of windows; `F.fold`
+    (col2im): [N, C * kh * kw, L] -> [N, C, *output_size]. Unbatched inputs drop N."""
+    shape = call.shape("self")
+    kernel = _expand(call.sizes("kernel_size"), 2)
+    if shape is None or kernel is None:
+        return None
+    if call.name == "col2im":
+        out = _expand(call.sizes("output_size"), 2)
+        if len(shape) not in (2, 3) or out is None:
+            return None
+        return tensor_av(None, shape[:-2] + (exact_div(shape[-2], product(kernel)),) + tuple(out))
+    if len(shape) not in (3, 4):
+        return None
+    dilation, padding, stride = (_expand(call.sizes(n), 2) for n in ("dilation", "padding", "stride"))
+    if dilation is None or padding is None or stride is None:
+        windows: Dim = None
+    else:
+        windows = product([conv_out(shape[-2 + i], kernel[i], stride[i], padding[i], dilation[i]) for i in range(2)])
+    return tensor_av(None, shape[:-3] + (product([shape[-3], *kernel]), windows))
+
+
 @rule("embedding")
 def embedding(call: Call) -> AV | None:
     weight = call.tensor("weight")
@@ -406,6 +429,14 @@ def upsample_layer(ctx: Any, mod: AV, x: AV, declared: Any) -> TorchCall | AV | 
         return None
     return _fcall(F + "interpolate", declared, x, _setting(m, "size"), _setting(m, "scale_factor"),
                   _setting(m, "mode"), _setting(m, "align_corners"))
+
+
+@layer("Unfold")
+def unfold_layer(ctx: Any, mod: AV, x: AV, declared: Any) -> TorchCall | AV | None:
+    m = mod.value
+    if m is UNKNOWN:
+        return None
+    return _fcall(F + "unfold", declared, x, *(_setting(m, n) for n in ("kernel_size", "dilation", "padding", "stride")))
 
 
 @layer("PixelShuffle")

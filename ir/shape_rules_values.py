@@ -140,6 +140,19 @@ def join_all(avs: Iterable[AV]) -> AV:
     return out
 
 
+def literal_of(av: AV) -> Any:
+    """The constant `av` stands for where every part of it is known (a number, a string, None,
+    or a tuple or list of such, nested: crossvit's list of image sizes); UNKNOWN otherwise."""
+    if av.known:
+        return av.value if av.value is None or isinstance(av.value, (bool, int, float, str)) else UNKNOWN
+    if av.items is None:
+        return UNKNOWN
+    items = tuple(literal_of(i) for i in av.items)
+    if any(i is UNKNOWN for i in items):
+        return UNKNOWN
+    return list(items) if isinstance(av.type, ListType) else items
+
+
 def const_av(value: Any) -> AV:
     """The abstract value of a Python constant."""
     if value is None:

@@ -165,6 +165,29 @@ class ListType(Type):
 
 
 @dataclass(frozen=True)
+class DictType(Type):
+    """A Python dict whose keys are of type `key` and values of type `value` (a display of
+    literal string keys, `Dict[str, Tensor]`, a module's dict attribute)."""
+
+    key: Type
+    value: Type
+
+    def __str__(self) -> str:
+        return f"dict[{self.key}, {self.value}]"
+
+
+@dataclass(frozen=True)
+class UnionType(Type):
+    """`Union[Tensor, List[Tensor]]` of a parameter (script(instance, ...)): no value has this
+    type; each call compiles the function for the member its argument is (a variant)."""
+
+    members: tuple[Type, ...]
+
+    def __str__(self) -> str:
+        return f"Union[{', '.join(str(m) for m in self.members)}]"
+
+
+@dataclass(frozen=True)
 class ModuleType(Type):
     """An nn.Module instance of a known class, named by its qualified name."""
 
@@ -228,6 +251,8 @@ def is_subtype(a: Type, b: Type) -> bool:
                 )
             )
         )
+    if isinstance(b, UnionType):
+        return any(is_subtype(a, m) for m in b.members)
     if isinstance(b, OptionalType):
         if a == NONE:
             return True
@@ -237,6 +262,8 @@ def is_subtype(a: Type, b: Type) -> bool:
         return len(a.elems) == len(b.elems) and all(is_subtype(x, y) for x, y in zip(a.elems, b.elems))
     if isinstance(a, ListType) and isinstance(b, ListType):
         return a.elem == b.elem or b.elem == ANY
+    if isinstance(a, DictType) and isinstance(b, DictType):
+        return a.key == b.key and (a.value == b.value or b.value == ANY)
     return False
 
 
@@ -285,4 +312,7 @@ def unify(a: Type, b: Type) -> Type | None:
     if isinstance(a, ListType) and isinstance(b, ListType):
         inner = unify(a.elem, b.elem)
         return None if inner is None else ListType(inner)
+    if isinstance(a, DictType) and isinstance(b, DictType) and a.key == b.key:
+        inner = unify(a.value, b.value)
+        return None if inner is None else DictType(a.key, inner)
     return None

@@ -41,7 +41,8 @@ TORCH_VERSION = ".".join(torch.__version__.split("+")[0].split(".")[:2])
 # Under torch.compile/export, torch.jit.trace/script or fx symbolic tracing the tracer must see
 # the user's eager code, never our kernels (so decorated models still compose with them).
 _is_compiling = torch.compiler.is_compiling
-_is_jit_tracing = torch.jit.is_tracing
+_is_jit_tracing = torch._C._is_tracing  # (torch.jit.is_tracing without its is_scripting test, False here)
+_grad_enabled = torch._C.is_grad_enabled
 _is_fx_tracing: Callable[[], bool] = getattr(
     _fx_trace, "is_fx_symbolic_tracing", lambda: bool(getattr(_fx_trace, "_is_fx_tracing_flag", False))
 )
@@ -273,10 +274,20 @@ def _compile_now(obj: Any, example_inputs: Sequence[Any] | None, options: dict[s
             inspect.getsource(obj)
         except (OSError, TypeError):
             raise TypeError("script() cannot compile this lambda: its source code is not available.") from None
-    # The one place the runtime reaches into the compiler, and only when asked to compile.
-    from transpiler.jit import compile_object
+    if _compiler is None:
+        raise RuntimeError("script(obj, example_inputs=...) needs the compiler: import it from the "
+                           "`transpiler` package (`from transpiler import script`)")
+    return _compiler(obj, example_inputs=example_inputs, **options)
 
-    return compile_object(obj, example_inputs=example_inputs, **options)
+
+# What compiles an object now: the `transpiler` package registers it when imported, so that the
+# runtime never imports the compiler (package order: transpiler -> codegen -> ir, runtime alone).
+_compiler: Callable[..., Any] | None = None
+
+
+def register_compiler(compile_object: Callable[..., Any]) -> None:
+    global _compiler
+    _compiler = compile_object
 
 
 def _script_class(cls: type[nn.Module], options: dict[str, Any]) -> type[nn.Module]:
@@ -290,16 +301,9 @@ def _script_class(cls: type[nn.Module], options: dict[str, Any]) -> type[nn.Modu
             f"class that defines it."
         )
     target = _Target(cls.__module__, f"{cls.__qualname__}.forward")
-    dispatch = _dispatcher(eager, target)
-
-    @functools.wraps(eager)
-    def forward(self: nn.Module, *args: Any, **kwargs: Any) -> Any:
-        # A subclass (or a class swapped in by parametrize) may override what the compiled
-        # code inlined: only instances of exactly this class run it.
-        if type(self) is not cls:
-            return eager(self, *args, **kwargs)
-        return dispatch(self, *args, **kwargs)
-
+    # A subclass (or a class swapped in by parametrize) may override what the compiled code
+    # inlined: only instances of exactly this class run it.
+    forward = functools.wraps(eager)(_dispatcher(eager, target, only=cls))
     cls.forward = forward  # type: ignore[method-assign]
     cls.__torchscribe__ = True  # type: ignore[attr-defined]
     cls.__torchscribe_eager__ = eager  # type: ignore[attr-defined]
@@ -320,12 +324,17 @@ def _script_function(fn: Callable[..., Any], options: dict[str, Any]) -> Callabl
 # ----------------------------------------------------------------------------- per call
 
 
-def _dispatcher(eager: Callable[..., Any], target: _Target, resettable: bool = True) -> Callable[..., Any]:
+def _dispatcher(eager: Callable[..., Any], target: _Target, resettable: bool = True,
+                only: type | None = None) -> Callable[..., Any]:
+    """The function that runs in place of `eager`: its compiled code, or `eager` itself. With
+    `only`, a method of that class, whose compiled code only its own instances run (`eager` runs
+    for a subclass's, uncounted)."""
     if resettable:
         _targets.add(target)
 
     def dispatch(*args: Any, **kwargs: Any) -> Any:
-        if _is_compiling() or _is_jit_tracing() or _is_fx_tracing():
+        if (only is not None and type(args[0]) is not only) or _is_compiling() or _is_jit_tracing() \
+                or _is_fx_tracing():
             return eager(*args, **kwargs)
         mode = current_mode()
         if mode == "off":
@@ -497,7 +506,8 @@ def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, m
     def call(*args: Any, **kwargs: Any) -> Any:
         refused = None
         try:
-            check_no_autograd(args[0] if method and args else None, args[1:] if method else args, kwargs)
+            if _grad_enabled():  # (a test of check_no_autograd's, on every call's path)
+                check_no_autograd(args[0] if method and args else None, args[1:] if method else args, kwargs)
         except GuardFailure as failure:
             refused = failure
         else:
@@ -505,7 +515,9 @@ def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, m
                 try:
                     return fn(*args, **kwargs)
                 except GuardFailure as failure:
-                    refused = failure  # (the reason the last one gave)
+                    # (the reason the last one gave; without its traceback, which holds this
+                    # frame: a cycle that left garbage on every refused call, 1.6 us a call)
+                    refused = failure.with_traceback(None)
         if generic is None:
             raise refused  # type: ignore[misc]
         stats.count_generic(qualname)

@@ -22,11 +22,23 @@ from torch.nn.modules import module as _module_globals
 
 
 class GuardFailure(Exception):
-    """An input does not satisfy an assumption of the compiled code; ``reason`` says which."""
+    """An input does not satisfy an assumption of the compiled code; ``reason`` says which. It
+    may be given as a function that writes it, called when the reason is first read: a call
+    that one specialisation refuses and the next accepts never reads it (`value_refused`)."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str | Callable[[], str]) -> None:
         super().__init__(reason)
-        self.reason = reason
+        self._reason = reason
+
+    @property
+    def reason(self) -> str:
+        if not isinstance(self._reason, str):
+            self._reason = self._reason()
+            self.args = (self._reason,)
+        return self._reason
+
+    def __str__(self) -> str:
+        return self.reason
 
 
 def type_name(value: Any) -> str:
@@ -211,6 +223,19 @@ def check_value(value: Any, expected: Any, name: str) -> None:
     """A Python value the compiled code was specialised to (a module attribute) is unchanged."""
     if value is not expected and (expected is None or value != expected):
         raise GuardFailure(f"{name}: expected {expected!r}, got {value!r}")
+
+
+def value_refused(value: Any, expected: Any, name: str) -> None:
+    """`check_value(value, expected, name)` where the C++ `check_entry` has seen it fail: raises
+    its GuardFailure, whose message `check_value` writes only when it is read."""
+    def reason() -> str:
+        try:
+            check_value(value, expected, name)
+        except GuardFailure as failure:
+            return failure.reason
+        return f"{name}: expected {expected!r}"  # (a value that compared unequal, then equal)
+
+    raise GuardFailure(reason)
 
 
 def check_keywords(passed: dict[str, Any], expected: dict[str, Any], name: str) -> None:
@@ -767,7 +792,7 @@ def native_setup(**fallbacks: Callable[..., Any]) -> types.SimpleNamespace:
               "_SEQUENTIAL_GETITEM": _SEQUENTIAL_GETITEM, "_MODULELIST_GETITEM": _MODULELIST_GETITEM,
               "_MODULEDICT_GETITEM": _MODULEDICT_GETITEM,
               "_Tensor": _Tensor, "_Parameter": _Parameter, "_MODULE_DICT": _MODULE_DICT,
-              "_OBJECT_GETATTRIBUTE": _OBJECT_GETATTRIBUTE}
+              "_OBJECT_GETATTRIBUTE": _OBJECT_GETATTRIBUTE, "value_refused": value_refused}
     return types.SimpleNamespace(**{**python_checks, **fallbacks}, **tables)
 
 

@@ -24,6 +24,7 @@ struct State {
   PyObject* attrs;
   PyObject* at;
   PyObject* item;
+  PyObject* value_refused;  // raises check_value's failure, its message written when read
   // what they read, shared with them
   PyObject* getattr_names;   // type -> set of names `attr` may read past the class
   PyObject* attr_names;      // `attrs`'s names -> the tuple of them
@@ -291,23 +292,30 @@ PyObject* fast_read_on(PyObject* root, PyObject** found, Py_ssize_t done, PyObje
   return fast_walk(base < 0 ? root : found[base], steps, absent);
 }
 
-// guards.check_value's passing test: value is expected, or neither is None and they compare equal.
-bool fast_same_value(PyObject* value, PyObject* expected) {
-  if (value == expected) return true;
-  if (expected == Py_None) return false;
+// guards.check_value's test: 0 when it passes (value is expected, or neither is None and they
+// compare equal), 1 when it fails, -1 on an error (for "ask Python").
+int value_differs(PyObject* value, PyObject* expected) {
+  if (value == expected) return 0;
+  if (expected == Py_None) return 1;
   PyObject* differs = PyObject_RichCompare(value, expected, Py_NE);
-  if (differs == nullptr) return false;
+  if (differs == nullptr) return -1;
   int t = truthy(differs);
   Py_DECREF(differs);
-  return t == 0;
+  return t;
 }
+
+bool fast_same_value(PyObject* value, PyObject* expected) { return value_differs(value, expected) == 0; }
 
 bool fast_check_tensor(PyObject* const* args, Py_ssize_t nargs);
 
 // guards.check_entry's passing path: every row of a guards.entry_checks table (the modules, each
 // read on from the module row it names, then the tensors and the values); nullptr for "ask
-// Python", which makes the checks again and names the first that fails.
-PyObject* fast_check_entry(PyObject* const* args, Py_ssize_t nargs) {
+// Python", which makes the checks again and names the first that fails. Where every check
+// before a value row passed here and the value differs, Python would fail at that row: that
+// failure is raised here (guards.value_refused, *raised set), without making the checks again
+// (a call that one specialisation refuses and the next accepts: a train and an eval one).
+PyObject* fast_check_entry(PyObject* const* args, Py_ssize_t nargs, bool* raised) {
+  *raised = false;
   if (nargs != 2 || !no_global_hooks()) return nullptr;
   PyObject* root = args[0];
   PyObject* table = args[1];
@@ -366,9 +374,15 @@ PyObject* fast_check_entry(PyObject* const* args, Py_ssize_t nargs) {
       if (read == nullptr) goto out;
       value = read;
     }
-    bool ok = absent || fast_same_value(value, PyTuple_GET_ITEM(row, 4));
+    int differs = absent ? 0 : value_differs(value, PyTuple_GET_ITEM(row, 4));
+    if (differs == 1) {
+      PyObject* refused[3] = {value, PyTuple_GET_ITEM(row, 4), PyTuple_GET_ITEM(row, 0)};
+      PyObject* none = PyObject_Vectorcall(S.value_refused, refused, 3, nullptr);
+      Py_XDECREF(none);  // (it raises; should it return, Python makes the checks again)
+      *raised = none == nullptr;
+    }
     Py_DECREF(value);
-    if (!ok) goto out;
+    if (differs != 0) goto out;
   }
   {
     Py_ssize_t m = PyTuple_GET_SIZE(returns);
@@ -397,7 +411,7 @@ out:
     if (found != small) PyMem_Free(found);
   }
   Py_DECREF(table);
-  if (result == nullptr) PyErr_Clear();  // (the Python function meets any error again)
+  if (result == nullptr && !*raised) PyErr_Clear();  // (the Python function meets any error again)
   return result;
 }
 
@@ -468,8 +482,9 @@ PyObject* check_module(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObj
 
 PyObject* check_entry(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   if (S.ready && kwnames == nullptr) {
-    PyObject* found = fast_check_entry(args, nargs);
-    if (found != nullptr) return found;
+    bool raised;
+    PyObject* found = fast_check_entry(args, nargs, &raised);
+    if (found != nullptr || raised) return found;
   }
   return fallback(S.check_entry, args, nargs, kwnames);
 }
@@ -540,7 +555,7 @@ PyObject* setup(PyObject*, PyObject* guards) {
       {&S.check_module, "check_module"},     {&S.check_entry, "check_entry"},
       {&S.check_tensor, "check_tensor"},
       {&S.check_value, "check_value"},       {&S.attr, "attr"},           {&S.attrs, "attrs"},
-      {&S.at, "at"},
+      {&S.at, "at"},                         {&S.value_refused, "value_refused"},
       {&S.item, "item"},                     {&S.getattr_names, "_getattr_names"},
       {&S.matched, "_matched"},              {&S.paths, "_paths"},              {&S.attr_names, "_attr_names"},
       {&S.conditions, "_LAYER_CONDITIONS"},  {&S.native_conditions, "_NATIVE_CONDITIONS"},

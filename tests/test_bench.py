@@ -174,7 +174,7 @@ def test_the_zoo_compares_rounds_pairwise() -> None:
             ("n", 8): {"eager": 3.0, "jit": "failed", "compile": "failed", "frozen": 1.0}}
     assert zoo.verdict(rows) == ("Against the faster other: 2 of 3 cells at or above 1.00x by the medians; "
                                  "1 of 3 with the lower quartile of the rounds at or above 1.00x.")
-    table = zoo.render(rows, [("machine", "test")])
+    table = zoo.render(rows, [("machine", "test")], tuple(b for b in zoo.BACKENDS if b != "permissive"))
     assert ("| m | 1 | 3.00 | 2.00 (1.50x) | 2.50 (1.20x) | 2.40 (1.25x) | 1.90 (1.58x) | 2.00 (1.50x) "
             "| 1.05x (0.91-1.17) | 0.95x (0.90-1.00) |" in table.splitlines())
     assert ("torchscribe (checked-in) against frozen: 0 of 1 cells at or above 1.00x by the medians; "
@@ -186,3 +186,38 @@ def test_the_zoo_compares_rounds_pairwise() -> None:
     # (a comparison with no backend timed on either side says nothing: no verdict line)
     alone = zoo.render({("m", 1): {"eager": 3.0, "frozen": 1.0}}, [("machine", "test")], ("eager", "frozen"))
     assert "Against the faster other" not in alone and "against frozen" not in alone
+
+
+def test_corpus_blocks_are_kept_and_replaced_each_in_its_place(tmp_path, monkeypatch) -> None:
+    from benchmarks import bench, zoo
+
+    results = tmp_path / "RESULTS.md"
+    monkeypatch.setattr(bench, "RESULTS", results)
+    monkeypatch.setattr(zoo, "RESULTS", results)
+    results.write_text("# Benchmark results\n\nexamples\n", encoding="utf-8")
+    zoo.write_results("torchvision 1\n")
+    zoo.write_results("timm 1\n", bench.TIMM_START, bench.TIMM_END)
+    zoo.write_results("torchvision 2\n")
+    text = results.read_text(encoding="utf-8")
+    assert "torchvision 2" in text and "torchvision 1" not in text and "timm 1" in text
+    assert text.index("torchvision 2") < text.index("timm 1")
+    # the examples' benchmark rewrites its part and keeps both corpus blocks
+    assert bench.kept_zoo_block().strip() == text[text.index(bench.ZOO_START):].strip()
+    results.write_text("# Benchmark results\n\n" + f"{bench.TIMM_START}\ntimm\n{bench.TIMM_END}\n", encoding="utf-8")
+    assert bench.kept_zoo_block().strip() == f"{bench.TIMM_START}\ntimm\n{bench.TIMM_END}"
+
+
+def test_regions_are_top_level_children_with_containers_opened() -> None:
+    from torch import nn
+
+    from benchmarks import regions
+
+    model = nn.Sequential()
+    model.add_module("stem", nn.Conv2d(3, 4, 3))
+    model.add_module("blocks", nn.Sequential(nn.ReLU(), nn.Identity()))
+    model.add_module("head", nn.Linear(4, 2))
+    found = regions.regions_of(model)
+    assert [r.name for r in found] == ["stem", "blocks.0", "blocks.1", "head"]
+    timed = [regions.Region(name, nn.Identity(), eager_ms=e, compiled_ms=c, ratios=[e / c] * 4)
+             for name, e, c in (("big", 10.0, 12.0), ("tiny", 0.05, 0.1), ("fast", 10.0, 5.0))]
+    assert [r.name for r in regions.slower_regions(timed)] == ["big"]  # tiny is under 1% of the time

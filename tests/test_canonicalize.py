@@ -1246,6 +1246,29 @@ func @f(%self: Module[M], %x: Tensor, %m: Optional[Tensor], %n: int) -> tuple[in
     )
 
 
+def test_a_module_tensor_an_entry_check_pins_is_not_none() -> None:
+    """`self.bn.count is None` is False where an entry check pins that path as a tensor (not
+    optional), in a function that assigns no attribute; without the check, or for another
+    path, it stays."""
+    text = """\
+func @f(%self: Module[M]) -> tuple[bool, bool] {
+  py.check_tensor(%self) {path = ("bn", "count"), dtype = "int64", device = "cpu", shape = (), optional = False}
+  %0 : None = py.constant() {value = None}
+  %bn : Module[B] = py.getattr(%self) {attr = "bn"}
+  %1 : i64[]@cpu = py.getattr(%bn) {attr = "count"}
+  %2 : bool = py.compare(%1, %0) {op = "is not"}
+  %3 : i64[]@cpu = py.getattr(%bn) {attr = "other"}
+  %4 : bool = py.compare(%3, %0) {op = "is not"}
+  %5 : tuple[bool, bool] = py.tuple(%2, %4)
+  func.return(%5)
+}
+"""
+    out = run(text)
+    assert "%1 : bool = py.constant() {value = True}" in out and out.count("py.compare") == 1, out
+    unchecked = run(text.replace('  py.check_tensor(%self) {path = ("bn", "count")', '  py.check_tensor(%self) {path = ("bn", "counts")'))
+    assert unchecked.count("py.compare") == 2, unchecked
+
+
 # -- examples: compiled through canonicalize vs eager --------------------------------------------
 def _compile_with_canonicalize(path: Path) -> str | None:
     """transpiler.compile.compile_path, with canonicalize as the pipeline."""

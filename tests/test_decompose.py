@@ -230,6 +230,14 @@ CASES: list[Case] = [
          (randn(3, 4, 5, 6), randn(4), positive(4), randn(4), randn(4))),
     Case(("batch_norm",), fn("x: Tensor, m: Tensor, v: Tensor", "F.batch_norm(x, m, v, training=False)"),
          (randn(5, 4), randn(4), positive(4)), id="batch_norm_2d"),
+    # training: the batch's statistics, and the running ones updated in place (returned to compare)
+    Case(("batch_norm",), "def f(x: Tensor, m: Tensor, v: Tensor, w: Tensor, b: Tensor) -> tuple[Tensor, Tensor, Tensor]:\n"
+         "    y = F.batch_norm(x, m, v, w, b, True, 0.1, 1e-5)\n    return y, m, v\n",
+         (randn(3, 4, 5, 6), randn(4), positive(4), randn(4), randn(4)), dtypes=(torch.float32, torch.float64),
+         id="batch_norm_training"),
+    Case(("batch_norm",), "def f(x: Tensor, m: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:\n"
+         "    y = F.batch_norm(x, m, v, training=True, momentum=0.3)\n    return y, m, v\n",
+         (randn(5, 4, 3), randn(4), positive(4)), dtypes=(torch.float32, torch.float64), id="batch_norm_training_1d"),
     # activations
     # Eager float32 and bfloat16 gelu give NaN at +inf (the CPU kernel's vectorized erf); the
     # decomposition gives inf, as float64 eager does (test_gelu_at_infinity).

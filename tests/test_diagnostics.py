@@ -61,7 +61,7 @@ CHECK_CASES = {
     "dict_and_set_displays": """
         @script
         def f(x: Tensor) -> Tensor:
-            d = {"a": x}  # error: 9: dict displays are not supported
+            d = {"a": x, 1: x}  # error: 9: dict displays are only supported with distinct literal string keys
             s = {1, 2}  # error: 9: set displays are not supported
             return x
         """,
@@ -75,8 +75,9 @@ CHECK_CASES = {
     "starred_call_arguments": """
         @script
         def f(x: Tensor, shape: list[int]) -> Tensor:
-            y = x.view(*shape)  # error: 16: argument unpacking (`*shape`)
-            return torch.cat(**shape)  # error: 22: argument unpacking (`**shape`)
+            y = x.view(*shape)
+            z = torch.add(*shape)  # error: 19: `*` arguments are not supported
+            return torch.cat(**shape)  # error: 22: `**` arguments are not supported
         """,
     "starred_parameters": """
         @script
@@ -253,7 +254,7 @@ LOWERING_CASES = {
         """,
     "unsupported_annotation": """
         @script
-        def f(x: Tensor, d: dict[str, Tensor]) -> Tensor:  # error: 21: unsupported type annotation `dict[str, Tensor]`
+        def f(x: Tensor, d: set[int]) -> Tensor:  # error: 21: unsupported type annotation `set[int]`
             return x
         """,
     "union_other_than_optional": """

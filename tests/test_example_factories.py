@@ -412,6 +412,11 @@ def make_example_train():
     assert code == 0, output
     text = loader.compiled_path_for(path).read_text()
     assert "(Norm_forward_example, Norm_forward_example_train, Norm_forward)" in text
+    # in training, what BatchNorm's forward does, not a call of the module: the count, then
+    # F.batch_norm with the batch's statistics (which updates the running ones)
+    train = text.split("def Norm_forward_example_train(", 1)[1].split("\ndef ", 1)[0]
+    code = "\n".join(line for line in train.splitlines() if not line.strip().startswith("#"))
+    assert '"num_batches_tracked").add_(1)' in code and "F.batch_norm(" in code and " bn(" not in code, train
     module = load(path)
     dispatch.reset()
     for factory in (module.make_example, module.make_example_train):

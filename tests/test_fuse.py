@@ -117,6 +117,29 @@ func @f(%x: f32[4]@cpu) -> tuple[f32[4]@cpu, f32[]@cpu] {
     assert kernels[0].attributes["name"].startswith("exp_mul")
 
 
+def test_a_smaller_value_used_outside_does_not_undo_the_kernel_after_it() -> None:
+    # a per-channel mean that is returned, then subtracted from every row and squared and summed:
+    # the mean's op makes a group of its own, the rest a reduction kernel reading it
+    text = """\
+func @f(%x: f32[B, 4, 16]@cpu, %s: f32[4, 1]@cpu, %n: int) -> tuple[f32[B, 4, 1]@cpu, f32[4, 1]@cpu] {
+  %mean : f32[4, 1]@cpu = py.binary(%s, %n) {op = "/"}
+  %0 : f32[B, 4, 16]@cpu = py.binary(%x, %mean) {op = "-"}
+  %1 : f32[B, 4, 16]@cpu = py.binary(%0, %0) {op = "*"}
+  %2 : int = py.constant() {value = 2}
+  %3 : bool = py.constant() {value = True}
+  %4 : f32[B, 4, 1]@cpu = torch.call(%1, %2, %3) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
+  %5 : tuple[f32[B, 4, 1]@cpu, f32[4, 1]@cpu] = py.tuple(%4, %mean)
+  func.return(%5)
+}
+"""
+    out = fused(text)
+    assert "%mean : f32[4, 1]@cpu = py.binary(%s, %n)" in out, out
+    program = parse_program(out)
+    kernels = [op for op in program.walk() if isinstance(op, ops.ReductionKernelOp)]
+    assert len(kernels) == 1 and kernels[0].operands[:2] == [program.funcs[0].args[0], kernels[0].operands[1]], out
+    assert kernels[0].operands[1].name == "mean", out
+
+
 def test_a_gate_joins_its_multiply_across_a_permute_and_a_finished_group() -> None:
     """A squeeze-and-excitation gate in channels-last order (`exp` for its decomposed sigmoid):
     `exp(s).permute(0, 2, 3, 1) * y` where `y` is a kernel's output that the pooling also reads

@@ -392,7 +392,9 @@ def test_check_entry_reads_each_path_on_from_the_module_rows_before_it() -> None
 
 def test_cpp_check_entry_passes_alone_and_leaves_each_failure_to_python() -> None:
     """A passing table (more module rows than the C++ keeps on its stack, too) never calls the
-    Python check_entry; a failing one does, once, and it names the failure."""
+    Python check_entry; a failing one does, once, and it names the failure; but a value that
+    differs after every check before it passed fails in C++ (`value_refused`), with the message
+    check_value writes, written only when it is read."""
     if not guards.use_native_checks(True):
         pytest.skip("the C++ checks are not built here")
     deep = nn.Sequential(*[nn.Sequential(nn.ReLU()) for _ in range(40)])
@@ -415,6 +417,28 @@ def test_cpp_check_entry_passes_alone_and_leaves_each_failure_to_python() -> Non
         outer.norm.eps = 0.5
         with pytest.raises(GuardFailure, match=r"^self.norm.eps: expected 1e-05, got 0.5$"):
             guards.check_entry(outer, ENTRY)
+        assert python_calls == []
+        shown = []
+
+        class Shown:
+            def __ne__(self, other: object) -> bool:
+                return True
+
+            def __repr__(self) -> str:
+                shown.append(1)
+                return "Shown()"
+
+        outer.norm.eps = Shown()
+        with pytest.raises(GuardFailure) as refused:
+            guards.check_entry(outer, ENTRY)
+        assert shown == [] and python_calls == []
+        assert refused.value.reason == "self.norm.eps: expected 1e-05, got Shown()" and shown == [1]
+        assert str(refused.value) == refused.value.reason and shown == [1]
+        outer.norm.eps = 1e-05
+        handle = outer.inner.register_forward_hook(lambda *args: None)
+        with pytest.raises(GuardFailure, match="not an unhooked"):
+            guards.check_entry(outer, ENTRY)
+        handle.remove()
         assert python_calls == [ENTRY]
     finally:
         guards._native.setup(guards.native_setup())

@@ -588,6 +588,7 @@ EXPECTED_PYTHON = {
     "MaxPool2d": ["m = _guards.attr(self, \"m\")", "y = F.max_pool2d(x, m.kernel_size, m.stride, m.padding, m.dilation, ceil_mode=m.ceil_mode)"],
     "AvgPool1d": ["m = _guards.attr(self, \"m\")", "y = F.avg_pool1d(x, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad)"],
     "AvgPool2d": ["m = _guards.attr(self, \"m\")", "y = F.avg_pool2d(x, m.kernel_size, m.stride, m.padding, m.ceil_mode, m.count_include_pad, m.divisor_override)"],
+    "Unfold": ["m = _guards.attr(self, \"m\")", "y = F.unfold(x, m.kernel_size, m.dilation, m.padding, m.stride)"],
     "AdaptiveAvgPool1d": ["y = F.adaptive_avg_pool1d(x, _guards.attr(self, \"m\").output_size)"],
     "AdaptiveAvgPool2d": ["y = F.adaptive_avg_pool2d(x, _guards.attr(self, \"m\").output_size)"],
     "AdaptiveMaxPool2d": ["y = F.adaptive_max_pool2d(x, _guards.attr(self, \"m\").output_size, False)"],

@@ -46,8 +46,14 @@ def test_instance_buffers_update_like_eager(tmp_path, monkeypatch) -> None:
     with torch.no_grad():
         got = scripted(*inputs)
     assert_close_to_eager(got, expected)
+    # The running statistics come from the batch statistics the fused kernels sum (another order
+    # than eager's): equal to rounding, like the outputs; the batch count exactly.
     for (k, a), (_, b) in zip(eager_model.state_dict().items(), model.state_dict().items()):
-        assert torch.equal(a, b), k
+        if a.is_floating_point():
+            assert_close_to_eager(b, a)
+        else:
+            assert torch.equal(a, b), k
+    assert int(model.bn.num_batches_tracked) == 1
 
 
 def test_function_and_loops(tmp_path, monkeypatch) -> None:

@@ -1,7 +1,11 @@
 """Constructs of model libraries written for TorchScript (issue 48), each in a model of our own:
 a private flag annotated `torch.jit.Final` on a subclass of a torch layer, set in `__init__` from
 a call; a torch function re-exported by a helper module of the package (defined conditionally,
-imported by relative import); an unannotated empty list that code appends tensors to."""
+imported by relative import); an unannotated empty list that code appends tensors to; loops over
+children, ModuleDicts and Sequential subclasses; type aliases, Enum and Union annotations,
+`torch.jit.annotate`; layers of a Sequential called by name, methods of submodules, `isinstance`
+of a submodule; dict displays and a dict attribute used as a cache; eager-only code the compiled
+code never reaches; a subclass of a torch layer ahead of time."""
 
 from __future__ import annotations
 
@@ -11,11 +15,14 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.nn.functional as F
+from torch import nn
 
 import runtime
 from runtime.errors import TorchscribeError
 from source_module import imported_source
 from transpiler import script
+from transpiler.diagnostics import CompileError
 
 FLAGGED_NORM = '''
 import torch
@@ -349,6 +356,13 @@ class Axis(IntEnum):
     CHANNELS = 1
 
 
+def reorder(x: torch.Tensor, fmt: Format, axis: Axis) -> torch.Tensor:
+    """(annotated with the Enum classes: the str and int their members are)"""
+    if fmt == Format.NHWC:
+        x = x.permute(0, 2, 3, 1)
+    return x.sum(axis)
+
+
 class Embed(nn.Module):
     def __init__(self, fmt: Format) -> None:
         super().__init__()
@@ -357,9 +371,10 @@ class Embed(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = self.proj(x)
+        y = reorder(x, self.fmt, Axis.CHANNELS)
         if self.fmt != Format.NCHW:
             x = x.permute(0, 2, 3, 1)
-        return x.sum(Axis.CHANNELS)
+        return x.sum(Axis.CHANNELS) + y
 '''
 
 
@@ -371,3 +386,581 @@ def test_members_of_str_and_int_enums_are_the_values_they_equal(tmp_path: Path, 
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+WINDOWS = '''
+from typing import Optional, Tuple
+
+import torch
+from torch import nn
+
+Grid = Tuple[int, int]
+MaybeTensor = Optional[torch.Tensor]
+
+
+class Windows(nn.Module):
+    """Attention inside windows of a grid whose size the caller passes (an alias of a tuple,
+    spread into a reshape's sizes)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+
+    def forward(self, x: torch.Tensor, size: Grid, bias: MaybeTensor = None) -> torch.Tensor:
+        h, w = size
+        q, k, v = self.qkv(x).reshape(x.shape[0], h * w, 3, 8).unbind(2)
+        attn = q @ k.transpose(-2, -1)
+        if bias is not None:
+            attn = attn + bias
+        return (attn.softmax(-1) @ v).reshape(x.shape[0], *size, 8)
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.windows = Windows()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.windows(x, (2, 3))
+'''
+
+
+def test_a_module_level_type_alias_in_annotations(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "grid_alias", WINDOWS) as module:
+        model = module.Net().eval()
+        x = torch.randn(2, 6, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+BRANCHES = '''
+from typing import List
+
+import torch
+from torch import nn
+
+
+class Branches(nn.Module):
+    """Two branches whose class tokens are collected in a list made by torch.jit.annotate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.projs = nn.ModuleList([nn.Linear(8, 8), nn.Linear(8, 8)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = torch.jit.annotate(List[torch.Tensor], [])
+        for i, proj in enumerate(self.projs):
+            tokens.append(proj(x[:, i:i + 1]))
+        scale = torch.jit.annotate(float, 0.5)
+        return torch.cat(tokens, 1) * scale
+'''
+
+
+def test_torch_jit_annotate_types_its_value(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "branch_tokens", BRANCHES) as module:
+        model = module.Branches().eval()
+        x = torch.randn(2, 3, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+CHAIN = '''
+import torch
+from torch import nn
+
+
+class Chain(nn.Sequential):
+    """A Sequential with a forward of its own that walks its layers."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self:
+            x = layer(x) + x
+        return x
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.chain = Chain(nn.Linear(8, 8), nn.GELU(), nn.Linear(8, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.chain(x)
+'''
+
+
+def test_a_loop_over_a_sequential_subclass_in_its_own_forward(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "chained", CHAIN) as module:
+        for model in (module.Net().eval(), module.Chain(nn.Linear(8, 8), nn.Tanh()).eval()):
+            x = torch.randn(4, 8)
+            compiled = script(model, example_inputs=(x,))
+            with torch.no_grad(), runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), model(x))
+
+
+HEAD = '''
+from collections import OrderedDict
+
+import torch
+from torch import nn
+
+
+class Classifier(nn.Module):
+    """A head built as a Sequential of named layers, whose parts the forward calls by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Sequential(OrderedDict([
+            ("pool", nn.AdaptiveAvgPool2d(1)),
+            ("flatten", nn.Flatten(1)),
+            ("norm", nn.LayerNorm(6)),
+            ("fc", nn.Linear(6, 3)),
+        ]))
+
+    def forward(self, x: torch.Tensor, pre_logits: bool = False) -> torch.Tensor:
+        x = self.head.flatten(self.head.pool(x))
+        x = self.head.norm(x) * self.head.fc.weight.shape[0]
+        return x if pre_logits else self.head.fc(x)
+'''
+
+
+def test_layers_of_a_sequential_called_by_name(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "named_head", HEAD) as module:
+        model = module.Classifier().eval()
+        x = torch.randn(2, 6, 5, 5)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+RELATIVE = '''
+from typing import Optional
+
+import torch
+from torch import nn
+
+
+class Bias(nn.Module):
+    """A learned bias table the attention asks for through a method, not through forward."""
+
+    def __init__(self, tokens: int) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(2, tokens, tokens))
+
+    def get_bias(self, scale: float = 1.0) -> torch.Tensor:
+        return self.table.unsqueeze(0) * scale
+
+    def forward(self, attn: torch.Tensor) -> torch.Tensor:
+        return attn + self.get_bias()
+
+
+class Attention(nn.Module):
+    def __init__(self, with_bias: bool) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.rel = Bias(5) if with_bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).reshape(x.shape[0], 5, 3, 2, 4).permute(2, 0, 3, 1, 4).unbind(0)
+        bias: Optional[torch.Tensor] = None
+        if self.rel is not None:
+            bias = self.rel.get_bias(0.5)
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+'''
+
+
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_a_method_of_a_submodule_other_than_forward(tmp_path: Path, with_bias: bool) -> None:
+    with imported_source(tmp_path, f"relative_bias_{with_bias}", RELATIVE) as module:
+        model = module.Attention(with_bias).eval()
+        x = torch.randn(3, 5, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+            if with_bias:  # the compiled code is for a Bias there: another class is not that code
+                model.rel = nn.Identity()
+                with pytest.raises(TorchscribeError, match="rel"):
+                    compiled(x)
+
+
+PATCHES = '''
+import torch
+from torch import nn
+
+
+class Patches(nn.Module):
+    """Pixels of each 4x4 patch as tokens, through torch layers the front end has no entry for
+    (nn.Unfold; nn.PixelUnshuffle, kept as a module call): their forwards say they return a Tensor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.unfold = nn.Unfold(kernel_size=4, stride=4)
+        self.unshuffle = nn.PixelUnshuffle(2)
+        self.proj = nn.Linear(3, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = x.shape
+        tokens = self.unfold(x).transpose(1, 2).reshape(b * (h // 4) * (w // 4), c, 16)
+        folded = self.unshuffle(x).flatten(2).transpose(1, 2)
+        return self.proj(tokens.transpose(1, 2)).relu().sum(1) + folded.sum()
+'''
+
+
+def test_torch_layers_without_an_entry_are_typed_by_their_forward(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "unfold_patches", PATCHES) as module:
+        model = module.Patches().eval()
+        x = torch.randn(2, 3, 8, 12)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+CHECKPOINTED = '''
+import torch
+from torch import nn
+
+
+class Layer(nn.Module):
+    """Eager-only code where compiled code never goes: a helper method the forward calls only when
+    a flag is set, and a branch under `not torch.jit.is_scripting()`."""
+
+    def __init__(self, checkpointing: bool) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.checkpointing = checkpointing
+
+    def checkpointed(self, x: torch.Tensor) -> torch.Tensor:
+        def closure(t):
+            return self.fc(t)
+
+        try:
+            return torch.utils.checkpoint.checkpoint(closure, x, use_reentrant=False)
+        except RuntimeError:
+            return closure(x)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.checkpointing:
+            x = self.checkpointed(x)
+        else:
+            x = self.fc(x)
+        if not torch.jit.is_scripting():
+            log = {"mean": lambda t: t.mean()}
+            self.seen = log["mean"](x)
+        return x.relu()
+'''
+
+
+def test_the_check_reports_only_code_that_is_compiled(tmp_path: Path) -> None:
+    """script(instance): what a method nothing compiled calls holds, or a branch decided when
+    compiling, is no error; in a method the compiled code does call, it is."""
+    with imported_source(tmp_path, "checkpointed_layer", CHECKPOINTED) as module:
+        model = module.Layer(checkpointing=False).eval()
+        x = torch.randn(2, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model.fc(x).relu())
+        with pytest.raises(CompileError) as raised:
+            script(module.Layer(checkpointing=True).eval(), example_inputs=(x,))
+        message = str(raised.value)
+        assert "nested function definitions are not supported" in message
+        assert "try statements are not supported" in message
+        assert "lambda" not in message
+
+
+PARTITIONS = '''
+from typing import List
+
+import torch
+from torch import nn
+
+
+def partition(x: torch.Tensor, window: List[int]) -> torch.Tensor:
+    b, h, w, c = x.shape
+    x = x.view(b, h // window[0], window[0], w // window[1], window[1], c)
+    return x.permute(0, 1, 3, 2, 4, 5).reshape(-1, window[0] * window[1], c)
+
+
+class Windows(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.window = (2, 3)  # a tuple, for a parameter annotated List[int]
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(partition(x, self.window))
+'''
+
+
+def test_a_tuple_passed_for_a_list_parameter(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "window_tuple", PARTITIONS) as module:
+        model = module.Windows().eval()
+        x = torch.randn(2, 4, 6, 4)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+TRANSITIONS = '''
+import torch
+from torch import nn
+
+
+class Transition(nn.Module):
+    """Branches that either change their input (a conv) or pass an earlier one on (nn.Identity);
+    one called through its forward method."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.branches = nn.ModuleList([
+            nn.Identity(), nn.Conv2d(4, 4, 3, padding=1), nn.Identity(), nn.Sequential(nn.Conv2d(4, 4, 1), nn.ReLU())])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ys = [x, x * 2, x * 3, x * 4]
+        out = [b(ys[-1]) if not isinstance(b, nn.Identity) else ys[i] for i, b in enumerate(self.branches)]
+        return torch.cat(out, 1) + self.branches[3].forward(x).sum()
+'''
+
+
+def test_isinstance_of_a_submodule_is_decided_under_an_entry_check(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "transitions", TRANSITIONS) as module:
+        model = module.Transition().eval()
+        x = torch.randn(2, 4, 5, 5)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+            model.branches[0] = nn.Conv2d(4, 4, 1)  # the Identity the code decided on is gone
+            with pytest.raises(TorchscribeError, match="branches"):
+                compiled(x)
+
+
+SCALES = '''
+from typing import List, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def resize(x: torch.Tensor, size: Tuple[int, int]) -> torch.Tensor:
+    h, w = x.shape[-2:]
+    if h != size[0] or w != size[1]:
+        x = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
+    return x
+
+
+class MultiScale(nn.Module):
+    """Branches that each see the image at a size of their own, from a list of (h, w) tuples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sizes = [(8, 8), (6, 4)]
+        self.embeds = nn.ModuleList([nn.Conv2d(3, 4, 2, stride=2) for _ in self.sizes])
+
+    def forward(self, x: torch.Tensor) -> List[torch.Tensor]:
+        outs = []
+        for i, embed in enumerate(self.embeds):
+            outs.append(embed(resize(x, self.sizes[i])).flatten(1))
+        return outs
+'''
+
+
+def test_a_list_of_tuples_attribute_is_pinned_and_read_as_constants(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "multi_scale", SCALES) as module:
+        model = module.MultiScale().eval()
+        x = torch.randn(2, 3, 8, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            for got, want in zip(compiled(x), model(x)):
+                torch.testing.assert_close(got, want)
+            model.sizes[1] = (4, 4)  # the code was compiled for the sizes the list held
+            with pytest.raises(TorchscribeError, match="sizes"):
+                compiled(x)
+
+
+FEATURES = '''
+from typing import Dict, Tuple
+
+import torch
+from torch import nn
+
+
+class Features(nn.Module):
+    """Intermediate features returned by name in a dict: a display, items set under a test of
+    which the caller asked for, an item read back."""
+
+    def __init__(self, wanted: Tuple[str, ...]) -> None:
+        super().__init__()
+        self.stage1 = nn.Linear(8, 8)
+        self.stage2 = nn.Linear(8, 8)
+        self.wanted = wanted
+
+    def forward(self, x: torch.Tensor) -> Dict[str, torch.Tensor]:
+        x1 = self.stage1(x)
+        x2 = self.stage2(x1).relu()
+        feats = {"x1": x1, "x0": x}
+        if "x2" in self.wanted:
+            feats["x2"] = x2
+        feats["both"] = feats["x1"] + x2 * len(feats)
+        return feats
+'''
+
+
+@pytest.mark.parametrize("wanted", [("x1",), ("x1", "x2")])
+def test_dict_displays_read_set_and_returned(tmp_path: Path, wanted: tuple) -> None:
+    with imported_source(tmp_path, f"features_{len(wanted)}", FEATURES) as module:
+        model = module.Features(wanted).eval()
+        x = torch.randn(3, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            got, want = compiled(x), model(x)
+        assert list(got) == list(want)
+        for k in want:
+            torch.testing.assert_close(got[k], want[k])
+
+
+MEMO = '''
+from typing import Dict
+
+import torch
+from torch import nn
+
+
+class Biased(nn.Module):
+    """Attention biases gathered from a table once per device and kept in a dict attribute, as
+    eager code caches them outside training."""
+
+    cache: Dict[str, torch.Tensor]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(2, 9))
+        self.register_buffer("idx", torch.randint(0, 9, (9, 9)), persistent=False)
+        self.cache = {}
+
+    def train(self, mode: bool = True) -> "Biased":
+        super().train(mode)
+        self.cache = {}
+        return self
+
+    def biases(self, device: torch.device) -> torch.Tensor:
+        if torch.jit.is_tracing() or self.training:
+            return self.table[:, self.idx]
+        key = str(device)
+        if key not in self.cache:
+            self.cache[key] = self.table[:, self.idx]
+        return self.cache[key]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (x * 0.5 + self.biases(x.device)).softmax(-1)
+'''
+
+
+def test_a_dict_attribute_used_as_a_cache_behaves_as_in_eager(tmp_path: Path) -> None:
+    """The compiled code reads and fills the dict as eager does: it fills the cache on its first
+    call, and a cached value (stale here, its table changed since) is what both return."""
+    with imported_source(tmp_path, "memo_biases", MEMO) as module:
+        model = module.Biased().eval()
+        x = torch.randn(3, 2, 9, 9)
+        compiled = script(model, example_inputs=(x,))
+        model.cache.clear()
+        with torch.no_grad(), runtime.mode("strict"):
+            first = compiled(x)
+            assert list(model.cache) == ["cpu"]
+            torch.testing.assert_close(model.cache["cpu"], model.table[:, model.idx])
+            torch.testing.assert_close(first, model(x))
+            model.table.add_(1.0)  # the cache is stale now, in eager and in compiled code alike
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+DENSE = '''
+from typing import List, Union
+
+import torch
+from torch import nn
+
+
+class Layer(nn.Module):
+    """Takes one tensor or the list of all earlier features (a Union, as TorchScript allows)."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(channels, 4, 1)
+
+    def forward(self, x: Union[torch.Tensor, List[torch.Tensor]]) -> torch.Tensor:
+        if isinstance(x, torch.Tensor):
+            features = [x]
+        else:
+            features = x
+        return self.conv(torch.cat(features, 1)).relu()
+
+
+class Block(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = Layer(4)
+        self.second = Layer(8)
+
+    def pool(self, x: Union[torch.Tensor, List[torch.Tensor]], scale: Union[int, float] = 2,
+             shift: Union[int, float, None] = None):
+        if isinstance(x, list):
+            x = torch.cat(x, 1)
+        if shift is not None:
+            x = x + shift
+        return x.mean((2, 3)) * scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.first(x)
+        z = self.second([x, y])
+        return self.pool([x, y, z]) + self.pool(z, 0.5, shift=1).sum(1, keepdim=True)
+'''
+
+
+def test_union_parameters_compile_for_the_member_each_call_passes(tmp_path: Path) -> None:
+    with imported_source(tmp_path, "dense_union", DENSE) as module:
+        model = module.Block().eval()
+        x = torch.randn(2, 4, 5, 5)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_a_subclass_of_a_torch_layer_sees_its_attributes_ahead_of_time(tmp_path: Path) -> None:
+    """`torchscribe FILE` on `@script class Norm2d(nn.LayerNorm)`: the forward reads what
+    nn.LayerNorm's __init__ sets up (weight, bias, eps, normalized_shape)."""
+    from source_module import case_directory, compiled_case
+
+    source = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transpiler import script
+
+
+@script
+class Norm2d(nn.LayerNorm):
+    """A layer norm over the channels of an NCHW tensor."""
+
+    def __init__(self, channels: int, eps: float = 1e-6) -> None:
+        super().__init__(channels, eps=eps)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.permute(0, 2, 3, 1)
+        if self.elementwise_affine:
+            x = F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+        else:
+            x = F.layer_norm(x, self.normalized_shape, None, None, self.eps)
+        return x.permute(0, 3, 1, 2)
+'''
+    with case_directory(tmp_path) as root:
+        module, text = compiled_case(root, "norm2d_aot", source)
+        assert "def Norm2d_forward(self, x: Tensor) -> Tensor:" in text
+        model = module.Norm2d(6).eval()
+        with torch.no_grad():
+            model.weight.normal_()
+            model.bias.normal_()
+        x = torch.randn(2, 6, 4, 5)
+        want = F.layer_norm(x.permute(0, 2, 3, 1), (6,), model.weight, model.bias, 1e-6).permute(0, 3, 1, 2)
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(model(x), want)

@@ -435,6 +435,32 @@ def test_eager_error_after_guard_failure_is_not_chained(project: Project) -> Non
     assert info.value.__context__ is None
 
 
+def test_a_refused_specialisation_leaves_no_garbage_and_its_reason_for_later() -> None:
+    """`specialised` tries the next specialisation after one refuses, keeping the refusal (raised
+    when no generic code follows) without the traceback that held its own frame: every refused
+    call left a cycle for the collector (1.6 us a call on running_stats' eval calls)."""
+    import gc
+
+    def refuses(x: torch.Tensor) -> torch.Tensor:
+        raise GuardFailure(lambda: "the first refuses")
+
+    def takes(x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    call = dispatch.specialised((refuses, takes, None), "t.f", method=False)
+    with torch.no_grad():
+        gc.collect()
+        gc.disable()
+        try:
+            for _ in range(5):
+                assert torch.equal(call(X), X + 1)
+            assert gc.collect() == 0
+        finally:
+            gc.enable()
+        with pytest.raises(GuardFailure, match="^the first refuses$"):
+            dispatch.specialised((refuses, None), "t.f", method=False)(X)
+
+
 def test_guard_helpers() -> None:
     check_tensor(X, "x")
     check_type(3, int, "n")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import enum
+import sys
+
 import libcst as cst
 
 from ir.types import (
@@ -15,12 +18,14 @@ from ir.types import (
     STR,
     TENSOR,
     Dim,
+    DictType,
     ListType,
     ModuleType,
     OptionalType,
     TensorType,
     TupleType,
     Type,
+    UnionType,
 )
 from transpiler.diagnostics import UserError
 from transpiler.source import SourceFile, literal_value
@@ -44,6 +49,7 @@ OPTIONAL = {"typing.Optional", "torch.jit.annotations.Optional"}
 UNION = {"typing.Union", "torch.jit.annotations.Union"}
 TUPLE = {"typing.Tuple", "builtins.tuple", "torch.jit.annotations.Tuple"}
 LIST = {"typing.List", "builtins.list", "torch.jit.annotations.List"}
+DICT = {"typing.Dict", "builtins.dict", "torch.jit.annotations.Dict"}
 FINAL = {"typing.Final", "typing_extensions.Final", "torch.jit.Final"}
 ANNOTATED = {"typing.Annotated", "typing_extensions.Annotated"}
 # jaxtyping-style `Float[Tensor, "B T C"]`, recognised by name without importing jaxtyping.
@@ -58,7 +64,7 @@ JAXTYPING_DTYPES = {
 INTEGER_KINDS = {"Int", "Integer"}
 
 SUPPORTED_HINT = (
-    "annotate with Tensor, int, float, bool, str, None, Optional[...], tuple[...], list[...]"
+    "annotate with Tensor, int, float, bool, str, None, Optional[...], tuple[...], list[...], dict[str, ...]"
 )
 
 
@@ -97,6 +103,12 @@ def annotation_type(source: SourceFile, node: cst.BaseExpression, module_classes
             return TupleType(tuple(annotation_type(source, a, module_classes) for a in args))
         if base in LIST and len(args) == 1:
             return ListType(annotation_type(source, args[0], module_classes))
+        if base in DICT and len(args) == 2:
+            key = annotation_type(source, args[0], module_classes)
+            if key not in (STR, INT):
+                raise UserError(f"dicts with {key} keys are not supported", source.loc(args[0]),
+                                "compiled dicts have str or int keys")
+            return DictType(key, annotation_type(source, args[1], module_classes))
         if base in ANNOTATED and args:
             inner = annotation_type(source, args[0], module_classes)
             shape = _shape_from(args[1:])
@@ -113,9 +125,60 @@ def annotation_type(source: SourceFile, node: cst.BaseExpression, module_classes
     name = source.global_name(node)
     if name in SIMPLE:
         return SIMPLE[name]
+    member = enum_member_type(source, node) if name is not None else None
+    if member is not None:  # (compiled code holds a member as the str or int it equals)
+        return member
     if name in module_classes:
         return ModuleType(module_classes[name])
+    alias = source.alias(name) if name is not None else None
+    if alias is not None and alias is not node:
+        return annotation_type(source, alias, module_classes)
     raise UserError(f"unsupported type annotation `{source.code(node)}`", source.loc(node), SUPPORTED_HINT)
+
+
+ENUM_BASES = {"enum.Enum": None, "enum.IntEnum": INT, "enum.StrEnum": STR}
+
+
+def enum_member_type(source: SourceFile, node: cst.BaseExpression) -> Type | None:
+    """STR or INT where annotation `node` names an Enum class whose members are the str or int
+    they equal (`class Format(str, Enum)`, an IntEnum): a class of the file, read off its bases,
+    or one the file imports, read off the running program (script(instance, ...)); else None."""
+    if isinstance(node, cst.Name) and node.value in source.classes and source.global_name(node) == node.value:
+        bases = {source.global_name(b.value) for b in source.classes[node.value].bases}
+        kind = next((ENUM_BASES[b] for b in sorted(bases - {None}) if b in ENUM_BASES), False)  # type: ignore[type-var]
+        if kind is False:
+            return None
+        return kind or (STR if "builtins.str" in bases else INT if "builtins.int" in bases else None)
+    module = sys.modules.get(source.module_name) if source.module_name is not None else None
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.insert(0, node.attr.value)
+        node = node.value
+    if module is None or not isinstance(node, cst.Name):
+        return None
+    obj: object = module
+    for part in [node.value, *parts]:
+        obj = getattr(obj, part, None)
+    if not (isinstance(obj, type) and issubclass(obj, enum.Enum)):
+        return None
+    return STR if issubclass(obj, str) else INT if issubclass(obj, int) else None
+
+
+def union_type(source: SourceFile, node: cst.BaseExpression, module_classes: dict[str, str]) -> UnionType | None:
+    """`Union[A, B, ...]` (or `A | B | ...`) of two or more types besides None, as a UnionType of
+    its members (None among them where it is one); None for any other annotation."""
+    if isinstance(node, cst.Subscript) and source.global_name(node.value) in UNION:
+        parts = [e.slice.value for e in node.slice if isinstance(e.slice, cst.Index)]
+    elif isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        parts = []
+        while isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+            parts.insert(0, node.right)
+            node = node.left
+        parts.insert(0, node)
+    else:
+        return None
+    members = tuple(dict.fromkeys(annotation_type(source, p, module_classes) for p in parts))
+    return UnionType(members) if len([m for m in members if m != NONE]) >= 2 else None
 
 
 def _union(source: SourceFile, node: cst.CSTNode, members: list[Type]) -> Type:

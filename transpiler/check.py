@@ -72,7 +72,6 @@ EXPRESSIONS: dict[type, tuple[str, str]] = {
                    "compiled code has no dicts; use a list or a tuple, or separate values"),
     cst.GeneratorExp: ("generator expressions are not supported",
                        "use a list comprehension (`[f(x) for x in xs]`), or a for loop"),
-    cst.Dict: ("dict displays are not supported", "return a tuple, or pass the values as separate arguments"),
     cst.Set: ("set displays are not supported", "use a list or a tuple; `x in (a, b)` works for tests"),
     cst.StarredElement: ("starred expressions (`*x`) are not supported",
                          "list the elements one by one, or index the sequence"),
@@ -281,9 +280,6 @@ class SubsetChecker(cst.CSTVisitor):
                             "set a flag before the loop, clear it where you break, and test it after the loop")
             if isinstance(node, cst.For) and node.asynchronous is not None:
                 self.report(node.asynchronous, "async for loops are not supported", "use a plain for loop")
-        elif isinstance(node, cst.Arg) and node.star:
-            self.report(node, f"argument unpacking (`{node.star}{_code(node.value)}`) is not supported",
-                        "pass the arguments one by one")
         elif isinstance(node, cst.SimpleString) and "b" in node.prefix.lower():
             self.report(node, "byte strings are not supported", "use a str, or a uint8 tensor for raw bytes")
         elif isinstance(node, cst.Raise):

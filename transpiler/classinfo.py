@@ -7,8 +7,12 @@ for the ahead-of-time path; and a live instance, for `script(instance, ...)`.
 from __future__ import annotations
 
 import enum
+import functools
+import inspect
+import typing
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import libcst as cst
@@ -20,9 +24,11 @@ from ir.types import (
     ANY,
     BOOL,
     FLOAT,
+    DictType,
     ListType,
     INT,
     NONE,
+    STR,
     TENSOR,
     ModuleListType,
     ModuleType,
@@ -91,6 +97,19 @@ class ClassInfo:
         return self.method_sources.get(name, self.source)
 
 
+def torch_layer_result(qualname: str) -> Type | None:
+    """TENSOR where `qualname` names one of torch's layers (`torch.nn.Unfold`) whose forward is
+    annotated to return a Tensor; None otherwise."""
+    cls = getattr(nn, qualname[len("torch.nn."):], None) if qualname.startswith("torch.nn.") else None
+    if not (isinstance(cls, type) and issubclass(cls, nn.Module)) or cls.forward is nn.Module.forward:
+        return None
+    try:
+        returns = inspect.signature(cls.forward).return_annotation
+    except (TypeError, ValueError):
+        return None
+    return TENSOR if returns in (torch.Tensor, "Tensor", "torch.Tensor") else None
+
+
 def std_name(cls: type) -> str:
     """"torch.nn.Linear" for torch's own layers, else the class name, as the file's own classes
     are named in IR types."""
@@ -126,7 +145,58 @@ def class_from_source(source: SourceFile, node: cst.ClassDef) -> ClassInfo:
         _scan_init(source, init, info, classes)
         for name in _called_from(init, info):  # `self.reset_parameters()`: what it assigns too
             _scan_init(source, info.methods[name], info, classes)
+    for base in node.bases:  # `class LayerNorm2d(nn.LayerNorm)`: what torch's layer sets up
+        layer = _torch_layer(source.global_name(base.value))
+        for name, attr in (torch_layer_attributes(layer) if layer is not None else {}).items():
+            info.attrs.setdefault(name, attr)
     return info
+
+
+def _torch_layer(qualname: str | None) -> type | None:
+    """The class of one of torch's layers that `qualname` names ("torch.nn.LayerNorm"), or None."""
+    cls = getattr(nn, qualname[len("torch.nn."):], None) if qualname and qualname.startswith("torch.nn.") else None
+    return cls if isinstance(cls, type) and issubclass(cls, nn.Module) and cls is not nn.Module else None
+
+
+@functools.lru_cache(maxsize=None)
+def torch_layer_attributes(cls: type) -> dict[str, AttrInfo]:
+    """The attributes an instance of torch's layer `cls` has, for a subclass compiled ahead of
+    time: what the `__init__` of each class in its MRO below nn.Module assigns (read from torch's
+    own source, as a class of the user's is), and the settings those classes annotate
+    (`normalized_shape: tuple[int, ...]`, a list of ints to compiled code) where that says more."""
+    found: dict[str, AttrInfo] = {}
+    for klass in reversed(cls.__mro__[:cls.__mro__.index(nn.Module)]):
+        try:
+            path = inspect.getsourcefile(klass)
+            source = SourceFile.read(Path(path)) if path is not None else None
+        except (OSError, TypeError, UserError):
+            source = None
+        node = source.classes.get(klass.__name__) if source is not None else None
+        init = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__init__"),
+                    None) if node is not None else None
+        if init is not None:
+            info = ClassInfo(klass.__name__, node, source)
+            _scan_init(source, init, info, module_class_names(source))  # type: ignore[arg-type]
+            found.update(info.attrs)
+        for name, hint in vars(klass).get("__annotations__", {}).items():
+            t = _runtime_annotation_type(hint)
+            if t is not None and (name not in found or found[name].kind == "unknown"):
+                found[name] = AttrInfo("tensor" if t == TENSOR else "constant", t)
+    return {k: a for k, a in found.items() if not k.startswith("_") and a.kind != "unknown"}
+
+
+def _runtime_annotation_type(hint: object) -> Type | None:
+    """The IR type of a class annotation torch's layers write (`eps: float`, `kernel_size:
+    tuple[int, ...]`), or None."""
+    simple = {int: INT, float: FLOAT, bool: BOOL, str: STR, torch.Tensor: TENSOR}
+    if hint in simple:
+        return simple[hint]  # type: ignore[index]
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in (int, float):
+        return ListType(simple[args[0]])
+    if typing.get_origin(hint) is typing.Literal and all(type(a) is str for a in args):
+        return STR
+    return None
 
 
 def _called_from(init: cst.FunctionDef, info: ClassInfo) -> list[str]:
@@ -347,8 +417,17 @@ def python_value_type(value: object, name_of: Callable[[nn.Module], str] | None 
     torch_function = torch_function_name(value)
     if torch_function is not None:
         return FunctionType(torch_function)
-    if isinstance(value, list) and value and all(type(v) in (int, float, bool) for v in value):
-        elem = _literal_type(value[0])
+    if type(value) is dict and all(type(k) is str for k in value):
+        # (levit's cache of attention biases by device; `{}` holds tensors, as in TorchScript)
+        if all(isinstance(v, torch.Tensor) for v in value.values()):
+            return DictType(STR, TENSOR)
+        elem = _literal_type(next(iter(value.values())))
+        if elem is not None and all(_literal_type(v) == elem for v in value.values()):
+            return DictType(STR, elem)
+        return None
+    if isinstance(value, list) and value and all(type(v) in (int, float, bool) or type(v) is tuple and all(
+            type(e) in (int, float, bool) for e in v) for v in value):
+        elem = _literal_type(value[0])  # (numbers, or tuples of them: crossvit's image sizes)
         if elem is not None and all(_literal_type(v) == elem for v in value):
             return ListType(elem)  # read when called: a list may change
     return _literal_type(value)
@@ -417,9 +496,11 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
         if plain_enum_value(value) is not None:  # (compiled code holds the str or int it equals)
             value = plain_enum_value(value)
         t = python_value_type(value, name_of)
+        if isinstance(t, DictType) and node is not None:
+            t = _declared_dict(source, node, name) or t  # (`cache: Dict[str, Tensor]` in the class)
         if t is not None:
             kind = "tensor" if t == TENSOR else "constant"
-            info.attrs[name] = AttrInfo(kind, t, value=value, has_value=kind == "constant" and not isinstance(t, (ListType, FunctionType)))
+            info.attrs[name] = AttrInfo(kind, t, value=value, has_value=kind == "constant" and not isinstance(t, (ListType, DictType, FunctionType)))
         elif is_plain_object(value):
             info.attrs[name] = AttrInfo("object", ANY, value=value)
     for cls in type(module).__mro__:  # literal class attributes (`gradient_checkpointing = False`)
@@ -432,6 +513,20 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
             info.attrs[name] = AttrInfo("constant", _literal_type(value), value=value, has_value=True)  # type: ignore[arg-type]
     info.attrs["training"] = AttrInfo("constant", BOOL, value=module.training, has_value=True)
     return info
+
+
+def _declared_dict(source: SourceFile | None, node: cst.ClassDef, name: str) -> DictType | None:
+    """The dict type a class-level annotation of attribute `name` declares, or None."""
+    for stmt in node.body.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.target.value == name \
+                    and source is not None:
+                try:
+                    t = annotation_type(source, small.annotation.annotation, module_class_names(source))
+                except UserError:
+                    return None
+                return t if isinstance(t, DictType) else None
+    return None
 
 
 def same_value(x: AttrInfo, y: AttrInfo | None) -> bool:

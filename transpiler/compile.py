@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -119,6 +119,8 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
         except Exception:
             if not check.has_errors(pending.node):
                 raise  # (a compiler bug; in a function the check rejected, what lowering finds is a bonus)
+    if ctx.recursive:
+        check = lowered_only(check, ctx)
     if diagnostics or check.diagnostics:
         raise CompileError(merge_diagnostics(check, diagnostics, list(ctx.sources())), ctx.sources())
     # The entry file's functions first, in source order; then each other file's.
@@ -145,6 +147,24 @@ def _check_other_files(check: CheckResult, checked: set[int], classes: dict[str,
         check = CheckResult(check.diagnostics + found.diagnostics, check.failed + found.failed,
                             check.covered + found.covered, check.rejected + found.rejected)
     return check
+
+
+def lowered_only(check: CheckResult, ctx: FileContext) -> CheckResult:
+    """`check` without what it says of code that lowering did not lower (recursive mode): a
+    method nothing compiled calls (densenet's checkpointing helper, called under
+    `self.grad_checkpointing`, False), a branch decided when compiling (coat's dict of
+    intermediate features under `not torch.jit.is_scripting()`). What it says of the definition
+    of a function that compiled code calls (a decorator, `*args`) stays."""
+
+    def inside(loc: Loc, r: Loc) -> bool:
+        return r.file == loc.file and (r.line, r.col) <= (loc.line, loc.col) < (r.end_line, r.end_col)
+
+    headers = []
+    for pending in ctx.worklist:
+        start, body = pending.source.loc(pending.node), pending.source.positions[pending.node.body].start
+        headers.append(Loc(start.file, start.line, start.col, body.line, body.column))
+    kept = [d for d in check.diagnostics if any(inside(d.loc, r) for r in ctx.lowered + headers)]
+    return replace(check, diagnostics=kept)
 
 
 def merge_diagnostics(check: CheckResult, lowering: list[Diagnostic], files: Sequence[str] = ()) -> list[Diagnostic]:

@@ -11,10 +11,10 @@ import libcst as cst
 
 from ir.builder import literal_type
 from ir.core import Loc
-from ir.types import ANY, ERROR, NONE, TENSOR, ModuleType, TensorType, Type
-from transpiler.annotations import annotation_type
+from ir.types import ANY, ERROR, NONE, TENSOR, ModuleType, TensorType, Type, UnionType
+from transpiler.annotations import annotation_type, union_type
 from transpiler.check import PYTHON_DECORATORS
-from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names
+from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names, torch_layer_result
 from transpiler.diagnostics import Diagnostic, UserError
 from transpiler.env import Signature
 from transpiler.infer_annotations import missing_parameters_error, missing_result_error, suggest_parameter
@@ -56,6 +56,10 @@ class FunctionFinder(Protocol):
     def enum_value(self, source: SourceFile, expr: cst.BaseExpression) -> str | int | None:
         """The value of the str or int Enum member `expr` names at run time (`Format.NCHW` of a
         `class Format(str, Enum)`: "NCHW", which it equals), or None."""
+
+    def class_object(self, source: SourceFile, expr: cst.BaseExpression) -> type | None:
+        """The class `expr` names in `source`'s module at run time (`nn.Identity`, `Block`), or
+        None when it names no class."""
 
     def lookup(self, source: SourceFile, func: cst.BaseExpression, args: list[object]) -> Lookup | None:
         """`func(*args)` called now (`ALL_ATTENTION_FUNCTIONS.get_interface("sdpa", default)`):
@@ -106,6 +110,10 @@ class FileContext:
     entry_kwargs_empty: set[str] = field(default_factory=set)  # decorated entries whose wrappers pass none
     entry_passed: dict[str, dict[str, str]] = field(default_factory=dict)  # parameter -> "none"/"tensor" their wrappers pass
     entry_kwargs_passed: dict[str, dict[str, object]] = field(default_factory=dict)  # the literal keywords they pass
+    # Where lowering went: each statement it lowered (a compound one's header alone). In recursive
+    # mode a branch decided when compiling is not lowered, and what the check pass says of
+    # code there is dropped (compile.lowered_only).
+    lowered: list[Loc] = field(default_factory=list)
     _origins: dict[str, Pending] = field(default_factory=dict)  # sym_name -> what it was compiled from
     _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)
@@ -200,7 +208,12 @@ class FileContext:
                                   types=sig.types[:at] + (TENSOR,) * extra + sig.types[at:], result=None,
                                   positional=at + extra, star_items=stars)
                 return self._request(sym_name, node, info, source, variant)
-        return self.method_signature(info, "forward")
+        sig = self.method_signature(info, "forward")
+        union = next((p for p, t in zip(sig.params, sig.types) if isinstance(t, UnionType)), None)
+        if union is not None:
+            raise UserError(f"parameter `{union}` of the compiled forward is annotated with a Union",
+                            source.loc(node.name), "annotate it with the type the model is called with")
+        return sig
 
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
         """The method compiled for the first of its `_overload_method` declarations whose
@@ -230,6 +243,12 @@ class FileContext:
                                     "which compiled code would not apply", source.loc(applied[0]),
                                     "its calls run it as Python")
             sig = declared or self.signature_of(node, sym_name, info, source)
+            if any(isinstance(t, UnionType) for t in sig.types):
+                # (densenet's `x: Union[Tensor, List[Tensor]]`: each call compiles a variant for
+                # the member it passes, lower_expr.call_variant; this signature is not lowered)
+                self.signatures[sym_name] = sig
+                self._origins[sym_name] = Pending(sig, node, info, source)
+                return sig
             try:
                 if sig.result is None:
                     sig = self._infer_result(sig, node, info, source)
@@ -443,8 +462,13 @@ class FileContext:
             try:
                 t = annotation_type(source, p.annotation.annotation, classes)
             except UserError as e:
-                errors += e.diagnostics
-                t = ERROR
+                try:
+                    union = union_type(source, p.annotation.annotation, classes) if self.recursive else None
+                except UserError:
+                    union = None
+                if union is None:
+                    errors += e.diagnostics
+                t = union or ERROR  # (a union: compiled per call, for the member passed: `_request`)
             if p.default is not None:
                 try:
                     value = defaults[name] = _literal_default(p, source)
@@ -452,7 +476,9 @@ class FileContext:
                     errors += e.diagnostics
                     value = defaults[name] = None  # (a call may still leave it out)
                     t = ERROR
-                if value is None and t not in (NONE, ERROR) and not _is_optional(t):
+                if value is None and isinstance(t, UnionType):
+                    t = UnionType(tuple(dict.fromkeys((*t.members, NONE))))
+                elif value is None and t not in (NONE, ERROR) and not _is_optional(t):
                     # `x: Tensor = None` means Optional[Tensor], as TorchScript reads it.
                     from ir.types import OptionalType
 
@@ -478,11 +504,14 @@ class FileContext:
         """What calling a submodule of this class returns."""
         if qualname in STD_LAYERS:
             return STD_LAYERS[qualname]
+        declared = torch_layer_result(qualname)
+        if declared is not None:  # another of torch's layers (nn.Unfold): what its forward says
+            return declared
         info = self.class_named(qualname)
         if info is not None and "forward" in info.methods:
             forward = info.methods["forward"]
             if self.recursive:
-                return self.method_signature(info, "forward").result  # type: ignore[return-value]
+                return self.method_signature(info, "forward").result or ANY
             if forward.returns is None:
                 raise UserError(f"`{qualname}.forward` has no return type annotation",
                                 self.source.loc(forward.name), "annotate its return type")

@@ -248,6 +248,8 @@ def _why_python(op: Operation) -> tuple[str, str] | None:
     """(category, reason) of a tensor op left as a Python/torch call; None for no tensor op."""
     if "unfunctionalized" in op.attributes:
         return "write", f"a write kept as is: {op.attributes['unfunctionalized']}"
+    if op.attributes.get("reinplaced"):
+        return "write", "a write in place into a new tensor nothing else reads (ir/passes/reinplace.py)"
     if isinstance(op, (ops.IfOp, ops.ForRangeOp, ops.ForEachOp, ops.WhileOp)):
         return "control", "control flow (a kernel does not span it)"
     if isinstance(op, ops.ModuleCallOp):

@@ -374,6 +374,11 @@ class _Sources:
 
         return plain_enum_value(_live_object(sys.modules.get(_module_name_of(str(source.path)) or ""), expr))
 
+    def class_object(self, source: Any, expr: Any) -> type | None:
+        """(transpiler.context.FunctionFinder.class_object)"""
+        obj = _live_object(sys.modules.get(_module_name_of(str(source.path)) or ""), expr)
+        return obj if isinstance(obj, type) else None
+
     def unchanged(self, source: Any, node: Any) -> bool:
         """(transpiler.context.FunctionFinder.unchanged)"""
         module = sys.modules.get(_module_name_of(str(source.path)) or "")

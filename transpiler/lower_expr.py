@@ -35,6 +35,7 @@ from ir.types import (
     NONE,
     STR,
     TENSOR,
+    DictType,
     FunctionType,
     ListType,
     ModuleListType,
@@ -43,6 +44,7 @@ from ir.types import (
     TensorType,
     TupleType,
     Type,
+    UnionType,
     is_subtype,
     unify,
 )
@@ -90,6 +92,7 @@ BUILTIN_CALLS = {"len", "min", "max", "int", "float", "bool", "abs", "round", "i
 NEXT_HINT = ("compiled code takes next(iter(xs)) of a list or tuple, and next(self.parameters()) / "
              "next(self.buffers()); else read the tensor by name (`self.fc.weight.device`) or index (`xs[0]`)")
 UNROLLED_CALLS = {"all", "any", "sum", "tuple", "list"}
+JIT_ANNOTATE = {"torch.jit.annotate", "torch._jit_internal.annotate"}
 # Calls whose value in eager code is known: compiled code computes what eager computes.
 CONSTANT_CALLS = {"torch.jit.is_scripting": False, "torch.jit.is_tracing": False,
                   "torch.jit._script.is_scripting": False, "torch._jit_internal.is_scripting": False}
@@ -204,7 +207,7 @@ class ExpressionLowering:
             return self.make_list(values, None, node)
         if isinstance(node, cst.ListComp):
             return self.list_comprehension(node)  # type: ignore[attr-defined]
-        if isinstance(node, cst.Dict) and self.ctx.permissive:
+        if isinstance(node, cst.Dict):
             return self.dict_display(node)
         what = describe(node)
         raise self.error(node, f"{what} {'are' if what.endswith('s') else 'is'} not supported", hint_for(node))
@@ -234,25 +237,40 @@ class ExpressionLowering:
         return self.op(ops.SpreadOp, values, [ListType(INT)], starred=tuple(starred)).result
 
     def dict_display(self, node: cst.Dict) -> Value:
-        """`{"enable_gqa": True}` (permissive mode): literal string keys and plain values. A
-        Python dict; `**d` passes its items as keywords while nothing else has used it
-        (call_arguments)."""
+        """`{"x1": x1, "x2": x2}`: literal string keys, values of one type (the type they unify
+        to: Any in permissive mode where they do not). A Python dict; `**d` passes its items as
+        keywords while nothing else has used it (call_arguments)."""
         keys: list[str] = []
         values: list[Value] = []
         for e in node.elements:
             key = literal_value(e.key) if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) else None
             if not isinstance(key, str) or key in keys:
-                raise self.error(node, "dict displays are only supported with distinct literal string keys")
-            v = self.expr(e.value)
-            if v.type not in (BOOL, INT, FLOAT, STR, NONE):
-                raise self.error(node, f"a dict holding {a_type(v.type)} is not supported",
-                                 "compiled code has dicts of plain values only, to pass on as `**d`")
+                raise self.error(node, "dict displays are only supported with distinct literal string keys",
+                                 'write each key as a string literal once: {"a": x, "b": y}')
             keys.append(key)
-            values.append(v)
-        result = self.op(ops.DictOp, values, [ANY], keys=tuple(keys)).result
+            values.append(self.expr(e.value))
+        value_type = unify_all([v.type for v in values]) if values else TENSOR  # (`{}`: of tensors, as in TorchScript)
+        if value_type is None and not self.ctx.permissive:
+            raise self.error(node, "the values of this dict have different types", "a dict holds values of one type")
+        if isinstance(value_type, TensorType):
+            value_type = TENSOR  # (a dict may be given any tensor later)
+        result = self.op(ops.DictOp, values, [DictType(STR, value_type or ANY)], keys=tuple(keys)).result
         self.star_items[result] = dict(zip(keys, values))
         self.dicts_made[result] = self.loop_depth
         return result
+
+    def display_item(self, made: Value, key: Value) -> Value | None:
+        """`d["x1"]` of a dict display that nothing has done more with than read (at the loop
+        depth it was made at: a later iteration may see a store made after this read): the value
+        the display holds under that key, with its type; None otherwise."""
+        items = self.star_items.get(made)
+        if items is None or self.dicts_made.get(made) != self.loop_depth or self.known(key) not in items:
+            return None
+        for use in made.uses:
+            if not (isinstance(use.op, ops.GetItemOp) or isinstance(use.op, ops.CompareOp) and use.index == 1
+                    or isinstance(use.op, ops.BuiltinCallOp) and use.op.attributes.get("callee") == "len"):
+                return None
+        return items[self.known(key)]
 
     def element(self, e: cst.BaseElement) -> Value:
         if isinstance(e, cst.StarredElement):
@@ -385,6 +403,9 @@ class ExpressionLowering:
             return self.op(ops.GetAttrOp, [obj], [t], attr=attr).result
         if isinstance(obj.type, ModuleType) and self.ctx.class_named(obj.type.qualname) is not None:
             return self.module_attribute(node, obj, self.ctx.class_named(obj.type.qualname))
+        layer = self.named_layer(obj, attr)
+        if layer is not None:
+            return layer
         if obj.type == DEVICE and attr in ("type", "index"):
             return self.op(ops.GetAttrOp, [obj], [STR if attr == "type" else OptionalType(INT)], attr=attr).result
         raise self.error(node, f"attribute `{attr}` of a value of type {obj.type} is not supported")
@@ -438,6 +459,31 @@ class ExpressionLowering:
             # lowers one side, as on a setting; the read stays, and an entry check pins it
             self.live[result] = found.value
         return result
+
+    def live_module(self, value: Value) -> nn.Module | None:
+        """The submodule of the instance compiled for (script(instance, ...)) that module value
+        `value` reads, through attribute reads from `self`; None where not known."""
+        if value is self.self_value:
+            return self.class_info.instance if self.class_info is not None else None
+        op = value.owner
+        if not isinstance(op, ops.GetAttrOp) or not isinstance(value.type, (ModuleType, ModuleListType)):
+            return None
+        parent = self.live_module(op.operands[0])
+        child = parent._modules.get(op.attributes["attr"]) if parent is not None else None
+        return child if isinstance(child, nn.Module) else None
+
+    def named_layer(self, obj: Value, name: str) -> Value | None:
+        """`obj.name` of a Sequential or ModuleList `obj` that holds a layer under that name (a
+        Sequential built from an OrderedDict): the layer, its type the container's element type
+        there; None otherwise. The name is what the instance compiled for holds; an entry check
+        of the layer's call finds it on every call."""
+        live = self.live_module(obj) if isinstance(obj.type, ModuleListType) and obj.type.length_known else None
+        if live is None or name not in live._modules:
+            return None
+        index = list(live._modules).index(name)
+        if index >= len(obj.type.elems):  # type: ignore[union-attr]
+            return None
+        return self.op(ops.GetAttrOp, [obj], [obj.type.elems[index]], attr=name).result  # type: ignore[union-attr]
 
     def module_hasattr(self, node: cst.Call, name: str) -> Value:
         """`hasattr(module, "name")`, `getattr(module, "name"[, default])` with a literal name, as
@@ -545,7 +591,7 @@ class ExpressionLowering:
             return self.error_value()  # type: ignore[attr-defined]  (strict mode: both sides checked)
         if value.type == NONE:
             return self.b.constant(False)
-        if value.type in (INT, FLOAT, STR, ANY) or isinstance(value.type, (OptionalType, ListType)):
+        if value.type in (INT, FLOAT, STR, ANY) or isinstance(value.type, (OptionalType, ListType, DictType)):
             result = self.op(ops.BuiltinCallOp, [value], [BOOL], callee="bool").result
             known = self.known(value)
             if known is not self._UNKNOWN:
@@ -609,8 +655,8 @@ class ExpressionLowering:
                 return self.b.constant((other == NONE) == (op == "is"))
             return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
         if op in ("in", "not in"):
-            if not isinstance(rhs.type, (ListType, TupleType)):
-                raise self.error(node, f"`{op}` is only supported on lists and tuples")
+            if not isinstance(rhs.type, (ListType, TupleType, DictType)):
+                raise self.error(node, f"`{op}` is only supported on lists, tuples and dicts")
             return self.op(ops.CompareOp, [lhs, rhs], [BOOL], op=op).result
         try:
             t = binary_result_type(op, lhs.type, rhs.type)
@@ -717,6 +763,13 @@ class ExpressionLowering:
             raise self.error(node, f"slicing a value of type {base.type} is not supported", "index it with one int")
         index_node = node.slice[0].slice.value
         index = self.expr(index_node)
+        if isinstance(base.type, DictType):  # (a KeyError where it runs, as in Python)
+            if not is_subtype(index.type, base.type.key):
+                raise self.error(index_node, f"a key of type {index.type} for a dict of {base.type.key} keys")
+            held = self.display_item(base, index)
+            if held is not None:
+                return held
+            return self.op(ops.GetItemOp, [base, index], [base.type.value]).result
         if index.type not in (INT, BOOL):
             raise self.error(index_node, f"index of type {index.type}; expected int")
         t = base.type
@@ -899,7 +952,18 @@ class ExpressionLowering:
                                      f"e.g. `xs: list[{args[0].type}] = []`" if obj.type.elem == TENSOR else None)
                 self.op(ops.ListAppendOp, [obj, args[0]], [])
                 return self.b.constant(None)
+            layer = self.named_layer(obj, func.attr.value)
+            if layer is not None:  # `self.head.fc(x)` of a Sequential built from an OrderedDict
+                return self.module_call(node, layer)
+            if func.attr.value == "forward" and (isinstance(obj.type, ModuleType) or isinstance(
+                    obj.type, ModuleListType) and obj.type.kind == "Sequential"):
+                # `down.forward(y)` (hrnet): the call without hooks, which the compiled call of a
+                # module has too, its entry check finding the module unhooked
+                return self.module_call(node, obj)
             if isinstance(obj.type, ModuleType):
+                called = self.submodule_method(node, obj, func.attr.value)
+                if called is not None:
+                    return called
                 raise self.error(func, f"calling a method of submodule ({obj.type}) is not supported",
                                  "call the submodule itself, or move the code into this module")
             if obj.type == ANY:
@@ -947,6 +1011,15 @@ class ExpressionLowering:
         children = method in ("children", "named_children")
         if info is None or obj is None or not isinstance(info.instance, nn.ModuleDict if not children else nn.Module):
             return None
+        return self.listed_modules(obj, info, method)
+
+    def listed_modules(self, obj: Value, info: ClassInfo, method: str) -> Value | None:
+        """A tuple of the submodules of module `obj` (`info` of its class variant, from a live
+        instance), in order: as `method` ("children", "named_children", "values", "items",
+        "keys", or "iter": what iterating over a Sequential or ModuleList yields) lists them;
+        None where one is not known as a module."""
+        assert info.instance is not None
+        children = method in ("children", "named_children")
         entries, seen = [], set()
         for name, child in info.instance._modules.items():
             if children and (child is None or id(child) in seen):
@@ -959,11 +1032,20 @@ class ExpressionLowering:
             module = self.op(ops.GetAttrOp, [obj], [attr.type], attr=name).result
             if method == "keys":
                 entries.append(key)
-            elif method in ("values", "children"):
+            elif method in ("values", "children", "iter"):
                 entries.append(module)
             else:
                 entries.append(self.op(ops.TupleOp, [key, module], [TupleType((STR, attr.type))]).result)
         return self.op(ops.TupleOp, entries, [TupleType(tuple(e.type for e in entries))]).result
+
+    def iterated_modules(self, obj: Value) -> Value | None:
+        """What a loop over module `obj` walks when its class is a Sequential or ModuleList with
+        a forward of its own (`class SequentialList(nn.Sequential)` looping over `self`): a
+        tuple of its layers, as for a plain one; else None."""
+        info = self.ctx.class_named(obj.type.qualname) if isinstance(obj.type, ModuleType) else None
+        if info is None or not isinstance(info.instance, (nn.Sequential, nn.ModuleList)):
+            return None
+        return self.listed_modules(obj, info, "iter")
 
     def _root_is_local(self, node: cst.BaseExpression) -> bool:
         while isinstance(node, cst.Attribute):
@@ -996,6 +1078,8 @@ class ExpressionLowering:
             return self.call_math(node, qual)
         if qual == "torch._assert":
             return self.torch_assert(node)
+        if qual in JIT_ANNOTATE:
+            return self.jit_annotate(node)
         if qual == "torch.Size":
             return self.torch_size(node)
         if qual.startswith("torch."):
@@ -1062,6 +1146,17 @@ class ExpressionLowering:
         with self.b.at_end_of(if_op.else_block):
             self.b.create(ops.YieldOp, [])
         return self.b.constant(None)
+
+    def jit_annotate(self, node: cst.Call) -> Value:
+        """`torch.jit.annotate(T, value)`: `value` as a value of type T, as `v: T = value` is
+        (an empty list of T's elements: `torch.jit.annotate(List[Tensor], [])`)."""
+        from transpiler.annotations import annotation_type
+        from transpiler.classinfo import module_class_names
+
+        if len(node.args) != 2 or any(a.keyword is not None or a.star for a in node.args):
+            raise self.error(node, "torch.jit.annotate() takes a type and a value")
+        declared = annotation_type(self.source, node.args[0].value, module_class_names(self.source))
+        return self.declared_value(declared, node.args[1].value, None, "annotated as")  # type: ignore[attr-defined]
 
     def torch_size(self, node: cst.Call) -> Value:
         """`torch.Size(sizes)` of a list or tuple of ints: a tuple of ints at run time, as
@@ -1207,7 +1302,7 @@ class ExpressionLowering:
                 return self.op(ops.BuiltinCallOp, args, [t], callee=name).result
             raise self.error(node, f"{name}() of a {types[0]}")
         if name == "len" and len(args) == 1:
-            if isinstance(types[0], (ListType, TupleType, TensorType, ModuleListType)) or types[0] in (STR, ANY):
+            if isinstance(types[0], (ListType, TupleType, TensorType, ModuleListType, DictType)) or types[0] in (STR, ANY):
                 return self.op(ops.BuiltinCallOp, args, [INT], callee="len").result
             raise self.error(node, f"len() of a {types[0]}")
         if name == "abs" and len(args) == 1 and types[0] in (INT, FLOAT, BOOL, ANY):
@@ -1423,6 +1518,8 @@ class ExpressionLowering:
         value = self.expr(node.args[0].value)
         kinds = node.args[1].value
         names = [e.value for e in kinds.elements] if isinstance(kinds, cst.Tuple) else [kinds]
+        if isinstance(value.type, (ModuleType, ModuleListType)):
+            return self.module_isinstance(value, names)
         result = False
         for n in names:
             qual = self.source.global_name(n)
@@ -1445,17 +1542,69 @@ class ExpressionLowering:
                 result = result or t == want
         return self.b.constant(result, BOOL)
 
-    def call_python_method(self, node: cst.Call, method: cst.FunctionDef) -> Value:
-        """`self.m(...)` of a method left to Python (`@torch.jit.unused`): a plain call, its
-        result typed by the method's return annotation (Any without one, or one the compiler
-        does not know)."""
+    def module_isinstance(self, module: Value, names: list[cst.BaseExpression]) -> Value:
+        """`isinstance(t, nn.Identity)` of a module: decided when compiling from the class the
+        module has (the instance's, script(instance, ...); ahead of time, a torch layer or a
+        class of this file, by name), under an entry check that the module is of that class."""
+        container = isinstance(module.type, ModuleListType)
+        if container:  # (a subclass that keeps Sequential's forward passes its check too)
+            qualname = "torch.nn.Sequential" if module.type.kind == "Sequential" else "torch.nn.ModuleList"  # type: ignore[union-attr]
+        else:
+            qualname = module.type.qualname  # type: ignore[union-attr]
+        info = self.ctx.class_named(qualname) if not container else None
+        actual: type | None = None
+        if info is not None and info.instance is not None:
+            actual = type(info.instance)
+        elif qualname.startswith("torch.nn."):
+            actual = getattr(nn, qualname[len("torch.nn."):], None)
+        result = False
+        for n in names:
+            qual = self.source.global_name(n)
+            wanted = self.ctx.functions.class_object(self.source, n) if self.ctx.functions is not None else None
+            if wanted is None and qual is not None and qual.startswith("torch.nn."):
+                wanted = getattr(nn, qual[len("torch.nn."):], None)
+            if isinstance(wanted, type) and actual is not None and not (container and wanted is not actual
+                                                                        and issubclass(wanted, actual)):
+                result = result or issubclass(actual, wanted)
+            elif qual is not None and qual in self.source.classes and actual is None:
+                result = result or qual == qualname.split("@")[0]  # (ahead of time: the class itself)
+            else:
+                raise self.error(n, f"isinstance of a module with `{self.source.code(n)}` is not decided when compiling",
+                                 "name a torch layer or a module class")
+        self.op(ops.AssumeClassOp, [module], [], qualname=qualname)
+        return self.b.constant(result, BOOL)
+
+    def submodule_method(self, node: cst.Call, module: Value, method: str) -> Value | None:
+        """`self.rel_pos.get_bias()`: a method other than forward of a submodule whose class is
+        compiled, called as a method of `self` is (its code inlined under an entry check that the
+        submodule is of that class: ir/passes/inline.py); None where the class has no such
+        method, or it is static."""
+        info = self.ctx.class_named(module.type.qualname) if isinstance(module.type, ModuleType) else None
+        if info is None or method not in info.methods or method in ("forward", "__init__"):
+            return None
+        source = info.method_source(method) or self.source
+        if left_to_python(source, info.methods[method]):
+            return self.call_python_method(node, info.methods[method], module, info)
+        if is_static(source, info.methods[method]):
+            return None
+        signature = self.ctx.method_signature(info, method, node)
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        return self.call_compiled(node, signature, module, args, kwnames, kwargs, guard_self=True)
+
+    def call_python_method(self, node: cst.Call, method: cst.FunctionDef, obj: Value | None = None,
+                           info: ClassInfo | None = None) -> Value:
+        """`self.m(...)` (or `obj.m(...)` of module `obj` of class `info`) of a method left to
+        Python (`@torch.jit.unused`): a plain call, its result typed by the method's return
+        annotation (Any without one, or one the compiler does not know)."""
         from transpiler.annotations import annotation_type
         from transpiler.classinfo import module_class_names
 
-        assert self.self_value is not None
+        info = info if info is not None else self.class_info
+        obj = obj if obj is not None else self.self_value
+        assert obj is not None
         args, kwnames, kwargs, _ = self.call_arguments(node)
         result: Type = ANY
-        source = (self.class_info.source if self.class_info is not None else None) or self.source
+        source = (info.method_source(method.name.value) if info is not None else None) or self.source
         if method.returns is not None:
             try:
                 result = annotation_type(source, method.returns.annotation, module_class_names(source))
@@ -1464,7 +1613,7 @@ class ExpressionLowering:
         attrs: dict[str, Any] = {"method": method.name.value}
         if kwnames:
             attrs["kwnames"] = tuple(kwnames)
-        op = self.op(ops.MethodCallOp, [self.self_value, *args, *kwargs], [] if result == NONE else [result], **attrs)
+        op = self.op(ops.MethodCallOp, [obj, *args, *kwargs], [] if result == NONE else [result], **attrs)
         return op.result if op.results else self.b.constant(None)
 
     def call_method_of_self(self, node: cst.Call, method: str) -> Value:
@@ -1511,9 +1660,17 @@ class ExpressionLowering:
             elif sig.kwstar is not None:
                 extras.append((k, v.type))
         # An int passed where a float is declared stays an int in Python (`t * k` of an int tensor
-        # stays integral): the variant takes it as an int. Permissive mode also takes what the
+        # stays integral): the variant takes it as an int; a tuple passed where a list is declared
+        # (maxvit's `window_partition(x, self.partition_size)`) stays a tuple: the variant takes
+        # the tuple, and compiles where the body only reads it. Permissive mode also takes what the
         # annotations do not allow (Python does not check them) and keywords into **kwargs.
         widened = {p: v.type for p, v in given.items() if not is_subtype(v.type, types[p])}  # type: ignore[arg-type]
+        for p in params:  # a Union parameter takes the member passed (its default's type, left out)
+            if isinstance(types[p], UnionType) and p not in widened:
+                if p in given:
+                    widened[p] = given[p].type
+                elif p in sig.defaults:
+                    widened[p] = literal_type(sig.defaults[p])
         if self.ctx.permissive:
             # ... and None where the call passes None or leaves a None default (HF's `past_key_values`,
             # `encoder_hidden_states`): `x is None` is then decided when lowering, as Python
@@ -1523,15 +1680,17 @@ class ExpressionLowering:
                 if passes_none and types[p] != NONE and p not in sig.kwstar_items + sig.star_items:
                     widened[p] = NONE
         if not self.ctx.permissive and (extras or positional or any(
-                not (types[p] == FLOAT and t in (INT, BOOL)) for p, t in widened.items())):
+                not (types[p] == FLOAT and t in (INT, BOOL)) and not _tuple_for_list(t, types[p])
+                and not (isinstance(types[p], UnionType) and is_subtype(t, types[p])) for p, t in widened.items())):
             return None
         if not widened and not extras and not positional:
             return None
         return self.ctx.call_variant(sig, widened, extras, positional)
 
     def call_compiled(self, node: cst.Call, sig: Signature, self_value: Value | None,
-                      args: list[Value], kwnames: list[str], kwargs: list[Value]) -> Value:
-        """A call of a compiled function: bind arguments to parameters, fill in defaults."""
+                      args: list[Value], kwnames: list[str], kwargs: list[Value], guard_self: bool = False) -> Value:
+        """A call of a compiled function: bind arguments to parameters, fill in defaults.
+        `guard_self`: `self_value` is a submodule, whose class an entry check confirms."""
         if self.ctx.recursive and not sig.kwstar_items:
             variant = self.call_variant(sig, int(self_value is not None), args, kwnames, kwargs)
             if variant is not None:
@@ -1564,7 +1723,8 @@ class ExpressionLowering:
                 raise self.error(node, f"argument `{p}` of {sig.sym_name}() is {t}, got {bound[p].type}")
             operands.append(bound[p])
         result_types = [] if sig.result == NONE else [sig.result]
-        op = self.op(ops.FuncCallOp, operands, result_types, callee=sig.sym_name)  # type: ignore[list-item]
+        attrs = {"guard_self": True} if guard_self else {}
+        op = self.op(ops.FuncCallOp, operands, result_types, callee=sig.sym_name, **attrs)  # type: ignore[list-item]
         return op.result if op.results else self.b.constant(None)
 
     def module_call(self, node: cst.Call, module: Value) -> Value:
@@ -1633,6 +1793,12 @@ class ExpressionLowering:
             attrs["call"] = call
         op = self.op(ops.ModuleCallOp, [module, *args, *kwargs], [] if result == NONE else [result], **attrs)
         return op.result if op.results else self.b.constant(None)
+
+
+def _tuple_for_list(given: Type, declared: Type) -> bool:
+    """A tuple whose items are all of the list's element type, passed for a `list[T]`."""
+    return isinstance(given, TupleType) and isinstance(declared, ListType) \
+        and all(is_subtype(e, declared.elem) for e in given.elems)
 
 
 def _has_fstring(node: cst.BaseExpression) -> bool:

@@ -15,12 +15,13 @@ import libcst as cst
 
 from ir import ops
 from ir.builder import Builder
-from ir.core import Block, Region, Value
+from ir.core import Block, Loc, Region, Value
 from ir.types import (
     ANY,
     ERROR,
     fits,
     BOOL,
+    DictType,
     INT,
     NONE,
     ListType,
@@ -237,8 +238,18 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                 return exits
         return Exits()
 
+    def header_loc(self, stmt: cst.BaseStatement) -> Loc:
+        """A simple statement line's span; a compound statement's up to its body."""
+        loc = self.source.loc(stmt)
+        body = getattr(stmt, "body", None)
+        if isinstance(stmt, cst.SimpleStatementLine) or not isinstance(body, cst.BaseSuite):
+            return loc
+        start = self.source.positions[body].start
+        return Loc(loc.file, loc.line, loc.col, start.line, start.column)
+
     def statement(self, stmt: cst.BaseStatement, rest: list[cst.BaseStatement]) -> tuple[bool, Exits]:
         """Lower one statement; (True, exits) when it took `rest` in as well."""
+        self.ctx.lowered.append(self.header_loc(stmt))
         if isinstance(stmt, cst.If):
             then_leaves = always_leaves(statements_of(stmt.body))
             else_leaves = always_leaves(else_statements(stmt))
@@ -511,6 +522,25 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
         assigned = assigned_names(statements_of(node.body))
         return [n for n in self.env.names() if n in assigned and isinstance(self.env.get(n), Value)]
 
+    def declared_value(self, declared: Type, node: cst.BaseExpression, name: str | None, what: str) -> Value:
+        """`node` lowered as a value of the `declared` type (`xs: List[Tensor] = []`,
+        `torch.jit.annotate(List[Tensor], [])`): an empty list display is a list of its element
+        type; another value must fit it, and an Optional is refined to it."""
+        if isinstance(node, cst.List) and not node.elements:
+            value = self.make_list([], declared, node)
+        elif isinstance(node, cst.Dict) and not node.elements and isinstance(declared, DictType):
+            value = self.op(ops.DictOp, [], [declared], keys=()).result
+        else:
+            value = self.expr(node, name=name)
+        fits = is_subtype(value.type, declared) or declared.__class__ is type(value.type) and unify(declared, value.type)
+        if self.ctx.permissive and (declared == ANY or not fits):
+            declared = value.type  # (nor checks it)
+        if not is_subtype(value.type, declared) and not (declared.__class__ is type(value.type) and unify(declared, value.type)):
+            raise self.error(node, f"value of type {value.type} {what} {declared}")
+        if value.type != declared and isinstance(declared, OptionalType):
+            value = self.op(ops.RefineOp, [value], [declared]).result
+        return value
+
     def for_stmt(self, node: cst.For) -> Exits:
         with self.at(node.iter):
             loop, head, elem = self.iteration(node.iter, lambda: has_jump(statements_of(node.body)))
@@ -548,6 +578,9 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             if tuples is not None:  # module lists or tuples: their items side by side, unrolled
                 return None, [tuples], None
         iterable = self.expr(it)
+        layers = self.iterated_modules(iterable)
+        if layers is not None:
+            iterable = layers
         t = iterable.type
         if isinstance(t, ListType):
             return ops.ForEachOp, [iterable], t.elem
@@ -948,18 +981,8 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                 declared = ANY  # Python does not evaluate a local's annotation: a plain assignment
             if node.value is None:
                 raise self.error(node, "a declaration without a value is not supported", "assign a value")
-            if isinstance(node.value, cst.List) and not node.value.elements:
-                value = self.make_list([], declared, node.value)
-            else:
-                value = self.expr(node.value, name=node.target.value if isinstance(node.target, cst.Name) else None)
-            fits = is_subtype(value.type, declared) or declared.__class__ is type(value.type) and unify(declared, value.type)
-            if self.ctx.permissive and (declared == ANY or not fits):
-                declared = value.type  # (nor checks it)
-            if not is_subtype(value.type, declared) and not (declared.__class__ is type(value.type) and unify(declared, value.type)):
-                raise self.error(node.value, f"value of type {value.type} assigned to a name declared {declared}")
-            if value.type != declared and isinstance(declared, OptionalType):
-                value = self.op(ops.RefineOp, [value], [declared]).result
-            self.assign(node.target, value)
+            name = node.target.value if isinstance(node.target, cst.Name) else None
+            self.assign(node.target, self.declared_value(declared, node.value, name, "assigned to a name declared"))
             return Exits()
         if isinstance(node, cst.AugAssign):
             self.aug_assign(node)
@@ -1101,9 +1124,19 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
                     raise self.error(target, f"assigning a {value.type} into a list of {base.type.elem}")
                 self.op(ops.ListSetItemOp, [base, index, value], [])
                 return
+            if isinstance(base.type, DictType) and len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index):
+                key = self.expr(target.slice[0].slice.value)
+                if not is_subtype(key.type, base.type.key):
+                    raise self.error(target.slice[0], f"a key of type {key.type} for a dict of {base.type.key} keys")
+                if not is_subtype(value.type, base.type.value) and not (
+                        isinstance(value.type, TensorType) and isinstance(base.type.value, TensorType)):
+                    raise self.error(target, f"storing a {value.type} in a dict of {base.type.value}")
+                self.op(ops.DictSetItemOp, [base, key, value], [])
+                self.star_items.pop(base, None)  # (what it holds is known when it runs)
+                return
             if not isinstance(base.type, TensorType):
                 raise self.error(target, f"item assignment on a {base.type} is not supported",
-                                 "only tensors and lists support index assignment in compiled code")
+                                 "only tensors, lists and dicts support index assignment in compiled code")
             items, operands = self.index_items(target.slice)
             self.op(ops.IndexPutOp, [base, *operands, value], [], items=items)
             return

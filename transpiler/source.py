@@ -58,6 +58,9 @@ class SourceFile:
         self.classes: dict[str, cst.ClassDef] = {}
         self.functions: dict[str, cst.FunctionDef] = {}
         self.constants: dict[str, object] = {}  # NAME = <literal> at module level
+        # NAME = <what could be a type> bound once at module level (`Size_ = Tuple[int, int]`):
+        # an annotation naming it means what the right-hand side means
+        self.aliases: dict[str, cst.BaseExpression] = {}
         self._scopes: tuple[Mapping, Mapping] | None = None
         self.star_imports = False  # `from helpers import *` at module level
         # The module's import name, when known (script(instance, ...)): Python code kept by
@@ -96,6 +99,17 @@ class SourceFile:
             return _NOT_LITERAL
         value = getattr(module, name)
         return value if value is None or type(value) in (bool, int, float, str) else _NOT_LITERAL
+
+    def alias(self, name: str) -> cst.BaseExpression | None:
+        """The type expression module-level `name` is bound to once (`Size_ = Tuple[int, int]`),
+        or None."""
+        value = self.aliases.get(name)
+        if value is None:
+            return None
+        scope = self.scopes()[0].get(self.module)
+        if scope is None or len(scope.assignments[name]) != 1 or name in self._declared_global():
+            return None
+        return value
 
     def _declared_global(self) -> set[str]:
         found: set[str] = set()
@@ -157,6 +171,7 @@ class SourceFile:
         return text
 
     def _scan_top_level(self) -> None:
+        bound: dict[str, int] = {}
         for stmt in self.module.body:
             if isinstance(stmt, cst.ClassDef):
                 self.classes[stmt.name.value] = stmt
@@ -168,6 +183,11 @@ class SourceFile:
                         self.star_imports = True
                     target, value = _simple_assignment(small)
                     if target is not None:
+                        bound[target] = bound.get(target, 0) + 1
+                        if _may_be_type(value) and bound[target] == 1:
+                            self.aliases[target] = value  # type: ignore[assignment]
+                        else:
+                            self.aliases.pop(target, None)
                         literal = literal_value(value)
                         if literal is not _NOT_LITERAL:
                             self.constants[target] = literal
@@ -230,6 +250,14 @@ class SourceFile:
                 )
             options[arg.keyword.value] = value
         return options
+
+
+def _may_be_type(value: cst.BaseExpression | None) -> bool:
+    """Whether `value` has the form of a type expression (`Tuple[int, int]`, `torch.Tensor`,
+    `int | None`)."""
+    if isinstance(value, cst.BinaryOperation):
+        return isinstance(value.operator, cst.BitOr) and _may_be_type(value.left) and _may_be_type(value.right)
+    return isinstance(value, (cst.Subscript, cst.Attribute, cst.Name))
 
 
 def _simple_assignment(small: cst.BaseSmallStatement) -> tuple[str | None, cst.BaseExpression | None]:

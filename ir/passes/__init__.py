@@ -20,6 +20,7 @@ from ir.passes.pack import pack_linears
 from ir.passes.layout import channels_last
 from ir.passes.plan import plan_memory
 from ir.passes.pool import pool_kernels
+from ir.passes.reinplace import reinplace
 from ir.passes.reuse import reuse_buffers
 from ir.passes.scales import fold_input_scales
 from ir.passes.specialize import specialize
@@ -44,6 +45,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("concat", write_into_cats),  # kernels write the parts of a cat into its result
     ("pool", pool_kernels),  # max pooling of channels-last tensors by a kernel of our own
     ("dce", dce),
+    ("reinplace", reinplace),  # functional writes into new tensors nothing else reads back in place
     ("reuse", reuse_buffers),  # kernels write over inputs that die into them
     ("pack", pack_linears),  # a frozen program: linear layers with their weight in oneDNN's layout
     ("plan", plan_memory),  # large GEMM results into dead temporaries; kernel outputs into kept buffers

@@ -27,7 +27,8 @@ sizes of dims the result depends on (a size that is symbolic is read at run time
 `Unsupported` and the op stays as it is; it is never guessed. As a last check, the decomposed
 value's type must carry every fact the op's own type carried (dtype, shape, device); a rule whose
 result would differ leaves the op as well. Ops with effects (`mutates`, `random`) are never
-touched. A rule never returns an operand where eager returns a new tensor, except where eager
+touched, but those whose rule makes the op's writes itself, in place where the op stood
+(`WRITING_RULES`: batch_norm in training writes its running statistics). A rule never returns an operand where eager returns a new tensor, except where eager
 returns its input itself (dropout in eval, flatten of one dim).
 """
 
@@ -81,12 +82,16 @@ def decompose(program: Program) -> None:
                 decompose_op(op, facts)
 
 
+# Rules that make the writes of their op themselves (Emitter.write), where the op stood.
+WRITING_RULES = frozenset({"batch_norm"})
+
+
 def _candidate(op: Operation) -> bool:
     if isinstance(op, ops.GetAttrOp):
         return op.attributes.get("attr") in ("T", "mT") and isinstance(op.result.type, TensorType)
     if not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp)) or len(op.results) != 1:
         return False
-    if op.attributes.get("mutates") or op.attributes.get("random"):
+    if op.attributes.get("random") or op.attributes.get("mutates") and op_name(op) not in WRITING_RULES:
         return False
     return op_name(op) in RULES
 
@@ -352,6 +357,13 @@ class Emitter:
 
     def unary(self, op: str, a: Value) -> Value:
         return self._add(ops.UnaryOp([a], [unary_result_type(op, _plain(a.type))], {"op": op}))
+
+    def write(self, target: Value, value: Value) -> None:
+        """`target.copy_(value)`: a write the decomposed op makes (WRITING_RULES), in its place."""
+        op = ops.TensorMethodOp([target, value], [target.type], {
+            "method": "copy_", "mutates": (0,), "alias_of": 0, "aten": "aten::copy_"})
+        op.loc = self.anchor.loc
+        self.block.append(op)
 
     def builtin(self, callee: str, result: Type, *args: Operand) -> Value:
         return self._add(ops.BuiltinCallOp([self.value(a) for a in args], [result], {"callee": callee}))

@@ -275,9 +275,10 @@ def batch_norm(e: Emitter, c: Call) -> Value:
     arranges it for a contiguous or channels-last input: per channel alpha = 1 / sqrt(var + eps)
     * weight and beta = bias - mean * alpha, in the computation dtype, then x * alpha + beta: two
     ops an element instead of four. (ATen's build contracts the two multiply-adds into fused
-    ones, which no primitive here expresses: the results differ from eager's in the last bit.)"""
+    ones, which no primitive here expresses: the results differ from eager's in the last bit.)
+    Training: `_batch_norm_training`."""
     if c.flag("training"):
-        raise Unsupported("training updates the running statistics")
+        return _batch_norm_training(e, c)
     x = c.tensor()
     rank, channels = _channels(x)
     xc, d = _upcast(e, x)
@@ -294,6 +295,51 @@ def batch_norm(e: Emitter, c: Call) -> Value:
     beta = e.binary("-", 0 if bias is None else bias, e.binary("*", mean, alpha))
     out = e.binary("*", xc, _channel_param(e, alpha, rank))
     return e.cast(e.binary("+", out, _channel_param(e, beta, rank)), d)
+
+
+def _batch_norm_training(e: Emitter, c: Call) -> Value:
+    """Training with running statistics, as ATen's CPU kernel computes it: per channel the
+    batch's mean, then the sum of squared deviations from it (two passes), over the input seen as
+    (N, C, S) rows (S the spatial size: row sums over S, then over N, so that the passes over the
+    input are row reductions a kernel makes); the output `x * alpha + beta` as in inference, with
+    alpha = 1 / sqrt(biased var + eps) * weight; then the running statistics, `momentum * batch +
+    (1 - momentum) * running` (the variance unbiased, over n - 1), written into them in place.
+    Float32 and float64 (a 16-bit input keeps float32 statistics: not decomposed here)."""
+    x = c.tensor()
+    rank, channels = _channels(x)
+    d = _float_dtype(x)
+    if d not in ("float32", "float64") or type(channels) is not int:
+        raise Unsupported("a 16-bit input, or channels not known")
+    stats = [_affine_param(c, n, [channels], d) for n in ("running_mean", "running_var")]
+    if stats[0] is None or stats[1] is None or _dtype(stats[0]) != d or _dtype(stats[1]) != d:
+        raise Unsupported("training without running statistics of the input's dtype")
+    if not _more_than_one([_shape(x)[0], *_shape(x)[2:]]):
+        raise Unsupported("one value per channel may be all there is: F.batch_norm raises then")
+    momentum = c.arg("momentum")
+    if not isinstance(momentum, (Value, int, float)) or isinstance(momentum, bool):
+        raise Unsupported("momentum is not a number")
+    weight = _affine_param(c, "weight", [channels], d)
+    bias = _affine_param(c, "bias", [channels], d)
+    spatial = e.count(x, range(2, rank))
+    n = e.count(x, [0, *range(2, rank)])
+    rows = e.method("reshape", x, e.shape([e.size(x, 0), channels, spatial]))
+    mean = e.binary("/", e.call("torch.sum", e.call("torch.sum", rows, 2, keepdim=True), 0), n)  # (C, 1)
+    diff = e.binary("-", rows, mean)
+    squares = e.call("torch.sum", e.call("torch.sum", e.binary("*", diff, diff), 2, keepdim=True), 0)
+    # (per channel from here: one reshape of each, read by one kernel of every per-channel value)
+    mean, squares = (e.method("reshape", v, (channels,)) for v in (mean, squares))
+    alpha = e.call("torch.reciprocal", e.call("torch.sqrt", e.binary("+", e.binary("/", squares, n), c.arg("eps"))))
+    if weight is not None:
+        alpha = e.binary("*", alpha, weight)
+    beta = e.binary("-", 0 if bias is None else bias, e.binary("*", mean, alpha))
+    keep = e.binary("-", 1, momentum)
+    unbiased = e.binary("/", squares, e.binary("-", n, 1))
+    updated = [e.binary("+", e.binary("*", batch, momentum), e.binary("*", running, keep))  # type: ignore[arg-type]
+               for running, batch in zip(stats, (mean, unbiased))]
+    # (the per-channel values in one kernel, the writes, then the output: nothing splits its kernel)
+    for running, new in zip(stats, updated):
+        e.write(running, new)  # type: ignore[arg-type]
+    return e.binary("+", e.binary("*", x, _channel_param(e, alpha, rank)), _channel_param(e, beta, rank))
 
 
 # -- activations ----------------------------------------------------------------------------------

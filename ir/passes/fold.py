@@ -512,15 +512,36 @@ def fold_is_none_by_type(op: Operation, rw: Rewriter) -> bool:
 
 
 def _surely_tensor(value: Value) -> bool:
-    """A tensor-typed argument (checked on entry) or the result of a tensor operation."""
+    """A tensor-typed argument (checked on entry), the result of a tensor operation, or a
+    module's tensor that an entry check pins as one (`self.bn.num_batches_tracked`)."""
     if not isinstance(value.type, TensorType):
         return False
     owner = value.owner
     if isinstance(owner, Block):
         region = owner.parent
         return region is not None and isinstance(region.parent, ops.FuncOp)
+    if isinstance(owner, ops.GetAttrOp):
+        return _checked_tensor(value)
     return isinstance(owner, (ops.TorchCallOp, ops.TensorMethodOp, ops.IndexOp, ops.BinaryOp, ops.UnaryOp,
                               ops.CompareOp, ops.InplaceOp))
+
+
+def _checked_tensor(value: Value) -> bool:
+    """Whether `value` is read by attributes from a function argument along a path that a
+    `py.check_tensor` at entry pins as a tensor (not optional), in a function that assigns no
+    attribute and keeps no Python code (which could change what the path holds after entry)."""
+    path: list[str] = []
+    while isinstance(value.owner, ops.GetAttrOp):
+        path.insert(0, value.owner.attributes["attr"])
+        value = value.owner.operands[0]
+    block = value.owner
+    func = block.parent.parent if isinstance(block, Block) and block.parent is not None else None
+    if not isinstance(func, ops.FuncOp) or block is not func.regions[0].block:
+        return False
+    if any(isinstance(op, (ops.SetAttrOp, ops.OpaqueOp)) for op in func.walk()):
+        return False
+    return any(isinstance(op, ops.CheckTensorOp) and op.operands[0] is value and tuple(op.attributes["path"]) == tuple(path)
+               and not op.attributes.get("optional") for op in block.ops)
 
 
 def forward_tuple_item(op: Operation, rw: Rewriter) -> bool:

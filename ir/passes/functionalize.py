@@ -84,6 +84,7 @@ from ir.types import (
     ANY,
     BOOL,
     DTYPE,
+    DictType,
     INT,
     NONE,
     ListType,
@@ -198,6 +199,8 @@ def holds_tensors(t: Type) -> bool:
         return True
     if isinstance(t, (OptionalType, ListType)):
         return holds_tensors(t.elem)
+    if isinstance(t, DictType):
+        return holds_tensors(t.value)
     if isinstance(t, TupleType):
         return any(holds_tensors(e) for e in t.elems)
     return False
@@ -655,8 +658,8 @@ class _Aliasing:
             self._extract(op)
         elif isinstance(op, ops.TupleOp):
             self._set(op.result, self._union(op.operands), None)
-        elif isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListSetItemOp)):
-            held = op.operands if isinstance(op, ops.ListOp) else op.operands[1:]
+        elif isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListSetItemOp, ops.DictOp, ops.DictSetItemOp)):
+            held = op.operands if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[1:]
             new = self.list_roots | self._union(held)
             self.changed |= new != self.list_roots
             self.list_roots = new
@@ -1093,8 +1096,8 @@ class _Trial:
         stores: dict[tuple, list[Operation]] = {}
         writes: dict[tuple, list[int]] = {}
         for op in self.a.order:
-            if isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListSetItemOp)):
-                held = op.operands if isinstance(op, ops.ListOp) else op.operands[1:]
+            if isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListSetItemOp, ops.DictOp, ops.DictSetItemOp)):
+                held = op.operands if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[1:]
                 for k in self.a._union(held):
                     stores.setdefault(k, []).append(op)
             for i in written_operands(op):

@@ -259,6 +259,7 @@ def _fuse_block(block: Block, namer: KernelNamer, func: Operation) -> None:
             if v in owner:
                 owner[v].close(i)
     groups = _merge_siblings(groups, position)
+    groups = [part for g in groups for part in _split_narrow(g)]
     for g in groups:
         if len(g.ops) >= 2:
             _build_kernel(block, g, namer)
@@ -268,6 +269,31 @@ def _fuse_block(block: Block, namer: KernelNamer, func: Operation) -> None:
             _build_kernel(block, g, namer)
         elif _view_into_gemms(g.ops[0]):
             _build_kernel(block, g, namer)
+
+
+def _split_narrow(g: _Group) -> list[_Group]:
+    """A group whose first ops compute values of a smaller shape that are used outside it (a
+    per-channel mean the rest subtracts from every element, and that is also returned) would
+    have outputs of neither the iteration shape nor the rows' shape, and make no kernel: those
+    ops (each of them of such a shape, reading only the group's inputs and each other) become a
+    group of their own, before the rest, which reads their values as inputs."""
+    inputs, shape = _inputs_and_shape(g)
+    if shape is None:
+        return [g]
+    allowed = {shape}
+    if any(not pointwise_fusible(op) for op in g.ops):
+        allowed.add(shape[:-1] + (1,))
+    narrow: list[Operation] = []
+    for op in g.ops:
+        if (tuple(op.result.type.shape) not in allowed  # type: ignore[union-attr]
+                and all(v.owner in narrow for v in op.operands if v in g.values)):
+            narrow.append(op)
+    leaving = [op for op in narrow if any(u.op not in g.ops for u in op.result.uses)]
+    if not leaving or len(narrow) == len(g.ops):
+        return [g]
+    rest = [op for op in g.ops if op not in narrow]
+    return [_Group(narrow, {r for op in narrow for r in op.results}, g.closed_at),
+            _Group(rest, {r for op in rest for r in op.results}, g.closed_at)]
 
 
 def _rows_still_fit(joined: list[_Group], op: Operation) -> bool:

@@ -3,6 +3,9 @@ file are replaced by a copy of the callee's body.
 
 - `func.call` of a function of the program: the callee's body, its arguments bound to the call's
   operands. The caller runs only where the dispatcher chose compiled code, and so would the call.
+  A call of a submodule's method (`guard_self`: `self.rel_pos.get_bias()`) needs the entry guard
+  a module call needs: the submodule is exactly of the method's class; one left a call keeps
+  that guard, or, where the submodule's path is not known at entry, calls the method as Python.
 - `module.call` of a module typed `Module[C]` where the program holds `C.forward`: the body of
   `C.forward` with `self` bound to the module value. Calling a module runs `nn.Module.__call__`
   (hooks) and whatever forward the instance really has, so this needs an entry guard: the module
@@ -266,6 +269,46 @@ def inline(program: Program) -> None:
         _check_lengths(funcs[name], assigned)
         if _inline_into(funcs[name], inlinable, recursive, assigned, unroll):
             name_shared_modules(funcs[name])
+    for func in funcs.values():
+        _guard_submodule_methods(func, assigned)
+        _guard_assumed_classes(func, assigned)
+
+
+def _guard_assumed_classes(func: ops.FuncOp, assigned: set[str]) -> None:
+    """A module's class that a decision rests on (`py.assume_class`) becomes its entry guard;
+    where its path from an argument is not known at entry, a guard where it is read."""
+    for op in [op for op in func.walk() if isinstance(op, ops.AssumeClassOp)]:
+        path = module_path(op.operands[0], func, assigned)
+        if path is not None:
+            add_module_guard(func, path, op.attributes["qualname"], (), op.loc)
+        else:
+            text = [ops.ConstantOp([], [STR], {"value": v}, loc=op.loc) for v in ("", op.attributes["qualname"])]
+            check = ops.BuiltinCallOp([op.operands[0], *(c.result for c in text)], [BOOL],
+                                      {"callee": GUARD_HELPER}, loc=op.loc)
+            guard = ops.GuardOp([check.result], [], {"reason": f"a module is not a {op.attributes['qualname']}"},
+                                loc=op.loc)
+            for new in (*text, check, guard):
+                op.parent.insert_before(op, new)  # type: ignore[union-attr]
+        op.erase()
+
+
+def _guard_submodule_methods(func: ops.FuncOp, assigned: set[str]) -> None:
+    """A call of a submodule's method left as a call (`guard_self`: `self.rel_pos.get_bias()`,
+    not inlined) runs the compiled method only under an entry check that the submodule is of its
+    class; where the submodule's path is not known at entry, it calls the module's own method
+    as Python."""
+    for call in [op for op in func.walk() if isinstance(op, ops.FuncCallOp) and op.attributes.get("guard_self")]:
+        path = module_path(call.operands[0], func, assigned)
+        owner, _, method = call.attributes["callee"].rpartition(".")
+        del call.attributes["guard_self"]
+        if path is not None:
+            add_module_guard(func, path, owner, (), call.loc)
+            continue
+        python = ops.MethodCallOp(list(call.operands), [r.type for r in call.results], {"method": method}, loc=call.loc)
+        call.parent.insert_before(call, python)  # type: ignore[union-attr]
+        for old, new in zip(call.results, python.results):
+            old.replace_all_uses_with(new)
+        call.erase()
 
 
 def _callee_of(op: Operation, funcs: dict[str, ops.FuncOp]) -> ops.FuncOp | None:
@@ -364,7 +407,7 @@ def _inline_call(func: ops.FuncOp, call: Operation, funcs: dict[str, ops.FuncOp]
         return False
     # Where the module and every module a callee guard starts from live in the caller.
     entry_guards: list[tuple[ModulePath, str, tuple[str, ...], Loc | None]] = []
-    if isinstance(call, ops.ModuleCallOp):
+    if isinstance(call, ops.ModuleCallOp) or call.attributes.get("guard_self"):
         path = module_path(call.operands[0], func, assigned)
         if path is None:
             return False

@@ -7,11 +7,18 @@ module at run time: `Linear` -> `F.linear(x, m.weight, m.bias)`, and so on. Each
 entry guard (`runtime.guards.plain_module`) that the module is exactly that torch class without
 hooks, plus the conditions under which its forward is that call:
 
-- BatchNorm and Dropout: `scf.if m.training` keeps the module call in training (BatchNorm updates
-  its buffers, Dropout draws random numbers) and lowers the eval side: BatchNorm with running
-  statistics (a guard condition) to F.batch_norm, the momentum unused and passed as 0.0; Dropout
-  to its input itself (`p` outside [0, 1] raises in eager, so the guard checks it too).
-  Specialised to an instance, the branch folds away under a check of `training`.
+- BatchNorm and Dropout: `scf.if m.training` keeps the module call in training (Dropout draws
+  random numbers) and lowers the eval side: BatchNorm with running statistics (a guard
+  condition) to F.batch_norm, the momentum unused and passed as 0.0; Dropout to its input itself
+  (`p` outside [0, 1] raises in eager, so the guard checks it too). BatchNorm's training side is
+  what its forward does when it tracks running statistics with a momentum and a count
+  (`m.track_running_stats & (m.momentum is not None) & (m.num_batches_tracked is not None)`):
+  `num_batches_tracked.add_(1)`, then `F.batch_norm(x, running_mean, running_var, weight, bias,
+  True, momentum, eps)`, which updates the statistics (and decomposes into kernels where the
+  input's facts are known); otherwise (a cumulative average, no tracking) the module call. Only
+  in a specialisation (`Program.entry_inputs`): the generic code keeps the module call, one
+  line. Specialised to an instance, the branches fold away under checks of `training` and of
+  those settings.
 - Conv: padding_mode "zeros" (other modes pad first); string padding goes to F.conv* as is.
 - Embedding: no max_norm (which renormalises the weight in place); pooling: no return_indices.
 - An activation with `inplace` reads it at run time: `F.relu(x, inplace=True) if m.inplace else
@@ -87,6 +94,7 @@ class Layer:
     lowering: Call | None  # None: the layer returns its input
     conditions: tuple[str, ...] = ()  # runtime/guards.py _LAYER_CONDITIONS
     ranks: tuple[int, ...] | None = None  # input ranks the lowering is exact for (see above)
+    training: Call | None = None  # with "eval": the training side where the module allows it (BatchNorm)
 
 
 def _conv(n: int) -> Layer:
@@ -95,7 +103,8 @@ def _conv(n: int) -> Layer:
 
 def _batch_norm(rank: tuple[int, ...]) -> Layer:
     args = ("running_mean", "running_var", "weight", "bias", Const(False), Const(0.0), "eps")
-    return Layer(Call(F + "batch_norm", args), ("eval", "running_stats"), rank)
+    training = ("running_mean", "running_var", "weight", "bias", Const(True), "momentum", "eps")
+    return Layer(Call(F + "batch_norm", args), ("eval", "running_stats"), rank, Call(F + "batch_norm", training))
 
 
 def _max_pool(n: int) -> Layer:
@@ -128,6 +137,7 @@ LAYERS: dict[str, Layer] = {
     "torch.nn.AvgPool1d": Layer(Call(F + "avg_pool1d", ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"))),
     "torch.nn.AvgPool2d": Layer(Call(F + "avg_pool2d", (
         "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"))),
+    "torch.nn.Unfold": Layer(Call(F + "unfold", ("kernel_size", "dilation", "padding", "stride"))),
     "torch.nn.AdaptiveAvgPool1d": Layer(Call(F + "adaptive_avg_pool1d", ("output_size",))),
     "torch.nn.AdaptiveAvgPool2d": Layer(Call(F + "adaptive_avg_pool2d", ("output_size",))),
     "torch.nn.AdaptiveMaxPool2d": Layer(Call(F + "adaptive_max_pool2d", ("output_size", Const(False))), ("no_indices",)),
@@ -162,15 +172,16 @@ def lower_layers(program: Program) -> None:
     if program.generic:
         return
     assigned = assigned_attributes(program)
+    specialised = bool(program.entry_inputs)
     for func in program.funcs:
         assert isinstance(func, ops.FuncOp)
         sites = [op for op in func.walk() if isinstance(op, ops.ModuleCallOp)]
-        lowered = [_lower(func, call, assigned) for call in sites]
+        lowered = [_lower(func, call, assigned, specialised) for call in sites]
         if any(lowered):
             name_shared_modules(func)
 
 
-def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str]) -> bool:
+def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str], specialised: bool = False) -> bool:
     module = call.operands[0]
     if not isinstance(module.type, ModuleType) or module.type.qualname not in LAYERS:
         return False
@@ -191,7 +202,7 @@ def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str]) -> bool
     try:
         if "eval" in conditions:  # training is a run-time branch, not a reason to run eagerly
             conditions = tuple(c for c in conditions if c != "eval")
-            result = site.build_eval_only(layer.lowering)
+            result = site.build_eval_only(layer.lowering, layer.training if specialised else None)
         else:
             result = x if layer.lowering is None else site.build(layer.lowering, site.scratch)
     except SignatureError:
@@ -235,24 +246,54 @@ class _Site:
         b.loc = self.call.loc
         return b
 
-    def build_eval_only(self, spec: Call | None) -> Value:
-        """`module.training` picks: the module call itself in training (what eager runs: a
-        BatchNorm updates its statistics, a Dropout draws), the lowering (or the input itself
+    def build_eval_only(self, spec: Call | None, training: Call | None = None) -> Value:
+        """`module.training` picks: in training the module call itself (what eager runs: a
+        Dropout draws), or for a BatchNorm `build_training`; the lowering (or the input itself
         when `spec` is None) in eval mode."""
         b = self.builder(self.scratch)
         cond = self.read(b, "training", BOOL)
         train, evaluate = Block(), Block()
         self.blocks += [train, evaluate]
-        call = clone_op(self.call, {self.call.operands[0]: self.module})
-        call.attributes["kept"] = "training"  # not to be lowered again
-        train.append(call)
-        self.builder(train).create(ops.YieldOp, [call.result])
+        trained = self.kept_call(train) if training is None else self.build_training(training, train)
+        self.builder(train).create(ops.YieldOp, [trained])
         result = self.x if spec is None else self.build(spec, evaluate)
         self.builder(evaluate).create(ops.YieldOp, [result])
-        if_op = b.create(ops.IfOp, [cond], [unify(call.result.type, result.type) or TENSOR])
-        for block in (train, evaluate):
+        return self.branch(b, cond, (train, evaluate), (trained, result))
+
+    def kept_call(self, block: Block) -> Value:
+        call = clone_op(self.call, {self.call.operands[0]: self.module})
+        call.attributes["kept"] = "training"  # not to be lowered again
+        block.append(call)
+        return call.result
+
+    def branch(self, b: Builder, cond: Value, blocks: tuple[Block, Block], results: tuple[Value, Value]) -> Value:
+        if_op = b.create(ops.IfOp, [cond], [unify(results[0].type, results[1].type) or TENSOR])
+        for block in blocks:
             if_op.add_region(Region([block]))
         return if_op.result
+
+    def build_training(self, spec: Call, block: Block) -> Value:
+        """BatchNorm's forward in training where it tracks running statistics with a momentum
+        and a count: `num_batches_tracked.add_(1)`, then `spec` (F.batch_norm with training=True
+        and the momentum, which updates the statistics); else the module call."""
+        b = self.builder(block)
+        none = b.constant(None)
+        momentum = self.read(b, "momentum")
+        count = self.read(b, "num_batches_tracked", OPTIONAL_TENSOR)
+        cond = self.read(b, "track_running_stats", BOOL)
+        for value in (momentum, count):
+            known = b.create(ops.CompareOp, [value, none], [BOOL], op="is not").result
+            cond = b.create(ops.BinaryOp, [cond, known], [BOOL], op="&").result
+        tracked, kept = Block(), Block()
+        self.blocks += [tracked, kept]
+        inner = self.builder(tracked)
+        count = inner.create(ops.RefineOp, [count], [TENSOR]).result
+        _torch_op(inner, ops.TensorMethodOp, "add_", [count, inner.constant(1)], [], method=True)
+        result = self.emit(inner, spec, False)
+        inner.create(ops.YieldOp, [result])
+        call = self.kept_call(kept)
+        self.builder(kept).create(ops.YieldOp, [call])
+        return self.branch(b, cond, (tracked, kept), (result, call))
 
     def build(self, spec: Call, block: Block) -> Value:
         b = self.builder(block)

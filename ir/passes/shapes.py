@@ -47,6 +47,7 @@ from ir.shape_rules import (
     is_bottom,
     join,
     join_all,
+    literal_of,
     refine_type,
     size_of,
     tensor_type_of,
@@ -287,8 +288,10 @@ class _Interpreter:
         elif isinstance(value, tuple) and all(isinstance(v, (bool, int, float, str)) for v in value):
             c = const_av(value)
             av = AV(c.type, UNKNOWN, c.items, origin=path)
-        elif lists and type(value) is list and value and all(type(v) is int for v in value):
-            av = AV(ListType(INT), UNKNOWN, const_av(tuple(value)).items, origin=path)
+        elif lists and type(value) is list and value and (all(type(v) is int for v in value) or all(
+                type(v) is tuple and len(v) == len(value[0]) and all(type(e) is int for e in v) for v in value)):
+            c = const_av(tuple(value))  # (ints, or tuples of ints alike: crossvit's image sizes)
+            av = AV(ListType(c.items[0].type), UNKNOWN, c.items, origin=path)
         else:
             return AV(declared)
         if path is not None:
@@ -841,11 +844,8 @@ def shape_guards(func: ops.FuncOp, facts: ShapeFacts | None = None) -> list[Shap
     for path, av in sorted(((facts.attrs.get(func.sym_name, {}) if facts else {}).items()), key=lambda kv: str(kv[0])):
         if av.tensor is not None:
             tensor(av.tensor, path, False)
-        elif av.known and (av.value is None or isinstance(av.value, (bool, int, float, str))):
-            guards.append(ShapeGuard("value", path, av.value))
-        elif av.items is not None and all(i.known for i in av.items):
-            items = tuple(i.value for i in av.items)
-            guards.append(ShapeGuard("value", path, list(items) if isinstance(av.type, ListType) else items))
+        elif literal_of(av) is not UNKNOWN:
+            guards.append(ShapeGuard("value", path, literal_of(av)))
     for path, i, expr, optional in pending:
         if isinstance(expr, sympy.Symbol) and expr not in bound:
             continue  # defined only where the value may be None: nothing to compare with

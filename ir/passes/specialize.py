@@ -18,6 +18,7 @@ import sympy
 from ir import ops
 from ir.core import Operation, Program, Value
 from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings
+from ir.shape_rules import UNKNOWN, literal_of
 from ir.types import ListType
 from ir.passes.fold import fits, literal_type
 from ir.passes.inline import guard_prefix_end
@@ -80,8 +81,8 @@ def fold_checked_attributes(func: ops.FuncOp, facts: ShapeFacts, checked: set[tu
             continue
         if av.known:
             value = av.value
-        elif av.items is not None and all(i.known for i in av.items):
-            value = tuple(i.value for i in av.items)  # conv strides, normalized_shape
+        elif av.items is not None and literal_of(av) is not UNKNOWN:
+            value = tuple(literal_of(av))  # conv strides, normalized_shape
             if isinstance(av.type, ListType) and not all(
                     isinstance(u.op, (ops.TorchCallOp, ops.TensorMethodOp)) for u in op.result.uses):
                 if _only_read(op.result):
