@@ -176,14 +176,17 @@ def _ctypes_call(name: str, fn: Callable[..., None], args: tuple[Arg, ...]) -> C
     sizes = sum(a.role == "size" for a in args)
     if sizes:  # (a tuple of the sizes first, or each size an argument: unpacked, not spread)
         lead, rest = names[:sizes], names[sizes:]
-        count = f"if len(rest) != {len(rest)}:\n        _wrong_count({name!r}, {len(args) - sizes + 1}, len(rest) + 1)\n    "
+
+        def unpack(target: list[str], total: int) -> str:
+            return (f"        if len(rest) != {len(target)}:\n"
+                    f"            _wrong_count({name!r}, {total}, len(rest) + 1)\n"
+                    + (f"        {', '.join(target)}, = rest\n" if target else ""))
         head = (f"def {name}(s, *rest):\n"
                 f"    if type(s) is not int:  # (x.shape)\n"
-                f"        {count}{', '.join(lead)}, = s\n"
-                + (f"        {', '.join(rest)}, = rest\n" if rest else "")
-                + "    else:\n"
-                + (f"        {', '.join(names[1:])}, = rest\n" if len(names) > 1 else "")
-                + f"        {names[0]} = s\n")
+                f"        if len(s) != {sizes}:\n"
+                f"            raise TypeError(f'{name}() takes a tuple of {sizes} sizes, not {{len(s)}}')\n"
+                f"        {', '.join(lead)}, = s\n" + unpack(rest, len(rest) + 1)
+                + f"    else:\n        {names[0]} = s\n" + unpack(names[1:], len(names)))
         scope["_wrong_count"] = _wrong_count
     text = (f"{head}    try:\n        fn({', '.join(passed)})\n"
             f"    except (AttributeError, IndexError):\n        _refuse({name!r}, args, ({given},))\n        raise\n"
@@ -193,7 +196,7 @@ def _ctypes_call(name: str, fn: Callable[..., None], args: tuple[Arg, ...]) -> C
 
 
 def _wrong_count(name: str, expected: int, given: int) -> None:
-    raise TypeError(f"{name}() takes {expected} arguments after a tuple of its sizes ({given} given)")
+    raise TypeError(f"{name}() takes {expected} positional arguments but {given} were given")
 
 
 def _address(value: Any) -> Any:
