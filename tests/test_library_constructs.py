@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -23,6 +25,16 @@ from runtime.errors import TorchscribeError
 from source_module import imported_source
 from transpiler import script
 from transpiler.diagnostics import CompileError
+
+def assert_compiled_matches_eager(model: nn.Module, *inputs: torch.Tensor) -> Callable[..., Any]:
+    """`model` compiled for `inputs` (script(model, example_inputs=...)) and run on them in strict
+    mode, where a call the compiled code refuses raises, under no_grad: its results are eager's.
+    Returns the compiled model for a test's further calls."""
+    compiled = script(model, example_inputs=inputs)
+    with torch.no_grad(), runtime.mode("strict"):
+        torch.testing.assert_close(compiled(*inputs), model(*inputs))
+    return compiled
+
 
 FLAGGED_NORM = '''
 import torch
@@ -62,9 +74,8 @@ def test_a_private_flag_set_from_a_call_is_read_off_the_instance(tmp_path: Path)
     with imported_source(tmp_path, "flagged_norm", FLAGGED_NORM) as module:
         model = module.Block().eval()
         x = torch.randn(3, 16)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)
         with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
             # the compiled code took the flag's branch for False: a flipped flag is not that code
             model.norm._fast = True
             with pytest.raises(TorchscribeError, match="_fast"):
@@ -139,11 +150,7 @@ def test_a_torch_function_re_exported_by_a_package_helper(tmp_path: Path) -> Non
     try:
         from reexports import model as module  # type: ignore[import-not-found]
 
-        net = module.Net().eval()
-        x = torch.randn(5, 8)
-        compiled = script(net, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), net(x))
+        assert_compiled_matches_eager(module.Net().eval(), torch.randn(5, 8))
     finally:
         sys.path.remove(str(tmp_path))
         for name in ("reexports", "reexports.checks", "reexports.model"):
@@ -239,10 +246,7 @@ class Named(nn.Module):
 def test_loops_over_children_and_named_children_unroll(tmp_path: Path) -> None:
     with imported_source(tmp_path, "stages", STAGES) as module:
         for model in (module.Stage().eval(), module.Named().eval()):
-            x = torch.randn(3, 8)
-            compiled = script(model, example_inputs=(x,))
-            with torch.no_grad(), runtime.mode("strict"):
-                torch.testing.assert_close(compiled(x), model(x))
+            assert_compiled_matches_eager(model, torch.randn(3, 8))
 
 
 MIXED = '''
@@ -278,11 +282,7 @@ def test_submodules_named_by_numbers_in_a_module_dict(tmp_path: Path) -> None:
     """The entry checks reach `mixed.0` as the ModuleDict's entry "0" (an item of a Sequential
     would be the 0th module)."""
     with imported_source(tmp_path, "mixed_convs", MIXED) as module:
-        model = module.Net().eval()
-        x = torch.randn(2, 8, 6, 6)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Net().eval(), torch.randn(2, 8, 6, 6))
 
 
 SPLITS = '''
@@ -312,11 +312,7 @@ class Split(nn.Module):
 
 def test_enumerate_of_zip_of_module_lists_unrolls(tmp_path: Path) -> None:
     with imported_source(tmp_path, "splits", SPLITS) as module:
-        model = module.Split().eval()
-        x = torch.randn(2, 12, 5, 5)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Split().eval(), torch.randn(2, 12, 5, 5))
 
 
 def test_zip_of_a_list_of_unknown_length_is_a_diagnostic(tmp_path: Path, capsys) -> None:
@@ -381,11 +377,7 @@ class Embed(nn.Module):
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 def test_members_of_str_and_int_enums_are_the_values_they_equal(tmp_path: Path, fmt: str) -> None:
     with imported_source(tmp_path, f"formats_{fmt.lower()}", FORMATS) as module:
-        model = module.Embed(module.Format(fmt)).eval()
-        x = torch.randn(2, 3, 8, 8)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Embed(module.Format(fmt)).eval(), torch.randn(2, 3, 8, 8))
 
 
 WINDOWS = '''
@@ -427,11 +419,7 @@ class Net(nn.Module):
 
 def test_a_module_level_type_alias_in_annotations(tmp_path: Path) -> None:
     with imported_source(tmp_path, "grid_alias", WINDOWS) as module:
-        model = module.Net().eval()
-        x = torch.randn(2, 6, 8)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Net().eval(), torch.randn(2, 6, 8))
 
 
 BRANCHES = '''
@@ -459,11 +447,7 @@ class Branches(nn.Module):
 
 def test_torch_jit_annotate_types_its_value(tmp_path: Path) -> None:
     with imported_source(tmp_path, "branch_tokens", BRANCHES) as module:
-        model = module.Branches().eval()
-        x = torch.randn(2, 3, 8)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Branches().eval(), torch.randn(2, 3, 8))
 
 
 CHAIN = '''
@@ -493,10 +477,7 @@ class Net(nn.Module):
 def test_a_loop_over_a_sequential_subclass_in_its_own_forward(tmp_path: Path) -> None:
     with imported_source(tmp_path, "chained", CHAIN) as module:
         for model in (module.Net().eval(), module.Chain(nn.Linear(8, 8), nn.Tanh()).eval()):
-            x = torch.randn(4, 8)
-            compiled = script(model, example_inputs=(x,))
-            with torch.no_grad(), runtime.mode("strict"):
-                torch.testing.assert_close(compiled(x), model(x))
+            assert_compiled_matches_eager(model, torch.randn(4, 8))
 
 
 HEAD = '''
@@ -527,11 +508,7 @@ class Classifier(nn.Module):
 
 def test_layers_of_a_sequential_called_by_name(tmp_path: Path) -> None:
     with imported_source(tmp_path, "named_head", HEAD) as module:
-        model = module.Classifier().eval()
-        x = torch.randn(2, 6, 5, 5)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Classifier().eval(), torch.randn(2, 6, 5, 5))
 
 
 RELATIVE = '''
@@ -575,9 +552,8 @@ def test_a_method_of_a_submodule_other_than_forward(tmp_path: Path, with_bias: b
     with imported_source(tmp_path, f"relative_bias_{with_bias}", RELATIVE) as module:
         model = module.Attention(with_bias).eval()
         x = torch.randn(3, 5, 8)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)
         with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
             if with_bias:  # the compiled code is for a Bias there: another class is not that code
                 model.rel = nn.Identity()
                 with pytest.raises(TorchscribeError, match="rel"):
@@ -609,11 +585,7 @@ class Patches(nn.Module):
 
 def test_torch_layers_without_an_entry_are_typed_by_their_forward(tmp_path: Path) -> None:
     with imported_source(tmp_path, "unfold_patches", PATCHES) as module:
-        model = module.Patches().eval()
-        x = torch.randn(2, 3, 8, 12)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Patches().eval(), torch.randn(2, 3, 8, 12))
 
 
 CHECKPOINTED = '''
@@ -694,11 +666,7 @@ class Windows(nn.Module):
 
 def test_a_tuple_passed_for_a_list_parameter(tmp_path: Path) -> None:
     with imported_source(tmp_path, "window_tuple", PARTITIONS) as module:
-        model = module.Windows().eval()
-        x = torch.randn(2, 4, 6, 4)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Windows().eval(), torch.randn(2, 4, 6, 4))
 
 
 TRANSITIONS = '''
@@ -726,9 +694,8 @@ def test_isinstance_of_a_submodule_is_decided_under_an_entry_check(tmp_path: Pat
     with imported_source(tmp_path, "transitions", TRANSITIONS) as module:
         model = module.Transition().eval()
         x = torch.randn(2, 4, 5, 5)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)
         with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
             model.branches[0] = nn.Conv2d(4, 4, 1)  # the Identity the code decided on is gone
             with pytest.raises(TorchscribeError, match="branches"):
                 compiled(x)
@@ -769,10 +736,8 @@ def test_a_list_of_tuples_attribute_is_pinned_and_read_as_constants(tmp_path: Pa
     with imported_source(tmp_path, "multi_scale", SCALES) as module:
         model = module.MultiScale().eval()
         x = torch.randn(2, 3, 8, 8)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)  # (a tuple of results, each compared)
         with torch.no_grad(), runtime.mode("strict"):
-            for got, want in zip(compiled(x), model(x)):
-                torch.testing.assert_close(got, want)
             model.sizes[1] = (4, 4)  # the code was compiled for the sizes the list held
             with pytest.raises(TorchscribeError, match="sizes"):
                 compiled(x)
@@ -811,12 +776,9 @@ def test_dict_displays_read_set_and_returned(tmp_path: Path, wanted: tuple) -> N
     with imported_source(tmp_path, f"features_{len(wanted)}", FEATURES) as module:
         model = module.Features(wanted).eval()
         x = torch.randn(3, 8)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)  # (each item of the dicts compared)
         with torch.no_grad(), runtime.mode("strict"):
-            got, want = compiled(x), model(x)
-        assert list(got) == list(want)
-        for k in want:
-            torch.testing.assert_close(got[k], want[k])
+            assert list(compiled(x)) == list(model(x))  # (in the order eager's dict has)
 
 
 MEMO = '''
@@ -918,11 +880,7 @@ class Block(nn.Module):
 
 def test_union_parameters_compile_for_the_member_each_call_passes(tmp_path: Path) -> None:
     with imported_source(tmp_path, "dense_union", DENSE) as module:
-        model = module.Block().eval()
-        x = torch.randn(2, 4, 5, 5)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Block().eval(), torch.randn(2, 4, 5, 5))
 
 
 def test_a_subclass_of_a_torch_layer_sees_its_attributes_ahead_of_time(tmp_path: Path) -> None:
