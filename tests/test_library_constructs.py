@@ -3,7 +3,7 @@ a private flag annotated `torch.jit.Final` on a subclass of a torch layer, set i
 a call; a torch function re-exported by a helper module of the package (defined conditionally,
 imported by relative import); an unannotated empty list that code appends tensors to; loops over
 children, ModuleDicts and Sequential subclasses; type aliases, Enum and Union annotations,
-`torch.jit.annotate`; layers of a Sequential called by name, methods of submodules, `isinstance`
+`torch.jit.annotate`; Union parameters of an entry; layers of a Sequential called by name, methods of submodules, `isinstance`
 of a submodule; dict displays and a dict attribute used as a cache; eager-only code the compiled
 code never reaches; a subclass of a torch layer ahead of time."""
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -922,3 +923,74 @@ class Norm2d(nn.LayerNorm):
         want = F.layer_norm(x.permute(0, 2, 3, 1), (6,), model.weight, model.bias, 1e-6).permute(0, 3, 1, 2)
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(model(x), want)
+
+
+GATHER = '''
+from typing import List, Union
+
+import torch
+from torch import nn
+
+from transpiler import script
+
+
+@script
+class Gather(nn.Module):
+    """Takes one feature map or a list of them, concatenated (a dense block's layer, as its own
+    entry)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(6, 4, 1)
+
+    def forward(self, x: Union[torch.Tensor, List[torch.Tensor]]) -> torch.Tensor:
+        if isinstance(x, torch.Tensor):
+            features = [x, x]
+        else:
+            features = x
+        return self.conv(torch.cat(features, 1)).relu()
+
+
+@script
+def total(x: Union[torch.Tensor, List[torch.Tensor]], scale: float) -> torch.Tensor:
+    if isinstance(x, list):
+        return torch.stack(x).sum(0) * scale
+    return x * scale
+'''
+
+
+def test_union_parameters_of_the_entry_compile_once_per_member_ahead_of_time(tmp_path: Path) -> None:
+    """The entry holds one function per member, each checking its member at entry; a call runs
+    the one whose check passes, in strict mode (no eager fallback), as eager computes."""
+    from source_module import case_directory, compiled_case
+
+    with case_directory(tmp_path) as root:
+        module, text = compiled_case(root, "gather_union", GATHER)
+        assert '"Gather.forward": (Gather_forward_tensor, Gather_forward_list),' in text
+        assert '_guards.check_type(x, list, "x")' in text
+        model = module.Gather().eval()
+        x, y = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4)
+        with torch.no_grad(), runtime.mode("off"):
+            want = [model(x), model([x, y]), module.total(x, 2.0), module.total([x, y], 2.0)]
+        with torch.no_grad(), runtime.mode("strict"):
+            got = [model(x), model([x, y]), module.total(x, 2.0), module.total([x, y], 2.0)]
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("passed", ["tensor", "list"])
+def test_an_example_pins_the_member_of_a_union_parameter_it_passes(tmp_path: Path, passed: str) -> None:
+    """script(model, example_inputs=...) compiles the member the example is, under an entry
+    check: a call with the other member is refused (strict mode raises, else it runs eagerly)."""
+    undecorated = GATHER.replace("@script\n", "")  # (its forward is the model's own, eager, code)
+    with imported_source(tmp_path, f"gather_union_{passed}", undecorated) as module:
+        model = module.Gather().eval()
+        x, y = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4)
+        example, other = (x, [x, y]) if passed == "tensor" else ([x, y], x)
+        compiled = assert_compiled_matches_eager(model, example)
+        with torch.no_grad(), runtime.mode("strict"):
+            with pytest.raises(TorchscribeError, match="argument 'x': expected"):
+                compiled(other)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", runtime.TorchscribeWarning)  # (said once a process)
+            torch.testing.assert_close(compiled(other), model(other))

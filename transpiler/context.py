@@ -3,6 +3,7 @@ functions still to lower."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -11,7 +12,7 @@ import libcst as cst
 
 from ir.builder import literal_type
 from ir.core import Loc
-from ir.types import ANY, ERROR, NONE, TENSOR, ModuleType, TensorType, Type, UnionType
+from ir.types import ANY, BOOL, ERROR, FLOAT, INT, NONE, STR, TENSOR, ListType, ModuleType, TensorType, TupleType, Type, UnionType
 from transpiler.annotations import annotation_type, union_type
 from transpiler.check import PYTHON_DECORATORS
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names, torch_layer_result
@@ -103,6 +104,9 @@ class FileContext:
     # script(..., example_inputs=...) in permissive mode: the entry function's name and how many
     # arguments the examples give; an unannotated parameter they leave out is its default's type.
     entry_examples: tuple[str, int] | None = None
+    # The example inputs themselves (the entry's arguments after `self`): which member of a Union
+    # parameter they pass (entry_variants)
+    entry_example_values: tuple | None = None
     # The functions compiled for the caller (a class's forward, a function): in permissive mode
     # their decorators are applied to the compiled function; another decorated function's
     # calls stay Python (compiled code would not apply its decorators).
@@ -208,12 +212,39 @@ class FileContext:
                                   types=sig.types[:at] + (TENSOR,) * extra + sig.types[at:], result=None,
                                   positional=at + extra, star_items=stars)
                 return self._request(sym_name, node, info, source, variant)
-        sig = self.method_signature(info, "forward")
-        union = next((p for p, t in zip(sig.params, sig.types) if isinstance(t, UnionType)), None)
-        if union is not None:
-            raise UserError(f"parameter `{union}` of the compiled forward is annotated with a Union",
-                            source.loc(node.name), "annotate it with the type the model is called with")
-        return sig
+        return self.method_signature(info, "forward")
+
+    def entry_variants(self, sig: Signature) -> tuple[Signature, ...]:
+        """The functions compiled for entry `sig`: itself, or, where parameters are annotated
+        with Unions (`x: Union[Tensor, List[Tensor]]`), one variant per combination of their
+        members, each checking at entry that its arguments are of its members (tried in order,
+        as specialisations are); with example inputs, only the variant of the members the examples
+        are (a call of another member is refused, as by any entry check)."""
+        unions = [i for i, t in enumerate(sig.types) if isinstance(t, UnionType)]
+        if not unions:
+            return (sig,)
+        origin = self._origins[sig.sym_name]
+        given = self.entry_example_values
+        offset = 1 if origin.class_info is not None else 0  # (the examples follow `self`)
+        choices = []
+        for i in unions:
+            members = sig.types[i].members  # type: ignore[attr-defined]
+            passed = given[i - offset] if given is not None and i - offset < len(given) else _NOTHING
+            chosen = [m for m in members if passed is not _NOTHING and _is_member(passed, m)][:1]
+            choices.append(chosen or list(members))
+        variants: list[Signature] = []
+        for combination in itertools.product(*choices):
+            types = list(sig.types)
+            for i, member in zip(unions, combination):
+                types[i] = member
+            classes = tuple((sig.params[i], _class_name(m)) for i, m in zip(unions, combination))
+            # named by the classes it takes (`Gather.forward:list`, `Gather_forward_list` in the module)
+            name = f"{sig.sym_name}:{'_'.join(c.lower() for _, c in classes)}"
+            if any(v.sym_name == name for v in variants):  # (List[int] and List[Tensor], say)
+                name += f"_{len(variants) + 1}"
+            variant = replace(sig, sym_name=name, types=tuple(types), arg_classes=classes)
+            variants.append(self._request(name, origin.node, origin.class_info, origin.source, variant))
+        return tuple(variants)
 
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
         """The method compiled for the first of its `_overload_method` declarations whose
@@ -463,12 +494,14 @@ class FileContext:
                 t = annotation_type(source, p.annotation.annotation, classes)
             except UserError as e:
                 try:
-                    union = union_type(source, p.annotation.annotation, classes) if self.recursive else None
+                    # (in an entry or, recursively, any function: compiled per member, `_request`)
+                    union = union_type(source, p.annotation.annotation, classes) \
+                        if self.recursive or sym_name in self.entry_names else None
                 except UserError:
                     union = None
                 if union is None:
                     errors += e.diagnostics
-                t = union or ERROR  # (a union: compiled per call, for the member passed: `_request`)
+                t = union or ERROR
             if p.default is not None:
                 try:
                     value = defaults[name] = _literal_default(p, source)
@@ -572,3 +605,29 @@ def applied_decorators(source: SourceFile, node: cst.FunctionDef) -> list[cst.De
         if name not in NEUTRAL_DECORATORS | SCRIPT_NAMES | PYTHON_DECORATORS:
             out.append(deco)
     return out
+
+
+_NOTHING = object()  # (no example for the parameter)
+
+
+def _is_member(value: object, member: Type) -> bool:
+    """Whether a Python value is of Union member `member` (at the outer level, as the entry
+    check that pins it tests: runtime.guards.check_type)."""
+    import torch
+
+    if isinstance(member, TensorType):
+        return isinstance(value, torch.Tensor)
+    return isinstance(value, _PYTHON_CLASSES.get(_class_name(member), ()))  # type: ignore[arg-type]
+
+
+def _class_name(member: Type) -> str:
+    """The Python class an argument of Union member `member` is: what its entry check tests."""
+    if isinstance(member, TensorType):
+        return "Tensor"
+    if isinstance(member, (ListType, TupleType)):
+        return "list" if isinstance(member, ListType) else "tuple"
+    return {BOOL: "bool", INT: "int", FLOAT: "float", STR: "str", NONE: "None"}.get(member, "object")
+
+
+_PYTHON_CLASSES = {"list": list, "tuple": tuple, "bool": bool, "int": int, "float": float, "str": str,
+                   "None": type(None), "object": object}
