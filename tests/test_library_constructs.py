@@ -994,3 +994,25 @@ def test_an_example_pins_the_member_of_a_union_parameter_it_passes(tmp_path: Pat
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", runtime.TorchscribeWarning)  # (said once a process)
             torch.testing.assert_close(compiled(other), model(other))
+
+
+def test_an_example_factory_pins_its_member_before_the_generic_functions(tmp_path: Path) -> None:
+    """`@script(example=...)` on an entry with a Union parameter: the example's specialisation
+    (its member, with kernels) is tried first, then each member's generic function."""
+    from source_module import case_directory, compiled_case
+
+    source = GATHER.replace("@script\nclass Gather", '@script(example="make_example")\nclass Gather') + '''
+
+def make_example():
+    return Gather().eval(), (torch.randn(2, 3, 4, 4),)
+'''
+    with case_directory(tmp_path) as root:
+        module, text = compiled_case(root, "gather_example", source)
+        assert "Gather_forward_tensor_example,\n        Gather_forward_tensor,\n        Gather_forward_list," in text
+        model = module.Gather().eval()
+        x, y = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4)
+        with torch.no_grad(), runtime.mode("off"):
+            want = [model(x), model([x, y])]
+        with torch.no_grad(), runtime.mode("strict"):
+            got = [model(x), model([x, y])]
+        torch.testing.assert_close(got, want)
