@@ -539,10 +539,13 @@ class FunctionEmitter:
         read into it; `check_tensor` for each tensor argument that no entry check of the body
         covers."""
         for name, cls in self.func.attributes.get("arg_classes", ()):
-            if cls != "Tensor":
-                arg = next(a for a in self.func.args if a.name == name)
-                self.w.line(f"_guards.check_type({self.var[arg]}, {'type(None)' if cls == 'None' else cls}, "
+            if name.startswith("self."):  # an attribute of the module (`self.padding`)
+                read = f"{self.var[self.func.args[0]]}.{name[len('self.'):]}"  # (as the body reads it)
+                self.w.line(f"_guards.check_type({read}, {'torch.Tensor' if cls == 'Tensor' else cls}, "
                             f"{string_literal(name)})")
+            elif cls != "Tensor":
+                arg = next(a for a in self.func.args if a.name == name)
+                self.w.line(f"_guards.check_type({self.var[arg]}, {cls}, {string_literal(name)})")
         checked = {op.operands[0] for op in self.func.body.ops
                    if isinstance(op, ops.CheckTensorOp) and not op.attributes["path"]}
         for arg in self.func.args:

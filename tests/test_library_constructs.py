@@ -1016,3 +1016,39 @@ def make_example():
         with torch.no_grad(), runtime.mode("strict"):
             got = [model(x), model([x, y])]
         torch.testing.assert_close(got, want)
+
+
+def test_union_settings_of_a_torch_layer_are_visible_to_a_subclass_ahead_of_time(tmp_path: Path) -> None:
+    """nn.Conv2d annotates `padding: str | tuple[int, ...]`: a subclass's forward that reads it
+    compiles once per member, each under an entry check of the member the layer holds."""
+    from source_module import case_directory, compiled_case
+
+    source = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transpiler import script
+
+
+@script
+class PaddedConv(nn.Conv2d):
+    """Pads by hand, reflecting, where the padding is a pair of numbers; "same" goes to torch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.padding, str):
+            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        ph, pw = self.padding
+        x = F.pad(x, [pw, pw, ph, ph], mode="reflect")
+        return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups) + self.stride[0]
+'''
+    with case_directory(tmp_path) as root:
+        module, text = compiled_case(root, "padded_conv", source)
+        assert '"PaddedConv.forward": (PaddedConv_forward_str, PaddedConv_forward_list),' in text
+        assert '_guards.check_type(self.padding, (list, tuple), "self.padding")' in text
+        x = torch.randn(2, 3, 9, 9)
+        for model in (module.PaddedConv(3, 4, 3, padding=1, stride=2), module.PaddedConv(3, 4, 3, padding="same")):
+            with torch.no_grad(), runtime.mode("off"):
+                want = model(x)
+            with torch.no_grad(), runtime.mode("strict"):
+                torch.testing.assert_close(model(x), want)

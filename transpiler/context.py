@@ -216,34 +216,43 @@ class FileContext:
 
     def entry_variants(self, sig: Signature) -> tuple[Signature, ...]:
         """The functions compiled for entry `sig`: itself, or, where parameters are annotated
-        with Unions (`x: Union[Tensor, List[Tensor]]`), one variant per combination of their
-        members, each checking at entry that its arguments are of its members (tried in order,
-        as specialisations are); with example inputs, only the variant of the members the examples
-        are (a call of another member is refused, as by any entry check)."""
-        unions = [i for i, t in enumerate(sig.types) if isinstance(t, UnionType)]
+        with Unions (`x: Union[Tensor, List[Tensor]]`), or the entry reads attributes of `self`
+        that are (nn.Conv2d's `padding: str | tuple[int, ...]`), one variant per combination of
+        their members, each checking at entry that its arguments and attributes are of its
+        members (tried in order, as specialisations are); with example inputs (and an instance),
+        only the variant of the members they are (a call of another member is refused, as by
+        any entry check)."""
+        origin = self._origins.get(sig.sym_name)
+        info = origin.class_info if origin is not None else None
+        unions: list[tuple[str, UnionType, object]] = []  # (parameter or `self.attr`, union, value)
+        given = self.entry_example_values
+        offset = 1 if info is not None else 0  # (the examples follow `self`)
+        for i, t in enumerate(sig.types):
+            if isinstance(t, UnionType):
+                passed = given[i - offset] if given is not None and i - offset < len(given) else _NOTHING
+                unions.append((sig.params[i], t, passed))
+        for attr, union in _union_attributes(info, origin.node) if origin is not None else ():
+            value = getattr(info.instance, attr, _NOTHING) if info.instance is not None else _NOTHING  # type: ignore[union-attr]
+            unions.append((f"self.{attr}", union, value))
         if not unions:
             return (sig,)
-        origin = self._origins[sig.sym_name]
-        given = self.entry_example_values
-        offset = 1 if origin.class_info is not None else 0  # (the examples follow `self`)
+        assert origin is not None
         choices = []
-        for i in unions:
-            members = sig.types[i].members  # type: ignore[attr-defined]
-            passed = given[i - offset] if given is not None and i - offset < len(given) else _NOTHING
-            chosen = [m for m in members if passed is not _NOTHING and _is_member(passed, m)][:1]
-            choices.append(chosen or list(members))
+        for name, union, value in unions:
+            chosen = [m for m in union.members if value is not _NOTHING and _is_member(value, m, name.startswith("self."))][:1]
+            choices.append(chosen or list(union.members))
         variants: list[Signature] = []
         for combination in itertools.product(*choices):
-            types = list(sig.types)
-            for i, member in zip(unions, combination):
-                types[i] = member
-            classes = tuple((sig.params[i], _class_name(m)) for i, m in zip(unions, combination))
-            # named by the classes it takes (`Gather.forward:list`, `Gather_forward_list` in the module)
-            name = f"{sig.sym_name}:{'_'.join(c.lower() for _, c in classes)}"
-            if any(v.sym_name == name for v in variants):  # (List[int] and List[Tensor], say)
-                name += f"_{len(variants) + 1}"
-            variant = replace(sig, sym_name=name, types=tuple(types), arg_classes=classes)
-            variants.append(self._request(name, origin.node, origin.class_info, origin.source, variant))
+            members = dict(zip((name for name, _, _ in unions), combination))
+            types = tuple(members.get(p, t) for p, t in zip(sig.params, sig.types))
+            classes = tuple((name, _class_name(m, name.startswith("self."))) for name, m in members.items())
+            # named by the members it takes (`Gather.forward:list`, `Gather_forward_list` in the module)
+            sym = f"{sig.sym_name}:{'_'.join(_label(m) for m in combination)}"
+            if any(v.sym_name == sym for v in variants):  # (List[int] and List[Tensor], say)
+                sym += f"_{len(variants) + 1}"
+            variant = replace(sig, sym_name=sym, types=types, arg_classes=classes,
+                              attr_types=tuple((n[len("self."):], m) for n, m in members.items() if n.startswith("self.")))
+            variants.append(self._request(sym, origin.node, origin.class_info, origin.source, variant))
         return tuple(variants)
 
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
@@ -274,9 +283,11 @@ class FileContext:
                                     "which compiled code would not apply", source.loc(applied[0]),
                                     "its calls run it as Python")
             sig = declared or self.signature_of(node, sym_name, info, source)
-            if any(isinstance(t, UnionType) for t in sig.types):
+            if any(isinstance(t, UnionType) for t in sig.types) or not sig.arg_classes \
+                    and sym_name in self.entry_names and _union_attributes(info, node):
                 # (densenet's `x: Union[Tensor, List[Tensor]]`: each call compiles a variant for
-                # the member it passes, lower_expr.call_variant; this signature is not lowered)
+                # the member it passes, lower_expr.call_variant; an entry, one per member,
+                # entry_variants; this signature is not lowered)
                 self.signatures[sym_name] = sig
                 self._origins[sym_name] = Pending(sig, node, info, source)
                 return sig
@@ -610,24 +621,54 @@ def applied_decorators(source: SourceFile, node: cst.FunctionDef) -> list[cst.De
 _NOTHING = object()  # (no example for the parameter)
 
 
-def _is_member(value: object, member: Type) -> bool:
+def _union_attributes(info: ClassInfo | None, node: cst.FunctionDef) -> list[tuple[str, UnionType]]:
+    """The attributes of `self` typed as Unions (nn.Conv2d's `padding`) that a method's body
+    reads, in order."""
+    found: dict[str, UnionType] = {}
+
+    class Reads(cst.CSTVisitor):
+        def visit_Attribute(self, attr: cst.Attribute) -> None:
+            if isinstance(attr.value, cst.Name) and attr.value.value == "self":
+                known = info.attrs.get(attr.attr.value) if info is not None else None
+                if known is not None and isinstance(known.type, UnionType):
+                    found[attr.attr.value] = known.type
+
+    if info is not None:
+        node.body.visit(Reads())
+    return list(found.items())
+
+
+def _is_member(value: object, member: Type, attribute: bool) -> bool:
     """Whether a Python value is of Union member `member` (at the outer level, as the entry
     check that pins it tests: runtime.guards.check_type)."""
     import torch
 
     if isinstance(member, TensorType):
         return isinstance(value, torch.Tensor)
-    return isinstance(value, _PYTHON_CLASSES.get(_class_name(member), ()))  # type: ignore[arg-type]
+    return isinstance(value, _PYTHON_CLASSES[_class_name(member, attribute)])  # type: ignore[arg-type]
 
 
-def _class_name(member: Type) -> str:
-    """The Python class an argument of Union member `member` is: what its entry check tests."""
+def _class_name(member: Type, attribute: bool) -> str:
+    """The Python class (or classes) an argument of Union member `member` is: what its entry check
+    tests, as Python text. A `tuple[int, ...]` that torch's layers annotate is a list of ints to
+    compiled code (classinfo._runtime_annotation_type): an attribute of a list type may be either."""
     if isinstance(member, TensorType):
         return "Tensor"
+    if isinstance(member, ListType) and attribute:
+        return "(list, tuple)"
     if isinstance(member, (ListType, TupleType)):
         return "list" if isinstance(member, ListType) else "tuple"
-    return {BOOL: "bool", INT: "int", FLOAT: "float", STR: "str", NONE: "None"}.get(member, "object")
+    return {BOOL: "bool", INT: "int", FLOAT: "float", STR: "str", NONE: "type(None)"}.get(member, "object")
 
 
-_PYTHON_CLASSES = {"list": list, "tuple": tuple, "bool": bool, "int": int, "float": float, "str": str,
-                   "None": type(None), "object": object}
+def _label(member: Type) -> str:
+    """A word for Union member `member` in the name of the variant compiled for it."""
+    if isinstance(member, TensorType):
+        return "tensor"
+    if isinstance(member, (ListType, TupleType)):
+        return "list" if isinstance(member, ListType) else "tuple"
+    return {BOOL: "bool", INT: "int", FLOAT: "float", STR: "str", NONE: "none"}.get(member, "object")
+
+
+_PYTHON_CLASSES = {"list": list, "tuple": tuple, "(list, tuple)": (list, tuple), "bool": bool, "int": int,
+                   "float": float, "str": str, "type(None)": type(None), "object": object}
