@@ -3,9 +3,10 @@ a private flag annotated `torch.jit.Final` on a subclass of a torch layer, set i
 a call; a torch function re-exported by a helper module of the package (defined conditionally,
 imported by relative import); an unannotated empty list that code appends tensors to; loops over
 children, ModuleDicts and Sequential subclasses; type aliases, Enum and Union annotations,
-`torch.jit.annotate`; Union parameters of an entry; layers of a Sequential called by name, methods of submodules, `isinstance`
+`torch.jit.annotate`; layers of a Sequential called by name, methods of submodules, `isinstance`
 of a submodule; dict displays and a dict attribute used as a cache; eager-only code the compiled
-code never reaches; a subclass of a torch layer ahead of time."""
+code never reaches; a subclass of a torch layer ahead of time, and the Union settings it reads;
+Union parameters of a compiled entry."""
 
 from __future__ import annotations
 

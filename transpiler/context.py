@@ -12,7 +12,8 @@ import libcst as cst
 
 from ir.builder import literal_type
 from ir.core import Loc
-from ir.types import ANY, BOOL, ERROR, FLOAT, INT, NONE, STR, TENSOR, ListType, ModuleType, TensorType, TupleType, Type, UnionType
+from ir.types import (ANY, BOOL, ERROR, FLOAT, INT, NONE, STR, TENSOR, ListType, ModuleType, TensorType, TupleType,
+                      Type, UnionType)
 from transpiler.annotations import annotation_type, union_type
 from transpiler.check import PYTHON_DECORATORS
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names, torch_layer_result
@@ -232,14 +233,15 @@ class FileContext:
                 passed = given[i - offset] if given is not None and i - offset < len(given) else _NOTHING
                 unions.append((sig.params[i], t, passed))
         for attr, union in _union_attributes(info, origin.node) if origin is not None else ():
-            value = getattr(info.instance, attr, _NOTHING) if info.instance is not None else _NOTHING  # type: ignore[union-attr]
-            unions.append((f"self.{attr}", union, value))
+            live = info.instance if info is not None else None
+            unions.append((f"self.{attr}", union, _NOTHING if live is None else getattr(live, attr, _NOTHING)))
         if not unions:
             return (sig,)
         assert origin is not None
         choices = []
         for name, union, value in unions:
-            chosen = [m for m in union.members if value is not _NOTHING and _is_member(value, m, name.startswith("self."))][:1]
+            attribute = name.startswith("self.")
+            chosen = [m for m in union.members if value is not _NOTHING and _is_member(value, m, attribute)][:1]
             choices.append(chosen or list(union.members))
         variants: list[Signature] = []
         for combination in itertools.product(*choices):
@@ -247,11 +249,12 @@ class FileContext:
             types = tuple(members.get(p, t) for p, t in zip(sig.params, sig.types))
             classes = tuple((name, _class_name(m, name.startswith("self."))) for name, m in members.items())
             # named by the members it takes (`Gather.forward:list`, `Gather_forward_list` in the module)
-            sym = f"{sig.sym_name}:{'_'.join(_label(m) for m in combination)}"
+            words = (_class_name(m, False).replace("type(None)", "none").lower() for m in combination)
+            sym = f"{sig.sym_name}:{'_'.join(words)}"
             if any(v.sym_name == sym for v in variants):  # (List[int] and List[Tensor], say)
                 sym += f"_{len(variants) + 1}"
-            variant = replace(sig, sym_name=sym, types=types, arg_classes=classes,
-                              attr_types=tuple((n[len("self."):], m) for n, m in members.items() if n.startswith("self.")))
+            attrs = tuple((n[len("self."):], m) for n, m in members.items() if n.startswith("self."))
+            variant = replace(sig, sym_name=sym, types=types, arg_classes=classes, attr_types=attrs)
             variants.append(self._request(sym, origin.node, origin.class_info, origin.source, variant))
         return tuple(variants)
 
@@ -659,15 +662,6 @@ def _class_name(member: Type, attribute: bool) -> str:
     if isinstance(member, (ListType, TupleType)):
         return "list" if isinstance(member, ListType) else "tuple"
     return {BOOL: "bool", INT: "int", FLOAT: "float", STR: "str", NONE: "type(None)"}.get(member, "object")
-
-
-def _label(member: Type) -> str:
-    """A word for Union member `member` in the name of the variant compiled for it."""
-    if isinstance(member, TensorType):
-        return "tensor"
-    if isinstance(member, (ListType, TupleType)):
-        return "list" if isinstance(member, ListType) else "tuple"
-    return {BOOL: "bool", INT: "int", FLOAT: "float", STR: "str", NONE: "none"}.get(member, "object")
 
 
 _PYTHON_CLASSES = {"list": list, "tuple": tuple, "(list, tuple)": (list, tuple), "bool": bool, "int": int,

@@ -41,7 +41,8 @@ def _cases() -> list:
     for mode, batch in RUNS:
         for m in MODELS:
             case = f"{mode}-b{batch}-{m.name}"
-            marks = [pytest.mark.xfail(strict=True, reason=EXPECTED_FAILURES[case])] if case in EXPECTED_FAILURES else []
+            why = EXPECTED_FAILURES.get(case)
+            marks = [pytest.mark.xfail(strict=True, reason=why)] if why is not None else []
             cases.append(pytest.param(m, mode, batch, id=case, marks=marks))
     return cases
 
