@@ -957,6 +957,11 @@ def total(x: Union[torch.Tensor, List[torch.Tensor]], scale: float) -> torch.Ten
     if isinstance(x, list):
         return torch.stack(x).sum(0) * scale
     return x * scale
+
+
+@script
+def both(x: torch.Tensor) -> torch.Tensor:
+    return total(x, 2.0) + total([x, x], 1.0)  # (compiled code calling each member)
 '''
 
 
@@ -972,9 +977,9 @@ def test_union_parameters_of_the_entry_compile_once_per_member_ahead_of_time(tmp
         model = module.Gather().eval()
         x, y = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4)
         with torch.no_grad(), runtime.mode("off"):
-            want = [model(x), model([x, y]), module.total(x, 2.0), module.total([x, y], 2.0)]
+            want = [model(x), model([x, y]), module.total(x, 2.0), module.total([x, y], 2.0), module.both(x)]
         with torch.no_grad(), runtime.mode("strict"):
-            got = [model(x), model([x, y]), module.total(x, 2.0), module.total([x, y], 2.0)]
+            got = [model(x), model([x, y]), module.total(x, 2.0), module.total([x, y], 2.0), module.both(x)]
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w)
 

@@ -1700,7 +1700,8 @@ class ExpressionLowering:
                       args: list[Value], kwnames: list[str], kwargs: list[Value], guard_self: bool = False) -> Value:
         """A call of a compiled function: bind arguments to parameters, fill in defaults.
         `guard_self`: `self_value` is a submodule, whose class an entry check confirms."""
-        if self.ctx.recursive and not sig.kwstar_items:
+        # (ahead of time too, a call of an entry with Union parameters: the variant for its members)
+        if (self.ctx.recursive or any(isinstance(t, UnionType) for t in sig.types)) and not sig.kwstar_items:
             variant = self.call_variant(sig, int(self_value is not None), args, kwnames, kwargs)
             if variant is not None:
                 sig = variant
