@@ -39,8 +39,10 @@ test-slow: $(STAMP)
 # from PyPI). torch and torchvision are named on the same pip command line as
 # transformers and timm so that resolving those never replaces them.
 # Tests, then the benchmarks, which write their tables into benchmarks/RESULTS.md and
-# benchmarks/HF_RESULTS.md. The stamp depends on this Makefile too, so a changed pin reinstalls
-# (pip leaves satisfied pins alone).
+# benchmarks/HF_RESULTS.md. timm's models are tested strict and permissive at batch 1 and strict
+# at batch 8; `TORCHSCRIBE_CORPUS_FULL=1 make corpus` adds permissive at batch 8 (the full
+# product, over two hours on two cores: tests/corpus/test_timm.py). The stamp depends on this
+# Makefile too, so a changed pin reinstalls (pip leaves satisfied pins alone).
 CORPUS_VENV := .venv-corpus
 CORPUS_STAMP := $(CORPUS_VENV)/.installed
 CORPUS_PINS := "torch==2.14.1" "torchvision==0.29.1" "transformers==5.18.0" "timm==1.0.31"

@@ -534,7 +534,18 @@ class FunctionEmitter:
             self.needs.add("Optional")
 
     def guards(self) -> None:
-        """`check_tensor` for each tensor argument that no entry check of the body covers."""
+        """`check_type` for each argument of a variant compiled for one member of its Union
+        annotation (FuncOp `arg_classes`: a tensor's is `check_tensor`), first, as later checks
+        read into it; `check_tensor` for each tensor argument that no entry check of the body
+        covers."""
+        for name, cls in self.func.attributes.get("arg_classes", ()):
+            if name.startswith("self."):  # an attribute of the module (`self.padding`)
+                read = f"{self.var[self.func.args[0]]}.{name[len('self.'):]}"  # (as the body reads it)
+                self.w.line(f"_guards.check_type({read}, {'torch.Tensor' if cls == 'Tensor' else cls}, "
+                            f"{string_literal(name)})")
+            elif cls != "Tensor":
+                arg = next(a for a in self.func.args if a.name == name)
+                self.w.line(f"_guards.check_type({self.var[arg]}, {cls}, {string_literal(name)})")
         checked = {op.operands[0] for op in self.func.body.ops
                    if isinstance(op, ops.CheckTensorOp) and not op.attributes["path"]}
         for arg in self.func.args:

@@ -298,6 +298,9 @@ class Program:
         # Functions whose calls stay calls (not inlined): the forwards of @script classes in
         # ahead-of-time generic code, each with compiled code of its own (one edit, one function)
         self.separate: frozenset[str] = frozenset()
+        # COMPILED key -> the functions an entry with Union parameters compiled to, one per
+        # combination of members, tried in order (each checks its members at entry)
+        self.alternatives: dict[str, tuple[str, ...]] = {}
         # The devices whose tensors the compiled module's kernels may run on, sorted ("cpu",
         # "cuda"): codegen writes Triton kernels only where "cuda" is among them (or a kernel's
         # tensors are on CUDA), so a module for CPU tensors holds C++ alone.

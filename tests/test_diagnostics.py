@@ -259,7 +259,7 @@ LOWERING_CASES = {
         """,
     "union_other_than_optional": """
         @script
-        def f(x: Union[Tensor, int]) -> Tensor:  # error: 10: unions other than Optional are not supported
+        def f(x: Tensor) -> Union[Tensor, int]:  # error: 21: unions other than Optional are not supported
             return x
         """,
     "unknown_torch_function": """

@@ -5,13 +5,17 @@ imported by relative import); an unannotated empty list that code appends tensor
 children, ModuleDicts and Sequential subclasses; type aliases, Enum and Union annotations,
 `torch.jit.annotate`; layers of a Sequential called by name, methods of submodules, `isinstance`
 of a submodule; dict displays and a dict attribute used as a cache; eager-only code the compiled
-code never reaches; a subclass of a torch layer ahead of time."""
+code never reaches; a subclass of a torch layer ahead of time, and the Union settings it reads;
+Union parameters of a compiled entry."""
 
 from __future__ import annotations
 
 import sys
 import textwrap
+import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -23,6 +27,16 @@ from runtime.errors import TorchscribeError
 from source_module import imported_source
 from transpiler import script
 from transpiler.diagnostics import CompileError
+
+def assert_compiled_matches_eager(model: nn.Module, *inputs: torch.Tensor) -> Callable[..., Any]:
+    """`model` compiled for `inputs` (script(model, example_inputs=...)) and run on them in strict
+    mode, where a call the compiled code refuses raises, under no_grad: its results are eager's.
+    Returns the compiled model for a test's further calls."""
+    compiled = script(model, example_inputs=inputs)
+    with torch.no_grad(), runtime.mode("strict"):
+        torch.testing.assert_close(compiled(*inputs), model(*inputs))
+    return compiled
+
 
 FLAGGED_NORM = '''
 import torch
@@ -62,9 +76,8 @@ def test_a_private_flag_set_from_a_call_is_read_off_the_instance(tmp_path: Path)
     with imported_source(tmp_path, "flagged_norm", FLAGGED_NORM) as module:
         model = module.Block().eval()
         x = torch.randn(3, 16)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)
         with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
             # the compiled code took the flag's branch for False: a flipped flag is not that code
             model.norm._fast = True
             with pytest.raises(TorchscribeError, match="_fast"):
@@ -139,11 +152,7 @@ def test_a_torch_function_re_exported_by_a_package_helper(tmp_path: Path) -> Non
     try:
         from reexports import model as module  # type: ignore[import-not-found]
 
-        net = module.Net().eval()
-        x = torch.randn(5, 8)
-        compiled = script(net, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), net(x))
+        assert_compiled_matches_eager(module.Net().eval(), torch.randn(5, 8))
     finally:
         sys.path.remove(str(tmp_path))
         for name in ("reexports", "reexports.checks", "reexports.model"):
@@ -239,10 +248,7 @@ class Named(nn.Module):
 def test_loops_over_children_and_named_children_unroll(tmp_path: Path) -> None:
     with imported_source(tmp_path, "stages", STAGES) as module:
         for model in (module.Stage().eval(), module.Named().eval()):
-            x = torch.randn(3, 8)
-            compiled = script(model, example_inputs=(x,))
-            with torch.no_grad(), runtime.mode("strict"):
-                torch.testing.assert_close(compiled(x), model(x))
+            assert_compiled_matches_eager(model, torch.randn(3, 8))
 
 
 MIXED = '''
@@ -278,11 +284,7 @@ def test_submodules_named_by_numbers_in_a_module_dict(tmp_path: Path) -> None:
     """The entry checks reach `mixed.0` as the ModuleDict's entry "0" (an item of a Sequential
     would be the 0th module)."""
     with imported_source(tmp_path, "mixed_convs", MIXED) as module:
-        model = module.Net().eval()
-        x = torch.randn(2, 8, 6, 6)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Net().eval(), torch.randn(2, 8, 6, 6))
 
 
 SPLITS = '''
@@ -312,11 +314,7 @@ class Split(nn.Module):
 
 def test_enumerate_of_zip_of_module_lists_unrolls(tmp_path: Path) -> None:
     with imported_source(tmp_path, "splits", SPLITS) as module:
-        model = module.Split().eval()
-        x = torch.randn(2, 12, 5, 5)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Split().eval(), torch.randn(2, 12, 5, 5))
 
 
 def test_zip_of_a_list_of_unknown_length_is_a_diagnostic(tmp_path: Path, capsys) -> None:
@@ -381,11 +379,7 @@ class Embed(nn.Module):
 @pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
 def test_members_of_str_and_int_enums_are_the_values_they_equal(tmp_path: Path, fmt: str) -> None:
     with imported_source(tmp_path, f"formats_{fmt.lower()}", FORMATS) as module:
-        model = module.Embed(module.Format(fmt)).eval()
-        x = torch.randn(2, 3, 8, 8)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Embed(module.Format(fmt)).eval(), torch.randn(2, 3, 8, 8))
 
 
 WINDOWS = '''
@@ -427,11 +421,7 @@ class Net(nn.Module):
 
 def test_a_module_level_type_alias_in_annotations(tmp_path: Path) -> None:
     with imported_source(tmp_path, "grid_alias", WINDOWS) as module:
-        model = module.Net().eval()
-        x = torch.randn(2, 6, 8)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Net().eval(), torch.randn(2, 6, 8))
 
 
 BRANCHES = '''
@@ -459,11 +449,7 @@ class Branches(nn.Module):
 
 def test_torch_jit_annotate_types_its_value(tmp_path: Path) -> None:
     with imported_source(tmp_path, "branch_tokens", BRANCHES) as module:
-        model = module.Branches().eval()
-        x = torch.randn(2, 3, 8)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Branches().eval(), torch.randn(2, 3, 8))
 
 
 CHAIN = '''
@@ -493,10 +479,7 @@ class Net(nn.Module):
 def test_a_loop_over_a_sequential_subclass_in_its_own_forward(tmp_path: Path) -> None:
     with imported_source(tmp_path, "chained", CHAIN) as module:
         for model in (module.Net().eval(), module.Chain(nn.Linear(8, 8), nn.Tanh()).eval()):
-            x = torch.randn(4, 8)
-            compiled = script(model, example_inputs=(x,))
-            with torch.no_grad(), runtime.mode("strict"):
-                torch.testing.assert_close(compiled(x), model(x))
+            assert_compiled_matches_eager(model, torch.randn(4, 8))
 
 
 HEAD = '''
@@ -527,11 +510,7 @@ class Classifier(nn.Module):
 
 def test_layers_of_a_sequential_called_by_name(tmp_path: Path) -> None:
     with imported_source(tmp_path, "named_head", HEAD) as module:
-        model = module.Classifier().eval()
-        x = torch.randn(2, 6, 5, 5)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Classifier().eval(), torch.randn(2, 6, 5, 5))
 
 
 RELATIVE = '''
@@ -575,9 +554,8 @@ def test_a_method_of_a_submodule_other_than_forward(tmp_path: Path, with_bias: b
     with imported_source(tmp_path, f"relative_bias_{with_bias}", RELATIVE) as module:
         model = module.Attention(with_bias).eval()
         x = torch.randn(3, 5, 8)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)
         with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
             if with_bias:  # the compiled code is for a Bias there: another class is not that code
                 model.rel = nn.Identity()
                 with pytest.raises(TorchscribeError, match="rel"):
@@ -609,11 +587,7 @@ class Patches(nn.Module):
 
 def test_torch_layers_without_an_entry_are_typed_by_their_forward(tmp_path: Path) -> None:
     with imported_source(tmp_path, "unfold_patches", PATCHES) as module:
-        model = module.Patches().eval()
-        x = torch.randn(2, 3, 8, 12)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Patches().eval(), torch.randn(2, 3, 8, 12))
 
 
 CHECKPOINTED = '''
@@ -694,11 +668,7 @@ class Windows(nn.Module):
 
 def test_a_tuple_passed_for_a_list_parameter(tmp_path: Path) -> None:
     with imported_source(tmp_path, "window_tuple", PARTITIONS) as module:
-        model = module.Windows().eval()
-        x = torch.randn(2, 4, 6, 4)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Windows().eval(), torch.randn(2, 4, 6, 4))
 
 
 TRANSITIONS = '''
@@ -726,9 +696,8 @@ def test_isinstance_of_a_submodule_is_decided_under_an_entry_check(tmp_path: Pat
     with imported_source(tmp_path, "transitions", TRANSITIONS) as module:
         model = module.Transition().eval()
         x = torch.randn(2, 4, 5, 5)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)
         with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
             model.branches[0] = nn.Conv2d(4, 4, 1)  # the Identity the code decided on is gone
             with pytest.raises(TorchscribeError, match="branches"):
                 compiled(x)
@@ -769,10 +738,8 @@ def test_a_list_of_tuples_attribute_is_pinned_and_read_as_constants(tmp_path: Pa
     with imported_source(tmp_path, "multi_scale", SCALES) as module:
         model = module.MultiScale().eval()
         x = torch.randn(2, 3, 8, 8)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)  # (a tuple of results, each compared)
         with torch.no_grad(), runtime.mode("strict"):
-            for got, want in zip(compiled(x), model(x)):
-                torch.testing.assert_close(got, want)
             model.sizes[1] = (4, 4)  # the code was compiled for the sizes the list held
             with pytest.raises(TorchscribeError, match="sizes"):
                 compiled(x)
@@ -811,12 +778,9 @@ def test_dict_displays_read_set_and_returned(tmp_path: Path, wanted: tuple) -> N
     with imported_source(tmp_path, f"features_{len(wanted)}", FEATURES) as module:
         model = module.Features(wanted).eval()
         x = torch.randn(3, 8)
-        compiled = script(model, example_inputs=(x,))
+        compiled = assert_compiled_matches_eager(model, x)  # (each item of the dicts compared)
         with torch.no_grad(), runtime.mode("strict"):
-            got, want = compiled(x), model(x)
-        assert list(got) == list(want)
-        for k in want:
-            torch.testing.assert_close(got[k], want[k])
+            assert list(compiled(x)) == list(model(x))  # (in the order eager's dict has)
 
 
 MEMO = '''
@@ -918,11 +882,7 @@ class Block(nn.Module):
 
 def test_union_parameters_compile_for_the_member_each_call_passes(tmp_path: Path) -> None:
     with imported_source(tmp_path, "dense_union", DENSE) as module:
-        model = module.Block().eval()
-        x = torch.randn(2, 4, 5, 5)
-        compiled = script(model, example_inputs=(x,))
-        with torch.no_grad(), runtime.mode("strict"):
-            torch.testing.assert_close(compiled(x), model(x))
+        assert_compiled_matches_eager(module.Block().eval(), torch.randn(2, 4, 5, 5))
 
 
 def test_a_subclass_of_a_torch_layer_sees_its_attributes_ahead_of_time(tmp_path: Path) -> None:
@@ -964,3 +924,137 @@ class Norm2d(nn.LayerNorm):
         want = F.layer_norm(x.permute(0, 2, 3, 1), (6,), model.weight, model.bias, 1e-6).permute(0, 3, 1, 2)
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(model(x), want)
+
+
+GATHER = '''
+from typing import List, Union
+
+import torch
+from torch import nn
+
+from transpiler import script
+
+
+@script
+class Gather(nn.Module):
+    """Takes one feature map or a list of them, concatenated (a dense block's layer, as its own
+    entry)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(6, 4, 1)
+
+    def forward(self, x: Union[torch.Tensor, List[torch.Tensor]]) -> torch.Tensor:
+        if isinstance(x, torch.Tensor):
+            features = [x, x]
+        else:
+            features = x
+        return self.conv(torch.cat(features, 1)).relu()
+
+
+@script
+def total(x: Union[torch.Tensor, List[torch.Tensor]], scale: float) -> torch.Tensor:
+    if isinstance(x, list):
+        return torch.stack(x).sum(0) * scale
+    return x * scale
+
+
+@script
+def both(x: torch.Tensor) -> torch.Tensor:
+    return total(x, 2.0) + total([x, x], 1.0)  # (compiled code calling each member)
+'''
+
+
+def test_union_parameters_of_the_entry_compile_once_per_member_ahead_of_time(tmp_path: Path) -> None:
+    """The entry holds one function per member, each checking its member at entry; a call runs
+    the one whose check passes, in strict mode (no eager fallback), as eager computes."""
+    from source_module import case_directory, compiled_case
+
+    with case_directory(tmp_path) as root:
+        module, text = compiled_case(root, "gather_union", GATHER)
+        assert '"Gather.forward": (Gather_forward_tensor, Gather_forward_list),' in text
+        assert '_guards.check_type(x, list, "x")' in text
+        model = module.Gather().eval()
+        x, y = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4)
+        with torch.no_grad(), runtime.mode("off"):
+            want = [model(x), model([x, y]), module.total(x, 2.0), module.total([x, y], 2.0), module.both(x)]
+        with torch.no_grad(), runtime.mode("strict"):
+            got = [model(x), model([x, y]), module.total(x, 2.0), module.total([x, y], 2.0), module.both(x)]
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+
+
+@pytest.mark.parametrize("passed", ["tensor", "list"])
+def test_an_example_pins_the_member_of_a_union_parameter_it_passes(tmp_path: Path, passed: str) -> None:
+    """script(model, example_inputs=...) compiles the member the example is, under an entry
+    check: a call with the other member is refused (strict mode raises, else it runs eagerly)."""
+    undecorated = GATHER.replace("@script\n", "")  # (its forward is the model's own, eager, code)
+    with imported_source(tmp_path, f"gather_union_{passed}", undecorated) as module:
+        model = module.Gather().eval()
+        x, y = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4)
+        example, other = (x, [x, y]) if passed == "tensor" else ([x, y], x)
+        compiled = assert_compiled_matches_eager(model, example)
+        with torch.no_grad(), runtime.mode("strict"):
+            with pytest.raises(TorchscribeError, match="argument 'x': expected"):
+                compiled(other)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", runtime.TorchscribeWarning)  # (said once a process)
+            torch.testing.assert_close(compiled(other), model(other))
+
+
+def test_an_example_factory_pins_its_member_before_the_generic_functions(tmp_path: Path) -> None:
+    """`@script(example=...)` on an entry with a Union parameter: the example's specialisation
+    (its member, with kernels) is tried first, then each member's generic function."""
+    from source_module import case_directory, compiled_case
+
+    source = GATHER.replace("@script\nclass Gather", '@script(example="make_example")\nclass Gather') + '''
+
+def make_example():
+    return Gather().eval(), (torch.randn(2, 3, 4, 4),)
+'''
+    with case_directory(tmp_path) as root:
+        module, text = compiled_case(root, "gather_example", source)
+        assert "Gather_forward_tensor_example,\n        Gather_forward_tensor,\n        Gather_forward_list," in text
+        model = module.Gather().eval()
+        x, y = torch.randn(2, 3, 4, 4), torch.randn(2, 3, 4, 4)
+        with torch.no_grad(), runtime.mode("off"):
+            want = [model(x), model([x, y])]
+        with torch.no_grad(), runtime.mode("strict"):
+            got = [model(x), model([x, y])]
+        torch.testing.assert_close(got, want)
+
+
+def test_union_settings_of_a_torch_layer_are_visible_to_a_subclass_ahead_of_time(tmp_path: Path) -> None:
+    """nn.Conv2d annotates `padding: str | tuple[int, ...]`: a subclass's forward that reads it
+    compiles once per member, each under an entry check of the member the layer holds."""
+    from source_module import case_directory, compiled_case
+
+    source = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from transpiler import script
+
+
+@script
+class PaddedConv(nn.Conv2d):
+    """Pads by hand, reflecting, where the padding is a pair of numbers; "same" goes to torch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(self.padding, str):
+            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        ph, pw = self.padding
+        x = F.pad(x, [pw, pw, ph, ph], mode="reflect")
+        return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups) + self.stride[0]
+'''
+    with case_directory(tmp_path) as root:
+        module, text = compiled_case(root, "padded_conv", source)
+        assert '"PaddedConv.forward": (PaddedConv_forward_str, PaddedConv_forward_list),' in text
+        assert '_guards.check_type(self.padding, (list, tuple), "self.padding")' in text
+        x = torch.randn(2, 3, 9, 9)
+        for model in (module.PaddedConv(3, 4, 3, padding=1, stride=2), module.PaddedConv(3, 4, 3, padding="same")):
+            with torch.no_grad(), runtime.mode("off"):
+                want = model(x)
+            with torch.no_grad(), runtime.mode("strict"):
+                torch.testing.assert_close(model(x), want)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
+import types
 import typing
 
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from ir.types import (
     TupleType,
     FunctionType,
     Type,
+    UnionType,
     unify,
 )
 from ir.builder import literal_type
@@ -192,6 +194,11 @@ def _runtime_annotation_type(hint: object) -> Type | None:
     if hint in simple:
         return simple[hint]  # type: ignore[index]
     args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) not in args:
+        # `padding: str | tuple[int, ...]` (nn.Conv2d's): an entry that reads it is compiled
+        # once per member (FileContext.entry_variants)
+        members = [_runtime_annotation_type(a) for a in args]
+        return UnionType(tuple(dict.fromkeys(members))) if None not in members else None  # type: ignore[arg-type]
     if typing.get_origin(hint) is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in (int, float):
         return ListType(simple[args[0]])
     if typing.get_origin(hint) is typing.Literal and all(type(a) is str for a in args):

@@ -43,9 +43,11 @@ def torch_version() -> str:
 def lower_file(source: SourceFile, targets: list[Target] | None = None,
                instance_classes: dict[str, ClassInfo] | None = None,
                functions: FunctionFinder | None = None, permissive: bool = False,
-               examples: int | None = None) -> tuple[Program, dict[str, str]]:
+               examples: Sequence[Any] | None = None) -> tuple[Program, dict[str, str]]:
     """Lower the file's @script objects (and what they call) to IR. `functions` (script(instance, ...)) makes the compilation
-    recursive, as TorchScript's: see FileContext.recursive. Raises CompileError with every
+    recursive, as TorchScript's: see FileContext.recursive. `examples`: the first target's example
+    inputs. An entry compiled once per member of its Union parameters has its variants in
+    `Program.alternatives`, the first of them in the entries. Raises CompileError with every
     diagnostic found."""
     targets = source.targets() if targets is None else targets
     # The check pass reports every unsupported construct at once; lowering reports the rest
@@ -69,13 +71,15 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
             ctx.entry_kwargs_passed[entry] = dict(t.options["kwargs_passed"])  # type: ignore[arg-type]
     if examples is not None and targets:
         first = targets[0].name
-        ctx.entry_examples = (f"{first}.forward" if first in source.classes else first, examples)
+        ctx.entry_examples = (f"{first}.forward" if first in source.classes else first, len(examples))
+        ctx.entry_example_values = tuple(examples)
     if instance_classes:
         ctx.classes.update(instance_classes)
         if not permissive:
             check = _check_other_files(check, {id(t.node) for t in targets}, instance_classes)
     diagnostics: list[Diagnostic] = []
     entries: dict[str, str] = {}
+    alternatives: dict[str, tuple[str, ...]] = {}
     for target in targets:
         try:
             if target.name in source.classes:
@@ -86,13 +90,18 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
                                     source.loc(target.node.name), "define forward(self, ...)")
                 if check.is_rejected(info.methods["forward"]):
                     continue
-                entries[f"{target.name}.forward"] = ctx.entry_signature(info).sym_name
+                sig = ctx.entry_signature(info)
+                key = f"{target.name}.forward"
             else:
                 if isinstance(target.node, cst.FunctionDef) and check.is_rejected(target.node):
                     continue
-                sig = ctx.function_signature(target.name)
-                assert sig is not None
-                entries[target.name] = sig.sym_name
+                found = ctx.function_signature(target.name)
+                assert found is not None
+                sig, key = found, target.name
+            variants = ctx.entry_variants(sig)
+            entries[key] = variants[0].sym_name
+            if len(variants) > 1:
+                alternatives[key] = tuple(v.sym_name for v in variants)
         except UserError as e:
             diagnostics.extend(e.diagnostics)
     if ctx.recursive:
@@ -131,6 +140,7 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     program.source_lines = ctx.sources()
     program.dependencies = ctx.source_paths()
     program.breaks = list(ctx.breaks)
+    program.alternatives = alternatives
     return program, entries
 
 
@@ -213,7 +223,7 @@ def compile_source(
     program, entries = build_program(source, targets, instance_classes, after_pass, instance, example_inputs,
                                      functions, permissive, frozen, devices=devices)
     text = emit_module(program, module_header(source, regenerate, source_file_name, program, permissive),
-                       entries, program.source_lines)
+                       {**entries, **program.alternatives}, program.source_lines)
     return CompiledFile(program, entries, text)
 
 
@@ -233,8 +243,7 @@ def build_program(
     """The program of `compile_source` after the passes, with its COMPILED entries.
     `entry_types` (COMPILED key -> a Type or None per argument, `self` included) compiles those
     entries for arguments of those types (transpiler/annotated.py)."""
-    program, entries = lower_file(source, targets, instance_classes, functions, permissive,
-                                  None if example_inputs is None else len(example_inputs))
+    program, entries = lower_file(source, targets, instance_classes, functions, permissive, example_inputs)
     program.frozen = frozen
     program.devices = devices
     if instance is None and example_inputs is None and not entry_types:
@@ -264,7 +273,7 @@ def build_program(
     # The module serves its entries: what inlining copied into them (a method, a dozen submodule
     # classes, helpers from other files) is not printed again as code nothing calls (a one-line
     # edit of an inlined method would show twice in the diff).
-    program.funcs = reachable(program, set(entries.values()))
+    program.funcs = reachable(program, set(entries.values()).union(*program.alternatives.values()))
     return program, entries
 
 
@@ -417,7 +426,7 @@ def compile_path(path: Path, display: str | None = None,
                      "calls only what the generic code calls: it is left out")
     found = from_examples + annotated.specialisations(source, targets, program, entries, settings, permissive,
                                                       from_examples)
-    table: dict[str, tuple[str | None, ...]] | dict[str, str] = entries
+    table: dict[str, tuple[str | None, ...]] | dict[str, str] = {**entries, **program.alternatives}
     if found:
         program, table = merge(program, entries, found)
     header = module_header(source, regenerate, path.name, program, permissive,

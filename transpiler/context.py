@@ -3,6 +3,7 @@ functions still to lower."""
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
@@ -11,7 +12,8 @@ import libcst as cst
 
 from ir.builder import literal_type
 from ir.core import Loc
-from ir.types import ANY, ERROR, NONE, TENSOR, ModuleType, TensorType, Type, UnionType
+from ir.types import (ANY, BOOL, ERROR, FLOAT, INT, NONE, STR, TENSOR, ListType, ModuleType, TensorType, TupleType,
+                      Type, UnionType)
 from transpiler.annotations import annotation_type, union_type
 from transpiler.check import PYTHON_DECORATORS
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names, torch_layer_result
@@ -103,6 +105,9 @@ class FileContext:
     # script(..., example_inputs=...) in permissive mode: the entry function's name and how many
     # arguments the examples give; an unannotated parameter they leave out is its default's type.
     entry_examples: tuple[str, int] | None = None
+    # The example inputs themselves (the entry's arguments after `self`): which member of a Union
+    # parameter they pass (entry_variants)
+    entry_example_values: tuple | None = None
     # The functions compiled for the caller (a class's forward, a function): in permissive mode
     # their decorators are applied to the compiled function; another decorated function's
     # calls stay Python (compiled code would not apply its decorators).
@@ -208,12 +213,50 @@ class FileContext:
                                   types=sig.types[:at] + (TENSOR,) * extra + sig.types[at:], result=None,
                                   positional=at + extra, star_items=stars)
                 return self._request(sym_name, node, info, source, variant)
-        sig = self.method_signature(info, "forward")
-        union = next((p for p, t in zip(sig.params, sig.types) if isinstance(t, UnionType)), None)
-        if union is not None:
-            raise UserError(f"parameter `{union}` of the compiled forward is annotated with a Union",
-                            source.loc(node.name), "annotate it with the type the model is called with")
-        return sig
+        return self.method_signature(info, "forward")
+
+    def entry_variants(self, sig: Signature) -> tuple[Signature, ...]:
+        """The functions compiled for entry `sig`: itself, or, where parameters are annotated
+        with Unions (`x: Union[Tensor, List[Tensor]]`), or the entry reads attributes of `self`
+        that are (nn.Conv2d's `padding: str | tuple[int, ...]`), one variant per combination of
+        their members, each checking at entry that its arguments and attributes are of its
+        members (tried in order, as specialisations are); with example inputs (and an instance),
+        only the variant of the members they are (a call of another member is refused, as by
+        any entry check)."""
+        origin = self._origins.get(sig.sym_name)
+        info = origin.class_info if origin is not None else None
+        unions: list[tuple[str, UnionType, object]] = []  # (parameter or `self.attr`, union, value)
+        given = self.entry_example_values
+        offset = 1 if info is not None else 0  # (the examples follow `self`)
+        for i, t in enumerate(sig.types):
+            if isinstance(t, UnionType):
+                passed = given[i - offset] if given is not None and i - offset < len(given) else _NOTHING
+                unions.append((sig.params[i], t, passed))
+        for attr, union in _union_attributes(info, origin.node) if origin is not None else ():
+            live = info.instance if info is not None else None
+            unions.append((f"self.{attr}", union, _NOTHING if live is None else getattr(live, attr, _NOTHING)))
+        if not unions:
+            return (sig,)
+        assert origin is not None
+        choices = []
+        for name, union, value in unions:
+            attribute = name.startswith("self.")
+            chosen = [m for m in union.members if value is not _NOTHING and _is_member(value, m, attribute)][:1]
+            choices.append(chosen or list(union.members))
+        variants: list[Signature] = []
+        for combination in itertools.product(*choices):
+            members = dict(zip((name for name, _, _ in unions), combination))
+            types = tuple(members.get(p, t) for p, t in zip(sig.params, sig.types))
+            classes = tuple((name, _class_name(m, name.startswith("self."))) for name, m in members.items())
+            # named by the members it takes (`Gather.forward:list`, `Gather_forward_list` in the module)
+            words = (_class_name(m, False).replace("type(None)", "none").lower() for m in combination)
+            sym = f"{sig.sym_name}:{'_'.join(words)}"
+            if any(v.sym_name == sym for v in variants):  # (List[int] and List[Tensor], say)
+                sym += f"_{len(variants) + 1}"
+            attrs = tuple((n[len("self."):], m) for n, m in members.items() if n.startswith("self."))
+            variant = replace(sig, sym_name=sym, types=types, arg_classes=classes, attr_types=attrs)
+            variants.append(self._request(sym, origin.node, origin.class_info, origin.source, variant))
+        return tuple(variants)
 
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
         """The method compiled for the first of its `_overload_method` declarations whose
@@ -243,9 +286,11 @@ class FileContext:
                                     "which compiled code would not apply", source.loc(applied[0]),
                                     "its calls run it as Python")
             sig = declared or self.signature_of(node, sym_name, info, source)
-            if any(isinstance(t, UnionType) for t in sig.types):
+            if any(isinstance(t, UnionType) for t in sig.types) or not sig.arg_classes \
+                    and sym_name in self.entry_names and _union_attributes(info, node):
                 # (densenet's `x: Union[Tensor, List[Tensor]]`: each call compiles a variant for
-                # the member it passes, lower_expr.call_variant; this signature is not lowered)
+                # the member it passes, lower_expr.call_variant; an entry, one per member,
+                # entry_variants; this signature is not lowered)
                 self.signatures[sym_name] = sig
                 self._origins[sym_name] = Pending(sig, node, info, source)
                 return sig
@@ -463,12 +508,14 @@ class FileContext:
                 t = annotation_type(source, p.annotation.annotation, classes)
             except UserError as e:
                 try:
-                    union = union_type(source, p.annotation.annotation, classes) if self.recursive else None
+                    # (in an entry or, recursively, any function: compiled per member, `_request`)
+                    union = union_type(source, p.annotation.annotation, classes) \
+                        if self.recursive or sym_name in self.entry_names else None
                 except UserError:
                     union = None
                 if union is None:
                     errors += e.diagnostics
-                t = union or ERROR  # (a union: compiled per call, for the member passed: `_request`)
+                t = union or ERROR
             if p.default is not None:
                 try:
                     value = defaults[name] = _literal_default(p, source)
@@ -572,3 +619,50 @@ def applied_decorators(source: SourceFile, node: cst.FunctionDef) -> list[cst.De
         if name not in NEUTRAL_DECORATORS | SCRIPT_NAMES | PYTHON_DECORATORS:
             out.append(deco)
     return out
+
+
+_NOTHING = object()  # (no example for the parameter)
+
+
+def _union_attributes(info: ClassInfo | None, node: cst.FunctionDef) -> list[tuple[str, UnionType]]:
+    """The attributes of `self` typed as Unions (nn.Conv2d's `padding`) that a method's body
+    reads, in order."""
+    found: dict[str, UnionType] = {}
+
+    class Reads(cst.CSTVisitor):
+        def visit_Attribute(self, attr: cst.Attribute) -> None:
+            if isinstance(attr.value, cst.Name) and attr.value.value == "self":
+                known = info.attrs.get(attr.attr.value) if info is not None else None
+                if known is not None and isinstance(known.type, UnionType):
+                    found[attr.attr.value] = known.type
+
+    if info is not None:
+        node.body.visit(Reads())
+    return list(found.items())
+
+
+def _is_member(value: object, member: Type, attribute: bool) -> bool:
+    """Whether a Python value is of Union member `member` (at the outer level, as the entry
+    check that pins it tests: runtime.guards.check_type)."""
+    import torch
+
+    if isinstance(member, TensorType):
+        return isinstance(value, torch.Tensor)
+    return isinstance(value, _PYTHON_CLASSES[_class_name(member, attribute)])  # type: ignore[arg-type]
+
+
+def _class_name(member: Type, attribute: bool) -> str:
+    """The Python class (or classes) an argument of Union member `member` is: what its entry check
+    tests, as Python text. A `tuple[int, ...]` that torch's layers annotate is a list of ints to
+    compiled code (classinfo._runtime_annotation_type): an attribute of a list type may be either."""
+    if isinstance(member, TensorType):
+        return "Tensor"
+    if isinstance(member, ListType) and attribute:
+        return "(list, tuple)"
+    if isinstance(member, (ListType, TupleType)):
+        return "list" if isinstance(member, ListType) else "tuple"
+    return {BOOL: "bool", INT: "int", FLOAT: "float", STR: "str", NONE: "type(None)"}.get(member, "object")
+
+
+_PYTHON_CLASSES = {"list": list, "tuple": tuple, "(list, tuple)": (list, tuple), "bool": bool, "int": int,
+                   "float": float, "str": str, "type(None)": type(None), "object": object}

@@ -79,3 +79,7 @@ class Signature:
     # lowering its body reports them with the body's own, and its callers report nothing more
     # (transpiler/recover.py).
     errors: tuple = ()
+    # A variant of an entry whose parameters are Unions, compiled for one member of each: (name,
+    # class) per such parameter ("list", "Tensor"), checked at entry (FileContext.entry_variants)
+    arg_classes: tuple[tuple[str, str], ...] = ()
+    attr_types: tuple[tuple[str, object], ...] = ()  # and the member each `self.<attr>` Union is

@@ -286,7 +286,8 @@ def _why_python(op: Operation) -> tuple[str, str] | None:
 
 # -- functions ------------------------------------------------------------------------------------
 def _guard_lines(func: ops.FuncOp) -> list[str]:
-    out = []
+    # (a variant for one member of a Union, FileContext.entry_variants: the member it takes)
+    out = [f"{name} is {cls}" for name, cls in func.attributes.get("arg_classes", ()) if cls != "Tensor"]
     for op in func.body.ops:
         if isinstance(op, ops.GuardOp):
             out.append(f"eager when {op.attributes.get('reason', 'a guard fails')}")

@@ -6,6 +6,7 @@ import difflib
 import inspect
 import math
 import operator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable
 
 import libcst as cst
@@ -446,6 +447,14 @@ class ExpressionLowering:
                 f"the type of `self.{attr}` cannot be determined from __init__",
                 f"declare it at class level, e.g. `{attr}: int` or `{attr}: Tensor`",
             )
+        if isinstance(found.type, UnionType):
+            # (an entry reading it is compiled per member, FileContext.entry_variants: the member here)
+            member = dict(self.sig.attr_types).get(attr) if obj is self.self_value else None
+            if member is None:
+                raise self.error(at, f"`{info.name}.{attr}` is a {found.type}, whose member is decided only "
+                                     "where the compiled entry's forward reads it",
+                                 f"read it in forward and pass it on as an argument of the member's type")
+            found = replace(found, type=member)
         if found.kind == "object":
             result = self.op(ops.GetAttrOp, [obj], [ANY], attr=attr).result
             self.live[result] = found.value
@@ -1691,7 +1700,8 @@ class ExpressionLowering:
                       args: list[Value], kwnames: list[str], kwargs: list[Value], guard_self: bool = False) -> Value:
         """A call of a compiled function: bind arguments to parameters, fill in defaults.
         `guard_self`: `self_value` is a submodule, whose class an entry check confirms."""
-        if self.ctx.recursive and not sig.kwstar_items:
+        # (ahead of time too, a call of an entry with Union parameters: the variant for its members)
+        if (self.ctx.recursive or any(isinstance(t, UnionType) for t in sig.types)) and not sig.kwstar_items:
             variant = self.call_variant(sig, int(self_value is not None), args, kwnames, kwargs)
             if variant is not None:
                 sig = variant

@@ -72,8 +72,8 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
         self.node = node
         self.sig = sig
         self.class_info = class_info
-        extra = {k: v for k, v in (("star", sig.star), ("kwstar", sig.kwstar), ("positional", sig.positional))
-                 if v is not None}
+        extra = {k: v for k, v in (("star", sig.star), ("kwstar", sig.kwstar), ("positional", sig.positional),
+                                   ("arg_classes", sig.arg_classes or None)) if v is not None}
         self.func = ops.FuncOp.build(
             sig.sym_name, list(sig.types), list(sig.params), sig.result, sig.defaults, self.source.loc(node),  # type: ignore[arg-type]
             **extra,

@@ -59,7 +59,8 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
         generic.devices = tuple(dict.fromkeys((*generic.devices, *spec.program.devices)))
         generic.dependencies.extend(p for p in spec.program.dependencies if p not in generic.dependencies)
     # (tried in the order given: the specialisations, then the generic function)
-    table = {key: (*syms, entries.get(key)) for key, syms in specialised.items()}
+    # (an entry with Union parameters: its variants, one per member, stand for the generic function)
+    table = {key: (*syms, *generic.alternatives.get(key, (entries.get(key),))) for key, syms in specialised.items()}
     return generic, table
 
 
