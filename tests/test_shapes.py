@@ -1108,13 +1108,14 @@ LAYERS = [
 
 @pytest.mark.parametrize("make,shape", LAYERS, ids=[f"{i}" for i in range(len(LAYERS))])
 def test_layers(make: Any, shape: tuple | None) -> None:
-    from ir.passes.shapes import _Frame, _Interpreter, module_av
+    from ir.passes.shapes import _Interpreter, module_av
+    from ir.shape_frame import Frame
 
     layer = make().eval()
     x = torch.randint(0, 10, (3, 4)) if shape is None else torch.randn(shape)
     real = layer(x)
     interp = _Interpreter(parse_program("func @f() -> None {\n  func.return()\n}\n"))
-    frame = _Frame(interp.funcs["f"], None, {})
+    frame = Frame(interp.funcs["f"], None, {})
     syms = Symbols()
     mod = module_av(layer, TENSOR, ("m",))
     got = interp.call_module(frame, mod, [to_av(x, syms)], {}, TENSOR, [None])
