@@ -18,21 +18,19 @@ from ir import ops
 from ir import dtype_rules as dt
 from ir.core import OPAQUE, Block, Operation
 from ir.shape_frame import Frame, Interpreter
-from ir.shape_rules import (
+from ir.shape_rule_table import TorchCall
+from ir.shape_rules import _plain, infer_call, refine_type
+from ir.shape_rules_values import (
     AV,
     BOTTOM,
     UNKNOWN,
-    TorchCall,
-    _plain,
     broadcast_shapes,
     const_av,
-    infer_call,
     int_av,
     is_bottom,
     join,
     join_all,
     list_av,
-    refine_type,
     size_of,
     tuple_av,
 )

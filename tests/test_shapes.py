@@ -41,7 +41,9 @@ from ir.passes.shapes import (  # noqa: E402
     symbol_bindings,
 )
 from ir.printer import print_program  # noqa: E402
-from ir.shape_rules import AV, TorchCall, const_av, infer_call, join  # noqa: E402
+from ir.shape_rule_table import TorchCall  # noqa: E402
+from ir.shape_rules import infer_call  # noqa: E402
+from ir.shape_rules_values import AV, const_av, join  # noqa: E402
 from ir.shape_rules_index import index_shape  # noqa: E402
 from ir.types import (  # noqa: E402
     INT,

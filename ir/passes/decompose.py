@@ -42,7 +42,8 @@ from ir.builder import literal_type
 from ir.core import AliasOf, Block, Operation, Program, Value
 from ir.ops import is_pure
 from ir.primitives import op_name
-from ir.shape_rules import AV, UNKNOWN, _plain, bind_call, norm_dim, refine_type
+from ir.shape_rules import _plain, bind_call, refine_type
+from ir.shape_rules_values import AV, UNKNOWN, norm_dim
 from ir.shape_rules_python import OP_RULES
 from ir.torch_callinfo import SignatureError
 from ir.torch_operators import binary_result_type, unary_result_type

@@ -33,7 +33,8 @@ from ir.passes.decompose import (
     _shape,
     rule,
 )
-from ir.shape_rules import dims_equal, exact_div, sizes_of
+from ir.shape_rule_table import sizes_of
+from ir.shape_rules_values import dims_equal, exact_div
 from ir.types import FLOAT, INT
 
 

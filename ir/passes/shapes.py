@@ -8,7 +8,7 @@ strings in annotations (already in the argument types), the live module when one
 
 The interpreter walks each function in program order with a table of per-op rules (`OP_RULES`
 here for Python values and control flow; ir/shape_rules*.py for torch calls). Branches are joined
-(`ir.shape_rules.join`: facts that differ become unknown); loops are iterated until their
+(`ir.shape_rules_values.join`: facts that differ become unknown); loops are iterated until their
 carried values stop changing; a loop over a live nn.ModuleList / nn.Sequential is unrolled.
 Calls of other compiled functions (`func.call`, `module.call` of a class compiled in the same
 program) are analysed per call context and their facts joined over contexts.
@@ -37,22 +37,21 @@ import torch
 from ir import ops
 from runtime.guards import is_plain_object
 from ir.core import Block, Operation, Program, Value
-from ir.shape_rules import (
+from ir.shape_frame import Frame, Path
+from ir.shape_rule_table import TorchCall
+from ir.shape_rules import infer_call, refine_type
+from ir.shape_rules_values import (
     AV,
     BOTTOM,
     UNKNOWN,
-    TorchCall,
     const_av,
-    infer_call,
     is_bottom,
     join,
     join_all,
     literal_of,
-    refine_type,
     size_of,
     tensor_type_of,
 )
-from ir.shape_frame import Frame, Path
 from ir.shape_rules_nn import layer_call
 from ir.shape_rules_python import OP_RULES, _declared, loop_runs_python, runs_python
 from ir.types import (
