@@ -1,7 +1,7 @@
 """What the shape analysis' per-op rules (ir/shape_rules_python.py) see of the analysis that runs
 them: the frame of the function being analysed, and the interpreter's interface. The interpreter
-(ir/passes/shapes.py) is the implementation; decomposition's `Facts` (ir/passes/decompose.py)
-answers the part that the rules of Python values use, with no frame.
+(ir/passes/shapes.py) is the implementation; `Facts` (ir/passes/emitter.py), which the passes that
+build ops type them with, answers the part that the rules of Python values use, with no frame.
 """
 
 from __future__ import annotations
