@@ -123,6 +123,7 @@ class RuleTable:
 
     @staticmethod
     def merged(*tables: RuleTable) -> RuleTable:
+        """One table of the rules of `tables`; an op with a rule in two of them is an error."""
         out = RuleTable()
         for table in tables:
             for name, fn in table.rules.items():

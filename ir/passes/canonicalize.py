@@ -1,8 +1,8 @@
 """Canonicalization: small exact rewrites run to a fixpoint, then common subexpressions merged.
 
 Each rule is a function `rule(op, rewriter) -> bool` that looks at one op and rewrites it (and
-returns True) or leaves the IR alone; a worklist visits every op and revisits what a rewrite may
-have made foldable. The rules:
+returns True) or leaves the IR alone; a worklist (ir/rewrite.py `apply_rules`) visits every op
+and revisits what a rewrite may have made foldable. The rules:
 
 - constants (ir/passes/fold.py): Python operators, comparisons and builtins on constants,
   tuples of constants, items and unpacking of tuples the compiler sees, len() of them, sizes
