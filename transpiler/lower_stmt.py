@@ -138,7 +138,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
     def lower(self) -> ops.FuncOp:
         if self.ctx.permissive and self.sig.sym_name in self.ctx.entry_names:
             self.note_decorators()
-        if not self.ctx.recursive and any(turns_grad_off(self.source.global_name(d.decorator.func), d.decorator)
+        if (not self.ctx.recursive or self.ctx.autograd) and any(turns_grad_off(self.source.global_name(d.decorator.func), d.decorator)
                                           for d in self.node.decorators if isinstance(d.decorator, cst.Call)):
             with self.at(self.node):  # `@torch.no_grad()`: as a `with` around the body
                 self.op(ops.CheckNoAutogradOp, [], [])
@@ -941,7 +941,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             qual = self.source.global_name(item.item.func) if isinstance(item.item, cst.Call) else None
             if node.asynchronous is not None or item.asname is not None or not turns_grad_off(qual, item.item):
                 raise UserError("with statements are not supported here", self.source.loc(node.items[0]), WITH_HINT)
-        if not self.ctx.recursive:
+        if not self.ctx.recursive or self.ctx.autograd:
             with self.at(node.items[0]):
                 self.op(ops.CheckNoAutogradOp, [], [])
         return self.stmts(statements_of(node.body))

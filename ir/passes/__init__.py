@@ -55,6 +55,18 @@ PASS_NAMES = [name for name, _ in PIPELINE]
 # memory (tests swap passes) from this one, which the compiler's source files determine.
 STANDARD_PIPELINE = tuple(PIPELINE)
 
+# Code autograd records (a call with grad enabled and a tensor that requires grad, and generic
+# code, which serves such calls) runs eager's own torch ops in eager's order: kernels record no
+# graph, decompositions would give other gradients' roundings, and a functionalized write would
+# hide the errors autograd raises for an in-place write (a leaf that requires grad, a tensor
+# saved for backward). So its pipeline stops after canonicalize: no functionalize, no kernels.
+AUTOGRAD_PASSES = ("inline", "lower_layers", "lists", "specialize", "canonicalize", "dce")
+
+
+def autograd_pipeline() -> list[tuple[str, Pass]]:
+    """The passes of PIPELINE (as it is now: tests may patch it) that code autograd records runs."""
+    return [(name, fn) for name, fn in PIPELINE if name in AUTOGRAD_PASSES]
+
 
 def run_pipeline(
     program: Program,
