@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:fd20b11f04bd9f408e7a8ed6f7a8fb7425d2965d0d863e0b7ab332b83d384c37"
+BODY_HASH = "sha256:0914569ea5b0be0c79ef6474230ee8b4922790e6b9354e3e8e32ae95a3dc4134"
 TORCH_VERSION = "2.13"
 
 
@@ -245,7 +245,12 @@ def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
             bn_1.eps,
         )
     del tmp
-    return F.relu(tmp_1)
+    if _guards.attr(self, "relu").inplace:
+        tmp_2 = F.relu(tmp_1, inplace=True)
+    else:
+        tmp_2 = F.relu(tmp_1)
+    del tmp_1
+    return tmp_2
 
 
 # fmt: off

@@ -16,7 +16,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:ec65165824b0cdbf556a572995053ecc54a4ef5c1eaadeaabb67af3cd20b1ba3"
+BODY_HASH = "sha256:049e212bc85cd089e0c97d21220cbe831b159e4201679f81b1758eae1b9d3842"
 TORCH_VERSION = "2.13"
 
 
@@ -130,7 +130,7 @@ def MaskedPool_forward(
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
         else:
             # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-            pooled = torch.where(weights == 0, -math.inf, x).amax(dim=1)
+            pooled = x.masked_fill(weights == 0, -math.inf).amax(dim=1)
     del weights
     # out = self.proj(pooled)
     proj = _guards.attr(self, "proj")

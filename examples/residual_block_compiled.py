@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:aef0db471bb656bf5bc3755e43ee19d76531c5e318c785bc0637ea1428e89926"
+BODY_HASH = "sha256:d1bb0d0d87cd86bd17846043d51928f8c2881acde4b441b28c30eb40547ab9da"
 TORCH_VERSION = "2.13"
 
 
@@ -214,7 +214,10 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
             bn1.eps,
         )
     # out = self.relu(out)
-    out = F.relu(out)
+    if _guards.attr(self, "relu").inplace:
+        out = F.relu(out, inplace=True)
+    else:
+        out = F.relu(out)
     # out = self.conv2(out)
     conv2 = _guards.attr(self, "conv2")
     out = F.conv2d(
@@ -272,9 +275,12 @@ def BasicBlock_forward(self, x: Tensor) -> Tensor:
     else:
         identity = x
     # out += identity
-    out = (out + identity).to(out.dtype).expand_as(out)
+    out += identity
     # out = self.relu(out)
-    out = F.relu(out)
+    if _guards.attr(self, "relu").inplace:
+        out = F.relu(out, inplace=True)
+    else:
+        out = F.relu(out)
     # return out
     return out
 

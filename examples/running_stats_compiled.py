@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:b327a6dae8dd97efd02218d99c51e9850fad0a11aacac16c34145f0abf806427"
+BODY_HASH = "sha256:df9bdf17e79e25d5a4c8b85a4b131544c99607921a162f371f8e9fb7b65586f5"
 TORCH_VERSION = "2.13"
 
 
@@ -108,14 +108,6 @@ sqrt = _kernels.launcher(globals(), "sqrt", "cpu")
 
 def RunningNorm_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    # def forward(self, x: Tensor) -> Tensor:
-    mean = _guards.attr(self, "mean")
-    var_1 = _guards.attr(self, "var")
-    count = _guards.attr(self, "count")
-    if not _guards.no_overlap((mean, var_1, count), (x,)):
-        raise _guards.GuardFailure(
-            "`self.mean`, `self.var`, `self.count` (written) may share memory with another tensor argument or attribute"
-        )
     # if self.training:
     if self.training:
         # batch_mean = x.mean(dim=0)
@@ -123,26 +115,17 @@ def RunningNorm_forward(self, x: Tensor) -> Tensor:
         # batch_var = x.var(dim=0, unbiased=False)
         batch_var = x.var(dim=0, unbiased=False)
         # self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
-        momentum = self.momentum
-        mean_2 = mean.mul(1.0 - momentum)
-        mean_1 = (
-            mean_2.add(batch_mean, alpha=momentum).to(mean_2.dtype).expand_as(mean_2)
+        _guards.attr(self, "mean").mul_(1.0 - self.momentum).add_(
+            batch_mean, alpha=self.momentum
         )
         # self.var.lerp_(batch_var, self.momentum)
-        var_2 = var_1.lerp(batch_var, momentum).to(var_1.dtype).expand_as(var_1)
+        _guards.attr(self, "var").lerp_(batch_var, self.momentum)
         # self.count += 1
-        count_1 = count + 1
-    else:
-        mean_1, var_2, count_1 = mean, var_1, count
+        self.count += 1
     # return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    tmp = (x - mean_1) / torch.sqrt(var_2 + self.eps)
-    if mean_1 is not mean:
-        mean.copy_(mean_1)
-    if var_2 is not var_1:
-        var_1.copy_(var_2)
-    if count_1 is not count:
-        count.copy_(count_1)
-    return tmp
+    return (x - _guards.attr(self, "mean")) / torch.sqrt(
+        _guards.attr(self, "var") + self.eps
+    )
 
 
 # fmt: off
