@@ -556,3 +556,36 @@ def test_generated_modules_jit_train(aot_dir: Path, prog: pg.Program) -> None:
             for (key, e), (_, c) in zip(eager.state_dict().items(), compiled.state_dict().items()):
                 assert_same(e, c, f"state_dict[{key!r}]")
         assert runtime.fallback_counts() == {}
+
+
+def test_sequential_root_trains_compiled() -> None:
+    """A root nn.Sequential (compiled as a module calling it, transpiler/roots.py)."""
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(6, 8), nn.GELU(), nn.Dropout(0.3), nn.Linear(8, 3)).train()
+    x = torch.randn(4, 6)
+    with torch.no_grad():
+        compiled = script(copy.deepcopy(eager), example_inputs=(x,))
+    compare_training(eager, compiled, (x,), seed=5)
+
+
+def normalised(x: Tensor) -> Tensor:
+    with torch.no_grad():
+        scale = x.abs().amax()
+    return torch.tanh(x / scale)
+
+
+def test_no_grad_block_under_autograd_runs_eagerly() -> None:
+    """A `with torch.no_grad():` block is compiled as its body, which is right only where
+    autograd records nothing: a call autograd records runs eagerly (counted; strict mode: an
+    error), so that the block's values stay out of the graph. (docs/models.md, "Training")"""
+    x = torch.randn(3, 4)
+    compiled = script(normalised, example_inputs=(x,))
+    with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="no_grad"):
+        compiled(x.clone().requires_grad_())
+    expected = x.clone().requires_grad_()
+    normalised(expected).sum().backward()
+    got = x.clone().requires_grad_()
+    with pytest.warns(runtime.TorchscribeWarning, match="running eagerly"):
+        compiled(got).sum().backward()
+    torch.testing.assert_close(got.grad, expected.grad)
+    assert runtime.fallback_counts() == {"test_training.normalised": 1}
