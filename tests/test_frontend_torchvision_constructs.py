@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
