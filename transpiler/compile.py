@@ -386,6 +386,7 @@ def compile_path(path: Path, display: str | None = None,
         raise _examples.ExamplesNeedAChild(path)
     regenerate = f"torchscribe {'--permissive ' if permissive else ''}{project_relative(path)}"
     notes: list[str] = []
+    failed: list[Target] = []
     targets = [t for t in targets if not t.is_factory]
     project, _ = project_settings(path)
     settings = targets_settings(source, targets, project)  # (bad options: before any example runs)
@@ -402,7 +403,8 @@ def compile_path(path: Path, display: str | None = None,
         for t in failed:
             first = next(d for d in e.diagnostics if _inside(d, source, t))
             notes.append(f"{source.loc(t.node.name)}: note: `{t.name}` has no generic code ({first.message}, at line "
-                         f"{first.loc.line}): a call its example's entry checks refuse runs eagerly")
+                         f"{first.loc.line}): a call its example's entry checks refuse runs its code for autograd, "
+                         "compiled from the example, or eagerly where that refuses it too")
         rest = [t for t in targets if t not in failed]
         program, entries = build_program(source, rest, None, after_pass, permissive=permissive,
                                          autograd=True) if rest \
@@ -411,7 +413,8 @@ def compile_path(path: Path, display: str | None = None,
     from_examples = []
     if with_examples:
         try:
-            from_examples = _examples.specialisations(source, with_examples, permissive)
+            from_examples = _examples.specialisations(source, with_examples, permissive,
+                                                      frozenset(t.name for t in failed))
         except CompileError as e:
             # (a specialisation's diagnostics name the file, and others it compiled from)
             raise CompileError(e.diagnostics, {source.display: source.lines, **e.sources}) from None
@@ -427,7 +430,7 @@ def compile_path(path: Path, display: str | None = None,
     if found:
         program, table = merge(program, entries, found)
     header = module_header(source, regenerate, path.name, program, permissive,
-                           tuple((spec.entry, spec.model) for spec in found if spec.model), project.header())
+                           tuple((spec.entry, spec.model) for spec in found if spec.model and not spec.autograd), project.header())
     return CompiledFile(program, {key: sym for key, (sym, *_) in table.items()} if found else entries,
                         emit_module(program, header, table, program.source_lines), notes=tuple(notes))
 
