@@ -16,7 +16,7 @@ from ir.core import Loc, Program
 from ir.ops import ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
 from ir.types import ModuleType
 from ir.passes.shapes import example_input_types
-from ir.passes import autograd_pipeline, run_pipeline
+from ir.passes import autograd_skips, run_pipeline
 from runtime.loader import VERSION
 from runtime.source_hash import read_source_text, source_hash
 from transpiler.check import CheckResult, check_file
@@ -264,7 +264,7 @@ def build_program(
         after_pass("lower", program)
     # TORCHSCRIBE_VERIFY=1 (the test suite sets it) runs the verifier before and after each pass.
     run_pipeline(program, after_pass, check=os.environ.get("TORCHSCRIBE_VERIFY") == "1",
-                 passes=autograd_pipeline() if autograd else None)
+                 skip=autograd_skips() if autograd else frozenset())
     # The module serves its entries: what inlining copied into them (a method, a dozen submodule
     # classes, helpers from other files) is not printed again as code nothing calls (a one-line
     # edit of an inlined method would show twice in the diff).

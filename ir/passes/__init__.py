@@ -63,9 +63,9 @@ STANDARD_PIPELINE = tuple(PIPELINE)
 AUTOGRAD_PASSES = ("inline", "lower_layers", "lists", "specialize", "canonicalize", "dce")
 
 
-def autograd_pipeline() -> list[tuple[str, Pass]]:
-    """The passes of PIPELINE (as it is now: tests may patch it) that code autograd records runs."""
-    return [(name, fn) for name, fn in PIPELINE if name in AUTOGRAD_PASSES]
+def autograd_skips() -> frozenset[str]:
+    """The passes of PIPELINE (as it is now: tests may patch it) that code autograd records skips."""
+    return frozenset(name for name, _ in PIPELINE if name not in AUTOGRAD_PASSES)
 
 
 def run_pipeline(
@@ -73,12 +73,19 @@ def run_pipeline(
     after_pass: Callable[[str, Program], None] | None = None,
     check: bool = False,
     passes: list[tuple[str, Pass]] | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> Program:
-    """Run every pass in order (PIPELINE unless `passes` is given); `after_pass(name, program)`
-    sees the IR after each one, and `check` runs the verifier between passes."""
+    """Run every pass in order (PIPELINE unless `passes` is given) but those named in `skip`;
+    `after_pass(name, program)` sees the IR after each one (a skipped one too: the IR as it
+    stands there, so `--dump-ir=after:plan` shows every program), and `check` runs the verifier
+    between passes."""
     if check:
         verify(program)
     for name, fn in PIPELINE if passes is None else passes:
+        if name in skip:
+            if after_pass is not None:
+                after_pass(name, program)
+            continue
         fn(program)
         if check:
             verify(program)
