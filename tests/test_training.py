@@ -574,18 +574,64 @@ def normalised(x: Tensor) -> Tensor:
     return torch.tanh(x / scale)
 
 
-def test_no_grad_block_under_autograd_runs_eagerly() -> None:
-    """A `with torch.no_grad():` block is compiled as its body, which is right only where
-    autograd records nothing: a call autograd records runs eagerly (counted; strict mode: an
-    error), so that the block's values stay out of the graph. (docs/models.md, "Training")"""
+def early(x: Tensor, n: int) -> Tensor:
+    if n > 2:
+        with torch.no_grad():
+            return x * 2.0
+    return torch.sigmoid(x)
+
+
+def test_no_grad_block_under_autograd() -> None:
+    """A `with torch.no_grad():` block, compiled as its body for calls autograd does not record,
+    stays Python in the code for autograd: it switches grad off as in eager, and its values stay
+    out of the graph. One that cannot stay Python (a `return` in it) keeps its entry check: such
+    a call runs eagerly (counted; strict mode: an error). (docs/models.md, "Training")"""
     x = torch.randn(3, 4)
     compiled = script(normalised, example_inputs=(x,))
-    with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="no_grad"):
-        compiled(x.clone().requires_grad_())
-    expected = x.clone().requires_grad_()
+    expected, got = x.clone().requires_grad_(), x.clone().requires_grad_()
     normalised(expected).sum().backward()
-    got = x.clone().requires_grad_()
-    with pytest.warns(runtime.TorchscribeWarning, match="running eagerly"):
+    with runtime.mode("strict"):
         compiled(got).sum().backward()
     torch.testing.assert_close(got.grad, expected.grad)
-    assert runtime.fallback_counts() == {"test_training.normalised": 1}
+    assert runtime.fallback_counts() == {}
+    compiled = script(early, example_inputs=(x, 5))
+    with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="no_grad"):
+        compiled(x.clone().requires_grad_(), 5)
+    with pytest.warns(runtime.TorchscribeWarning, match="running eagerly"):
+        out = compiled(x.clone().requires_grad_(), 5)
+    assert not out.requires_grad  # (eager's block: no graph)
+    assert runtime.fallback_counts() == {"test_training.early": 1}
+
+
+AOT_NO_GRAD = '''
+import torch
+from torch import Tensor, nn
+from transpiler import script
+
+
+@script
+class EMA(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("avg", torch.zeros(4, 4))
+
+    def forward(self, x: Tensor) -> Tensor:
+        with torch.no_grad():
+            self.avg.mul_(0.9).add_(self.fc.weight, alpha=0.1)
+        return self.fc(x) + x @ self.avg
+'''
+
+
+def test_no_grad_block_in_checked_in_generic_code(aot_dir: Path) -> None:
+    """The generic code keeps the block as Python (an exponential average of a weight, written
+    under no_grad into a buffer): a training step runs it, with eager's gradients and buffer."""
+    with generated_module(aot_dir, AOT_NO_GRAD) as (path, module):
+        text = path.with_name(f"{path.stem}_compiled.py").read_text()
+        assert "    with torch.no_grad():\n        self.avg.mul_(0.9)" in text
+        torch.manual_seed(0)
+        eager = module.EMA()
+        compiled = copy.deepcopy(eager)
+        x = torch.randn(3, 4)
+        for _ in range(2):
+            compare_training(eager, compiled, (x,))
