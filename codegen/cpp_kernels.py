@@ -43,7 +43,7 @@ import torch
 
 from ir import ops
 from ir.core import BlockArg, Operation, Value
-from codegen.launcher_text import with_source
+from codegen.launcher_text import last_line, with_source
 from ir.passes.fuse import FUSIBLE, SCALARS, kernel_shape
 from ir.primitives import op_name
 from ir.types import BOOL, FLOAT, INT, TensorType
@@ -91,12 +91,12 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
     assert not into or (rank > 0 and isinstance(op, ops.PointwiseKernelOp))  # (ir/passes/concat.py)
     params = [("int64_t", f"n{i}") for i in range(rank)]  # (C++ type, name)
     for k, r in enumerate(op.results):
-        params.append((f"{CTYPE[r.type.dtype]}* __restrict", f"out{k}"))  # type: ignore[union-attr]
+        params.append((f"ts_out<{CTYPE[r.type.dtype]}>", f"out{k}"))  # type: ignore[union-attr]
         if k in into:
             params += [("int64_t", f"out{k}_s{d}") for d in range(rank)]
     for k, (v, dims) in enumerate(zip(tensors, strided)):
         if k not in aliased:  # (an input written over is read from its output, which is dense)
-            params.append((f"const {CTYPE[v.type.dtype]}* __restrict", f"in{k}"))  # type: ignore[union-attr]
+            params.append((f"ts_in<{CTYPE[v.type.dtype]}>", f"in{k}"))  # type: ignore[union-attr]
             params += [("int64_t", stride) for stride in dims.values()]
     scalar_types = ["double" if v.type == FLOAT else "int64_t" for v in scalars]
     params += [(t, f"s{k}") for k, t in enumerate(scalar_types)]
@@ -104,10 +104,10 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
     lines = wrapped(f'extern "C" void {name}_kernel', [f"{t} {n}" for t, n in params], " {")
     if isinstance(op, ops.ReductionKernelOp):
         plan = _RowPlan(op, [rank - 1 in dims for dims in strided], source_lines)
-        row, args = _row_function(name, rank, op, strided, scalar_types, plan, aliased)
+        row = _row_function(name, rank, op, strided, scalar_types, plan, aliased)
         dense = [f"  const int64_t {strided[k][rank - 1]} = 1;  // (in{k} is read from out{o}, which is dense)"
                  for k, o in aliased.items() if rank - 1 in strided[k]]
-        lines = row + [""] + lines + dense + _row_driver(name, rank, n_in, strided, args, aliased)
+        lines = row + [""] + lines + dense + _row_driver(name, rank, op, strided, plan, len(scalars), aliased)
     elif rank == 0:
         for j, k in aliased.items():
             lines.append(f"  const {CTYPE[tensors[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j}")  # type: ignore[union-attr]
@@ -154,84 +154,69 @@ def _strided_dims(k: int, t: TensorType, shape: tuple) -> dict[int, str]:
             if i >= offset and not (t.shape[i - offset] == 1 and shape[i] != 1)}  # type: ignore[index]
 
 
-def _outer_nest(rank: int, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
-                into: list[int] = [], pointers: list[int] | None = None) -> tuple[list[str], str, str]:
-    """The loop over the rows [begin, end) of the outer dims (all but the last; a rank-1 kernel's
-    one row is the elements [begin, end)), with the pointer at the current row of each input of
-    `pointers` (all by default: `p0`, `p1`, ...; an input written over by an output is at the
-    output's row), and that of each output written into a view (`q0`, ...). Returns its lines,
-    the indent inside it and the flat row index; the caller closes it with `_close_nest`."""
+def _row_pointers(rank: int, strided: list[dict[int, str]], aliased: dict[int, int], into: list[int],
+                  pointers: list[int]) -> list[str]:
+    """Inside the kernel's row (the lambda `ts_rows_of` runs with the outer indices i0, ... and
+    `o`, the row's first element; of a rank-1 kernel, `ts_chunks_of` with its elements from
+    `o`): the pointer at the row of each input of `pointers` (`p0`, ...; an input written over by
+    an output is at the output's row), and that of each output written into a view (`q0`, ...)."""
     outer = list(range(rank - 1))
-    lines, pad = [], "  "
-    if len(outer) > 1:  # the indices of row `begin`, then advanced row by row (no division per row)
-        first, rest = [], "begin"
-        for i in reversed(outer[1:]):
-            first.append(f"i{i} = {rest} % n{i}")
-            rest = f"{rest} / n{i}"
-        lines.append(f"{pad}int64_t {', '.join(first + [f'i0 = {rest}'])};")
-        lines.append(f"{pad}for (int64_t row = begin; row < end; ++row) {{")
-        pad += "  "
-    elif outer:
-        lines.append(f"{pad}for (int64_t i0 = begin; i0 < end; ++i0) {{")
-        pad += "  "
-    flat = "begin"
-    for i in outer:
-        flat = f"i{i}" if i == 0 else f"{flat if i == 1 else f'({flat})'} * n{i} + i{i}"
-    for k in range(n_in) if pointers is None else pointers:
-        if k in aliased:
-            base = f"out{aliased[k]} + " + (f"{_grouped(flat)} * n{rank - 1}" if outer else "begin")
-        else:
-            base = " + ".join([f"in{k}"] + _moves(k, strided, outer))
-        lines.append(f"{pad}const auto* p{k} = {base};")
+    lines = []
+    for k in pointers:
+        base = f"out{aliased[k]} + o" if k in aliased else " + ".join([f"in{k}"] + _moves(k, strided, outer))
+        lines.append(f"const auto* p{k} = {base};")
     for k in into:
-        moves = [f"i{i} * out{k}_s{i}" for i in outer] or [f"begin * out{k}_s0"]
-        lines.append(f"{pad}auto* q{k} = {' + '.join([f'out{k}'] + moves)};")
-    return lines, pad, flat
-
-
-def _moves(k: int, strided: list[dict[int, str]], outer: list[int]) -> list[str]:
-    """The terms of input `k`'s offset at the current row (`i1 * in0_s0`); a rank-1 kernel's row
-    starts at element `begin`."""
-    if not outer:
-        return [f"begin * {strided[k][0]}"] if 0 in strided[k] else []
-    return [f"i{i} * {strided[k][i]}" for i in outer if i in strided[k]]
-
-
-def _close_nest(lines: list[str], pad: str, rank: int) -> list[str]:
-    """Closes `_outer_nest`'s loop, advancing the outer indices (the last fastest)."""
-    outer = list(range(rank - 1))
-    if len(outer) > 1:
-        advance = "".join(f"if (++i{i} == n{i}) {{ i{i} = 0; " for i in reversed(outer[1:]))
-        lines.append(f"{pad}{advance}++i0;{' }' * (len(outer) - 1)}")
-    if outer:
-        lines.append(f"{pad[:-2]}}}")
+        moves = [f"i{i} * out{k}_s{i}" for i in outer] or [f"o * out{k}_s0"]
+        lines.append(f"auto* q{k} = {' + '.join([f'out{k}'] + moves)};")
     return lines
 
 
-def _run_rows(rank: int, body: list[str]) -> list[str]:
-    """The statement that runs `body` (lines of a function of begin and end, indented four
-    spaces: its own place in the text) over all rows: split among the threads when the kernel is
-    large enough."""
-    outer = list(range(rank - 1))
-    count = " * ".join(f"n{i}" for i in outer) or "n0"
-    total = " * ".join(f"n{i}" for i in range(rank))
-    return (["  ts_rows([&](int64_t begin, int64_t end) {"] + body
-            + [f"  }}, {count}, {total} >= {PARALLEL_MIN});"])
+def _moves(k: int, strided: list[dict[int, str]], outer: list[int]) -> list[str]:
+    """The terms of input `k`'s offset at the current row (`i1 * in0_s0`); a rank-1 kernel's
+    elements start at `o`."""
+    if not outer:
+        return [f"o * {strided[k][0]}"] if 0 in strided[k] else []
+    return [f"i{i} * {strided[k][i]}" for i in outer if i in strided[k]]
+
+
+def _each_row(rank: int, row_strides: list[str], body: list[str]) -> list[str]:
+    """The statement that runs `body` (the lines of the row, indented two spaces) on every row of
+    the outer dims (`ts_rows_of`; a rank-1 kernel's elements in parts, `ts_chunks_of`), on the
+    threads when the kernel is large enough. With `row_strides` (the tensors' strides along the
+    row) the lambda takes `unit` first: true where every one of them is 1 (`_steps`)."""
+    inner = rank - 1
+    head = ["{" + ", ".join(row_strides) + "}"] if row_strides else []
+    params = ["auto unit"] if row_strides else []
+    if rank == 1:
+        return _lambda_call("ts_chunks_of", head + ["n0"], params + ["auto o", "auto end"], body)
+    head += ["{" + ", ".join(f"n{i}" for i in range(inner)) + "}", f"n{inner}"]
+    params += [f"auto i{i}" for i in range(inner)] + ["auto o"]
+    return _lambda_call("ts_rows_of", head, params, body)
+
+
+def _lambda_call(callee: str, items: list[str], params: list[str], body: list[str]) -> list[str]:
+    """`callee(items, [&](params) {`, the lines of `body`, `});`: the kernel's code as the lambda
+    a helper of kernels.h runs (and inlines: TS_ROWS), the call wrapped at WIDTH columns, the
+    lambda's brace ending it."""
+    lines = wrapped(callee, items + [f"[&]({', '.join(params)})"], " {", "  ")
+    lines[-1] = lines[-1][:-len(") {")] + " {"
+    return lines + ["    " + t for t in body] + ["  });"]
 
 
 def _merge_into_inner(shape: tuple, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
                       into: list[int]) -> list[str]:
-    """Lines that fold outer dims into the inner one while every input walks them as one (both
-    broadcast, or strided with s[d] == s[inner] * n[inner]; an input written over is read as its
-    dense output is, which any dims fold in): a (1, 1280, 7, 7) batch-norm kernel then runs 1280
-    rows of 49 elements, not 8960 rows of 7, whose loop overhead dominated. A dim is folded whole
-    while the row stays short, else in part (`ts_fold`: its size and strides divided by what goes
-    into the row), and the folding stops there (`goto merged`): rows of a few thousand elements
-    remain for the threads. What the sizes the entry checks fix decide is decided here: a dim of
-    extent 1 folds in with nothing to do, and one an input broadcasts along and not along the
-    inner one never does (`n1 == 1` of 32 channels)."""
+    """The statement that folds outer dims into the inner one while every input walks them as
+    one (both broadcast, or strided with s[d] == s[inner] * n[inner]; an input written over is
+    read as its dense output is, which any dims fold in): a (1, 1280, 7, 7) batch-norm kernel
+    then runs 1280 rows of 49 elements, not 8960 rows of 7, whose loop overhead dominated. One
+    `ts_fold_into` per dim, from the inner one out, joined by `&&`: a dim is folded whole while
+    the row stays short, else in part (its size and strides divided by what goes into the row),
+    and the folding stops there: rows of a few thousand elements remain for the threads. What
+    the sizes the entry checks fix decide is decided here: a dim of extent 1 folds in with
+    nothing to do, and one an input broadcasts along and not along the inner one never does
+    (`n1 == 1` of 32 channels)."""
     inner = len(shape) - 1
-    lines: list[str] = []
+    folds: list[str] = []
     for d in range(inner - 1, -1, -1):
         if shape[d] == 1:
             continue
@@ -249,38 +234,28 @@ def _merge_into_inner(shape: tuple, n_in: int, strided: list[dict[int, str]], al
         if conditions is None:
             if type(shape[d]) is int:
                 break
-            lines.append(f"  if (n{d} == 1) {{ n{inner} *= n{d}; n{d} = 1; }} else goto merged;")
+            folds.append(f"ts_fold_into(n{d}, n{inner}, false)")  # (only where it is 1)
             continue
         conditions += [f"out{k}_s{d} == out{k}_s{inner} * n{inner}" for k in into]
         scaled += [f"out{k}_s{d}" for k in into]
-        fold = [f"const int64_t k = ts_fold(n{d}, n{inner});",
-                " ".join([f"n{inner} *= k;", f"n{d} /= k;"] + [f"{s} *= k;" for s in scaled]),
-                f"if (n{d} != 1) goto merged;"]
-        if conditions:
-            lines += _filled("  if (", conditions, ") {", " &&") + [f"    {f}" for f in fold] + ["  } else goto merged;"]
-        else:
-            lines += ["  {"] + [f"    {f}" for f in fold] + ["  }"]
-    while lines and re.match(r"  if \(n\d+ == 1\)", lines[-1]):  # (folding a 1 in with nothing after it does nothing)
-        lines.pop()
-    if lines and lines[-1] in ("  }", "  } else goto merged;"):  # (the last fold: nothing after it to jump over)
-        lines[-1] = "  }"
-        if lines[-2].endswith(" != 1) goto merged;"):
-            del lines[-2]
-    return lines + ["  merged:;"] if any("goto merged" in line for line in lines) else lines
+        folds.append(f"ts_fold_into({', '.join([f'n{d}', f'n{inner}', ' && '.join(conditions) or 'true', *scaled])})")
+    while folds and folds[-1].endswith(", false)"):  # (folding a 1 in with nothing after it does nothing)
+        folds.pop()
+    return _filled("  ", folds, ";", " &&") if folds else []
 
 
 def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body", aliased: dict[int, int],
            into: list[int]) -> list[str]:
     """The kernel's body after its declaration: the dims folded into the inner one, then the rows
-    of the outer dims, all on one thread or each thread's share (`ts_rows`), each row computing
-    what does not vary along it once and then its elements in a vectorised loop. The rows are a
-    lambda inside the kernel, not the loop of an `omp parallel for`, which gcc compiles as an
-    outlined function reading sizes and pointers through a shared struct even when its `if`
-    clause runs it serially (a serial batch-norm + hardswish kernel ran 35% slower); nor a
-    function of their own taking the kernel's parameters again (as fast, measured on a batch
-    norm and an LSTM cell's gates, and twice the text). Where an input steps along the row by
-    its stride, the inner loop is written once, a lambda that ts_unit_or_strided runs with
-    `unit` known to the compiler (`_steps`), both versions inlined here: as a template of a
+    of the outer dims, all on one thread or each thread's share (`ts_rows_of`, runtime/include's
+    kernels.h), each row computing what does not vary along it once and then its elements in a
+    vectorised loop. The row is a lambda inside the kernel, not the loop of an `omp parallel
+    for`, which gcc compiles as an outlined function reading sizes and pointers through a shared
+    struct even when its `if` clause runs it serially (a serial batch-norm + hardswish kernel ran
+    35% slower); nor a function of its own taking the kernel's parameters again (as fast,
+    measured on a batch norm and an LSTM cell's gates, and twice the text). Where an input steps
+    along the row by its stride, the row is written once, a lambda that ts_rows_of runs with
+    `unit` known to the compiler (`_steps`), both versions inlined there: as a template of a
     function called through a pointer, a sin/cos/exp chain ran 1.5% slower."""
     rank = len(shape)
     inner = rank - 1
@@ -290,8 +265,6 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
     moving = [k for k in range(n_in) if inner in strided[k] and k not in aliased]
     strides = [strided[k][inner] for k in moving] + [f"out{k}_s{inner}" for k in into]
     lines = _merge_into_inner(shape, n_in, strided, aliased, into)
-    if strides:
-        lines += _unit([f"{stride} == 1" for stride in strides])
     # What does not vary along the row (a per-channel batch-norm scale) is computed once per row:
     # with a short row (7 x 7 feature maps) the vectorised loop never runs, and per element a
     # square root and a division cost more than the load and store.
@@ -307,26 +280,65 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
         lines += _row_buffers(inner, body, along, dims, strided, rowwise, kept)
     loads = {k: f"p{k}[j * in{k}_step]" for k in moving
              if not (kept and k in along and not body.used_beyond(k, rowwise))}
-    nest, pad, flat = _outer_nest(rank, n_in, strided, aliased, into, pointers=list(loads))
-    if len(into) < len(body.op.results):  # (outputs written into views have pointers of their own)
-        nest.append(f"{pad}const int64_t o = {f'{_grouped(flat)} * n{inner}' if outer else 'begin'};")
+    row = _row_pointers(rank, strided, aliased, into, [k for k in loads if _moves(k, strided, outer)])
+    loads = {k: at if _moves(k, strided, outer) else f"in{at[1:]}" for k, at in loads.items()}  # (the same in every row)
     if kept and len(dims) > 1:
-        nest.append(f"{pad}const int64_t r = ({_flat(dims[:-1])}) * n{inner};")
-    nest += [pad + body.load(k, f"in{k}[{' + '.join(_moves(k, strided, outer)) or '0'}]") for k in sorted(fixed)]
-    nest += [pad + t for t in body.quoted([(op, body.compute(op)) for op in hoisted])]
-    steps = [f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
-    steps += [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into]
+        row.append(f"const int64_t r = ({_flat(dims[:-1])}) * n{inner};")
+    fixed_loads = {k: f"in{k}[{' + '.join(_moves(k, strided, outer)) or '0'}]" for k in sorted(fixed)}
+    per_row = body.placed(body.computed(hoisted, fixed_loads), fixed_loads)
+    row += body.quoted(per_row)
+    row += _steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
+                  + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into], "")
     loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
-    loop = ["#pragma omp simd", f"for (int64_t j = 0; j < {f'n{inner}' if outer else 'end - begin'}; ++j) {{"]
-    loop += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
+    row += ["#pragma omp simd", f"for (int64_t j = 0; j < {f'n{inner}' if outer else 'end - o'}; ++j) {{"]
+    row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     skip = set(hoisted) | (set(rowwise) if kept else set())
     stores = {k: f"q{k}[j * out{k}_step]" for k in into}
-    loop += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores)] + ["}"]
-    if strides:  # (one loop body for unit steps and for strided ones)
-        loop = (["ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {"] + _steps(steps, "  ")
-                + [f"  {t}" for t in loop] + ["});"])
-    nest += [pad + t for t in loop]
-    return lines + _run_rows(rank, ["  " + t for t in _close_nest(nest, pad, rank)])
+    # (the loop's first statements from the line the row's last came from: quoted once, above)
+    last = last_line(per_row) if not kept else None
+    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores, last=last)] + ["}"]
+    return lines + _each_row(rank, strides, row)
+
+
+def _same_line(a: Operation, b: Operation) -> bool:
+    return a.loc is not None and b.loc is not None and (a.loc.file, a.loc.line) == (b.loc.file, b.loc.line)
+
+
+def _bare_arguments(text: str) -> str:
+    """`text` without the parentheses around a whole argument of a call (`std::sqrt((x + e))`
+    is `std::sqrt(x + e)`): a folded value is parenthesized for the operator it may meet."""
+    chars = list(text)
+    stack: list[int] = []
+    pairs: dict[int, int] = {}
+    for i, c in enumerate(chars):
+        if c == "(":
+            stack.append(i)
+        elif c == ")" and stack:
+            pairs[stack.pop()] = i
+    drop = set()
+    for start, end in pairs.items():
+        before = text[:start].rstrip()
+        if before.endswith(("(", ",")) and text[end + 1:end + 2] in (")", ",") \
+                and (not before.endswith("(") or re.search(r"[\w>]\($", before)):
+            drop |= {start, end}
+    return "".join(c for i, c in enumerate(chars) if i not in drop)
+
+
+def _atomic(text: str) -> bool:
+    """Whether a C++ expression reads as one operand: a name, a literal or a call (`std::sqrt(x)`,
+    `ts_max(a, b)`), or one in parentheses."""
+    if re.fullmatch(r"[\w.:]+", text):
+        return True
+    head = re.match(r"[\w:<>]*\(", text)
+    if head is None or not text.endswith(")"):
+        return False
+    depth = 0
+    for i, c in enumerate(text):
+        depth += c == "("
+        depth -= c == ")"
+        if depth == 0 and i >= head.end() - 1:
+            return i == len(text) - 1
+    return False
 
 
 def _grouped(index: str) -> str:
@@ -362,14 +374,6 @@ def _joined_declarations(lines: list[str]) -> list[str]:
             run.append(match)
     flush()
     return out
-
-
-def _unit(conditions: list[str]) -> list[str]:
-    """`unit`: whether every stride along the row is 1, which picks the version of the loop (or
-    of the row function) with unit steps (`_steps`)."""
-    if not conditions:
-        return ["  const bool unit = true;"]
-    return ["  // every stride along the row 1: the version with unit steps"] + _filled("  const bool unit = ", conditions, ";", " &&")
 
 
 def _steps(steps: list[str], indent: str = "  ") -> list[str]:
@@ -467,24 +471,93 @@ class _Body:
         return f"const {VALUE[dtype]} a{k} = {_load(dtype, at)};"
 
     def compute(self, inner: Operation) -> str:
-        return f"const {VALUE[inner.result.type.dtype]} {self.names[inner.result]} = {element(inner, self.names)};"  # type: ignore[union-attr]
+        return f"const {VALUE[inner.result.type.dtype]} {self.names[inner.result]} = {_bare_arguments(element(inner, self.names))};"  # type: ignore[union-attr]
 
-    def quoted(self, items: list[tuple[Operation | None, str]]) -> list[str]:
+    def quoted(self, items: list[tuple[Operation | None, str]], last: tuple[str, int] | None = None) -> list[str]:
         """Statements with the op each computes (None: a load, a store), each run of them from one
-        source line after a comment quoting it."""
-        return with_source(items, self.source_lines, "//")
+        source line after a comment quoting it (not again for the line of `last`, quoted just
+        before)."""
+        return with_source(items, self.source_lines, "//", last)
+
+    def placed(self, items: list[tuple[Operation | None, str, set[Value]]], loads: dict[int, str]) \
+            -> list[tuple[Operation | None, str]]:
+        """`items` (statements with the op each computes and the values it reads) with the load
+        of each input of `loads` (input -> where it is read) just before the first statement
+        that reads it, under that statement's source line (`const float a4 = out0[o + j], v7 = a4
+        * v4, ...`); the loads no statement here reads (a value the kernel stores as it is, or
+        sums) first."""
+        args = self.op.body.args
+        first: dict[int, int] = {}
+        for i, (_, _, reads) in enumerate(items):
+            for k in loads:
+                if k not in first and args[k] in reads:
+                    first[k] = i
+        out: list[tuple[Operation | None, str]] = [(None, self.load(k, at)) for k, at in loads.items() if k not in first]
+        for i, (op, text, _) in enumerate(items):
+            out += [(op, self.load(k, loads[k])) for k in loads if first.get(k) == i]
+            out.append((op, text))
+        return out
+
+    def computed(self, chosen: list[Operation], loads: dict[int, str] | None = None) \
+            -> list[tuple[Operation, str, set[Value]]]:
+        """The statements computing the ops `chosen` (in this order, in one place), each with
+        the values it reads. An op whose value one later op of `chosen` from the same source line
+        alone reads is printed inside that op's expression, in parentheses where it is not a
+        call (`v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * a1`): the same
+        operations in the same order (no contraction: -ffp-contract=off), one name instead of
+        four; so is the load of an input (of `loads`, input -> where it is read) that one op
+        alone reads, and that loads is then done. Not a load of an input an output is written
+        over (`out0[o + j]`): a store may come between."""
+        listed = set(chosen)
+        inside: set[Operation] = set()
+        for op in chosen:
+            uses = op.result.uses
+            if len(uses) == 1 and uses[0].op in listed and not isinstance(uses[0].op, ops.ReduceOp) \
+                    and _same_line(op, uses[0].op):
+                inside.add(op)
+        args = self.op.body.args
+        written = {k for _, k in self.op.attributes.get("reuse", ())}
+        for k, at in list((loads or {}).items()):
+            uses = args[k].uses
+            if len(uses) == 1 and uses[0].op in listed and k not in written and not isinstance(uses[0].op, ops.ReduceOp):
+                self.names[args[k]] = _load(args[k].type.dtype, at)  # type: ignore[union-attr]
+                del loads[k]  # type: ignore[index]
+        reads: dict[Operation, set[Value]] = {}
+        items = []
+        for op in chosen:
+            reads[op] = set(op.operands).union(*(reads[v.owner] for v in op.operands if v.owner in inside))  # type: ignore[index]
+            if op in inside:
+                text = element(op, self.names)
+                self.names[op.result] = text if _atomic(text) else f"({text})"
+                continue
+            items.append((op, self.compute(op), reads[op]))
+        return items
 
     def statements(self, loads: dict[int, str], index: str, skip: set[Operation] = set(),
-                   stores: dict[int, str] = {}) -> list[str]:
-        """The element's statements; output k is stored at `out<k>[index]`, or at `stores[k]`."""
-        out: list[tuple[Operation | None, str]] = [(None, self.load(k, at)) for k, at in loads.items()]
-        for inner in self.op.body.ops:
-            if isinstance(inner, ops.YieldOp):
-                out += [(None, f"{stores.get(k, f'out{k}[{index}]')} = {_store(v, self.names[v])};")
-                        for k, v in enumerate(inner.operands)]
-            elif not isinstance(inner, ops.ConstantOp) and inner not in skip:
-                out.append((inner, self.compute(inner)))
-        return self.quoted(out)
+                   stores: dict[int, str] = {}, last: tuple[str, int] | None = None) -> list[str]:
+        """The element's statements; output k is stored at `out<k>[index]`, or at `stores[k]`:
+        the expression of the op that computes it, where the store alone reads it
+        (`out0[o + j] = ts_max(v8, 0.0f);`)."""
+        yielded = self.op.body.terminator.operands
+        stored = {v.owner for v in yielded if isinstance(v.owner, Operation) and v.owner not in skip
+                  and v.owner.parent is self.op.body and len(v.uses) == 1 and not isinstance(v.owner, ops.ConstantOp)}
+        chosen = [inner for inner in self.op.body.ops
+                  if not isinstance(inner, (ops.ConstantOp, ops.YieldOp)) and inner not in skip]
+        items: list[tuple[Operation | None, str, set[Value]]] = []
+        by_op = {}
+        loads = dict(loads)
+        for op, text, reads in self.computed(chosen, loads):
+            if op in stored:
+                by_op[op] = reads
+            else:
+                items.append((op, text, reads))
+        for k, v in enumerate(self.op.body.terminator.operands):
+            target = stores.get(k, f"out{k}[{index}]")
+            if v.owner in stored:
+                items.append((v.owner, f"{target} = {_store(v, _bare_arguments(element(v.owner, self.names)))};", by_op[v.owner]))  # type: ignore[arg-type,index]
+            else:
+                items.append((None, f"{target} = {_store(v, self.names[v])};", {v}))
+        return self.quoted(self.placed(items, loads), last)
 
     def invariant_ops(self, fixed_inputs: set[int]) -> list[Operation]:
         """The ops whose operands are all fixed along the row: those inputs, scalars, constants
@@ -641,11 +714,12 @@ SUM_BLOCK = 1024  # elements of a float sum's row summed in float lanes (_reduct
 
 
 def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]],
-                  scalar_types: list[str], plan: _RowPlan, aliased: dict[int, int]) -> tuple[list[str], list[str]]:
+                  scalar_types: list[str], plan: _RowPlan, aliased: dict[int, int]) -> list[str]:
     """`static void <name>_row<unit>(...)`: the kernel on one row, its pointers already at the
     row (a function of its own, so that the compiler sees restrict pointers and local sizes,
     which it does not inside an OpenMP region), a template of whether every stride along the row
-    is 1 (`_steps`). Returns its lines and the arguments the driver calls it with."""
+    is 1 (`_steps`), kept a call (TS_NOINLINE) as it was when the driver called it through a
+    pointer."""
     inner = rank - 1
     n = f"n{inner}"
     n_in = op.attributes["inputs"]
@@ -653,14 +727,14 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
     body = plan.body
     names = body.names
     params = [f"int64_t {n}"]
-    params += [f"{CTYPE[r.type.dtype]}* __restrict out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
+    params += [f"ts_out<{CTYPE[r.type.dtype]}> out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
     for k, v in enumerate(op.operands[:n_in]):
         if k not in aliased:
-            params.append(f"const {CTYPE[v.type.dtype]}* __restrict p{k}")  # type: ignore[union-attr]
+            params.append(f"ts_in<{CTYPE[v.type.dtype]}> p{k}")  # type: ignore[union-attr]
         if k in varies:
             params.append(f"int64_t {strided[k][inner]}")
     params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
-    lines = ["template <bool unit>"] + wrapped(f"static void {name}_row", params, " {")
+    lines = ["template <bool unit>"] + wrapped(f"static TS_NOINLINE void {name}_row", params, " {")
     for k, o in aliased.items():  # (read in the passes before the last; the last writes over it)
         lines.append(f"  const {CTYPE[op.operands[k].type.dtype]}* p{k} = out{o};")  # type: ignore[union-attr]
     lines += _steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in sorted(varies)])
@@ -716,16 +790,7 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
     for k in plan.row_outputs:
         lines.append(f"{pad}out{k}[0] = {_store(plan.yielded[k], names[plan.yielded[k]])};")
     lines.append("}")
-    args = [n]
-    row_outputs = set(plan.row_outputs)
-    args += [f"out{k} + r" if k in row_outputs else f"out{k} + r * {n}" for k in range(len(op.results))]
-    for k in range(n_in):
-        if k not in aliased:
-            args.append(f"p{k}")
-        if k in varies:
-            args.append(strided[k][inner])
-    args += [f"s{k}" for k in range(len(scalar_types))]
-    return lines, args
+    return lines
 
 
 def _buffer_hosts(plan: _RowPlan, op: ops.ReductionKernelOp, aliased: dict[int, int]) -> dict[Value, int]:
@@ -748,21 +813,30 @@ def _buffer_hosts(plan: _RowPlan, op: ops.ReductionKernelOp, aliased: dict[int, 
     return hosts
 
 
-def _row_driver(name: str, rank: int, n_in: int, strided: list[dict[int, str]], args: list[str],
-                aliased: dict[int, int]) -> list[str]:
-    """The extern "C" function's body: the version of the row function for the strides along the
-    row, then the rows in parallel (when there is enough work)."""
+def _row_driver(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]], plan: _RowPlan,
+                n_scalars: int, aliased: dict[int, int]) -> list[str]:
+    """The extern "C" function's body: the row function on every row (`ts_rows_of`; in parallel
+    when there is enough work), in its version for the strides along the row, each output and
+    input at its row."""
     inner = rank - 1
-    conditions = [f"{strided[k][inner]} == 1" for k in range(n_in) if inner in strided[k]]
-    lines = _unit(conditions)
-    lines.append(f"  const auto one_row = unit ? {name}_row<true> : {name}_row<false>;")
+    n_in = op.attributes["inputs"]
+    outer = list(range(inner))
+    varies = [k for k in range(n_in) if inner in strided[k]]
+    row_outputs = set(plan.row_outputs)
+    args = [f"n{inner}"]
+    args += [f"out{k} + {_grouped(_flat(outer))}" if k in row_outputs and outer else
+             f"out{k} + o" if outer else f"out{k}" for k in range(len(op.results))]
+    for k in range(n_in):
+        if k not in aliased:  # (an input written over is read from its output: the row function's own)
+            args.append(" + ".join([f"in{k}"] + (_moves(k, strided, outer) if outer else [])))
+        if k in varies:
+            args.append(strided[k][inner])
+    args += [f"s{k}" for k in range(n_scalars)]
+    call = wrapped(f"{name}_row<unit>", args, ";")
+    strides = [strided[k][inner] for k in varies]
     if rank == 1:  # one row
-        lines += [f"  const auto* p{k} = {f'out{aliased[k]}' if k in aliased else f'in{k}'};" for k in range(n_in)]
-        return lines + ["  const int64_t r = 0;  // the row"] + wrapped("one_row", args, ";", "  ")
-    rows, pad, flat = _outer_nest(rank, n_in, strided, aliased)
-    rows.append(f"{pad}const int64_t r = {flat};  // the row")
-    rows += [t.removeprefix("  ") for t in wrapped("one_row", args, ";", "  " + pad)]
-    return lines + _run_rows(rank, ["  " + t for t in _close_nest(rows, pad, rank)])
+        return _lambda_call("ts_unit_or_strided", ["{" + ", ".join(strides) + "}"], ["auto unit"], call)
+    return _each_row(rank, strides, call)
 
 
 def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],

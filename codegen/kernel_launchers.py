@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from codegen import pool_kernels, triton_kernels
 from codegen.cpp_kernels import PRELUDE, Signature, emit_kernel
-from codegen.launcher_text import describe, docstring, size_texts
+from codegen.launcher_text import kernel_args, module_reads, size_texts
 from codegen.writer import Writer
 from ir import ops
 from ir.passes.fuse import kernel_shape
@@ -56,18 +56,15 @@ def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, l
         once.setdefault(k.attributes["name"], k)
     kernels = list(once.values())
     cpu = [k for k in kernels if kernel_device(k) == "cpu"]
-    if cpu:
-        _emit_cpp(w, cpu, source_lines)
     triton = "cuda" in devices or len(cpu) < len(kernels)
-    if triton:
-        _emit_triton(w, kernels, source_lines)
+    if cpu:  # (for CPU tensors alone, the C++ launcher is the kernel's: `_lib` refuses other backends)
+        _emit_cpp(w, cpu, source_lines, "_cpp" if triton else "")
+    if not triton:
+        return
+    _emit_triton(w, kernels, source_lines)
     w.blank(2)
-    if triton:
-        w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
-        w.line("# Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.")
-    else:
-        w.line("# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled")
-        w.line("# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.")
+    w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
+    w.line("# Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.")
     for k in kernels:
         name = k.attributes["name"]
         w.line(f'{name} = _kernels.launcher(globals(), "{name}", "{kernel_device(k)}")')
@@ -93,7 +90,7 @@ def _emit_triton(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, l
                     w.line(line)
 
 
-def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None) -> None:
+def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None, suffix: str) -> None:
     sources, signatures = [], []
     for k in kernels:
         sig = None
@@ -115,46 +112,73 @@ def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list
     for k, sig in zip(kernels, signatures):
         w.blank(2)
         if sig is None:
-            pool_kernels.cpp_launcher(w, k, source_lines)  # type: ignore[arg-type]
+            pool_kernels.cpp_launcher(w, k, suffix)  # type: ignore[arg-type]
         else:
-            _launcher(w, k, sig, source_lines)  # type: ignore[arg-type]
+            _launcher(w, k, sig, suffix)  # type: ignore[arg-type]
 
 
-def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, source_lines: dict[str, list[str]] | None) -> None:
-    """`<name>_cpp(in0, ...)`: allocates the outputs and calls the kernel with its sizes and
-    tensors (the library passes each tensor's data pointer and the strides the kernel declares
-    after it), in the order of its declaration (`sig.args`)."""
+def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, suffix: str) -> None:
+    """`<name>_cpp(in0, ...)` (`<name>` in a module without Triton code): calls the kernel with
+    its sizes (one tuple: an input's shape where one has the kernel's, `in4.shape`, so that
+    kernels alike at other sizes are one), its outputs (fresh, `in4.contiguous()` for one written
+    over an input, or the tensor given) and its inputs, in the order of its declaration
+    (`sig.args`; the library passes each tensor's data pointer and the strides the kernel
+    declares after it), and returns what the library returns: the outputs. No docstring: the
+    kernel's C++ quotes the source line of each statement."""
     n_in = k.attributes["inputs"]
-    params = [f"in{i}" for i in range(n_in)]
+    passed = kernel_args(k)
+    params = list(passed.params)
     params += [f"s{i}: {'float' if t == 'double' else 'int'}" for i, t in enumerate(sig.scalars)]
     given = list(k.attributes.get("into", ()))  # outputs written into a tensor passed in, in operand order
     params += [f"into{m}" for m in range(len(given))]
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
-    w.line(f"def {sig.name}_cpp({', '.join(params)}) -> {result}:")
+    w.line(f"def {sig.name}{suffix}({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(docstring(describe(k, source_lines)))
+        for line in module_reads(passed):
+            w.line(line)
         shape = kernel_shape(k)
-        outs = [f"out{i}" for i in range(len(sig.outputs))]
-        sizes = size_texts(k, shape)
-        if sizes is None:  # (a size only the broadcast of the inputs gives)
-            w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(n_in)) + ")")
-            sizes = [f"shape[{i}]" for i in range(len(shape))]
         over = {o: i for o, i in k.attributes.get("reuse", ())}
-        allocated = [o for o in range(len(outs)) if o not in over and o not in given]
-        if allocated:  # (a size an allocation reads too is named once)
-            for i, text in enumerate(sizes):
-                if not text.isdigit() and not text.startswith("shape["):
-                    w.line(f"n{i} = {text}")
-                    sizes[i] = f"n{i}"
-        for o, (name, dtype, r) in enumerate(zip(outs, sig.outputs, k.results)):
+        fresh = [o for o in range(len(sig.outputs)) if o not in over and o not in given]
+        sizes = _sizes(w, k, shape, passed.padded, spread=bool(fresh))
+        outs = []
+        for o, (dtype, r) in enumerate(zip(sig.outputs, k.results)):
             if o in over:  # in{i} dies here: its storage holds the output
-                w.line(f"{name} = in{over[o]}.contiguous()")
-                continue
-            if o in given:  # a view of a larger tensor (ir/passes/concat.py), or a kept buffer (plan.py)
-                w.line(f"{name} = into{given.index(o)}")
-                continue
-            dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
-            w.line(f"{name} = torch.empty({', '.join(dims) or '()'}, dtype=torch.{dtype})")
-        args = [sizes[int(a[1:])] if a[0] == "n" else a for a in sig.args]
-        w.line(f"_lib.{sig.name}_kernel({', '.join(args)})")
-        w.line(f"return {', '.join(outs)}")
+                outs.append(f"in{over[o]}.contiguous()")
+            elif o in given:  # a view of a larger tensor (ir/passes/concat.py), or a kept buffer (plan.py)
+                outs.append(f"into{given.index(o)}")
+            else:
+                dims = sizes if r.type.shape == shape else sizes[:-1] + ["1"]  # type: ignore[union-attr]
+                outs.append(f"torch.empty({', '.join(dims) or '()'}, dtype=torch.{dtype})")
+        args = (sizes if shape else []) + [outs[int(a[3:])] if a.startswith("out") else a for a in sig.args
+                                           if not (a[0] == "n" and a[1:].isdigit())]
+        w.line(f"return _lib.{sig.name}_kernel({', '.join(args)})")
+
+
+def _sizes(w: Writer, k: ops.KernelOp, shape: tuple, padded: dict[int, int], spread: bool) -> list[str]:
+    """The kernel's sizes as the launcher passes them: literals where they are all known; else
+    the shape of an input that has them all, one tuple (`in4.shape`: the text the same at other
+    sizes), or, where outputs are allocated too, its sizes read into names (`n0, n1 = in0.shape`:
+    torch.empty of a torch.Size, or of its items spread, took 0.1 to 1 us more than of ints); else
+    each size from an input that has it (`n0 = in0.shape[0]`), or the broadcast of the inputs'
+    shapes."""
+    names = [f"n{i}" for i in range(len(shape))]
+    if all(type(d) is int for d in shape):
+        return [str(d) for d in shape]
+    n_in = k.attributes["inputs"]
+    full = next((j for j, v in enumerate(k.operands[:n_in]) if j not in padded and v.type.shape == shape), None)  # type: ignore[union-attr]
+    parts = size_texts(k, shape)
+    if full is None and parts is None:
+        w.line(f"{', '.join(names)}{',' if len(names) == 1 else ''} = torch.broadcast_shapes("
+               + ", ".join(f"in{j}.shape" for j in range(n_in)) + ")")
+        return names
+    if full is not None and not spread:
+        return [f"in{full}.shape"]
+    if full is not None:
+        w.line(f"{', '.join(names)}{',' if len(names) == 1 else ''} = in{full}.shape")
+        return names
+    assert parts is not None
+    for i, text in enumerate(parts):
+        if not text.isdigit():
+            w.line(f"n{i} = {text}")
+            parts[i] = f"n{i}"
+    return parts

@@ -1,14 +1,16 @@
-"""What the C++ and the Triton code of a kernel both say: the iteration sizes as Python
-expressions, the docstring naming the ops the kernel fuses, and the comments quoting the source
-line each run of statements computes (`with_source`)."""
+"""What the C++ and the Triton code of a kernel both say: what its launchers take and what a
+call passes them (`kernel_args`), the iteration sizes as Python expressions, and the comments
+quoting the source line each run of statements computes (`with_source`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 from ir import ops
-from ir.core import Loc, Operation
+from ir.core import PURE, Loc, Operation, Value
+from ir.passes.fuse import kernel_shape
 from ir.primitives import op_name
-from ir.types import TensorType
+from ir.types import ModuleType, TensorType
 
 
 def size_texts(k: ops.KernelOp, shape: tuple) -> list[str] | None:
@@ -35,6 +37,112 @@ def size_texts(k: ops.KernelOp, shape: tuple) -> list[str] | None:
     return parts
 
 
+@dataclass(frozen=True)
+class KernelArgs:
+    """What a kernel's launcher takes for its tensor inputs (`params`: `in<k>`, or `m<g>` for a
+    module; the scalars and destinations follow as they are) and the value a call passes for
+    each (`values`: then the other operands); `modules`: for each `m<g>`, the inputs it stands
+    for and the attribute each is (`in0, in1 = _guards.attrs(m0, "weight bias")` in the
+    launcher); `padded`: input -> how many trailing dims of size 1 its type has that the tensor
+    passed lacks."""
+
+    params: tuple[str, ...]
+    values: tuple[Value, ...]
+    modules: tuple[tuple[tuple[int, ...], tuple[str, ...]], ...]
+    padded: dict[int, int]
+    absorbed: frozenset[Operation]  # the views and reads the launcher does in the call's place
+
+
+def kernel_args(k: ops.Kernel) -> KernelArgs:
+    """The arguments of kernel `k`'s launcher, the same for its C++ and its Triton one and for
+    the compiled function that calls it. An input that is a view of a tensor with trailing dims
+    of size 1 added (`running_var.reshape(32, 1, 1)`, batch norm's per-channel operands), dims
+    the kernel broadcasts along, is that tensor: a kernel reads only the strides of the dims an
+    input moves along, which are the tensor's own. Two inputs or more that are tensors of one
+    module (a batch norm's weight, bias and statistics) are that module, whose launcher reads
+    them (`out = bn1_relu(bn1, out)`). Only views and reads that print inside the call anyway
+    (`_absorbed`)."""
+    n_in = k.attributes["inputs"] if isinstance(k, ops.KernelOp) else len(k.operands)
+    passed = list(k.operands)
+    padded: dict[int, int] = {}
+    reads: dict[int, tuple[Value, str]] = {}
+    views: dict[int, Operation] = {}
+    shape = kernel_shape(k) if isinstance(k, ops.KernelOp) else None
+    for i in range(n_in if isinstance(k, ops.KernelOp) else 0):
+        v = k.operands[i]
+        base = _unit_padded(v, k, shape)
+        if base is not None:
+            padded[i] = len(v.type.shape) - len(base.type.shape)  # type: ignore[union-attr,arg-type]
+            views[i] = v.owner  # type: ignore[assignment]
+            passed[i] = v = base
+        owner = v.owner
+        if isinstance(owner, ops.GetAttrOp) and isinstance(owner.operands[0].type, ModuleType) and _absorbed(owner, k):
+            reads[i] = (owner.operands[0], owner.attributes["attr"])
+    groups: dict[Value, list[int]] = {}
+    for i, (module, _) in reads.items():
+        groups.setdefault(module, []).append(i)
+    grouped = {members[0]: members for members in groups.values() if len(members) > 1}
+    inside = {i for members in grouped.values() for i in members}
+    params: list[str] = []
+    values: list[Value] = []
+    modules = []
+    for i, v in enumerate(passed[:n_in]):
+        if i in grouped:
+            params.append(f"m{len(modules)}")
+            values.append(reads[i][0])
+            modules.append((tuple(grouped[i]), tuple(reads[j][1] for j in grouped[i])))
+        elif i not in inside:
+            params.append(f"in{i}")
+            values.append(v)
+    absorbed = set(views.values()) | {passed[i].owner for i in inside}
+    return KernelArgs(tuple(params), tuple(values + passed[n_in:]), tuple(modules), padded,
+                      frozenset(op for op in absorbed if isinstance(op, Operation)))
+
+
+def module_reads(passed: KernelArgs) -> list[str]:
+    """A launcher's reads of the inputs its module arguments stand for, one call each:
+    `in0, in1, in2, in3 = _guards.attrs(m0, "running_var weight running_mean bias")`."""
+    return [f"{', '.join(f'in{i}' for i in inputs)} = _guards.attrs(m{g}, {chr(34)}{' '.join(names)}{chr(34)})"
+            for g, (inputs, names) in enumerate(passed.modules)]
+
+
+def _unit_padded(v: Value, k: ops.KernelOp, shape: tuple | None) -> Value | None:
+    """The tensor `v` views with trailing dims of size 1 added (`x.reshape(32, 1, 1)` of an `x`
+    of 32 elements), where the kernel broadcasts along those dims and no size is read off `v`."""
+    owner = v.owner
+    if shape is None or not (isinstance(owner, ops.TensorMethodOp) and owner.attributes["method"] in ("reshape", "view")):
+        return None
+    base = owner.operands[0]
+    t, b = v.type, base.type
+    if not (isinstance(t, TensorType) and isinstance(b, TensorType) and t.shape is not None and b.shape is not None):
+        return None
+    m = len(t.shape) - len(b.shape)
+    if m < 1 or len(t.shape) > len(shape) or tuple(t.shape[:len(b.shape)]) != tuple(b.shape) \
+            or any(d != 1 for d in t.shape[len(b.shape):]) or any(n == 1 for n in shape[len(shape) - m:]):
+        return None
+    if size_texts(k, shape) is None or not _absorbed(owner, k):
+        return None  # (a launcher that reads the broadcast of its inputs' shapes reads v's)
+    return base
+
+
+def _absorbed(op: Operation, k: Operation) -> bool:
+    """Whether `op`'s one result is used by `k` alone (or by an op that is, and so on), unnamed,
+    in `k`'s block with nothing but pure ops between: the compiled function prints it inside
+    the call, where the launcher may as well compute it."""
+    user = op
+    while user is not k:
+        result = user.results[0] if len(user.results) == 1 else None
+        if result is None or len(result.uses) != 1 or result.name is not None or not user.has_trait(PURE):
+            return False
+        user = result.uses[0].op
+    block = k.parent
+    if op.parent is not block or block is None:
+        return False
+    between = block.ops[block.ops.index(op) + 1: block.ops.index(k)]
+    return all(isinstance(other, ops.ConstantOp)
+               or other.has_trait(PURE) and (not other.regions or isinstance(other, ops.KernelOp)) for other in between)
+
+
 def source_text(loc: Loc | None, source_lines: dict[str, list[str]] | None) -> str | None:
     """The source line at `loc`, stripped; None where it is not known. Generated code quotes
     the source rather than naming line numbers, which every line inserted above would change."""
@@ -58,12 +166,12 @@ def source_comment(loc: Loc | None, source_lines: dict[str, list[str]] | None, m
 
 
 def with_source(items: list[tuple[Operation | None, str]], source_lines: dict[str, list[str]] | None,
-                marker: str) -> list[str]:
+                marker: str, last: tuple[str, int] | None = None) -> list[str]:
     """The statements of `items` (each with the op it computes, or None: a load, a store), each
     run of them from one source line preceded by a comment quoting that line (`source_comment`);
-    only where the line changes, not per statement."""
+    only where the line changes, not per statement (`last`: the line of the statements just
+    before these, a kernel's row part before its loop)."""
     out: list[str] = []
-    last = None
     for op, text in items:
         loc = op.loc if op is not None else None
         if loc is not None and (loc.file, loc.line) != last:
@@ -75,34 +183,10 @@ def with_source(items: list[tuple[Operation | None, str]], source_lines: dict[st
     return out
 
 
-QUOTED_LINES = 3  # source lines a kernel's description quotes; past that, how many more
+def last_line(items: list[tuple[Operation | None, str]]) -> tuple[str, int] | None:
+    """The source line `with_source` quotes last for `items`."""
+    located = [op.loc for op, _ in items if op is not None and op.loc is not None]
+    return (located[-1].file, located[-1].line) if located else None
 
 
-def quoted(locs: list[Loc], source_lines: dict[str, list[str]] | None) -> str:
-    """" of `a = ...` and `b = ...`" for the distinct source lines at `locs`, in source order."""
-    first = {(loc.file, loc.line): loc for loc in sorted(locs, key=lambda loc: (loc.file, loc.line))}
-    texts = list(dict.fromkeys(t for t in (source_text(loc, source_lines) for loc in first.values()) if t))
-    if not texts:
-        return ""
-    shown = [f"`{t}`" for t in texts[:QUOTED_LINES]]
-    if len(texts) > QUOTED_LINES:
-        more = len(texts) - QUOTED_LINES
-        shown.append(f"{more} more line{'s' if more > 1 else ''}")
-    return " of " + (shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1])
-
-
-def describe(k: ops.KernelOp, source_lines: dict[str, list[str]] | None, backend: str = "") -> str:
-    """`Fused: add, tanh of `h = torch.tanh(x + 1)`.` (`Fused (Triton): ...` with a backend named)."""
-    names = ", ".join(dict.fromkeys(op.attributes["kind"] if isinstance(op, ops.ReduceOp) else op_name(op)
-                                    for op in k.body.ops if not isinstance(op, (ops.YieldOp, ops.ConstantOp))))
-    where = quoted([op.loc for op in k.body.ops if op.loc is not None], source_lines)
-    return f"Fused{f' ({backend})' if backend else ''}: {names}{where}."
-
-
-def docstring(text: str) -> str:
-    """`text` as a one-line docstring: a backslash (a quoted source line continued with `\\`)
-    and a triple quote in it escaped, so the docstring says exactly `text`."""
-    return '"""' + text.replace("\\", "\\\\").replace('"""', '\\"""') + '"""'
-
-
-__all__ = ["docstring", "size_texts", "describe", "quoted", "source_comment", "source_text", "with_source"]
+__all__ = ["KernelArgs", "last_line", "kernel_args", "module_reads", "size_texts", "source_comment", "source_text", "with_source"]

@@ -23,7 +23,7 @@ kernels' tiles, ts_tile), the window unrolled (`tl.static_range`), masked loads 
 from __future__ import annotations
 
 from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN, wrapped
-from codegen.launcher_text import docstring, source_comment, source_text
+from codegen.launcher_text import source_comment
 from codegen.triton_kernels import TL, TritonKernel
 from codegen.writer import Writer
 from ir import ops
@@ -45,12 +45,6 @@ class _Pool:
         # N and C as the launchers pass them: literals, or read into n0 / n3
         self.sizes = {i: str(x.shape[i]) if type(x.shape[i]) is int else f"in0.shape[{i}]" for i in (0, 3)}
         self.n0, self.n3 = (text if text.isdigit() else f"n{i}" for i, text in self.sizes.items())
-
-    def describe(self, source_lines: dict[str, list[str]] | None, backend: str = "") -> str:
-        text = source_text(self.op.loc, source_lines)
-        where = f", for `{text}`" if text else ""
-        return (f"Max pool{f' ({backend})' if backend else ''}: {self.kh}x{self.kw} windows, stride "
-                f"{self.sh}x{self.sw}, padding {self.ph}x{self.pw}, of NHWC rows{where}.")
 
     def sizes_and_output(self, w: Writer, device: str = "") -> None:
         for i, text in self.sizes.items():
@@ -83,7 +77,7 @@ def cpp_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None =
     comment = source_comment(op.loc, source_lines, "//")
     lines += [comment] if comment else []
     lines += wrapped(f'extern "C" void {p.name}_kernel', [
-        "int64_t n0", "int64_t n3", f"{t}* __restrict out0", f"const {t}* __restrict in0", "int64_t in0_s0",
+        "int64_t n0", "int64_t n3", f"ts_out<{t}> out0", f"ts_in<{t}> in0", "int64_t in0_s0",
         "int64_t in0_s1", "int64_t in0_s2", "int64_t in0_s3"], " {")
     lines += [
         "  const auto rows = [=](int64_t begin, int64_t end) {",
@@ -116,14 +110,12 @@ def cpp_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None =
     return "\n".join(lines) + "\n"
 
 
-def cpp_launcher(w: Writer, op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None) -> None:
+def cpp_launcher(w: Writer, op: ops.PoolKernelOp, suffix: str = "_cpp") -> None:
     p = _Pool(op)
-    w.line(f"def {p.name}_cpp(in0) -> Tensor:")
+    w.line(f"def {p.name}{suffix}(in0) -> Tensor:")
     with w.indent():
-        w.line(docstring(p.describe(source_lines)))
         p.sizes_and_output(w)
-        w.line(f"_lib.{p.name}_kernel({p.n0}, {p.n3}, out0, in0)")
-        w.line("return out0")
+        w.line(f"return _lib.{p.name}_kernel({p.n0}, {p.n3}, out0, in0)")
 
 
 # -- Triton -----------------------------------------------------------------------------------
@@ -160,7 +152,6 @@ def triton_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | Non
     w = Writer()
     w.line(f"def {p.name}_triton(in0) -> Tensor:")
     with w.indent():
-        w.line(docstring(p.describe(source_lines, "Triton")))
         p.sizes_and_output(w, ", device=in0.device")
         n_rows = str(int(p.n0) * p.oh * p.ow) if p.n0.isdigit() else "n_rows"
         if not p.n0.isdigit():

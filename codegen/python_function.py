@@ -11,18 +11,22 @@ from __future__ import annotations
 import builtins
 import math
 import re
+import types
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 from pathlib import PurePath
 
-from codegen.launcher_text import source_text
+import torch
+
+from codegen.launcher_text import kernel_args, source_text
 from codegen.pyformat import LINE_LENGTH as FORMATTED_LENGTH
 from codegen.names import Namespace, function_name, model_module_name
 from codegen.writer import Writer
 from ir import ops
 from ir.core import PURE, Block, Operation, Value
 from ir.passes.inline import guard_prefix_end
+from ir.torch_schemas import Param, schemas
 from ir.types import (
     INT,
     DictType,
@@ -154,6 +158,12 @@ def _read_text(base: str, steps: tuple) -> str:
     return base
 
 
+def _module_item(op: Operation) -> bool:
+    """`seq[i]` of an nn.Sequential or nn.ModuleList at a constant index (read with `_guards.item`)."""
+    return isinstance(op, ops.GetItemOp) and isinstance(op.operands[0].type, ModuleListType) \
+        and isinstance(op.operands[1].owner, ops.ConstantOp) and type(op.operands[1].owner.value) is int
+
+
 def _past_module_getattr(op: Operation) -> bool:
     """A read of a module's parameter, buffer or submodule, which a plain `m.weight` finds only
     through nn.Module.__getattr__ (about 1 us in torch 2.14): printed as `_guards.attr(m,
@@ -165,6 +175,26 @@ def _past_module_getattr(op: Operation) -> bool:
 
 
 TABLE_WIDTH = 100  # columns a long row of an entry-check table fills (as the C++ kernels' lines)
+
+
+def _alike_rows(rows: list[tuple[str, list[str], list[str]]]) -> list[tuple[list[str], list[str]]]:
+    """The rows of an entry-check table, (path, qualname and conditions, attributes) each, as the
+    table's items: the rows of submodules checked alike as one, whose path is a tuple of paths
+    (`(("block1.bn1", "block2.bn1"), "torch.nn.BatchNorm2d", "running_stats", {...})`: five
+    32-channel batch norms are one row, not ten lines), where the first of them stands, when every
+    module a later one is read through is checked before that (runtime/guards.py entry_checks
+    makes of it the rows it stood for: the same checks, with the same messages)."""
+    groups: list[tuple[int, list[str], list[str], list[str]]] = []  # (position, paths, rest, attributes)
+    for i, (path, rest, attributes) in enumerate(rows):
+        parents = [j for j, (before, _, _) in enumerate(rows[:i]) if before == "" or path.startswith(before + ".")]
+        alike = next((g for g in groups if g[2] == rest and g[3] == attributes and all(j < g[0] for j in parents)), None)
+        if alike is not None:
+            alike[1].append(path)
+        else:
+            groups.append((i, [path], rest, attributes))
+    items = [string_literal(paths[0]) if len(paths) == 1 else f"({', '.join(map(string_literal, paths))})"
+             for _, paths, _, _ in groups]
+    return [([item] + rest, attributes) for item, (_, _, rest, attributes) in zip(items, groups)]
 
 
 def _table_lines(head: str, rows: list[tuple[list[str], list[str]]], keywords: list[str]) -> list[str]:
@@ -195,6 +225,71 @@ def _table_lines(head: str, rows: list[tuple[list[str], list[str]]], keywords: l
     return ["# fmt: off"] + lines + ["# fmt: on"] if long else lines
 
 
+def _restates(lines: list[str], at: int, source: str) -> bool:
+    """Whether the comment at `at` quotes a source line that the one statement after it reads as
+    (`out = _guards.attr(self, "conv1")(x)` under `# out = self.conv1(x)`: the same code, its
+    reads past nn.Module.__getattr__ spelt as plain reads, a type comment after it), no other
+    statement at its depth following before the next comment: such a comment says nothing."""
+    if at + 1 >= len(lines):
+        return False
+    depth = len(lines[at]) - len(lines[at].lstrip())
+    statement = lines[at + 1]
+    if len(statement) - len(statement.lstrip()) != depth:
+        return False
+    for after in lines[at + 2:]:
+        indent = len(after) - len(after.lstrip())
+        if after.strip() and indent <= depth:
+            if indent == depth and not after.lstrip().startswith(("#", "del ")):
+                return False
+            break
+    code, previous = _TYPE_COMMENT.sub("", statement.strip()), None
+    while code != previous:
+        previous = code
+        code = _ATTR_READ.sub(r"\1.\2", _ITEM_READ.sub(r"\1[\2]", code))
+        code = _PATH_READ.sub(lambda m: m[1] + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in m[2].split(".")), code)
+    return code == source.strip()
+
+
+_TYPE_COMMENT = re.compile(r"  # [^\"']*$")
+_ATTR_READ = re.compile(r'_guards\.attr\(([\w.\[\]]+), "(\w+)"\)')
+_ITEM_READ = re.compile(r"_guards\.item\(([\w.\[\]]+), (-?\d+)\)")
+_PATH_READ = re.compile(r'_guards\.at\(([\w.\[\]]+), "([\w.]+)"\)')
+
+
+def _default_tail(callee: str, values: list[Value]) -> int:
+    """How many of the last arguments of a call of `callee` (positional, `values`) go without
+    saying: constants that every overload of its operator has as the default there
+    (`F.conv2d(x, w, None, (2, 2), (1, 1))`, not `..., (1, 1), 1)`), where the function is
+    torch's own binding of `aten::<name>`, which fills in the defaults of its schema."""
+    module, _, name = callee.rpartition(".")
+    fn = getattr(torch.nn.functional if module == "torch.nn.functional" else torch if module == "torch" else None, name, None)
+    if fn is None or fn is not getattr(torch, name, None) or not isinstance(fn, types.BuiltinFunctionType):
+        return 0
+    overloads = schemas(name)
+    dropped = 0
+    for i in range(len(values) - 1, -1, -1):
+        owner = values[i].owner
+        if not overloads or not isinstance(owner, ops.ConstantOp) \
+                or not all(_is_default(sig.params[i], owner.attributes["value"]) if i < len(sig.params) else False
+                           for sig in overloads):
+            break
+        dropped += 1
+    return dropped
+
+
+def _is_default(param: Param, value: object) -> bool:
+    """Whether `value` is what `param` (positional, with a default) takes when it is left out: an
+    `int[N]` default is a lone int standing for N of them."""
+    if param.kwarg_only or not param.has_default:
+        return False
+    default = param.default
+    if type(default) is int and param.size and isinstance(value, tuple):
+        return len(value) == param.size and all(type(v) is int and v == default for v in value)
+    if isinstance(default, list) and isinstance(value, tuple):
+        return list(value) == default and all(type(v) is type(d) for v, d in zip(value, default))
+    return type(value) is type(default) and value == default
+
+
 def is_effect_free(op: Operation) -> bool:
     # (a kernel's region is C++, not control flow)
     return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.KernelOp))
@@ -216,12 +311,22 @@ class FunctionEmitter:
         self.tables: dict[Operation, list[Operation]] = {}  # first check -> the checks of its table
         self.in_table: set[Operation] = set()
         self.module_lines: list[str] = []  # module-level statements the function reads (its tables)
+        self.quotes: list[tuple[int, str]] = []  # (line, source text) of each comment quoting the function's own source
+        self.typed: dict[str, str] = {}  # name -> the type comment its last typed assignment printed
+        self.absorbed: set[Operation] = set()  # reads and views a kernel's launcher makes (kernel_args)
+        self.module_args: dict[Value, list[Operation]] = {}  # module -> the kernel calls passing it
 
     # -- planning -------------------------------------------------------------------------------
     def plan(self) -> None:
         for op in self.func.walk():
             if isinstance(op, ops.OpaqueOp):  # kept Python code reads these names as they are
                 self.names.taken |= set(op.attributes["bare"])
+            if isinstance(op, ops.Kernel):  # what its launcher reads in the call's place is not printed
+                passed = kernel_args(op)
+                self.absorbed |= passed.absorbed
+                for v in passed.values[:len(passed.params)]:
+                    if isinstance(v.type, ModuleType):
+                        self.module_args.setdefault(v, []).append(op)
         for arg in self.func.args:
             self.var[arg] = self.names.take(arg.name or "arg")
         self._plan_block(self.func.body)
@@ -240,13 +345,15 @@ class FunctionEmitter:
         users' decisions are known."""
         index = {op: i for i, op in enumerate(block.ops)}
         for op in reversed(block.ops):
+            if op in self.absorbed:
+                self.folded.add(op)  # (never printed: the launcher reads it)
+                continue
             if not self._foldable(op):
                 continue
-            use = op.results[0].uses[0]
-            user = use.op
+            user, index_in_user = self._printed_uses(op.results[0])[0]
             if user.parent is not block:
                 continue
-            if isinstance(user, ops.InplaceOp) and use.index == 0:
+            if isinstance(user, ops.InplaceOp) and index_in_user == 0:
                 continue  # `x += y` needs a name to update
             between = block.ops[index[op] + 1: index[user]]
             ok = True
@@ -266,10 +373,20 @@ class FunctionEmitter:
             return False
         if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.KernelOp):
             return False
-        uses = op.results[0].uses
+        uses = self._printed_uses(op.results[0])
         if op.results[0].name is not None and not isinstance(op, ops.ConstantOp):
-            return False  # a value the source names keeps its own statement
+            # A value the source names keeps its own statement; a submodule read once prints
+            # where it is read (`bn1_relu(_guards.attr(block1, "bn1"), out)`, `_guards.at(block1,
+            # "conv1.weight")`).
+            return isinstance(op, (ops.GetAttrOp, ops.GetItemOp)) and isinstance(op.results[0].type, ModuleType) \
+                and len(uses) == 1
         return len(uses) == 1
+
+    def _printed_uses(self, value: Value) -> list[tuple[Operation, int]]:
+        """The (op, operand index) of each use of `value` that prints it: not the reads a launcher
+        makes in a kernel call's place, which takes the module read from instead."""
+        uses = [(u.op, u.index) for u in value.uses if u.op not in self.absorbed]
+        return uses + [(k, -1) for k in self.module_args.get(value, [])]
 
     def _is_expression_if(self, op: Operation) -> bool:
         """An scf.if with one result whose sides are single expressions: printed as
@@ -288,7 +405,7 @@ class FunctionEmitter:
 
     def _folds_into(self, op: Operation, user: Operation) -> bool:
         while op in self.folded:
-            nxt = op.results[0].uses[0].op
+            nxt = self._fold_user(op)
             if nxt is user:
                 return True
             op = nxt
@@ -298,10 +415,12 @@ class FunctionEmitter:
     def name_of(self, value: Value, hint: str | None = None) -> str:
         if value not in self.var:
             name = value.name or hint or self._read_name(value) or "tmp"
-            if value.name and self._can_reuse(value, name):
-                self.var[value] = name
-            else:
-                self.var[value] = self.names.take(name)
+            # The source's name, or one it was numbered to (`out_1`) whose values are dead by
+            # this statement: a kernel's result written over its input keeps its name, no `del`.
+            taken = dict.fromkeys(n for n in self.var.values() if re.fullmatch(rf"{re.escape(name)}(_\d+)?", n))
+            reused = next((n for n in ([name] if name in taken else []) + [n for n in taken if n != name]
+                           if self._can_reuse(value, n)), None) if value.name else None
+            self.var[value] = reused if reused is not None else self.names.take(name)
         return self.var[value]
 
     def _read_name(self, value: Value) -> str | None:
@@ -344,8 +463,13 @@ class FunctionEmitter:
     def _printed_at(self, op: Operation) -> Operation:
         """The statement an op is printed in (itself, or the user it folds into)."""
         while op in self.folded:
-            op = op.results[0].uses[0].op
+            op = self._fold_user(op)
         return op
+
+    def _fold_user(self, op: Operation) -> Operation:
+        """The op a folded op prints inside."""
+        printed = self._printed_uses(op.results[0])
+        return printed[0][0] if printed else op.results[0].uses[0].op
 
     def share(self, value: Value, name: str) -> None:
         self.var.setdefault(value, name)
@@ -401,6 +525,8 @@ class FunctionEmitter:
                 self.w.line(f"_guards.check_keywords({kwstar}, {{{items}}}, {string_literal('**' + kwstar)})")
             self.guards()
             self.block(f.body)
+        said = {at for at, text in self.quotes if _restates(self.w.lines, at, text)}
+        self.w.lines = [line for at, line in enumerate(self.w.lines) if at not in said]
         return self.w.lines
 
     def _note_annotation(self, text: str) -> None:
@@ -511,8 +637,8 @@ class FunctionEmitter:
         returned = [(path, key) for path, key in keys if key is not None and self.entry_plan().get(key) is False]
         suffix = "" if root is self.func.args[0] else f"_{self.var[root]}"
         table = self.names.take(f"{function_name(self.func.sym_name)}{suffix}_checks")
-        entries = [([string_literal(path)] + rows.get(path, []), attributes[path])
-                   for path in attributes if path in rows or attributes[path]]
+        entries = _alike_rows([(path, rows.get(path, []), attributes[path])
+                               for path in attributes if path in rows or attributes[path]])
         keywords = [f"tensors=(torch.{common[0]}, {string_literal(common[1])})"] if common else []
         if returned:
             keywords.append(f"returns={_literal(tuple(path for path, _ in returned))}")
@@ -670,6 +796,8 @@ class FunctionEmitter:
             return
         own = self.func.loc
         inside = own is not None and own.file == loc.file and own.line <= loc.line <= max(own.end_line, own.line)
+        if inside:
+            self.quotes.append((len(self.w.lines), text))
         self.w.line(f"# {'' if inside else '(inlined) '}{text}")
 
     def block(self, block: Block) -> None:
@@ -897,8 +1025,14 @@ class FunctionEmitter:
     def typed_line(self, statement: str, comment: str) -> None:
         """`statement` with its type comment after it; on a line of its own above it (`# out:
         f32[B, 32, 8, 8]@cpu`) where the comment alone would make a line that fits too long,
-        which the formatter would split over three."""
+        which the formatter would split over three; none where the name's last typed
+        assignment printed the same (`out = bn1_relu(..., out)` after `out: f32[B, 32, 8, 8]`)."""
         width = len(self.w.unit) * self.w.depth + len(statement)
+        target = statement.split(" = ", 1)[0]
+        if comment and self.typed.get(target) == comment:
+            comment = ""  # (the type the name held, said where it was assigned before)
+        elif comment:
+            self.typed[target] = comment
         if comment and width <= FORMATTED_LENGTH < width + len(comment):
             self.w.line(f"# {statement.split(' = ', 1)[0]}: {comment.removeprefix('  # ')}")
             comment = ""
@@ -1020,10 +1154,13 @@ class FunctionEmitter:
         targets = self.assign_results(op.results)
         for block in (op.then_block, op.else_block):
             self.adopt_yields(block, targets)
+        before = self._assigned_before(op, targets)
+        if before:  # `identity = x` then `if ...: identity = f(x)`, as the source reads, no `else:`
+            self.copies(targets, op.else_block.terminator.operands)  # type: ignore[union-attr]
         self.w.line(f"if {self.expr(op.cond).text}:")
         for i, block in enumerate((op.then_block, op.else_block)):
             if i == 1:
-                if not self._has_code(block, targets):
+                if before or not self._has_code(block, targets):
                     break
                 self.w.line("else:")
             with self.suite():
@@ -1070,6 +1207,23 @@ class FunctionEmitter:
                 return True
             node = node.parent_op()
         return False
+
+    def _assigned_before(self, op: ops.IfOp, targets: list[str]) -> bool:
+        """Whether the else side only assigns variables from before the if (names, not
+        expressions), which the then side and the condition do not read: assigned before the
+        if, the else side is left out."""
+        block = op.else_block
+        term = block.terminator
+        if not isinstance(term, ops.YieldOp) or any(
+                o not in self.folded and not isinstance(o, (ops.YieldOp, ops.RefineOp))
+                and not (is_effect_free(o) and not any(r.uses for r in o.results)) for o in block.ops):
+            return False
+        copied = [(t, v) for t, v in zip(targets, term.operands) if t != self.expr_peek(v)]
+        if not copied or any(self._inside(v, op) or not self.expr(v).text.isidentifier() for _, v in copied):
+            return False
+        names = {t for t, _ in copied}
+        read = [op.cond] + [v for inner in op.then_block.ops for o in inner.walk() for v in o.operands]
+        return not any(self.var.get(v) in names and not self._inside(v, op) for v in read)
 
     def _has_code(self, block: Block, targets: list[str]) -> bool:
         if any(op not in self.folded and not isinstance(op, (ops.YieldOp, ops.RefineOp)) and not (is_effect_free(op) and not any(r.uses for r in op.results)) for op in block.ops):
@@ -1229,6 +1383,25 @@ class FunctionEmitter:
             return ", ".join(self.expr(v, PREC["if"]).text for v in owner.operands)
         return None
 
+    def module_read(self, op: Operation) -> Expr:
+        """A read of a submodule, parameter or buffer past nn.Module.__getattr__: `_guards.attr(m,
+        "weight")`, `_guards.item(seq, 0)`, and for a chain of them folded into one another, one
+        call for the path (`_guards.at(block1, "conv1.weight")`, as `block1.conv1.weight`)."""
+        steps: list[str | int] = []
+        while True:
+            steps.append(op.attributes["attr"] if isinstance(op, ops.GetAttrOp) else op.operands[1].owner.value)  # type: ignore[union-attr]
+            inner = op.operands[0].owner
+            if not (isinstance(inner, Operation) and inner in self.folded and inner.results[0] not in self.var
+                    and (isinstance(inner, ops.GetAttrOp) and _past_module_getattr(inner) or _module_item(inner))):
+                break
+            op = inner
+        base = self.expr(op.operands[0], PREC["atom"]).text
+        if len(steps) > 1:
+            return Expr(f"_guards.at({base}, {string_literal('.'.join(str(s) for s in reversed(steps)))})", PREC["atom"])
+        if isinstance(steps[0], int):
+            return Expr(f"_guards.item({base}, {steps[0]})", PREC["atom"])
+        return Expr(_read_text(base, (steps[0],)), PREC["atom"])
+
     def literal(self, value: object) -> Expr:
         if isinstance(value, float):
             if math.isnan(value):
@@ -1274,7 +1447,8 @@ class FunctionEmitter:
                 if callee.startswith(long):
                     callee = short + callee[len(long):]
                     self.needs.add("F")
-            return Expr(f"{callee}({self.args_text(op.operands, a.get('kwnames', ()))})", PREC["atom"])
+            values = op.operands if a.get("kwnames") else op.operands[:len(op.operands) - _default_tail(a["callee"], op.operands)]
+            return Expr(f"{callee}({self.args_text(values, a.get('kwnames', ()))})", PREC["atom"])
         if isinstance(op, ops.TensorMethodOp):
             obj = self.expr(op.operands[0], PREC["atom"]).text
             spread = self.spread_sizes(op)
@@ -1291,8 +1465,8 @@ class FunctionEmitter:
         if isinstance(op, ops.OpaqueOp):  # a one-line expression kept as Python, folded into its user
             read = {n: _attribute_safe(self.expr(v, PREC["atom"]).text) for n, v in zip(a["reads"], op.operands)}
             return Expr(self.python_text(op, read, {})[0], PREC["atom"] if a.get("atom") else 0)
-        if isinstance(op, ops.Kernel):  # the module's launcher of the kernel
-            return Expr(f"{a['name']}({self.args_text(op.operands, ())})", PREC["atom"])
+        if isinstance(op, ops.Kernel):  # the module's launcher of the kernel (codegen/launcher_text.py kernel_args)
+            return Expr(f"{a['name']}({self.args_text(list(kernel_args(op).values), ())})", PREC["atom"])
         if isinstance(op, ops.FuncCallOp):
             return Expr(f"{function_name(a['callee'])}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.ComputedOnceOp):  # (ir/passes/hoist.py)
@@ -1318,7 +1492,7 @@ class FunctionEmitter:
             return Expr(f"{a['callee']}({self.args_text(op.operands, ())})", PREC["atom"])
         if isinstance(op, ops.GetAttrOp):
             if _past_module_getattr(op):
-                return Expr(_read_text(self.expr(op.operands[0]).text, (a["attr"],)), PREC["atom"])
+                return self.module_read(op)
             return Expr(f"{self.expr(op.operands[0], PREC['atom']).text}.{a['attr']}", PREC["atom"])
         if isinstance(op, ops.TupleOp):
             if len(op.operands) == 1:
@@ -1353,8 +1527,8 @@ class FunctionEmitter:
                      for v, starred in zip(op.operands, a["starred"])]
             return Expr("(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")", PREC["atom"])
         if isinstance(op, ops.GetItemOp):
-            if isinstance(op.operands[0].type, ModuleListType):  # a layer of a Sequential: the fast read
-                return Expr(f"_guards.item({self.args_text(op.operands, ())})", PREC["atom"])
+            if _module_item(op):  # a layer of a Sequential: the fast read
+                return self.module_read(op)
             return Expr(f"{self.expr(op.operands[0], PREC['atom']).text}[{self.expr(op.operands[1]).text}]", PREC["atom"])
         if isinstance(op, ops.SliceOp):
             parts = ["" if isinstance(v.owner, ops.ConstantOp) and v.owner.value is None else self.expr(v).text

@@ -47,7 +47,7 @@ import torch
 import runtime
 
 from codegen.cpp_kernels import compute_dtype
-from codegen.launcher_text import describe, docstring, size_texts, with_source
+from codegen.launcher_text import kernel_args, module_reads, size_texts, with_source
 from codegen.writer import Writer
 from ir import ops
 from ir.core import Operation, Value
@@ -571,7 +571,8 @@ def _loop_function(k: _Kernel) -> str:
 # -- launcher ----------------------------------------------------------------------------------
 def _launcher(k: _Kernel, source_lines: dict[str, list[str]] | None) -> str:
     w = Writer()
-    params = [f"in{j}" for j in range(k.n_in)]
+    passed = kernel_args(k.op)
+    params = list(passed.params)
     params += [f"s{j}: {'float' if v.type == FLOAT else 'bool' if v.type == BOOL else 'int'}"
                for j, v in enumerate(k.scalars)]
     params += [f"into{m}" for m in range(len(k.given))]
@@ -579,7 +580,8 @@ def _launcher(k: _Kernel, source_lines: dict[str, list[str]] | None) -> str:
     result = "Tensor" if len(outs) == 1 else f"tuple[{', '.join(['Tensor'] * len(outs))}]"
     w.line(f"def {k.name}_triton({', '.join(params)}) -> {result}:")
     with w.indent():
-        w.line(docstring(describe(k.op, source_lines, "Triton")))
+        for line in module_reads(passed):
+            w.line(line)
         sizes = size_texts(k.op, k.shape)
         if sizes is None:  # (a size only the broadcast of the inputs gives)
             w.line("shape = torch.broadcast_shapes(" + ", ".join(f"in{j}.shape" for j in range(k.n_in)) + ")")
@@ -602,7 +604,8 @@ def _launcher(k: _Kernel, source_lines: dict[str, list[str]] | None) -> str:
         for j, v in enumerate(k.tensors):
             args.append(f"in{j}")
             if v.type.shape:  # type: ignore[union-attr]
-                args.append(f"*in{j}.stride()")
+                # (a tensor passed without the trailing dims of 1 its type has: strides never read)
+                args.append(f"*in{j}.stride()" + ", 0" * passed.padded.get(j, 0))
         for j, v in enumerate(k.scalars):
             args.append(f"ts_bits(s{j})" if v.type == FLOAT else f"s{j}")
         if k.rank == 0:

@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:2de84b454f3d67ea352bafdc919efce8ec65d153f24771b7ae6d1918066fef79"
+BODY_HASH = "sha256:2bf36c00b6944ea681dd07aa005c76b3331670700a1316348f36668744ea4636"
 TORCH_VERSION = "2.13"
 
 
@@ -23,9 +23,8 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 template <bool unit>
-static void masked_fill_softmax_row(
-    int64_t n3, float* __restrict out0, int64_t in0_s3, const float* __restrict p1,
-    int64_t in1_s1) {
+static TS_NOINLINE void masked_fill_softmax_row(
+    int64_t n3, ts_out<float> out0, int64_t in0_s3, ts_in<float> p1, int64_t in1_s1) {
   const float* p0 = out0;
   const int64_t in0_step = unit ? 1 : in0_s3, in1_step = unit ? 1 : in1_s1;
   float* b13p = out0;  // v13 along the row, in the output row until the last pass
@@ -88,56 +87,26 @@ static void masked_fill_softmax_row(
 }
 
 extern "C" void masked_fill_softmax_kernel(
-    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
-    const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
+    int64_t n0, int64_t n1, int64_t n2, int64_t n3, ts_out<float> out0, ts_in<float> in1,
+    int64_t in1_s0, int64_t in1_s1) {
   const int64_t in0_s3 = 1;  // (in0 is read from out0, which is dense)
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s3 == 1 && in1_s1 == 1;
-  const auto one_row = unit ? masked_fill_softmax_row<true> : masked_fill_softmax_row<false>;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p0 = out0 + ((i0 * n1 + i1) * n2 + i2) * n3;
-      const auto* p1 = in1 + i2 * in1_s0;
-      const int64_t r = (i0 * n1 + i1) * n2 + i2;  // the row
-      one_row(n3, out0 + r * n3, in0_s3, p1, in1_s1);
-      if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
-    }
-  }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
+  ts_rows_of(
+      {in0_s3, in1_s1}, {n0, n1, n2}, n3, [&](auto unit, auto i0, auto i1, auto i2, auto o) {
+    masked_fill_softmax_row<unit>(n3, out0 + o, in0_s3, in1 + i2 * in1_s0, in1_s1);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def masked_fill_softmax_cpp(in0, in1) -> Tensor:
-    """Fused: div, eq, where, amax, sub, clamp_min, exp, lt, sum of `scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)`, `scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))` and `weights = F.softmax(scores, dim=-1)`."""
-    out0 = in0.contiguous()
-    _lib.masked_fill_softmax_kernel(in0.shape[0], 4, 32, 32, out0, in1)
-    return out0
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-masked_fill_softmax = _kernels.launcher(globals(), "masked_fill_softmax", "cpu")
-
-
-CausalSelfAttention_forward_checks = _guards.entry_checks(
-    ("qkv", "torch.nn.Linear"),
-    ("dropout", "torch.nn.Dropout", "valid_p"),
-    ("proj", "torch.nn.Linear"),
-)
+def masked_fill_softmax(in0, in1) -> Tensor:
+    return _lib.masked_fill_softmax_kernel(in0.shape, in0.contiguous(), in1)
 
 
 def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_entry(self, CausalSelfAttention_forward_checks)
-    # B, T, C = x.size()
     B, T, C = x.size()
-    # q, k, v = self.qkv(x).split(C, dim=2)
-    qkv = _guards.attr(self, "qkv")
-    q, k, v = F.linear(x, _guards.attr(qkv, "weight"), _guards.attr(qkv, "bias")).split(
-        C, dim=2
-    )
+    q, k, v = _guards.attr(self, "qkv")(x).split(C, dim=2)
     # q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     num_heads = self.num_heads
     head_dim = self.head_dim
@@ -151,21 +120,13 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     del q, k
     # scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
     scores = scores.masked_fill(_guards.attr(self, "mask")[:T, :T] == 0, -math.inf)
-    # weights = F.softmax(scores, dim=-1)
     weights = F.softmax(scores, dim=-1)
     del scores
-    # weights = self.dropout(weights)
-    dropout = _guards.attr(self, "dropout")
-    if dropout.training:
-        weights = dropout(weights)
-    # y = weights @ v
+    weights = _guards.attr(self, "dropout")(weights)
     y = weights @ v
-    del v
-    # y = y.transpose(1, 2).contiguous().view(B, T, C)
+    del v, weights
     y = y.transpose(1, 2).contiguous().view(B, T, C)  # Tensor[?, ?, ?]
-    # return self.proj(y)
-    proj = _guards.attr(self, "proj")
-    return F.linear(y, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
+    return _guards.attr(self, "proj")(y)
 
 
 CausalSelfAttention_forward_example_checks = _guards.entry_checks(
@@ -198,7 +159,6 @@ def CausalSelfAttention_forward_example(self, x: Tensor) -> Tensor:
         q @ k.permute(0, 1, 3, 2), _guards.attr(self, "mask")[:32, :32]
     )  # f32[B, 4, 32, 32]@cpu
     del q, k
-    # y = weights @ v
     y = weights @ v  # f32[B, 4, 32, 16]@cpu
     del v, weights
     # y = y.transpose(1, 2).contiguous().view(B, T, C)

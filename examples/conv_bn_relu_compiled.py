@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:0914569ea5b0be0c79ef6474230ee8b4922790e6b9354e3e8e32ae95a3dc4134"
+BODY_HASH = "sha256:f384ab767cf2552a8ba2836029723d722b2394af59756f0d200e898fbde1db9d"
 TORCH_VERSION = "2.13"
 
 
@@ -21,38 +21,25 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 extern "C" void bn_relu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s0, const float* __restrict in1, int64_t in1_s0,
-    const float* __restrict in2, int64_t in2_s0, const float* __restrict in3, int64_t in3_s0) {
-  {
-    const int64_t k = ts_fold(n2, n3);
-    n3 *= k; n2 /= k;
-  }
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
-      const float a0 = in0[i1 * in0_s0], a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0],
-          a3 = in3[i1 * in3_s0];
-      // return self.relu(self.bn(self.conv(x)))
-      const float v1 = a0 + 1e-05f, v2 = std::sqrt(v1), v3 = float(1) / v2, v4 = v3 * a1,
-          v5 = a2 * v4, v6 = a3 - v5;
-      #pragma omp simd
-      for (int64_t j = 0; j < n3; ++j) {
-        const float a4 = out0[o + j];
-        // return self.relu(self.bn(self.conv(x)))
-        const float v7 = a4 * v4, v8 = v7 + v6, v10 = ts_max(v8, 0.0f);
-        out0[o + j] = v10;
-      }
-      if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
+    int64_t n0, int64_t n1, int64_t n2, int64_t n3, ts_out<float> out0, ts_in<float> in0,
+    int64_t in0_s0, ts_in<float> in1, int64_t in1_s0, ts_in<float> in2, int64_t in2_s0,
+    ts_in<float> in3, int64_t in3_s0) {
+  ts_fold_into(n2, n3, true);
+  ts_rows_of({n0, n1, n2}, n3, [&](auto i0, auto i1, auto i2, auto o) {
+    // return self.relu(self.bn(self.conv(x)))
+    const float v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
+        v6 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v4);
+    #pragma omp simd
+    for (int64_t j = 0; j < n3; ++j) {
+      const float a4 = out0[o + j];
+      out0[o + j] = ts_max((a4 * v4) + v6, 0.0f);
     }
-  }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
+  });
 }
 
 template <bool unit>
-static void bn_row(
-    int64_t n2, float* __restrict out0, const float* __restrict p0, int64_t in0_s2,
-    const float* __restrict p1) {
+static TS_NOINLINE void bn_row(
+    int64_t n2, ts_out<float> out0, ts_in<float> p0, int64_t in0_s2, ts_in<float> p1) {
   const int64_t in0_step = unit ? 1 : in0_s2;
   const float a1 = p1[0];
   // pass 1 over the row: sum v2
@@ -74,183 +61,109 @@ static void bn_row(
 }
 
 extern "C" void bn_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in0,
-    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s0) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1;
-  const auto one_row = unit ? bn_row<true> : bn_row<false>;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1, i0 = begin / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1;
-      const auto* p1 = in1 + i1 * in1_s0;
-      const int64_t r = i0 * n1 + i1;  // the row
-      one_row(n2, out0 + r, p0, in0_s2, p1);
-      if (++i1 == n1) { i1 = 0; ++i0; }
-    }
-  }, n0 * n1, n0 * n1 * n2 >= 32768);
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
+    int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0) {
+  ts_rows_of({in0_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
+    bn_row<unit>(
+        n2, out0 + ((i0) * n1 + i1), in0 + i0 * in0_s0 + i1 * in0_s1, in0_s2, in1 + i1 * in1_s0);
+  });
 }
 
 extern "C" void bn_2_kernel(
-    int64_t n0, float* __restrict out0, float* __restrict out1, float* __restrict out2,
-    float* __restrict out3, const float* __restrict in0, int64_t in0_s0,
-    const float* __restrict in1, int64_t in1_s0, const float* __restrict in2, int64_t in2_s0,
-    const float* __restrict in3, int64_t in3_s0, const float* __restrict in4, int64_t in4_s0,
-    const float* __restrict in5, int64_t in5_s0, int64_t s0, int64_t s1) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s0 == 1 && in1_s0 == 1 && in2_s0 == 1 && in3_s0 == 1 && in4_s0 == 1 &&
-      in5_s0 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    const auto* p0 = in0 + begin * in0_s0;
-    const auto* p1 = in1 + begin * in1_s0;
-    const auto* p2 = in2 + begin * in2_s0;
-    const auto* p3 = in3 + begin * in3_s0;
-    const auto* p4 = in4 + begin * in4_s0;
-    const auto* p5 = in5 + begin * in5_s0;
-    const int64_t o = begin;
-    ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-      const int64_t in0_step = unit ? 1 : in0_s0, in1_step = unit ? 1 : in1_s0,
-          in2_step = unit ? 1 : in2_s0, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0,
-          in5_step = unit ? 1 : in5_s0;
-      #pragma omp simd
-      for (int64_t j = 0; j < end - begin; ++j) {
-        const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
-            a3 = p3[j * in3_step], a4 = p4[j * in4_step], a5 = p5[j * in5_step];
-        // return self.relu(self.bn(self.conv(x)))
-        const float v0 = a0 / static_cast<float>(s0), v2 = v0 + 1e-05f, v3 = std::sqrt(v2),
-            v4 = float(1) / v3, v5 = v4 * a1, v6 = a2 * v5, v7 = a3 - v6,
-            v8 = a0 / static_cast<float>(s1), v10 = a2 * 0.1f, v12 = a4 * 0.9f, v13 = v10 + v12,
-            v14 = v8 * 0.1f, v15 = a5 * 0.9f, v16 = v14 + v15;
-        out0[o + j] = v5;
-        out1[o + j] = v7;
-        out2[o + j] = v13;
-        out3[o + j] = v16;
-      }
-    });
-  }, n0, n0 >= 32768);
+    int64_t n0, ts_out<float> out0, ts_out<float> out1, ts_out<float> out2, ts_out<float> out3,
+    ts_in<float> in0, int64_t in0_s0, ts_in<float> in1, int64_t in1_s0, ts_in<float> in2,
+    int64_t in2_s0, ts_in<float> in3, int64_t in3_s0, ts_in<float> in4, int64_t in4_s0,
+    ts_in<float> in5, int64_t in5_s0, int64_t s0, int64_t s1) {
+  ts_chunks_of(
+      {in0_s0, in1_s0, in2_s0, in3_s0, in4_s0, in5_s0}, n0, [&](auto unit, auto o, auto end) {
+    const auto* p0 = in0 + o * in0_s0;
+    const auto* p1 = in1 + o * in1_s0;
+    const auto* p2 = in2 + o * in2_s0;
+    const auto* p3 = in3 + o * in3_s0;
+    const auto* p4 = in4 + o * in4_s0;
+    const auto* p5 = in5 + o * in5_s0;
+    const int64_t in0_step = unit ? 1 : in0_s0, in1_step = unit ? 1 : in1_s0,
+        in2_step = unit ? 1 : in2_s0, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0,
+        in5_step = unit ? 1 : in5_s0;
+    #pragma omp simd
+    for (int64_t j = 0; j < end - o; ++j) {
+      // return self.relu(self.bn(self.conv(x)))
+      const float a0 = p0[j * in0_step],
+          v5 = (float(1) / std::sqrt((a0 / static_cast<float>(s0)) + 1e-05f)) * p1[j * in1_step];
+      out0[o + j] = v5;
+      const float a2 = p2[j * in2_step];
+      out1[o + j] = p3[j * in3_step] - (a2 * v5);
+      out2[o + j] = (a2 * 0.1f) + (p4[j * in4_step] * 0.9f);
+      out3[o + j] = ((a0 / static_cast<float>(s1)) * 0.1f) + (p5[j * in5_step] * 0.9f);
+    }
+  });
 }
 
 extern "C" void ConvBNReLU_forward_bn_relu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, int64_t n3, float* __restrict out0,
-    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3,
-    const float* __restrict in1, int64_t in1_s0, const float* __restrict in2, int64_t in2_s0) {
-  if (in0_s2 == in0_s3 * n3) {
-    const int64_t k = ts_fold(n2, n3);
-    n3 *= k; n2 /= k; in0_s2 *= k;
-  }
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s3 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i2 = begin % n2, i1 = begin / n2 % n1, i0 = begin / n2 / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2;
-      const int64_t o = ((i0 * n1 + i1) * n2 + i2) * n3;
-      const float a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0];
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in0_step = unit ? 1 : in0_s3;
-        #pragma omp simd
-        for (int64_t j = 0; j < n3; ++j) {
-          const float a0 = p0[j * in0_step];
-          // return self.relu(self.bn(self.conv(x)))
-          const float v0 = a0 * a1, v1 = v0 + a2, v3 = ts_max(v1, 0.0f);
-          out0[o + j] = v3;
-        }
-      });
-      if (++i2 == n2) { i2 = 0; if (++i1 == n1) { i1 = 0; ++i0; } }
+    int64_t n0, int64_t n1, int64_t n2, int64_t n3, ts_out<float> out0, ts_in<float> in0,
+    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3, ts_in<float> in1,
+    int64_t in1_s0, ts_in<float> in2, int64_t in2_s0) {
+  ts_fold_into(n2, n3, in0_s2 == in0_s3 * n3, in0_s2);
+  ts_rows_of({in0_s3}, {n0, n1, n2}, n3, [&](auto unit, auto i0, auto i1, auto i2, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2;
+    const float a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0];
+    const int64_t in0_step = unit ? 1 : in0_s3;
+    #pragma omp simd
+    for (int64_t j = 0; j < n3; ++j) {
+      // return self.relu(self.bn(self.conv(x)))
+      out0[o + j] = ts_max((p0[j * in0_step] * a1) + a2, 0.0f);
     }
-  }, n0 * n1 * n2, n0 * n1 * n2 * n3 >= 32768);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def bn_relu_cpp(in0, in1, in2, in3, in4) -> Tensor:
-    """Fused: add, sqrt, reciprocal, mul, sub, clamp_min of `return self.relu(self.bn(self.conv(x)))`."""
-    out0 = in4.contiguous()
-    _lib.bn_relu_kernel(in4.shape[0], 16, 32, 32, out0, in0, in1, in2, in3)
-    return out0
+def bn_relu(m0, in4) -> Tensor:
+    in0, in1, in2, in3 = _guards.attrs(m0, "running_var weight running_mean bias")
+    return _lib.bn_relu_kernel(in4.shape, in4.contiguous(), in0, in1, in2, in3)
 
 
-def bn_cpp(in0, in1) -> Tensor:
-    """Fused: sub, mul, sum of `return self.relu(self.bn(self.conv(x)))`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 16, 1, dtype=torch.float32)
-    _lib.bn_kernel(n0, 16, 1024, out0, in0, in1)
-    return out0
+def bn(in0, in1) -> Tensor:
+    n0, n1, n2 = in0.shape
+    return _lib.bn_kernel(
+        n0, n1, n2, torch.empty(n0, n1, 1, dtype=torch.float32), in0, in1
+    )
 
 
-def bn_2_cpp(
-    in0, in1, in2, in3, in4, in5, s0: int, s1: int
+def bn_2(
+    in0, m0, in2, in4, in5, s0: int, s1: int
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Fused: div, add, sqrt, reciprocal, mul, sub of `return self.relu(self.bn(self.conv(x)))`."""
-    out0 = torch.empty(16, dtype=torch.float32)
-    out1 = torch.empty(16, dtype=torch.float32)
-    out2 = torch.empty(16, dtype=torch.float32)
-    out3 = torch.empty(16, dtype=torch.float32)
-    _lib.bn_2_kernel(16, out0, out1, out2, out3, in0, in1, in2, in3, in4, in5, s0, s1)
-    return out0, out1, out2, out3
+    in1, in3 = _guards.attrs(m0, "weight bias")
+    return _lib.bn_2_kernel(
+        16,
+        torch.empty(16, dtype=torch.float32),
+        torch.empty(16, dtype=torch.float32),
+        torch.empty(16, dtype=torch.float32),
+        torch.empty(16, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+        in3,
+        in4,
+        in5,
+        s0,
+        s1,
+    )
 
 
-def ConvBNReLU_forward_bn_relu_cpp(in0, in1, in2) -> Tensor:
-    """Fused: mul, add, clamp_min of `return self.relu(self.bn(self.conv(x)))`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 16, 32, 32, dtype=torch.float32)
-    _lib.ConvBNReLU_forward_bn_relu_kernel(n0, 16, 32, 32, out0, in0, in1, in2)
-    return out0
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-bn_relu = _kernels.launcher(globals(), "bn_relu", "cpu")
-bn = _kernels.launcher(globals(), "bn", "cpu")
-bn_2 = _kernels.launcher(globals(), "bn_2", "cpu")
-ConvBNReLU_forward_bn_relu = _kernels.launcher(
-    globals(), "ConvBNReLU_forward_bn_relu", "cpu"
-)
-
-
-ConvBNReLU_forward_checks = _guards.entry_checks(
-    ("conv", "torch.nn.Conv2d", "zeros_padding"),
-    ("bn", "torch.nn.BatchNorm2d", "running_stats"),
-    ("relu", "torch.nn.ReLU"),
-)
+def ConvBNReLU_forward_bn_relu(in0, in1, in2) -> Tensor:
+    n0, n1, n2, n3 = in0.shape
+    return _lib.ConvBNReLU_forward_bn_relu_kernel(
+        n0, n1, n2, n3, torch.empty(n0, n1, n2, n3, dtype=torch.float32), in0, in1, in2
+    )
 
 
 def ConvBNReLU_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_entry(self, ConvBNReLU_forward_checks)
-    # return self.relu(self.bn(self.conv(x)))
-    conv = _guards.attr(self, "conv")
-    tmp = F.conv2d(
-        x,
-        _guards.attr(conv, "weight"),
-        _guards.attr(conv, "bias"),
-        conv.stride,
-        conv.padding,
-        conv.dilation,
-        conv.groups,
+    return _guards.attr(self, "relu")(
+        _guards.attr(self, "bn")(_guards.attr(self, "conv")(x))
     )
-    bn_1 = _guards.attr(self, "bn")
-    if bn_1.training:
-        tmp_1 = bn_1(tmp)
-    else:
-        tmp_1 = F.batch_norm(
-            tmp,
-            _guards.attr(bn_1, "running_mean"),
-            _guards.attr(bn_1, "running_var"),
-            _guards.attr(bn_1, "weight"),
-            _guards.attr(bn_1, "bias"),
-            False,
-            0.0,
-            bn_1.eps,
-        )
-    del tmp
-    if _guards.attr(self, "relu").inplace:
-        tmp_2 = F.relu(tmp_1, inplace=True)
-    else:
-        tmp_2 = F.relu(tmp_1)
-    del tmp_1
-    return tmp_2
 
 
 # fmt: off
@@ -269,14 +182,9 @@ def ConvBNReLU_forward_example(self, x: Tensor) -> Tensor:
     _guards.check_entry(self, ConvBNReLU_forward_example_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 3, 32, 32))
     # return self.relu(self.bn(self.conv(x)))
-    conv = _guards.attr(self, "conv")
-    bn_1 = _guards.attr(self, "bn")
     return bn_relu(
-        _guards.attr(bn_1, "running_var").reshape(16, 1, 1),
-        _guards.attr(bn_1, "weight").reshape(16, 1, 1),
-        _guards.attr(bn_1, "running_mean").reshape(16, 1, 1),
-        _guards.attr(bn_1, "bias").reshape(16, 1, 1),
-        F.conv2d(x, _guards.attr(conv, "weight"), None, (1, 1), (1, 1), (1, 1), 1),
+        _guards.attr(self, "bn"),
+        F.conv2d(x, _guards.at(self, "conv.weight"), None, (1, 1), (1, 1)),
     )
 
 
@@ -298,9 +206,8 @@ def ConvBNReLU_forward_example_train(self, x: Tensor) -> Tensor:
     _guards.check_entry(self, ConvBNReLU_forward_example_train_checks)
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 3, 32, 32))
     # return self.relu(self.bn(self.conv(x)))
-    conv = _guards.attr(self, "conv")
     # tmp: f32[B, 16, 32, 32]@cpu
-    tmp = F.conv2d(x, _guards.attr(conv, "weight"), None, (1, 1), (1, 1), (1, 1), 1)
+    tmp = F.conv2d(x, _guards.at(self, "conv.weight"), None, (1, 1), (1, 1))
     bn_1 = _guards.attr(self, "bn")
     _guards.attr(bn_1, "num_batches_tracked").add_(1)
     running_mean = _guards.attr(bn_1, "running_mean")  # f32[16]@cpu
@@ -311,9 +218,8 @@ def ConvBNReLU_forward_example_train(self, x: Tensor) -> Tensor:
     tmp_4 = torch.sum(torch.sum(tmp_3, 2, keepdim=True), 0) / tmp_2  # f32[16, 1]@cpu
     tmp_5, tmp_6, tmp_7, tmp_8 = bn_2(
         torch.sum(bn(tmp_3, tmp_4), 0).reshape(16),
-        _guards.attr(bn_1, "weight"),
+        bn_1,
         tmp_4.reshape(16),
-        _guards.attr(bn_1, "bias"),
         running_mean,
         running_var,
         tmp_2,
@@ -324,9 +230,7 @@ def ConvBNReLU_forward_example_train(self, x: Tensor) -> Tensor:
     del tmp_7
     running_var.copy_(tmp_8)
     del tmp_8
-    return ConvBNReLU_forward_bn_relu(
-        tmp, tmp_5.reshape(16, 1, 1), tmp_6.reshape(16, 1, 1)
-    )
+    return ConvBNReLU_forward_bn_relu(tmp, tmp_5, tmp_6)
 
 
 COMPILED = {

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "indexing.py"
 SOURCE_HASH = "sha256:c47f2bde9b58621ccaa1ab1a89c5a50c42f80e3589eb98f7f8ec28d91e02ee7a"
-BODY_HASH = "sha256:b728734adac854cce543491060c8aa10f015c6872b38b560ca4a2417f2fa89a0"
+BODY_HASH = "sha256:b475fc73b8a6991be099770b1c5200920755554ed2691a146ab74c4c63722cfa"
 TORCH_VERSION = "2.13"
 
 
@@ -20,43 +20,28 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 extern "C" void mul_add_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    int64_t in0_s1, const float* __restrict in1, int64_t in1_s0) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s1 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    for (int64_t i0 = begin; i0 < end; ++i0) {
-      const auto* p0 = in0 + i0 * in0_s0;
-      const int64_t o = i0 * n1;
-      const float a1 = in1[i0 * in1_s0];
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in0_step = unit ? 1 : in0_s1;
-        #pragma omp simd
-        for (int64_t j = 0; j < n1; ++j) {
-          const float a0 = p0[j * in0_step];
-          // return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
-          const float v1 = a0 * 2.0f, v2 = v1 + a1;
-          out0[o + j] = v2;
-        }
-      });
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
+    ts_in<float> in1, int64_t in1_s0) {
+  ts_rows_of({in0_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const float a1 = in1[i0 * in1_s0];
+    const int64_t in0_step = unit ? 1 : in0_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
+      out0[o + j] = (p0[j * in0_step] * 2.0f) + a1;
     }
-  }, n0, n0 * n1 >= 32768);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def mul_add_cpp(in0, in1) -> Tensor:
-    """Fused: mul, add of `return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 16, dtype=torch.float32)
-    _lib.mul_add_kernel(n0, 16, out0, in0, in1)
-    return out0
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-mul_add = _kernels.launcher(globals(), "mul_add", "cpu")
+def mul_add(in0, in1) -> Tensor:
+    n0, n1 = in0.shape
+    return _lib.mul_add_kernel(
+        n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1
+    )
 
 
 def indexing(
@@ -64,29 +49,18 @@ def indexing(
 ) -> tuple[Tensor, Tensor, Tensor]:
     _guards.check_tensor(x, "x")
     _guards.check_tensor(acc, "acc")
-    # evens = x[:, ::2]
     evens = x[:, ::2]
-    # last = x[..., -1]
     last = x[..., -1]
-    # window = x[1:-1, None, 2:10:3]
     window = x[1:-1, None, 2:10:3]
     # picked = x[x > threshold]  # 1-d, its length depends on the data
     picked = x[x > threshold]
-    # y = x.clone()
     y = x.clone()
-    # y[y < 0] = 0.0
     y[y < 0] = 0.0
-    # y[:, :4] = last[:, None]
     y[:, :4] = last[:, None]
-    # y[0] += 1.0
     y[0] += 1.0
-    # acc.mul_(2)
     acc.mul_(2)
-    # acc += evens.sum(dim=1, keepdim=True)
     acc += evens.sum(dim=1, keepdim=True)
-    # acc[:, 0] = 0.0
     acc[:, 0] = 0.0
-    # return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
     return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
 
 
@@ -98,27 +72,17 @@ def indexing_example(
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 32))
     _guards.check_tensor(acc, "acc", torch.float32, "cpu", (None, 16))
     _guards.check_size(acc, 0, x.size(0), "acc")
-    # evens = x[:, ::2]
     evens = x[:, ::2]  # f32[B, 16]@cpu
-    # last = x[..., -1]
     last = x[..., -1]  # f32[B]@cpu
-    # window = x[1:-1, None, 2:10:3]
     window = x[1:-1, None, 2:10:3]  # f32[Max(0, B - 2), 1, 3]@cpu
     # picked = x[x > threshold]  # 1-d, its length depends on the data
     picked = x[x > threshold]  # f32[?]@cpu
-    # y = x.clone()
     y = x.clone()  # f32[B, 32]@cpu
-    # y[y < 0] = 0.0
     y[y < 0] = 0.0
-    # y[:, :4] = last[:, None]
     y[:, :4] = last[:, None]
-    # y[0] += 1.0
     y[0] += 1.0
-    # acc.mul_(2)
     acc.mul_(2)
-    # acc += evens.sum(dim=1, keepdim=True)
     acc += evens.sum(dim=1, keepdim=True)
-    # acc[:, 0] = 0.0
     acc[:, 0] = 0.0
     # return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
     return mul_add(evens, last.unsqueeze(1)), y + window.sum(), picked

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:b90edf7e6d479bcef5c16332bd406b472374766d16170139892b5be3e109f15f"
+BODY_HASH = "sha256:8a4a29588654855d2b3c8c4f9341fe4f1d6fdc0ead6031784d726d23fbdcffd0"
 TORCH_VERSION = "2.13"
 
 
@@ -21,68 +21,53 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 extern "C" void sigmoid_tanh_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, float* __restrict out1,
-    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
-    int64_t in1_s0, int64_t in1_s1, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1,
-    const float* __restrict in3, int64_t in3_s0, int64_t in3_s1, const float* __restrict in4,
-    int64_t in4_s0, int64_t in4_s1) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 &&
-      in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1) {
-    const int64_t k = ts_fold(n0, n1);
-    n1 *= k; n0 /= k; in0_s0 *= k; in1_s0 *= k; in2_s0 *= k; in3_s0 *= k; in4_s0 *= k;
-  }
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s1 == 1 && in1_s1 == 1 && in2_s1 == 1 && in3_s1 == 1 && in4_s1 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    for (int64_t i0 = begin; i0 < end; ++i0) {
-      const auto* p0 = in0 + i0 * in0_s0;
-      const auto* p1 = in1 + i0 * in1_s0;
-      const auto* p2 = in2 + i0 * in2_s0;
-      const auto* p3 = in3 + i0 * in3_s0;
-      const auto* p4 = in4 + i0 * in4_s0;
-      const int64_t o = i0 * n1;
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
-            in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
-        #pragma omp simd
-        for (int64_t j = 0; j < n1; ++j) {
-          const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
-              a3 = p3[j * in3_step], a4 = p4[j * in4_step];
-          // i = torch.sigmoid(i)
-          const float v0 = -a0, v1 = torchscribe::ts_exp(v0), v3 = 1.0f + v1, v4 = float(1) / v3;
-          // f = torch.sigmoid(f)
-          const float v5 = -a1, v6 = torchscribe::ts_exp(v5), v7 = 1.0f + v6, v8 = float(1) / v7;
-          // g = torch.tanh(g)
-          const float v9 = torchscribe::ts_tanh(a2);
-          // o = torch.sigmoid(o)
-          const float v10 = -a3, v11 = torchscribe::ts_exp(v10), v12 = 1.0f + v11,
-              v13 = float(1) / v12;
-          // c = f * c + i * g
-          const float v14 = v8 * a4, v15 = v4 * v9, v16 = v14 + v15;
-          // h = o * torch.tanh(c)
-          const float v17 = torchscribe::ts_tanh(v16), v18 = v13 * v17;
-          out0[o + j] = v16;
-          out1[o + j] = v18;
-        }
-      });
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
+    int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1,
+    ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, ts_in<float> in3, int64_t in3_s0,
+    int64_t in3_s1, ts_in<float> in4, int64_t in4_s0, int64_t in4_s1) {
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 && in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1, in0_s0, in1_s0, in2_s0, in3_s0, in4_s0);
+  ts_rows_of({in0_s1, in1_s1, in2_s1, in3_s1, in4_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const auto* p2 = in2 + i0 * in2_s0;
+    const auto* p3 = in3 + i0 * in3_s0;
+    const auto* p4 = in4 + i0 * in4_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
+        in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // i = torch.sigmoid(i)
+      const float v4 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
+      // f = torch.sigmoid(f)
+      const float v8 = float(1) / (1.0f + torchscribe::ts_exp(-p1[j * in1_step]));
+      // g = torch.tanh(g)
+      const float v9 = torchscribe::ts_tanh(p2[j * in2_step]);
+      // o = torch.sigmoid(o)
+      const float v13 = float(1) / (1.0f + torchscribe::ts_exp(-p3[j * in3_step]));
+      // c = f * c + i * g
+      const float v16 = (v8 * p4[j * in4_step]) + (v4 * v9);
+      out0[o + j] = v16;
+      // h = o * torch.tanh(c)
+      out1[o + j] = v13 * torchscribe::ts_tanh(v16);
     }
-  }, n0, n0 * n1 >= 32768);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def sigmoid_tanh_cpp(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
-    """Fused: neg, exp, add, reciprocal, tanh, mul of `for t in range(x.size(0)):`, `i = torch.sigmoid(i)`, `f = torch.sigmoid(f)` and 4 more lines."""
-    out0 = torch.empty(8, 64, dtype=torch.float32)
-    out1 = torch.empty(8, 64, dtype=torch.float32)
-    _lib.sigmoid_tanh_kernel(8, 64, out0, out1, in0, in1, in2, in3, in4)
-    return out0, out1
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-sigmoid_tanh = _kernels.launcher(globals(), "sigmoid_tanh", "cpu")
+def sigmoid_tanh(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
+    return _lib.sigmoid_tanh_kernel(
+        8,
+        64,
+        torch.empty(8, 64, dtype=torch.float32),
+        torch.empty(8, 64, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+        in3,
+        in4,
+    )
 
 
 def LSTM_forward(
@@ -91,37 +76,19 @@ def LSTM_forward(
     state: tuple[Tensor, Tensor],
 ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "gates", "torch.nn.Linear")
-    # h, c = state
     h, c = state
     # outputs: list[Tensor] = []
     outputs = []
-    # for t in range(x.size(0)):
     for t in range(x.size(0)):
-        # gates = self.gates(torch.cat([x[t], h], dim=1))
-        gates_module = _guards.attr(self, "gates")
-        gates = F.linear(
-            torch.cat([x[t], h], dim=1),
-            _guards.attr(gates_module, "weight"),
-            _guards.attr(gates_module, "bias"),
-        )
-        # i, f, g, o = gates.chunk(4, dim=1)
+        gates = _guards.attr(self, "gates")(torch.cat([x[t], h], dim=1))
         i, f, g, o = gates.chunk(4, dim=1)
-        # i = torch.sigmoid(i)
         i = torch.sigmoid(i)
-        # f = torch.sigmoid(f)
         f = torch.sigmoid(f)
-        # g = torch.tanh(g)
         g = torch.tanh(g)
-        # o = torch.sigmoid(o)
         o = torch.sigmoid(o)
-        # c = f * c + i * g
         c = f * c + i * g
-        # h = o * torch.tanh(c)
         h = o * torch.tanh(c)
-        # outputs.append(h)
         outputs.append(h)
-    # return torch.stack(outputs), (h, c)
     return torch.stack(outputs), (h, c)
 
 
@@ -140,11 +107,9 @@ def LSTM_forward_example(
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 8, 32))
     _guards.check_tensor(state[0], "state[0]", torch.float32, "cpu", (8, 64))
     _guards.check_tensor(state[1], "state[1]", torch.float32, "cpu", (8, 64))
-    # h, c = state
     h, c = state
     # outputs: list[Tensor] = []
     outputs = []
-    # for t in range(x.size(0)):
     for t in range(x.size(0)):
         # gates = self.gates(torch.cat([x[t], h], dim=1))
         gates_module = _guards.attr(self, "gates")
@@ -153,13 +118,10 @@ def LSTM_forward_example(
             _guards.attr(gates_module, "weight"),
             _guards.attr(gates_module, "bias"),
         )  # f32[8, 256]@cpu
-        # i, f, g, o = gates.chunk(4, dim=1)
         i, f, g, o = gates.chunk(4, dim=1)
         # h = o * torch.tanh(c)
         c, h = sigmoid_tanh(i, f, g, o, c)
-        # outputs.append(h)
         outputs.append(h)
-    # return torch.stack(outputs), (h, c)
     return torch.stack(outputs), (h, c)
 
 

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:6628280bb133e5bfe029e576307058a7a5b2af18513b50cee9d3c75f7059dab4"
+BODY_HASH = "sha256:12db3df598df7808b64de7639dc4cea3f6fd22b996cd9f83346dff48a7785798"
 TORCH_VERSION = "2.13"
 
 
@@ -21,36 +21,23 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 extern "C" void fc1_gelu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
-    int64_t in1_s0) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in1_s0 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1, i0 = begin / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p1 = in1;
-      const int64_t o = (i0 * n1 + i1) * n2;
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in1_step = unit ? 1 : in1_s0;
-        #pragma omp simd
-        for (int64_t j = 0; j < n2; ++j) {
-          const float a0 = out0[o + j], a1 = p1[j * in1_step];
-          // h = F.gelu(self.fc1(x))
-          const float v0 = a0 + a1, v2 = v0 * 0.7071067811865476f, v3 = torchscribe::ts_erf(v2),
-              v5 = v0 * 0.5f, v7 = 1.0f + v3, v8 = v5 * v7;
-          out0[o + j] = v8;
-        }
-      });
-      if (++i1 == n1) { i1 = 0; ++i0; }
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in1, int64_t in1_s0) {
+  ts_rows_of({in1_s0}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
+    const int64_t in1_step = unit ? 1 : in1_s0;
+    #pragma omp simd
+    for (int64_t j = 0; j < n2; ++j) {
+      // h = F.gelu(self.fc1(x))
+      const float a0 = out0[o + j], v0 = a0 + in1[j * in1_step];
+      out0[o + j] = (v0 * 0.5f) * (1.0f + torchscribe::ts_erf(v0 * 0.7071067811865476f));
     }
-  }, n0 * n1, n0 * n1 * n2 >= 32768);
+  });
 }
 
 template <bool unit>
-static void fc2_norm_row(
-    int64_t n2, float* __restrict out0, int64_t in0_s2, const float* __restrict p1, int64_t in1_s0,
-    const float* __restrict p2, int64_t in2_s2, const float* __restrict p3, int64_t in3_s0,
-    const float* __restrict p4, int64_t in4_s0) {
+static TS_NOINLINE void fc2_norm_row(
+    int64_t n2, ts_out<float> out0, int64_t in0_s2, ts_in<float> p1, int64_t in1_s0,
+    ts_in<float> p2, int64_t in2_s2, ts_in<float> p3, int64_t in3_s0, ts_in<float> p4,
+    int64_t in4_s0) {
   const float* p0 = out0;
   const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
       in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
@@ -125,76 +112,36 @@ static void fc2_norm_row(
 }
 
 extern "C" void fc2_norm_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
-    int64_t in1_s0, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
-    const float* __restrict in3, int64_t in3_s0, const float* __restrict in4, int64_t in4_s0) {
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in1, int64_t in1_s0,
+    ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2, ts_in<float> in3,
+    int64_t in3_s0, ts_in<float> in4, int64_t in4_s0) {
   const int64_t in0_s2 = 1;  // (in0 is read from out0, which is dense)
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s0 == 1 && in2_s2 == 1 && in3_s0 == 1 && in4_s0 == 1;
-  const auto one_row = unit ? fc2_norm_row<true> : fc2_norm_row<false>;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1, i0 = begin / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p0 = out0 + (i0 * n1 + i1) * n2;
-      const auto* p1 = in1;
-      const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
-      const auto* p3 = in3;
-      const auto* p4 = in4;
-      const int64_t r = i0 * n1 + i1;  // the row
-      one_row(n2, out0 + r * n2, in0_s2, p1, in1_s0, p2, in2_s2, p3, in3_s0, p4, in4_s0);
-      if (++i1 == n1) { i1 = 0; ++i0; }
-    }
-  }, n0 * n1, n0 * n1 * n2 >= 32768);
+  ts_rows_of(
+      {in0_s2, in1_s0, in2_s2, in3_s0, in4_s0}, {n0, n1}, n2,
+      [&](auto unit, auto i0, auto i1, auto o) {
+    fc2_norm_row<unit>(
+        n2, out0 + o, in0_s2, in1, in1_s0, in2 + i0 * in2_s0 + i1 * in2_s1, in2_s2, in3, in3_s0, in4,
+        in4_s0);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def fc1_gelu_cpp(in0, in1) -> Tensor:
-    """Fused: add, mul, erf of `h = F.gelu(self.fc1(x))`."""
-    out0 = in0.contiguous()
-    _lib.fc1_gelu_kernel(in0.shape[0], 16, 256, out0, in1)
-    return out0
+def fc1_gelu(in0, in1) -> Tensor:
+    return _lib.fc1_gelu_kernel(in0.shape, in0.contiguous(), in1)
 
 
-def fc2_norm_cpp(in0, in1, in2, in3, in4) -> Tensor:
-    """Fused: add, sum, div, sub, mul, rsqrt of `h = self.fc2(h)` and `return self.norm(x + h)`."""
-    out0 = in0.contiguous()
-    _lib.fc2_norm_kernel(in0.shape[0], 16, 64, out0, in1, in2, in3, in4)
-    return out0
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-fc1_gelu = _kernels.launcher(globals(), "fc1_gelu", "cpu")
-fc2_norm = _kernels.launcher(globals(), "fc2_norm", "cpu")
-
-
-MLP_forward_checks = _guards.entry_checks(
-    ("fc1", "torch.nn.Linear"),
-    ("fc2", "torch.nn.Linear"),
-    ("norm", "torch.nn.LayerNorm"),
-)
+def fc2_norm(in0, in1, in2, m0) -> Tensor:
+    in3, in4 = _guards.attrs(m0, "weight bias")
+    return _lib.fc2_norm_kernel(in0.shape, in0.contiguous(), in1, in2, in3, in4)
 
 
 def MLP_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_entry(self, MLP_forward_checks)
-    # h = F.gelu(self.fc1(x))
-    fc1 = _guards.attr(self, "fc1")
-    h = F.gelu(F.linear(x, _guards.attr(fc1, "weight"), _guards.attr(fc1, "bias")))
-    # h = self.fc2(h)
-    fc2 = _guards.attr(self, "fc2")
-    h = F.linear(h, _guards.attr(fc2, "weight"), _guards.attr(fc2, "bias"))
-    # return self.norm(x + h)
-    norm = _guards.attr(self, "norm")
-    return F.layer_norm(
-        x + h,
-        norm.normalized_shape,
-        _guards.attr(norm, "weight"),
-        _guards.attr(norm, "bias"),
-        norm.eps,
-    )
+    h = F.gelu(_guards.attr(self, "fc1")(x))
+    h = _guards.attr(self, "fc2")(h)
+    return _guards.attr(self, "norm")(x + h)
 
 
 # fmt: off
@@ -218,13 +165,11 @@ def MLP_forward_example(self, x: Tensor) -> Tensor:
     # h = self.fc2(h)
     fc2 = _guards.attr(self, "fc2")
     # return self.norm(x + h)
-    norm = _guards.attr(self, "norm")
     return fc2_norm(
         F.linear(h, _guards.attr(fc2, "weight")),
         _guards.attr(fc2, "bias"),
         x,
-        _guards.attr(norm, "weight"),
-        _guards.attr(norm, "bias"),
+        _guards.attr(self, "norm"),
     )
 
 

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:a82be2a3d7b2b08de690edf2d3d7144e23ca029909c32bb300ac598af221f910"
+BODY_HASH = "sha256:d3c15899b8406eb39912aea0e1bbece7cf9e12bc776aba81d3481e76e4f53eee"
 TORCH_VERSION = "2.13"
 
 
@@ -21,9 +21,9 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 template <bool unit>
-static void norm_row(
-    int64_t n2, float* __restrict out0, const float* __restrict p0, int64_t in0_s2,
-    const float* __restrict p1, int64_t in1_s0, const float* __restrict p2, int64_t in2_s0) {
+static TS_NOINLINE void norm_row(
+    int64_t n2, ts_out<float> out0, ts_in<float> p0, int64_t in0_s2, ts_in<float> p1,
+    int64_t in1_s0, ts_in<float> p2, int64_t in2_s0) {
   const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
       in2_step = unit ? 1 : in2_s0;
   // pass 1 over the row: sum v0
@@ -86,30 +86,19 @@ static void norm_row(
 }
 
 extern "C" void norm_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in0,
-    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, const float* __restrict in1, int64_t in1_s0,
-    const float* __restrict in2, int64_t in2_s0) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s0 == 1 && in2_s0 == 1;
-  const auto one_row = unit ? norm_row<true> : norm_row<false>;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1, i0 = begin / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1;
-      const auto* p1 = in1;
-      const auto* p2 = in2;
-      const int64_t r = i0 * n1 + i1;  // the row
-      one_row(n2, out0 + r * n2, p0, in0_s2, p1, in1_s0, p2, in2_s0);
-      if (++i1 == n1) { i1 = 0; ++i0; }
-    }
-  }, n0 * n1, n0 * n1 * n2 >= 32768);
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
+    int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0, ts_in<float> in2,
+    int64_t in2_s0) {
+  ts_rows_of({in0_s2, in1_s0, in2_s0}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
+    norm_row<unit>(n2, out0 + o, in0 + i0 * in0_s0 + i1 * in0_s1, in0_s2, in1, in1_s0, in2, in2_s0);
+  });
 }
 
 template <bool unit>
-static void fc_silu_norm_row(
-    int64_t n2, float* __restrict out0, float* __restrict out1, int64_t in0_s2,
-    const float* __restrict p1, int64_t in1_s0, const float* __restrict p2, int64_t in2_s2,
-    const float* __restrict p3, int64_t in3_s0, const float* __restrict p4, int64_t in4_s0) {
+static TS_NOINLINE void fc_silu_norm_row(
+    int64_t n2, ts_out<float> out0, ts_out<float> out1, int64_t in0_s2, ts_in<float> p1,
+    int64_t in1_s0, ts_in<float> p2, int64_t in2_s2, ts_in<float> p3, int64_t in3_s0,
+    ts_in<float> p4, int64_t in4_s0) {
   const float* p0 = out1;
   const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
       in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
@@ -185,147 +174,88 @@ static void fc_silu_norm_row(
 }
 
 extern "C" void fc_silu_norm_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, float* __restrict out1,
-    const float* __restrict in1, int64_t in1_s0, const float* __restrict in2, int64_t in2_s0,
-    int64_t in2_s1, int64_t in2_s2, const float* __restrict in3, int64_t in3_s0,
-    const float* __restrict in4, int64_t in4_s0) {
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_out<float> out1, ts_in<float> in1,
+    int64_t in1_s0, ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
+    ts_in<float> in3, int64_t in3_s0, ts_in<float> in4, int64_t in4_s0) {
   const int64_t in0_s2 = 1;  // (in0 is read from out1, which is dense)
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s2 == 1 && in1_s0 == 1 && in2_s2 == 1 && in3_s0 == 1 && in4_s0 == 1;
-  const auto one_row = unit ? fc_silu_norm_row<true> : fc_silu_norm_row<false>;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1, i0 = begin / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p0 = out1 + (i0 * n1 + i1) * n2;
-      const auto* p1 = in1;
-      const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
-      const auto* p3 = in3;
-      const auto* p4 = in4;
-      const int64_t r = i0 * n1 + i1;  // the row
-      one_row(
-          n2, out0 + r * n2, out1 + r * n2, in0_s2, p1, in1_s0, p2, in2_s2, p3, in3_s0, p4, in4_s0);
-      if (++i1 == n1) { i1 = 0; ++i0; }
-    }
-  }, n0 * n1, n0 * n1 * n2 >= 32768);
+  ts_rows_of(
+      {in0_s2, in1_s0, in2_s2, in3_s0, in4_s0}, {n0, n1}, n2,
+      [&](auto unit, auto i0, auto i1, auto o) {
+    fc_silu_norm_row<unit>(
+        n2, out0 + o, out1 + o, in0_s2, in1, in1_s0, in2 + i0 * in2_s0 + i1 * in2_s1, in2_s2, in3,
+        in3_s0, in4, in4_s0);
+  });
 }
 
 extern "C" void fc_silu_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in1,
-    int64_t in1_s0, const float* __restrict in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in1_s0 == 1 && in2_s2 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1, i0 = begin / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p1 = in1;
-      const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
-      const int64_t o = (i0 * n1 + i1) * n2;
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s2;
-        #pragma omp simd
-        for (int64_t j = 0; j < n2; ++j) {
-          const float a0 = out0[o + j], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
-          // return F.silu(self.fc(self.norm(x)))
-          const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v4 = 1.0f + v2,
-              v5 = v0 / v4;
-          // x = x + self.residual_scale * layer(x)
-          const float v7 = 0.5f * v5, v8 = a2 + v7;
-          out0[o + j] = v8;
-        }
-      });
-      if (++i1 == n1) { i1 = 0; ++i0; }
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in1, int64_t in1_s0,
+    ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2) {
+  ts_rows_of({in1_s0, in2_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
+    const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
+    const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s2;
+    #pragma omp simd
+    for (int64_t j = 0; j < n2; ++j) {
+      // return F.silu(self.fc(self.norm(x)))
+      const float a0 = out0[o + j], v0 = a0 + in1[j * in1_step],
+          v5 = v0 / (1.0f + torchscribe::ts_exp(-v0));
+      // x = x + self.residual_scale * layer(x)
+      out0[o + j] = p2[j * in2_step] + (0.5f * v5);
     }
-  }, n0 * n1, n0 * n1 * n2 >= 32768);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def norm_cpp(in0, in1, in2) -> Tensor:
-    """Fused: sum, div, sub, add, mul, rsqrt of `return F.silu(self.fc(self.norm(x)))`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 16, 64, dtype=torch.float32)
-    _lib.norm_kernel(n0, 16, 64, out0, in0, in1, in2)
-    return out0
+def norm(in0, m0) -> Tensor:
+    in1, in2 = _guards.attrs(m0, "weight bias")
+    n0, n1, n2 = in0.shape
+    return _lib.norm_kernel(
+        n0, n1, n2, torch.empty(n0, n1, n2, dtype=torch.float32), in0, in1, in2
+    )
 
 
-def fc_silu_norm_cpp(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
-    """Fused: add, neg, exp, div, mul, sum, sub, rsqrt of `return F.silu(self.fc(self.norm(x)))` and `x = x + self.residual_scale * layer(x)`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 16, 64, dtype=torch.float32)
-    out1 = in0.contiguous()
-    _lib.fc_silu_norm_kernel(n0, 16, 64, out0, out1, in1, in2, in3, in4)
-    return out0, out1
+def fc_silu_norm(in0, in1, in2, m0) -> tuple[Tensor, Tensor]:
+    in3, in4 = _guards.attrs(m0, "weight bias")
+    n0, n1, n2 = in0.shape
+    return _lib.fc_silu_norm_kernel(
+        n0,
+        n1,
+        n2,
+        torch.empty(n0, n1, n2, dtype=torch.float32),
+        in0.contiguous(),
+        in1,
+        in2,
+        in3,
+        in4,
+    )
 
 
-def fc_silu_cpp(in0, in1, in2) -> Tensor:
-    """Fused: add, neg, exp, div, mul of `return F.silu(self.fc(self.norm(x)))` and `x = x + self.residual_scale * layer(x)`."""
-    out0 = in0.contiguous()
-    _lib.fc_silu_kernel(in0.shape[0], 16, 64, out0, in1, in2)
-    return out0
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-norm = _kernels.launcher(globals(), "norm", "cpu")
-fc_silu_norm = _kernels.launcher(globals(), "fc_silu_norm", "cpu")
-fc_silu = _kernels.launcher(globals(), "fc_silu", "cpu")
+def fc_silu(in0, in1, in2) -> Tensor:
+    return _lib.fc_silu_kernel(in0.shape, in0.contiguous(), in1, in2)
 
 
 def Block_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "norm", "torch.nn.LayerNorm")
-    _guards.check_module(self, "fc", "torch.nn.Linear")
-    # return F.silu(self.fc(self.norm(x)))
-    norm_1 = _guards.attr(self, "norm")
-    fc = _guards.attr(self, "fc")
-    return F.silu(
-        F.linear(
-            F.layer_norm(
-                x,
-                norm_1.normalized_shape,
-                _guards.attr(norm_1, "weight"),
-                _guards.attr(norm_1, "bias"),
-                norm_1.eps,
-            ),
-            _guards.attr(fc, "weight"),
-            _guards.attr(fc, "bias"),
-        )
-    )
+    return F.silu(_guards.attr(self, "fc")(_guards.attr(self, "norm")(x)))
 
 
 def Stack_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "head", "torch.nn.Linear")
-    # for layer in self.layers:
     for layer in _guards.attr(self, "layers"):
-        # x = x + self.residual_scale * layer(x)
         x = x + self.residual_scale * layer(x)
-    # return self.head(x)
-    head = _guards.attr(self, "head")
-    return F.linear(x, _guards.attr(head, "weight"), _guards.attr(head, "bias"))
+    return _guards.attr(self, "head")(x)
 
 
 # fmt: off
 Stack_forward_example_checks = _guards.entry_checks(
     ("", {"residual_scale": 0.5}),
     ("layers", "torch.nn.ModuleList", "len=4"),
-    ("layers.0", "Block"),
-    ("layers.1", "Block"),
-    ("layers.2", "Block"),
-    ("layers.3", "Block"),
-    ("layers.0.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
-        "normalized_shape": (64,)}),
-    ("layers.0.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
-    ("layers.1.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
-        "normalized_shape": (64,)}),
-    ("layers.1.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
-    ("layers.2.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
-        "normalized_shape": (64,)}),
-    ("layers.2.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
-    ("layers.3.norm", "torch.nn.LayerNorm", {"bias": [64], "weight": [64], "eps": 1e-05,
-        "normalized_shape": (64,)}),
-    ("layers.3.fc", "torch.nn.Linear", {"bias": [64], "weight": [64, 64]}),
+    (("layers.0", "layers.1", "layers.2", "layers.3"), "Block"),
+    (("layers.0.norm", "layers.1.norm", "layers.2.norm", "layers.3.norm"), "torch.nn.LayerNorm",
+        {"bias": [64], "weight": [64], "eps": 1e-05, "normalized_shape": (64,)}),
+    (("layers.0.fc", "layers.1.fc", "layers.2.fc", "layers.3.fc"), "torch.nn.Linear", {"bias": [64],
+        "weight": [64, 64]}),
     ("head", "torch.nn.Linear", {"bias": [10], "weight": [10, 64]}),
     tensors=(torch.float32, "cpu"),
 )
@@ -339,46 +269,36 @@ def Stack_forward_example(self, x: Tensor) -> Tensor:
     layers = _guards.attr(self, "layers")
     layer = _guards.item(layers, 0)
     # (inlined) return F.silu(self.fc(self.norm(x)))
-    norm_1 = _guards.attr(layer, "norm")
     fc = _guards.attr(layer, "fc")
     # for layer in self.layers:
-    layer = _guards.item(layers, 1)
+    layer_1 = _guards.item(layers, 1)
     # (inlined) return F.silu(self.fc(self.norm(x)))
-    norm_2 = _guards.attr(layer, "norm")
     x, tmp = fc_silu_norm(
-        F.linear(
-            norm(x, _guards.attr(norm_1, "weight"), _guards.attr(norm_1, "bias")),
-            _guards.attr(fc, "weight"),
-        ),
+        F.linear(norm(x, _guards.attr(layer, "norm")), _guards.attr(fc, "weight")),
         _guards.attr(fc, "bias"),
         x,
-        _guards.attr(norm_2, "weight"),
-        _guards.attr(norm_2, "bias"),
+        _guards.attr(layer_1, "norm"),
     )
-    fc = _guards.attr(layer, "fc")
+    fc = _guards.attr(layer_1, "fc")
     # for layer in self.layers:
     layer = _guards.item(layers, 2)
     # (inlined) return F.silu(self.fc(self.norm(x)))
-    norm_3 = _guards.attr(layer, "norm")
     x, tmp_1 = fc_silu_norm(
         F.linear(tmp, _guards.attr(fc, "weight")),
         _guards.attr(fc, "bias"),
         x,
-        _guards.attr(norm_3, "weight"),
-        _guards.attr(norm_3, "bias"),
+        _guards.attr(layer, "norm"),
     )
     del tmp
     fc = _guards.attr(layer, "fc")
     # for layer in self.layers:
     layer = _guards.item(layers, 3)
     # (inlined) return F.silu(self.fc(self.norm(x)))
-    norm_4 = _guards.attr(layer, "norm")
     x, tmp_2 = fc_silu_norm(
         F.linear(tmp_1, _guards.attr(fc, "weight")),
         _guards.attr(fc, "bias"),
         x,
-        _guards.attr(norm_4, "weight"),
-        _guards.attr(norm_4, "bias"),
+        _guards.attr(layer, "norm"),
     )
     del tmp_1
     fc = _guards.attr(layer, "fc")

@@ -16,7 +16,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:049e212bc85cd089e0c97d21220cbe831b159e4201679f81b1758eae1b9d3842"
+BODY_HASH = "sha256:7a1a3fa535a99c44b7a1deeaf16d84851ebb1a2e9bc55b400a107aeb6aefde49"
 TORCH_VERSION = "2.13"
 
 
@@ -24,83 +24,48 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 extern "C" void clamp_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in1_s1 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    for (int64_t i0 = begin; i0 < end; ++i0) {
-      const auto* p1 = in1 + i0 * in1_s0;
-      const int64_t o = i0 * n1;
-      const float a0 = in0[i0 * in0_s0];
-      // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-      const float v1 = ts_max(a0, 1.0f);
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in1_step = unit ? 1 : in1_s1;
-        #pragma omp simd
-        for (int64_t j = 0; j < n1; ++j) {
-          const float a1 = p1[j * in1_step];
-          // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-          const float v2 = a1 / v1;
-          out0[o + j] = v2;
-        }
-      });
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, ts_in<float> in1,
+    int64_t in1_s0, int64_t in1_s1) {
+  ts_rows_of({in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p1 = in1 + i0 * in1_s0;
+    // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+    const float v1 = ts_max(in0[i0 * in0_s0], 1.0f);
+    const int64_t in1_step = unit ? 1 : in1_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      out0[o + j] = p1[j * in1_step] / v1;
     }
-  }, n0, n0 * n1 >= 32768);
+  });
 }
 
 extern "C" void masked_fill_kernel(
-    int64_t n0, int64_t n1, int64_t n2, float* __restrict out0, const float* __restrict in0,
-    int64_t in0_s0, int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1,
-    int64_t in1_s2) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in1_s2 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    int64_t i1 = begin % n1, i0 = begin / n1;
-    for (int64_t row = begin; row < end; ++row) {
-      const auto* p1 = in1 + i0 * in1_s0 + i1 * in1_s1;
-      const int64_t o = (i0 * n1 + i1) * n2;
-      const float a0 = in0[i0 * in0_s0 + i1 * in0_s1];
-      // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-      const bool v1 = a0 == 0.0f;
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in1_step = unit ? 1 : in1_s2;
-        #pragma omp simd
-        for (int64_t j = 0; j < n2; ++j) {
-          const float a1 = p1[j * in1_step];
-          // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-          const float v3 = sel(v1, static_cast<float>(-INFINITY), a1);
-          out0[o + j] = v3;
-        }
-      });
-      if (++i1 == n1) { i1 = 0; ++i0; }
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
+    int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1, int64_t in1_s2) {
+  ts_rows_of({in1_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
+    const auto* p1 = in1 + i0 * in1_s0 + i1 * in1_s1;
+    // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
+    const bool v1 = in0[i0 * in0_s0 + i1 * in0_s1] == 0.0f;
+    const int64_t in1_step = unit ? 1 : in1_s2;
+    #pragma omp simd
+    for (int64_t j = 0; j < n2; ++j) {
+      out0[o + j] = sel(v1, static_cast<float>(-INFINITY), p1[j * in1_step]);
     }
-  }, n0 * n1, n0 * n1 * n2 >= 32768);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def clamp_cpp(in0, in1) -> Tensor:
-    """Fused: clamp_min, div of `pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 32, dtype=torch.float32)
-    _lib.clamp_kernel(n0, 32, out0, in0, in1)
-    return out0
+def clamp(in0, in1) -> Tensor:
+    n0, n1 = in1.shape
+    return _lib.clamp_kernel(n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1)
 
 
-def masked_fill_cpp(in0, in1) -> Tensor:
-    """Fused: eq, where of `pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 20, 32, dtype=torch.float32)
-    _lib.masked_fill_kernel(n0, 20, 32, out0, in0, in1)
-    return out0
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-clamp = _kernels.launcher(globals(), "clamp", "cpu")
-masked_fill = _kernels.launcher(globals(), "masked_fill", "cpu")
+def masked_fill(in0, in1) -> Tensor:
+    n0, n1, n2 = in1.shape
+    return _lib.masked_fill_kernel(
+        n0, n1, n2, torch.empty(n0, n1, n2, dtype=torch.float32), in0, in1
+    )
 
 
 def MaskedPool_forward(
@@ -111,35 +76,25 @@ def MaskedPool_forward(
     temperature: Optional[float] = None,
 ) -> Tensor:
     _guards.check_tensor(x, "x")
-    _guards.check_module(self, "proj", "torch.nn.Linear")
-    # if mask is None:
     if mask is None:
         # mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
         # mask: bool[?, ?]
         mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
-    # weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)
     # if reduction == "sum":
     if reduction == "sum":
-        # pooled = (x * weights).sum(dim=1)
         pooled = (x * weights).sum(dim=1)
     else:
         # elif reduction == "mean":
         if reduction == "mean":
-            # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
         else:
             # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
             pooled = x.masked_fill(weights == 0, -math.inf).amax(dim=1)
     del weights
-    # out = self.proj(pooled)
-    proj = _guards.attr(self, "proj")
-    out = F.linear(pooled, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
-    # if temperature is not None:
+    out = _guards.attr(self, "proj")(pooled)
     if temperature is not None:
-        # out = out / temperature
         out = out / temperature
-    # return out
     return out
 
 
@@ -161,36 +116,29 @@ def MaskedPool_forward_example(
     _guards.check_tensor(mask, "mask", torch.bool, "cpu", (None, 20), optional=True)
     if mask is not None:
         _guards.check_size(mask, 0, x.size(0), "mask")
-    # if mask is None:
     if mask is None:
         # mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
         # mask: bool[B, 20]@cpu
         mask = torch.ones(x.size(0), 20, dtype=torch.bool, device=x.device)
-    # weights = mask.unsqueeze(-1).to(x.dtype)
     weights = mask.unsqueeze(-1).to(x.dtype)  # f32[B, 20, 1]@cpu
     # if reduction == "sum":
     if reduction == "sum":
-        # pooled = (x * weights).sum(dim=1)
         pooled = (x * weights).sum(dim=1)  # f32[B, 32]@cpu
     else:
         # elif reduction == "mean":
         if reduction == "mean":
             # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-            # pooled: f32[B, 32]@cpu
             pooled = clamp(weights.sum(dim=1), (x * weights).sum(dim=1))
         else:
             # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-            pooled = masked_fill(weights, x).amax(dim=1)  # f32[B, 32]@cpu
+            pooled = masked_fill(weights, x).amax(dim=1)
     del weights
     # out = self.proj(pooled)
     proj = _guards.attr(self, "proj")
     # out: f32[B, 16]@cpu
     out = F.linear(pooled, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
-    # if temperature is not None:
     if temperature is not None:
-        # out = out / temperature
-        out = out / temperature  # f32[B, 16]@cpu
-    # return out
+        out = out / temperature
     return out
 
 

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "pyramid_pool.py"
 SOURCE_HASH = "sha256:6269302298aa307a91f9787bc2e0f73973b7af2c04a6eeb7009276a442dfecd4"
-BODY_HASH = "sha256:710bcb4805b7cc73e91e402230603062f0aef9b24dfdf114400665ed4eb5d0b0"
+BODY_HASH = "sha256:ab3285f2d3e2e91e5a9f57fecccdfc7cc45e3daeaf5d90e1ff2d5f77040e9a20"
 TORCH_VERSION = "2.13"
 
 
@@ -20,21 +20,14 @@ def pyramid_pool(
     x: Tensor, sizes: list[int], pad: tuple[int, int] = (0, 0)
 ) -> tuple[Tensor, int]:
     _guards.check_tensor(x, "x")
-    # left, right = pad
     left, right = pad
-    # x = F.pad(x, (left, right))
     x = F.pad(x, (left, right))
-    # length = x.size(-1)
     length = x.size(-1)
     # pooled: list[Tensor] = []
     pooled = []
-    # for size in sizes:
     for size in sizes:
-        # size = max(1, min(size, length))
         size = max(1, min(size, length))
-        # pooled.append(F.adaptive_avg_pool1d(x, size))
         pooled.append(F.adaptive_avg_pool1d(x, size))
-    # return torch.cat(pooled, dim=-1), len(pooled)
     return torch.cat(pooled, dim=-1), len(pooled)
 
 

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "rnn_cell.py"
 SOURCE_HASH = "sha256:b0cc7a9d5c92631cfe2c923af6b7923c701e9e5d4e3e41ac9b7bd43cf0f6dfae"
-BODY_HASH = "sha256:485153f893cf012d7b7876d3aad2201c04e96e0f169a174c3977106d785a9491"
+BODY_HASH = "sha256:682f8f028bb3b1b610bb40493ce99470b49d578141f165de780dacd23f768a1a"
 TORCH_VERSION = "2.13"
 
 
@@ -21,54 +21,31 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 extern "C" void linear_tanh_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in1, int64_t in1_s0,
-    const float* __restrict in2, int64_t in2_s0, int64_t in2_s1) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in1_s0 == 1 && in2_s1 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    for (int64_t i0 = begin; i0 < end; ++i0) {
-      const auto* p1 = in1;
-      const auto* p2 = in2 + i0 * in2_s0;
-      const int64_t o = i0 * n1;
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s1;
-        #pragma omp simd
-        for (int64_t j = 0; j < n1; ++j) {
-          const float a0 = out0[o + j], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
-          // new_h = torch.tanh(self.linear(x) + h)
-          const float v0 = a0 + a1, v1 = v0 + a2, v2 = torchscribe::ts_tanh(v1);
-          out0[o + j] = v2;
-        }
-      });
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in1, int64_t in1_s0, ts_in<float> in2,
+    int64_t in2_s0, int64_t in2_s1) {
+  ts_rows_of({in1_s0, in2_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p2 = in2 + i0 * in2_s0;
+    const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // new_h = torch.tanh(self.linear(x) + h)
+      const float a0 = out0[o + j];
+      out0[o + j] = torchscribe::ts_tanh((a0 + in1[j * in1_step]) + p2[j * in2_step]);
     }
-  }, n0, n0 * n1 >= 32768);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def linear_tanh_cpp(in0, in1, in2) -> Tensor:
-    """Fused: add, tanh of `new_h = torch.tanh(self.linear(x) + h)`."""
-    out0 = in0.contiguous()
-    _lib.linear_tanh_kernel(in0.shape[0], 4, out0, in1, in2)
-    return out0
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-linear_tanh = _kernels.launcher(globals(), "linear_tanh", "cpu")
+def linear_tanh(in0, in1, in2) -> Tensor:
+    return _lib.linear_tanh_kernel(in0.shape, in0.contiguous(), in1, in2)
 
 
 def MyCell_forward(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
     _guards.check_tensor(x, "x")
     _guards.check_tensor(h, "h")
-    _guards.check_module(self, "linear", "torch.nn.Linear")
-    # new_h = torch.tanh(self.linear(x) + h)
-    linear = _guards.attr(self, "linear")
-    new_h = torch.tanh(
-        F.linear(x, _guards.attr(linear, "weight"), _guards.attr(linear, "bias")) + h
-    )
-    # return new_h, new_h
+    new_h = torch.tanh(_guards.attr(self, "linear")(x) + h)
     return new_h, new_h
 
 
@@ -88,7 +65,6 @@ def MyCell_forward_example(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
     new_h = linear_tanh(
         F.linear(x, _guards.attr(linear, "weight")), _guards.attr(linear, "bias"), h
     )  # f32[B, 4]@cpu
-    # return new_h, new_h
     return new_h, new_h
 
 

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:df9bdf17e79e25d5a4c8b85a4b131544c99607921a162f371f8e9fb7b65586f5"
+BODY_HASH = "sha256:42845738e19e893815831a7edd826bc9dd00a5fbe346c6c4a3ae515178b3b34c"
 TORCH_VERSION = "2.13"
 
 
@@ -20,10 +20,8 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 extern "C" void var_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s1,
-    const float* __restrict in1, int64_t in1_s0, int64_t in1_s1, int64_t s0) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s1 == 1 && in1_s1 == 1;
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s1, ts_in<float> in1,
+    int64_t in1_s0, int64_t in1_s1, int64_t s0) {
   std::unique_ptr<float[]> r0(new float[n1]);
   for (int64_t j = 0; j < n1; ++j) {
     const float a0 = in0[j * in0_s1];
@@ -31,30 +29,22 @@ extern "C" void var_kernel(
     const float v0 = a0 / static_cast<float>(s0);
     r0[j] = v0;
   }
-  ts_rows([&](int64_t begin, int64_t end) {
-    for (int64_t i0 = begin; i0 < end; ++i0) {
-      const auto* p1 = in1 + i0 * in1_s0;
-      const int64_t o = i0 * n1;
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in1_step = unit ? 1 : in1_s1;
-        #pragma omp simd
-        for (int64_t j = 0; j < n1; ++j) {
-          const float v0 = r0[j], a1 = p1[j * in1_step];
-          // batch_var = x.var(dim=0, unbiased=False)
-          const float v1 = a1 - v0, v2 = v1 * v1;
-          out0[o + j] = v2;
-        }
-      });
+  ts_rows_of({in0_s1, in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p1 = in1 + i0 * in1_s0;
+    const int64_t in1_step = unit ? 1 : in1_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      const float v0 = r0[j];
+      // batch_var = x.var(dim=0, unbiased=False)
+      const float v1 = p1[j * in1_step] - v0;
+      out0[o + j] = v1 * v1;
     }
-  }, n0, n0 * n1 >= 32768);
+  });
 }
 
 extern "C" void sqrt_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, const float* __restrict in2,
-    int64_t in2_s0) {
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s1 == 1 && in1_s0 == 1 && in2_s0 == 1;
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
+    ts_in<float> in1, int64_t in1_s0, ts_in<float> in2, int64_t in2_s0) {
   std::unique_ptr<float[]> r3(new float[n1]);
   for (int64_t j = 0; j < n1; ++j) {
     const float a2 = in2[j * in2_s0];
@@ -62,67 +52,46 @@ extern "C" void sqrt_kernel(
     const float v2 = a2 + 1e-05f, v3 = std::sqrt(v2);
     r3[j] = v3;
   }
-  ts_rows([&](int64_t begin, int64_t end) {
-    for (int64_t i0 = begin; i0 < end; ++i0) {
-      const auto* p0 = in0 + i0 * in0_s0;
-      const auto* p1 = in1;
-      const int64_t o = i0 * n1;
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s0;
-        #pragma omp simd
-        for (int64_t j = 0; j < n1; ++j) {
-          const float v3 = r3[j], a0 = p0[j * in0_step], a1 = p1[j * in1_step];
-          // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-          const float v0 = a0 - a1, v4 = v0 / v3;
-          out0[o + j] = v4;
-        }
-      });
+  ts_rows_of({in0_s1, in1_s0, in2_s0}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s0;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      const float v3 = r3[j];
+      // return (x - self.mean) / torch.sqrt(self.var + self.eps)
+      out0[o + j] = (p0[j * in0_step] - in1[j * in1_step]) / v3;
     }
-  }, n0, n0 * n1 >= 32768);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def var_cpp(in0, in1, s0: int) -> Tensor:
-    """Fused: div, sub, mul of `batch_var = x.var(dim=0, unbiased=False)`."""
-    n0 = in1.shape[0]
-    out0 = torch.empty(n0, 32, dtype=torch.float32)
-    _lib.var_kernel(n0, 32, out0, in0, in1, s0)
-    return out0
+def var(in0, in1, s0: int) -> Tensor:
+    n0, n1 = in1.shape
+    return _lib.var_kernel(
+        n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1, s0
+    )
 
 
-def sqrt_cpp(in0, in1, in2) -> Tensor:
-    """Fused: sub, add, sqrt, div of `return (x - self.mean) / torch.sqrt(self.var + self.eps)`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 32, dtype=torch.float32)
-    _lib.sqrt_kernel(n0, 32, out0, in0, in1, in2)
-    return out0
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-var = _kernels.launcher(globals(), "var", "cpu")
-sqrt = _kernels.launcher(globals(), "sqrt", "cpu")
+def sqrt(in0, m0) -> Tensor:
+    in1, in2 = _guards.attrs(m0, "mean var")
+    n0, n1 = in0.shape
+    return _lib.sqrt_kernel(
+        n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1, in2
+    )
 
 
 def RunningNorm_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    # if self.training:
     if self.training:
-        # batch_mean = x.mean(dim=0)
         batch_mean = x.mean(dim=0)
-        # batch_var = x.var(dim=0, unbiased=False)
         batch_var = x.var(dim=0, unbiased=False)
-        # self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
         _guards.attr(self, "mean").mul_(1.0 - self.momentum).add_(
             batch_mean, alpha=self.momentum
         )
-        # self.var.lerp_(batch_var, self.momentum)
         _guards.attr(self, "var").lerp_(batch_var, self.momentum)
-        # self.count += 1
         self.count += 1
-    # return (x - self.mean) / torch.sqrt(self.var + self.eps)
     return (x - _guards.attr(self, "mean")) / torch.sqrt(
         _guards.attr(self, "var") + self.eps
     )
@@ -153,10 +122,9 @@ def RunningNorm_forward_example(self, x: Tensor) -> Tensor:
     # self.var.lerp_(batch_var, self.momentum)
     _guards.attr(self, "var").lerp_(batch_var, 0.1)
     del batch_var
-    # self.count += 1
     self.count += 1
     # return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    return sqrt(x, _guards.attr(self, "mean"), _guards.attr(self, "var"))
+    return sqrt(x, self)
 
 
 RunningNorm_forward_example_eval_checks = _guards.entry_checks(
@@ -169,7 +137,7 @@ def RunningNorm_forward_example_eval(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 32))
     _guards.check_entry(self, RunningNorm_forward_example_eval_checks)
     # return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    return sqrt(x, _guards.attr(self, "mean"), _guards.attr(self, "var"))
+    return sqrt(x, self)
 
 
 COMPILED = {

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:f1502b568ec32b7489fb25631b1b3770fcd72bd9584924ccf3b56cb4b8c50806"
+BODY_HASH = "sha256:e0e044082a8b0af9b1c70b538d4705172d120a3af71c29a29de471dbf194b6d7"
 TORCH_VERSION = "2.13"
 
 
@@ -20,101 +20,68 @@ KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
 extern "C" void where_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, const float* __restrict in0, int64_t in0_s0,
-    int64_t in0_s1, const float* __restrict in1, int64_t in1_s0, int64_t in1_s1) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) {
-    const int64_t k = ts_fold(n0, n1);
-    n1 *= k; n0 /= k; in0_s0 *= k; in1_s0 *= k;
-  }
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s1 == 1 && in1_s1 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    for (int64_t i0 = begin; i0 < end; ++i0) {
-      const auto* p0 = in0 + i0 * in0_s0;
-      const auto* p1 = in1 + i0 * in1_s0;
-      const int64_t o = i0 * n1;
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
-        #pragma omp simd
-        for (int64_t j = 0; j < n1; ++j) {
-          const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
-          // y = torch.where(x > 1.0, x, torch.ones_like(x))
-          const bool v1 = a0 > 1.0f;
-          const float v2 = sel(v1, a0, a1);
-          out0[o + j] = v2;
-        }
-      });
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
+    ts_in<float> in1, int64_t in1_s0, int64_t in1_s1) {
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1, in0_s0, in1_s0);
+  ts_rows_of({in0_s1, in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // y = torch.where(x > 1.0, x, torch.ones_like(x))
+      const float a0 = p0[j * in0_step];
+      out0[o + j] = sel(a0 > 1.0f, a0, p1[j * in1_step]);
     }
-  }, n0, n0 * n1 >= 32768);
+  });
 }
 
 extern "C" void abs_div_kernel(
-    int64_t n0, int64_t n1, float* __restrict out0, bool* __restrict out1,
-    const float* __restrict in0, int64_t in0_s0, int64_t in0_s1, const float* __restrict in1,
-    int64_t in1_s0, int64_t in1_s1, double s0) {
-  if (in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1) {
-    const int64_t k = ts_fold(n0, n1);
-    n1 *= k; n0 /= k; in0_s0 *= k; in1_s0 *= k;
-  }
-  // every stride along the row 1: the version with unit steps
-  const bool unit = in0_s1 == 1 && in1_s1 == 1;
-  ts_rows([&](int64_t begin, int64_t end) {
-    for (int64_t i0 = begin; i0 < end; ++i0) {
-      const auto* p0 = in0 + i0 * in0_s0;
-      const auto* p1 = in1 + i0 * in1_s0;
-      const int64_t o = i0 * n1;
-      ts_unit_or_strided(unit, [&](auto unit) TS_INLINE {
-        const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
-        #pragma omp simd
-        for (int64_t j = 0; j < n1; ++j) {
-          const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
-          // y_next = 0.5 * (y + x / y)
-          const float v0 = a0 / a1, v1 = a1 + v0, v3 = 0.5f * v1;
-          // if bool(((y_next - y).abs() < tol).all()):
-          const float v4 = v3 - a1, v5 = std::abs(v4);
-          const bool v6 = v5 < static_cast<float>(s0);
-          out0[o + j] = v3;
-          out1[o + j] = v6;
-        }
-      });
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<bool> out1, ts_in<float> in0, int64_t in0_s0,
+    int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1, double s0) {
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1, in0_s0, in1_s0);
+  ts_rows_of({in0_s1, in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // y_next = 0.5 * (y + x / y)
+      const float a1 = p1[j * in1_step], v3 = 0.5f * (a1 + (p0[j * in0_step] / a1));
+      out0[o + j] = v3;
+      // if bool(((y_next - y).abs() < tol).all()):
+      out1[o + j] = std::abs(v3 - a1) < static_cast<float>(s0);
     }
-  }, n0, n0 * n1 >= 32768);
+  });
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
-def where_cpp(in0, in1) -> Tensor:
-    """Fused: gt, where of `y = torch.where(x > 1.0, x, torch.ones_like(x))`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 256, dtype=torch.float32)
-    _lib.where_kernel(n0, 256, out0, in0, in1)
-    return out0
+def where(in0, in1) -> Tensor:
+    n0, n1 = in0.shape
+    return _lib.where_kernel(n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1)
 
 
-def abs_div_cpp(in0, in1, s0: float) -> tuple[Tensor, Tensor]:
-    """Fused: div, add, mul, sub, abs, lt of `y_next = 0.5 * (y + x / y)` and `if bool(((y_next - y).abs() < tol).all()):`."""
-    n0 = in0.shape[0]
-    out0 = torch.empty(n0, 256, dtype=torch.float32)
-    out1 = torch.empty(n0, 256, dtype=torch.bool)
-    _lib.abs_div_kernel(n0, 256, out0, out1, in0, in1, s0)
-    return out0, out1
-
-
-# The launcher each kernel runs (runtime/kernels.py): C++ (this module was compiled
-# for CPU tensors and holds no Triton kernels), unless TORCHSCRIBE_BACKEND names one.
-where = _kernels.launcher(globals(), "where", "cpu")
-abs_div = _kernels.launcher(globals(), "abs_div", "cpu")
+def abs_div(in0, in1, s0: float) -> tuple[Tensor, Tensor]:
+    n0, n1 = in0.shape
+    return _lib.abs_div_kernel(
+        n0,
+        n1,
+        torch.empty(n0, n1, dtype=torch.float32),
+        torch.empty(n0, n1, dtype=torch.bool),
+        in0,
+        in1,
+        s0,
+    )
 
 
 def newton_sqrt(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Tensor:
     _guards.check_tensor(x, "x")
-    # y = torch.where(x > 1.0, x, torch.ones_like(x))
     y = torch.where(x > 1.0, x, torch.ones_like(x))
     # while i < max_iter:
     i, done, returned, result = 0, False, False, None
     while not done and i < max_iter:
-        # y_next = 0.5 * (y + x / y)
         y_next = 0.5 * (y + x / y)
         # if bool(((y_next - y).abs() < tol).all()):
         done = bool(((y_next - y).abs() < tol).all())
@@ -135,7 +102,6 @@ def shrink_until(x: Tensor, limit: float, max_steps: int = 64) -> tuple[Tensor, 
     # while steps < max_steps:
     steps, done = 0, False
     while not done and steps < max_steps:
-        # peak = x.abs().max()
         peak = x.abs().max()  # Tensor[]
         # if bool(peak <= limit):
         done = bool(peak <= limit)
@@ -146,12 +112,9 @@ def shrink_until(x: Tensor, limit: float, max_steps: int = 64) -> tuple[Tensor, 
             steps = steps + 1
             # if bool(peak > 4.0 * limit):
             if bool(peak > 4.0 * limit):
-                # x = x * 0.25
                 x = x * 0.25
             else:
-                # x = x * 0.5
                 x = x * 0.5
-    # return x, steps
     return x, steps
 
 

@@ -304,6 +304,9 @@ class Program:
         # script(instance, example_inputs=...) adds "cuda" for CUDA inputs or parameters, and
         # for TORCHSCRIBE_BACKEND=triton (transpiler/jit_cache.program_devices)
         self.devices: tuple[str, ...] = ("cpu",)
+        # Ahead-of-time generic code: nothing known of the inputs, so nothing fuses and a
+        # standard layer stays the call of its module (ir/passes/layers.py)
+        self.generic = False
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

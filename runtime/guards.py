@@ -393,6 +393,19 @@ def attr(obj: Any, name: str) -> Any:
     return getattr(obj, name)  # raises what nn.Module.__getattr__ raises
 
 
+_attr_names: dict[str, tuple[str, ...]] = {}  # `attrs`'s names, split once
+
+
+def attrs(obj: Any, names: str) -> tuple:
+    """`attr(obj, name)` of each of the space-separated `names`, as a tuple: a launcher's reads
+    of the tensors of one module its kernel takes, one call (`_guards.attrs(m0, "running_var
+    weight running_mean bias")`)."""
+    split = _attr_names.get(names)
+    if split is None:
+        split = _attr_names[names] = tuple(sys.intern(name) for name in names.split())
+    return tuple([attr(obj, name) for name in split])
+
+
 _SEQUENTIAL_GETITEM = _nn.Sequential.__getitem__
 _MODULELIST_GETITEM = _nn.ModuleList.__getitem__
 _MODULEDICT_GETITEM = _nn.ModuleDict.__getitem__
@@ -439,7 +452,8 @@ def _walk(root: Any, path: str) -> Any:
 
 def at(root: Any, path: str) -> Any:
     """The value at `path` below `root`, as the generated code would read it (`at(self,
-    "layers.0.fc")` is `self.layers[0].fc`), attributes read with `attr`. A part written
+    "layers.0.fc")` is `self.layers[0].fc`), attributes read with `attr`, indices with `item`:
+    one call for a read of several steps (`_guards.at(block1, "conv1.weight")`). A part written
     "downsample?" may be None: then the value is None."""
     value = _walk(root, path)
     return None if value is _ABSENT else value
@@ -551,7 +565,9 @@ def entry_checks(*rows: tuple, tensors: tuple = (None, None), returns: tuple[str
     be: a list is the shape of a tensor whose dtype and device type `tensors` gives (`"weight":
     [32, 16, 3, 3]`, the name ending in "?" where it may be None), `TensorCheck(...)` a tensor
     of others, anything else the value `check_value` compares with (`ListValue(...)` for a list).
-    `returns`: paths of module rows whose submodules `check_entry` returns.
+    `returns`: paths of module rows whose submodules `check_entry` returns. A row whose path is
+    a tuple of paths is one row for each (`(("block1.bn1", "block2.bn1"), "torch.nn.BatchNorm2d",
+    {...})`: layers alike are checked alike), in that order, where it stands.
 
     The checks run in the order modules, tensors, values, each in the order of the rows. Each
     path is read on from the submodule of the longest module path that leads to it
@@ -562,18 +578,19 @@ def entry_checks(*rows: tuple, tensors: tuple = (None, None), returns: tuple[str
     value, all but a `last` attribute read with getattr, if any), `name` the path as messages
     spell it (`self.layers[0].fc.weight`)."""
     modules, tensor_checks, value_checks = [], [], []
-    for path, *rest in rows:
+    for paths, *rest in rows:
         attributes = rest.pop() if rest and type(rest[-1]) is dict else {}
-        if rest:
-            modules.append((path, *rest))
-        for key, expected in attributes.items():
-            at = f"{path}.{key}" if path else key
-            if type(expected) is list:
-                tensor_checks.append((at, *tensors, tuple(expected)))
-            elif type(expected) is TensorCheck:
-                tensor_checks.append((at, expected.dtype, expected.device_type, expected.shape))
-            else:
-                value_checks.append((at, expected.value if type(expected) is ListValue else expected))
+        for path in paths if type(paths) is tuple else (paths,):
+            if rest:
+                modules.append((path, *rest))
+            for key, expected in attributes.items():
+                at = f"{path}.{key}" if path else key
+                if type(expected) is list:
+                    tensor_checks.append((at, *tensors, tuple(expected)))
+                elif type(expected) is TensorCheck:
+                    tensor_checks.append((at, expected.dtype, expected.device_type, expected.shape))
+                else:
+                    value_checks.append((at, expected.value if type(expected) is ListValue else expected))
     parsed: list[tuple] = []
 
     def based(path: str) -> tuple[int, tuple]:
@@ -758,7 +775,7 @@ def model_module(name: str, source_file: str | None = None) -> Any:
 NATIVE_VAR = "TORCHSCRIBE_NATIVE_GUARDS"
 python_checks: dict[str, Callable[..., Any]] = {
     "check_module": check_module, "check_entry": check_entry, "check_tensor": check_tensor,
-    "check_value": check_value, "attr": attr, "item": item,
+    "check_value": check_value, "attr": attr, "attrs": attrs, "at": at, "item": item,
 }
 
 
@@ -786,7 +803,7 @@ def _load_native() -> types.ModuleType | None:
 def native_setup(**fallbacks: Callable[..., Any]) -> types.SimpleNamespace:
     """What the C++ checks' `setup` takes: the Python checks they fall back to (`fallbacks`
     replaces some, as a test that counts them does) and the tables they share with them."""
-    tables = {"_getattr_names": _getattr_names, "_matched": _matched, "_paths": _paths,
+    tables = {"_getattr_names": _getattr_names, "_matched": _matched, "_paths": _paths, "_attr_names": _attr_names,
               "_LAYER_CONDITIONS": _LAYER_CONDITIONS, "_NATIVE_CONDITIONS": _NATIVE_CONDITIONS,
               "_module_globals": _module_globals,
               "_SEQUENTIAL_GETITEM": _SEQUENTIAL_GETITEM, "_MODULELIST_GETITEM": _MODULELIST_GETITEM,

@@ -21,10 +21,13 @@ struct State {
   PyObject* check_tensor;
   PyObject* check_value;
   PyObject* attr;
+  PyObject* attrs;
+  PyObject* at;
   PyObject* item;
   PyObject* value_refused;  // raises check_value's failure, its message written when read
   // what they read, shared with them
   PyObject* getattr_names;   // type -> set of names `attr` may read past the class
+  PyObject* attr_names;      // `attrs`'s names -> the tuple of them
   PyObject* matched;         // qualname -> the set of classes that matched it
   PyObject* paths;           // path -> ((step, may_be_none), ...)
   PyObject* conditions;      // condition name -> test
@@ -504,6 +507,36 @@ PyObject* attr(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwn
   return fallback(S.attr, args, nargs, kwnames);
 }
 
+PyObject* attrs(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (S.ready && kwnames == nullptr && nargs == 2) {
+    PyObject* names = PyDict_GetItemWithError(S.attr_names, args[1]);  // (split by the first, Python, call)
+    if (names != nullptr && PyTuple_CheckExact(names)) {
+      PyObject* found = PyTuple_New(PyTuple_GET_SIZE(names));
+      if (found == nullptr) return nullptr;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); ++i) {
+        PyObject* one = fast_attr(args[0], PyTuple_GET_ITEM(names, i));
+        if (one == nullptr) {  // (anything but the passing path: the Python function, from the start)
+          Py_DECREF(found);
+          return fallback(S.attrs, args, nargs, kwnames);
+        }
+        PyTuple_SET_ITEM(found, i, one);
+      }
+      return found;
+    }
+  }
+  return fallback(S.attrs, args, nargs, kwnames);
+}
+
+PyObject* at(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  if (S.ready && kwnames == nullptr && nargs == 2) {
+    PyObject* steps = PyDict_GetItemWithError(S.paths, args[1]);  // (parsed by the first, Python, call)
+    bool absent;
+    PyObject* found = steps == nullptr ? nullptr : fast_walk(args[0], steps, &absent);
+    if (found != nullptr) return found;  // (Py_None where an optional part is None, as at's)
+  }
+  return fallback(S.at, args, nargs, kwnames);
+}
+
 PyObject* item(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   if (S.ready && kwnames == nullptr && nargs == 2) {
     PyObject* found = fast_item(args[0], args[1]);
@@ -521,10 +554,10 @@ PyObject* setup(PyObject*, PyObject* guards) {
   } reads[] = {
       {&S.check_module, "check_module"},     {&S.check_entry, "check_entry"},
       {&S.check_tensor, "check_tensor"},
-      {&S.check_value, "check_value"},       {&S.attr, "attr"},
-      {&S.item, "item"},                     {&S.value_refused, "value_refused"},
-      {&S.getattr_names, "_getattr_names"},
-      {&S.matched, "_matched"},              {&S.paths, "_paths"},
+      {&S.check_value, "check_value"},       {&S.attr, "attr"},           {&S.attrs, "attrs"},
+      {&S.at, "at"},                         {&S.value_refused, "value_refused"},
+      {&S.item, "item"},                     {&S.getattr_names, "_getattr_names"},
+      {&S.matched, "_matched"},              {&S.paths, "_paths"},              {&S.attr_names, "_attr_names"},
       {&S.conditions, "_LAYER_CONDITIONS"},  {&S.native_conditions, "_NATIVE_CONDITIONS"},
       {&S.module_globals, "_module_globals"},
       {&S.sequential_getitem, "_SEQUENTIAL_GETITEM"}, {&S.modulelist_getitem, "_MODULELIST_GETITEM"},
@@ -538,6 +571,7 @@ PyObject* setup(PyObject*, PyObject* guards) {
     Py_XSETREF(*r.into, value);
   }
   if (!PyDict_CheckExact(S.getattr_names) || !PyDict_CheckExact(S.matched) || !PyDict_CheckExact(S.paths)
+      || !PyDict_CheckExact(S.attr_names)
       || !PyDict_CheckExact(S.conditions) || !PyDict_CheckExact(S.native_conditions)) {
     PyErr_SetString(PyExc_TypeError, "runtime.guards: its tables are not dicts");
     return nullptr;
@@ -582,6 +616,10 @@ PyMethodDef methods[] = {
      "runtime.guards.check_value, its passing path in C++"},
     {"attr", (PyCFunction)(void (*)(void))attr, METH_FASTCALL | METH_KEYWORDS,
      "runtime.guards.attr, its passing path in C++"},
+    {"attrs", (PyCFunction)(void (*)(void))attrs, METH_FASTCALL | METH_KEYWORDS,
+     "runtime.guards.attrs, its passing path in C++"},
+    {"at", (PyCFunction)(void (*)(void))at, METH_FASTCALL | METH_KEYWORDS,
+     "runtime.guards.at, its passing path in C++"},
     {"item", (PyCFunction)(void (*)(void))item, METH_FASTCALL | METH_KEYWORDS,
      "runtime.guards.item, its passing path in C++"},
     {"setup", setup, METH_O, "setup(runtime.guards): read the Python checks and their tables"},

@@ -1,7 +1,8 @@
 """The compiled module's side of its kernels: build (or load from the cache) the library of its
 C++ kernels from the source text the module holds, and expose each kernel as a function of
 tensors, Python ints and floats (a tensor for a data pointer and the strides the kernel declares
-after it); import Triton and choose each kernel's launcher.
+after it, a tuple for its leading sizes) that returns its outputs; import Triton and choose each
+kernel's launcher.
 
 Two bindings, the same to the caller. "fastcall": the kernels built into a tiny CPython
 extension module with one METH_FASTCALL function each (runtime/pyext.py writes the bindings),
@@ -17,11 +18,14 @@ Which launcher a kernel runs is chosen once, when the module is imported (`launc
 one for a kernel on CPU tensors, the Triton one for a kernel on CUDA tensors (the entry checks
 pin every tensor's device, so a call never has to look), unless TORCHSCRIBE_BACKEND says "cpp"
 or "triton" for every kernel. Triton is imported only where a kernel runs on it
-(`import_triton`), so a module on CPU tensors imports and runs where Triton is not installed.
+(`import_triton`), so a module on CPU tensors imports and runs where Triton is not installed. A
+module that holds no Triton code names its C++ launchers after its kernels and chooses nothing:
+under TORCHSCRIBE_BACKEND=triton its Library builds nothing and each kernel refuses its calls.
 
-TORCHSCRIBE_PROFILE=1 (read at import) makes each launcher a torch.profiler range named
-`torchscribe:<kernel>`, so that a profile shows each generated kernel's time beside torch's ops
-(otherwise a C++ kernel's time is the calling Python frame's). A range costs about 7 us a launch
+TORCHSCRIBE_PROFILE=1 (read at import) makes each kernel a torch.profiler range named
+`torchscribe:<kernel>` (a C++ kernel's call into the library, a Triton kernel's launcher), so
+that a profile shows each generated kernel's time beside torch's ops (otherwise a C++ kernel's
+time is the calling Python frame's). A range costs about 7 us a launch
 even with no profiler running, so it is off by default and profiled timings overstate small kernels."""
 
 from __future__ import annotations
@@ -51,15 +55,28 @@ class Library:
 
     `fastcall`: None (the default) uses the extension module where it can be built or is cached,
     else ctypes; True requires the extension module; False uses ctypes. `binding` says which:
-    "none" where TORCHSCRIBE_BACKEND=triton, as no launcher calls C++ then (nothing is built)."""
+    "none" where TORCHSCRIBE_BACKEND=triton: nothing is built, and each kernel raises
+    GuardFailure when called, so that the call runs eagerly (a module whose kernels run on CPU
+    tensors alone binds their names to its C++ launchers, which call these). With
+    TORCHSCRIBE_PROFILE=1 each kernel is a torch.profiler range, `torchscribe:<name>`."""
 
     binding: str
 
     def __init__(self, source: str, *, fastcall: bool | None = None) -> None:
+        signatures = kernel_signatures(source)
         if forced_backend() == "triton":
             self.binding = "none"
+            for name in signatures:
+                setattr(self, name, _refuses(f"kernel {name.removesuffix('_kernel')} has no Triton version: its module "
+                                             f"was compiled for CPU tensors only (without {BACKEND_VAR}=triton), and "
+                                             f"{BACKEND_VAR}=triton"))
             return
-        signatures = kernel_signatures(source)
+        self._build(source, signatures, fastcall)
+        if PROFILE:
+            for name in signatures:
+                setattr(self, name, _profiled(name.removesuffix("_kernel"), getattr(self, name)))
+
+    def _build(self, source: str, signatures: dict[str, tuple[Arg, ...]], fastcall: bool | None) -> None:
         if fastcall is None:  # without a compiler, an extension module can still be in the cache
             fastcall = native.python_flags() is not None or native.toolchain() is None
             required = False
@@ -84,41 +101,50 @@ class Library:
 class Arg:
     """What one argument of a kernel's Python function stands for: "i" an int64_t, "d" a double,
     "p" a data pointer (a tensor, or an address as an int) and, where the parameters after the
-    pointer `x` are named `x_s<k>`, the strides of those dims `k` of the tensor (`strides`)."""
+    pointer `x` are named `x_s<k>`, the strides of those dims `k` of the tensor (`strides`).
+    `role`: "size" for the leading sizes `n0`, `n1`, ... (one tuple of them may stand for them
+    all: `_lib.k(x.shape, ...)`), "out" for an output `out<k>` (the function returns them)."""
 
     kind: str
     strides: tuple[int, ...] = ()
+    role: str = ""
 
 
 # A kernel's declaration: `extern "C" void <name>(<parameters>)`, the parameters on any number of
 # lines (comments are taken out first).
 _DECLARATION = re.compile(r'extern\s+"C"\s+void\s+(\w+)\s*\(([^)]*)\)')
 _COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.DOTALL)
+# A data pointer as kernels.h spells a kernel's parameters: `ts_in<float>`, `ts_out<uint16_t>`.
+_POINTER = re.compile(r"ts_(in|out)<\w+>")
 # A parameter's C type (without const and __restrict), as the kind the bindings convert it to.
 _KINDS = {"int64_t": "i", "double": "d"}
 
 
 def kernel_signatures(source: str) -> dict[str, tuple[Arg, ...]]:
     """Each `extern "C"` function of `source` and what its Python function takes, in order: a
-    data pointer (any `T*`), an int64_t, a double, each one argument, but that the int64_t
-    parameters right after a pointer `x` named `x_s<k>` are the strides of its tensor, which
-    the pointer's argument gives (`x.stride(k)`). The declarations are the record of what a
-    launcher passes; a parameter of another type is an error (the bindings convert these three
-    only)."""
+    data pointer (any `T*`, `ts_in<T>` or `ts_out<T>`), an int64_t, a double, each one
+    argument, but that the int64_t parameters right after a pointer `x` named `x_s<k>` are the
+    strides of its tensor, which the pointer's argument gives (`x.stride(k)`). The leading
+    int64_t parameters `n0`, `n1`, ... are the sizes (a tuple may give them all), the pointers
+    `out0`, ... the outputs, which the function returns (one, or a tuple of them; None where
+    there are none). The declarations are the record of what a launcher passes; a parameter of
+    another type is an error (the bindings convert these three only)."""
     found = {}
     for match in _DECLARATION.finditer(_COMMENT.sub("", source)):
         name, args, pointer = match[1], [], None  # (pointer: the name of the last pointer parameter)
         for param in filter(None, (p.strip() for p in match[2].split(","))):
             words = param.replace("*", " * ").split()
             base = " ".join(w for w in words[:-1] if w not in ("const", "__restrict", "__restrict__"))
-            kind = "p" if "*" in words else _KINDS.get(base)
+            kind = "p" if "*" in words or _POINTER.fullmatch(base) else _KINDS.get(base)
             if kind is None or words.count("*") > 1:
                 raise ValueError(f"kernel {name}: parameter `{param}` is not a pointer, an int64_t or a double")
             stride = re.fullmatch(r"(\w+)_s(\d+)", words[-1])
             if kind == "i" and stride and stride[1] == pointer:
-                args[-1] = Arg("p", args[-1].strides + (int(stride[2]),))
+                args[-1] = Arg("p", args[-1].strides + (int(stride[2]),), args[-1].role)
                 continue
-            args.append(Arg(kind))
+            size = kind == "i" and words[-1] == f"n{len(args)}" and all(a.role == "size" for a in args)
+            role = "size" if size else "out" if kind == "p" and re.fullmatch(r"out\d+", words[-1]) else ""
+            args.append(Arg(kind, (), role))
             pointer = words[-1] if kind == "p" else None
         found[name] = tuple(args)
     return found
@@ -130,8 +156,6 @@ def _ctypes_call(name: str, fn: Callable[..., None], args: tuple[Arg, ...]) -> C
     (`k(a0, a1, a2)`: `fn(a0, _address(a1), a2.data_ptr(), a2.stride(1))`, where a loop over
     the arguments took four times as long); a tensor argument it cannot read
     is named as the extension module names it (a wrong count as Python does)."""
-    if all(a.kind != "p" for a in args):
-        return fn
     names = [f"a{i}" for i in range(len(args))]
     scope: dict[str, Any] = {"fn": fn, "_address": _address, "_refuse": _refuse, "args": args}
     passed = []
@@ -146,10 +170,33 @@ def _ctypes_call(name: str, fn: Callable[..., None], args: tuple[Arg, ...]) -> C
             scope[f"_strides{i}"] = itemgetter(*a.strides)
             passed += [f"{names[i]}.data_ptr()", f"*_strides{i}({names[i]}.stride())"]
     given = ", ".join(names)
-    text = (f"def {name}({given}):\n    try:\n        fn({', '.join(passed)})\n"
-            f"    except (AttributeError, IndexError):\n        _refuse({name!r}, args, ({given},))\n        raise\n")
+    outs = [names[i] for i, a in enumerate(args) if a.role == "out"]
+    returned = outs[0] if len(outs) == 1 else f"({', '.join(outs)},)" if outs else "None"
+    head = f"def {name}({given}):\n"
+    sizes = sum(a.role == "size" for a in args)
+    if sizes:  # (a tuple of the sizes first, or each size an argument: unpacked, not spread)
+        lead, rest = names[:sizes], names[sizes:]
+
+        def unpack(target: list[str], total: int) -> str:
+            return (f"        if len(rest) != {len(target)}:\n"
+                    f"            _wrong_count({name!r}, {total}, len(rest) + 1)\n"
+                    + (f"        {', '.join(target)}, = rest\n" if target else ""))
+        head = (f"def {name}(s, *rest):\n"
+                f"    if type(s) is not int:  # (x.shape)\n"
+                f"        if len(s) != {sizes}:\n"
+                f"            raise TypeError(f'{name}() takes a tuple of {sizes} sizes, not {{len(s)}}')\n"
+                f"        {', '.join(lead)}, = s\n" + unpack(rest, len(rest) + 1)
+                + f"    else:\n        {names[0]} = s\n" + unpack(names[1:], len(names)))
+        scope["_wrong_count"] = _wrong_count
+    text = (f"{head}    try:\n        fn({', '.join(passed)})\n"
+            f"    except (AttributeError, IndexError):\n        _refuse({name!r}, args, ({given},))\n        raise\n"
+            f"    return {returned}\n")
     exec(compile(text, f"<kernel {name}>", "exec"), scope)
     return scope[name]
+
+
+def _wrong_count(name: str, expected: int, given: int) -> None:
+    raise TypeError(f"{name}() takes {expected} positional arguments but {given} were given")
 
 
 def _address(value: Any) -> Any:
@@ -243,7 +290,8 @@ def launcher(namespace: dict[str, Any], name: str, device: str) -> Callable[...,
             f"{BACKEND_VAR}=triton runs the kernels of CPU tensors only in Triton's interpreter: set "
             f"TRITON_INTERPRET=1 before Triton is imported, or unset {BACKEND_VAR} to run them as C++."
         )
-    return _profiled(name, chosen) if PROFILE else chosen
+    # (a C++ kernel is a profiler range of its own: Library)
+    return _profiled(name, chosen) if PROFILE and backend == "triton" else chosen
 
 
 def _profiled(name: str, launch: Callable[..., Any]) -> Callable[..., Any]:

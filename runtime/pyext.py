@@ -9,7 +9,8 @@ declared after it) and appended to the kernels' source; the compiled module neve
 kernel `k` gets one METH_FASTCALL function that checks the argument count, converts each argument
 (an int for "i", a float or an int for "d", as the ctypes argument types took them; for "p" a
 tensor, whose `data_ptr()` and `stride()` give the pointer and the strides that follow it, or,
-for a pointer without strides, an address as an int), calls `k` and returns None. The GIL is
+for a pointer without strides, an address as an int; a tuple first for the kernel's sizes:
+`x.shape`), calls `k` and returns its outputs (the arguments for `out0`, ...: one, or a tuple). The GIL is
 kept during the call: the kernels are short and their OpenMP threads never touch Python, and
 releasing and taking it back would cost as much as the call itself.
 
@@ -107,6 +108,28 @@ static inline bool arg(PyObject* o, double* out) {  // a float, or an int as c_d
   return true;
 }
 
+// `_lib.k(x.shape, ...)`: the items of the tuple first (the kernel's `count` sizes), then the
+// arguments after it, as the kernel's `total` arguments in `spread` (borrowed).
+static bool spread_sizes(const char* kernel, PyObject* const** args, Py_ssize_t* nargs, PyObject** spread,
+                         Py_ssize_t count, Py_ssize_t total) {
+  PyObject* sizes = (*args)[0];
+  if (PyTuple_GET_SIZE(sizes) != count) {
+    PyErr_Format(PyExc_TypeError, "kernel %s() argument 0: expected %zd sizes, got a tuple of %zd", kernel, count,
+                 PyTuple_GET_SIZE(sizes));
+    return false;
+  }
+  if (*nargs - 1 + count != total) {
+    PyErr_Format(PyExc_TypeError, "kernel %s() takes %zd arguments after its sizes (%zd given)", kernel,
+                 total - count, *nargs - 1);
+    return false;
+  }
+  for (Py_ssize_t i = 0; i < count; ++i) spread[i] = PyTuple_GET_ITEM(sizes, i);
+  for (Py_ssize_t i = 1; i < *nargs; ++i) spread[count + i - 1] = (*args)[i];
+  *args = spread;
+  *nargs = total;
+  return true;
+}
+
 static PyObject* wrong_count(const char* kernel, Py_ssize_t expected, Py_ssize_t given) {
   PyErr_Format(PyExc_TypeError, "kernel %s() takes %zd arguments (%zd given)", kernel, expected, given);
   return nullptr;
@@ -155,8 +178,12 @@ def bindings(module: str, signatures: dict[str, tuple[Arg, ...]]) -> str:
             raise ValueError(f"not a kernel name: {kernel!r}")
         if {a.kind for a in args} - CTYPES.keys() or any(a.strides and a.kind != "p" for a in args):
             raise ValueError(f"kernel {kernel}: arguments {args!r} are not all of {''.join(CTYPES)}")
-        lines += ["", f"static PyObject* py_{kernel}(PyObject*, PyObject* const* args, Py_ssize_t nargs) {{",
-                  f'  if (nargs != {len(args)}) return wrong_count("{kernel}", {len(args)}, nargs);']
+        sizes = sum(a.role == "size" for a in args)
+        lines += ["", f"static PyObject* py_{kernel}(PyObject*, PyObject* const* args, Py_ssize_t nargs) {{"]
+        if sizes:  # a tuple first gives the sizes: `_lib.k(x.shape, ...)`
+            lines += [f"  PyObject* spread[{len(args)}];",
+                      f'  if (nargs >= 1 && PyTuple_Check(args[0]) && !spread_sizes("{kernel}", &args, &nargs, spread, {sizes}, {len(args)})) return nullptr;']
+        lines.append(f'  if (nargs != {len(args)}) return wrong_count("{kernel}", {len(args)}, nargs);')
         passed = []
         for i, a in enumerate(args):
             fail = f'return bad_arg("{kernel}", {i});'
@@ -169,9 +196,14 @@ def bindings(module: str, signatures: dict[str, tuple[Arg, ...]]) -> str:
             else:
                 lines.append(f"  {CTYPES[a.kind]} a{i}; if (!arg(args[{i}], &a{i})) {fail}")
                 passed.append(f"a{i}")
-        lines += [f"  ::{kernel}({', '.join(passed)});",
-                  "  Py_RETURN_NONE;",
-                  "}"]
+        outs = [i for i, a in enumerate(args) if a.role == "out"]
+        if not outs:
+            done = ["  Py_RETURN_NONE;"]
+        elif len(outs) == 1:
+            done = [f"  Py_INCREF(args[{outs[0]}]);", f"  return args[{outs[0]}];"]
+        else:
+            done = [f"  return PyTuple_Pack({len(outs)}, {', '.join(f'args[{i}]' for i in outs)});"]
+        lines += [f"  ::{kernel}({', '.join(passed)});", *done, "}"]
     lines += ["", "static PyMethodDef methods[] = {"]
     for kernel in signatures:
         lines.append(f'  {{"{kernel}", (PyCFunction)(void (*)(void))py_{kernel}, METH_FASTCALL, nullptr}},')

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -89,7 +90,8 @@ def test_dump_ir_prints_and_writes_nothing(model: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert out.startswith(f"// after {PASS_NAMES[-1]}\n")
     assert "func @Cell.forward(%self: Module[Cell], %x: Tensor) -> Tensor {" in out
-    assert 'callee = "torch.nn.functional.linear"' in out  # the layer was lowered
+    # generic code (nothing known of x: nothing fuses) calls the layer, as eager does
+    assert "module.call(%0, %x)" in out and "torch.nn.functional.linear" not in out
     assert not compiled(model).exists()
 
 
@@ -98,8 +100,8 @@ def test_dump_ir_after_a_pass(model: Path, capsys) -> None:
     out = capsys.readouterr().out
     assert out.startswith("// after lower\n")
     assert "module.call(%0, %x)" in out and "torch.call(%1) {callee = \"torch.relu\"" in out
-    assert main(["--dump-ir=after:lower_layers", str(model)]) == 0
-    assert "module.call" not in capsys.readouterr().out
+    assert main(["--dump-ir=after:inline", str(model)]) == 0
+    assert capsys.readouterr().out.startswith("// after inline\n")
     assert main(["--dump-ir=all", str(model)]) == 0
     out = capsys.readouterr().out
     from ir.passes import PASS_NAMES
@@ -528,7 +530,7 @@ def test_a_line_inserted_above_changes_only_the_hashes(tmp_path: Path) -> None:
     path.write_text(TWO_FUNCTIONS)
     assert main(["-q", str(path)]) == 0
     before = compiled(path).read_text()
-    assert "# y = torch.relu(x) * 2.0" in before
+    assert "// y = torch.relu(x) * 2.0" in before  # (a kernel's comment; the generic code reads as the line)
     path.write_text('"""Two functions."""\n\n' + TWO_FUNCTIONS)
     assert main(["-q", str(path)]) == 0
     changed = _changed_lines(before, compiled(path).read_text())
@@ -565,8 +567,8 @@ def test_kernels_quote_their_source_lines_and_do_not_ripple(tmp_path: Path, monk
             x = torch.randn(4, 16)
             script(module.Cell().eval(), example_inputs=(x, x))
         texts.append(next((tmp_path / f"cache{k}" / "jit").glob("*.py")).read_text())
-    # (the C++ launcher's docstring: a module for CPU tensors holds no Triton code)
-    assert texts[0].count("of `new_h = torch.tanh(x + h)` and `return self.norm(new_h * 2)`.") == 1
+    # (the C++ kernel: a module for CPU tensors holds no Triton code)
+    assert "// new_h = torch.tanh(x + h)" in texts[0] and "// return self.norm(new_h * 2)" in texts[0]
     changed = _changed_lines(*texts)
     assert sorted(line[1:].split(" =")[0] for line in changed) == ["BODY_HASH"] * 2 + ["SOURCE_HASH"] * 2, changed
 
@@ -619,8 +621,7 @@ def test_a_new_function_renames_at_most_the_kernel_whose_name_it_takes(tmp_path:
         path.write_text(source)
         assert main(["-q", str(path)]) == 0
         texts.append((tmp_path / "softmaxes_compiled.py").read_text())
-    launchers = [sorted(line.split(" =")[0] for line in text.splitlines() if "_kernels.launcher(" in line)
-                 for text in texts]
+    launchers = [sorted(re.findall(r"_lib\.(\w+)_kernel\(", text)) for text in texts]
     assert launchers == [["b_softmax", "c_softmax", "softmax"], ["a_softmax", "b_softmax", "c_softmax", "softmax"]]
     # what b and c run is untouched: their kernels, launchers and functions read the same
     for name in ("b_softmax", "c_softmax"):

@@ -227,12 +227,12 @@ def test_softmax_kernel_computes_exp_once_and_vectorises(fns, tmp_path, monkeypa
     compiled(fns.softmax, (torch.randn(2, 3, 16),), tmp_path, monkeypatch)
     text = _kernel_text(tmp_path)
     source = text[text.index('KERNELS_CPP = r"""') + len('KERNELS_CPP = r"""'):text.index('"""\n_lib')]
-    row = source[source.index("static void"):source.index('extern "C"', source.index("static void"))]
+    row = source[source.index("static TS_NOINLINE void"):source.index('extern "C"', source.index("static TS_NOINLINE void"))]
     assert row.count("torchscribe::ts_exp(") == 1, row  # pass 2 (one loop for unit and other strides)
     assert "std::vector<float>" not in row and "p = out0;" in row, row  # the buffer is the output row
     assert "p0[" not in row[row.index("// pass 3"):], row  # (nor is the 0 of a negligible exp chosen again)
     lines = source.splitlines()
-    start = next(i for i, line in enumerate(lines, start=1) if line.startswith("static void"))
+    start = next(i for i, line in enumerate(lines, start=1) if line.startswith("static TS_NOINLINE void"))
     simd = [i for i, line in enumerate(lines, start=1) if i > start and "#pragma omp simd" in line]
     assert len(simd) == 3, row  # one vectorised loop per pass
     # (the version for unit strides alone: both versions' loops are on the same lines)
@@ -246,7 +246,7 @@ def test_a_row_buffer_stays_out_of_an_output_written_over_an_input_read_later(fn
     h: the kept exp cannot wait in the output's row, which the pass before would overwrite."""
     f = compiled(fns.softmax_times, (torch.randn(2, 8), torch.randn(8, 300)), tmp_path, monkeypatch)
     row = _kernel_text(tmp_path)
-    row = row[row.index("static void"):row.index('extern "C"')]
+    row = row[row.index("static TS_NOINLINE void"):row.index('extern "C"')]
     assert "const float* p0 = out0;" in row and "std::vector<float>" in row, row
     with runtime.mode("strict"):
         for n in (1, 150):  # (150 rows of 300: the parallel loop)

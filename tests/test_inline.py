@@ -578,9 +578,9 @@ EXPECTED_PYTHON = {
     "LayerNorm": ["m = _guards.attr(self, \"m\")", "y = F.layer_norm(x, m.normalized_shape, _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), m.eps)"],
     "GroupNorm": ["m = _guards.attr(self, \"m\")", "y = F.group_norm(x, m.num_groups, _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), m.eps)"],
     "RMSNorm": ["m = _guards.attr(self, \"m\")", "y = F.rms_norm(x, m.normalized_shape, _guards.attr(m, \"weight\"), m.eps)"],
-    "Dropout": ["m = _guards.attr(self, \"m\")", "if m.training:", "    y = m(x)", "else:", "    y = x"],
-    "Dropout1d": ["m = _guards.attr(self, \"m\")", "if m.training:", "    y = m(x)", "else:", "    y = x"],
-    "Dropout2d": ["m = _guards.attr(self, \"m\")", "if m.training:", "    y = m(x)", "else:", "    y = x"],
+    "Dropout": ["m = _guards.attr(self, \"m\")", "y = x", "if m.training:", "    y = m(x)"],
+    "Dropout1d": ["m = _guards.attr(self, \"m\")", "y = x", "if m.training:", "    y = m(x)"],
+    "Dropout2d": ["m = _guards.attr(self, \"m\")", "y = x", "if m.training:", "    y = m(x)"],
     "Identity": ["return x"],
     "Flatten": ["m = _guards.attr(self, \"m\")", "y = x.flatten(m.start_dim, m.end_dim)"],
     "Embedding": ["m = _guards.attr(self, \"m\")", "y = F.embedding(x, _guards.attr(m, \"weight\"), m.padding_idx, None, m.norm_type, m.scale_grad_by_freq, m.sparse)"],
@@ -615,7 +615,7 @@ EXPECTED_PYTHON = {
     "Softsign": ["y = F.softsign(x)"],
     "Tanhshrink": ["y = F.tanhshrink(x)"],
     "GLU": ["y = F.glu(x, _guards.attr(self, \"m\").dim)"],
-    "PReLU": ["y = F.prelu(x, _guards.attr(_guards.attr(self, \"m\"), \"weight\"))"],
+    "PReLU": ["y = F.prelu(x, _guards.at(self, \"m.weight\"))"],
     "Softmax": ["y = F.softmax(x, _guards.attr(self, \"m\").dim)"],
     "LogSoftmax": ["y = F.log_softmax(x, _guards.attr(self, \"m\").dim)"],
     "Softmin": ["y = F.softmin(x, _guards.attr(self, \"m\").dim)"],
@@ -935,10 +935,13 @@ def test_the_compiled_models_call_torch_functions_not_layers(models_module) -> N
     for call in ("self.conv(", "self.bn(", "self.fc(", "self.relu(", "self.pair(", "self.first(", "self.extra("):
         assert call not in code, call
     # Inlined Pair.forward and Block.forward into Tower.forward: its layers are checked through
-    # paths, in one table that one call runs.
+    # paths, in one table that one call runs (a row for the layers alike: one class, conditions
+    # and attributes).
     tower = compiled[compiled.index("Tower_forward_checks = "):compiled.index("def Tower_forward")]
-    for row in ('("pair", "Pair")', '("pair.first.fc", "torch.nn.Linear")', '("extra?.norm", "torch.nn.LayerNorm")'):
+    for row in ('("pair", "Pair")', '(("pair.first", "pair.second", "extra?"), "Block")',
+                '(("pair.first.act", "pair.second.act", "extra?.act"), "torch.nn.GELU")'):
         assert f"    {row},\n" in tower, row
+    assert '"pair.first.fc"' in tower and '"extra?.norm"' in tower
     assert "    _guards.check_entry(self, Tower_forward_checks)\n" in compiled
     assert "layer(h)" in compiled  # the ModuleList's elements are still called
     # The method and the @script function Pair calls are inlined too (and still compiled).

@@ -573,10 +573,10 @@ def test_a_channels_last_input_gives_what_eager_gives(tmp_path, monkeypatch) -> 
 
 def _rows_and_once(text: str) -> tuple[str, str]:
     """The C++ of the first kernel in a generated module: its rows (the loop nest, the lambda
-    `ts_rows` runs) and what runs once per call before them."""
+    `ts_rows_of` runs) and what runs once per call before them."""
     kernel = text[text.index('extern "C" void'):]
     kernel = kernel[:kernel.index("\n}\n")]
-    return kernel[kernel.index("ts_rows("):], kernel[:kernel.index("ts_rows(")]
+    return kernel[kernel.index("ts_rows_of("):], kernel[:kernel.index("ts_rows_of(")]
 
 
 def test_a_per_channel_scale_is_computed_once_per_call_in_channels_last_kernels(tmp_path, monkeypatch) -> None:

@@ -184,7 +184,12 @@ extern "C" void k(
     int64_t n0, float* __restrict out0,  /* the output */
     const uint16_t* __restrict in0, int64_t in0_s0, double s0) {}
 """
-    assert kernels.kernel_signatures(wrapped) == {"k": (I, P, kernels.Arg("p", (0,)), D)}
+    # the leading n0, n1, ... are the sizes; out0, ... the outputs
+    assert kernels.kernel_signatures(wrapped) == {"k": (kernels.Arg("i", role="size"), kernels.Arg("p", role="out"),
+                                                        kernels.Arg("p", (0,)), D)}
+    spelt = 'extern "C" void k(int64_t n0, int64_t n1, ts_out<float> out0, ts_in<uint16_t> in0, int64_t in0_s1) {}'
+    size = kernels.Arg("i", role="size")
+    assert kernels.kernel_signatures(spelt) == {"k": (size, size, kernels.Arg("p", role="out"), kernels.Arg("p", (1,)))}
     # strides are a pointer's when they follow it and name it, of the tensor's own dims
     strides = 'extern "C" void k(int64_t n, float* x, int64_t x_s0, int64_t x_s2, int64_t y_s0, float* y, int64_t x_s1) {}'
     assert kernels.kernel_signatures(strides) == {"k": (I, kernels.Arg("p", (0, 2)), I, P, I)}
@@ -250,6 +255,31 @@ def check_arguments(lib: kernels.Library) -> None:
     with pytest.raises(TypeError, match="keyword"):
         lib.k1_sum(1, x, x=x)
     lib.k0_axpb(0, x, x, 0.5, 0)  # still callable after the errors
+
+
+SIZED = """#include <torchscribe/kernels.h>
+extern "C" void k2_add(int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0, int64_t in0_s0,
+                       int64_t in0_s1) {
+  for (int64_t i = 0; i < n0; i++)
+    for (int64_t j = 0; j < n1; j++) out0[i * n1 + j] = out1[i * n1 + j] = in0[i * in0_s0 + j * in0_s1] + 1;
+}
+"""
+
+
+@pytest.mark.parametrize("fastcall", [True, False], ids=["fastcall", "ctypes"])
+def test_sizes_as_one_tuple_and_the_outputs_returned(cache: Path, fastcall: bool) -> None:
+    if fastcall:
+        needs_python_headers()
+    lib = kernels.Library(SIZED, fastcall=fastcall)
+    x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    a, b = torch.empty(2, 3), torch.empty(2, 3)
+    returned = lib.k2_add(x.shape, a, b, x.t().contiguous().t())  # (a shape is a tuple: the kernel's n0, n1)
+    assert returned[0] is a and returned[1] is b and a.tolist() == b.tolist() == (x + 1).tolist()
+    assert lib.k2_add(2, 3, a, b, x)[0] is a  # (each size an argument, as before)
+    with pytest.raises(TypeError, match=r"k2_add\(\) .*"):
+        lib.k2_add((2, 3, 1), a, b, x)
+    with pytest.raises(TypeError, match=r"k2_add\(\) .*"):
+        lib.k2_add((2, 3), a, b)
 
 
 def test_ctypes_fallback(cache: Path) -> None:

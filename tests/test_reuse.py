@@ -174,7 +174,7 @@ def test_matmul_epilogues_match_eager(fns, name, tmp_path, monkeypatch) -> None:
     fn = getattr(fns, name)
     x, w, b = torch.randn(4, 24), torch.randn(24, 40), torch.randn(40)
     f = compiled(fn, (x, w, b), tmp_path, monkeypatch)
-    assert "= in0.contiguous()" in generated(tmp_path)
+    assert "in0.contiguous()" in generated(tmp_path)
     for n in (1, 7, 1000):  # 1000 x 40: the parallel loop
         x = torch.randn(n, 24)
         assert_close_to_eager(f(x, w, b), fn(x, w, b), f"batch {n}")
@@ -187,7 +187,7 @@ def test_matmul_epilogues_match_eager(fns, name, tmp_path, monkeypatch) -> None:
 def test_a_conv_result_in_channels_last_is_made_contiguous_first(fns, tmp_path, monkeypatch) -> None:
     x, w = torch.randn(2, 3, 9, 9), torch.randn(5, 3, 3, 3)
     f = compiled(fns.conv_relu, (x, w), tmp_path, monkeypatch)
-    assert "= in0.contiguous()" in generated(tmp_path)
+    assert "in0.contiguous()" in generated(tmp_path)
     assert_close_to_eager(f(x, w), fns.conv_relu(x, w))
     xc, wc = x.to(memory_format=torch.channels_last), w.to(memory_format=torch.channels_last)
     assert not F_conv_is_contiguous(xc, wc)
@@ -201,7 +201,7 @@ def F_conv_is_contiguous(x: torch.Tensor, w: torch.Tensor) -> bool:
 def test_softmax_writes_over_the_scores(fns, tmp_path, monkeypatch) -> None:
     q, k, v = torch.randn(2, 5, 16), torch.randn(2, 7, 16), torch.randn(2, 7, 16)
     f = compiled(fns.attention, (q, k, v), tmp_path, monkeypatch)
-    assert "= in0.contiguous()" in generated(tmp_path)
+    assert "in0.contiguous()" in generated(tmp_path)
     for b in (1, 3):
         q, k, v = torch.randn(b, 5, 16), torch.randn(b, 7, 16), torch.randn(b, 7, 16)
         assert_close_to_eager(f(q, k, v), fns.attention(q, k, v), f"batch {b}")

@@ -108,7 +108,7 @@ def test_a_squeeze_and_excitation_gate_runs_against_the_weight(tmp_path, monkeyp
             assert "gated_weight = " in text and "F.linear(x, gated_weight, " in text, text
             kernel = text[text.index('extern "C" void'):]
             kernel = kernel[:kernel.index("\n}\n")]
-            once, rows = kernel[:kernel.index("ts_rows(")], kernel[kernel.index("ts_rows("):]
+            once, rows = kernel[:kernel.index("ts_rows_of(")], kernel[kernel.index("ts_rows_of("):]
             assert "std::unique_ptr<float[]> r" in once and "ts_exp" in once and "ts_exp" not in rows, text
             for change in ("none", "in place"):
                 if change == "in place":

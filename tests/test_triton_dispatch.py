@@ -120,14 +120,16 @@ def compile_now(obj: Any, example: tuple, tmp_path: Path, monkeypatch: pytest.Mo
     stem = getattr(obj, "__name__", type(obj).__name__)
     [path] = (tmp_path / "jit").glob(f"{stem}_*.py")
     module = sys.modules[f"torchscribe_jit.{path.stem}"]
-    assert "_kernels.launcher(" in path.read_text(), "nothing was fused"
+    assert "_kernel(" in path.read_text(), "nothing was fused"
     return out, module
 
 
 def launchers(module: ModuleType) -> dict[str, str]:
-    """Each kernel's name and the launcher it is bound to."""
-    names = {k for k in vars(module) if k.endswith("_triton") or k.endswith("_cpp")}
-    kernels = {n.rsplit("_", 1)[0] for n in names}
+    """Each kernel's name and the launcher it is bound to (a module for CPU tensors alone binds
+    the name to its C++ launcher, of that name)."""
+    lib = getattr(module, "_lib", None)
+    kernels = {n.removesuffix("_kernel") for n in vars(lib) if n.endswith("_kernel")} if lib is not None else set()
+    kernels |= {k.removesuffix("_triton") for k in vars(module) if k.endswith("_triton")}
     return {k: getattr(module, k).__name__ for k in sorted(kernels)}
 
 
@@ -245,9 +247,9 @@ def test_cpu_kernels_run_cpp_unless_triton_is_asked_for(fns, tmp_path, monkeypat
     monkeypatch.delenv("TORCHSCRIBE_BACKEND", raising=False)
     _, module = compile_now(fns.softmax, example, tmp_path, monkeypatch)
     # (`softmax`, the calls it fuses, is the compiled function's name in the module: `softmax_2`)
-    assert launchers(module) == {"softmax_2": "softmax_2_cpp"}
+    assert launchers(module) == {"softmax_2": "softmax_2"}
     assert "triton" not in vars(module)  # (compiled for CPU tensors: no Triton code, no import)
-    for backend, launcher in (("triton", "softmax_2_triton"), ("cpp", "softmax_2_cpp")):
+    for backend, launcher in (("triton", "softmax_2_triton"), ("cpp", "softmax_2")):
         if backend == "triton" and not INTERPRETED:
             continue
         monkeypatch.setenv("TORCHSCRIBE_BACKEND", backend)
@@ -425,7 +427,7 @@ def test_a_module_compiled_for_cpu_tensors_holds_no_triton(fns, tmp_path, monkey
         module.COMPILED["chain"](x.to("meta"), y.to("meta"))
     monkeypatch.setenv("TORCHSCRIBE_BACKEND", "triton")
     again = load_module_from_path(path, "chain_without_triton")  # (its launchers are bound now)
-    names = re.findall(r'_kernels\.launcher\(globals\(\), "(\w+)"', text)
+    names = re.findall(r"_lib\.(\w+)_kernel\(", text)
     assert names
     for name in names:
         with pytest.raises(GuardFailure, match=f"kernel {name} has no Triton version"):

@@ -106,7 +106,6 @@ def exp_mul_add_kernel(out0, in0, in0_s0, in0_s1, in1, in1_s1, n_rows, n1, ROWS:
     tl.store(out0 + r * n1 + c, v3, mask=mask)
 
 def exp_mul_add_triton(in0, in1) -> Tensor:
-    """Fused (Triton): exp, mul, add."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 8, dtype=torch.float32, device=in0.device)
     if n0 == 0:
@@ -176,7 +175,6 @@ def amax_sub_exp_loop(out0, in0, in0_s0, in0_s1, n_rows, n1, ROWS: tl.constexpr,
         tl.store(out0 + r * n1 + c, v4, mask=mask)
 
 def amax_sub_exp_triton(in0) -> Tensor:
-    """Fused (Triton): amax, sub, exp, sum, div."""
     n0 = in0.shape[0]
     out0 = torch.empty(n0, 40, dtype=torch.float32, device=in0.device)
     if n0 == 0:

@@ -244,6 +244,7 @@ def build_program(
     if instance is None and example_inputs is None and not entry_types:
         # Generic code calls another @script class's module (its own compiled code) rather than
         # holding a copy of its forward: without kernels, inlining saves only a Python call.
+        program.generic = True
         program.separate = frozenset(f"{t.name}.forward" for t in source.targets()
                                      if t.name in source.classes and not t.is_factory)
     for key, types in (entry_types or {}).items():

@@ -36,9 +36,10 @@ import torch
 from ir import ops
 from ir.core import BlockArg, Operation, Program, Value
 from ir.passes.fuse import kernel_shape, pointwise_fusible, row_reduction
+from ir.passes.layers import LAYERS
 from ir.primitives import LeftAsIs, classify, is_tensor_op, op_name
 from ir.rows import NotRowWise, row_plan
-from ir.types import TensorType
+from ir.types import ModuleType, TensorType
 
 _DTYPE_SIZE = {
     name: torch.empty((), dtype=getattr(torch, name)).element_size()
@@ -252,6 +253,10 @@ def _why_python(op: Operation) -> tuple[str, str] | None:
     if isinstance(op, (ops.IfOp, ops.ForRangeOp, ops.ForEachOp, ops.WhileOp)):
         return "control", "control flow (a kernel does not span it)"
     if isinstance(op, ops.ModuleCallOp):
+        layer = op.operands[0].type
+        if isinstance(layer, ModuleType) and layer.qualname in LAYERS:
+            return "call", (f"{layer.qualname.removeprefix('torch.nn.')}: a standard layer called as eager calls it "
+                            "(lowered to its torch call where kernels may form: for known inputs)")
         return "call", "a module call that was not inlined (its class is not compiled here, or its path cannot be guarded)"
     if not is_tensor_op(op):
         return None

@@ -28,7 +28,7 @@ lowering (ir/passes/layers.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 from ir import ops
 from ir.builder import literal_type
@@ -263,9 +263,11 @@ def inline(program: Program) -> None:
     recursive = {name for name in funcs if _reaches(graph, name, name)}
     assigned = assigned_attributes(program)
     inlinable = {name: f for name, f in funcs.items() if name not in program.separate}
+    # Generic code lowers no layer: a Sequential unrolls only to reach a forward it inlines.
+    unroll = (lambda t: _holds_inlinable(t, inlinable)) if program.generic else (lambda t: True)
     for name in _callees_first(graph, list(funcs)):
         _check_lengths(funcs[name], assigned)
-        if _inline_into(funcs[name], inlinable, recursive, assigned):
+        if _inline_into(funcs[name], inlinable, recursive, assigned, unroll):
             name_shared_modules(funcs[name])
     for func in funcs.values():
         _guard_submodule_methods(func, assigned)
@@ -359,12 +361,21 @@ def _callees_first(graph: dict[str, list[str]], names: list[str]) -> list[str]:
     return order
 
 
-def _inline_into(func: ops.FuncOp, funcs: dict[str, ops.FuncOp], recursive: set[str], assigned: set[str]) -> bool:
-    """Inline every call in `func` that can be (also those copied in); whether any was."""
+def _holds_inlinable(t: ModuleListType, funcs: dict[str, ops.FuncOp]) -> bool:
+    """Whether a Sequential holds a module whose forward `funcs` has (or such a Sequential)."""
+    return any(isinstance(e, ModuleType) and f"{e.qualname}.forward" in funcs
+               or isinstance(e, ModuleListType) and e.kind == "Sequential" and e.length_known and _holds_inlinable(e, funcs)
+               for e in t.elems)
+
+
+def _inline_into(func: ops.FuncOp, funcs: dict[str, ops.FuncOp], recursive: set[str], assigned: set[str],
+                 unroll: Callable[[ModuleListType], bool]) -> bool:
+    """Inline every call in `func` that can be (also those copied in), unrolling the
+    Sequentials `unroll` says; whether any was."""
     rejected: set[Operation] = set()
     changed = False
     while True:
-        while _unroll_sequentials(func, assigned):
+        while _unroll_sequentials(func, assigned, unroll):
             changed = True
         site = next((op for op in _calls(func, funcs) if op not in rejected), None)
         if site is None:
@@ -451,7 +462,7 @@ def _check_lengths(func: ops.FuncOp, assigned: set[str]) -> None:
             add_module_guard(func, path, kind, (f"len={len(t.elems)}",), op.loc)
 
 
-def _unroll_sequentials(func: ops.FuncOp, assigned: set[str]) -> bool:
+def _unroll_sequentials(func: ops.FuncOp, assigned: set[str], unroll: Callable[[ModuleListType], bool]) -> bool:
     """`seq(x)` of an nn.Sequential of known length becomes `seq[0](x)`, `seq[1](...)`, ...: what
     Sequential.forward does, each layer's call then inlined or lowered on its own. The entry
     guard says the container is a plain Sequential (a subclass that keeps its forward too) of
@@ -460,7 +471,8 @@ def _unroll_sequentials(func: ops.FuncOp, assigned: set[str]) -> bool:
     for call in [op for op in func.walk() if isinstance(op, ops.ModuleCallOp)]:
         t = call.operands[0].type
         if not (isinstance(t, ModuleListType) and t.kind == "Sequential" and t.length_known) \
-                or len(call.operands) != 2 or call.attributes.get("kwnames") or len(call.results) != 1:
+                or len(call.operands) != 2 or call.attributes.get("kwnames") or len(call.results) != 1 \
+                or not unroll(t):
             continue
         path = module_path(call.operands[0], func, assigned)
         if path is None:

@@ -169,6 +169,8 @@ LAYERS: dict[str, Layer] = {
 
 
 def lower_layers(program: Program) -> None:
+    if program.generic:
+        return
     assigned = assigned_attributes(program)
     specialised = bool(program.entry_inputs)
     for func in program.funcs:

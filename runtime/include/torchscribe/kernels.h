@@ -9,6 +9,8 @@
 #include "vecmath.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <utility>
 #include <memory>
 #include <type_traits>
 #include <vector>
@@ -16,6 +18,11 @@
 #include <dlfcn.h>
 #include <omp.h>
 #endif
+
+// A kernel's parameters: the data pointer of an input and of an output, each the only way the
+// kernel reaches that memory (restrict), so that the loops over them vectorise without checks.
+template <typename T> using ts_in = const T* __restrict;
+template <typename T> using ts_out = T* __restrict;
 
 // The number of threads torch runs its own ops on: at::get_num_threads() of the loaded
 // libtorch_cpu, looked up once. That is torch.set_num_threads's count in every Python thread (a
@@ -78,11 +85,36 @@ static inline int64_t ts_fold(int64_t n, int64_t inner) {
   return k * inner >= least ? k : n;
 }
 
-// A lambda that must be inlined where it is called (`[&](auto unit) TS_INLINE { ... }`).
+// Folds dim d (`nd` rows) into the inner dim (`n` elements) where `alike`: every tensor walks
+// the two as one (its stride along d is its stride along the row times n). Whole while the row
+// stays short, else in part (ts_fold), the strides along d (`strides`) then stepping over the
+// rows folded together. A dim of 1 folds with nothing to do. Returns whether dim d is now 1, as
+// only then may the dim before it fold too: `ts_fold_into(n2, n3, ...) && ts_fold_into(n1, ...)`
+// (a (1, 1280, 7, 7) batch-norm kernel runs 1280 rows of 49 elements, not 8960 rows of 7).
+template <class... Strides>
+static inline bool ts_fold_into(int64_t& nd, int64_t& n, bool alike, Strides&... strides) {
+  if (nd == 1) return true;
+  if (!alike) return false;
+  const int64_t k = ts_fold(nd, n);
+  n *= k;
+  nd /= k;
+  ((strides *= k), ...);
+  return nd == 1;
+}
+
+// A lambda that must be inlined where it is called (`[&](auto unit) TS_INLINE { ... }`); a
+// function that must stay a call (a reduction's row function: the compiler sees its restrict
+// pointers and local sizes, which it does not inside an OpenMP region); and the loop over a
+// share of the rows, one function with the kernel's row inlined into it (gcc inlined the loop
+// into ts_rows and called the row, a sin/cos chain's, as a function: 2% slower).
 #if defined(__GNUC__)
 #define TS_INLINE __attribute__((always_inline))
+#define TS_NOINLINE __attribute__((noinline))
+#define TS_ROWS __attribute__((noinline, flatten))
 #else
 #define TS_INLINE
+#define TS_NOINLINE
+#define TS_ROWS
 #endif
 
 // One loop body for every layout: body(std::true_type) where `unit` (every stride along the row
@@ -96,6 +128,74 @@ template <class Body> static inline TS_INLINE void ts_unit_or_strided(bool unit,
   } else {
     body(std::false_type{});
   }
+}
+// The same, `unit` where every one of `strides` is 1.
+template <class Body>
+static inline TS_INLINE void ts_unit_or_strided(std::initializer_list<int64_t> strides, const Body& body) {
+  ts_unit_or_strided(std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; }), body);
+}
+
+// A kernel of one dim: chunk(o, end) on its elements [o, end), all of them, or each thread's
+// share of them above 32768 (ts_rows); with `strides` first, chunk(unit, o, end) as ts_rows_of.
+template <class Chunk> static inline void ts_chunks_of(int64_t n, const Chunk& chunk) {
+  ts_rows([chunk](int64_t begin, int64_t end) TS_ROWS { chunk(begin, end); }, n, n >= 32768);
+}
+template <class Chunk>
+static inline void ts_chunks_of(std::initializer_list<int64_t> strides, int64_t n, const Chunk& chunk) {
+  ts_unit_or_strided(strides, [&](auto unit) TS_INLINE {
+    ts_rows([chunk, unit](int64_t begin, int64_t end) TS_ROWS { chunk(unit, begin, end); }, n, n >= 32768);
+  });
+}
+
+// The rows of a kernel: every index of the outer dims (sizes `outer`), each row `inner`
+// elements, on ts_rows's threads. row(i0, ..., o) gets the row's index along each outer dim and
+// `o`, its first element in a dense tensor of these sizes; the indices advance row by row (no
+// division per row). With `strides` first (each tensor's stride along the row),
+// row(unit, i0, ..., o) also gets `unit`: a std::true_type where every one of them is 1, else a
+// std::false_type (ts_unit_or_strided), so that the row's loop of steps `unit ? 1 : stride`
+// vectorises contiguous loads and stores in the first version. The kernel's lambda holds only
+// its loads, its math and its stores.
+struct ts_no_unit {};
+template <class Row, class Unit, size_t R, size_t... D>
+static inline TS_INLINE void ts_call_row(const Row& row, Unit unit, const int64_t (&i)[R], int64_t o,
+                                         std::index_sequence<D...>) {
+  if constexpr (std::is_same<Unit, ts_no_unit>::value) {
+    row(i[D]..., o);
+  } else {
+    row(unit, i[D]..., o);
+  }
+}
+template <class Unit, size_t R, class Row>
+static inline TS_INLINE void ts_rows_with(Unit unit, const int64_t (&outer)[R], int64_t inner, const Row& row) {
+  struct Sizes { int64_t n[R]; } sizes;  // (captured by value: each thread's copy in registers)
+  int64_t count = 1;
+  for (size_t d = 0; d < R; ++d) {
+    sizes.n[d] = outer[d];
+    count *= outer[d];
+  }
+  ts_rows([row, sizes, inner, unit](int64_t begin, int64_t end) TS_ROWS {
+    int64_t i[R], rest = begin;
+    for (size_t d = R - 1; d > 0; --d) {
+      i[d] = rest % sizes.n[d];
+      rest /= sizes.n[d];
+    }
+    i[0] = rest;
+    for (int64_t r = begin; r < end; ++r) {
+      ts_call_row(row, unit, i, r * inner, std::make_index_sequence<R>{});
+      size_t d = R - 1;  // (the last index fastest)
+      while (d > 0 && ++i[d] == sizes.n[d]) i[d--] = 0;
+      if (d == 0) ++i[0];
+    }
+  }, count, count * inner >= 32768);
+}
+template <size_t R, class Row>
+static inline void ts_rows_of(const int64_t (&outer)[R], int64_t inner, const Row& row) {
+  ts_rows_with(ts_no_unit{}, outer, inner, row);
+}
+template <size_t R, class Row>
+static inline void ts_rows_of(std::initializer_list<int64_t> strides, const int64_t (&outer)[R], int64_t inner,
+                              const Row& row) {
+  ts_unit_or_strided(strides, [&](auto unit) TS_INLINE { ts_rows_with(unit, outer, inner, row); });
 }
 
 // What one block of a float row's sum accumulates in (codegen/cpp_kernels.py, _reduction_pass):
