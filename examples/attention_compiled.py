@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:a71fadf31b7ac3f9185f49bf0c7c41dd2bb6a990dda3294e1280db737201309b"
+BODY_HASH = "sha256:2bf36c00b6944ea681dd07aa005c76b3331670700a1316348f36668744ea4636"
 TORCH_VERSION = "2.13"
 
 
@@ -110,16 +110,16 @@ def CausalSelfAttention_forward(self, x: Tensor) -> Tensor:
     # q = q.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
     num_heads = self.num_heads
     head_dim = self.head_dim
-    q = q.view(B, T, num_heads, head_dim).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
+    q = q.view(B, T, num_heads, head_dim).transpose(1, 2)  # Tensor[?, ?, ?, ?]
     # k = k.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    k = k.view(B, T, num_heads, head_dim).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
+    k = k.view(B, T, num_heads, head_dim).transpose(1, 2)  # Tensor[?, ?, ?, ?]
     # v = v.view(B, T, self.num_heads, self.head_dim).transpose(1, 2)
-    v = v.view(B, T, num_heads, head_dim).permute(0, 2, 1, 3)  # Tensor[?, ?, ?, ?]
+    v = v.view(B, T, num_heads, head_dim).transpose(1, 2)  # Tensor[?, ?, ?, ?]
     # scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    scores = q @ k.permute(0, 1, 3, 2) / math.sqrt(head_dim)  # Tensor[?, ?, ?, ?]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(head_dim)  # Tensor[?, ?, ?, ?]
     del q, k
     # scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
-    scores = torch.where(_guards.attr(self, "mask")[:T, :T] == 0, -math.inf, scores)
+    scores = scores.masked_fill(_guards.attr(self, "mask")[:T, :T] == 0, -math.inf)
     weights = F.softmax(scores, dim=-1)
     del scores
     weights = _guards.attr(self, "dropout")(weights)

@@ -16,7 +16,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:93352f7b994581aec3d4e3448299004563085246696f0777b1e541363fd73268"
+BODY_HASH = "sha256:7a1a3fa535a99c44b7a1deeaf16d84851ebb1a2e9bc55b400a107aeb6aefde49"
 TORCH_VERSION = "2.13"
 
 
@@ -90,7 +90,7 @@ def MaskedPool_forward(
             pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
         else:
             # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-            pooled = torch.where(weights == 0, -math.inf, x).amax(dim=1)
+            pooled = x.masked_fill(weights == 0, -math.inf).amax(dim=1)
     del weights
     out = _guards.attr(self, "proj")(pooled)
     if temperature is not None:

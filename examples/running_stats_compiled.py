@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:ae06d4caf0cba66f1380b3cc344f2c862f5d925f2b7c057e0bf2a4fbba08b1e2"
+BODY_HASH = "sha256:42845738e19e893815831a7edd826bc9dd00a5fbe346c6c4a3ae515178b3b34c"
 TORCH_VERSION = "2.13"
 
 
@@ -84,38 +84,17 @@ def sqrt(in0, m0) -> Tensor:
 
 def RunningNorm_forward(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x")
-    # def forward(self, x: Tensor) -> Tensor:
-    mean = _guards.attr(self, "mean")
-    var_1 = _guards.attr(self, "var")
-    count = _guards.attr(self, "count")
-    if not _guards.no_overlap((mean, var_1, count), (x,)):
-        raise _guards.GuardFailure(
-            "`self.mean`, `self.var`, `self.count` (written) may share memory with another tensor argument or attribute"
-        )
-    # if self.training:
-    mean_1, var_2, count_1 = mean, var_1, count
     if self.training:
         batch_mean = x.mean(dim=0)
         batch_var = x.var(dim=0, unbiased=False)
-        # self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
-        momentum = self.momentum
-        mean_2 = mean.mul(1.0 - momentum)
-        mean_1 = (
-            mean_2.add(batch_mean, alpha=momentum).to(mean_2.dtype).expand_as(mean_2)
+        _guards.attr(self, "mean").mul_(1.0 - self.momentum).add_(
+            batch_mean, alpha=self.momentum
         )
-        # self.var.lerp_(batch_var, self.momentum)
-        var_2 = var_1.lerp(batch_var, momentum).to(var_1.dtype).expand_as(var_1)
-        # self.count += 1
-        count_1 = count + 1
-    # return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    tmp = (x - mean_1) / torch.sqrt(var_2 + self.eps)
-    if mean_1 is not mean:
-        mean.copy_(mean_1)
-    if var_2 is not var_1:
-        var_1.copy_(var_2)
-    if count_1 is not count:
-        count.copy_(count_1)
-    return tmp
+        _guards.attr(self, "var").lerp_(batch_var, self.momentum)
+        self.count += 1
+    return (x - _guards.attr(self, "mean")) / torch.sqrt(
+        _guards.attr(self, "var") + self.eps
+    )
 
 
 # fmt: off

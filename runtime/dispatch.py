@@ -32,7 +32,7 @@ from torch import nn
 
 from runtime import loader, stats
 from runtime.errors import TorchscribeError, TorchscribeWarning
-from runtime.guards import GuardFailure, check_no_autograd
+from runtime.guards import GuardFailure, records_autograd
 from runtime.modes import current_mode
 from runtime.source_hash import file_source_hash
 
@@ -500,16 +500,17 @@ def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, m
     first specialisation whose entry checks accept the call runs, else the generic code (counted:
     `runtime.generic_counts()`), whose own failed checks send the call to eager code, as does a
     generic of None (an entry compiled from its example alone). Kernels record no autograd
-    graph: a call that autograd would record runs the generic code (torch ops)."""
+    graph: a call that autograd records runs the generic code, eager's torch ops in eager's order
+    (ir/passes.AUTOGRAD_PASSES), which autograd records as it records eager's."""
     *special, generic = choices
 
     def call(*args: Any, **kwargs: Any) -> Any:
         refused = None
-        try:
-            if _grad_enabled():  # (a test of check_no_autograd's, on every call's path)
-                check_no_autograd(args[0] if method and args else None, args[1:] if method else args, kwargs)
-        except GuardFailure as failure:
-            refused = failure
+        # (grad mode first: records_autograd's cheapest test, on every call's path)
+        if _grad_enabled() and records_autograd(args[0] if method and args else None,
+                                                args[1:] if method else args, kwargs):
+            refused = GuardFailure("grad is enabled and an input or parameter requires grad; the "
+                                   "specialisations' kernels record no autograd graph")
         else:
             for fn in special:
                 try:

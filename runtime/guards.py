@@ -696,18 +696,35 @@ def no_overlap(written: Any, others: Any) -> bool:
     return True
 
 
-def check_no_autograd(module: Any, args: tuple, kwargs: dict) -> None:
-    """Compiled kernels record no autograd graph: with grad enabled, a tensor argument or a
-    parameter that requires grad sends the call to eager code (GuardFailure), which does."""
+def records_autograd(module: Any, args: Any, kwargs: dict) -> bool:
+    """Whether autograd records a graph of this call: grad enabled, and a tensor argument (one in
+    a list, tuple or dict too) or a parameter of `module` that requires grad."""
     if not torch.is_grad_enabled():
-        return
-    values = list(args) + list(kwargs.values())
-    if any(isinstance(v, torch.Tensor) and v.requires_grad for v in values) or (
-            module is not None and any(p.requires_grad for p in module.parameters())):
-        raise GuardFailure("grad is enabled and an input or parameter requires grad; compiled kernels "
-                           "record no autograd graph (use torch.no_grad() or torch.inference_mode() "
-                           "for inference)")
+        return False
+    return _requires_grad(args) or _requires_grad(kwargs.values()) or (
+        module is not None and any(p.requires_grad for p in module.parameters()))
 
+
+def _requires_grad(values: Any) -> bool:
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            if v.requires_grad:
+                return True
+        elif isinstance(v, (list, tuple)):
+            if _requires_grad(v):
+                return True
+        elif isinstance(v, dict) and _requires_grad(v.values()):
+            return True
+    return False
+
+
+def check_no_autograd(module: Any, args: tuple, kwargs: dict) -> None:
+    """Code compiled for a `with torch.no_grad():` block as its body (and kernels, which record
+    no autograd graph) runs only where autograd records nothing: else GuardFailure, and the call
+    runs eagerly (kernels: the code compiled for autograd, ir/passes.AUTOGRAD_PASSES)."""
+    if records_autograd(module, args, kwargs):
+        raise GuardFailure("grad is enabled and an input or parameter requires grad; this compiled code "
+                           "records no autograd graph (a `with torch.no_grad():` block compiled as its body)")
 
 
 class _ModelModule:

@@ -5,6 +5,8 @@ code of changes, or an installed library it holds code of changes version."""
 
 from __future__ import annotations
 
+import copy
+
 import importlib
 import itertools
 import subprocess
@@ -256,9 +258,12 @@ def test_a_library_the_module_holds_code_of_is_recorded_by_version(tmp_path: Pat
     assert problem is not None and "torch 0.0.1" in problem
 
 
-def test_without_generic_code_a_refused_call_runs_eagerly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """An entry compiled from its example alone (`(specialised, None)`): a call its checks refuse,
-    or one autograd would record, runs eagerly (strict mode: an error), never its kernels."""
+def test_without_generic_code_the_code_for_autograd_stands_in(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """An entry compiled from its example alone (its generic compile failed) gets code for
+    autograd compiled from the example, tried last (`(specialised, autograd)`): a call autograd
+    records runs it, in strict mode too, with eager's gradients, never the kernels; a call every
+    compilation refuses runs eagerly (strict mode: an error)."""
     path = write_model(tmp_path)
     (path.parent / "layers.py").write_text("from torch import Tensor, nn\n\n\nclass Scale(nn.Module):\n"
                                            "    def forward(self, x: Tensor) -> Tensor:\n        return x * 3.0\n")
@@ -269,18 +274,28 @@ def test_without_generic_code_a_refused_call_runs_eagerly(tmp_path: Path, capsys
                     .replace("gelu(self.norm(self.fc(x)))", "gelu(self.scale(self.norm(self.fc(x))))"))
     code, output = compile_cli(path, capsys)
     assert code == 0, output
-    assert '"Block.forward": (Block_forward_example, None)' in loader.compiled_path_for(path).read_text()
+    text = loader.compiled_path_for(path).read_text()
+    assert '"Block.forward": (Block_forward_example, Block_forward_autograd)' in text
+    assert "def Block_forward_autograd(" in text
     module = load(path)
     dispatch.reset()
     model, (x,) = module.make_example()
+    twin = copy.deepcopy(model)
     with runtime.mode("strict"):
         with torch.no_grad():
             model(x)
-        with pytest.raises(runtime.TorchscribeError, match="requires grad"):
-            model(x)
-    with runtime.mode("on"), pytest.warns(runtime.TorchscribeWarning, match="running eagerly"):
         y = model(x)
-    assert y.requires_grad
+    assert y.requires_grad and runtime.fallback_counts() == {}
+    y.sum().backward()
+    with runtime.mode("off"):
+        twin(x).sum().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    model.double()
+    with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="float"):
+        model(x.double())
+    with runtime.mode("on"), pytest.warns(runtime.TorchscribeWarning, match="running eagerly"):
+        model(x.double())
     dispatch.reset()
 
 
@@ -320,7 +335,7 @@ class Classifier(nn.Module):
 '''
 
 LOAD_AND_RUN = '''\
-import sys, warnings, torch
+import copy, sys, warnings, torch
 sys.path.insert(0, {root!r})
 import runtime
 from {package} import model as serving
@@ -333,6 +348,15 @@ for factory in (serving.encoder, serving.classifier):
             got = fast(*inputs)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
 assert runtime.generic_counts() == {{}} and runtime.fallback_counts() == {{}}
+for factory in (serving.encoder, serving.classifier):  # training: the code for autograd, never eager
+    model, inputs = factory()
+    twin = copy.deepcopy(model)
+    with runtime.mode("strict"):
+        factory.load(model)(*inputs).pow(2).sum().backward()
+    twin(*inputs).pow(2).sum().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, atol=1e-5, rtol=1e-5)
+assert runtime.fallback_counts() == {{}}
 assert not any(m.startswith(("transpiler.compile", "libcst", "ir.")) for m in sys.modules), "the compiler was imported"
 other = torch.nn.Linear(64, 64)
 with runtime.mode("strict"):
@@ -359,7 +383,8 @@ def test_models_you_did_not_write_load_from_the_checked_in_module(
     assert code == 0, output
     text = loader.compiled_path_for(path).read_text()
     assert '"encoder": "torch.nn.modules.transformer.TransformerEncoderLayer"' in text
-    assert '"classifier": (Classifier_forward_classifier, None)' in text
+    assert ('"classifier": (\n        Classifier_forward_classifier,\n        Classifier_forward_classifier_autograd,\n'
+            '    ),') in text
     assert list(loader.read_header(loader.compiled_path_for(path))["SOURCES"]) == ["classifier.py"]
     script = LOAD_AND_RUN.format(root=str(tmp_path), package=path.parent.name)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

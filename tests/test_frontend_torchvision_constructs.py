@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import textwrap
-import warnings
 from pathlib import Path
 
 import pytest
@@ -254,13 +253,12 @@ def test_unused_methods_and_is_scripting(layer_module, memory_efficient, tmp_pat
     with torch.no_grad(), runtime.mode("strict"):
         got = scripted(x)
     assert torch.allclose(got, expected, atol=1e-6)
-    # requires_grad under autograd: the compiled module runs eager code (the checkpoint path when
-    # memory efficient), which records the graph
+    # requires_grad under autograd: the compiled code for autograd, where is_scripting() is False
+    # as in eager (the checkpoint path when memory efficient), records the graph
     xg = x.clone().requires_grad_(True)
     with runtime.mode("off"):
         expected = model(xg)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "... requires grad ...; running eagerly" (once per class)
+    with runtime.mode("strict"):  # (never eager)
         got = scripted(xg)
     assert got.grad_fn is not None and torch.allclose(got, expected, atol=1e-6)
 

@@ -1,8 +1,8 @@
 """script(instance, example_inputs=...) compiles recursively, as TorchScript does (docs/models.md):
 submodule classes from other files, functions they call, unannotated code, per-structure class
 variants, Sequential unrolling under a guard, ModuleDict iteration, overloaded forwards, list
-operations, torch's MultiheadAttention / TransformerEncoderLayer, and the eager path under
-autograd. Each model is compared with eager and its generated module is read for what must (not)
+operations, torch's MultiheadAttention / TransformerEncoderLayer, and the code for calls
+autograd records. Each model is compared with eager and its generated module is read for what must (not)
 be there. The torchvision models themselves are in tests/corpus (make corpus)."""
 
 from __future__ import annotations
@@ -191,20 +191,26 @@ def test_an_edit_to_another_file_compiles_again(net) -> None:
     assert len(list((tmp_path / "cache" / "jit").glob("*.py"))) == 2
 
 
-def test_autograd_takes_the_eager_path(net) -> None:
+def test_autograd_runs_compiled_code(net) -> None:
+    """With grad enabled and parameters that require grad, the compiled code for autograd
+    (torch ops, no kernels) runs, in strict mode too, and autograd records it as it records
+    eager's: the same gradients."""
     module, _ = net
     model = module.Net().eval()
+    twin = module.Net().eval()
+    twin.load_state_dict(model.state_dict())
     x = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         compiled = script(model, example_inputs=(x,))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", runtime.TorchscribeWarning)
+    runtime.dispatch.reset()
+    with runtime.mode("strict"):
         out = compiled(x)
-    assert out.grad_fn is not None  # eager code ran and recorded the graph
+    assert out.grad_fn is not None and runtime.fallback_counts() == {}
     out.sum().backward()
-    assert model.stem[0].weight.grad is not None
-    with runtime.mode("strict"), pytest.raises(TorchscribeError, match="requires grad"):
-        compiled(x)
+    with runtime.mode("off"):
+        twin(x).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=lambda m: f"{name}: {m}")
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

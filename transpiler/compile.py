@@ -16,7 +16,7 @@ from ir.core import Loc, Program
 from ir.ops import ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
 from ir.types import ModuleType
 from ir.passes.shapes import example_input_types
-from ir.passes import run_pipeline
+from ir.passes import autograd_skips, run_pipeline
 from runtime.loader import VERSION
 from runtime.source_hash import read_source_text, source_hash
 from transpiler.check import CheckResult, check_file
@@ -43,7 +43,7 @@ def torch_version() -> str:
 def lower_file(source: SourceFile, targets: list[Target] | None = None,
                instance_classes: dict[str, ClassInfo] | None = None,
                functions: FunctionFinder | None = None, permissive: bool = False,
-               examples: Sequence[Any] | None = None) -> tuple[Program, dict[str, str]]:
+               examples: Sequence[Any] | None = None, autograd: bool = False) -> tuple[Program, dict[str, str]]:
     """Lower the file's @script objects (and what they call) to IR. `functions` (script(instance, ...)) makes the compilation
     recursive, as TorchScript's: see FileContext.recursive. `examples`: the first target's example
     inputs. An entry compiled once per member of its Union parameters has its variants in
@@ -60,7 +60,8 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     # What the file decorates is compiled code the targets may call, also when one object is
     # compiled now (script(fn, example_inputs=...) passes just that target).
     ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets() if not t.is_factory},
-                      recursive=functions is not None, functions=functions, permissive=permissive)
+                      recursive=functions is not None, functions=functions, permissive=permissive,
+                      autograd=autograd)
     ctx.entry_names = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets}
     ctx.entry_kwargs_empty = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets
                               if t.options.get("kwargs_empty")}
@@ -215,13 +216,14 @@ def compile_source(
     permissive: bool = False,
     frozen: bool = False,
     devices: tuple[str, ...] = ("cpu",),
+    autograd: bool = False,
 ) -> CompiledFile:
     """`instance` (an nn.Module) and `example_inputs` specialise the first target to what it
     will be called with (script(instance, example_inputs=...)); entry checks guard that.
     `frozen`: script(..., freeze=True), see runtime/prepacked.py. `devices`: Program.devices,
-    where the kernels may run (Triton code only with "cuda")."""
+    where the kernels may run (Triton code only with "cuda"). `autograd`: see build_program."""
     program, entries = build_program(source, targets, instance_classes, after_pass, instance, example_inputs,
-                                     functions, permissive, frozen, devices=devices)
+                                     functions, permissive, frozen, devices=devices, autograd=autograd)
     text = emit_module(program, module_header(source, regenerate, source_file_name, program, permissive),
                        {**entries, **program.alternatives}, program.source_lines)
     return CompiledFile(program, entries, text)
@@ -239,11 +241,13 @@ def build_program(
     frozen: bool = False,
     entry_types: Mapping[str, list[Any]] | None = None,
     devices: tuple[str, ...] = ("cpu",),
+    autograd: bool = False,
 ) -> tuple[Program, dict[str, str]]:
     """The program of `compile_source` after the passes, with its COMPILED entries.
     `entry_types` (COMPILED key -> a Type or None per argument, `self` included) compiles those
-    entries for arguments of those types (transpiler/annotated.py)."""
-    program, entries = lower_file(source, targets, instance_classes, functions, permissive, example_inputs)
+    entries for arguments of those types (transpiler/annotated.py). `autograd`: for calls that
+    autograd records, eager's torch ops without kernels (ir/passes.AUTOGRAD_PASSES)."""
+    program, entries = lower_file(source, targets, instance_classes, functions, permissive, example_inputs, autograd)
     program.frozen = frozen
     program.devices = devices
     if instance is None and example_inputs is None and not entry_types:
@@ -269,7 +273,8 @@ def build_program(
     if after_pass is not None:
         after_pass("lower", program)
     # TORCHSCRIBE_VERIFY=1 (the test suite sets it) runs the verifier before and after each pass.
-    run_pipeline(program, after_pass, check=os.environ.get("TORCHSCRIBE_VERIFY") == "1")
+    run_pipeline(program, after_pass, check=os.environ.get("TORCHSCRIBE_VERIFY") == "1",
+                 skip=autograd_skips() if autograd else frozenset())
     # The module serves its entries: what inlining copied into them (a method, a dozen submodule
     # classes, helpers from other files) is not printed again as code nothing calls (a one-line
     # edit of an inlined method would show twice in the diff).
@@ -391,11 +396,13 @@ def compile_path(path: Path, display: str | None = None,
         raise _examples.ExamplesNeedAChild(path)
     regenerate = f"torchscribe {'--permissive ' if permissive else ''}{project_relative(path)}"
     notes: list[str] = []
+    failed: list[Target] = []
     targets = [t for t in targets if not t.is_factory]
     project, _ = project_settings(path)
     settings = targets_settings(source, targets, project)  # (bad options: before any example runs)
     try:
-        program, entries = build_program(source, targets, None, after_pass, permissive=permissive) if targets \
+        program, entries = build_program(source, targets, None, after_pass, permissive=permissive,
+                                         autograd=True) if targets \
             else (Program(source.display), {})
     except CompileError as e:
         # A class with an example may hold what ahead-of-time code cannot type (a submodule of a
@@ -406,15 +413,18 @@ def compile_path(path: Path, display: str | None = None,
         for t in failed:
             first = next(d for d in e.diagnostics if _inside(d, source, t))
             notes.append(f"{source.loc(t.node.name)}: note: `{t.name}` has no generic code ({first.message}, at line "
-                         f"{first.loc.line}): a call its example's entry checks refuse runs eagerly")
+                         f"{first.loc.line}): a call its example's entry checks refuse runs its code for autograd, "
+                         "compiled from the example, or eagerly where that refuses it too")
         rest = [t for t in targets if t not in failed]
-        program, entries = build_program(source, rest, None, after_pass, permissive=permissive) if rest \
+        program, entries = build_program(source, rest, None, after_pass, permissive=permissive,
+                                         autograd=True) if rest \
             else (Program(source.display), {})
         program.source_lines = program.source_lines or {source.display: source.lines}
     from_examples = []
     if with_examples:
         try:
-            from_examples = _examples.specialisations(source, with_examples, permissive)
+            from_examples = _examples.specialisations(source, with_examples, permissive,
+                                                      frozenset(t.name for t in failed))
         except CompileError as e:
             # (a specialisation's diagnostics name the file, and others it compiled from)
             raise CompileError(e.diagnostics, {source.display: source.lines, **e.sources}) from None
@@ -430,7 +440,7 @@ def compile_path(path: Path, display: str | None = None,
     if found:
         program, table = merge(program, entries, found)
     header = module_header(source, regenerate, path.name, program, permissive,
-                           tuple((spec.entry, spec.model) for spec in found if spec.model), project.header())
+                           tuple((spec.entry, spec.model) for spec in found if spec.model and not spec.autograd), project.header())
     return CompiledFile(program, {key: sym for key, (sym, *_) in table.items()} if found else entries,
                         emit_module(program, header, table, program.source_lines), notes=tuple(notes))
 

@@ -98,6 +98,10 @@ class FileContext:
     # unannotated parameter is a Tensor and an unannotated result is inferred from the body.
     recursive: bool = False
     functions: FunctionFinder | None = None
+    # Code for calls autograd records (compile.build_program's `autograd`): a `with
+    # torch.no_grad():` block keeps its entry check in recursive mode too, where script()'s
+    # no-grad code leaves it to the caller's check of every call.
+    autograd: bool = False
     # Permissive mode: what the compiler does not understand stays Python (transpiler/opaque.py);
     # `breaks` lists each such place and why, for the report.
     permissive: bool = False

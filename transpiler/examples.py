@@ -74,18 +74,25 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
-def specialisations(source: SourceFile, targets: list[Target], permissive: bool) -> list[Specialisation]:
+def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
+                    without_generic: frozenset[str] = frozenset()) -> list[Specialisation]:
     """Each example target compiled for its factory's instance and inputs (in this process,
-    which imports the file)."""
+    which imports the file). A target without generic code (a script_model factory; a class
+    named in `without_generic`, whose generic compile failed) also gets code for calls autograd
+    records, compiled from its (first) example (`Specialisation.autograd`)."""
     module = import_model_file(source)
     found = []
     for target in targets:
         if target.is_factory:
             found.append(_specialise_model(source, module, target, permissive))
+            found.append(_specialise_model(source, module, target, permissive, autograd=True))
             continue
         names = target.options["example"]
-        for name in (names,) if isinstance(names, str) else names:  # type: ignore[union-attr]
+        names = (names,) if isinstance(names, str) else names
+        for name in names:  # type: ignore[union-attr]
             found.append(_specialise(source, module, target, str(name), permissive))
+        if target.name in without_generic:
+            found.append(_specialise(source, module, target, str(names[0]), permissive, autograd=True))
     return found
 
 
@@ -115,7 +122,7 @@ def import_model_file(source: SourceFile) -> Any:
 
 
 def _specialise(source: SourceFile, module: Any, target: Target, factory_name: str,
-                permissive: bool) -> Specialisation:
+                permissive: bool, autograd: bool = False) -> Specialisation:
     from transpiler.compile import build_program
     from transpiler.jit import instance_program
 
@@ -130,7 +137,7 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
     except BaseException as error:  # noqa: BLE001 - the user's code
         raise _raised(source, error, f"the example factory `{factory_name}` raised") from None
     factory_loc = source.loc(source.functions[factory_name].name)
-    frozen = target.options.get("freeze") is True
+    frozen = target.options.get("freeze") is True and not autograd
     if target.name in source.classes:
         cls = getattr(module, target.name)
         if not (isinstance(made, tuple) and len(made) == 2 and type(made[0]) is cls
@@ -140,7 +147,7 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
                             factory_loc, f"return e.g. `{target.name}(...), (torch.randn(8, 16),)`")
         instance, inputs = made
         program, entries, files = instance_program(instance, source, target.node, tuple(inputs), permissive,
-                                                   frozen=frozen)
+                                                   frozen=frozen, autograd=autograd)
     else:
         function = getattr(module, target.name)
         if isinstance(made, tuple) and len(made) == 2 and made[0] is function and isinstance(made[1], (tuple, list)):
@@ -150,12 +157,14 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
                             f"it returned {_describe(made)}", factory_loc,
                             "return e.g. `(torch.randn(8, 16),)`")
         program, entries = build_program(source, [Target(target.name, target.node)], example_inputs=tuple(made),
-                                         permissive=permissive)
+                                         permissive=permissive, autograd=autograd)
         files = ()
-    return Specialisation(example_label(factory_name), program, entries, files)
+    return Specialisation("autograd" if autograd else example_label(factory_name), program, entries, files,
+                          autograd=autograd)
 
 
-def _specialise_model(source: SourceFile, module: Any, target: Target, permissive: bool) -> Specialisation:
+def _specialise_model(source: SourceFile, module: Any, target: Target, permissive: bool,
+                      autograd: bool = False) -> Specialisation:
     """A `script_model` factory's model, compiled from the files that define its classes
     (torchvision's, installed), as `script(model, example_inputs=...)` compiles it."""
     from torch import nn
@@ -188,10 +197,12 @@ def _specialise_model(source: SourceFile, module: Any, target: Target, permissiv
     if node is None or cls.__qualname__ != cls.__name__:
         raise UserError(f"the model factory `{target.name}` returned a {cls.__qualname__}, which is not defined at "
                         "module level of a file with source", factory_loc)
-    frozen = target.options.get("freeze") is True
-    program, entries, files = jit.instance_program(instance, defining, node, tuple(inputs), permissive, frozen=frozen)
-    return Specialisation(target.name, program, {target.name: entries[f"{cls.__name__}.forward"]}, files,
-                          model=f"{cls.__module__}.{cls.__qualname__}")
+    frozen = target.options.get("freeze") is True and not autograd
+    program, entries, files = jit.instance_program(instance, defining, node, tuple(inputs), permissive, frozen=frozen,
+                                                   autograd=autograd)
+    return Specialisation(f"{target.name}_autograd" if autograd else target.name, program,
+                          {target.name: entries[f"{cls.__name__}.forward"]}, files,
+                          model=f"{cls.__module__}.{cls.__qualname__}", autograd=autograd)
 
 
 def _raised(source: SourceFile, error: BaseException, what: str) -> UserError:

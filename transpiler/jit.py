@@ -10,6 +10,7 @@ something has to be compiled."""
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
 import os
 import sys
@@ -22,7 +23,7 @@ import torch
 from torch import nn
 
 from runtime.dispatch import compiled_dispatcher, inside_wrappers, rewrap
-from runtime.guards import check_no_autograd
+from runtime.guards import GuardFailure, records_autograd
 from runtime.loader import load_module_from_path
 from transpiler import jit_cache
 
@@ -81,8 +82,18 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
     forward = inside_wrappers(source_forward, module.COMPILED[f"{cls.__name__}.forward"], qualname)
     bound: Callable[..., Any] = types.MethodType(forward, scripted)  # (a staticmethod's too: context.py)
 
+    def compile_for_autograd(inputs: Sequence[Any] | None) -> Callable[..., Any]:
+        now = copy.copy(scripted)  # as it is now (train() sets `training` on scripted alone) ...
+        del now.forward  # ... without the dispatcher
+        code = _module_code(now, inputs, {"permissive": options["permissive"], "autograd": True}, example_kwargs)
+        return types.MethodType(inside_wrappers(source_forward, code.COMPILED[f"{cls.__name__}.forward"], qualname),
+                                scripted)
+
+    autograd = AutogradCode(compile_for_autograd, example_inputs)
+
     def compiled_forward(*args: Any, **kwargs: Any) -> Any:
-        check_no_autograd(scripted, args, kwargs)
+        if records_autograd(scripted, args, kwargs):
+            return autograd(args, kwargs)
         return bound(*args, **kwargs)
 
     scripted.forward = compiled_dispatcher(eager, compiled_forward, qualname)
@@ -115,7 +126,8 @@ def _module_code(instance: nn.Module, example_inputs: Sequence[Any] | None, opti
             raise TypeError(f"{cls.__qualname__} is not defined at module level of {path}; it cannot be compiled")
         source.module_name = module_name
         compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)",
-                                    options["permissive"], example_kwargs or {}, options.get("freeze", False))
+                                    options["permissive"], example_kwargs or {}, options.get("freeze", False),
+                                    options.get("autograd", False))
         module = _load(compiled.text, cls.__name__, key, compiled.files)
     return module
 
@@ -148,8 +160,15 @@ def _compile_through_holder(instance: nn.Module, example_inputs: Sequence[Any] |
     body = _module_code(holder, example_inputs, options).COMPILED["RootCall.forward"]
     cls = type(instance)
 
+    def compile_for_autograd(inputs: Sequence[Any] | None) -> Callable[..., Any]:
+        code = _module_code(holder, inputs, {"permissive": options["permissive"], "autograd": True})
+        return functools.partial(code.COMPILED["RootCall.forward"], holder)
+
+    autograd = AutogradCode(compile_for_autograd, example_inputs)
+
     def compiled_forward(*args: Any, **kwargs: Any) -> Any:
-        check_no_autograd(scripted, args, kwargs)
+        if records_autograd(scripted, args, kwargs):
+            return autograd(args, kwargs)
         return body(holder, *args, **kwargs)
 
     scripted.forward = compiled_dispatcher(cls.forward.__get__(scripted), compiled_forward,
@@ -212,7 +231,7 @@ def _replace_submodule(root: nn.Module, where: str, new: nn.Module) -> None:
 
 def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
                      regenerate: str, permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
-                     frozen: bool = False) -> Any:
+                     frozen: bool = False, autograd: bool = False) -> Any:
     """Compile the class of `instance` (`node` in `source`) for this instance, recursively: the
     classes of its submodules and the functions the code calls, from whichever file defines
     them (TorchScript's recursive scripting), so that inlining sees them."""
@@ -220,16 +239,16 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     from transpiler.compile import CompiledFile, module_header
 
     program, entries, files = instance_program(instance, source, node, example_inputs, permissive, example_kwargs,
-                                               frozen)
+                                               frozen, autograd)
     header = module_header(source, regenerate, Path(source.path).name, program, permissive)
     return CompiledFile(program, entries, emit_module(program, header, entries, program.source_lines), files)
 
 
 def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
                      permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
-                     frozen: bool = False) -> tuple[Any, dict[str, str], tuple[str, ...]]:
+                     frozen: bool = False, autograd: bool = False) -> tuple[Any, dict[str, str], tuple[str, ...]]:
     """(program after the passes, COMPILED entries, the other files compiled from) of
-    `compile_instance`."""
+    `compile_instance`; `autograd`: for calls autograd records (compile.build_program)."""
     from transpiler.compile import build_program
     from transpiler.source import Target
 
@@ -242,7 +261,8 @@ def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs
         options.update(_what_decorators_pass(instance, example_inputs, example_kwargs))
     program, entries = build_program(source, [Target(cls.__name__, node, options)], infos, instance=instance,
                                      example_inputs=example_inputs, functions=sources, permissive=permissive,
-                                     frozen=frozen, devices=jit_cache.program_devices(instance, example_inputs))
+                                     frozen=frozen, devices=jit_cache.program_devices(instance, example_inputs),
+                                     autograd=autograd)
     own = str(Path(source.path).resolve())
     return program, entries, tuple(f for f in sources.files if f != own)
 
@@ -544,29 +564,84 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
                       options: dict[str, Any], decorated: Callable[..., Any]) -> Callable[..., Any]:
     path = _source_path(fn)
     text = Path(path).read_text(encoding="utf-8")
-    key = jit_cache.function_key(fn, path, text, example_inputs, options)
-    module = _cached(key, fn.__name__)
-    if module is None:
-        from transpiler.compile import compile_source
-        from transpiler.source import SourceFile, Target
+    qualname = f"{fn.__module__}:{fn.__name__}"
 
-        source = SourceFile(Path(path), text, os.path.relpath(path))
-        source.module_name = fn.__module__
-        node = source.functions.get(fn.__name__)
-        if node is None or fn.__qualname__ != fn.__name__:
-            raise TypeError(f"{fn.__qualname__} is not defined at module level of {path}; it cannot be compiled")
-        compiled = compile_source(source, "script(function, example_inputs=...)", Path(path).name,
-                                  [Target(fn.__name__, node)], example_inputs=example_inputs,
-                                  permissive=options["permissive"],
-                                  devices=jit_cache.program_devices(None, example_inputs))
-        module = _load(compiled.text, fn.__name__, key)
-    compiled = inside_wrappers(decorated, module.COMPILED[fn.__name__], f"{fn.__module__}:{fn.__name__}")
+    def function_code(inputs: Sequence[Any] | None, options: dict[str, Any]) -> Callable[..., Any]:
+        key = jit_cache.function_key(fn, path, text, inputs, options)
+        module = _cached(key, fn.__name__)
+        if module is None:
+            from transpiler.compile import compile_source
+            from transpiler.source import SourceFile, Target
+
+            source = SourceFile(Path(path), text, os.path.relpath(path))
+            source.module_name = fn.__module__
+            node = source.functions.get(fn.__name__)
+            if node is None or fn.__qualname__ != fn.__name__:
+                raise TypeError(f"{fn.__qualname__} is not defined at module level of {path}; it cannot be compiled")
+            compiled = compile_source(source, "script(function, example_inputs=...)", Path(path).name,
+                                      [Target(fn.__name__, node)], example_inputs=inputs,
+                                      permissive=options["permissive"],
+                                      devices=jit_cache.program_devices(None, inputs),
+                                      autograd=options.get("autograd", False))
+            module = _load(compiled.text, fn.__name__, key)
+        return inside_wrappers(decorated, module.COMPILED[fn.__name__], qualname)
+
+    compiled = function_code(example_inputs, options)
+    autograd = AutogradCode(lambda inputs: function_code(inputs, {**options, "autograd": True}), example_inputs)
 
     def compiled_fn(*args: Any, **kwargs: Any) -> Any:
-        check_no_autograd(None, args, kwargs)
+        if records_autograd(None, args, kwargs):
+            return autograd(args, kwargs)
         return compiled(*args, **kwargs)
 
-    return compiled_dispatcher(decorated, compiled_fn, f"{fn.__module__}:{fn.__name__}")
+    return compiled_dispatcher(decorated, compiled_fn, qualname)
+
+
+class AutogradCode:
+    """The code of a `script()` result for calls that autograd records (grad enabled, and an
+    input or parameter that requires grad): its program again without kernels, eager's torch
+    ops in eager's order (compile.build_program's `autograd`), which autograd records as it
+    records eager's. Compiled at the first such call, for the example inputs of `script()`; a
+    call its entry checks refuse (the module switched to train(), inputs of another rank) is
+    compiled for again, for the module as it is now and the call's inputs, up to LIMIT
+    variants; past that, or where compiling fails, GuardFailure (the call runs eagerly)."""
+
+    LIMIT = 4
+
+    def __init__(self, compile: Callable[[Sequence[Any] | None], Callable[..., Any]],
+                 example_inputs: Sequence[Any] | None) -> None:
+        self._compile = compile
+        self._example_inputs = example_inputs
+        self._variants: list[Callable[..., Any]] = []
+        self._failed: str | None = None
+
+    def __call__(self, args: tuple, kwargs: dict[str, Any]) -> Any:
+        refused: GuardFailure | None = None
+        for variant in self._variants:
+            try:
+                return variant(*args, **kwargs)
+            except GuardFailure as failure:
+                refused = failure.with_traceback(None)
+        if self._failed is not None:
+            raise GuardFailure(self._failed)
+        if len(self._variants) >= self.LIMIT:
+            assert refused is not None
+            raise refused
+        # The first variant for script()'s examples; later ones for the call that needs them.
+        inputs = self._example_inputs if not self._variants or kwargs or self._example_inputs is None \
+            else [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        try:
+            with torch.no_grad():  # (compiling may run the model's code: nothing to record)
+                variant = self._compile(inputs)
+        except Exception as error:  # noqa: BLE001 - what no-grad code compiled from must compile here
+            from transpiler.diagnostics import CompileError
+
+            if not isinstance(error, (CompileError, TypeError)):
+                raise
+            self._failed = f"its code for autograd did not compile ({str(error).splitlines()[0]})"
+            raise GuardFailure(self._failed) from None
+        self._variants.append(variant)
+        return variant(*args, **kwargs)
 
 
 def _cached(key: str | None, stem: str) -> types.ModuleType | None:

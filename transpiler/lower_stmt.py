@@ -138,7 +138,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
     def lower(self) -> ops.FuncOp:
         if self.ctx.permissive and self.sig.sym_name in self.ctx.entry_names:
             self.note_decorators()
-        if not self.ctx.recursive and any(turns_grad_off(self.source.global_name(d.decorator.func), d.decorator)
+        if (not self.ctx.recursive or self.ctx.autograd) and any(turns_grad_off(self.source.global_name(d.decorator.func), d.decorator)
                                           for d in self.node.decorators if isinstance(d.decorator, cst.Call)):
             with self.at(self.node):  # `@torch.no_grad()`: as a `with` around the body
                 self.op(ops.CheckNoAutogradOp, [], [])
@@ -936,12 +936,24 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
     def with_stmt(self, node: cst.With) -> Exits:
         """`with torch.no_grad():` (or `inference_mode()`): compiled code runs only where
         autograd records nothing, so the block is its body; the entry checks that it does
-        (py.check_no_autograd; script(instance) checks every call already)."""
+        (py.check_no_autograd; script(instance) checks every call already). In code for
+        autograd (the generic code; script()'s for calls autograd records) it stays Python."""
         for item in node.items:
             qual = self.source.global_name(item.item.func) if isinstance(item.item, cst.Call) else None
             if node.asynchronous is not None or item.asname is not None or not turns_grad_off(qual, item.item):
                 raise UserError("with statements are not supported here", self.source.loc(node.items[0]), WITH_HINT)
-        if not self.ctx.recursive:
+        if self.ctx.autograd:
+            # Code for autograd: the block stays Python, where it switches grad off as in eager
+            # (its values stay out of the graph); one that cannot (a `return` in it) keeps the
+            # check, and such a call runs eagerly.
+            mark = self.mark()
+            try:
+                self.kept_as_python(node, UserError("a grad-off block runs as written, so that autograd records "
+                                                    "none of it", self.source.loc(node.items[0])), expression=False)
+                return Exits()
+            except UserError:
+                self.rollback(mark)
+        if not self.ctx.recursive or self.ctx.autograd:
             with self.at(node.items[0]):
                 self.op(ops.CheckNoAutogradOp, [], [])
         return self.stmts(statements_of(node.body))

@@ -25,6 +25,10 @@ class Specialisation:
     entries: dict[str, str]  # COMPILED key -> sym_name in `program`
     files: tuple[str, ...] = field(default=())  # other source files it was compiled from
     model: str | None = None  # a script_model factory's: the "module.Class" it was compiled for
+    # Code for calls autograd records (build_program's `autograd`: no kernels), compiled from the
+    # example for an entry without generic code (a script_model factory's; a class whose generic
+    # compile failed): the entry's last resort in place of the generic code.
+    autograd: bool = False
 
     @property
     def entry(self) -> str:
@@ -35,8 +39,8 @@ class Specialisation:
 def pays(spec: Specialisation) -> bool:
     """Whether `spec` does what the generic code cannot: a kernel, or a runtime helper (weights in
     oneDNN's layout, a tensor computed once, a kept buffer). One that does not is the generic code
-    with more entry checks: noise in the module."""
-    return any(isinstance(op, (Kernel, ComputedOnceOp)) or isinstance(op, BuiltinCallOp)
+    with more entry checks: noise in the module. (Code for autograd stands for missing generic code.)"""
+    return spec.autograd or any(isinstance(op, (Kernel, ComputedOnceOp)) or isinstance(op, BuiltinCallOp)
                and str(op.attributes.get("callee", "")).startswith(("_prepacked.", "_stacking.", "_buffers."))
                for op in spec.program.walk())
 
@@ -47,12 +51,17 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
     COMPILED table: key -> (specialised sym_names..., generic sym_name, or None for an entry
     without generic code)."""
     specialised: dict[str, list[str]] = {key: [] for key in entries}
+    last = dict(entries)  # key -> the function tried last: the generic one, else the code for autograd
     taken_syms = {f.sym_name for f in generic.funcs if isinstance(f, FuncOp)}
     for spec in specialisations:
         renamed = _rename_functions(spec.program, spec.label, taken_syms)
         generic.funcs.extend(spec.program.funcs)
         for key, sym in spec.entries.items():
-            specialised.setdefault(key, []).append(renamed[sym])
+            if spec.autograd:
+                last.setdefault(key, renamed[sym])
+                specialised.setdefault(key, [])
+            else:
+                specialised.setdefault(key, []).append(renamed[sym])
         for name, lines in spec.program.source_lines.items():
             generic.source_lines.setdefault(name, lines)
         generic.breaks.extend(spec.program.breaks)
@@ -60,7 +69,7 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
         generic.dependencies.extend(p for p in spec.program.dependencies if p not in generic.dependencies)
     # (tried in the order given: the specialisations, then the generic function)
     # (an entry with Union parameters: its variants, one per member, stand for the generic function)
-    table = {key: (*syms, *generic.alternatives.get(key, (entries.get(key),))) for key, syms in specialised.items()}
+    table = {key: (*syms, *generic.alternatives.get(key, (last.get(key),))) for key, syms in specialised.items()}
     return generic, table
 
 

@@ -55,18 +55,37 @@ PASS_NAMES = [name for name, _ in PIPELINE]
 # memory (tests swap passes) from this one, which the compiler's source files determine.
 STANDARD_PIPELINE = tuple(PIPELINE)
 
+# Code autograd records (a call with grad enabled and a tensor that requires grad, and generic
+# code, which serves such calls) runs eager's own torch ops in eager's order: kernels record no
+# graph, decompositions would give other gradients' roundings, and a functionalized write would
+# hide the errors autograd raises for an in-place write (a leaf that requires grad, a tensor
+# saved for backward). So its pipeline stops after canonicalize: no functionalize, no kernels.
+AUTOGRAD_PASSES = ("inline", "lower_layers", "lists", "specialize", "canonicalize", "dce")
+
+
+def autograd_skips() -> frozenset[str]:
+    """The passes of PIPELINE (as it is now: tests may patch it) that code autograd records skips."""
+    return frozenset(name for name, _ in PIPELINE if name not in AUTOGRAD_PASSES)
+
 
 def run_pipeline(
     program: Program,
     after_pass: Callable[[str, Program], None] | None = None,
     check: bool = False,
     passes: list[tuple[str, Pass]] | None = None,
+    skip: frozenset[str] = frozenset(),
 ) -> Program:
-    """Run every pass in order (PIPELINE unless `passes` is given); `after_pass(name, program)`
-    sees the IR after each one, and `check` runs the verifier between passes."""
+    """Run every pass in order (PIPELINE unless `passes` is given) but those named in `skip`;
+    `after_pass(name, program)` sees the IR after each one (a skipped one too: the IR as it
+    stands there, so `--dump-ir=after:plan` shows every program), and `check` runs the verifier
+    between passes."""
     if check:
         verify(program)
     for name, fn in PIPELINE if passes is None else passes:
+        if name in skip:
+            if after_pass is not None:
+                after_pass(name, program)
+            continue
         fn(program)
         if check:
             verify(program)
