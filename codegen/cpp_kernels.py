@@ -67,7 +67,7 @@ PRELUDE = "#include <torchscribe/kernels.h>\n"
 @dataclass(frozen=True)
 class Signature:
     """What the Python launcher passes: `args`, the names of the kernel's Python arguments in
-    order (runtime/kernels.py `kernel_signatures`: sizes `n0`, ..., the tensors `out0`, ...,
+    order (runtime/kernel_signatures.py: sizes `n0`, ..., the tensors `out0`, ...,
     `in0`, ..., each standing for its data pointer and the strides declared after it, and the
     scalars `s0`, ...)."""
 

@@ -1,14 +1,15 @@
-"""Shape and dtype facts of torch calls: the abstract values the shape analysis
-(ir/passes/shapes.py) computes with, the size algebra (sympy), binding a call to its parameter
-names, and the dispatch over the rule tables.
+"""Shape and dtype facts of torch calls: binding a call to its parameter names and the dispatch
+over the rule tables, for the shape analysis (ir/passes/shapes.py). The abstract values and the
+size algebra (sympy) they compute with are in ir/shape_rules_values.py.
 
 A rule is a function from a bound call (`Call`) to the abstract value of its result (`AV`), or
-None when it cannot say more than the front end's type. Rules are registered by op name in
-`RULES` (ir/shape_rules_ops.py, ir/shape_rules_nn.py); ops without a rule fall back on
-traits: in-place ops return their target, ops torch tags `pointwise` broadcast their tensor
-arguments, and any op whose inputs are all concrete runs on "meta" tensors (torch's own meta
-functions: exact shapes and dtypes, no data). What is not known stays unknown: a dimension that
-cannot be decided is None, never a guess.
+None when it cannot say more than the front end's type. Each rule file (ir/shape_rules_ops.py,
+ir/shape_rules_nn.py, ir/shape_rules_views.py) registers its rules by op name in a table of its
+own (ir/shape_rule_table.py); `RULES` here merges them, and is the one place that names the rule
+files. Ops without a rule fall back on traits: in-place ops return their target, ops torch tags
+`pointwise` broadcast their tensor arguments, and any op whose inputs are all concrete runs on
+"meta" tensors (torch's own meta functions: exact shapes and dtypes, no data). What is not known
+stays unknown: a dimension that cannot be decided is None, never a guess.
 
 Dimensions are ints, sympy expressions over positive integer symbols (`ir.types.sym`), or None.
 """
@@ -18,44 +19,24 @@ from __future__ import annotations
 import functools
 import inspect
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import sympy
 import torch
 
 from ir import dtype_rules as dt
-from ir.shape_rules_values import (  # noqa: F401  (re-exported: rules import them from here)
+from ir import shape_rules_nn, shape_rules_ops, shape_rules_views
+from ir.shape_rule_table import Call, RuleTable, TorchCall
+from ir.shape_rules_values import (
     AV,
-    _is_int,
-    BOTTOM,
     BOTTOM_TYPE,
     UNKNOWN,
-    at_least,
-    broadcast_dim,
     broadcast_shapes,
-    ceil_div,
-    clamp_min0,
-    concrete,
     const_av,
-    dims_equal,
-    exact_div,
-    floor_div,
-    int_av,
-    is_bottom,
     is_concrete,
-    join,
-    join_all,
     list_av,
-    literal_of,
-    norm_dim,
-    product,
-    same_value,
-    simplify,
-    size_of,
-    slice_length,
     tensor_av,
-    tensor_type_of,
     tuple_av,
 )
 from ir.types import (
@@ -66,13 +47,11 @@ from ir.types import (
     FLOAT,
     INT,
     NONE,
-    Dim,
     ListType,
     OptionalType,
     TensorType,
     TupleType,
     Type,
-    as_dim,
     unify,
 )
 
@@ -90,66 +69,6 @@ class Param:
     default: Any = UNKNOWN  # UNKNOWN: required
     var_positional: bool = False
     kind: str = "any"  # the schema's kind ("Tensor", "int", "int[]"...) or "any"
-
-
-@dataclass
-class Call:
-    """A torch call bound to parameter names: `args` maps canonical names ("self" for the input
-    tensor, schema names otherwise) to abstract values, defaults included."""
-
-    name: str  # op name: the aten name without overload, or the function/method name
-    aten: str | None
-    args: dict[str, AV]
-    declared: Type  # the front end's result type
-    pointwise: bool = False
-    ctx: Any = None  # the analysis (for rules that need it, e.g. module calls)
-    pos: list[AV] = field(default_factory=list)  # the arguments as written (self first for methods)
-    kw: dict[str, AV] = field(default_factory=dict)
-
-    def get(self, *names: str) -> AV | None:
-        for n in names:
-            if n in self.args:
-                return self.args[n]
-        return None
-
-    def tensor(self, *names: str) -> TensorType | None:
-        av = self.get(*names)
-        return None if av is None else av.tensor
-
-    def shape(self, *names: str) -> tuple[Dim, ...] | None:
-        t = self.tensor(*names)
-        return None if t is None else t.shape
-
-    def size(self, *names: str) -> Dim:
-        return size_of(self.get(*names))
-
-    def value(self, *names: str, default: Any = UNKNOWN) -> Any:
-        av = self.get(*names)
-        if av is None:
-            return default
-        return av.value
-
-    def sizes(self, *names: str, single_ok: bool = True) -> list[Dim] | None:
-        """An int-list argument: its elements (each a size or None), or None when the list itself
-        is unknown. A lone int counts as a one-element list when `single_ok`."""
-        av = self.get(*names)
-        return sizes_of(av, single_ok)
-
-    def has(self, name: str) -> bool:
-        av = self.args.get(name)
-        return av is not None and not (av.known and av.value is None)
-
-
-def sizes_of(av: AV | None, single_ok: bool = True) -> list[Dim] | None:
-    if av is None:
-        return None
-    if av.items is not None:
-        return [size_of(i) for i in av.items]
-    if single_ok and av.type in (INT, BOOL) and av.known:
-        return [size_of(av)]
-    if av.known and isinstance(av.value, (tuple, list)):
-        return [as_dim(v) if _is_int(v) else None for v in av.value]
-    return None
 
 
 @functools.lru_cache(maxsize=None)
@@ -317,44 +236,9 @@ def is_pointwise(aten: str | None) -> bool:
 
 
 # -- dispatch -----------------------------------------------------------------------------------
-Rule = Callable[[Call], "AV | None"]
-RULES: dict[str, Rule] = {}
-UNBOUND_OK: set[Rule] = set()  # rules that read the raw arguments when binding fails (x.size())
-
-
-def rule(*names: str) -> Callable[[Rule], Rule]:
-    """Register a shape rule for the ops called `names` (aten base names or Python names)."""
-
-    def register(fn: Rule) -> Rule:
-        for n in names:
-            assert n not in RULES, f"two rules for {n}"
-            RULES[n] = fn
-        return fn
-
-    return register
-
-
-@dataclass
-class TorchCall:
-    """One call into torch as the analysis sees it: a function (by qualname) or a method, its
-    positional and keyword arguments, the aten overload the front end chose."""
-
-    kind: str  # "function" or "method" (pos[0] is the tensor)
-    name: str  # "torch.cat", "torch.nn.functional.linear"; the method name for methods
-    pos: list[AV]
-    kw: dict[str, AV]
-    aten: str | None
-    declared: Type
-    mutates: tuple[int, ...] = ()
-    alias_of: int | None = None
-    ctx: Any = None
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def op_name(self) -> str:
-        if self.aten:
-            return self.aten.removeprefix("aten::").split(".")[0]
-        return self.name.rsplit(".", 1)[-1]
+# The rule files' tables, merged here: the one place that names them all. A rule file registers
+# into its own table and imports nothing of the dispatch.
+RULES = RuleTable.merged(shape_rules_ops.RULES, shape_rules_nn.RULES, shape_rules_views.RULES)
 
 
 def infer_call(c: TorchCall) -> AV:
@@ -372,9 +256,10 @@ def infer_call(c: TorchCall) -> AV:
         if args is None:
             args = {"self": c.pos[0]} if c.kind == "method" and c.pos else {}
         call = Call(c.op_name, c.aten, args, c.declared, bound and is_pointwise(c.aten), c.ctx, c.pos, c.kw)
-        fn = RULES.get(call.name) or (RULES.get(c.name.rsplit(".", 1)[-1]) if c.kind == "function" else None)
+        rules = RULES.rules
+        fn = rules.get(call.name) or (rules.get(c.name.rsplit(".", 1)[-1]) if c.kind == "function" else None)
         try:
-            found = fn(call) if fn is not None and (bound or fn in UNBOUND_OK) else None
+            found = fn(call) if fn is not None and (bound or fn in RULES.unbound_ok) else None
             if found is None and call.pointwise:
                 found = pointwise(call)
         except (TypeError, ValueError, ZeroDivisionError, AttributeError, IndexError):
@@ -732,20 +617,3 @@ def _has_tensor(values: list[Any]) -> bool:
 def _takes_device(c: TorchCall) -> bool:
     params = _param_lists(c.kind, c.name, c.aten)
     return any(any(p.name == "device" for p in ps) for ps in params)
-
-
-__all__ = [
-    "AV", "UNKNOWN", "BOTTOM", "Call", "TorchCall", "RULES", "rule", "join", "join_all", "meet",
-    "const_av", "tensor_av", "int_av", "tuple_av", "list_av", "infer_call", "refine_type",
-    "broadcast_shapes", "broadcast_dim", "slice_length", "product", "exact_div", "ceil_div",
-    "floor_div", "norm_dim", "size_of", "sizes_of", "is_concrete", "dims_equal",
-]
-
-
-# The rule tables register themselves on import.
-from ir import (  # noqa: E402,F401  (after the names they import from here)
-    shape_rules_index,
-    shape_rules_nn,
-    shape_rules_ops,
-    shape_rules_views,
-)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ir.dtype_rules import INTEGRAL_DTYPES
-from ir.shape_rules import AV, UNKNOWN, broadcast_shapes, size_of, slice_length, tensor_av
+from ir.shape_rules_values import AV, UNKNOWN, broadcast_shapes, size_of, slice_length, tensor_av
 from ir.types import BOOL, INT, NONE, Dim, TensorType
 
 Shape = tuple[Dim, ...]

@@ -11,27 +11,26 @@ from typing import Any, Callable
 import sympy
 import torch
 
-from ir.shape_rules import (
+from ir.shape_rule_table import Call, RuleTable, TorchCall, sizes_of
+from ir.shape_rules_values import (
     AV,
     UNKNOWN,
-    Call,
-    TorchCall,
-    ceil_div,
-    concrete,
     const_av,
     exact_div,
     floor_div,
     product,
-    rule,
     simplify,
     size_of,
-    sizes_of,
     tensor_av,
     tuple_av,
 )
 from ir.types import FLOAT, INT, STR, Dim, TensorType
 
 Shape = tuple[Dim, ...]
+
+# This file's shape rules; ir/shape_rules.py merges them with the other rule files'.
+RULES = RuleTable()
+rule = RULES.rule
 
 
 def _expand(values: list[Dim] | None, n: int) -> list[Dim] | None:

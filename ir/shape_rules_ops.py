@@ -1,6 +1,7 @@
 """Shape rules for tensor ops: shape-preserving ops, reductions, matmul, factories, size
-queries and losses (views, joining and splitting: ir/shape_rules_views.py). Each rule gets the call bound to parameter names
-(ir/shape_rules.Call) and returns the result's abstract value, or None when it cannot tell.
+queries and losses (views, joining and splitting: ir/shape_rules_views.py). Each rule gets the
+call bound to parameter names (ir/shape_rule_table.Call) and returns the result's abstract
+value, or None when it cannot tell.
 Result dtypes are left to the front end and torch's dtype rules unless the rule knows better.
 """
 
@@ -11,11 +12,10 @@ from typing import Any
 
 import sympy
 
-from ir.shape_rules import (
+from ir.shape_rule_table import Call, RuleTable, sizes_of
+from ir.shape_rules_values import (
     AV,
-    UNBOUND_OK,
     UNKNOWN,
-    Call,
     broadcast_shapes,
     ceil_div,
     clamp_min0,
@@ -25,10 +25,8 @@ from ir.shape_rules import (
     is_concrete,
     norm_dim,
     product,
-    rule,
     simplify,
     size_of,
-    sizes_of,
     tensor_av,
     tuple_av,
 )
@@ -36,6 +34,10 @@ from ir.shape_rules_views import agree, infer_view, merge_shapes, split_sizes  #
 from ir.types import BOOL, FLOAT, INT, Dim, TensorType, TupleType
 
 Shape = tuple[Dim, ...]
+
+# This file's shape rules; ir/shape_rules.py merges them with the other rule files'.
+RULES = RuleTable()
+rule = RULES.rule
 
 
 def _same(call: Call, name: str = "self") -> AV | None:
@@ -59,12 +61,10 @@ SAME_SHAPE = (
 ).split()
 
 
-@rule(*SAME_SHAPE)
+# (unbound_ok: x.double() binds to aten::to.dtype without its dtype argument)
+@rule(*SAME_SHAPE, unbound_ok=True)
 def same_shape(call: Call) -> AV | None:
     return _same(call)
-
-
-UNBOUND_OK.add(same_shape)  # x.double() binds to aten::to.dtype without its dtype argument
 
 
 @rule("sort", "cummax", "cummin")
@@ -390,7 +390,7 @@ def tensor(call: Call) -> AV | None:
 
 
 # -- sizes ------------------------------------------------------------------------------------------
-@rule("size", "sym_size")
+@rule("size", "sym_size", unbound_ok=True)
 def size(call: Call) -> AV | None:
     self_av = call.get("self") or (call.pos[0] if call.pos else None)
     shape = self_av.shape if self_av is not None else None
@@ -407,28 +407,24 @@ def size(call: Call) -> AV | None:
     return int_av(None if d is None else shape[d])
 
 
-UNBOUND_OK.add(size)
 
-
-@rule("dim", "ndimension")
+@rule("dim", "ndimension", unbound_ok=True)
 def ndim(call: Call) -> AV | None:
     shape = call.shape("self")
     return None if shape is None else int_av(len(shape))
 
 
-@rule("numel", "nelement")
+@rule("numel", "nelement", unbound_ok=True)
 def numel(call: Call) -> AV | None:
     shape = call.shape("self")
     return None if shape is None else int_av(product(shape))
 
 
-@rule("__len__")
+@rule("__len__", unbound_ok=True)
 def length(call: Call) -> AV | None:
     shape = call.shape("self")
     return None if shape is None or not shape else int_av(shape[0])
 
-
-UNBOUND_OK.update({ndim, numel, length})
 
 
 # -- losses ----------------------------------------------------------------------------------------

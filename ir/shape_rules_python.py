@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 import sympy
 import torch
@@ -17,21 +17,20 @@ import torch
 from ir import ops
 from ir import dtype_rules as dt
 from ir.core import OPAQUE, Block, Operation
-from ir.shape_rules import (
+from ir.shape_frame import Frame, Interpreter
+from ir.shape_rule_table import TorchCall
+from ir.shape_rules import _plain, infer_call, refine_type
+from ir.shape_rules_values import (
     AV,
     BOTTOM,
     UNKNOWN,
-    TorchCall,
-    _plain,
     broadcast_shapes,
     const_av,
-    infer_call,
     int_av,
     is_bottom,
     join,
     join_all,
     list_av,
-    refine_type,
     size_of,
     tuple_av,
 )
@@ -53,15 +52,12 @@ from ir.types import (
     Type,
 )
 
-if TYPE_CHECKING:
-    from ir.passes.shapes import _Frame, _Interpreter
-
 MAX_ITERATIONS = 8  # loop iterations before the carried values are widened to their declared types
 MAX_UNROLL = 64  # elements of a live module list analysed one by one
 
 
 # -- per-op rules ---------------------------------------------------------------------------------
-OpRule = Callable[["_Interpreter", "_Frame", Operation], list[AV]]
+OpRule = Callable[[Interpreter, Frame, Operation], list[AV]]
 OP_RULES: dict[str, OpRule] = {}
 
 
@@ -74,7 +70,7 @@ def op_rule(*names: str) -> Callable[[OpRule], OpRule]:
     return register
 
 
-def _declared(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _declared(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     return [AV(r.type) for r in op.results]
 
 
@@ -84,7 +80,7 @@ def _with_declared(op: Operation, av: AV, index: int = 0) -> AV:
 
 
 @op_rule("py.constant")
-def _constant(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _constant(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     value = op.attributes.get("value")
     t = op.results[0].type
     if t == DTYPE:
@@ -97,12 +93,12 @@ def _constant(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("py.uninitialized")
-def _uninitialized(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _uninitialized(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     return [BOTTOM for _ in op.results]
 
 
 @op_rule("py.refine")
-def _refine(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _refine(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     av = interp.read(frame, op.operands[0])
     t = av.type.elem if isinstance(av.type, OptionalType) else av.type
     if t == NONE:
@@ -111,7 +107,7 @@ def _refine(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("py.inplace")
-def _inplace(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _inplace(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     target = interp.read(frame, op.operands[0])
     if target.tensor is not None:
         return [_with_declared(op, AV(target.type))]
@@ -119,12 +115,12 @@ def _inplace(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("py.tuple")
-def _tuple(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _tuple(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     return [_with_declared(op, tuple_av([interp.read(frame, v) for v in op.operands]))]
 
 
 @op_rule("py.list")
-def _list(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _list(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     items = [interp.read(frame, v) for v in op.operands]
     result = op.results[0]
     if result in interp.appends or result in interp.escaped:
@@ -134,7 +130,7 @@ def _list(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("py.spread")
-def _spread(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _spread(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     """`(*shape, -1, d)`: its items once the spread parts' items are known."""
     items: list[AV] = []
     for v, starred in zip(op.operands, op.attributes["starred"]):
@@ -149,7 +145,7 @@ def _spread(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("py.getitem")
-def _getitem(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _getitem(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     container = interp.read(frame, op.operands[0])
     index = interp.read(frame, op.operands[1])
     declared = op.results[0].type
@@ -166,7 +162,7 @@ def _getitem(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("py.slice")
-def _slice(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _slice(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     """`xs[a:b:c]` of a list whose items are known, with known bounds: those items."""
     container = interp.read(frame, op.operands[0])
     bounds = [interp.read(frame, v) for v in op.operands[1:]]
@@ -180,7 +176,7 @@ def _slice(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("py.unpack")
-def _unpack(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _unpack(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     container = interp.read(frame, op.operands[0])
     n = len(op.results)
     mutable = op.operands[0] in interp.appends or op.operands[0] in interp.escaped
@@ -195,7 +191,7 @@ def _unpack(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("py.getattr")
-def _getattr(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _getattr(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     obj = interp.read(frame, op.operands[0])
     name = op.attributes.get("attr") or op.attributes.get("name")
     declared = op.results[0].type
@@ -248,7 +244,7 @@ def tensor_attr(t: TensorType, name: str, declared: Type) -> AV:
 
 
 @op_rule("py.binary", "py.compare")
-def _binary(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _binary(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     a = interp.read(frame, op.operands[0])
     b = interp.read(frame, op.operands[1])
     sym_op = op.attributes.get("op")
@@ -367,7 +363,7 @@ def _scalar_binary(op: str, a: AV, b: AV) -> Any:
 
 
 @op_rule("py.unary")
-def _unary(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _unary(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     a = interp.read(frame, op.operands[0])
     sym_op = op.attributes.get("op")
     declared = op.results[0].type
@@ -399,7 +395,7 @@ def _unary(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("py.call")
-def _builtin(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _builtin(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     callee = op.attributes.get("callee")
     args = [interp.read(frame, v) for v in op.operands]
     declared = op.results[0].type if op.results else NONE
@@ -436,7 +432,7 @@ def _builtin(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("torch.call", "torch.method")
-def _torch(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _torch(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     if not op.results:
         return []
     operands = [interp.operand(frame, v) for v in op.operands]
@@ -453,7 +449,7 @@ def _torch(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("torch.index")
-def _index(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _index(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     base = interp.read(frame, op.operands[0])
     parts = [interp.read(frame, v) for v in op.operands[1:]]
     found = index_result(base, op.attributes.get("items", ()), parts)
@@ -461,7 +457,7 @@ def _index(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("module.call")
-def _module_call(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _module_call(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     if not op.results:
         return []
     operands = [interp.operand(frame, v) for v in op.operands]
@@ -473,7 +469,7 @@ def _module_call(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]
 
 
 @op_rule("func.call")
-def _func_call(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _func_call(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     callee = interp.funcs.get(op.attributes.get("callee"))
     if callee is None or len(op.operands) != len(callee.args):
         return _declared(interp, frame, op)
@@ -485,7 +481,7 @@ def _func_call(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 # -- control flow ---------------------------------------------------------------------------------
 @op_rule("scf.if")
-def _if(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _if(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     assert isinstance(op, ops.IfOp)
     cond = interp.read(frame, op.cond)
     if cond.known and isinstance(cond.value, bool):
@@ -517,7 +513,7 @@ def loop_runs_python(op: Operation) -> bool:
                for inner in o.walk())
 
 
-def _run_loop(interp: _Interpreter, frame: _Frame, body: Block, extra: list[AV], inits: list[AV],
+def _run_loop(interp: Interpreter, frame: Frame, body: Block, extra: list[AV], inits: list[AV],
               n_extra: int) -> list[AV]:
     """Iterate a loop body to a fixpoint; the join of the initial and every yielded carried value."""
     carried = list(inits)
@@ -532,7 +528,7 @@ def _run_loop(interp: _Interpreter, frame: _Frame, body: Block, extra: list[AV],
     return carried
 
 
-def _run_body(interp: _Interpreter, frame: _Frame, body: Block, extra: list[AV], carried: list[AV],
+def _run_body(interp: Interpreter, frame: Frame, body: Block, extra: list[AV], carried: list[AV],
               n_extra: int) -> list[AV]:
     for arg, av in zip(body.args, extra + carried):
         interp.record(frame, arg, av)
@@ -543,7 +539,7 @@ def _run_body(interp: _Interpreter, frame: _Frame, body: Block, extra: list[AV],
 
 
 @op_rule("scf.for")
-def _for(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _for(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     assert isinstance(op, ops.ForRangeOp)
     frame.python = frame.python or loop_runs_python(op)
     inits = [interp.read_raw(frame, v) for v in op.inits]
@@ -552,7 +548,7 @@ def _for(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("scf.for_each")
-def _for_each(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _for_each(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     assert isinstance(op, ops.ForEachOp)
     frame.python = frame.python or loop_runs_python(op)
     iterable = interp.read(frame, op.operands[0])
@@ -579,7 +575,7 @@ def _for_each(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
 
 
 @op_rule("scf.while")
-def _while(interp: _Interpreter, frame: _Frame, op: Operation) -> list[AV]:
+def _while(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
     assert isinstance(op, ops.WhileOp)
     frame.python = frame.python or loop_runs_python(op)
     carried = [interp.read_raw(frame, v) for v in op.operands]

@@ -8,25 +8,27 @@ from typing import Any
 
 import sympy
 
-from ir.shape_rules import (
+from ir.shape_rule_table import Call, RuleTable, sizes_of
+from ir.shape_rules_values import (
     AV,
-    Call,
     broadcast_shapes,
     concrete,
     exact_div,
     list_av,
     norm_dim,
     product,
-    rule,
     simplify,
     size_of,
-    sizes_of,
     slice_length,
     tensor_av,
 )
 from ir.types import INT, Dim, ListType
 
 Shape = tuple[Dim, ...]
+
+# This file's shape rules; ir/shape_rules.py merges them with the other rule files'.
+RULES = RuleTable()
+rule = RULES.rule
 
 
 def agree(a: Dim, b: Dim) -> Dim:

@@ -3,9 +3,9 @@ library the functions of a tiny extension module, so that a launcher's call cost
 builtin costs rather than what a ctypes call costs (1.0 us instead of 2.7 us for four tensors and
 five numbers, most of it reading the tensors' data_ptr() and stride(); benchmarks/kernel_call.py).
 
-The text is generated here, at load time, from the library's signatures (runtime/kernels.py
-`kernel_signatures`: per argument "i" int64_t, "d" double, "p" data pointer with the strides
-declared after it) and appended to the kernels' source; the compiled module never holds it. Each
+The text is generated here, at load time, from the library's signatures
+(runtime/kernel_signatures.py: per argument "i" int64_t, "d" double, "p" data pointer with the
+strides declared after it) and appended to the kernels' source; the compiled module never holds it. Each
 kernel `k` gets one METH_FASTCALL function that checks the argument count, converts each argument
 (an int for "i", a float or an int for "d", as the ctypes argument types took them; for "p" a
 tensor, whose `data_ptr()` and `stride()` give the pointer and the strides that follow it, or,
@@ -21,10 +21,8 @@ releasing and taking it back would cost as much as the call itself.
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from runtime.kernels import Arg
+from runtime.kernel_signatures import Arg
 
 CTYPES = {"i": "int64_t", "p": "Ptr", "d": "double"}
 

@@ -25,8 +25,9 @@ if str(ROOT) not in sys.path:
 from ir import ops  # noqa: E402
 from ir.core import Block, Program, Region, Value  # noqa: E402
 from ir.parser import parse_program  # noqa: E402
-from ir.passes.canonicalize import DEAD_CODE_RULES, RULES, apply_rules, canonicalize, cse  # noqa: E402
+from ir.passes.canonicalize import DEAD_CODE_RULES, RULES, canonicalize, cse  # noqa: E402
 from ir.printer import print_program  # noqa: E402
+from ir.rewrite import apply_rules  # noqa: E402
 from ir.types import BOOL, FLOAT, INT, ListType, Type  # noqa: E402
 from ir.dtype_rules import python_binary, python_unary  # noqa: E402
 from ir.verifier import verify  # noqa: E402

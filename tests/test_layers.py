@@ -1,6 +1,7 @@
 """The package order of docs/architecture.md, on the real import graph (function-level imports
 included): transpiler -> codegen -> ir, each importing only packages to its right, and runtime,
-which generated modules import, importing none of them."""
+which generated modules import, importing none of them; and no import cycle between files but
+the two that issue 49 leaves for a later step."""
 
 from __future__ import annotations
 
@@ -10,6 +11,16 @@ grimp = pytest.importorskip("grimp")
 
 ORDER = ("transpiler", "codegen", "ir")  # each may import those after it
 PACKAGES = (*ORDER, "runtime")
+
+# The file-level cycles still there (issue 49): the front end's lowering, and the compile drivers
+# around jit. A cycle among some of their files passes; any other cycle, one that reaches past
+# them or one in ir, codegen or runtime, fails.
+KNOWN_CYCLES = (
+    frozenset({"transpiler.context", "transpiler.lower_expr", "transpiler.lower_python", "transpiler.lower_stmt",
+               "transpiler.recover"}),
+    frozenset({"transpiler.annotated", "transpiler.batch", "transpiler.compile", "transpiler.examples",
+               "transpiler.jit"}),
+)
 
 
 def allowed(importer: str, imported: str) -> bool:
@@ -34,3 +45,71 @@ def test_every_import_points_down_the_pipeline() -> None:
 def test_the_order_check_sees_an_upward_import() -> None:
     assert not allowed("runtime", "transpiler") and not allowed("ir", "codegen") and not allowed("codegen", "transpiler")
     assert allowed("transpiler", "ir") and allowed("ir", "runtime") and allowed("codegen", "codegen")
+
+
+def cycles(imports: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's, with an explicit
+    stack: the graph has hundreds of modules), in the order they complete."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    for root in sorted(imports):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(imports[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            module, pending = work[-1]
+            for imported in pending:
+                if imported not in index:
+                    index[imported] = low[imported] = len(index)
+                    stack.append(imported)
+                    on_stack.add(imported)
+                    work.append((imported, iter(sorted(imports.get(imported, ())))))
+                    break
+                if imported in on_stack:
+                    low[module] = min(low[module], index[imported])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[module])
+                if low[module] == index[module]:
+                    component = set()
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.add(member)
+                        if member == module:
+                            break
+                    if len(component) > 1:
+                        found.append(component)
+    return found
+
+
+def imports_of(graph: grimp.ImportGraph) -> dict[str, set[str]]:
+    return {module: set(graph.find_modules_directly_imported_by(module)) for module in graph.modules}
+
+
+def test_no_import_cycle_but_the_known_ones() -> None:
+    graph = grimp.build_graph(*PACKAGES, include_external_packages=False)
+    new = [sorted(c) for c in cycles(imports_of(graph)) if not any(c <= known for known in KNOWN_CYCLES)]
+    assert not new, "files that import each other, one cycle a line (issue 49):\n" + "\n".join(map(", ".join, new))
+
+
+def test_the_cycle_finder_sees_a_cycle() -> None:
+    graph = grimp.ImportGraph()
+    for module in ("pkg", "pkg.a", "pkg.b", "pkg.c", "pkg.d"):
+        graph.add_module(module)
+    graph.add_import(importer="pkg.a", imported="pkg.b")
+    graph.add_import(importer="pkg.b", imported="pkg.c")
+    graph.add_import(importer="pkg.d", imported="pkg.a")  # (d imports into the cycle, is not in it)
+    assert cycles(imports_of(graph)) == []
+    graph.add_import(importer="pkg.c", imported="pkg.a")
+    assert cycles(imports_of(graph)) == [{"pkg.a", "pkg.b", "pkg.c"}]
+    # two cycles joined by one import both ways are one
+    assert cycles({"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"c", "b"}, "e": {"e"}}) == [{"a", "b", "c", "d"}]
+    assert sorted(map(sorted, cycles({"a": {"b"}, "b": {"a"}, "c": {"d"}, "d": {"c"}}))) == [["a", "b"], ["c", "d"]]

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from runtime import kernels, native
+from runtime.kernel_signatures import Arg, kernel_signatures
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -172,12 +173,12 @@ extern "C" void k1_sum(int64_t n, int64_t* __restrict out, const int64_t* __rest
   out[0] = s;
 }
 """
-I, D, P = kernels.Arg("i"), kernels.Arg("d"), kernels.Arg("p")
-SIGNATURES = {"k0_axpb": (I, P, kernels.Arg("p", (0,)), D, I), "k1_sum": (I, P, P)}
+I, D, P = Arg("i"), Arg("d"), Arg("p")
+SIGNATURES = {"k0_axpb": (I, P, Arg("p", (0,)), D, I), "k1_sum": (I, P, P)}
 
 
 def test_the_signatures_are_read_off_the_declarations() -> None:
-    assert kernels.kernel_signatures(KERNELS) == SIGNATURES
+    assert kernel_signatures(KERNELS) == SIGNATURES
     wrapped = """// extern "C" void commented(int64_t n) is not a kernel
 static void helper(int x) {}
 extern "C" void k(
@@ -185,16 +186,15 @@ extern "C" void k(
     const uint16_t* __restrict in0, int64_t in0_s0, double s0) {}
 """
     # the leading n0, n1, ... are the sizes; out0, ... the outputs
-    assert kernels.kernel_signatures(wrapped) == {"k": (kernels.Arg("i", role="size"), kernels.Arg("p", role="out"),
-                                                        kernels.Arg("p", (0,)), D)}
+    assert kernel_signatures(wrapped) == {"k": (Arg("i", role="size"), Arg("p", role="out"), Arg("p", (0,)), D)}
     spelt = 'extern "C" void k(int64_t n0, int64_t n1, ts_out<float> out0, ts_in<uint16_t> in0, int64_t in0_s1) {}'
-    size = kernels.Arg("i", role="size")
-    assert kernels.kernel_signatures(spelt) == {"k": (size, size, kernels.Arg("p", role="out"), kernels.Arg("p", (1,)))}
+    size = Arg("i", role="size")
+    assert kernel_signatures(spelt) == {"k": (size, size, Arg("p", role="out"), Arg("p", (1,)))}
     # strides are a pointer's when they follow it and name it, of the tensor's own dims
     strides = 'extern "C" void k(int64_t n, float* x, int64_t x_s0, int64_t x_s2, int64_t y_s0, float* y, int64_t x_s1) {}'
-    assert kernels.kernel_signatures(strides) == {"k": (I, kernels.Arg("p", (0, 2)), I, P, I)}
+    assert kernel_signatures(strides) == {"k": (I, Arg("p", (0, 2)), I, P, I)}
     with pytest.raises(ValueError, match="parameter `int x` is not a pointer, an int64_t or a double"):
-        kernels.kernel_signatures('extern "C" void bad(int64_t n, int x) {}')
+        kernel_signatures('extern "C" void bad(int64_t n, int x) {}')
 
 
 def needs_python_headers() -> None:

@@ -41,7 +41,9 @@ from ir.passes.shapes import (  # noqa: E402
     symbol_bindings,
 )
 from ir.printer import print_program  # noqa: E402
-from ir.shape_rules import AV, TorchCall, const_av, infer_call, join  # noqa: E402
+from ir.shape_rule_table import TorchCall  # noqa: E402
+from ir.shape_rules import infer_call  # noqa: E402
+from ir.shape_rules_values import AV, const_av, join  # noqa: E402
 from ir.shape_rules_index import index_shape  # noqa: E402
 from ir.types import (  # noqa: E402
     INT,
@@ -1108,13 +1110,14 @@ LAYERS = [
 
 @pytest.mark.parametrize("make,shape", LAYERS, ids=[f"{i}" for i in range(len(LAYERS))])
 def test_layers(make: Any, shape: tuple | None) -> None:
-    from ir.passes.shapes import _Frame, _Interpreter, module_av
+    from ir.passes.shapes import _Interpreter, module_av
+    from ir.shape_frame import Frame
 
     layer = make().eval()
     x = torch.randint(0, 10, (3, 4)) if shape is None else torch.randn(shape)
     real = layer(x)
     interp = _Interpreter(parse_program("func @f() -> None {\n  func.return()\n}\n"))
-    frame = _Frame(interp.funcs["f"], None, {})
+    frame = Frame(interp.funcs["f"], None, {})
     syms = Symbols()
     mod = module_av(layer, TENSOR, ("m",))
     got = interp.call_module(frame, mod, [to_av(x, syms)], {}, TENSOR, [None])

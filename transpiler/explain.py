@@ -465,7 +465,7 @@ def main(argv: list[str]) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from transpiler.cli import find_sources, mentions_script
+    from transpiler.model_files import find_sources, mentions_script
     from transpiler.diagnostics import CompileError, UserError
 
     parser = argparse.ArgumentParser(

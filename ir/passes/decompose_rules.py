@@ -1,5 +1,6 @@
 """The decomposition rules of ir/passes/decompose.py: one small function per composite op, named
-as in docs/primitives.md. Each returns the value that replaces the op, or raises Unsupported.
+as in docs/primitives.md, registered in `RULES` below. Each builds through the Emitter
+(ir/passes/emitter.py) and returns the value that replaces the op, or raises Unsupported.
 
 Formulas follow torch's decompositions (torch/_decomp, torch/_refs) and, where those differ in
 the order of operations, the eager CPU kernel (whose results the compiled code is compared with).
@@ -10,15 +11,14 @@ rounded to the input's dtype once, at the end.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
 from ir.core import Value
-from ir.passes.decompose import (
+from ir.passes.emitter import (
     COMPUTE_DTYPE,
     FLOATING,
-    UNKNOWN,
     Call,
     Emitter,
     Operand,
@@ -31,10 +31,23 @@ from ir.passes.decompose import (
     _nonempty,
     _rank,
     _shape,
-    rule,
 )
-from ir.shape_rules import dims_equal, exact_div, sizes_of
+from ir.shape_rule_table import sizes_of
+from ir.shape_rules_values import UNKNOWN, dims_equal, exact_div
 from ir.types import FLOAT, INT
+
+Rule = Callable[[Emitter, Call], Value]
+RULES: dict[str, Rule] = {}  # by the op's aten name, or the name of torch's Python-level function
+
+
+def rule(*names: str) -> Callable[[Rule], Rule]:
+    def register(fn: Rule) -> Rule:
+        for n in names:
+            assert n not in RULES, f"two rules for {n}"
+            RULES[n] = fn
+        return fn
+
+    return register
 
 
 def _upcast(e: Emitter, x: Value) -> tuple[Value, str]:

@@ -20,15 +20,13 @@ from __future__ import annotations
 import math
 import operator
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ir import ops
 from ir.core import TERMINATOR, AliasOf, Block, Operation, Value
 from ir.ops import is_pure
+from ir.rewrite import Rewriter
 from ir.types import BOOL, FLOAT, INT, NONE, STR, TensorType, TupleType, Type, is_subtype
-
-if TYPE_CHECKING:
-    from ir.passes.canonicalize import Rewriter
 
 
 class _Unknown:

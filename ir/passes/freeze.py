@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ir import ops
 from ir.core import PURE, Operation, Program, Value
-from ir.passes.decompose import Emitter, Facts, Unsupported, bind
+from ir.passes.emitter import Emitter, Facts, Unsupported, bind
 from ir.passes.layout import FOLDED_WEIGHTS, made_once, will_pack
 from ir.primitives import op_name
 from ir.types import TensorType, TupleType

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from ir import ops
 from ir.core import PURE, TERMINATOR, AliasOf, Block, Operation, Program, Value
-from ir.passes.decompose import Call, Emitter, Facts, Unsupported, bind
+from ir.passes.emitter import Call, Emitter, Facts, Unsupported, bind
 from ir.passes.functionalize import holds_tensors, permutation
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op

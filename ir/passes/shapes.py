@@ -8,7 +8,7 @@ strings in annotations (already in the argument types), the live module when one
 
 The interpreter walks each function in program order with a table of per-op rules (`OP_RULES`
 here for Python values and control flow; ir/shape_rules*.py for torch calls). Branches are joined
-(`ir.shape_rules.join`: facts that differ become unknown); loops are iterated until their
+(`ir.shape_rules_values.join`: facts that differ become unknown); loops are iterated until their
 carried values stop changing; a loop over a live nn.ModuleList / nn.Sequential is unrolled.
 Calls of other compiled functions (`func.call`, `module.call` of a class compiled in the same
 program) are analysed per call context and their facts joined over contexts.
@@ -37,18 +37,18 @@ import torch
 from ir import ops
 from runtime.guards import is_plain_object
 from ir.core import Block, Operation, Program, Value
-from ir.shape_rules import (
+from ir.shape_frame import Frame, Path
+from ir.shape_rule_table import TorchCall
+from ir.shape_rules import infer_call, refine_type
+from ir.shape_rules_values import (
     AV,
     BOTTOM,
     UNKNOWN,
-    TorchCall,
     const_av,
-    infer_call,
     is_bottom,
     join,
     join_all,
     literal_of,
-    refine_type,
     size_of,
     tensor_type_of,
 )
@@ -78,8 +78,6 @@ SHAPE_CHANGING_INPLACE = frozenset({
     "as_strided_", "set_",
 })
 
-Path = tuple  # tuple[str | int, ...]
-
 
 # -- results --------------------------------------------------------------------------------------
 @dataclass
@@ -97,18 +95,6 @@ class ShapeFacts:
 
 
 # -- the interpreter ------------------------------------------------------------------------------
-class _Frame:
-    def __init__(self, func: ops.FuncOp, parent: "_Frame | None", arg_origins: dict[str, Path | None]):
-        self.func = func
-        self.parent = parent
-        self.env: dict[Value, AV] = {}
-        self.facts: dict[Path, AV] = {}  # attribute facts, paths from this function's arguments
-        self.arg_origins = arg_origins  # argument name -> where the caller got it (for facts)
-        # Python code kept in the function (permissive mode) may have run on the way here: a
-        # module attribute read now is not the value the entry checked (shape_rules_python)
-        self.python = parent.python if parent is not None else False
-
-
 class _Interpreter:
     def __init__(self, program: Program) -> None:
         self.funcs = {f.sym_name: f for f in program.funcs if isinstance(f, ops.FuncOp)}
@@ -152,7 +138,7 @@ class _Interpreter:
                         self.escaped.add(v)
 
     # -- functions --------------------------------------------------------------------------
-    def run_function(self, func: ops.FuncOp, args: Sequence[AV], parent: _Frame | None = None,
+    def run_function(self, func: ops.FuncOp, args: Sequence[AV], parent: Frame | None = None,
                      origins: Sequence[Path | None] | None = None) -> AV:
         names = [a.name or f"arg{i}" for i, a in enumerate(func.args)]
         rebased = _checkable([_rebase(av, (n,)) for av, n in zip(args, names)])
@@ -166,7 +152,7 @@ class _Interpreter:
             return result
         self.active.add(key)
         self.analysed.add(func)
-        frame = _Frame(func, parent, arg_origins)
+        frame = Frame(func, parent, arg_origins)
         try:
             for arg, av in zip(func.args, rebased):
                 self.record(frame, arg, av)
@@ -184,7 +170,7 @@ class _Interpreter:
         self._replay(parent, arg_origins, frame.facts)
         return result
 
-    def _replay(self, parent: _Frame | None, arg_origins: dict[str, Path | None], facts: dict[Path, AV]) -> None:
+    def _replay(self, parent: Frame | None, arg_origins: dict[str, Path | None], facts: dict[Path, AV]) -> None:
         if parent is None:
             return
         for path, av in facts.items():
@@ -192,27 +178,27 @@ class _Interpreter:
             if origin is not None:
                 self.record_fact(parent, origin + tuple(path[1:]), av)
 
-    def record_fact(self, frame: _Frame, path: Path, av: AV) -> None:
+    def record_fact(self, frame: Frame, path: Path, av: AV) -> None:
         frame.facts[path] = join(frame.facts.get(path, BOTTOM), av)
         table = self.attr_facts.setdefault(frame.func, {})
         table[path] = join(table.get(path, BOTTOM), av)
 
     # -- blocks and values ------------------------------------------------------------------
-    def record(self, frame: _Frame, value: Value, av: AV) -> None:
+    def record(self, frame: Frame, value: Value, av: AV) -> None:
         frame.env[value] = av
         self.summary[value] = join(self.summary.get(value, BOTTOM), av)
 
-    def read(self, frame: _Frame, value: Value) -> AV:
+    def read(self, frame: Frame, value: Value) -> AV:
         av = frame.env.get(value)
         if av is None or is_bottom(av):
             return AV(value.type)
         return av
 
-    def read_raw(self, frame: _Frame, value: Value) -> AV:
+    def read_raw(self, frame: Frame, value: Value) -> AV:
         av = frame.env.get(value)
         return AV(value.type) if av is None else av
 
-    def run_block(self, frame: _Frame, block: Block) -> list[AV]:
+    def run_block(self, frame: Frame, block: Block) -> list[AV]:
         for op in block.ops:
             if op is block.terminator:
                 return [self.read_raw(frame, v) for v in op.operands]
@@ -230,7 +216,7 @@ class _Interpreter:
                 frame.python = True
         return []
 
-    def list_elem(self, frame: _Frame, value: Value, av: AV) -> AV:
+    def list_elem(self, frame: Frame, value: Value, av: AV) -> AV:
         """What an element of a list that is appended to may be: its first elements and every
         value appended to it anywhere (as far as analysed; the declared type otherwise)."""
         declared_elem = AV(av.type.elem if isinstance(av.type, ListType) else ANY)
@@ -242,7 +228,7 @@ class _Interpreter:
             out = join(out, seen if seen is not None and not is_bottom(seen) else AV(appended.type))
         return declared_elem if is_bottom(out) else out
 
-    def operand(self, frame: _Frame, value: Value) -> AV:
+    def operand(self, frame: Frame, value: Value) -> AV:
         """An operand as a torch op sees it (lists that are appended to: their element facts)."""
         av = self.read(frame, value)
         if isinstance(av.type, ListType) and (value in self.appends or value in self.escaped):
@@ -251,7 +237,7 @@ class _Interpreter:
         return av
 
     # -- modules ----------------------------------------------------------------------------
-    def attr(self, frame: _Frame, mod: AV, name: str, declared: Type = ANY, lists: bool = False) -> AV:
+    def attr(self, frame: Frame, mod: AV, name: str, declared: Type = ANY, lists: bool = False) -> AV:
         """`mod.<name>` of a live module; recorded as a fact about the module's argument (a list
         too where `lists` says the code only reads it)."""
         m = mod.value
@@ -274,7 +260,7 @@ class _Interpreter:
             return module_av(value, declared, path)
         return self.value_av(frame, value, declared, path, lists)
 
-    def value_av(self, frame: _Frame, value: Any, declared: Type, path: Path | None, lists: bool = False) -> AV:
+    def value_av(self, frame: Frame, value: Any, declared: Type, path: Path | None, lists: bool = False) -> AV:
         """What a read of `value` from a live module (or from an object it holds) is known to be;
         recorded as a fact about the function's argument, which an entry check then pins. A list
         of literals (torchvision's `Permute.dims`) only where `lists` says the code reads it and
@@ -298,7 +284,7 @@ class _Interpreter:
             self.record_fact(frame, path, av)
         return av
 
-    def call_module(self, frame: _Frame, mod: AV, args: list[AV], kw: dict[str, AV], declared: Type,
+    def call_module(self, frame: Frame, mod: AV, args: list[AV], kw: dict[str, AV], declared: Type,
                     arg_origins: list[Path | None]) -> AV:
         m = mod.value
         t = mod.type
@@ -337,7 +323,7 @@ class _Interpreter:
 class _AttrReader:
     """What the layer table gets to read a live module's parameters."""
 
-    def __init__(self, interp: _Interpreter, frame: _Frame) -> None:
+    def __init__(self, interp: _Interpreter, frame: Frame) -> None:
         self.interp = interp
         self.frame = frame
 

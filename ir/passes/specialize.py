@@ -18,7 +18,7 @@ import sympy
 from ir import ops
 from ir.core import Operation, Program, Value
 from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings
-from ir.shape_rules import UNKNOWN, literal_of
+from ir.shape_rules_values import UNKNOWN, literal_of
 from ir.types import ListType
 from ir.passes.fold import fits, literal_type
 from ir.passes.inline import guard_prefix_end
