@@ -408,6 +408,11 @@ def _builtin(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
         if a.shape:
             return [int_av(a.shape[0])]
         return [AV(declared)]
+    if callee == "bool" and len(args) == 1 and isinstance(op.operands[0].type, (ListType, TupleType)):
+        a = args[0]  # (`if to_cat:` of a list display: its length decides, as len() does)
+        if a.items is not None and op.operands[0] not in interp.appends and op.operands[0] not in interp.escaped:
+            return [AV(BOOL, bool(a.items))]
+        return [AV(declared)]
     if callee in ("min", "max") and len(args) >= 2 and all(a.known and a.type in (INT, BOOL) for a in args):
         vals = [a.value for a in args]
         if all(type(v) is int for v in vals):

@@ -386,6 +386,31 @@ func @f(%x: Tensor, %n: int) -> tuple[Tensor, int, int] {
     )
 
 
+def test_the_truth_of_a_list_display_folds_but_not_a_tensors() -> None:
+    check(
+        """\
+func @f(%x: Tensor) -> tuple[bool, bool, bool] {
+  %xs : list[Tensor] = py.list(%x)
+  %0 : bool = py.call(%xs) {callee = "bool"}
+  %e : list[Tensor] = py.list()
+  %1 : bool = py.call(%e) {callee = "bool"}
+  %2 : bool = py.call(%x) {callee = "bool"}
+  %3 : tuple[bool, bool, bool] = py.tuple(%0, %1, %2)
+  func.return(%3)
+}
+""",
+        """\
+func @f(%x: Tensor) -> tuple[bool, bool, bool] {
+  %0 : bool = py.constant() {value = True}
+  %1 : bool = py.constant() {value = False}
+  %2 : bool = py.call(%x) {callee = "bool"}
+  %3 : tuple[bool, bool, bool] = py.tuple(%0, %1, %2)
+  func.return(%3)
+}
+""",
+    )
+
+
 def test_len_of_a_list_display_folds_only_when_nothing_can_grow_it() -> None:
     check(
         """\

@@ -272,3 +272,69 @@ def test_an_unrolled_dense_block_matches_eager_with_every_size_known(tmp_path, m
     # The last torch.cat's channel count is known, so its batch norm and relu become one kernel.
     assert "F.batch_norm" not in text
     assert '"running_mean": [10]' in text and "norm_relu(_guards.attr(self, \"norm\"), torch.cat(" in text
+
+
+def test_truth_and_concatenation_read_the_list_of_their_point() -> None:
+    """`if prefix:` and `prefix + [x]` read what the list holds there and keep nothing that sees
+    a later append (a concatenation is a new list): the list goes SSA through them."""
+    check(
+        """\
+func @f(%x: Tensor, %y: Tensor) -> Tensor {
+  %0 : int = py.constant() {value = 1}
+  %xs : list[Tensor] = py.list()
+  py.list_append(%xs, %y)
+  %t : bool = py.call(%xs) {callee = "bool"}
+  %1 : list[Tensor] = py.list(%x)
+  %2 : list[Tensor] = py.binary(%xs, %1) {op = "+"}
+  %3 : Tensor = torch.call(%2, %0) {callee = "torch.cat", aten = "aten::cat"}
+  func.return(%3)
+}
+""",
+        """\
+func @f(%x: Tensor, %y: Tensor) -> Tensor {
+  %0 : int = py.constant() {value = 1}
+  %xs : list[Tensor] = py.list(%y)
+  %t : bool = py.call(%xs) {callee = "bool"}
+  %1 : list[Tensor] = py.list(%x)
+  %xs_1 : list[Tensor] = py.list(%y)
+  %2 : list[Tensor] = py.binary(%xs_1, %1) {op = "+"}
+  %3 : Tensor = torch.call(%2, %0) {callee = "torch.cat", aten = "aten::cat"}
+  func.return(%3)
+}
+""",
+    )
+
+
+class Prefixed(nn.Module):
+    """A token put before the sequence through a list that may stay empty (the vision
+    transformers' class token): appended, tested for truth, concatenated with a display."""
+
+    def __init__(self, with_token: bool) -> None:
+        super().__init__()
+        self.token = nn.Parameter(torch.randn(1, 1, 8)) if with_token else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        parts = []
+        if self.token is not None:
+            parts.append(self.token.expand(x.shape[0], -1, -1))
+        if parts:
+            x = torch.cat(parts + [x], dim=1)
+        return torch.relu(x * 2.0) + 1.0
+
+
+def test_a_prefix_list_keeps_the_sizes_after_it_known(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCHSCRIBE", "strict")
+    for with_token, length in ((True, 6), (False, 5)):
+        torch.manual_seed(0)
+        model = Prefixed(with_token).eval()
+        x = torch.randn(3, 5, 8)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+            x7 = torch.randn(7, 5, 8)  # another batch size: the same code
+            torch.testing.assert_close(compiled(x7), model(x7), rtol=0, atol=0)
+    texts = [p.read_text() for p in sorted((tmp_path / "jit").glob("*.py"))]
+    # The branch is decided when compiling; what follows it has known sizes and fuses.
+    assert all("if bool(" not in t and "return relu(x)" in t for t in texts), texts
+    assert sum("torch.cat(" in t and "f32[B, 6, 8]" in t for t in texts) == 1, texts

@@ -26,7 +26,7 @@ from ir import ops
 from ir.core import TERMINATOR, AliasOf, Block, Operation, Value
 from ir.ops import is_pure
 from ir.rewrite import Rewriter
-from ir.types import BOOL, FLOAT, INT, NONE, STR, TensorType, TupleType, Type, is_subtype
+from ir.types import BOOL, FLOAT, INT, NONE, STR, ListType, TensorType, TupleType, Type, is_subtype
 
 
 class _Unknown:
@@ -582,12 +582,17 @@ def _forward(op: Operation, elems: list[Known | None], rw: Rewriter) -> bool:
 
 
 def fold_len(op: Operation, rw: Rewriter) -> bool:
-    """len() of a tuple the compiler sees, or of a list display nothing can grow, is a constant."""
-    if not isinstance(op, ops.BuiltinCallOp) or op.attributes["callee"] != "len" or len(op.operands) != 1:
+    """len() of a tuple the compiler sees, or of a list display nothing can grow, is a constant;
+    so is its truth (`if to_cat:`, bool() of a tuple or list only: a tensor's is its value)."""
+    if not isinstance(op, ops.BuiltinCallOp) or op.attributes["callee"] not in ("len", "bool") or len(op.operands) != 1:
         return False
     container = op.operands[0]
+    if op.attributes["callee"] == "bool" and not isinstance(container.type, (ListType, TupleType)):
+        return False
     elems = known_elements(container)
-    return elems is not None and _fold_to(op, len(elems), rw)
+    if elems is None:
+        return False
+    return _fold_to(op, len(elems) if op.attributes["callee"] == "len" else bool(elems), rw)
 
 
 def slice_known_list(op: Operation, rw: Rewriter) -> bool:

@@ -10,7 +10,8 @@ exactly the tensors it concatenates, so sizes are known and the ops on them can 
 The rewrite applies only where the list cannot be observed as one object: it is changed only
 in the block that made it (not in a loop body or a branch), by appends and by `xs[i] = v` with a
 constant `i` in range there, and every other use is an op that reads the elements there and then
-(a torch call, an index, an unpack, a slice, `len`, a `for` over it), in that block or inside an
+(a torch call, an index, an unpack, a slice, `len`, `bool`, a concatenation `xs + [x]`, a `for`
+over it), in that block or inside an
 op of it (a read in a branch sees what the list held when the branch ran). A list that is
 returned, yielded, stored, changed in a branch or loop, set at an index not known or out of
 range, or passed to a call that might keep it is left as it is.
@@ -23,10 +24,11 @@ from __future__ import annotations
 
 from ir import ops
 from ir.core import Block, Operation, Program, Use
+from ir.types import ListType
 
 # Builtins that consume the whole list before they return (not `enumerate`, `zip`, `iter` or
 # `reversed`, which return iterators that would see later appends).
-CONSUMING_BUILTINS = frozenset({"len", "sum", "min", "max", "any", "all", "tuple", "list", "sorted"})
+CONSUMING_BUILTINS = frozenset({"len", "bool", "sum", "min", "max", "any", "all", "tuple", "list", "sorted"})
 
 
 def snapshot_lists(program: Program) -> None:
@@ -43,6 +45,8 @@ def _reads_now(use: Use) -> bool:
         return True
     if isinstance(op, ops.BuiltinCallOp):
         return op.attributes.get("callee") in CONSUMING_BUILTINS
+    if isinstance(op, ops.BinaryOp):  # (`xs + [x]`: a new list of the elements xs holds now)
+        return op.attributes.get("op") == "+" and isinstance(op.result.type, ListType)
     return isinstance(op, ops.ForEachOp) and use.index == 0
 
 
