@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 from torch import Tensor, nn
 
@@ -338,3 +339,20 @@ def test_a_prefix_list_keeps_the_sizes_after_it_known(tmp_path, monkeypatch) -> 
     # The branch is decided when compiling; what follows it has known sizes and fuses.
     assert all("if bool(" not in t and "return relu(x)" in t for t in texts), texts
     assert sum("torch.cat(" in t and "f32[B, 6, 8]" in t for t in texts) == 1, texts
+
+
+def _extended_through_an_alias(x: Tensor) -> Tensor:
+    xs = [x]
+    ys = xs
+    xs += [x * 2.0]  # (list.__iadd__ extends the one list object: ys sees it)
+    return torch.cat(ys + [x], dim=0)
+
+
+@pytest.mark.xfail(strict=True, reason="`xs += [v]` is lowered as a rebinding, not as an extend of "
+                   "the list object, so an alias made before it reads the old elements (a known bug)")
+def test_an_augmented_list_assignment_extends_the_list_an_alias_sees(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("TORCHSCRIBE", "strict")
+    x = torch.randn(2, 3)
+    compiled = script(_extended_through_an_alias, example_inputs=(x,))
+    torch.testing.assert_close(compiled(x), _extended_through_an_alias(x), rtol=0, atol=0)
