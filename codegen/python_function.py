@@ -999,8 +999,9 @@ class FunctionEmitter:
             self.w.line(f"{self.index_text(op)} = {self.expr(op.operands[-1]).text}")
         elif isinstance(op, ops.SetAttrOp):
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.{op.attributes['attr']} = {self.expr(op.operands[1]).text}")
-        elif isinstance(op, ops.ListAppendOp):
-            self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.append({self.expr(op.operands[1]).text})")
+        elif isinstance(op, (ops.ListAppendOp, ops.ListExtendOp)):
+            method = "append" if isinstance(op, ops.ListAppendOp) else "extend"
+            self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}.{method}({self.expr(op.operands[1]).text})")
         elif isinstance(op, (ops.ListSetItemOp, ops.DictSetItemOp)):
             seq, index, value = (self.expr(v).text for v in op.operands)
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}[{index}] = {value}")

@@ -215,6 +215,13 @@ class ListAppendOp(Operation):
     traits = frozenset({Mutates(0)})
 
 
+class ListExtendOp(Operation):
+    """`xs.extend(ys)`, and `xs += ys` on a list: the one list object grows (an alias sees it)."""
+
+    name = "py.list_extend"
+    traits = frozenset({Mutates(0)})
+
+
 class ListSetItemOp(Operation):
     """`xs[i] = v` on a list (operands: list, index, value)."""
 

@@ -951,15 +951,16 @@ class ExpressionLowering:
             if isinstance(obj.type, ListType) and func.attr.value == "copy" and not node.args:
                 none = self.b.constant(None)
                 return self.op(ops.SliceOp, [obj, none, none, none], [obj.type]).result
-            if isinstance(obj.type, ListType) and func.attr.value == "append":
+            if isinstance(obj.type, ListType) and func.attr.value in ("append", "extend"):
                 args, kwnames, kwargs, _ = self.call_arguments(node)
                 if len(args) != 1 or kwnames:
-                    raise self.error(node, "list.append takes one argument")
-                if not is_subtype(args[0].type, obj.type.elem):
-                    raise self.error(node.args[0], f"appending a {args[0].type} to a list of {obj.type.elem}",
-                                     f"an unannotated `[]` is a list of tensors, as in TorchScript: annotate it, "
-                                     f"e.g. `xs: list[{args[0].type}] = []`" if obj.type.elem == TENSOR else None)
-                self.op(ops.ListAppendOp, [obj, args[0]], [])
+                    raise self.error(node, f"list.{func.attr.value} takes one argument")
+                if func.attr.value == "append":
+                    self.append_to(obj, args[0], node.args[0].value)
+                elif not isinstance(args[0].type, ListType) or not is_subtype(args[0].type.elem, obj.type.elem):
+                    raise self.error(node.args[0], f"extending a {obj.type} by a {args[0].type}")
+                else:
+                    self.op(ops.ListExtendOp, [obj, args[0]], [])
                 return self.b.constant(None)
             layer = self.named_layer(obj, func.attr.value)
             if layer is not None:  # `self.head.fc(x)` of a Sequential built from an OrderedDict
@@ -986,6 +987,14 @@ class ExpressionLowering:
         if isinstance(callee.type, (ModuleType, ModuleListType)) or callee.type == ANY:
             return self.module_call(node, callee)
         raise self.error(func, f"a value of type {callee.type} cannot be called")
+
+    def append_to(self, listed: Value, value: Value, node: cst.CSTNode) -> None:
+        elem = listed.type.elem  # type: ignore[attr-defined]
+        if not is_subtype(value.type, elem):
+            raise self.error(node, f"appending a {value.type} to a list of {elem}",
+                             f"an unannotated `[]` is a list of tensors, as in TorchScript: annotate it, "
+                             f"e.g. `xs: list[{value.type}] = []`" if elem == TENSOR else None)
+        self.op(ops.ListAppendOp, [listed, value], [])
 
     def star_method(self, node: cst.Call, method: str, items: dict[str, Value]) -> Value:
         """`kwargs.get("k", d)` of `**kwargs` whose keywords are known: none where compiled

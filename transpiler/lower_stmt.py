@@ -1181,6 +1181,9 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             self.op(ops.IndexPutOp, [base, *operands, updated], [], items=items)
             return
         current = self.expr(target)
+        if isinstance(current.type, ListType) and op == "+":
+            self.extend_list(current, node.value)  # (list.__iadd__: the one list object grows)
+            return
         rhs = self.expr(node.value)
         if isinstance(current.type, TensorType):
             result = self.inplace(op, current, rhs, node)
@@ -1196,6 +1199,18 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             self.env.set(target.value, result)
         else:
             self.bind_target(target, result)
+
+    def extend_list(self, listed: Value, items: cst.BaseExpression) -> None:
+        """`xs += [a, b]` appends each element, which the lists pass can make SSA; `xs += ys`
+        extends the list by another."""
+        if isinstance(items, cst.List) and not any(isinstance(e, cst.StarredElement) for e in items.elements):
+            for element in items.elements:
+                self.append_to(listed, self.expr(element.value), element.value)
+            return
+        other = self.expr(items)
+        if not isinstance(other.type, ListType) or not is_subtype(other.type.elem, listed.type.elem):  # type: ignore[attr-defined]
+            raise self.error(items, f"extending a {listed.type} by a {other.type}")
+        self.op(ops.ListExtendOp, [listed, other], [])
 
     def inplace(self, op: str, target: Value, rhs: Value, node: cst.CSTNode) -> Value:
         t = self.binary_type_checked(op, target, rhs, node)

@@ -72,7 +72,7 @@ class Facts:
             return AV(value.type)
         if owner.name == "torch.method" and not _is_sizes(value.type):
             return AV(value.type)
-        if isinstance(value.type, ListType) and any(isinstance(u.op, (ops.ListAppendOp, ops.ListSetItemOp))
+        if isinstance(value.type, ListType) and any(isinstance(u.op, (ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp))
                                                     for u in value.uses):
             return AV(value.type)  # a list that grows: its elements are not known here
         try:

@@ -658,7 +658,7 @@ class _Aliasing:
             self._extract(op)
         elif isinstance(op, ops.TupleOp):
             self._set(op.result, self._union(op.operands), None)
-        elif isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListSetItemOp, ops.DictOp, ops.DictSetItemOp)):
+        elif isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp, ops.DictOp, ops.DictSetItemOp)):
             held = op.operands if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[1:]
             new = self.list_roots | self._union(held)
             self.changed |= new != self.list_roots
@@ -1096,7 +1096,7 @@ class _Trial:
         stores: dict[tuple, list[Operation]] = {}
         writes: dict[tuple, list[int]] = {}
         for op in self.a.order:
-            if isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListSetItemOp, ops.DictOp, ops.DictSetItemOp)):
+            if isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp, ops.DictOp, ops.DictSetItemOp)):
                 held = op.operands if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[1:]
                 for k in self.a._union(held):
                     stores.setdefault(k, []).append(op)
