@@ -7,6 +7,7 @@ nn.TransformerEncoderLayer (`--corpus torchvision`, benchmarks/zoo_models.py), a
 
     python -m benchmarks.zoo [--corpus timm] [--only resnet18,vit_b_16] [--batches 1,8] [--budget 2]
                              [--backends eager,frozen,checked-in] [--first-call] [--write-results]
+                             [--merge]
 
 torchscribe runs four ways: `script(model, example_inputs=...)` (cached), the same with
 `permissive=True` (`permissive`: what the compiler cannot compile runs as Python), the same with
@@ -25,6 +26,7 @@ import argparse
 import contextlib
 import functools
 import importlib
+import json
 import os
 import statistics
 import subprocess
@@ -229,6 +231,8 @@ def render(rows: dict[tuple[str, int], dict[str, Any]], header: list[tuple[str, 
             if isinstance(value, float):
                 r = ratio(row, backend)
                 cells.append(f"{value * 1e3:.2f}" + ("" if backend == "eager" else f" ({r:.2f}x)"))
+            elif value is None:  # (not run for this row: a merged row from a run without it)
+                cells.append("-")
             else:
                 cells.append(f"failed [{len(notes) + 1}]")
                 notes.append(f"[{len(notes) + 1}] {name} B={batch} {backend}: {value}")
@@ -282,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"comma-separated, of {', '.join(BACKENDS)} (eager is always timed)")
     parser.add_argument("--first-call", action="store_true")
     parser.add_argument("--write-results", action="store_true")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep earlier runs' rows (benchmarks/zoo_rows_<corpus>.json) for cases not run now")
     args = parser.parse_args(argv)
     args.argv = argv
     corpus, start, end, _, _ = CORPORA[args.corpus]
@@ -308,6 +314,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.remove(directory)
     header = machine_lines(args, args.budget, (load_start, os.getloadavg()[0]))
     header = [(k, v.replace("benchmarks.bench", "benchmarks.zoo")) for k, v in header]
+    if args.merge:
+        rows, header, backends = merge_rows(args.corpus, models, rows, header, backends)
     text = render(rows, header, backends, args.corpus)
     if args.first_call:
         text += "\n" + first_calls([m for m in models if not only or m.name in only], corpus.__name__)
@@ -316,6 +324,37 @@ def main(argv: list[str] | None = None) -> int:
         write_results(text, start, end)
         print(f"wrote {RESULTS.name}")
     return 0
+
+
+def rows_file(corpus: str) -> Path:
+    return ROOT / "benchmarks" / f"zoo_rows_{corpus}.json"
+
+
+def merge_rows(corpus: str, models: list[ZooModel], rows: dict[tuple[str, int], dict[str, Any]],
+               header: list[tuple[str, str]], backends: tuple[str, ...]
+               ) -> tuple[dict[tuple[str, int], dict[str, Any]], list[tuple[str, str]], tuple[str, ...]]:
+    """This run's rows over the stored ones (each row keeps the header of the run that measured
+    it), stored back; the rows in the corpus's order, a header naming every run they come from,
+    and the backends any of them timed."""
+    path = rows_file(corpus)
+    stored: dict[str, dict[str, Any]] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    for (name, batch), row in rows.items():
+        stored[f"{name} {batch}"] = {**row, "header": header}
+    path.write_text(json.dumps(stored, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    order = {m.name: i for i, m in enumerate(models)}
+    keys = sorted(((k.rsplit(" ", 1)[0], int(k.rsplit(" ", 1)[1])) for k in stored),
+                  key=lambda key: (order.get(key[0], len(order)), key[0], key[1]))
+    merged = {key: stored[f"{key[0]} {key[1]}"] for key in keys}
+    runs: dict[str, list[str]] = {}
+    for (name, batch), row in merged.items():
+        labels = dict(map(tuple, row["header"]))
+        runs.setdefault(f"{labels['date']} (load {labels['load']})", []).append(f"{name} B={batch}")
+    timed = tuple(b for b in BACKENDS if b in backends or any(b in row for row in merged.values()))
+    if len(runs) > 1:
+        header = [(k, v) for k, v in header if k not in ("date", "load")]
+        header += [(f"run {i + 1}", f"{run}: {len(runs[run])} cases ({', '.join(runs[run])})")
+                   for i, run in enumerate(sorted(runs))]
+    return merged, header, timed
 
 
 def first_calls(models: list[ZooModel], corpus: str = zoo_models.__name__) -> str:

@@ -179,8 +179,8 @@ def test_the_zoo_compares_rounds_pairwise() -> None:
             "| 1.05x (0.91-1.17) | 0.95x (0.90-1.00) |" in table.splitlines())
     assert ("torchscribe (checked-in) against frozen: 0 of 1 cells at or above 1.00x by the medians; "
             "0 of 1 with the lower quartile of the rounds at or above 1.00x.") in table.splitlines()
-    assert ("| n | 8 | 3000.00 | failed [7] | failed [8] | failed [9] | 1000.00 (3.00x) | failed [10] | - | - |"
-            in table.splitlines())
+    assert ("| n | 8 | 3000.00 | failed [2] | failed [3] | - | 1000.00 (3.00x) | - | - | - |"
+            in table.splitlines())  # (`-`: not run)
     only = zoo.render(rows, [("machine", "test")], ("eager", "frozen", "checked-in"))
     assert "| m | 1 | 3.00 | 1.90 (1.58x) | 2.00 (1.50x) | 1.05x (0.91-1.17) | 0.95x (0.90-1.00) |" in only.splitlines()
     # (a comparison with no backend timed on either side says nothing: no verdict line)
@@ -221,3 +221,26 @@ def test_regions_are_top_level_children_with_containers_opened() -> None:
     timed = [regions.Region(name, nn.Identity(), eager_ms=e, compiled_ms=c, ratios=[e / c] * 4)
              for name, e, c in (("big", 10.0, 12.0), ("tiny", 0.05, 0.1), ("fast", 10.0, 5.0))]
     assert [r.name for r in regions.slower_regions(timed)] == ["big"]  # tiny is under 1% of the time
+
+
+def test_zoo_runs_merge_by_case(tmp_path, monkeypatch) -> None:
+    """`--merge`: a run replaces the rows it measured and keeps the others, each with its run."""
+    from benchmarks import zoo
+    from benchmarks.zoo_models import ZooModel
+
+    monkeypatch.setattr(zoo, "rows_file", lambda corpus: tmp_path / f"rows_{corpus}.json")
+    models = [ZooModel(name, lambda: None, lambda b: ()) for name in ("a", "b")]
+    first = [("date", "day 1"), ("load", "low"), ("machine", "test")]
+    rows, header, backends = zoo.merge_rows("c", models, {("b", 1): {"eager": 2.0, "frozen": 1.0},
+                                                          ("a", 1): {"eager": 4.0, "frozen": 2.0}},
+                                            first, ("eager", "frozen"))
+    assert list(rows) == [("a", 1), ("b", 1)] and header == first and backends == ("eager", "frozen")
+    second = [("date", "day 2"), ("load", "low"), ("machine", "test")]
+    rows, header, backends = zoo.merge_rows("c", models, {("a", 1): {"eager": 4.0, "jit": 3.0}}, second,
+                                            ("eager", "jit"))
+    assert rows[("a", 1)]["jit"] == 3.0 and "frozen" not in rows[("a", 1)] and rows[("b", 1)]["frozen"] == 1.0
+    assert backends == ("eager", "jit", "frozen")
+    assert ("run 1", "day 1 (load low): 1 cases (b B=1)") in header
+    assert ("run 2", "day 2 (load low): 1 cases (a B=1)") in header
+    assert not any(label == "date" for label, _ in header)
+    assert "| b | 1 | 2000.00 | - | 1000.00 (2.00x) | - | - |" in zoo.render(rows, header, backends)
