@@ -81,6 +81,11 @@ class Var:
     shape: tuple[int, ...] | None = None  # tensors and masks; a list's element shape
     mutable: bool = False  # a fresh tensor (a clone) that in-place ops may update
     frozen: bool = False  # never re-bound (inputs, loop counters, mutable tensors)
+    owner: str = ""  # a list: the name that made the list object, which its aliases share
+
+    @property
+    def list_object(self) -> str:
+        return self.owner or self.name
 
 
 @dataclass
@@ -938,7 +943,7 @@ class Gen:
 
     def stmt_foreach(self, indent: int, depth: int) -> None:
         """`for e in xs:` over a list, or over a tuple of tensors (unrolled by the compiler)."""
-        lists = [v for v in self.vars("list") if v.name not in self.iterating]
+        lists = [v for v in self.vars("list") if v.list_object not in self.iterating]
         before = dict(self.scope)
         acc = None
         over_tuple = not lists or self.chance(0.4)
@@ -951,7 +956,7 @@ class Gen:
             self.features.add("for_list")
             xs = self.pick(lists)
             shape, iterable = xs.shape, xs.name  # type: ignore[assignment]
-            self.iterating.add(xs.name)
+            self.iterating.add(xs.list_object)
         targets = [v for v in self.vars("tensor", shape) if not v.frozen]
         if targets and self.chance(0.7):
             acc = self.pick(targets).name
@@ -967,7 +972,7 @@ class Gen:
         if over_tuple:
             self.no_jumps -= 1
         else:
-            self.iterating.discard(iterable)
+            self.iterating.discard(xs.list_object)
         self.loop_depth -= 1
         self.scope = before
 
@@ -1049,15 +1054,31 @@ class Gen:
             items = [first] + [self.texpr(shape, self.count(0, 1)) for _ in range(self.count(0, 2))]
             self.emit(indent, f"{name} = [{', '.join(e.text for e in items)}]")
         self.scope[name] = Var(name, "list", shape)
+        if self.chance(0.3):  # an alias: growing either name grows the one list
+            self.features.add("list_alias")
+            alias = self.fresh("xs")
+            self.emit(indent, f"{alias} = {name}")
+            self.scope[alias] = Var(alias, "list", shape, owner=name)
 
     def stmt_append(self, indent: int, depth: int) -> None:
-        lists = [v for v in self.vars("list") if v.name not in self.iterating]
+        lists = [v for v in self.vars("list") if v.list_object not in self.iterating]
         if not lists:
             self.stmt_list(indent, depth)
             return
         xs = self.pick(lists)
         self.features.add("append")
-        self.emit(indent, f"{xs.name}.append({self.texpr(xs.shape, self.count(0, 2)).text})")
+        how = self.pick(["append", "append", "iadd", "extend"])
+        if how == "append":
+            self.emit(indent, f"{xs.name}.append({self.texpr(xs.shape, self.count(0, 2)).text})")
+            return
+        self.features.add("list_" + how)
+        # by another list (not itself: in a loop, `xs += xs` would double it every turn)
+        alike = [v.name for v in self.vars("list", xs.shape) if v.list_object != xs.list_object]
+        if alike and self.chance(0.4):
+            other = self.pick(alike)
+        else:
+            other = "[" + ", ".join(self.texpr(xs.shape, self.count(0, 1)).text for _ in range(self.count(1, 2))) + "]"
+        self.emit(indent, f"{xs.name} += {other}" if how == "iadd" else f"{xs.name}.extend({other})")
 
     # -- outside the subset (permissive mode) ----------------------------------------------------
     def stmt_python_log(self, indent: int, depth: int) -> None:
