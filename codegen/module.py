@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from codegen.names import function_name, model_module_name
 from codegen.pyformat import format_python
@@ -72,10 +73,19 @@ def unique_kernel_names(program: Program, taken: set[str]) -> None:
         taken |= {k.attributes["name"] for k in kernels}
 
 
-def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[str | None, ...]],
+def _entry_text(sym: str | tuple[str, ...] | None) -> str:
+    """One function of a COMPILED entry: None where there is no generic code, and for an entry
+    with Union parameters, its generic functions (one per member) as one."""
+    if isinstance(sym, tuple):
+        return f"_guards.either({', '.join(function_name(s) for s in sym)})"
+    return function_name(sym) if sym else "None"
+
+
+def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[Any, ...]],
                 source_lines: dict[str, list[str]] | list[str] | None) -> str:
     """`entries` maps the runtime's COMPILED keys ("MyCell.forward") to function sym_names (a
-    tuple: the specialisations to try in order, then the generic function);
+    tuple: the specialisations to try in order, then the generic function, itself a tuple of
+    one function per member for an entry with Union parameters);
     `source_lines` holds the lines of each file by the name locations give (a list: those of the
     program's own file), for the comments that quote the source."""
     if isinstance(source_lines, list):
@@ -175,9 +185,9 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     w.line("COMPILED = {")
     with w.indent():
         for key, sym in entries.items():
-            if isinstance(sym, tuple) and len(sym) > 1:  # (None: no generic code)
-                w.line(f'"{key}": ({", ".join(function_name(s) if s else "None" for s in sym)}),')
+            if isinstance(sym, tuple) and len(sym) > 1:
+                w.line(f'"{key}": ({", ".join(_entry_text(s) for s in sym)}),')
             else:
-                w.line(f'"{key}": {function_name(sym if isinstance(sym, str) else sym[0])},')
+                w.line(f'"{key}": {_entry_text(sym if isinstance(sym, str) else sym[0])},')
     w.line("}")
     return with_body_hash(format_python(w.text()))  # black's style: a user's black hook agrees with ours

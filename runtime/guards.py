@@ -41,6 +41,22 @@ class GuardFailure(Exception):
         return self.reason
 
 
+def either(*alternatives: Callable[..., Any]) -> Callable[..., Any]:
+    """The generic code of an entry with Union parameters, one function per member: the first
+    whose entry checks accept a call runs it; the last one's refusal is the call's."""
+    *first, last = alternatives
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        for fn in first:
+            try:
+                return fn(*args, **kwargs)
+            except GuardFailure:
+                pass
+        return last(*args, **kwargs)
+
+    return call
+
+
 def type_name(value: Any) -> str:
     """Short, user-facing type name: ``Tensor``, ``int``, ``None``."""
     if value is None:

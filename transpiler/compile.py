@@ -225,7 +225,7 @@ def compile_source(
     program, entries = build_program(source, targets, instance_classes, after_pass, instance, example_inputs,
                                      functions, permissive, frozen, devices=devices, autograd=autograd)
     text = emit_module(program, module_header(source, regenerate, source_file_name, program, permissive),
-                       {**entries, **program.alternatives}, program.source_lines)
+                       {**entries, **generic_entries(program)}, program.source_lines)
     return CompiledFile(program, entries, text)
 
 
@@ -436,13 +436,20 @@ def compile_path(path: Path, display: str | None = None,
                      "calls only what the generic code calls: it is left out")
     found = from_examples + annotated.specialisations(source, targets, program, entries, settings, permissive,
                                                       from_examples)
-    table: dict[str, tuple[str | None, ...]] | dict[str, str] = {**entries, **program.alternatives}
+    table: dict[str, Any] = {**entries, **generic_entries(program)}
     if found:
         program, table = merge(program, entries, found)
     header = module_header(source, regenerate, path.name, program, permissive,
                            tuple((spec.entry, spec.model) for spec in found if spec.model and not spec.autograd), project.header())
-    return CompiledFile(program, {key: sym for key, (sym, *_) in table.items()} if found else entries,
+    return CompiledFile(program, {key: syms[0] if isinstance(syms[0], str) else syms[0][0]
+                                  for key, syms in table.items()} if found else entries,
                         emit_module(program, header, table, program.source_lines), notes=tuple(notes))
+
+
+def generic_entries(program: Program) -> dict[str, tuple[tuple[str, ...]]]:
+    """The COMPILED entries of functions with Union parameters: their generic functions, one per
+    member, tried as one (codegen.module's `_guards.either`)."""
+    return {key: (alternatives,) for key, alternatives in program.alternatives.items()}
 
 
 def _inside(d: Diagnostic, source: SourceFile, target: Target) -> bool:

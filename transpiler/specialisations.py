@@ -69,7 +69,7 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
         generic.dependencies.extend(p for p in spec.program.dependencies if p not in generic.dependencies)
     # (tried in the order given: the specialisations, then the generic function)
     # (an entry with Union parameters: its variants, one per member, stand for the generic function)
-    table = {key: (*syms, *generic.alternatives.get(key, (last.get(key),))) for key, syms in specialised.items()}
+    table = {key: (*syms, generic.alternatives.get(key, last.get(key))) for key, syms in specialised.items()}
     return generic, table
 
 
