@@ -40,6 +40,7 @@ from ir.shape_rules_values import (
     tuple_av,
 )
 from ir.types import (
+    unify_all,
     ANY,
     BOOL,
     DEVICE,
@@ -52,7 +53,6 @@ from ir.types import (
     TensorType,
     TupleType,
     Type,
-    unify,
 )
 
 
@@ -365,15 +365,6 @@ def refine_type(old: Type, new: Type) -> Type:
     if isinstance(old, TensorType) and new == ANY:
         return old
     return old
-
-
-def unify_all(types: Sequence[Type]) -> Type | None:
-    out: Type | None = None
-    for t in types:
-        out = t if out is None else unify(out, t)
-        if out is None:
-            return None
-    return out
 
 
 # -- completing dtypes and devices ----------------------------------------------------------------

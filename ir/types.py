@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Union
 
 import sympy
@@ -316,3 +317,13 @@ def unify(a: Type, b: Type) -> Type | None:
         inner = unify(a.value, b.value)
         return None if inner is None else DictType(a.key, inner)
     return None
+
+
+def unify_all(types: Sequence[Type]) -> Type | None:
+    """The type all of `types` fit (unify over them); None if they do not mix."""
+    out: Type | None = None
+    for t in types:
+        out = t if out is None else unify(out, t)
+        if out is None:
+            return None
+    return out

@@ -1302,7 +1302,7 @@ def _compile_with_canonicalize(path: Path) -> str | None:
     from ir.passes import run_pipeline
     from runtime.loader import VERSION
     from runtime.source_hash import source_hash
-    from transpiler.compile import lower_file, torch_version
+    from transpiler.pipeline import lower_file, torch_version
     from transpiler.source import SourceFile
 
     source = SourceFile.read(path, path.name)

@@ -303,7 +303,7 @@ func @f(%c: bool, %x: Tensor) -> Tensor {
 
 @pytest.mark.parametrize("stem", EXAMPLES)
 def test_examples_after_dce_hold_no_dead_code(stem: str) -> None:
-    from transpiler.compile import lower_file
+    from transpiler.pipeline import lower_file
     from transpiler.source import SourceFile
 
     path = ROOT / "examples" / f"{stem}.py"

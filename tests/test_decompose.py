@@ -80,7 +80,7 @@ def compile_case(body: str, inputs: list[Any], passes: bool = True) -> Compiled:
     """`body` (a function f) lowered, canonicalized, shape-propagated from `inputs` (the batch
     size symbolic), decomposed, canonicalized again and emitted; and the same source run eagerly."""
     from codegen.module import Header, emit_module
-    from transpiler.compile import lower_file, torch_version
+    from transpiler.pipeline import lower_file, torch_version
     from transpiler.source import SourceFile
 
     WORK.mkdir(parents=True, exist_ok=True)
@@ -595,7 +595,7 @@ def test_examples_through_the_pass_match_eager(stem: str) -> None:
     from ir.passes.inline import inline
     from ir.passes.layers import lower_layers
     from runtime.guards import GuardFailure
-    from transpiler.compile import lower_file, torch_version
+    from transpiler.pipeline import lower_file, torch_version
     from transpiler.source import SourceFile
 
     module = importlib.import_module(f"examples.{stem}")

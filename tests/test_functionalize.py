@@ -46,7 +46,7 @@ from ir.verifier import verify  # noqa: E402
 from runtime import guards  # noqa: E402
 from runtime.loader import VERSION  # noqa: E402
 from runtime.source_hash import source_hash  # noqa: E402
-from transpiler.compile import lower_file, torch_version  # noqa: E402
+from transpiler.pipeline import lower_file, torch_version  # noqa: E402
 from transpiler.source import SourceFile  # noqa: E402
 
 

@@ -32,7 +32,7 @@ from ir.printer import print_program  # noqa: E402
 from ir.verifier import verify  # noqa: E402
 from runtime import guards  # noqa: E402
 from runtime.source_hash import source_hash  # noqa: E402
-from transpiler.compile import lower_file  # noqa: E402
+from transpiler.pipeline import lower_file  # noqa: E402
 from transpiler.source import SourceFile  # noqa: E402
 
 PASSES = [("inline", inline), ("layers", lower_layers), ("dce", dce)]
@@ -655,7 +655,7 @@ def test_each_layer_lowers_to_its_forwards_torch_call(name: str) -> None:
 def compile_model_file(path: Path) -> str:
     """What compile_source does, with this task's passes: the compiled module's text."""
     from runtime.loader import VERSION
-    from transpiler.compile import torch_version
+    from transpiler.pipeline import torch_version
 
     source = SourceFile.read(path, path.name)
     program, entries = lower_file(source)

@@ -45,7 +45,7 @@ EXAMPLES = sorted(
 
 @lru_cache(maxsize=None)
 def example_ir(stem: str, passes: bool = False) -> str:
-    from transpiler.compile import lower_file
+    from transpiler.pipeline import lower_file
     from transpiler.source import SourceFile
 
     path = ROOT / "examples" / f"{stem}.py"

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 import runtime
-import transpiler.compile
+import transpiler.pipeline
 import transpiler.jit as jit
 from closeness import assert_close_to_eager
 from examples import mlp
@@ -34,13 +34,13 @@ def compiles(tmp_path, monkeypatch) -> list[str]:
     what script() of an instance and of a function both call)."""
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     calls: list[str] = []
-    real = transpiler.compile.build_program
+    real = transpiler.pipeline.build_program
 
     def counting(source, *args, **kwargs):
         calls.append(source.display)
         return real(source, *args, **kwargs)
 
-    monkeypatch.setattr(transpiler.compile, "build_program", counting)
+    monkeypatch.setattr(transpiler.pipeline, "build_program", counting)
     return calls
 
 
@@ -73,7 +73,7 @@ def test_second_script_loads_the_cached_module_without_parsing(compiles, monkeyp
         raise AssertionError("the compiler ran on a cache hit")
 
     monkeypatch.setattr(transpiler.source.SourceFile, "__init__", refuse)
-    monkeypatch.setattr(transpiler.compile, "compile_source", refuse)
+    monkeypatch.setattr(transpiler.pipeline, "compile_source", refuse)
     model2, inputs2 = mlp.make_example()
     run_both(model2, inputs2)
     # Another batch size is the same compiled module (the batch is a symbol), also a hit.
@@ -96,7 +96,7 @@ def test_cache_hit_in_a_fresh_process_imports_no_compiler(compiles) -> None:
         "        torch.testing.assert_close(got, model(*inputs))\n"
         "assert not runtime.fallback_counts(), runtime.fallback_counts()\n"
         "bad = [k for k in sys.modules if k.split('.')[0] in ('libcst', 'codegen', 'ir')"
-        " or k in ('transpiler.compile', 'transpiler.source', 'transpiler.classinfo')]\n"
+        " or k in ('transpiler.compile', 'transpiler.pipeline', 'transpiler.source', 'transpiler.classinfo')]\n"
         "assert not bad, bad\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}

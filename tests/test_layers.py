@@ -1,7 +1,6 @@
 """The package order of docs/architecture.md, on the real import graph (function-level imports
 included): transpiler -> codegen -> ir, each importing only packages to its right, and runtime,
-which generated modules import, importing none of them; and no import cycle between files but
-the two that issue 49 leaves for a later step."""
+which generated modules import, importing none of them; and no import cycle between files."""
 
 from __future__ import annotations
 
@@ -11,17 +10,6 @@ grimp = pytest.importorskip("grimp")
 
 ORDER = ("transpiler", "codegen", "ir")  # each may import those after it
 PACKAGES = (*ORDER, "runtime")
-
-# The file-level cycles still there (issue 49): the front end's lowering, and the compile drivers
-# around jit. A cycle among some of their files passes; any other cycle, one that reaches past
-# them or one in ir, codegen or runtime, fails.
-KNOWN_CYCLES = (
-    frozenset({"transpiler.context", "transpiler.lower_expr", "transpiler.lower_python", "transpiler.lower_stmt",
-               "transpiler.recover"}),
-    frozenset({"transpiler.annotated", "transpiler.batch", "transpiler.compile", "transpiler.examples",
-               "transpiler.jit"}),
-)
-
 
 def allowed(importer: str, imported: str) -> bool:
     if importer == imported or imported == "runtime":
@@ -94,10 +82,10 @@ def imports_of(graph: grimp.ImportGraph) -> dict[str, set[str]]:
     return {module: set(graph.find_modules_directly_imported_by(module)) for module in graph.modules}
 
 
-def test_no_import_cycle_but_the_known_ones() -> None:
+def test_no_import_cycle() -> None:
     graph = grimp.build_graph(*PACKAGES, include_external_packages=False)
-    new = [sorted(c) for c in cycles(imports_of(graph)) if not any(c <= known for known in KNOWN_CYCLES)]
-    assert not new, "files that import each other, one cycle a line (issue 49):\n" + "\n".join(map(", ".join, new))
+    found = [sorted(c) for c in cycles(imports_of(graph))]
+    assert not found, "files that import each other, one cycle a line:\n" + "\n".join(map(", ".join, found))
 
 
 def test_the_cycle_finder_sees_a_cycle() -> None:

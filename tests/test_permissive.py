@@ -290,7 +290,7 @@ def test_names_kept_code_reads_and_binds(code: str, reads: list, writes: list, g
 def test_opaque_op_prints_and_parses() -> None:
     from ir.parser import parse_program
     from ir.printer import print_program
-    from transpiler.compile import lower_file
+    from transpiler.pipeline import lower_file
     from transpiler.source import SourceFile
 
     source = SourceFile(Path("t.py"), textwrap.dedent('''\

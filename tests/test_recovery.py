@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import program_gen as pg
 from test_diagnostics import diagnostics_of, expected, model_text, run_cli
-from transpiler.compile import lower_file
+from transpiler.pipeline import lower_file
 from transpiler.diagnostics import CompileError
 from transpiler.source import SourceFile
 

@@ -9,7 +9,7 @@ from ir.core import Program
 from ir.printer import print_program
 from ir.rewrite import clone_op
 from ir.verifier import verify
-from transpiler.compile import lower_file
+from transpiler.pipeline import lower_file
 from transpiler.source import SourceFile
 
 EXAMPLES = sorted(p for p in (Path(__file__).resolve().parent.parent / "examples").glob("*.py")

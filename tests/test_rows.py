@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 import runtime
 from closeness import assert_close_to_eager
 from ir.rows import NotRowWise, RowPlan, row_plan
-from transpiler.compile import build_program
+from transpiler.pipeline import build_program
 from transpiler.source import SourceFile
 
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import Tensor\n\nfrom transpiler import script\n\n\n"

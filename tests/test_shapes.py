@@ -714,7 +714,7 @@ def f32(spec: str) -> TensorType:
 
 
 def run_ir(source: str, inputs: dict[str, list] | None = None, tmp_name: str = "shapes_case.py"):
-    from transpiler.compile import lower_file
+    from transpiler.pipeline import lower_file
     from transpiler.source import SourceFile
 
     text = "import torch\nimport torch.nn.functional as F\nfrom typing import Annotated, Optional\n" \
@@ -888,7 +888,7 @@ PARTLY_UNKNOWN = {"lstm_cell", "indexing", "pyramid_pool"}
 
 def _example(stem: str):
     from benchmarks.compare import factories
-    from transpiler.compile import lower_file
+    from transpiler.pipeline import lower_file
     from transpiler.source import SourceFile
 
     path = ROOT / "examples" / f"{stem}.py"

@@ -20,6 +20,7 @@ from runtime.errors import TorchscribeWarning
 from runtime.loader import compiled_path_for, read_header
 from runtime.source_hash import file_source_hash
 from transpiler import cli, compile as compile_mod
+from transpiler.pipeline import torch_version
 from transpiler.compile import compile_path
 
 MODEL = '''\
@@ -76,7 +77,7 @@ def test_header_records_dependencies_relative_and_sorted(files: Files) -> None:
     assert header is not None
     assert header["SOURCES"] == {"lib/helpers.py": file_source_hash(files.helpers)}
     assert header["SOURCE_HASH"] == file_source_hash(files.model)
-    assert header["TORCH_VERSION"] == compile_mod.torch_version()
+    assert header["TORCH_VERSION"] == torch_version()
     assert str(files.model.parent) not in text  # no absolute paths: the same on every machine
     assert files.compile() == text
 

@@ -258,7 +258,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ModuleTyp
 
 def compiled(models: tuple[ModuleType, Path, dict], name: str, example: tuple) -> Compiled:
     """`name`'s kernel, compiled for arguments like `example` (its leading size symbolic)."""
-    from transpiler.compile import compile_source
+    from transpiler.pipeline import compile_source
     from transpiler.source import SourceFile, Target
 
     module, root, cache = models

@@ -24,7 +24,7 @@ EXAMPLES = sorted(
 
 
 def lowered(stem: str) -> Program:
-    from transpiler.compile import lower_file
+    from transpiler.pipeline import lower_file
     from transpiler.source import SourceFile
 
     path = ROOT / "examples" / f"{stem}.py"

@@ -24,7 +24,7 @@ from ir.ops import FuncOp, Kernel
 from ir.rows import NotRowWise, RowPlan, row_plan
 from ir.types import TensorType
 from transpiler.annotations import integer_family
-from transpiler.compile import build_program, reachable
+from transpiler.pipeline import build_program, reachable
 from transpiler.settings import Settings
 from transpiler.source import SourceFile, Target
 from transpiler.specialisations import Specialisation

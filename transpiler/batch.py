@@ -10,9 +10,12 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import pickle
 import select
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -240,12 +243,32 @@ def compile_all(
     # Files that run example factories: one child process imports and compiles them all.
     waiting = [i for i in range(total) if results[i].status == "examples"]
     if waiting:
-        from transpiler.examples import run_in_child
-
         for i, result in zip(waiting, run_in_child([paths[i] for i in waiting], dump_ir, permissive)):
             results[i] = result
             report(result)
     return [results[i] for i in range(total)]
+
+
+def run_in_child(paths: list[Path], dump_ir: str | None, permissive: bool) -> list[FileResult]:
+    """`compile_one(path, ...)` of each of `paths`, in one new Python process that may import
+    them to run their example factories (one start of Python, torch and the compiler for all:
+    about 3 s; transpiler/examples.py)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="torchscribe-example-") as tmp:
+        result_path = os.path.join(tmp, "results.pickle")
+        command = [sys.executable, "-m", "transpiler.example_child", result_path, dump_ir or "",
+                   "permissive" if permissive else "", *map(str, paths)]
+        # Decorated code the example runs stays eager here (its compiled module is being written).
+        env = {**os.environ, "TORCHSCRIBE": "off"}
+        done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
+        if done.returncode == 0 and os.path.exists(result_path):
+            with open(result_path, "rb") as f:
+                return pickle.load(f)
+    output = (done.stdout + done.stderr).strip()
+    message = f"the process that runs example factories ended with status {done.returncode}" \
+              + (f":\n{output}" if output else "")
+    return [FileResult(p, "internal", message=f"torchscribe: internal error while compiling {p}: {message}",
+                       seconds=time.perf_counter() - start) for p in paths]
 
 
 @contextlib.contextmanager

@@ -6,14 +6,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Callable, Protocol
 
 import libcst as cst
 
 from ir.builder import literal_type
 from ir.core import Loc
 from ir.types import (ANY, BOOL, ERROR, FLOAT, INT, NONE, STR, TENSOR, ListType, ModuleType, TensorType, TupleType,
-                      Type, UnionType)
+                      Type, UnionType, unify_all)
 from transpiler.annotations import annotation_type, union_type
 from transpiler.check import PYTHON_DECORATORS
 from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names, torch_layer_result
@@ -98,7 +98,7 @@ class FileContext:
     # unannotated parameter is a Tensor and an unannotated result is inferred from the body.
     recursive: bool = False
     functions: FunctionFinder | None = None
-    # Code for calls autograd records (compile.build_program's `autograd`): a `with
+    # Code for calls autograd records (pipeline.build_program's `autograd`): a `with
     # torch.no_grad():` block keeps its entry check in recursive mode too, where script()'s
     # no-grad code leaves it to the caller's check of every call.
     autograd: bool = False
@@ -121,8 +121,11 @@ class FileContext:
     entry_kwargs_passed: dict[str, dict[str, object]] = field(default_factory=dict)  # the literal keywords they pass
     # Where lowering went: each statement it lowered (a compound one's header alone). In recursive
     # mode a branch decided when compiling is not lowered, and what the check pass says of
-    # code there is dropped (compile.lowered_only).
+    # code there is dropped (pipeline.lowered_only).
     lowered: list[Loc] = field(default_factory=list)
+    # How a function is lowered (transpiler.lower_stmt.FunctionLowerer, which reads this context:
+    # compile passes it in, so that this module does not import the lowering back).
+    lowerer: Callable[..., Any] | None = None
     _origins: dict[str, Pending] = field(default_factory=dict)  # sym_name -> what it was compiled from
     _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)
@@ -359,12 +362,11 @@ class FileContext:
 
     def _probe(self, sig: Signature, node: cst.FunctionDef, info: ClassInfo | None, source: SourceFile):
         """Lower the function once, for what it tells (its returns' types, whether it lowers)."""
-        from transpiler.lower_stmt import FunctionLowerer
-
+        assert self.lowerer is not None, "FileContext.lowerer is set by transpiler.compile"
         self._inferring.add(sig.sym_name)
         breaks = len(self.breaks)
         try:
-            probe = FunctionLowerer(self, node, sig, info, source)
+            probe = self.lowerer(self, node, sig, info, source)
             probe.lower()
         finally:
             self._inferring.discard(sig.sym_name)
@@ -375,8 +377,6 @@ class FileContext:
                       source: SourceFile) -> Signature:
         """Lower the function once with an open result type and join what its returns return
         (TorchScript infers unannotated results too); the lowering that is kept comes later."""
-        from transpiler.lower_expr import unify_all  # lowering imports this module
-
         probe = self._probe(replace(sig, result=INFERRING), node, info, source)
         result = unify_all(probe.returned_types) if probe.returned_types else NONE
         if result is None and self.permissive:

@@ -2,9 +2,9 @@
 
 The named module-level function of the same file returns `(instance, inputs)` for a class (the
 inputs, for a function). The file is imported and the factory run in a child process (the
-command line's own process, and its workers, never import user code), where the class is
-compiled for that instance and those inputs exactly as `script(instance, example_inputs=...)`
-compiles it now (and with `freeze=True` as `script(..., freeze=True)` does); the result is a
+command line's own process, and its workers, never import user code: transpiler/batch.py
+starts it), where the class is compiled for that instance and those inputs exactly as
+`script(instance, example_inputs=...)` compiles it now (and with `freeze=True` as `script(..., freeze=True)` does); the result is a
 specialisation of the file's module (transpiler/specialisations.py). The child sends back the
 whole file's result (`batch.FileResult`): an example that raises is a diagnostic at the line
 that raised, never a traceback.
@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import importlib
 import os
-import pickle
-import subprocess
 import sys
-import tempfile
-import time
 import traceback
 from pathlib import Path
 from typing import Any
@@ -30,48 +26,12 @@ from transpiler.specialisations import Specialisation
 
 
 class ExamplesNeedAChild(Exception):
-    """The file names example factories: it compiles in a child process (`run_in_child`)."""
+    """The file names example factories: it compiles in a child process (`batch.run_in_child`)."""
 
 
 def example_targets(targets: list[Target]) -> list[Target]:
     """The targets compiled for what a factory returns: `@script(example=...)` and `script_model`."""
     return [t for t in targets if t.options.get("example") is not None or t.is_factory]
-
-
-def run_in_child(paths: list[Path], dump_ir: str | None, permissive: bool) -> list[Any]:
-    """`batch.compile_one(path, ...)` of each of `paths`, in one new Python process that may
-    import them (one start of Python, torch and the compiler for all: about 3 s)."""
-    from transpiler.batch import FileResult
-
-    start = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="torchscribe-example-") as tmp:
-        result_path = os.path.join(tmp, "results.pickle")
-        command = [sys.executable, "-m", "transpiler.examples", result_path, dump_ir or "",
-                   "permissive" if permissive else "", *map(str, paths)]
-        # Decorated code the example runs stays eager here (its compiled module is being written).
-        env = {**os.environ, "TORCHSCRIBE": "off"}
-        done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True)
-        if done.returncode == 0 and os.path.exists(result_path):
-            with open(result_path, "rb") as f:
-                return pickle.load(f)
-    output = (done.stdout + done.stderr).strip()
-    message = f"the process that runs example factories ended with status {done.returncode}" \
-              + (f":\n{output}" if output else "")
-    return [FileResult(p, "internal", message=f"torchscribe: internal error while compiling {p}: {message}",
-                       seconds=time.perf_counter() - start) for p in paths]
-
-
-def _main(argv: list[str]) -> int:
-    result_path, dump_ir, permissive, *paths = argv
-    import torch
-
-    from transpiler.batch import compile_one
-
-    torch.set_num_threads(1)  # (compiling; the examples' own work is small)
-    results = [compile_one(Path(p), dump_ir or None, permissive == "permissive", examples="here") for p in paths]
-    with open(result_path, "wb") as f:
-        pickle.dump(results, f)
-    return 0
 
 
 def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
@@ -123,7 +83,7 @@ def import_model_file(source: SourceFile) -> Any:
 
 def _specialise(source: SourceFile, module: Any, target: Target, factory_name: str,
                 permissive: bool, autograd: bool = False) -> Specialisation:
-    from transpiler.compile import build_program
+    from transpiler.pipeline import build_program
     from transpiler.jit import instance_program
 
     where = source.option_loc(target, "example")
@@ -226,6 +186,3 @@ def _describe(value: Any) -> str:
         return f"a tuple of {len(value)} ({', '.join(type(v).__name__ for v in value[:4])})"
     return f"a {type(value).__name__}"
 
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

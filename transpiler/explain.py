@@ -396,7 +396,7 @@ def compile_for_example(path: Path) -> Program:
     """The program of the file compiled for what its `make_example()` returns ((model, inputs),
     an nn.Module instance or a @script function), as script(instance, example_inputs=...) would."""
     from transpiler import jit
-    from transpiler.compile import compile_source
+    from transpiler.pipeline import compile_source
     from transpiler.source import SourceFile, Target
 
     resolved = path.resolve()

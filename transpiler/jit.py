@@ -236,7 +236,7 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     classes of its submodules and the functions the code calls, from whichever file defines
     them (TorchScript's recursive scripting), so that inlining sees them."""
     from codegen.module import emit_module
-    from transpiler.compile import CompiledFile, module_header
+    from transpiler.pipeline import CompiledFile, module_header
 
     program, entries, files = instance_program(instance, source, node, example_inputs, permissive, example_kwargs,
                                                frozen, autograd)
@@ -248,8 +248,8 @@ def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs
                      permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
                      frozen: bool = False, autograd: bool = False) -> tuple[Any, dict[str, str], tuple[str, ...]]:
     """(program after the passes, COMPILED entries, the other files compiled from) of
-    `compile_instance`; `autograd`: for calls autograd records (compile.build_program)."""
-    from transpiler.compile import build_program
+    `compile_instance`; `autograd`: for calls autograd records (pipeline.build_program)."""
+    from transpiler.pipeline import build_program
     from transpiler.source import Target
 
     sources = _Sources(source)
@@ -570,7 +570,7 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
         key = jit_cache.function_key(fn, path, text, inputs, options)
         module = _cached(key, fn.__name__)
         if module is None:
-            from transpiler.compile import compile_source
+            from transpiler.pipeline import compile_source
             from transpiler.source import SourceFile, Target
 
             source = SourceFile(Path(path), text, os.path.relpath(path))
@@ -600,7 +600,7 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
 class AutogradCode:
     """The code of a `script()` result for calls that autograd records (grad enabled, and an
     input or parameter that requires grad): its program again without kernels, eager's torch
-    ops in eager's order (compile.build_program's `autograd`), which autograd records as it
+    ops in eager's order (pipeline.build_program's `autograd`), which autograd records as it
     records eager's. Compiled at the first such call, for the example inputs of `script()`; a
     call its entry checks refuse (the module switched to train(), inputs of another rank) is
     compiled for again, for the module as it is now and the call's inputs, up to LIMIT

@@ -26,6 +26,7 @@ from ir.torch_signatures import (
     unary_result_type,
 )
 from ir.types import (
+    unify_all,
     ANY,
     BOOL,
     DEVICE,
@@ -1879,15 +1880,6 @@ def a_type(t: object) -> str:
     if t == ANY:
         return "a Python object (Any)"
     return f"an {t}" if str(t)[:1].lower() in tuple("aeiou") else f"a {t}"
-
-
-def unify_all(types: tuple[Type, ...] | list[Type]) -> Type | None:
-    out: Type | None = None
-    for t in types:
-        out = t if out is None else unify(out, t)
-        if out is None:
-            return None
-    return out
 
 
 def describe(node: cst.CSTNode) -> str:

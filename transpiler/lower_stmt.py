@@ -17,6 +17,7 @@ from ir import ops
 from ir.builder import Builder
 from ir.core import Block, Loc, Region, Value
 from ir.types import (
+    unify_all,
     ANY,
     ERROR,
     fits,
@@ -41,9 +42,18 @@ from transpiler.check import WITH_HINT, turns_grad_off
 from transpiler.context import Break, Lookup, applied_decorators
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
-from transpiler.lower_expr import AUG_OPS, UNROLL_LIMIT, ExpressionLowering, a_type, unify_all
+from transpiler.lower_expr import AUG_OPS, UNROLL_LIMIT, ExpressionLowering, a_type
 from transpiler.lower_python import KeptAsPython
 from transpiler.recover import Recovery
+from transpiler.syntax import (
+    always_leaves,
+    assigned_names,
+    assignment_of,
+    contains,
+    else_statements,
+    has_jump,
+    statements_of,
+)
 from transpiler.source import SourceFile
 
 if TYPE_CHECKING:
@@ -1230,96 +1240,6 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             return binary_result_type(op, lhs.type, rhs.type)
         except SignatureError as e:
             raise self.error(node, str(e), getattr(e, "hint", None)) from None
-
-
-# -- syntactic helpers -----------------------------------------------------------------------------
-def statements_of(suite: cst.BaseSuite) -> list[cst.BaseStatement]:
-    if isinstance(suite, cst.IndentedBlock):
-        return list(suite.body)
-    return [cst.SimpleStatementLine(body=list(suite.body))]  # type: ignore[attr-defined]
-
-
-def else_statements(node: cst.If) -> list[cst.BaseStatement]:
-    if node.orelse is None:
-        return []
-    if isinstance(node.orelse, cst.If):
-        return [node.orelse]  # elif
-    return statements_of(node.orelse.body)
-
-
-def always_leaves(stmts: list[cst.BaseStatement]) -> bool:
-    """Whether every path through `stmts` ends in return, break or continue."""
-    for stmt in stmts:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            if any(isinstance(s, (cst.Return, cst.Break, cst.Continue, cst.Raise)) for s in stmt.body):
-                return True
-        elif isinstance(stmt, cst.If):
-            if always_leaves(statements_of(stmt.body)) and stmt.orelse is not None and always_leaves(else_statements(stmt)):
-                return True
-    return False
-
-
-def contains(stmts: list[cst.BaseStatement], kind: type, stop_at_loops: bool = False) -> bool:
-    found = False
-
-    class Finder(cst.CSTVisitor):
-        def visit_For(self, node: cst.For) -> bool:
-            return not stop_at_loops
-
-        def visit_While(self, node: cst.While) -> bool:
-            return not stop_at_loops
-
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            nonlocal found
-            if isinstance(node, kind):
-                found = True
-            return super().on_visit(node)
-
-    for s in stmts:
-        s.visit(Finder())
-    return found
-
-
-def has_jump(stmts: list[cst.BaseStatement]) -> bool:
-    return contains(stmts, cst.Return) or contains(stmts, cst.Break, True) or contains(stmts, cst.Continue, True)
-
-
-def assignment_targets(stmts: list[cst.BaseStatement]) -> list[tuple[str, cst.Name]]:
-    """Every name `stmts` assign (loops and branches included), with its target, in order."""
-    found: list[tuple[str, cst.Name]] = []
-
-    def add_target(t: cst.BaseExpression) -> None:
-        if isinstance(t, cst.Name):
-            found.append((t.value, t))
-        elif isinstance(t, (cst.Tuple, cst.List)):
-            for e in t.elements:
-                add_target(e.value)
-
-    class Collector(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            add_target(node.target)
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            add_target(node.target)
-
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            add_target(node.target)
-
-        def visit_For(self, node: cst.For) -> None:
-            add_target(node.target)
-
-    for s in stmts:
-        s.visit(Collector())
-    return found
-
-
-def assigned_names(stmts: list[cst.BaseStatement]) -> set[str]:
-    return {name for name, _ in assignment_targets(stmts)}
-
-
-def assignment_of(stmts: list[cst.BaseStatement], name: str) -> cst.CSTNode | None:
-    """The first target in `stmts` (loops and branches included) that assigns `name`."""
-    return next((node for n, node in assignment_targets(stmts) if n == name), None)
 
 
 def _single_name(targets: Sequence[cst.AssignTarget]) -> str | None:

@@ -19,6 +19,7 @@ from ir import ops
 from ir.core import Value
 from ir.types import ERROR
 from transpiler.diagnostics import Diagnostic, UserError
+from transpiler.syntax import assigned_names
 
 if TYPE_CHECKING:
     from ir.builder import Builder
@@ -95,8 +96,6 @@ class Recovery:
         """After `stmt` raised `error` (and what it built was taken back): record the error, bind
         the names it assigns to ERROR values, and go on with the next statement. A compound
         statement's body reported its own errors already: only its header may cause this one."""
-        from transpiler.lower_stmt import assigned_names
-
         header = stmt.test if isinstance(stmt, (cst.If, cst.While)) else stmt.iter if isinstance(stmt, cst.For) else None
         if header is not None:
             self.keep(error, self.follows(header, self.error_reads))
