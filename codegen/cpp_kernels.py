@@ -290,13 +290,17 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
     row += _steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
                   + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into], "")
     loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
-    row += ["#pragma omp simd", f"for (int64_t j = 0; j < {f'n{inner}' if outer else 'end - o'}; ++j) {{"]
+    # (ts_elements, kernels.h: the element's results are named `y<k>`, stored by the lambda it
+    # returns, after the loads of the element computed beside it)
+    row += [f"ts_elements({f'n{inner}' if outer else 'end - o'}, [&](int64_t j) TS_INLINE {{"]
     row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     skip = set(hoisted) | (set(rowwise) if kept else set())
-    stores = {k: f"q{k}[j * out{k}_step]" for k in into}
+    stores = {k: f"q{k}[j * out{k}_step]" if k in into else f"out{k}[o + j]" for k in range(len(body.op.body.terminator.operands))}
     # (the loop's first statements from the line the row's last came from: quoted once, above)
     last = last_line(per_row) if not kept else None
-    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores, last=last)] + ["}"]
+    results = {k: f"const auto y{k}" for k in stores}
+    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=results, last=last)]
+    row += [f"  return [=] {{ {' '.join(f'{at} = y{k};' for k, at in stores.items())} }};", "});"]
     return lines + _each_row(rank, strides, row)
 
 

@@ -47,11 +47,15 @@ from runtime.loader import cache_dir
 
 INCLUDE_DIR = Path(__file__).resolve().parent / "include"  # runtime/include: <torchscribe/*.h>
 CACHE_FORMAT = "1"  # bump when the entry layout or the build recipe changes
-BASE_FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off", "-fwrapv",
-              "-std=c++17", "-shared", "-fPIC")
+BASE_FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fschedule-insns", "-fsched-pressure",
+              "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-std=c++17", "-shared", "-fPIC")
 # -mprefer-vector-width=512: where the CPU has AVX-512, loops use all of it (gcc's tuning for Intel
 # cores picks 256 bits; a softmax over 768 on a Xeon then took 1.38x as long), as torch's own
 # kernels do; without AVX-512 the flag changes nothing.
+# -fschedule-insns -fsched-pressure: gcc schedules instructions before register allocation (off by
+# default on x86), interleaving the two elements of ts_elements' loop (kernels.h), whose chains
+# of math were otherwise run one after the other; the pressure-aware variant keeps it from
+# spilling registers for it.
 # -ffp-contract=off: no fused multiply-adds across ops, so `a * b + c` rounds twice, like eager;
 # -fwrapv: signed integer overflow wraps around, as torch's integer ops do (C++ leaves it undefined)
 COMPILERS = ("c++", "g++", "clang++")
