@@ -290,11 +290,15 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
     row += _steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
                   + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into], "")
     loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
-    # (ts_elements, kernels.h: the element's stores are the lambda it returns, run after the
-    # loads of the element computed beside it)
-    row += [f"ts_elements({f'n{inner}' if outer else 'end - o'}, [&](int64_t j) TS_INLINE {{"]
-    row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     skip = set(hoisted) | (set(rowwise) if kept else set())
+    # (ts_elements, kernels.h: the element's stores are the lambda it returns. An element with
+    # two or more transcendentals, a dependency chain longer than the core overlaps across loop
+    # iterations, is computed four at a time, interleaved; one at a time otherwise, where that
+    # gains nothing and would compile the element's code five times.)
+    ways = 4 if sum(op_name(op) in _EXPENSIVE for op in body.op.body.ops if op not in skip) >= 2 else 1
+    row += [f"ts_elements{f'<{ways}>' if ways > 1 else ''}({f'n{inner}' if outer else 'end - o'}, "
+            "[&](int64_t j) TS_INLINE {"]
+    row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     stores = {k: f"q{k}[j * out{k}_step]" for k in into}
     # (the loop's first statements from the line the row's last came from: quoted once, above)
     last = last_line(per_row) if not kept else None

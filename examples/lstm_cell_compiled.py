@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:fa0c3a81f43fff42d5b7c4c6231fc8c92c9b8edb769b8e17d8001df2948b4af1"
+BODY_HASH = "sha256:cf91d3f721daa532af97c34041e0df973e07aaa209adaa1b9032b535451fc634"
 TORCH_VERSION = "2.13"
 
 
@@ -34,7 +34,7 @@ extern "C" void sigmoid_tanh_kernel(
     const auto* p4 = in4 + i0 * in4_s0;
     const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
         in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
-    ts_elements(n1, [&](int64_t j) TS_INLINE {
+    ts_elements<4>(n1, [&](int64_t j) TS_INLINE {
       // i = torch.sigmoid(i)
       const float v4 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
       // f = torch.sigmoid(f)

@@ -520,10 +520,10 @@ def test_the_unit_stride_loop_vectorises() -> None:
     fuse(program)
     [kernel] = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
     text, _ = emit_kernel(kernel)
-    assert text.count("ts_elements(") == 1, text  # (one loop body, for unit and other strides)
+    assert text.count("ts_elements") == 1, text  # (one loop body, for unit and other strides)
     # only the version for unit strides (both versions' loops are on one line)
     source = PRELUDE + UNIT_ONLY + text.replace("ts_unit_or_strided(", "unit_only(")
-    unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "ts_elements(" in line)
+    unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "ts_elements" in line)
     # (gcc names ts_elements' loops by the first line of the element's body)
     assert vectorized_lines(vectorization_report(source)) & {unit_loop, unit_loop + 1}, text
 

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <utility>
 #include <memory>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 #ifdef _OPENMP
@@ -135,24 +136,25 @@ static inline TS_INLINE void ts_unit_or_strided(std::initializer_list<int64_t> s
   ts_unit_or_strided(std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 1; }), body);
 }
 
-// The elements [0, n) of a row, in vectorised loops: element(j) computes element j and returns
-// its stores (a lambda), which run only after the next element's loads. From 64 elements on, one
-// loop takes two at a time, j and n/2 + j: two independent chains of math the scheduler
-// (-fschedule-insns, runtime/native.py) interleaves. A chain of sin, cos, exp and tanh is one
-// long dependency per element, which the core's out-of-order window (one vector iteration of
-// ~300 instructions) did not overlap: it ran 1.4x as long as the same math on two chains. The
-// stores come last because the compiler cannot tell them from the other element's loads.
-template <class Element> static inline TS_INLINE void ts_elements(int64_t n, const Element& element) {
-  const int64_t h = n >= 64 ? n / 2 : 0;
+// The elements [0, n) of a row, in a vectorised loop: element(j) computes element j and returns
+// its stores (a lambda). With `ways` > 1 the loop takes `ways` elements at a time, j, n/ways + j,
+// ...: independent chains of math that the scheduler (-fschedule-insns, runtime/native.py)
+// interleaves, each element's stores run after all of them are loaded and computed (the compiler
+// cannot tell the stores from the other elements' loads). A chain of sin, cos, exp and tanh is
+// one long dependency per element, which the core's out-of-order window (a vector iteration of
+// ~300 instructions) did not overlap: one element at a time it ran 1.65x as long as four at a
+// time (two: 1.45x); the code of the element is compiled `ways` + 1 times (the remainder).
+template <class Element, size_t... W>
+static inline TS_INLINE void ts_elements_at(const Element& element, int64_t h, int64_t j, std::index_sequence<W...>) {
+  const auto stores = std::make_tuple(element((int64_t)W * h + j)...);
+  std::apply([](const auto&... store) { (store(), ...); }, stores);
+}
+template <int ways = 1, class Element> static inline TS_INLINE void ts_elements(int64_t n, const Element& element) {
+  const int64_t h = ways > 1 ? n / ways : 0;
   #pragma omp simd
-  for (int64_t j = 0; j < h; ++j) {
-    const auto store = element(j);
-    const auto store_other = element(h + j);
-    store();
-    store_other();
-  }
+  for (int64_t j = 0; j < h; ++j) ts_elements_at(element, h, j, std::make_index_sequence<ways>{});
   #pragma omp simd
-  for (int64_t j = 2 * h; j < n; ++j) element(j)();
+  for (int64_t j = ways * h; j < n; ++j) element(j)();
 }
 
 // A kernel of one dim: chunk(o, end) on its elements [o, end), all of them, or each thread's
