@@ -290,13 +290,20 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
     row += _steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
                   + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into], "")
     loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
-    row += ["#pragma omp simd", f"for (int64_t j = 0; j < {f'n{inner}' if outer else 'end - o'}; ++j) {{"]
-    row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     skip = set(hoisted) | (set(rowwise) if kept else set())
+    # (ts_elements, kernels.h: the element's stores are the lambda it returns. An element with
+    # two or more transcendentals, a dependency chain longer than the core overlaps across loop
+    # iterations, is computed four at a time, interleaved; one at a time otherwise, where that
+    # gains nothing and would compile the element's code five times.)
+    ways = 4 if sum(op_name(op) in _EXPENSIVE for op in body.op.body.ops if op not in skip) >= 2 else 1
+    row += [f"ts_elements{f'<{ways}>' if ways > 1 else ''}({f'n{inner}' if outer else 'end - o'}, "
+            "[&](int64_t j) TS_INLINE {"]
+    row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     stores = {k: f"q{k}[j * out{k}_step]" for k in into}
     # (the loop's first statements from the line the row's last came from: quoted once, above)
     last = last_line(per_row) if not kept else None
-    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores, last=last)] + ["}"]
+    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores, last=last, deferred=True)]
+    row += ["});"]
     return lines + _each_row(rank, strides, row)
 
 
@@ -534,10 +541,14 @@ class _Body:
         return items
 
     def statements(self, loads: dict[int, str], index: str, skip: set[Operation] = set(),
-                   stores: dict[int, str] = {}, last: tuple[str, int] | None = None) -> list[str]:
+                   stores: dict[int, str] = {}, last: tuple[str, int] | None = None,
+                   deferred: bool = False) -> list[str]:
         """The element's statements; output k is stored at `out<k>[index]`, or at `stores[k]`:
         the expression of the op that computes it, where the store alone reads it
-        (`out0[o + j] = ts_max(v8, 0.0f);`)."""
+        (`out0[o + j] = ts_max(v8, 0.0f);`). `deferred`: the stores are left to a lambda that the
+        statements return last (ts_elements in kernels.h), which stores the values by name, an
+        expression the store alone reads as `y<k>` (`const float y0 = ts_max(v8, 0.0f);` and
+        `return [=] { out0[o + j] = y0; };`)."""
         yielded = self.op.body.terminator.operands
         stored = {v.owner for v in yielded if isinstance(v.owner, Operation) and v.owner not in skip
                   and v.owner.parent is self.op.body and len(v.uses) == 1 and not isinstance(v.owner, ops.ConstantOp)}
@@ -551,13 +562,29 @@ class _Body:
                 by_op[op] = reads
             else:
                 items.append((op, text, reads))
+        later: list[str] = []  # (deferred: the stores)
         for k, v in enumerate(self.op.body.terminator.operands):
             target = stores.get(k, f"out{k}[{index}]")
             if v.owner in stored:
-                items.append((v.owner, f"{target} = {_store(v, _bare_arguments(element(v.owner, self.names)))};", by_op[v.owner]))  # type: ignore[arg-type,index]
+                value = _store(v, _bare_arguments(element(v.owner, self.names)))  # type: ignore[arg-type]
             else:
-                items.append((None, f"{target} = {_store(v, self.names[v])};", {v}))
-        return self.quoted(self.placed(items, loads), last)
+                value = _store(v, self.names[v])
+            if not deferred:
+                items.append((v.owner if v.owner in stored else None, f"{target} = {value};",
+                              by_op[v.owner] if v.owner in stored else {v}))  # type: ignore[index]
+            elif v.owner in stored or not isinstance(v.owner, Operation) or isinstance(v.owner, ops.ConstantOp):
+                # (a load or a constant needs a statement here, the load its place among the loads)
+                items.append((v.owner if v.owner in stored else None,
+                              f"const {CTYPE[v.type.dtype]} y{k} = {value};",  # type: ignore[union-attr]
+                              by_op[v.owner] if v.owner in stored else {v}))  # type: ignore[index]
+                later.append(f"{target} = y{k};")
+            else:
+                later.append(f"{target} = {value};")
+        lines = self.quoted(self.placed(items, loads), last)
+        if deferred:
+            stored_later = f"return [=] {{ {' '.join(later)} }};"
+            lines += [stored_later] if len(stored_later) <= 80 else ["return [=] {", *("  " + t for t in later), "};"]
+        return lines
 
     def invariant_ops(self, fixed_inputs: set[int]) -> list[Operation]:
         """The ops whose operands are all fixed along the row: those inputs, scalars, constants

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:8a4a29588654855d2b3c8c4f9341fe4f1d6fdc0ead6031784d726d23fbdcffd0"
+BODY_HASH = "sha256:cf91d3f721daa532af97c34041e0df973e07aaa209adaa1b9032b535451fc634"
 TORCH_VERSION = "2.13"
 
 
@@ -34,8 +34,7 @@ extern "C" void sigmoid_tanh_kernel(
     const auto* p4 = in4 + i0 * in4_s0;
     const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
         in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
-    #pragma omp simd
-    for (int64_t j = 0; j < n1; ++j) {
+    ts_elements<4>(n1, [&](int64_t j) TS_INLINE {
       // i = torch.sigmoid(i)
       const float v4 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
       // f = torch.sigmoid(f)
@@ -46,10 +45,10 @@ extern "C" void sigmoid_tanh_kernel(
       const float v13 = float(1) / (1.0f + torchscribe::ts_exp(-p3[j * in3_step]));
       // c = f * c + i * g
       const float v16 = (v8 * p4[j * in4_step]) + (v4 * v9);
-      out0[o + j] = v16;
       // h = o * torch.tanh(c)
-      out1[o + j] = v13 * torchscribe::ts_tanh(v16);
-    }
+      const float y1 = v13 * torchscribe::ts_tanh(v16);
+      return [=] { out0[o + j] = v16; out1[o + j] = y1; };
+    });
   });
 }
 """

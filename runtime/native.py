@@ -49,9 +49,14 @@ INCLUDE_DIR = Path(__file__).resolve().parent / "include"  # runtime/include: <t
 CACHE_FORMAT = "1"  # bump when the entry layout or the build recipe changes
 BASE_FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off", "-fwrapv",
               "-std=c++17", "-shared", "-fPIC")
+GCC_FLAGS = ("-fschedule-insns", "-fsched-pressure")  # (gcc's own: not clang's)
 # -mprefer-vector-width=512: where the CPU has AVX-512, loops use all of it (gcc's tuning for Intel
 # cores picks 256 bits; a softmax over 768 on a Xeon then took 1.38x as long), as torch's own
 # kernels do; without AVX-512 the flag changes nothing.
+# GCC_FLAGS: gcc schedules instructions before register allocation (off by default on x86),
+# interleaving the elements that ts_elements' loop (kernels.h) computes at a time, whose chains
+# of math it otherwise ran one after the other (and the out-of-order core did not overlap); the
+# pressure-aware variant keeps it from spilling registers for that.
 # -ffp-contract=off: no fused multiply-adds across ops, so `a * b + c` rounds twice, like eager;
 # -fwrapv: signed integer overflow wraps around, as torch's integer ops do (C++ leaves it undefined)
 COMPILERS = ("c++", "g++", "clang++")
@@ -96,7 +101,8 @@ def toolchain() -> Toolchain | None:
             write_atomic(record, f"{version}\n{openmp}\n")
         except OSError:  # (an unwritable cache: probed again by the next process)
             pass
-    flags = BASE_FLAGS + (("-fopenmp",) if openmp == "openmp" else ())
+    flags = BASE_FLAGS + (GCC_FLAGS if "clang" not in version else ())
+    flags += ("-fopenmp",) if openmp == "openmp" else ()
     return Toolchain(cxx, version, flags)
 
 

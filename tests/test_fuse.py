@@ -378,6 +378,11 @@ def compare(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
 
 def ints(x: Tensor, y: Tensor) -> Tensor:
     return (x * 3 + y - 1) * (x > 0).to(x.dtype)
+
+
+def trig(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    a = torch.sin(x) * torch.tanh(y) + torch.exp(-x.abs())
+    return a, torch.cos(a) + y
 '''
 
 
@@ -411,6 +416,28 @@ def test_float_chain_matches_eager(fns, dtype, tmp_path, monkeypatch) -> None:
     assert_close_to_eager(f(big, y), fns.chain(big, y), "offset")
     special = torch.tensor([[float("nan"), float("inf"), -float("inf"), 0.0, -0.0] * 7 + [1.0, -1.0]], dtype=dtype)
     assert_close_to_eager(f(special, y), fns.chain(special, y), "NaN and inf")
+
+
+@pytest.mark.parametrize("width", [1, 6, 67, 130])
+def test_elements_four_at_a_time_match_eager(fns, width, tmp_path, monkeypatch) -> None:
+    """An element with several transcendentals runs four at a time (ts_elements<4>, kernels.h:
+    j, n/4 + j, ...; what n/4 leaves, one at a time): every element is computed and stored once,
+    also for rows shorter than four, of a length that four does not divide, and strided."""
+    x, y = torch.randn(3, width) * 3, torch.randn(3, width)
+    f = compiled(fns.trig, (x, y), tmp_path, monkeypatch)
+    text = next((tmp_path / "jit").glob("*.py")).read_text()
+    assert "ts_elements<4>(" in text, text
+    assert_close_to_eager(f(x, y), fns.trig(x, y), "contiguous")
+    x, y = torch.randn(width, 5).t() * 3, torch.randn(width, 5).t()  # (rows not folded into one)
+    assert_close_to_eager(f(x, y), fns.trig(x, y), "transposed")
+
+
+def test_elements_one_at_a_time_without_transcendentals(fns, tmp_path, monkeypatch) -> None:
+    """Four at a time only pays for a long chain of math: a kernel of a few arithmetic ops runs
+    its elements one at a time (its code compiled once, not five times)."""
+    compiled(fns.ints, (torch.randn(6, 11), torch.randn(11)), tmp_path, monkeypatch)
+    text = next((tmp_path / "jit").glob("*.py")).read_text()
+    assert "ts_elements(" in text and "ts_elements<" not in text, text
 
 
 def test_comparisons_casts_and_two_outputs(fns, tmp_path, monkeypatch) -> None:
@@ -520,11 +547,11 @@ def test_the_unit_stride_loop_vectorises() -> None:
     fuse(program)
     [kernel] = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
     text, _ = emit_kernel(kernel)
-    assert text.count("for (int64_t j") == 1, text  # (one loop body, for unit and other strides)
+    assert text.count("ts_elements") == 1, text  # (one loop body, for unit and other strides)
     # only the version for unit strides (both versions' loops are on one line)
     source = PRELUDE + UNIT_ONLY + text.replace("ts_unit_or_strided(", "unit_only(")
-    unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "for (int64_t j" in line)
-    # (gcc names the loop by its `for` line or by the first line of its body)
+    unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "ts_elements" in line)
+    # (gcc names ts_elements' loops by the first line of the element's body)
     assert vectorized_lines(vectorization_report(source)) & {unit_loop, unit_loop + 1}, text
 
 

@@ -481,15 +481,7 @@ TS_MATH_INLINE double trig_reduce(double x, uint64_t& q) {
     r = std::fma(kf, -0x1.1a62633145c07p-54, r);
     return std::fma(kf, 0x1.f1976b7ed8fbcp-110, r);
 }
-// sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) on |r| <= pi/4: minimax, degree 3 for
-// float results (computed in double), 6 for double.
-TS_MATH_INLINE void sincos_poly_f(double r, double& s, double& c) {
-    double z = r * r;
-    s = std::fma(r * z, horner(z, -0x1.5555555555555p-3, 0x1.11110de670a54p-7, -0x1.a0139b8d000a3p-13,
-                               0x1.6dba169fe1138p-19), r);
-    c = std::fma(z, std::fma(z, horner(z, 0x1.5555555555555p-5, -0x1.6c16bf4efb1bap-10,
-                                       0x1.a015bc5e163c2p-16, -0x1.2521a59b154d1p-22), -0.5), 1.0);
-}
+// sin r = r + r^3 S(r^2), cos r = 1 - r^2/2 + r^4 C(r^2) on |r| <= pi/4: minimax, degree 6 (double).
 TS_MATH_INLINE void sincos_poly_d(double r, double& s, double& c) {
     double z = r * r;
     s = std::fma(r * z, horner(z, -0x1.5555555555555p-3, 0x1.111111111111p-7, -0x1.a01a01a019915p-13,
@@ -503,6 +495,26 @@ TS_MATH_INLINE void sincos_poly_d(double r, double& s, double& c) {
                                                    0x1.1eed8de85419ap-29, -0x1.9394b4e0e2477p-37,
                                                    0x1.ab754f08c96f6p-45);
     c = w + tail;
+}
+// For float arguments: x = k pi + r, |r| < 1.77 (pi/2, and the rounding of x/pi where |x| nears
+// 2^50), so that one odd polynomial gives sin(x) = (-1)^k sin(r) and cos(x) = sin(x - (k + 1/2) pi)
+// (-1)^(k+1), without sin's and cos's polynomials both computed and a select per quadrant.
+// `shifted` is k + 1.5 2^52 (its low bits: k), the multiple of pi taken off k (sin) or k + 1/2
+// (cos, `half`). pi in three parts as above: the first product is exact in the fma and x - kf p1
+// (|.| < 2, and kf a multiple of 1/2: 53 bits from 2^-52 on) representable.
+template <bool half> TS_MATH_INLINE double trig_reduce_pi(double x, double shifted, uint64_t& k) {
+    k = bits(shifted) & 1u;
+    double kf = shifted - 0x1.8p52;
+    if (half) kf += 0.5;
+    double r = std::fma(kf, -0x1.921fb54442d18p+1, x);
+    r = std::fma(kf, -0x1.1a62633145c07p-53, r);
+    return std::fma(kf, 0x1.f1976b7ed8fbcp-109, r);
+}
+// sin r = r + r^3 S(r^2) on |r| <= 1.8, S minimax of degree 4 (relative error 2^-32.8: float results).
+TS_MATH_INLINE double sin_poly_f(double r) {
+    double z = r * r;
+    return std::fma(r * z, horner(z, -0x1.5555551cc2e6dp-3, 0x1.11110282b799ap-7, -0x1.a0150f6dcee81p-13,
+                                  0x1.71202555b8901p-19, -0x1.942b50a8f02e4p-26), r);
 }
 // quadrant q: q & 1 swaps sin and cos, q & 2 negates. cos(x) = sin(x + pi/2): q + 1.
 TS_MATH_INLINE double trig_select(double s, double c, uint64_t q) {
@@ -518,15 +530,17 @@ TS_MATH_INLINE double trig_limit(double x, double y) {
 
 TS_MATH_INLINE float ts_sin(float xf) {
     using namespace math_detail;
-    double x = xf; uint64_t q; double s, c;
-    sincos_poly_f(trig_reduce(x, q), s, c);
-    return sel(xf == 0.0f, xf, (float)trig_limit(x, trig_select(s, c, q)));  // sin(-0) = -0
+    double x = xf; uint64_t k;
+    double r = trig_reduce_pi<false>(x, std::fma(x, 0x1.45f306dc9c883p-2, 0x1.8p52), k);
+    double s = f64(bits(sin_poly_f(r)) ^ (k << 63));  // sin(x) = (-1)^k sin(r)
+    return sel(xf == 0.0f, xf, (float)trig_limit(x, s));  // sin(-0) = -0
 }
 TS_MATH_INLINE float ts_cos(float xf) {
     using namespace math_detail;
-    double x = xf; uint64_t q; double s, c;
-    sincos_poly_f(trig_reduce(x, q), s, c);
-    return (float)trig_limit(x, trig_select(s, c, q + 1u));
+    double x = xf; uint64_t k;
+    double r = trig_reduce_pi<true>(x, std::fma(x, 0x1.45f306dc9c883p-2, -0.5) + 0x1.8p52, k);
+    double c = f64(bits(sin_poly_f(r)) ^ ((k + 1u) << 63));  // cos(x) = (-1)^(k+1) sin(r)
+    return (float)trig_limit(x, c);
 }
 TS_MATH_INLINE double ts_sin(double x) {
     using namespace math_detail;
