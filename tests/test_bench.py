@@ -203,6 +203,11 @@ def test_corpus_blocks_are_kept_and_replaced_each_in_its_place(tmp_path, monkeyp
     assert text.index("torchvision 2") < text.index("timm 1")
     # the examples' benchmark rewrites its part and keeps both corpus blocks
     assert bench.kept_zoo_block().strip() == text[text.index(bench.ZOO_START):].strip()
+    zoo.write_results("train 1\n", bench.TRAIN_START, bench.TRAIN_END)
+    zoo.write_results("train 2\n", bench.TRAIN_START, bench.TRAIN_END)
+    text = results.read_text(encoding="utf-8")
+    assert "train 2" in text and "train 1" not in text and text.index("timm 1") < text.index("train 2")
+    assert bench.kept_zoo_block().strip() == text[text.index(bench.ZOO_START):].strip()
     results.write_text("# Benchmark results\n\n" + f"{bench.TIMM_START}\ntimm\n{bench.TIMM_END}\n", encoding="utf-8")
     assert bench.kept_zoo_block().strip() == f"{bench.TIMM_START}\ntimm\n{bench.TIMM_END}"
 
@@ -221,3 +226,29 @@ def test_regions_are_top_level_children_with_containers_opened() -> None:
     timed = [regions.Region(name, nn.Identity(), eager_ms=e, compiled_ms=c, ratios=[e / c] * 4)
              for name, e, c in (("big", 10.0, 12.0), ("tiny", 0.05, 0.1), ("fast", 10.0, 5.0))]
     assert [r.name for r in regions.slower_regions(timed)] == ["big"]  # tiny is under 1% of the time
+
+
+def test_training_tables() -> None:
+    """A row per example: times and ratios, a backend that was not timed as n/a with its reason,
+    an example without parameters as not trained; the geometric means and targets over B=8."""
+    from benchmarks.train_step import Result
+
+    def case(name: str, size: str = "B=8") -> bench.Case:
+        return bench.Case(name, size, "example", lambda: (None, ()))
+
+    ok = Result(seconds={"eager": 2.0, "compile": 1.0, "torchscribe": 1.0}, fastest_s={"eager": 2.0, "compile": 1.0,
+                "torchscribe": 1.0}, first_s={"compile": 5.0, "torchscribe": 0.5})
+    slow = Result(seconds={"eager": 1.0, "compile": 1.0}, fastest_s={"eager": 1.0, "compile": 1.0},
+                  problems={"torchscribe": "torchscribe's step differs from eager's: w moved"})
+    rows = [bench.TrainRow(case("a"), ok), bench.TrainRow(case("b"), slow),
+            bench.TrainRow(case("f"), skipped="a function: no parameters to train"),
+            bench.TrainRow(case("lstm", "example"), ok)]
+    notes = bench.Notes()
+    table = bench.training_table(rows, notes)
+    assert table.rows[0][2:9] == ["2000", "1000", "1000", "2.00x", "2.00x", "1.00x", "5.00"]
+    assert table.rows[0][-1] == "met >=1x eager"
+    assert table.rows[1][4] == "n/a[1]" and table.rows[1][-1] == "n/a >=1x eager"
+    assert table.rows[2][2] == "not trained[2]"
+    assert notes.texts == ["torchscribe's step differs from eager's: w moved", "a function: no parameters to train"]
+    means = bench.training_geomean_table(rows).rows
+    assert means == [["B=8", "1 of 2", "1.41x", "2.00x", "1.00x", "met every model >=1x eager (0 slower), met >=1x compile"]]

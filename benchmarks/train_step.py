@@ -1,0 +1,201 @@
+"""A training step timed per backend (issue 50, point 4), for benchmarks/bench.py (the examples)
+and benchmarks/zoo.py --train (the real models).
+
+A step is what a training loop runs: the model in train() mode called on a fixed batch, a loss
+against a fixed target, backward, an SGD step with momentum, gradients set to None. Each backend
+trains its own copy of the model, made from the same initial weights; before timing, one step of
+each (from the same seed, so that dropout draws the same masks) is checked against eager's: what
+each parameter and buffer moved by must match what it moved by in eager. A backend that fails or
+does not match is reported, not timed; the rest take turns (bench.time_in_turns)."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+import torch._inductor.config
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from benchmarks.bench import BUILDERS, Built, Timed, calling_mode, log, short_error, time_in_turns
+
+LR = 1e-3  # small: hundreds of timed steps on one batch leave the weights of order one
+MOMENTUM = 0.9
+SEED = 0
+# A parameter's or buffer's change in the checked step may differ from eager's by this fraction
+# of the largest change of that tensor in eager: float32 gradients computed in another order
+# (torch.compile's fused kernels) differ by rounding, a wrong gradient by far more.
+UPDATE_RTOL = 1e-3
+UPDATE_ATOL = 1e-7  # a tensor eager leaves (almost) unchanged
+BACKENDS = ("eager", "compile", "torchscribe")
+
+
+def floating_outputs(out: Any) -> list[Tensor]:
+    """The floating tensors of a (nested) output that autograd records, in order."""
+    if isinstance(out, Tensor):
+        return [out] if out.is_floating_point() and out.requires_grad else []
+    if isinstance(out, (tuple, list)):
+        return [t for item in out for t in floating_outputs(item)]
+    return []
+
+
+class MeanSquares:
+    """The sum over the model's floating outputs of the mean squared difference from a fixed
+    target each. The targets are drawn from their own seeded generator at the first call (their
+    shapes are the outputs'), and shared by every backend that uses this loss."""
+
+    def __init__(self, seed: int = SEED) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+        self.targets: list[Tensor] | None = None
+
+    def __call__(self, out: Any) -> Tensor:
+        outputs = floating_outputs(out)
+        if not outputs:
+            raise ValueError("no floating output requires grad: nothing to train")
+        if self.targets is None:
+            self.targets = [torch.randn(o.shape, generator=self.generator, dtype=o.dtype) for o in outputs]
+        return sum((F.mse_loss(o, t) for o, t in zip(outputs, self.targets)), torch.zeros(()))
+
+
+class CrossEntropy:
+    """Cross-entropy of a classifier's (batch, classes) logits against fixed labels, drawn from
+    their own seeded generator at the first call."""
+
+    def __init__(self, seed: int = SEED) -> None:
+        self.generator = torch.Generator().manual_seed(seed)
+        self.labels: Tensor | None = None
+
+    def __call__(self, out: Any) -> Tensor:
+        if self.labels is None:
+            batch, classes = out.shape
+            self.labels = torch.randint(classes, (batch,), generator=self.generator)
+        return F.cross_entropy(out, self.labels)
+
+
+@dataclass
+class Step:
+    """One training step of `fn` (the backend's callable), whose parameters live in `owner`."""
+
+    fn: Callable[..., Any]
+    owner: nn.Module
+    inputs: tuple
+    loss: Callable[[Any], Tensor]
+    optimizer: torch.optim.Optimizer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.optimizer = torch.optim.SGD(self.owner.parameters(), lr=LR, momentum=MOMENTUM)
+
+    def __call__(self) -> None:
+        self.loss(self.fn(*self.inputs)).backward()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+
+def state(owner: nn.Module) -> dict[str, Tensor]:
+    """A copy of the parameters and buffers, by name."""
+    return {name: t.detach().clone() for name, t in owner.state_dict(keep_vars=True).items()}
+
+
+def update_mismatch(before: dict[str, Tensor], expected: dict[str, Tensor], actual: dict[str, Tensor]) -> str | None:
+    """Why a step that took the state from `before` to `actual` is not eager's (`before` to
+    `expected`), or None. Compared per tensor on what the step changed, so that a wrong gradient
+    shows even where it moves a weight by little next to the weight's size."""
+    if actual.keys() != expected.keys():
+        return f"other parameters and buffers: {sorted(actual.keys() ^ expected.keys())[:3]}"
+    worst: tuple[float, str] | None = None
+    for name, want in expected.items():
+        got = actual[name]
+        if got.shape != want.shape or got.dtype != want.dtype:
+            return f"{name}: {tuple(got.shape)} {got.dtype}, eager {tuple(want.shape)} {want.dtype}"
+        if not want.is_floating_point():
+            if not torch.equal(got, want):
+                return f"{name}: {got.tolist() if got.numel() < 5 else 'differs'}, eager {want.tolist() if want.numel() < 5 else ''}"
+            continue
+        moved = (want.double() - before[name].double()).abs().max().item() if want.numel() else 0.0
+        error = (got.double() - want.double()).abs().max().item() if want.numel() else 0.0
+        if not error <= UPDATE_RTOL * moved + UPDATE_ATOL:  # (NaN fails)
+            relative = error / moved if moved > 0 else math.inf
+            if worst is None or relative > worst[0]:
+                worst = (relative, f"{name} moved {error:.2e} away from eager's step (eager moved it by at most {moved:.2e})")
+    return worst[1] if worst else None
+
+
+@contextlib.contextmanager
+def training_calls(backend: str) -> Iterator[None]:
+    """Grad on (time_in_turns turns it off for inference), and the backend's calling mode
+    (torchscribe strict: a call that would run eagerly is an error, not eager's time)."""
+    with torch.enable_grad(), calling_mode(backend):
+        yield
+
+
+@dataclass
+class Result:
+    """One model's training step per backend: median seconds, or why it was not timed."""
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    fastest_s: dict[str, float] = field(default_factory=dict)
+    first_s: dict[str, float] = field(default_factory=dict)  # building and the checked step
+    rounds: dict[str, list[list[float]]] = field(default_factory=dict)  # time_in_turns's, per backend
+    problems: dict[str, str] = field(default_factory=dict)
+
+
+def trainable_problem(model: Any) -> str | None:
+    """Why `model` has no training step to time, or None."""
+    if not isinstance(model, nn.Module):
+        return "a function: no parameters to train"
+    if not any(p.requires_grad for p in model.parameters()):
+        return "no parameters to train"
+    return None
+
+
+def measure(model: nn.Module, inputs: tuple, loss: Callable[[Any], Tensor], budget_s: float,
+            backends: Sequence[str] = BACKENDS,
+            builders: dict[str, Callable[[Any, tuple], Built]] = BUILDERS) -> Result:
+    """Build each backend on its own copy of `model` (in train() mode), check one step of each
+    against eager's, and time the steps that match in turns. Eager first: it is the reference."""
+    result = Result()
+    model = model.train()
+    initial = state(model)
+    expected: dict[str, Tensor] | None = None
+    timed: dict[str, Timed] = {}
+    # torch.compile draws dropout's masks from eager's generator, so that its step can be checked
+    # against eager's (by default its kernels draw their own); other steps are unchanged by it.
+    with torch._inductor.config.patch(fallback_random=True):
+        for backend in ("eager", *(b for b in backends if b != "eager")):
+            try:
+                start = time.perf_counter()
+                with torch.no_grad(), calling_mode(backend):
+                    built = builders[backend](copy.deepcopy(model), inputs)
+                owner = built.owner if isinstance(built.owner, nn.Module) else None
+                if owner is None:
+                    raise TypeError(f"{backend} gives no module holding the parameters")
+                step = Step(built.fn, owner, copy.deepcopy(inputs), loss)
+                torch.manual_seed(SEED)
+                with training_calls(backend):
+                    step()
+                result.first_s[backend] = time.perf_counter() - start
+                after = state(owner)
+            except Exception as exc:  # one backend failing is a result, not the end of the run
+                result.problems[backend] = short_error(exc)
+                if backend == "eager":
+                    return result
+                continue
+            if expected is None:
+                expected = after
+            elif problem := update_mismatch(initial, expected, after):
+                result.problems[backend] = f"{backend}'s step differs from eager's: {problem}"
+                continue
+            timed[backend] = Timed(step, (), lambda backend=backend: training_calls(backend))
+        log(f"timing training steps: {', '.join(timed)}")
+        time_in_turns(timed, budget_s)
+    for backend, entry in timed.items():
+        result.seconds[backend] = statistics.median(entry.times)
+        result.fastest_s[backend] = min(entry.times)
+        result.rounds[backend] = entry.rounds
+    return result
