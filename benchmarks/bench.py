@@ -787,11 +787,12 @@ def train_time_cell(row: TrainRow, backend: str, notes: Notes) -> str:
         return "n/a" + notes.ref(result.problems[backend])
     seconds = result.seconds.get(backend, math.nan)
     noisy = seconds > NOISY * result.fastest_s.get(backend, math.nan)
-    return fmt_ms(seconds) + (notes.ref(NOISY_NOTE) if noisy else "")
+    differs = notes.ref(result.differs[backend]) if backend in result.differs else ""
+    return fmt_ms(seconds) + differs + (notes.ref(NOISY_NOTE) if noisy else "")
 
 
 def training_table(rows: list[TrainRow], notes: Notes) -> Table:
-    from benchmarks.train_step import LR, MOMENTUM
+    from benchmarks.train_step import LR, MOMENTUM, NOISE_FACTOR
 
     body = []
     for r in rows:
@@ -809,8 +810,9 @@ def training_table(rows: list[TrainRow], notes: Notes) -> Table:
     legend = (f"One training step (benchmarks/train_step.py): train() mode, the batch, a mean squared error against "
               f"a fixed target, backward, torch.optim.SGD(lr={LR:g}, momentum={MOMENTUM:g}) step, "
               f"zero_grad(set_to_none=True); grad enabled. Each backend trains its own copy of the model; one step "
-              f"of each is checked against eager's (what every parameter and buffer moved by) before timing, and "
-              f"one that differs is not timed. torchscribe: the committed module (the code for calls autograd "
+              f"of each is checked against eager's (what every parameter and buffer moved by, within {NOISE_FACTOR:g} times the rounding "
+              f"error of eager's float32 step against its float64 step) before timing: torchscribe's step that differs "
+              f"is not timed, another backend's is timed with a note. torchscribe: the committed module (the code for calls autograd "
               f"records: its entries' generic code, torch's own backward); torch.compile: the model compiled "
               f"(default mode, fallback_random=True so that dropout draws eager's masks). ms: median step; x: speed-up "
               f"over eager; ts/compile: compile ms / ts ms; first s: building and the checked step (torch.compile "

@@ -280,7 +280,7 @@ def train_case(zoo: ZooModel, batch: int, budget_s: float) -> Any:
 
 
 def render_train(results: dict[tuple[str, int], Any], header: list[tuple[str, str]]) -> str:
-    from benchmarks.train_step import BACKENDS, LR, MOMENTUM
+    from benchmarks.train_step import BACKENDS, LR, MOMENTUM, NOISE_FACTOR
 
     out = ["## Training step (benchmarks/zoo.py --train)", ""]
     out += [f"- {label}: {value}" for label, value in header]
@@ -290,7 +290,9 @@ def render_train(results: dict[tuple[str, int], Any], header: list[tuple[str, st
                 f"speed-up over eager. torchscribe is `script(model, example_inputs=...)` (its code for calls",
             "autograd records: generic code, torch's own backward); torch.compile the model compiled in its default",
             "mode (fallback_random=True: dropout draws eager's masks). Each backend trains its own copy; one step of",
-            "each is checked against eager's (what every parameter and buffer moved by) before timing. `ts vs eager`:",
+            f"each is checked against eager's (what every parameter and buffer moved by, within {NOISE_FACTOR:g} times the rounding",
+            "error of eager's float32 step against its float64 step) before timing: torchscribe's step that differs is",
+            "not timed, another backend's is timed with a note. `ts vs eager`:",
             f"in brackets the middle half of the ratios within each of the {ROUNDS} rounds. first s: building and the",
             f"checked step. Targets: never slower than eager; geomean >= {TRAIN_VS_EAGER:g}x eager.", "",
             "| model | batch | eager | torch.compile | torchscribe | ts vs eager | ts vs torch.compile "
@@ -307,6 +309,9 @@ def render_train(results: dict[tuple[str, int], Any], header: list[tuple[str, st
             if isinstance(value, float):
                 r = ratio(row, backend)
                 cells.append(f"{value * 1e3:.1f}" + ("" if backend == "eager" else f" ({r:.2f}x)"))
+                if backend in result.differs:
+                    cells[-1] += f" [{len(notes) + 1}]"
+                    notes.append(f"[{len(notes) + 1}] {name} B={batch} {result.differs[backend]}")
             elif value is None:  # (eager failed: nothing was built after it)
                 cells.append("-")
             else:
@@ -419,7 +424,8 @@ def train_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int
             result = results[(name, batch)] = train_case(zoo_models.BY_NAME[name], batch, args.budget)
             print(f"{name} B={batch} training step: " + ", ".join(
                 [f"{b} {v * 1e3:.1f} ms" for b, v in result.seconds.items()]
-                + [f"{b} not timed ({why})" for b, why in result.problems.items()])
+                + [f"{b} not timed ({why})" for b, why in result.problems.items()]
+                + [f"{why}" for why in result.differs.values()])
                 + f"  [{time.perf_counter() - started:.0f} s]", flush=True)
     header = machine_lines(args, args.budget, (load_start, os.getloadavg()[0]))
     header = [(k, v.replace("benchmarks.bench", "benchmarks.zoo").replace("torch.no_grad()", "grad enabled"))

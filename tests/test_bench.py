@@ -237,7 +237,8 @@ def test_training_tables() -> None:
         return bench.Case(name, size, "example", lambda: (None, ()))
 
     ok = Result(seconds={"eager": 2.0, "compile": 1.0, "torchscribe": 1.0}, fastest_s={"eager": 2.0, "compile": 1.0,
-                "torchscribe": 1.0}, first_s={"compile": 5.0, "torchscribe": 0.5})
+                "torchscribe": 1.0}, first_s={"compile": 5.0, "torchscribe": 0.5},
+                differs={"compile": "compile's step differs"})
     slow = Result(seconds={"eager": 1.0, "compile": 1.0}, fastest_s={"eager": 1.0, "compile": 1.0},
                   problems={"torchscribe": "torchscribe's step differs from eager's: w moved"})
     rows = [bench.TrainRow(case("a"), ok), bench.TrainRow(case("b"), slow),
@@ -245,10 +246,11 @@ def test_training_tables() -> None:
             bench.TrainRow(case("lstm", "example"), ok)]
     notes = bench.Notes()
     table = bench.training_table(rows, notes)
-    assert table.rows[0][2:9] == ["2000", "1000", "1000", "2.00x", "2.00x", "1.00x", "5.00"]
+    assert table.rows[0][2:9] == ["2000", "1000[1]", "1000", "2.00x", "2.00x", "1.00x", "5.00"]
     assert table.rows[0][-1] == "met >=1x eager"
-    assert table.rows[1][4] == "n/a[1]" and table.rows[1][-1] == "n/a >=1x eager"
-    assert table.rows[2][2] == "not trained[2]"
-    assert notes.texts == ["torchscribe's step differs from eager's: w moved", "a function: no parameters to train"]
+    assert table.rows[1][4] == "n/a[2]" and table.rows[1][-1] == "n/a >=1x eager"
+    assert table.rows[2][2] == "not trained[3]"
+    assert notes.texts == ["compile's step differs", "torchscribe's step differs from eager's: w moved",
+                           "a function: no parameters to train"]
     means = bench.training_geomean_table(rows).rows
     assert means == [["B=8", "1 of 2", "1.41x", "2.00x", "1.00x", "met every model >=1x eager (0 slower), met >=1x compile"]]

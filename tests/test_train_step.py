@@ -56,9 +56,10 @@ def test_script_steps_match_eager_and_are_timed() -> None:
     assert runtime.fallback_counts() == {}
 
 
-def test_a_step_that_differs_is_reported_not_timed() -> None:
-    """A backend whose gradients are off by 1% (its output scaled) is a mismatch naming the
-    tensor; one that raises is reported with its error; neither is timed."""
+def test_a_step_that_differs_is_reported() -> None:
+    """A step whose gradients are off by 1% (the output scaled) is a mismatch naming the tensor:
+    torchscribe's is not timed, another backend's is timed with the note (as the inference tables
+    do); a backend that raises is reported with its error and not timed."""
     def scaled(model: nn.Module, inputs: tuple) -> bench.Built:
         return bench.Built(lambda x: model(x) * 1.01, model)
 
@@ -66,12 +67,16 @@ def test_a_step_that_differs_is_reported_not_timed() -> None:
         raise RuntimeError("no kernel for this")
 
     model, inputs = net_and_batch()
-    builders = {"eager": bench.build_eager, "compile": broken, "torchscribe": scaled}
+    builders = {"eager": bench.build_eager, "compile": scaled, "torchscribe": scaled}
     result = train_step.measure(model, inputs, train_step.MeanSquares(), BUDGET_S, builders=builders)
-    assert set(result.seconds) == {"eager"}
-    assert result.problems["compile"] == "RuntimeError: no kernel for this"
+    assert set(result.seconds) == {"eager", "compile"} and set(result.problems) == {"torchscribe"}
     assert result.problems["torchscribe"].startswith("torchscribe's step differs from eager's: ")
     assert "moved" in result.problems["torchscribe"]
+    assert result.differs["compile"].startswith("compile's step differs from eager's (timed all the same): ")
+    builders = {"eager": bench.build_eager, "compile": broken, "torchscribe": broken}
+    result = train_step.measure(model, inputs, train_step.MeanSquares(), BUDGET_S, builders=builders)
+    assert set(result.seconds) == {"eager"} and result.differs == {}
+    assert result.problems == {"compile": "RuntimeError: no kernel for this", "torchscribe": "RuntimeError: no kernel for this"}
 
 
 def test_update_mismatch_compares_what_the_step_changed() -> None:
