@@ -810,13 +810,14 @@ def training_table(rows: list[TrainRow], notes: Notes) -> Table:
     legend = (f"One training step (benchmarks/train_step.py): train() mode, the batch, a mean squared error against "
               f"a fixed target, backward, torch.optim.SGD(lr={LR:g}, momentum={MOMENTUM:g}) step, "
               f"zero_grad(set_to_none=True); grad enabled. Each backend trains its own copy of the model; one step "
-              f"of each is checked against eager's (what every parameter and buffer moved by, within {NOISE_FACTOR:g} times the rounding "
-              f"error of eager's float32 step against its float64 step) before timing: torchscribe's step that differs "
-              f"is not timed, another backend's is timed with a note. torchscribe: the committed module (the code for calls autograd "
-              f"records: its entries' generic code, torch's own backward); torch.compile: the model compiled "
-              f"(default mode, fallback_random=True so that dropout draws eager's masks). ms: median step; x: speed-up "
-              f"over eager; ts/compile: compile ms / ts ms; first s: building and the checked step (torch.compile "
-              f"compiles the forward and backward then).")
+              f"of each is checked against eager's (what every parameter and buffer moved by, within "
+              f"{NOISE_FACTOR:g} times the rounding error of eager's float32 step against its float64 step) before "
+              f"timing: torchscribe's step that differs is not timed, another backend's is timed with a note. "
+              f"torchscribe: the committed module (the code for calls autograd records: its entries' generic code, "
+              f"torch's own backward); torch.compile: the model compiled (default mode, fallback_random=True so "
+              f"that dropout draws eager's masks). ms: median step; x: speed-up over eager; ts/compile: compile ms "
+              f"/ ts ms; first s: building and the checked step (torch.compile compiles the forward and backward "
+              f"then).")
     return Table(f"Training step (batch {TRAIN_BATCH})", headers, body, "ll" + "r" * (len(headers) - 3) + "l", legend)
 
 

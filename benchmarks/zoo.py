@@ -36,6 +36,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -284,17 +285,19 @@ def render_train(results: dict[tuple[str, int], Any], header: list[tuple[str, st
 
     out = ["## Training step (benchmarks/zoo.py --train)", ""]
     out += [f"- {label}: {value}" for label, value in header]
-    out += ["", f"Median ms of one training step: train() mode, the batch, cross-entropy against fixed labels "
-                f"(classifiers) or a mean squared error against a fixed target, backward, "
-                f"torch.optim.SGD(lr={LR:g}, momentum={MOMENTUM:g}) step, zero_grad(set_to_none=True); in brackets the "
-                f"speed-up over eager. torchscribe is `script(model, example_inputs=...)` (its code for calls",
-            "autograd records: generic code, torch's own backward); torch.compile the model compiled in its default",
-            "mode (fallback_random=True: dropout draws eager's masks). Each backend trains its own copy; one step of",
-            f"each is checked against eager's (what every parameter and buffer moved by, within {NOISE_FACTOR:g} times the rounding",
-            "error of eager's float32 step against its float64 step) before timing: torchscribe's step that differs is",
-            "not timed, another backend's is timed with a note. `ts vs eager`:",
-            f"in brackets the middle half of the ratios within each of the {ROUNDS} rounds. first s: building and the",
-            f"checked step. Targets: never slower than eager; geomean >= {TRAIN_VS_EAGER:g}x eager.", "",
+    legend = (
+        f"Median ms of one training step: train() mode, the batch, cross-entropy against fixed labels (classifiers) "
+        f"or a mean squared error against a fixed target, backward, torch.optim.SGD(lr={LR:g}, momentum={MOMENTUM:g}) "
+        f"step, zero_grad(set_to_none=True); in brackets the speed-up over eager. torchscribe is "
+        f"`script(model, example_inputs=...)` (its code for calls autograd records: generic code, torch's own "
+        f"backward); torch.compile the model compiled in its default mode (fallback_random=True: dropout draws "
+        f"eager's masks). Each backend trains its own copy; one step of each is checked against eager's (what every "
+        f"parameter and buffer moved by, within {NOISE_FACTOR:g} times the rounding error of eager's float32 step "
+        f"against its float64 step) before timing: torchscribe's step that differs is not timed, another backend's "
+        f"is timed with a note. `ts vs`: the ratio of the medians, in brackets the middle half of the ratios within "
+        f"each of the {ROUNDS} rounds. first s: building and the checked step. Targets: never slower than eager; "
+        f"geomean >= {TRAIN_VS_EAGER:g}x eager.")
+    out += ["", *textwrap.wrap(legend, 100, break_on_hyphens=False), "",
             "| model | batch | eager | torch.compile | torchscribe | ts vs eager | ts vs torch.compile "
             "| compile first s | ts first s |",
             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

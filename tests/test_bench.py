@@ -254,3 +254,26 @@ def test_training_tables() -> None:
                            "a function: no parameters to train"]
     means = bench.training_geomean_table(rows).rows
     assert means == [["B=8", "1 of 2", "1.41x", "2.00x", "1.00x", "met every model >=1x eager (0 slower), met >=1x compile"]]
+
+
+def test_zoo_training_block() -> None:
+    """zoo.py --train's block: times with speed-ups, a backend not timed and one timed that
+    differs as numbered notes, torchscribe against eager and torch.compile per round, targets."""
+    from benchmarks import zoo
+    from benchmarks.train_step import Result
+
+    rounds = [[1.0]] * 4
+    fine = Result(seconds={"eager": 0.3, "compile": 0.2, "torchscribe": 0.25}, first_s={"compile": 60.0,
+                  "torchscribe": 3.0}, rounds={"eager": rounds, "compile": [[0.5]] * 4, "torchscribe": [[0.8]] * 4},
+                  differs={"compile": "compile's step differs from eager's (timed all the same): w"})
+    wrong = Result(seconds={"eager": 0.1, "compile": 0.1}, problems={"torchscribe": "torchscribe's step differs"})
+    text = zoo.render_train({("resnet18", 8): fine, ("encoder_layer", 8): wrong}, [("date", "today")])
+    lines = text.splitlines()
+    assert "| resnet18 | 8 | 300.0 | 200.0 (1.50x) [1] | 250.0 (1.20x) | 1.20x (1.25-1.25) | 0.80x (0.62-0.62) " \
+           "| 60.0 | 3.0 |" in lines
+    assert "| encoder_layer | 8 | 100.0 | 100.0 (1.00x) | not timed [2] | - | - | - | - |" in lines
+    assert "[1] resnet18 B=8 compile's step differs from eager's (timed all the same): w" in lines
+    assert "[2] encoder_layer B=8 torchscribe: torchscribe's step differs" in lines
+    assert any(line.startswith("Geomean speed-up over eager at B=8: torch.compile 1.22x (2 models), "
+                               "torchscribe 1.20x (1 models). Targets: met never slower than eager (0 of 1 slower), "
+                               "met geomean >= 1.2x eager.") for line in lines)
