@@ -34,8 +34,8 @@ MOMENTUM = 0.9
 SEED = 0
 # The checked step: a backend's parameters and buffers may differ from eager's float32 step's by
 # NOISE_FACTOR times what those differ by from eager's step in float64 (the rounding error of a
-# float32 step on this model: a deep network in train mode amplifies it, resnet18's gradients
-# differ from float64 ones by 6% of their largest entry), plus UPDATE_RTOL of the largest change
+# float32 step on this model: a deep network in train mode amplifies it, one of resnet18's float32
+# gradients differs from float64's by 6% of its largest entry), plus UPDATE_RTOL of the largest change
 # of that tensor, plus UPDATE_ATOL. A wrong gradient or dropout mask differs by far more.
 NOISE_FACTOR = 10.0
 UPDATE_RTOL = 1e-4
