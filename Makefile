@@ -56,6 +56,7 @@ corpus: $(CORPUS_STAMP)
 	TORCHSCRIBE_CORPUS=1 $(CORPUS_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/corpus
 	$(CORPUS_VENV)/bin/python -m benchmarks.zoo --write-results
 	$(CORPUS_VENV)/bin/python -m benchmarks.zoo --corpus timm --write-results
+	$(CORPUS_VENV)/bin/python -m benchmarks.zoo --train --write-results
 	$(CORPUS_VENV)/bin/python -m benchmarks.hf_bench --write-results
 
 corpus-bench: $(CORPUS_STAMP)

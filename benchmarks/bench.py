@@ -5,11 +5,14 @@ For every example (at batch 1 and 8) and micro-benchmark (benchmarks/micro.py, a
 sizes) it prints the median latency of each backend, the speed-ups over eager, torchscribe
 against torch.compile, the time to transpile and to compile, and whether the project's targets
 are met; for the micro-benchmarks also the memory bandwidth an ideal fused kernel would reach at
-that latency, against a copy measured in the same run. Then geometric means per batch, and the
-first call in a fresh process (benchmarks/first_call.py) with an empty and a warm cache.
+that latency, against a copy measured in the same run. Then geometric means per batch; a
+training step (forward, backward, SGD step: benchmarks/train_step.py) of every example with
+parameters at batch 8, against eager and torch.compile; and the first call in a fresh process
+(benchmarks/first_call.py) with an empty and a warm cache.
 
 Run from the repository root: `python -m benchmarks.bench [--quick] [--only NAME ...]
-[--write-results]`; `--write-results` also writes the report to benchmarks/RESULTS.md.
+[--training | --no-training] [--write-results]`; `--training` runs the training steps alone;
+`--write-results` also writes the report to benchmarks/RESULTS.md.
 """
 from __future__ import annotations
 
@@ -68,6 +71,9 @@ POINTWISE_VS_EAGER = 3.0
 FUSED_VS_COMPILE = 1.0
 EXAMPLES_VS_EAGER = 1.2
 EXAMPLES_VS_COMPILE = 1.0
+TRAIN_VS_EAGER = 1.0  # every example's training step: never slower than eager
+TRAIN_VS_COMPILE = 1.0  # the examples' geometric mean
+TRAIN_BATCH = 8
 WARM_FIRST_CALL_S = 0.5  # over eager's first call (python start-up and imports cost more than this)
 
 BUSY_LOAD = 0.5  # a load average before the run from which the report warns of other work
@@ -550,19 +556,51 @@ def run_case(case: Case, budget_s: float) -> Row:
     return row
 
 
+@dataclass
+class TrainRow:
+    """A training step of one example (benchmarks/train_step.py): per backend, its median
+    seconds or why it was not timed; `skipped` says why the example has no step to time."""
+
+    case: Case
+    result: Any = None  # train_step.Result
+    skipped: str | None = None
+
+    def seconds(self, backend: str) -> float:
+        return self.result.seconds.get(backend, math.nan) if self.result is not None else math.nan
+
+
+def training_cases(examples: list[Case]) -> list[Case]:
+    """The examples at the training batch (those whose batch is not changed: at their own inputs)."""
+    return [c for c in examples if c.size in (f"B={TRAIN_BATCH}", "example")]
+
+
+def run_training(case: Case, budget_s: float) -> TrainRow:
+    """One example's training step, per backend (benchmarks/train_step.py)."""
+    from benchmarks import train_step  # (it imports this module's helpers)
+
+    log(f"{case.name} {case.size}: training step")
+    model, inputs = case.make()
+    skipped = train_step.trainable_problem(model)
+    if skipped:
+        return TrainRow(case, skipped=skipped)
+    return TrainRow(case, train_step.measure(model, inputs, train_step.MeanSquares(), budget_s))
+
+
 # ----------------------------------------------------------------------------- report
 
 
 # benchmarks/zoo.py (the real models, another virtualenv) owns the end of RESULTS.md: one block
-# per corpus, torchvision's zoo (`--corpus torchvision`) and timm's (`--corpus timm`).
+# per corpus, torchvision's zoo (`--corpus torchvision`) and timm's (`--corpus timm`), and one for
+# training steps (`--train`).
 ZOO_START, ZOO_END = "<!-- zoo: benchmarks/zoo.py writes from here -->", "<!-- zoo: end -->"
 TIMM_START, TIMM_END = "<!-- timm: benchmarks/zoo.py --corpus timm writes from here -->", "<!-- timm: end -->"
+TRAIN_START, TRAIN_END = "<!-- zoo-train: benchmarks/zoo.py --train writes from here -->", "<!-- zoo-train: end -->"
 
 
 def kept_zoo_block() -> str:
     """The corpus blocks at the end of RESULTS.md, which this benchmark leaves as they are."""
     old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
-    starts = [old.index(marker) for marker in (ZOO_START, TIMM_START) if marker in old]
+    starts = [old.index(marker) for marker in (ZOO_START, TIMM_START, TRAIN_START) if marker in old]
     return "\n" + old[min(starts):].strip() + "\n" if starts else ""
 
 
@@ -733,6 +771,74 @@ def geomean_table(rows: list[Row]) -> Table:
     return Table("Examples: geometric means", headers, body, "ll" + "r" * (len(headers) - 3) + "l", legend)
 
 
+TRAIN_BACKENDS = ("eager", "compile", "torchscribe")
+
+
+def train_ratios(row: TrainRow) -> dict[str, float]:
+    eager, comp, ts = (row.seconds(b) for b in TRAIN_BACKENDS)
+    return {"compile": speedup(eager, comp), "torchscribe": speedup(eager, ts), "ts_vs_compile": speedup(comp, ts)}
+
+
+def train_time_cell(row: TrainRow, backend: str, notes: Notes) -> str:
+    result = row.result
+    if result is None:
+        return "-"
+    if backend in result.problems:
+        return "n/a" + notes.ref(result.problems[backend])
+    seconds = result.seconds.get(backend, math.nan)
+    noisy = seconds > NOISY * result.fastest_s.get(backend, math.nan)
+    differs = notes.ref(result.differs[backend]) if backend in result.differs else ""
+    return fmt_ms(seconds) + differs + (notes.ref(NOISY_NOTE) if noisy else "")
+
+
+def training_table(rows: list[TrainRow], notes: Notes) -> Table:
+    from benchmarks.train_step import LR, MOMENTUM, NOISE_FACTOR
+
+    body = []
+    for r in rows:
+        if r.skipped:
+            body.append([r.case.name, size_cell(r.case, notes), "not trained" + notes.ref(r.skipped)]
+                        + ["-"] * 8)
+            continue
+        x = train_ratios(r)
+        first = [fmt_s(r.result.first_s.get(b, math.nan)) for b in ("compile", "torchscribe")]
+        target = target_status(f">={TRAIN_VS_EAGER:g}x eager", x["torchscribe"], TRAIN_VS_EAGER)
+        body.append([r.case.name, size_cell(r.case, notes), *(train_time_cell(r, b, notes) for b in TRAIN_BACKENDS),
+                     fmt_x(x["compile"]), fmt_x(x["torchscribe"]), fmt_x(x["ts_vs_compile"]), *first, target])
+    headers = ["example", "batch", "eager ms", "compile ms", "ts ms", "compile x", "ts x", "ts/compile",
+               "compile first s", "ts first s", "target"]
+    legend = (f"One training step (benchmarks/train_step.py): train() mode, the batch, a mean squared error against "
+              f"a fixed target, backward, torch.optim.SGD(lr={LR:g}, momentum={MOMENTUM:g}) step, "
+              f"zero_grad(set_to_none=True); grad enabled. Each backend trains its own copy of the model; one step "
+              f"of each is checked against eager's (what every parameter and buffer moved by, within "
+              f"{NOISE_FACTOR:g} times the rounding error of eager's float32 step against its float64 step) before "
+              f"timing: torchscribe's step that differs is not timed, another backend's is timed with a note. "
+              f"torchscribe: the committed module (the code for calls autograd records: its entries' generic code, "
+              f"torch's own backward); torch.compile: the model compiled (default mode, fallback_random=True so "
+              f"that dropout draws eager's masks). ms: median step; x: speed-up over eager; ts/compile: compile ms "
+              f"/ ts ms; first s: building and the checked step (torch.compile compiles the forward and backward "
+              f"then).")
+    return Table(f"Training step (batch {TRAIN_BATCH})", headers, body, "ll" + "r" * (len(headers) - 3) + "l", legend)
+
+
+def training_geomean_table(rows: list[TrainRow]) -> Table:
+    at = [r for r in rows if r.result is not None and r.case.size == f"B={TRAIN_BATCH}"]
+    xs = [train_ratios(r) for r in at]
+    means = {k: geomean(x[k] for x in xs) for k in ("compile", "torchscribe", "ts_vs_compile")}
+    counted = [x for x in xs if math.isfinite(x["torchscribe"])]
+    slower, untimed = sum(1 for x in counted if x["torchscribe"] < TRAIN_VS_EAGER), len(at) - len(counted)
+    never_slower = (f"{'met' if counted and not slower and not untimed else 'MISS' if counted else 'n/a'} every "
+                    f"model >={TRAIN_VS_EAGER:g}x eager ({slower} slower, {untimed} not timed)")
+    body = [[f"B={TRAIN_BATCH}", f"{len(counted)} of {len(at)}", fmt_x(means["compile"]), fmt_x(means["torchscribe"]),
+             fmt_x(means["ts_vs_compile"]),
+             ", ".join([never_slower, target_status(f">={TRAIN_VS_COMPILE:g}x compile", means["ts_vs_compile"],
+                                                    TRAIN_VS_COMPILE)])]]
+    headers = ["batch", "models (ts ok)", "compile x", "ts x", "ts/compile", "targets"]
+    legend = ("Geometric means over the examples trained at that batch (an example at its own inputs is left out, "
+              "as above); each backend over the models where it ran and matched eager.")
+    return Table("Training step: geometric means", headers, body, "ll" + "r" * (len(headers) - 3) + "l", legend)
+
+
 def first_call_table(results: dict[str, FirstCall], notes: Notes) -> Table:
     body = []
     for name, fc in results.items():
@@ -799,6 +905,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"instead of {BUDGET_S['full']:g} s")
     parser.add_argument("--only", nargs="+", default=[], metavar="NAME", help="only these examples / micro-benchmarks")
     parser.add_argument("--no-first-call", action="store_true", help="leave out the fresh-process first calls")
+    parser.add_argument("--training", action="store_true",
+                        help=f"only the training-step table (the examples at batch {TRAIN_BATCH})")
+    parser.add_argument("--no-training", action="store_true", help="leave out the training-step table")
     parser.add_argument("--write-results", action="store_true", help=f"also write {RESULTS.relative_to(ROOT)}")
     args = parser.parse_args(argv)
     args.argv = sys.argv[1:] if argv is None else argv
@@ -812,8 +921,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"no such benchmark: {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     examples = [c for c in examples if selected(c.name, args.only)]
     micros = [c for c in micros if selected(c.name, args.only)]
-    first_call_refs = {} if args.no_first_call else {
+    first_call_refs = {} if args.no_first_call or args.training else {
         name: ref for name, ref in {**example_refs, **micro_refs}.items() if selected(name, args.only)}
+    training = [] if args.no_training else training_cases(examples)
+    if args.training:
+        examples, micros = [], []
 
     load_at_start = load_average()
     # Private caches: transpile and compile times are those of an empty cache.
@@ -821,10 +933,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["TORCHSCRIBE_CACHE_DIR"] = os.path.join(scratch, "torchscribe")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
     try:
-        tables, notes = run(examples, micros, first_call_refs, budget_s)
+        tables, notes = run(examples, micros, first_call_refs, budget_s, training)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     header = machine_lines(args, budget_s, (load_at_start, load_average()))
+    if training:
+        grad = "grad enabled" if args.training else "torch.no_grad() (training steps: grad enabled)"
+        header = [(k, v.replace("torch.no_grad()", grad)) for k, v in header]
     print(render(header, tables, notes, markdown=False))
     if args.write_results:
         RESULTS.write_text(render(header, tables, notes, markdown=True) + kept_zoo_block(), encoding="utf-8")
@@ -832,12 +947,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(examples: list[Case], micros: list[Case], first_call_refs: dict[str, str], budget_s: float) -> tuple[list[Table], Notes]:
-    """Measure the cases, then the first calls; the tables and their footnotes."""
+def run(examples: list[Case], micros: list[Case], first_call_refs: dict[str, str], budget_s: float,
+        training: Sequence[Case] = ()) -> tuple[list[Table], Notes]:
+    """Measure the cases, the training steps, then the first calls; the tables and their
+    footnotes."""
     log("warming up the compilers")
     warm_up_compilers()
     example_rows = [run_case(c, budget_s) for c in examples]
     micro_rows = [run_case(c, budget_s) for c in micros]
+    training_rows = [run_training(c, budget_s) for c in training]
     first_calls = {}
     for name, ref in first_call_refs.items():
         log(f"{name}: first calls in fresh processes")
@@ -849,6 +967,8 @@ def run(examples: list[Case], micros: list[Case], first_call_refs: dict[str, str
         tables += [examples_table(example_rows, notes), geomean_table(example_rows)]
     if micro_rows:
         tables.append(micro_table(micro_rows, notes))
+    if training_rows:
+        tables += [training_table(training_rows, notes), training_geomean_table(training_rows)]
     if first_calls:
         tables.append(first_call_table(first_calls, notes))
     return tables, notes

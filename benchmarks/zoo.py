@@ -8,6 +8,8 @@ nn.TransformerEncoderLayer (`--corpus torchvision`, benchmarks/zoo_models.py), a
     python -m benchmarks.zoo [--corpus timm] [--only resnet18,vit_b_16] [--batches 1,8] [--budget 2]
                              [--backends eager,frozen,checked-in] [--first-call] [--write-results]
                              [--merge]
+    python -m benchmarks.zoo --train [--only resnet18,encoder_layer] [--batches 8] [--budget 2]
+                             [--write-results]
 
 torchscribe runs four ways: `script(model, example_inputs=...)` (cached), the same with
 `permissive=True` (`permissive`: what the compiler cannot compile runs as Python), the same with
@@ -18,7 +20,11 @@ as a project that checks in the code for a model it did not write runs it (issue
 Runs in the corpus virtualenv (`make corpus-bench`). `--write-results` puts the table into
 benchmarks/RESULTS.md between the zoo markers (the rest of the file is left as it is).
 `--first-call` also times the first call in a fresh process (warm caches) for torchscribe and
-torch.compile, as benchmarks/first_call.py does for the examples (minutes per model)."""
+torch.compile, as benchmarks/first_call.py does for the examples (minutes per model).
+
+`--train` times a training step instead (benchmarks/train_step.py: forward, backward, SGD step)
+of TRAIN_MODELS at batch 8, eager against torch.compile and `script(model, example_inputs=...)`
+(not frozen: freezing is an inference contract), into its own block of RESULTS.md."""
 
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -54,7 +61,7 @@ from benchmarks.bench import (
     time_in_turns,
 )
 from benchmarks import timm_models, zoo_models
-from benchmarks.bench import TIMM_END, TIMM_START
+from benchmarks.bench import TIMM_END, TIMM_START, TRAIN_END, TRAIN_START
 from benchmarks.zoo_models import ZooModel, mismatch
 
 # --corpus: (the module listing its models, RESULTS.md's markers for its block, its title, its
@@ -265,6 +272,88 @@ def verdict(rows: dict[tuple[str, int], dict[str, Any]], mine: str = "frozen", o
             f"{held} of {len(compared)} with the lower quartile of the rounds at or above 1.00x.")
 
 
+TRAIN_MODELS = ("resnet18", "mobilenet_v2", "vit_b_16", "encoder_layer")
+TRAIN_VS_EAGER = 1.2  # the geometric mean of torchscribe's training steps (issue 50)
+
+
+def train_case(zoo: ZooModel, batch: int, budget_s: float) -> Any:
+    """A train_step.Result: the model's training step per backend at this batch."""
+    from benchmarks import train_step
+
+    loss = train_step.CrossEntropy() if zoo.classifier else train_step.MeanSquares()
+    return train_step.measure(zoo.build(), zoo.inputs(batch), loss, budget_s)
+
+
+def render_train(results: dict[tuple[str, int], Any], header: list[tuple[str, str]]) -> str:
+    from benchmarks.train_step import BACKENDS, LR, MOMENTUM, NOISE_FACTOR
+
+    out = ["## Training step (benchmarks/zoo.py --train)", ""]
+    out += [f"- {label}: {value}" for label, value in header]
+    legend = (
+        f"Median ms of one training step: train() mode, the batch, cross-entropy against fixed labels (classifiers) "
+        f"or a mean squared error against a fixed target, backward, torch.optim.SGD(lr={LR:g}, momentum={MOMENTUM:g}) "
+        f"step, zero_grad(set_to_none=True); in brackets the speed-up over eager. torchscribe is "
+        f"`script(model, example_inputs=...)` (its code for calls autograd records: generic code, torch's own "
+        f"backward); torch.compile the model compiled in its default mode (fallback_random=True: dropout draws "
+        f"eager's masks). Each backend trains its own copy; one step of each is checked against eager's (what every "
+        f"parameter and buffer moved by, within {NOISE_FACTOR:g} times the rounding error of eager's float32 step "
+        f"against its float64 step) before timing: torchscribe's step that differs is not timed, another backend's "
+        f"is timed with a note. `ts vs`: the ratio of the medians, in brackets the middle half of the ratios within "
+        f"each of the {ROUNDS} rounds. first s: building and the checked step. Targets: never slower than eager; "
+        f"geomean >= {TRAIN_VS_EAGER:g}x eager.")
+    out += ["", *textwrap.wrap(legend, 100, break_on_hyphens=False), "",
+            "| model | batch | eager | torch.compile | torchscribe | ts vs eager | ts vs torch.compile "
+            "| compile first s | ts first s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    notes: list[str] = []
+    rows = {}
+    for (name, batch), result in results.items():
+        row: dict[str, Any] = {**result.seconds, **result.problems}
+        rows[(name, batch)] = row
+        cells = []
+        for backend in BACKENDS:
+            value = row.get(backend)
+            if isinstance(value, float):
+                r = ratio(row, backend)
+                cells.append(f"{value * 1e3:.1f}" + ("" if backend == "eager" else f" ({r:.2f}x)"))
+                if backend in result.differs:
+                    cells[-1] += f" [{len(notes) + 1}]"
+                    notes.append(f"[{len(notes) + 1}] {name} B={batch} {result.differs[backend]}")
+            elif value is None:  # (eager failed: nothing was built after it)
+                cells.append("-")
+            else:
+                cells.append(f"not timed [{len(notes) + 1}]")
+                notes.append(f"[{len(notes) + 1}] {name} B={batch} {backend}: {value}")
+        cells += [_vs(row, result, "eager"), _vs(row, result, "compile")]
+        cells += [f"{result.first_s[b]:.1f}" if b in result.first_s else "-" for b in ("compile", "torchscribe")]
+        out.append(f"| {name} | {batch} | " + " | ".join(cells) + " |")
+    out.append("")
+    for batch in sorted({b for _, b in rows}):
+        at = [row for (_, b), row in rows.items() if b == batch]
+        parts = []
+        for backend in BACKENDS[1:]:
+            known = [r for r in (ratio(row, backend) for row in at) if r is not None]
+            parts.append(f"{LABELS[backend]} {geomean(known):.2f}x ({len(known)} models)" if known
+                         else f"{LABELS[backend]} -")
+        ts = [r for r in (ratio(row, "torchscribe") for row in at) if r is not None]
+        mean = geomean(ts) if ts else float("nan")
+        slower, untimed = sum(r < 1.0 for r in ts), len(at) - len(ts)
+        out.append(f"Geomean speed-up over eager at B={batch}: " + ", ".join(parts) + ". Targets: "
+                   f"{'met' if ts and not slower and not untimed else 'MISS'} never slower than eager ({slower} of "
+                   f"{len(at)} slower, {untimed} not timed), "
+                   f"{'met' if mean >= TRAIN_VS_EAGER else 'MISS'} geomean >= {TRAIN_VS_EAGER:g}x eager.")
+    out += [""] + notes
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _vs(row: dict[str, Any], result: Any, other: str) -> str:
+    """torchscribe against `other`: the ratio of the medians, and in brackets the middle half of
+    the ratios within each round."""
+    if not isinstance(row.get("torchscribe"), float) or not isinstance(row.get(other), float):
+        return "-"
+    return f"{row[other] / row['torchscribe']:.2f}x{spread(paired_ratios(result.rounds, 'torchscribe', (other,)))}"
+
+
 def write_results(text: str, start: str = ZOO_START, end: str = ZOO_END) -> None:
     old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
     block = f"{start}\n{text}{end}\n"
@@ -280,16 +369,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=sorted(CORPORA), default="torchvision")
     parser.add_argument("--only", default="", help="comma-separated model names")
-    parser.add_argument("--batches", default="1,8")
+    parser.add_argument("--batches", default=None, help="comma-separated (default 1,8; with --train, 8)")
     parser.add_argument("--budget", type=float, default=2.0, help="seconds of timed calls per backend and case")
     parser.add_argument("--backends", default=",".join(BACKENDS),
                         help=f"comma-separated, of {', '.join(BACKENDS)} (eager is always timed)")
     parser.add_argument("--first-call", action="store_true")
+    parser.add_argument("--train", action="store_true",
+                        help=f"time a training step of {', '.join(TRAIN_MODELS)} (or --only's) instead")
     parser.add_argument("--write-results", action="store_true")
     parser.add_argument("--merge", action="store_true",
                         help="keep earlier runs' rows (benchmarks/zoo_rows_<corpus>.json) for cases not run now")
     args = parser.parse_args(argv)
     args.argv = argv
+    if args.train:
+        return train_main(args, parser)
+    args.batches = args.batches or "1,8"
     corpus, start, end, _, _ = CORPORA[args.corpus]
     models: list[ZooModel] = corpus.MODELS
     only = {n for n in args.only.split(",") if n}
@@ -355,6 +449,36 @@ def merge_rows(corpus: str, models: list[ZooModel], rows: dict[tuple[str, int], 
         header += [(f"run {i + 1}", f"{run}: {len(runs[run])} cases ({', '.join(runs[run])})")
                    for i, run in enumerate(sorted(runs))]
     return merged, header, timed
+
+
+def train_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """`--train`: training steps of the torchvision corpus's TRAIN_MODELS (or those --only names)."""
+    if args.corpus != "torchvision" or args.first_call:
+        parser.error("--train times torchvision's corpus, without --first-call")
+    names = [n for n in args.only.split(",") if n] or list(TRAIN_MODELS)
+    unknown = [n for n in names if n not in zoo_models.BY_NAME]
+    if unknown:
+        parser.error(f"--only: unknown {', '.join(unknown)}")
+    load_start = os.getloadavg()[0]
+    results = {}
+    for name in names:
+        for batch in (int(b) for b in (args.batches or "8").split(",")):
+            started = time.perf_counter()
+            result = results[(name, batch)] = train_case(zoo_models.BY_NAME[name], batch, args.budget)
+            print(f"{name} B={batch} training step: " + ", ".join(
+                [f"{b} {v * 1e3:.1f} ms" for b, v in result.seconds.items()]
+                + [f"{b} not timed ({why})" for b, why in result.problems.items()]
+                + [f"{why}" for why in result.differs.values()])
+                + f"  [{time.perf_counter() - started:.0f} s]", flush=True)
+    header = machine_lines(args, args.budget, (load_start, os.getloadavg()[0]))
+    header = [(k, v.replace("benchmarks.bench", "benchmarks.zoo").replace("torch.no_grad()", "grad enabled"))
+              for k, v in header]
+    text = render_train(results, header)
+    print("\n" + text)
+    if args.write_results:
+        write_results(text, TRAIN_START, TRAIN_END)
+        print(f"wrote {RESULTS.name}")
+    return 0
 
 
 def first_calls(models: list[ZooModel], corpus: str = zoo_models.__name__) -> str:

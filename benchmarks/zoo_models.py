@@ -23,6 +23,7 @@ class ZooModel:
     # evaluation order), so results agree to rounding, scaled by the output's magnitude.
     rtol: float = 1e-4
     atol: float = 1e-4
+    classifier: bool = False  # (batch, classes) logits: trained with cross-entropy (zoo.py --train)
 
 
 def calibrate_batch_norm(model: nn.Module, inputs: Callable[[int], tuple]) -> nn.Module:
@@ -79,7 +80,7 @@ def _vision(name: str, size: int = 224, **kwargs: Any) -> ZooModel:
         torch.manual_seed(0)
         return calibrate_batch_norm(fill_zero_weights(getattr(tvm, name)(**kwargs)), inputs).eval()
 
-    return ZooModel(name, build, inputs)
+    return ZooModel(name, build, inputs, classifier=True)
 
 
 def _encoder(mask: bool) -> ZooModel:

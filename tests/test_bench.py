@@ -203,6 +203,11 @@ def test_corpus_blocks_are_kept_and_replaced_each_in_its_place(tmp_path, monkeyp
     assert text.index("torchvision 2") < text.index("timm 1")
     # the examples' benchmark rewrites its part and keeps both corpus blocks
     assert bench.kept_zoo_block().strip() == text[text.index(bench.ZOO_START):].strip()
+    zoo.write_results("train 1\n", bench.TRAIN_START, bench.TRAIN_END)
+    zoo.write_results("train 2\n", bench.TRAIN_START, bench.TRAIN_END)
+    text = results.read_text(encoding="utf-8")
+    assert "train 2" in text and "train 1" not in text and text.index("timm 1") < text.index("train 2")
+    assert bench.kept_zoo_block().strip() == text[text.index(bench.ZOO_START):].strip()
     results.write_text("# Benchmark results\n\n" + f"{bench.TIMM_START}\ntimm\n{bench.TIMM_END}\n", encoding="utf-8")
     assert bench.kept_zoo_block().strip() == f"{bench.TIMM_START}\ntimm\n{bench.TIMM_END}"
 
@@ -244,3 +249,57 @@ def test_zoo_runs_merge_by_case(tmp_path, monkeypatch) -> None:
     assert ("run 2", "day 2 (load low): 1 cases (a B=1)") in header
     assert not any(label == "date" for label, _ in header)
     assert "| b | 1 | 2000.00 | - | 1000.00 (2.00x) | - | - |" in zoo.render(rows, header, backends)
+
+
+def test_training_tables() -> None:
+    """A row per example: times and ratios, a backend that was not timed as n/a with its reason,
+    an example without parameters as not trained; the geometric means and targets over B=8."""
+    from benchmarks.train_step import Result
+
+    def case(name: str, size: str = "B=8") -> bench.Case:
+        return bench.Case(name, size, "example", lambda: (None, ()))
+
+    ok = Result(seconds={"eager": 2.0, "compile": 1.0, "torchscribe": 1.0}, fastest_s={"eager": 2.0, "compile": 1.0,
+                "torchscribe": 1.0}, first_s={"compile": 5.0, "torchscribe": 0.5},
+                differs={"compile": "compile's step differs"})
+    slow = Result(seconds={"eager": 1.0, "compile": 1.0}, fastest_s={"eager": 1.0, "compile": 1.0},
+                  problems={"torchscribe": "torchscribe's step differs from eager's: w moved"})
+    rows = [bench.TrainRow(case("a"), ok), bench.TrainRow(case("b"), slow),
+            bench.TrainRow(case("f"), skipped="a function: no parameters to train"),
+            bench.TrainRow(case("lstm", "example"), ok)]
+    notes = bench.Notes()
+    table = bench.training_table(rows, notes)
+    assert table.rows[0][2:9] == ["2000", "1000[1]", "1000", "2.00x", "2.00x", "1.00x", "5.00"]
+    assert table.rows[0][-1] == "met >=1x eager"
+    assert table.rows[1][4] == "n/a[2]" and table.rows[1][-1] == "n/a >=1x eager"
+    assert table.rows[2][2] == "not trained[3]"
+    assert notes.texts == ["compile's step differs", "torchscribe's step differs from eager's: w moved",
+                           "a function: no parameters to train"]
+    means = bench.training_geomean_table(rows).rows
+    assert means == [["B=8", "1 of 2", "1.41x", "2.00x", "1.00x",
+                      "MISS every model >=1x eager (0 slower, 1 not timed), met >=1x compile"]]
+    means = bench.training_geomean_table(rows[:1]).rows
+    assert means[0][-1] == "met every model >=1x eager (0 slower, 0 not timed), met >=1x compile"
+
+
+def test_zoo_training_block() -> None:
+    """zoo.py --train's block: times with speed-ups, a backend not timed and one timed that
+    differs as numbered notes, torchscribe against eager and torch.compile per round, targets."""
+    from benchmarks import zoo
+    from benchmarks.train_step import Result
+
+    rounds = [[1.0]] * 4
+    fine = Result(seconds={"eager": 0.3, "compile": 0.2, "torchscribe": 0.25}, first_s={"compile": 60.0,
+                  "torchscribe": 3.0}, rounds={"eager": rounds, "compile": [[0.5]] * 4, "torchscribe": [[0.8]] * 4},
+                  differs={"compile": "compile's step differs from eager's (timed all the same): w"})
+    wrong = Result(seconds={"eager": 0.1, "compile": 0.1}, problems={"torchscribe": "torchscribe's step differs"})
+    text = zoo.render_train({("resnet18", 8): fine, ("encoder_layer", 8): wrong}, [("date", "today")])
+    lines = text.splitlines()
+    assert "| resnet18 | 8 | 300.0 | 200.0 (1.50x) [1] | 250.0 (1.20x) | 1.20x (1.25-1.25) | 0.80x (0.62-0.62) " \
+           "| 60.0 | 3.0 |" in lines
+    assert "| encoder_layer | 8 | 100.0 | 100.0 (1.00x) | not timed [2] | - | - | - | - |" in lines
+    assert "[1] resnet18 B=8 compile's step differs from eager's (timed all the same): w" in lines
+    assert "[2] encoder_layer B=8 torchscribe: torchscribe's step differs" in lines
+    assert any(line.startswith("Geomean speed-up over eager at B=8: torch.compile 1.22x (2 models), "
+                               "torchscribe 1.20x (1 models). Targets: MISS never slower than eager (0 of 2 slower, "
+                               "1 not timed), met geomean >= 1.2x eager.") for line in lines)
