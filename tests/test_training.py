@@ -635,3 +635,15 @@ def test_no_grad_block_in_checked_in_generic_code(aot_dir: Path) -> None:
         x = torch.randn(3, 4)
         for _ in range(2):
             compare_training(eager, compiled, (x,))
+
+
+@pytest.mark.parametrize("batch_first", [True, False], ids=["batch_first", "seq_first"])
+def test_transformer_encoder_layer_draws_eagers_dropout_masks(batch_first: bool) -> None:
+    """With dropout, the same seed gives the compiled layer eager's masks: the attention's output
+    has eager's memory layout in training (a dropout's mask follows memory order)."""
+    torch.manual_seed(0)
+    eager = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.25, batch_first=batch_first).train()
+    x = torch.randn(2, 6, 32)
+    with torch.no_grad():
+        compiled = script(copy.deepcopy(eager), example_inputs=(x,))
+    compare_training(eager, compiled, (x,), seed=5, atol=1e-5, rtol=1e-5)

@@ -118,11 +118,16 @@ class MultiheadAttention(nn.Module):
             weights = attn.mean(dim=1) if average_attn_weights else attn
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
-        if self.batch_first:  # [B, heads, L, head_dim] back to the input's order
-            out = out.transpose(1, 2).reshape(bsz, tgt_len, embed_dim)
+        if self.batch_first and not self.training:  # [B, heads, L, head_dim] back to the input's order
+            out = F.linear(out.transpose(1, 2).reshape(bsz, tgt_len, embed_dim), self.out_proj.weight,
+                           self.out_proj.bias)
         else:
             out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, embed_dim)
-        out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+            out = F.linear(out, self.out_proj.weight, self.out_proj.bias)
+            if self.batch_first:
+                # (in training, eager's layout, [L, B, E] rows seen as [B, L, E]: a dropout after
+                # this layer draws its mask in memory order, so another layout drew other masks)
+                out = out.transpose(0, 1)
         if unbatched:
             out = out.squeeze(batch_dim)
             if weights is not None:
