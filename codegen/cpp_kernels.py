@@ -291,19 +291,20 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
                   + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into], "")
     loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
     skip = set(hoisted) | (set(rowwise) if kept else set())
-    # (ts_elements, kernels.h: the element's stores are the lambda it returns. An element with
-    # two or more transcendentals, a dependency chain longer than the core overlaps across loop
-    # iterations, is computed four at a time, interleaved; one at a time otherwise, where that
-    # gains nothing and would compile the element's code five times.)
-    ways = 4 if sum(op_name(op) in _EXPENSIVE for op in body.op.body.ops if op not in skip) >= 2 else 1
-    row += [f"ts_elements{f'<{ways}>' if ways > 1 else ''}({f'n{inner}' if outer else 'end - o'}, "
-            "[&](int64_t j) TS_INLINE {"]
+    # An element with two or more transcendentals, a dependency chain longer than the core
+    # overlaps across loop iterations, is computed four at a time, interleaved (ts_elements,
+    # kernels.h: the element's stores are the lambda it returns); others in a plain loop, where
+    # that would gain nothing and compile the element's code five times.
+    four = sum(op_name(op) in _EXPENSIVE for op in body.op.body.ops if op not in skip) >= 2
+    n = f"n{inner}" if outer else "end - o"
+    row += [f"ts_elements<4>({n}, [&](int64_t j) TS_INLINE {{"] if four else \
+        ["#pragma omp simd", f"for (int64_t j = 0; j < {n}; ++j) {{"]
     row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     stores = {k: f"q{k}[j * out{k}_step]" for k in into}
     # (the loop's first statements from the line the row's last came from: quoted once, above)
     last = last_line(per_row) if not kept else None
-    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores, last=last, deferred=True)]
-    row += ["});"]
+    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores, last=last, deferred=four)]
+    row += ["});" if four else "}"]
     return lines + _each_row(rank, strides, row)
 
 

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:ced6092a8e768864072062f361a7bc22c33e7b0b4349ce8c650da2782dfb5092"
+BODY_HASH = "sha256:f384ab767cf2552a8ba2836029723d722b2394af59756f0d200e898fbde1db9d"
 TORCH_VERSION = "2.13"
 
 
@@ -29,10 +29,11 @@ extern "C" void bn_relu_kernel(
     // return self.relu(self.bn(self.conv(x)))
     const float v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
         v6 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v4);
-    ts_elements(n3, [&](int64_t j) TS_INLINE {
-      const float a4 = out0[o + j], y0 = ts_max((a4 * v4) + v6, 0.0f);
-      return [=] { out0[o + j] = y0; };
-    });
+    #pragma omp simd
+    for (int64_t j = 0; j < n3; ++j) {
+      const float a4 = out0[o + j];
+      out0[o + j] = ts_max((a4 * v4) + v6, 0.0f);
+    }
   });
 }
 
@@ -84,20 +85,17 @@ extern "C" void bn_2_kernel(
     const int64_t in0_step = unit ? 1 : in0_s0, in1_step = unit ? 1 : in1_s0,
         in2_step = unit ? 1 : in2_s0, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0,
         in5_step = unit ? 1 : in5_s0;
-    ts_elements(end - o, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < end - o; ++j) {
       // return self.relu(self.bn(self.conv(x)))
       const float a0 = p0[j * in0_step],
-          v5 = (float(1) / std::sqrt((a0 / static_cast<float>(s0)) + 1e-05f)) * p1[j * in1_step],
-          a2 = p2[j * in2_step], y1 = p3[j * in3_step] - (a2 * v5),
-          y2 = (a2 * 0.1f) + (p4[j * in4_step] * 0.9f),
-          y3 = ((a0 / static_cast<float>(s1)) * 0.1f) + (p5[j * in5_step] * 0.9f);
-      return [=] {
-        out0[o + j] = v5;
-        out1[o + j] = y1;
-        out2[o + j] = y2;
-        out3[o + j] = y3;
-      };
-    });
+          v5 = (float(1) / std::sqrt((a0 / static_cast<float>(s0)) + 1e-05f)) * p1[j * in1_step];
+      out0[o + j] = v5;
+      const float a2 = p2[j * in2_step];
+      out1[o + j] = p3[j * in3_step] - (a2 * v5);
+      out2[o + j] = (a2 * 0.1f) + (p4[j * in4_step] * 0.9f);
+      out3[o + j] = ((a0 / static_cast<float>(s1)) * 0.1f) + (p5[j * in5_step] * 0.9f);
+    }
   });
 }
 
@@ -110,11 +108,11 @@ extern "C" void ConvBNReLU_forward_bn_relu_kernel(
     const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2;
     const float a1 = in1[i1 * in1_s0], a2 = in2[i1 * in2_s0];
     const int64_t in0_step = unit ? 1 : in0_s3;
-    ts_elements(n3, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n3; ++j) {
       // return self.relu(self.bn(self.conv(x)))
-      const float y0 = ts_max((p0[j * in0_step] * a1) + a2, 0.0f);
-      return [=] { out0[o + j] = y0; };
-    });
+      out0[o + j] = ts_max((p0[j * in0_step] * a1) + a2, 0.0f);
+    }
   });
 }
 """

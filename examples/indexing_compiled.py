@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "indexing.py"
 SOURCE_HASH = "sha256:c47f2bde9b58621ccaa1ab1a89c5a50c42f80e3589eb98f7f8ec28d91e02ee7a"
-BODY_HASH = "sha256:7bee31e8541e702e61885ce0750a614f5ac1279ab28e3acf66fa36d24006d78d"
+BODY_HASH = "sha256:b475fc73b8a6991be099770b1c5200920755554ed2691a146ab74c4c63722cfa"
 TORCH_VERSION = "2.13"
 
 
@@ -26,11 +26,11 @@ extern "C" void mul_add_kernel(
     const auto* p0 = in0 + i0 * in0_s0;
     const float a1 = in1[i0 * in1_s0];
     const int64_t in0_step = unit ? 1 : in0_s1;
-    ts_elements(n1, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
       // return evens * 2.0 + last.unsqueeze(1), y + window.sum(), picked
-      const float y0 = (p0[j * in0_step] * 2.0f) + a1;
-      return [=] { out0[o + j] = y0; };
-    });
+      out0[o + j] = (p0[j * in0_step] * 2.0f) + a1;
+    }
   });
 }
 """

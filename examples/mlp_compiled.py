@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:50732bf255726ed86c287ed30ef9c94d423c1924867aa051c618dc1fe431f2f0"
+BODY_HASH = "sha256:12db3df598df7808b64de7639dc4cea3f6fd22b996cd9f83346dff48a7785798"
 TORCH_VERSION = "2.13"
 
 
@@ -24,12 +24,12 @@ extern "C" void fc1_gelu_kernel(
     int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in1, int64_t in1_s0) {
   ts_rows_of({in1_s0}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
     const int64_t in1_step = unit ? 1 : in1_s0;
-    ts_elements(n2, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n2; ++j) {
       // h = F.gelu(self.fc1(x))
-      const float a0 = out0[o + j], v0 = a0 + in1[j * in1_step],
-          y0 = (v0 * 0.5f) * (1.0f + torchscribe::ts_erf(v0 * 0.7071067811865476f));
-      return [=] { out0[o + j] = y0; };
-    });
+      const float a0 = out0[o + j], v0 = a0 + in1[j * in1_step];
+      out0[o + j] = (v0 * 0.5f) * (1.0f + torchscribe::ts_erf(v0 * 0.7071067811865476f));
+    }
   });
 }
 

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:98d69fc5599cd9bd0a162594dc1205f71dd48a031e1b9d3deb85fc21e0c640a8"
+BODY_HASH = "sha256:d3c15899b8406eb39912aea0e1bbece7cf9e12bc776aba81d3481e76e4f53eee"
 TORCH_VERSION = "2.13"
 
 
@@ -193,14 +193,14 @@ extern "C" void fc_silu_kernel(
   ts_rows_of({in1_s0, in2_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
     const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
     const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s2;
-    ts_elements(n2, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n2; ++j) {
       // return F.silu(self.fc(self.norm(x)))
       const float a0 = out0[o + j], v0 = a0 + in1[j * in1_step],
           v5 = v0 / (1.0f + torchscribe::ts_exp(-v0));
       // x = x + self.residual_scale * layer(x)
-      const float y0 = p2[j * in2_step] + (0.5f * v5);
-      return [=] { out0[o + j] = y0; };
-    });
+      out0[o + j] = p2[j * in2_step] + (0.5f * v5);
+    }
   });
 }
 """

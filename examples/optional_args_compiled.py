@@ -16,7 +16,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:483b28a9be03b1508079782c8154d3ab1c7c12388af4c7b449c858f88964fe4a"
+BODY_HASH = "sha256:7a1a3fa535a99c44b7a1deeaf16d84851ebb1a2e9bc55b400a107aeb6aefde49"
 TORCH_VERSION = "2.13"
 
 
@@ -31,10 +31,10 @@ extern "C" void clamp_kernel(
     // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
     const float v1 = ts_max(in0[i0 * in0_s0], 1.0f);
     const int64_t in1_step = unit ? 1 : in1_s1;
-    ts_elements(n1, [&](int64_t j) TS_INLINE {
-      const float y0 = p1[j * in1_step] / v1;
-      return [=] { out0[o + j] = y0; };
-    });
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      out0[o + j] = p1[j * in1_step] / v1;
+    }
   });
 }
 
@@ -46,10 +46,10 @@ extern "C" void masked_fill_kernel(
     // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
     const bool v1 = in0[i0 * in0_s0 + i1 * in0_s1] == 0.0f;
     const int64_t in1_step = unit ? 1 : in1_s2;
-    ts_elements(n2, [&](int64_t j) TS_INLINE {
-      const float y0 = sel(v1, static_cast<float>(-INFINITY), p1[j * in1_step]);
-      return [=] { out0[o + j] = y0; };
-    });
+    #pragma omp simd
+    for (int64_t j = 0; j < n2; ++j) {
+      out0[o + j] = sel(v1, static_cast<float>(-INFINITY), p1[j * in1_step]);
+    }
   });
 }
 """

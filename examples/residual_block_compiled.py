@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:49afb83ddf0a91a46e2d1057e8ebe3e4d7bbf717f27225013b4e6975605b9f40"
+BODY_HASH = "sha256:d9eb28a3a5566502000cda778600d6ec2afbdf5de817caccbea613baea6ccabd"
 TORCH_VERSION = "2.13"
 
 
@@ -29,12 +29,12 @@ extern "C" void bn1_relu_kernel(
     // out = self.bn1(out)
     const float v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
         v6 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v4);
-    ts_elements(n3, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n3; ++j) {
       const float a4 = out0[o + j], v8 = (a4 * v4) + v6;
       // out = self.relu(out)
-      const float y0 = ts_max(v8, 0.0f);
-      return [=] { out0[o + j] = y0; };
-    });
+      out0[o + j] = ts_max(v8, 0.0f);
+    }
   });
 }
 
@@ -54,7 +54,8 @@ extern "C" void bn2_downsample_relu_kernel(
     const float v12 = (float(1) / std::sqrt(in5[i1 * in5_s0] + 1e-05f)) * in6[i1 * in6_s0],
         v14 = in8[i1 * in8_s0] - (in7[i1 * in7_s0] * v12);
     const int64_t in9_step = unit ? 1 : in9_s3;
-    ts_elements(n3, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n3; ++j) {
       // out = self.bn2(out)
       const float a4 = out0[o + j], v8 = (a4 * v4) + v6;
       // identity = self.downsample(x)
@@ -62,9 +63,8 @@ extern "C" void bn2_downsample_relu_kernel(
       // out += identity
       const float v17 = v8 + v16;
       // out = self.relu(out)
-      const float y0 = ts_max(v17, 0.0f);
-      return [=] { out0[o + j] = y0; };
-    });
+      out0[o + j] = ts_max(v17, 0.0f);
+    }
   });
 }
 
@@ -80,14 +80,14 @@ extern "C" void bn2_relu_kernel(
     const float v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
         v6 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v4);
     const int64_t in5_step = unit ? 1 : in5_s3;
-    ts_elements(n3, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n3; ++j) {
       const float a4 = out0[o + j], v8 = (a4 * v4) + v6;
       // out += identity
       const float v9 = v8 + p5[j * in5_step];
       // out = self.relu(out)
-      const float y0 = ts_max(v9, 0.0f);
-      return [=] { out0[o + j] = y0; };
-    });
+      out0[o + j] = ts_max(v9, 0.0f);
+    }
   });
 }
 """

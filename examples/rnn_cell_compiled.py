@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "rnn_cell.py"
 SOURCE_HASH = "sha256:b0cc7a9d5c92631cfe2c923af6b7923c701e9e5d4e3e41ac9b7bd43cf0f6dfae"
-BODY_HASH = "sha256:158990a247cb560af10e97e144dc5b4d8b4e67ab691de591bcc04559542587cf"
+BODY_HASH = "sha256:682f8f028bb3b1b610bb40493ce99470b49d578141f165de780dacd23f768a1a"
 TORCH_VERSION = "2.13"
 
 
@@ -26,12 +26,12 @@ extern "C" void linear_tanh_kernel(
   ts_rows_of({in1_s0, in2_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
     const auto* p2 = in2 + i0 * in2_s0;
     const int64_t in1_step = unit ? 1 : in1_s0, in2_step = unit ? 1 : in2_s1;
-    ts_elements(n1, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
       // new_h = torch.tanh(self.linear(x) + h)
-      const float a0 = out0[o + j],
-          y0 = torchscribe::ts_tanh((a0 + in1[j * in1_step]) + p2[j * in2_step]);
-      return [=] { out0[o + j] = y0; };
-    });
+      const float a0 = out0[o + j];
+      out0[o + j] = torchscribe::ts_tanh((a0 + in1[j * in1_step]) + p2[j * in2_step]);
+    }
   });
 }
 """

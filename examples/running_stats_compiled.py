@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:a0addb4e689347fa55cabd9fcaced8c2635791700a65817914841d68a586de4b"
+BODY_HASH = "sha256:42845738e19e893815831a7edd826bc9dd00a5fbe346c6c4a3ae515178b3b34c"
 TORCH_VERSION = "2.13"
 
 
@@ -32,12 +32,13 @@ extern "C" void var_kernel(
   ts_rows_of({in0_s1, in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
     const auto* p1 = in1 + i0 * in1_s0;
     const int64_t in1_step = unit ? 1 : in1_s1;
-    ts_elements(n1, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
       const float v0 = r0[j];
       // batch_var = x.var(dim=0, unbiased=False)
-      const float v1 = p1[j * in1_step] - v0, y0 = v1 * v1;
-      return [=] { out0[o + j] = y0; };
-    });
+      const float v1 = p1[j * in1_step] - v0;
+      out0[o + j] = v1 * v1;
+    }
   });
 }
 
@@ -54,12 +55,12 @@ extern "C" void sqrt_kernel(
   ts_rows_of({in0_s1, in1_s0, in2_s0}, {n0}, n1, [&](auto unit, auto i0, auto o) {
     const auto* p0 = in0 + i0 * in0_s0;
     const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s0;
-    ts_elements(n1, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
       const float v3 = r3[j];
       // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-      const float y0 = (p0[j * in0_step] - in1[j * in1_step]) / v3;
-      return [=] { out0[o + j] = y0; };
-    });
+      out0[o + j] = (p0[j * in0_step] - in1[j * in1_step]) / v3;
+    }
   });
 }
 """

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:3a7f31cb962f8aec3e735b10ccaa2cc2b4b1dc75f8896cf9ae065fe92c69751b"
+BODY_HASH = "sha256:e0e044082a8b0af9b1c70b538d4705172d120a3af71c29a29de471dbf194b6d7"
 TORCH_VERSION = "2.13"
 
 
@@ -27,11 +27,12 @@ extern "C" void where_kernel(
     const auto* p0 = in0 + i0 * in0_s0;
     const auto* p1 = in1 + i0 * in1_s0;
     const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
-    ts_elements(n1, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
       // y = torch.where(x > 1.0, x, torch.ones_like(x))
-      const float a0 = p0[j * in0_step], y0 = sel(a0 > 1.0f, a0, p1[j * in1_step]);
-      return [=] { out0[o + j] = y0; };
-    });
+      const float a0 = p0[j * in0_step];
+      out0[o + j] = sel(a0 > 1.0f, a0, p1[j * in1_step]);
+    }
   });
 }
 
@@ -43,13 +44,14 @@ extern "C" void abs_div_kernel(
     const auto* p0 = in0 + i0 * in0_s0;
     const auto* p1 = in1 + i0 * in1_s0;
     const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
-    ts_elements(n1, [&](int64_t j) TS_INLINE {
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
       // y_next = 0.5 * (y + x / y)
       const float a1 = p1[j * in1_step], v3 = 0.5f * (a1 + (p0[j * in0_step] / a1));
+      out0[o + j] = v3;
       // if bool(((y_next - y).abs() < tol).all()):
-      const bool y1 = std::abs(v3 - a1) < static_cast<float>(s0);
-      return [=] { out0[o + j] = v3; out1[o + j] = y1; };
-    });
+      out1[o + j] = std::abs(v3 - a1) < static_cast<float>(s0);
+    }
   });
 }
 """
