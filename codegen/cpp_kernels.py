@@ -35,6 +35,7 @@ chain of them gives eager's bits up to the math functions.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -58,6 +59,7 @@ HALF = {"bfloat16": "bf16", "float16": "f16"}
 VALUE = {**CTYPE, "bfloat16": "float", "float16": "float"}
 FLOATING = {"float32", "float64", *HALF}
 PARALLEL_MIN = 32768  # elements: below this, threads cost more than they save
+FRESH_MIN = 8 << 20  # bytes of an output below which ts_fresh (kernels.h) does nothing
 
 # What a module's kernel source starts with: the support code every kernel shares (the math,
 # ts_rows, ts_max, the 16-bit conversions) is a checked-in header, not text in each module.
@@ -102,8 +104,15 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
     params += [(t, f"s{k}") for k, t in enumerate(scalar_types)]
     body = _Body(op, source_lines)
     lines = wrapped(f'extern "C" void {name}_kernel', [f"{t} {n}" for t, n in params], " {")
-    if isinstance(op, ops.ReductionKernelOp):
-        plan = _RowPlan(op, [rank - 1 in dims for dims in strided], source_lines)
+    # (the outputs the launcher allocated, each written whole: not one written into a view or
+    # over an input, nor a reduction's one value per row; none where the sizes are known and small)
+    plan = _RowPlan(op, [rank - 1 in dims for dims in strided], source_lines) \
+        if isinstance(op, ops.ReductionKernelOp) else None
+    fresh = [k for k in range(len(op.results)) if k not in into and k not in aliased.values()
+             and not (plan is not None and k in plan.row_outputs)]
+    if rank > 0 and not (all(type(d) is int for d in shape) and math.prod(shape) * 8 < FRESH_MIN):
+        lines += [f"  ts_fresh(out{k}, {' * '.join(f'n{i}' for i in range(rank))});" for k in fresh]
+    if plan is not None:
         row = _row_function(name, rank, op, strided, scalar_types, plan, aliased)
         lines = row + [""] + lines + _row_driver(name, rank, op, strided, plan, len(scalars), aliased)
     elif rank == 0:

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:20cb0afd95d2176609ccccd86270b7eae003b5869503fcc79c6949c078b8f4e5"
+BODY_HASH = "sha256:75c2fff788186642e6d0aa03503f7c89144f2d88d82e805dc306bbc782174f67"
 TORCH_VERSION = "2.13"
 
 
@@ -102,6 +102,7 @@ extern "C" void ConvBNReLU_forward_bn_relu_kernel(
     int64_t n0, int64_t n1, int64_t n2, int64_t n3, ts_out<float> out0, ts_in<float> in0,
     int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3, ts_in<float> in1,
     int64_t in1_s0, ts_in<float> in2, int64_t in2_s0) {
+  ts_fresh(out0, n0 * n1 * n2 * n3);
   ts_fold_into(n2, n3, in0_s2 == in0_s3 * n3, in0_s2);
   ts_rows_of({in0_s3}, {n0, n1, n2}, n3, [&](auto unit, auto i0, auto i1, auto i2, auto o) {
     const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2;

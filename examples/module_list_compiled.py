@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:72c659c104c8def2aeed02467bfa6f0416c34f8167465a8389d72aa726cf9057"
+BODY_HASH = "sha256:feb1c74c97b15cabd26f323f97adefd7735bfbf84fce98d4e8a222696da721dc"
 TORCH_VERSION = "2.13"
 
 
@@ -85,6 +85,7 @@ extern "C" void norm_kernel(
     int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
     int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0, ts_in<float> in2,
     int64_t in2_s0) {
+  ts_fresh(out0, n0 * n1 * n2);
   const ts_gather<0, float> g0{};
   const ts_gather<1, float> g1{};
   const ts_gather<2, float> g2{};
@@ -174,6 +175,7 @@ extern "C" void fc_silu_norm_kernel(
     int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_out<float> out1, ts_in<float> in1,
     int64_t in1_s0, ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
     ts_in<float> in3, int64_t in3_s0, ts_in<float> in4, int64_t in4_s0) {
+  ts_fresh(out0, n0 * n1 * n2);
   const ts_gather<1, float> g1{};
   const ts_gather<2, float> g2{};
   const ts_gather<3, float> g3{};
