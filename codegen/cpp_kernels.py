@@ -823,9 +823,10 @@ def _row_driver(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[d
     """The extern "C" function's body: the row function on every row (`ts_rows_of`; in parallel
     when there is enough work), each output and input at its row; an input that steps along the
     row by a stride other than 1 (a LayerNorm2d's channels of an NCHW tensor, H * W apart) is
-    gathered into a contiguous row of the thread's first (`ts_contiguous<k>`), once, and the
+    gathered into a contiguous row of the thread's first (`g0`, a `ts_gather`), once, and the
     passes read that in cache, vectorised, where each pass read the strided row again (1.2 to
-    1.8x eager's time, which copies the tensor to a contiguous one first)."""
+    1.8x eager's time, which copies the tensor to a contiguous one first). Where every stride
+    along the row is 1 (`unit`, ts_rows_of's), the gatherers pass the pointers through."""
     inner = rank - 1
     n_in = op.attributes["inputs"]
     outer = list(range(inner))
@@ -843,15 +844,17 @@ def _row_driver(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[d
             continue
         gathered.append((f"g{k}", f"ts_gather<{k}, {CTYPE[op.operands[k].type.dtype]}>"))  # type: ignore[union-attr]
         last = inner - 1  # (the rows side by side: the next ones along the last outer dim)
-        side = [strided[k][last], f"n{last} - i{last}"] if last in strided[k] else ["0", "1"]
-        args.append(f"g{k}({', '.join([at, f'n{inner}', strided[k][inner], *side])})" if outer else
-                    f"g{k}({at}, n{inner}, {strided[k][inner]}, 0, 1)")
+        side = [strided[k][last], f"n{last} - i{last}"] if outer and last in strided[k] else ["0", "1"]
+        args.append(f"g{k}({', '.join(['unit', at, f'n{inner}', strided[k][inner], *side])})")
     args += [f"s{k}" for k in range(n_scalars)]
     declared = [f"  const {t} {g}{{}};" for g, t in gathered]
-    if rank == 1:  # one row
-        return declared + wrapped(f"{name}_row", args, ";", "  ")
+    strides = [strided[k][inner] for k in range(n_in) if k not in aliased and inner in strided[k]]
     call = wrapped(f"{name}_row", args, ";")
-    return declared + _each_row(rank, [], call, [g for g, _ in gathered])
+    if rank == 1:  # one row
+        if not strides:
+            return wrapped(f"{name}_row", args, ";", "  ")
+        return declared + _lambda_call("ts_unit_or_strided", ["{" + ", ".join(strides) + "}"], ["auto unit"], call)
+    return declared + _each_row(rank, strides, call, [g for g, _ in gathered])
 
 
 def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],

@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:f168b2400ba1d6a6f68764cb596a069f06db4bc995fe1a09c952a4dc59c75a1f"
+BODY_HASH = "sha256:64e877db62673f070cf78a253230b550e104316d500e85295796f601e307fd25"
 TORCH_VERSION = "2.13"
 
 
@@ -87,8 +87,8 @@ extern "C" void masked_fill_softmax_kernel(
     int64_t n0, int64_t n1, int64_t n2, int64_t n3, ts_out<float> out0, ts_in<float> in1,
     int64_t in1_s0, int64_t in1_s1) {
   const ts_gather<1, float> g1{};
-  ts_rows_of({n0, n1, n2}, n3, [&, g1](auto i0, auto i1, auto i2, auto o) {
-    masked_fill_softmax_row(n3, out0 + o, g1(in1 + i2 * in1_s0, n3, in1_s1, in1_s0, n2 - i2));
+  ts_rows_of({in1_s1}, {n0, n1, n2}, n3, [&, g1](auto unit, auto i0, auto i1, auto i2, auto o) {
+    masked_fill_softmax_row(n3, out0 + o, g1(unit, in1 + i2 * in1_s0, n3, in1_s1, in1_s0, n2 - i2));
   });
 }
 """

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:75c2fff788186642e6d0aa03503f7c89144f2d88d82e805dc306bbc782174f67"
+BODY_HASH = "sha256:f2b391c7eaa54e466a32781043a3b6a9a0c961d189fd2e2e5b92d2b6ed5558cd"
 TORCH_VERSION = "2.13"
 
 
@@ -61,10 +61,10 @@ extern "C" void bn_kernel(
     int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
     int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0) {
   const ts_gather<0, float> g0{};
-  ts_rows_of({n0, n1}, n2, [&, g0](auto i0, auto i1, auto o) {
+  ts_rows_of({in0_s2}, {n0, n1}, n2, [&, g0](auto unit, auto i0, auto i1, auto o) {
     bn_row(
-        n2, out0 + ((i0) * n1 + i1), g0(in0 + i0 * in0_s0 + i1 * in0_s1, n2, in0_s2, in0_s1, n1 - i1),
-        in1 + i1 * in1_s0);
+        n2, out0 + ((i0) * n1 + i1),
+        g0(unit, in0 + i0 * in0_s0 + i1 * in0_s1, n2, in0_s2, in0_s1, n1 - i1), in1 + i1 * in1_s0);
   });
 }
 

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:017e82bf4cb43acae762c8bba26187918834c7b4dd4ec7baa0539a7b9f33fb44"
+BODY_HASH = "sha256:2e0a9150e490b064033e781c3cc5ecaa75003a5d0d0ed4c0be39d00068f6913d"
 TORCH_VERSION = "2.13"
 
 
@@ -114,11 +114,13 @@ extern "C" void fc2_norm_kernel(
   const ts_gather<2, float> g2{};
   const ts_gather<3, float> g3{};
   const ts_gather<4, float> g4{};
-  ts_rows_of({n0, n1}, n2, [&, g1, g2, g3, g4](auto i0, auto i1, auto o) {
+  ts_rows_of(
+      {in1_s0, in2_s2, in3_s0, in4_s0}, {n0, n1}, n2,
+      [&, g1, g2, g3, g4](auto unit, auto i0, auto i1, auto o) {
     fc2_norm_row(
-        n2, out0 + o, g1(in1, n2, in1_s0, 0, 1),
-        g2(in2 + i0 * in2_s0 + i1 * in2_s1, n2, in2_s2, in2_s1, n1 - i1), g3(in3, n2, in3_s0, 0, 1),
-        g4(in4, n2, in4_s0, 0, 1));
+        n2, out0 + o, g1(unit, in1, n2, in1_s0, 0, 1),
+        g2(unit, in2 + i0 * in2_s0 + i1 * in2_s1, n2, in2_s2, in2_s1, n1 - i1),
+        g3(unit, in3, n2, in3_s0, 0, 1), g4(unit, in4, n2, in4_s0, 0, 1));
   });
 }
 """

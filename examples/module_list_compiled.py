@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:feb1c74c97b15cabd26f323f97adefd7735bfbf84fce98d4e8a222696da721dc"
+BODY_HASH = "sha256:13788d0db072ae967de70857f4e44ef81be9e66be0571d46e95914fb8e7156de"
 TORCH_VERSION = "2.13"
 
 
@@ -89,10 +89,12 @@ extern "C" void norm_kernel(
   const ts_gather<0, float> g0{};
   const ts_gather<1, float> g1{};
   const ts_gather<2, float> g2{};
-  ts_rows_of({n0, n1}, n2, [&, g0, g1, g2](auto i0, auto i1, auto o) {
+  ts_rows_of(
+      {in0_s2, in1_s0, in2_s0}, {n0, n1}, n2,
+      [&, g0, g1, g2](auto unit, auto i0, auto i1, auto o) {
     norm_row(
-        n2, out0 + o, g0(in0 + i0 * in0_s0 + i1 * in0_s1, n2, in0_s2, in0_s1, n1 - i1),
-        g1(in1, n2, in1_s0, 0, 1), g2(in2, n2, in2_s0, 0, 1));
+        n2, out0 + o, g0(unit, in0 + i0 * in0_s0 + i1 * in0_s1, n2, in0_s2, in0_s1, n1 - i1),
+        g1(unit, in1, n2, in1_s0, 0, 1), g2(unit, in2, n2, in2_s0, 0, 1));
   });
 }
 
@@ -180,11 +182,13 @@ extern "C" void fc_silu_norm_kernel(
   const ts_gather<2, float> g2{};
   const ts_gather<3, float> g3{};
   const ts_gather<4, float> g4{};
-  ts_rows_of({n0, n1}, n2, [&, g1, g2, g3, g4](auto i0, auto i1, auto o) {
+  ts_rows_of(
+      {in1_s0, in2_s2, in3_s0, in4_s0}, {n0, n1}, n2,
+      [&, g1, g2, g3, g4](auto unit, auto i0, auto i1, auto o) {
     fc_silu_norm_row(
-        n2, out0 + o, out1 + o, g1(in1, n2, in1_s0, 0, 1),
-        g2(in2 + i0 * in2_s0 + i1 * in2_s1, n2, in2_s2, in2_s1, n1 - i1), g3(in3, n2, in3_s0, 0, 1),
-        g4(in4, n2, in4_s0, 0, 1));
+        n2, out0 + o, out1 + o, g1(unit, in1, n2, in1_s0, 0, 1),
+        g2(unit, in2 + i0 * in2_s0 + i1 * in2_s1, n2, in2_s2, in2_s1, n1 - i1),
+        g3(unit, in3, n2, in3_s0, 0, 1), g4(unit, in4, n2, in4_s0, 0, 1));
   });
 }
 

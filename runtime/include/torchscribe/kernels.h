@@ -253,11 +253,14 @@ template <typename T> static inline void ts_transpose8(T* __restrict y, int64_t 
 // up to 64 bytes' worth of rows that lie side by side (`step` 1: the rows of the next indices of
 // the last outer dim, `left` of them there counting this one), each 64-byte line read whole
 // once; a row that is not in it fills it again. The driver's lambda holds one gatherer per
-// input, captured by value: each thread's copy says what its tile holds during one call.
+// input, captured by value: each thread's copy says what its tile holds during one call. Where
+// every stride along the row is 1 (`unit`), the pointer itself, with no test per row.
 template <int K, typename T> struct ts_gather {
   mutable const T* base = nullptr;  // the tile's first row; rows base + t for t < count
   mutable int64_t count = 0;
-  const T* operator()(const T* p, int64_t n, int64_t s, int64_t step, int64_t left) const {
+  // (`unit`, of ts_rows_of: a std::true_type where every input's stride along the row is 1)
+  const T* operator()(std::true_type, const T* p, int64_t, int64_t, int64_t, int64_t) const { return p; }
+  const T* operator()(std::false_type, const T* p, int64_t n, int64_t s, int64_t step, int64_t left) const {
     if (s == 1) return p;
     static thread_local std::vector<T> scratch;
     constexpr int64_t width = 64 / sizeof(T);  // (a line)
