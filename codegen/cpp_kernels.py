@@ -35,6 +35,7 @@ chain of them gives eager's bits up to the math functions.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -58,6 +59,7 @@ HALF = {"bfloat16": "bf16", "float16": "f16"}
 VALUE = {**CTYPE, "bfloat16": "float", "float16": "float"}
 FLOATING = {"float32", "float64", *HALF}
 PARALLEL_MIN = 32768  # elements: below this, threads cost more than they save
+FRESH_MIN = 8 << 20  # bytes of an output below which ts_fresh (kernels.h) does nothing
 
 # What a module's kernel source starts with: the support code every kernel shares (the math,
 # ts_rows, ts_max, the 16-bit conversions) is a checked-in header, not text in each module.
@@ -102,12 +104,17 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
     params += [(t, f"s{k}") for k, t in enumerate(scalar_types)]
     body = _Body(op, source_lines)
     lines = wrapped(f'extern "C" void {name}_kernel', [f"{t} {n}" for t, n in params], " {")
-    if isinstance(op, ops.ReductionKernelOp):
-        plan = _RowPlan(op, [rank - 1 in dims for dims in strided], source_lines)
+    # (the outputs the launcher allocated, each written whole: not one written into a view or
+    # over an input, nor a reduction's one value per row; none where the sizes are known and small)
+    plan = _RowPlan(op, [rank - 1 in dims for dims in strided], source_lines) \
+        if isinstance(op, ops.ReductionKernelOp) else None
+    fresh = [k for k in range(len(op.results)) if k not in into and k not in aliased.values()
+             and not (plan is not None and k in plan.row_outputs)]
+    if rank > 0 and not (all(type(d) is int for d in shape) and math.prod(shape) * 8 < FRESH_MIN):
+        lines += [f"  ts_fresh(out{k}, {' * '.join(f'n{i}' for i in range(rank))});" for k in fresh]
+    if plan is not None:
         row = _row_function(name, rank, op, strided, scalar_types, plan, aliased)
-        dense = [f"  const int64_t {strided[k][rank - 1]} = 1;  // (in{k} is read from out{o}, which is dense)"
-                 for k, o in aliased.items() if rank - 1 in strided[k]]
-        lines = row + [""] + lines + dense + _row_driver(name, rank, op, strided, plan, len(scalars), aliased)
+        lines = row + [""] + lines + _row_driver(name, rank, op, strided, plan, len(scalars), aliased)
     elif rank == 0:
         for j, k in aliased.items():
             lines.append(f"  const {CTYPE[tensors[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j}")  # type: ignore[union-attr]
@@ -179,7 +186,7 @@ def _moves(k: int, strided: list[dict[int, str]], outer: list[int]) -> list[str]
     return [f"i{i} * {strided[k][i]}" for i in outer if i in strided[k]]
 
 
-def _each_row(rank: int, row_strides: list[str], body: list[str]) -> list[str]:
+def _each_row(rank: int, row_strides: list[str], body: list[str], own: list[str] = []) -> list[str]:
     """The statement that runs `body` (the lines of the row, indented two spaces) on every row of
     the outer dims (`ts_rows_of`; a rank-1 kernel's elements in parts, `ts_chunks_of`), on the
     threads when the kernel is large enough. With `row_strides` (the tensors' strides along the
@@ -191,14 +198,15 @@ def _each_row(rank: int, row_strides: list[str], body: list[str]) -> list[str]:
         return _lambda_call("ts_chunks_of", head + ["n0"], params + ["auto o", "auto end"], body)
     head += ["{" + ", ".join(f"n{i}" for i in range(inner)) + "}", f"n{inner}"]
     params += [f"auto i{i}" for i in range(inner)] + ["auto o"]
-    return _lambda_call("ts_rows_of", head, params, body)
+    return _lambda_call("ts_rows_of", head, params, body, own)
 
 
-def _lambda_call(callee: str, items: list[str], params: list[str], body: list[str]) -> list[str]:
+def _lambda_call(callee: str, items: list[str], params: list[str], body: list[str], own: list[str] = []) -> list[str]:
     """`callee(items, [&](params) {`, the lines of `body`, `});`: the kernel's code as the lambda
     a helper of kernels.h runs (and inlines: TS_ROWS), the call wrapped at WIDTH columns, the
-    lambda's brace ending it."""
-    lines = wrapped(callee, items + [f"[&]({', '.join(params)})"], " {", "  ")
+    lambda's brace ending it; `own`, what it captures by value (a gatherer `g0`: each thread's
+    copy its own)."""
+    lines = wrapped(callee, items + [f"[{', '.join(['&', *own])}]({', '.join(params)})"], " {", "  ")
     lines[-1] = lines[-1][:-len(") {")] + " {"
     return lines + ["    " + t for t in body] + ["  });"]
 
@@ -743,11 +751,12 @@ SUM_BLOCK = 1024  # elements of a float sum's row summed in float lanes (_reduct
 
 def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]],
                   scalar_types: list[str], plan: _RowPlan, aliased: dict[int, int]) -> list[str]:
-    """`static void <name>_row<unit>(...)`: the kernel on one row, its pointers already at the
-    row (a function of its own, so that the compiler sees restrict pointers and local sizes,
-    which it does not inside an OpenMP region), a template of whether every stride along the row
-    is 1 (`_steps`), kept a call (TS_NOINLINE) as it was when the driver called it through a
-    pointer."""
+    """`static void <name>_row(...)`: the kernel on one contiguous row, its pointers already at
+    the row (a function of its own, so that the compiler sees restrict pointers and local sizes,
+    which it does not inside an OpenMP region), kept a call (TS_NOINLINE) as it was when the
+    driver called it through a pointer. Every input that varies along the row steps by 1: the
+    driver gathers a strided row into a contiguous one first (`ts_contiguous`), so that every
+    pass is one vectorised loop."""
     inner = rank - 1
     n = f"n{inner}"
     n_in = op.attributes["inputs"]
@@ -756,16 +765,12 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
     names = body.names
     params = [f"int64_t {n}"]
     params += [f"ts_out<{CTYPE[r.type.dtype]}> out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
-    for k, v in enumerate(op.operands[:n_in]):
-        if k not in aliased:
-            params.append(f"ts_in<{CTYPE[v.type.dtype]}> p{k}")  # type: ignore[union-attr]
-        if k in varies:
-            params.append(f"int64_t {strided[k][inner]}")
+    params += [f"ts_in<{CTYPE[v.type.dtype]}> p{k}" for k, v in enumerate(op.operands[:n_in])  # type: ignore[union-attr]
+               if k not in aliased]
     params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
-    lines = ["template <bool unit>"] + wrapped(f"static TS_NOINLINE void {name}_row", params, " {")
+    lines = wrapped(f"static TS_NOINLINE void {name}_row", params, " {")
     for k, o in aliased.items():  # (read in the passes before the last; the last writes over it)
         lines.append(f"  const {CTYPE[op.operands[k].type.dtype]}* p{k} = out{o};")  # type: ignore[union-attr]
-    lines += _steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in sorted(varies)])
     pad = "  "
     hosts = _buffer_hosts(plan, op, aliased)
     for p in plan.passes:
@@ -785,7 +790,7 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
         needed = plan.computed[p] if roots is None else plan._closure(roots, available)
         used = {v for o in needed if o.result not in available for v in o.operands} | set(plan.roots(p))
         out: list[tuple[Operation | None, str]] = [
-            (None, body.load(k, f"p{k}[j * in{k}_step]")) for k in sorted(varies) if body.op.body.args[k] in used]
+            (None, body.load(k, f"p{k}[j]")) for k in sorted(varies) if body.op.body.args[k] in used]
         for o in needed:
             if o.result in available:
                 out.append((o, f"const {VALUE[o.result.type.dtype]} {names[o.result]} = b{names[o.result][1:]}p[j];"))  # type: ignore[union-attr]
@@ -806,7 +811,7 @@ def _row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list
         what = ", ".join([f"{r.attributes['kind']} {names[r.result]}" for r in reds]
                          + [f"out{k}" for k in plan.element_outputs.get(p, [])])
         lines.append(f"{pad}// pass {plan.passes.index(p) + 1} over the row: {what}")
-        if not reds:  # (elementwise: any order gives the same values, so both versions vectorise)
+        if not reds:
             lines.append(f"{pad}#pragma omp simd")
             lines.append(f"{pad}for (int64_t j = 0; j < {n}; ++j) {{")
             lines += [f"{pad}  {t}" for t in element_lines(p)]
@@ -844,35 +849,47 @@ def _buffer_hosts(plan: _RowPlan, op: ops.ReductionKernelOp, aliased: dict[int, 
 def _row_driver(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]], plan: _RowPlan,
                 n_scalars: int, aliased: dict[int, int]) -> list[str]:
     """The extern "C" function's body: the row function on every row (`ts_rows_of`; in parallel
-    when there is enough work), in its version for the strides along the row, each output and
-    input at its row."""
+    when there is enough work), each output and input at its row; an input that steps along the
+    row by a stride other than 1 (a LayerNorm2d's channels of an NCHW tensor, H * W apart) is
+    gathered into a contiguous row of the thread's first (`g0`, a `ts_gather`), once, and the
+    passes read that in cache, vectorised, where each pass read the strided row again (1.2 to
+    1.8x eager's time, which copies the tensor to a contiguous one first). Where every stride
+    along the row is 1 (`unit`, ts_rows_of's), the gatherers pass the pointers through."""
     inner = rank - 1
     n_in = op.attributes["inputs"]
     outer = list(range(inner))
-    varies = [k for k in range(n_in) if inner in strided[k]]
     row_outputs = set(plan.row_outputs)
     args = [f"n{inner}"]
     args += [f"out{k} + {_grouped(_flat(outer))}" if k in row_outputs and outer else
              f"out{k} + o" if outer else f"out{k}" for k in range(len(op.results))]
+    gathered: list[tuple[str, str]] = []  # (name, type) of each input's gatherer
     for k in range(n_in):
-        if k not in aliased:  # (an input written over is read from its output: the row function's own)
-            args.append(" + ".join([f"in{k}"] + (_moves(k, strided, outer) if outer else [])))
-        if k in varies:
-            args.append(strided[k][inner])
+        if k in aliased:  # (an input written over is read from its output: the row function's own)
+            continue
+        at = " + ".join([f"in{k}"] + (_moves(k, strided, outer) if outer else []))
+        if inner not in strided[k]:
+            args.append(at)
+            continue
+        gathered.append((f"g{k}", f"ts_gather<{k}, {CTYPE[op.operands[k].type.dtype]}>"))  # type: ignore[union-attr]
+        last = inner - 1  # (the rows side by side: the next ones along the last outer dim)
+        side = [strided[k][last], f"n{last} - i{last}"] if outer and last in strided[k] else ["0", "1"]
+        args.append(f"g{k}({', '.join(['unit', at, f'n{inner}', strided[k][inner], *side])})")
     args += [f"s{k}" for k in range(n_scalars)]
-    call = wrapped(f"{name}_row<unit>", args, ";")
-    strides = [strided[k][inner] for k in varies]
+    declared = [f"  const {t} {g}{{}};" for g, t in gathered]
+    strides = [strided[k][inner] for k in range(n_in) if k not in aliased and inner in strided[k]]
+    call = wrapped(f"{name}_row", args, ";")
     if rank == 1:  # one row
-        return _lambda_call("ts_unit_or_strided", ["{" + ", ".join(strides) + "}"], ["auto unit"], call)
-    return _each_row(rank, strides, call)
+        if not strides:
+            return wrapped(f"{name}_row", args, ";", "  ")
+        return declared + _lambda_call("ts_unit_or_strided", ["{" + ", ".join(strides) + "}"], ["auto unit"], call)
+    return declared + _each_row(rank, strides, call, [g for g, _ in gathered])
 
 
 def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],
                     element_lines: Callable[..., list[str]]) -> list[str]:
     """One pass over the row that accumulates `reds`, in one vectorised loop. A float sum (also
     of 16-bit floats, computed in float) goes in blocks of SUM_BLOCK elements: each block summed
-    in float lanes (`ts_sum_t<unit>`; a double, where a strided row is summed in order), the
-    blocks' sums added in double. Each lane adds 64 elements of a block (128 with AVX2's 8
+    in float lanes, the blocks' sums added in double. Each lane adds 64 elements of a block (128 with AVX2's 8
     lanes), few enough that a long row of large values with a small mean keeps its mean (a double
     for every element, converted, took twice as long: a layer norm's three sums, 1.4 against 0.6
     ms on 2048 rows of 2048). A float64 sum is in double. A maximum or minimum is the plain vectorised one (right
@@ -901,9 +918,8 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
         lines.append(f"{pad}for (int64_t j0 = 0; j0 < {n}; j0 += {SUM_BLOCK}) {{  // blocks: summed in float, added in double")
         loop, start, end = pad + "  ", "j0", "j1"
         lines.append(f"{loop}const int64_t j1 = std::min({n}, j0 + {SUM_BLOCK});")
-        lines += [f"{loop}ts_sum_t<unit> part{names[r.result][1:]} = 0;" for r in blocked]
-    # (vectorised where the steps are 1; a strided row is summed in order, as it always was)
-    lines.append(f"{loop}#pragma omp simd {' '.join(clauses)} if(simd: unit)")
+        lines += [f"{loop}float part{names[r.result][1:]} = 0;" for r in blocked]
+    lines.append(f"{loop}#pragma omp simd {' '.join(clauses)}")
     lines.append(f"{loop}for (int64_t j = {start}; j < {end}; ++j) {{")
     lines += [f"{loop}  {t}" for t in element_lines(p) + updates]
     lines.append(f"{loop}}}")

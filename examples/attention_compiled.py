@@ -15,24 +15,21 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:2bf36c00b6944ea681dd07aa005c76b3331670700a1316348f36668744ea4636"
+BODY_HASH = "sha256:64e877db62673f070cf78a253230b550e104316d500e85295796f601e307fd25"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-template <bool unit>
-static TS_NOINLINE void masked_fill_softmax_row(
-    int64_t n3, ts_out<float> out0, int64_t in0_s3, ts_in<float> p1, int64_t in1_s1) {
+static TS_NOINLINE void masked_fill_softmax_row(int64_t n3, ts_out<float> out0, ts_in<float> p1) {
   const float* p0 = out0;
-  const int64_t in0_step = unit ? 1 : in0_s3, in1_step = unit ? 1 : in1_s1;
   float* b13p = out0;  // v13 along the row, in the output row until the last pass
   // pass 1 over the row: amax v6
   float acc6 = -INFINITY, acc6_check = 0;
-  #pragma omp simd reduction(max:acc6) reduction(+:acc6_check) if(simd: unit)
+  #pragma omp simd reduction(max:acc6) reduction(+:acc6_check)
   for (int64_t j = 0; j < n3; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
+    const float a0 = p0[j], a1 = p1[j];
     // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
     const float v1 = a0 / 4.0f;
     // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
@@ -44,7 +41,7 @@ static TS_NOINLINE void masked_fill_softmax_row(
   if (acc6_check != 0) {  // a NaN in the row: the exact, NaN-propagating loop
     acc6 = -INFINITY;
     for (int64_t j = 0; j < n3; ++j) {
-      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
+      const float a0 = p0[j], a1 = p1[j];
       // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
       const float v1 = a0 / 4.0f;
       // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
@@ -58,10 +55,10 @@ static TS_NOINLINE void masked_fill_softmax_row(
   double acc14 = 0;
   for (int64_t j0 = 0; j0 < n3; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n3, j0 + 1024);
-    ts_sum_t<unit> part14 = 0;
-    #pragma omp simd reduction(+:part14) if(simd: unit)
+    float part14 = 0;
+    #pragma omp simd reduction(+:part14)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step];
+      const float a0 = p0[j], a1 = p1[j];
       // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
       const float v1 = a0 / 4.0f;
       // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
@@ -89,10 +86,9 @@ static TS_NOINLINE void masked_fill_softmax_row(
 extern "C" void masked_fill_softmax_kernel(
     int64_t n0, int64_t n1, int64_t n2, int64_t n3, ts_out<float> out0, ts_in<float> in1,
     int64_t in1_s0, int64_t in1_s1) {
-  const int64_t in0_s3 = 1;  // (in0 is read from out0, which is dense)
-  ts_rows_of(
-      {in0_s3, in1_s1}, {n0, n1, n2}, n3, [&](auto unit, auto i0, auto i1, auto i2, auto o) {
-    masked_fill_softmax_row<unit>(n3, out0 + o, in0_s3, in1 + i2 * in1_s0, in1_s1);
+  const ts_gather<1, float> g1{};
+  ts_rows_of({in1_s1}, {n0, n1, n2}, n3, [&, g1](auto unit, auto i0, auto i1, auto i2, auto o) {
+    masked_fill_softmax_row(n3, out0 + o, g1(unit, in1 + i2 * in1_s0, n3, in1_s1, in1_s0, n2 - i2));
   });
 }
 """

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:f384ab767cf2552a8ba2836029723d722b2394af59756f0d200e898fbde1db9d"
+BODY_HASH = "sha256:f2b391c7eaa54e466a32781043a3b6a9a0c961d189fd2e2e5b92d2b6ed5558cd"
 TORCH_VERSION = "2.13"
 
 
@@ -37,19 +37,16 @@ extern "C" void bn_relu_kernel(
   });
 }
 
-template <bool unit>
-static TS_NOINLINE void bn_row(
-    int64_t n2, ts_out<float> out0, ts_in<float> p0, int64_t in0_s2, ts_in<float> p1) {
-  const int64_t in0_step = unit ? 1 : in0_s2;
+static TS_NOINLINE void bn_row(int64_t n2, ts_out<float> out0, ts_in<float> p0, ts_in<float> p1) {
   const float a1 = p1[0];
   // pass 1 over the row: sum v2
   double acc2 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part2 = 0;
-    #pragma omp simd reduction(+:part2) if(simd: unit)
+    float part2 = 0;
+    #pragma omp simd reduction(+:part2)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step];
+      const float a0 = p0[j];
       // return self.relu(self.bn(self.conv(x)))
       const float v0 = a0 - a1, v1 = v0 * v0;
       part2 += v1;
@@ -63,9 +60,11 @@ static TS_NOINLINE void bn_row(
 extern "C" void bn_kernel(
     int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
     int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0) {
-  ts_rows_of({in0_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
-    bn_row<unit>(
-        n2, out0 + ((i0) * n1 + i1), in0 + i0 * in0_s0 + i1 * in0_s1, in0_s2, in1 + i1 * in1_s0);
+  const ts_gather<0, float> g0{};
+  ts_rows_of({in0_s2}, {n0, n1}, n2, [&, g0](auto unit, auto i0, auto i1, auto o) {
+    bn_row(
+        n2, out0 + ((i0) * n1 + i1),
+        g0(unit, in0 + i0 * in0_s0 + i1 * in0_s1, n2, in0_s2, in0_s1, n1 - i1), in1 + i1 * in1_s0);
   });
 }
 
@@ -103,6 +102,7 @@ extern "C" void ConvBNReLU_forward_bn_relu_kernel(
     int64_t n0, int64_t n1, int64_t n2, int64_t n3, ts_out<float> out0, ts_in<float> in0,
     int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, int64_t in0_s3, ts_in<float> in1,
     int64_t in1_s0, ts_in<float> in2, int64_t in2_s0) {
+  ts_fresh(out0, n0 * n1 * n2 * n3);
   ts_fold_into(n2, n3, in0_s2 == in0_s3 * n3, in0_s2);
   ts_rows_of({in0_s3}, {n0, n1, n2}, n3, [&](auto unit, auto i0, auto i1, auto i2, auto o) {
     const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2;

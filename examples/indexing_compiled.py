@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "indexing.py"
 SOURCE_HASH = "sha256:c47f2bde9b58621ccaa1ab1a89c5a50c42f80e3589eb98f7f8ec28d91e02ee7a"
-BODY_HASH = "sha256:b475fc73b8a6991be099770b1c5200920755554ed2691a146ab74c4c63722cfa"
+BODY_HASH = "sha256:d422b7109ca09869eae54a221cff082417afa0531f677f9657c5aa8b24ce16bd"
 TORCH_VERSION = "2.13"
 
 
@@ -22,6 +22,7 @@ KERNELS_CPP = r"""
 extern "C" void mul_add_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
     ts_in<float> in1, int64_t in1_s0) {
+  ts_fresh(out0, n0 * n1);
   ts_rows_of({in0_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
     const auto* p0 = in0 + i0 * in0_s0;
     const float a1 = in1[i0 * in1_s0];

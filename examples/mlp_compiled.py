@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:12db3df598df7808b64de7639dc4cea3f6fd22b996cd9f83346dff48a7785798"
+BODY_HASH = "sha256:2e0a9150e490b064033e781c3cc5ecaa75003a5d0d0ed4c0be39d00068f6913d"
 TORCH_VERSION = "2.13"
 
 
@@ -33,22 +33,18 @@ extern "C" void fc1_gelu_kernel(
   });
 }
 
-template <bool unit>
 static TS_NOINLINE void fc2_norm_row(
-    int64_t n2, ts_out<float> out0, int64_t in0_s2, ts_in<float> p1, int64_t in1_s0,
-    ts_in<float> p2, int64_t in2_s2, ts_in<float> p3, int64_t in3_s0, ts_in<float> p4,
-    int64_t in4_s0) {
+    int64_t n2, ts_out<float> out0, ts_in<float> p1, ts_in<float> p2, ts_in<float> p3,
+    ts_in<float> p4) {
   const float* p0 = out0;
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
-      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
   // pass 1 over the row: sum v2
   double acc2 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part2 = 0;
-    #pragma omp simd reduction(+:part2) if(simd: unit)
+    float part2 = 0;
+    #pragma omp simd reduction(+:part2)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+      const float a0 = p0[j], a1 = p1[j], a2 = p2[j];
       // h = self.fc2(h)
       const float v0 = a0 + a1;
       // return self.norm(x + h)
@@ -64,10 +60,10 @@ static TS_NOINLINE void fc2_norm_row(
   double acc6 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part6 = 0;
-    #pragma omp simd reduction(+:part6) if(simd: unit)
+    float part6 = 0;
+    #pragma omp simd reduction(+:part6)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+      const float a0 = p0[j], a1 = p1[j], a2 = p2[j];
       // h = self.fc2(h)
       const float v0 = a0 + a1;
       // return self.norm(x + h)
@@ -83,10 +79,10 @@ static TS_NOINLINE void fc2_norm_row(
   double acc11 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part11 = 0;
-    #pragma omp simd reduction(+:part11) if(simd: unit)
+    float part11 = 0;
+    #pragma omp simd reduction(+:part11)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+      const float a0 = p0[j], a1 = p1[j], a2 = p2[j];
       // h = self.fc2(h)
       const float v0 = a0 + a1;
       // return self.norm(x + h)
@@ -101,8 +97,7 @@ static TS_NOINLINE void fc2_norm_row(
   // pass 4 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step],
-        a3 = p3[j * in3_step], a4 = p4[j * in4_step];
+    const float a0 = p0[j], a1 = p1[j], a2 = p2[j], a3 = p3[j], a4 = p4[j];
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
@@ -115,13 +110,17 @@ extern "C" void fc2_norm_kernel(
     int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in1, int64_t in1_s0,
     ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2, ts_in<float> in3,
     int64_t in3_s0, ts_in<float> in4, int64_t in4_s0) {
-  const int64_t in0_s2 = 1;  // (in0 is read from out0, which is dense)
+  const ts_gather<1, float> g1{};
+  const ts_gather<2, float> g2{};
+  const ts_gather<3, float> g3{};
+  const ts_gather<4, float> g4{};
   ts_rows_of(
-      {in0_s2, in1_s0, in2_s2, in3_s0, in4_s0}, {n0, n1}, n2,
-      [&](auto unit, auto i0, auto i1, auto o) {
-    fc2_norm_row<unit>(
-        n2, out0 + o, in0_s2, in1, in1_s0, in2 + i0 * in2_s0 + i1 * in2_s1, in2_s2, in3, in3_s0, in4,
-        in4_s0);
+      {in1_s0, in2_s2, in3_s0, in4_s0}, {n0, n1}, n2,
+      [&, g1, g2, g3, g4](auto unit, auto i0, auto i1, auto o) {
+    fc2_norm_row(
+        n2, out0 + o, g1(unit, in1, n2, in1_s0, 0, 1),
+        g2(unit, in2 + i0 * in2_s0 + i1 * in2_s1, n2, in2_s2, in2_s1, n1 - i1),
+        g3(unit, in3, n2, in3_s0, 0, 1), g4(unit, in4, n2, in4_s0, 0, 1));
   });
 }
 """

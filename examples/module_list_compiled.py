@@ -13,27 +13,23 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:d3c15899b8406eb39912aea0e1bbece7cf9e12bc776aba81d3481e76e4f53eee"
+BODY_HASH = "sha256:13788d0db072ae967de70857f4e44ef81be9e66be0571d46e95914fb8e7156de"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
 
-template <bool unit>
 static TS_NOINLINE void norm_row(
-    int64_t n2, ts_out<float> out0, ts_in<float> p0, int64_t in0_s2, ts_in<float> p1,
-    int64_t in1_s0, ts_in<float> p2, int64_t in2_s0) {
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
-      in2_step = unit ? 1 : in2_s0;
+    int64_t n2, ts_out<float> out0, ts_in<float> p0, ts_in<float> p1, ts_in<float> p2) {
   // pass 1 over the row: sum v0
   double acc0 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part0 = 0;
-    #pragma omp simd reduction(+:part0) if(simd: unit)
+    float part0 = 0;
+    #pragma omp simd reduction(+:part0)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step];
+      const float a0 = p0[j];
       part0 += a0;
     }
     acc0 += part0;
@@ -45,10 +41,10 @@ static TS_NOINLINE void norm_row(
   double acc4 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part4 = 0;
-    #pragma omp simd reduction(+:part4) if(simd: unit)
+    float part4 = 0;
+    #pragma omp simd reduction(+:part4)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step];
+      const float a0 = p0[j];
       // return F.silu(self.fc(self.norm(x)))
       const float v3 = a0 - v2;
       part4 += v3;
@@ -62,10 +58,10 @@ static TS_NOINLINE void norm_row(
   double acc9 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part9 = 0;
-    #pragma omp simd reduction(+:part9) if(simd: unit)
+    float part9 = 0;
+    #pragma omp simd reduction(+:part9)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step];
+      const float a0 = p0[j];
       // return F.silu(self.fc(self.norm(x)))
       const float v7 = a0 - v6, v8 = v7 * v7;
       part9 += v8;
@@ -78,7 +74,7 @@ static TS_NOINLINE void norm_row(
   // pass 4 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+    const float a0 = p0[j], a1 = p1[j], a2 = p2[j];
     // return F.silu(self.fc(self.norm(x)))
     const float v7 = a0 - v6, v14 = v7 * v13, v15 = v14 * a1, v16 = v15 + a2;
     out0[j] = v16;
@@ -89,28 +85,32 @@ extern "C" void norm_kernel(
     int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
     int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0, ts_in<float> in2,
     int64_t in2_s0) {
-  ts_rows_of({in0_s2, in1_s0, in2_s0}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
-    norm_row<unit>(n2, out0 + o, in0 + i0 * in0_s0 + i1 * in0_s1, in0_s2, in1, in1_s0, in2, in2_s0);
+  ts_fresh(out0, n0 * n1 * n2);
+  const ts_gather<0, float> g0{};
+  const ts_gather<1, float> g1{};
+  const ts_gather<2, float> g2{};
+  ts_rows_of(
+      {in0_s2, in1_s0, in2_s0}, {n0, n1}, n2,
+      [&, g0, g1, g2](auto unit, auto i0, auto i1, auto o) {
+    norm_row(
+        n2, out0 + o, g0(unit, in0 + i0 * in0_s0 + i1 * in0_s1, n2, in0_s2, in0_s1, n1 - i1),
+        g1(unit, in1, n2, in1_s0, 0, 1), g2(unit, in2, n2, in2_s0, 0, 1));
   });
 }
 
-template <bool unit>
 static TS_NOINLINE void fc_silu_norm_row(
-    int64_t n2, ts_out<float> out0, ts_out<float> out1, int64_t in0_s2, ts_in<float> p1,
-    int64_t in1_s0, ts_in<float> p2, int64_t in2_s2, ts_in<float> p3, int64_t in3_s0,
-    ts_in<float> p4, int64_t in4_s0) {
+    int64_t n2, ts_out<float> out0, ts_out<float> out1, ts_in<float> p1, ts_in<float> p2,
+    ts_in<float> p3, ts_in<float> p4) {
   const float* p0 = out1;
-  const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s0,
-      in2_step = unit ? 1 : in2_s2, in3_step = unit ? 1 : in3_s0, in4_step = unit ? 1 : in4_s0;
   float* b8p = out1;  // v8 along the row, in the output row until the last pass
   // pass 1 over the row: sum v9, out0
   double acc9 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part9 = 0;
-    #pragma omp simd reduction(+:part9) if(simd: unit)
+    float part9 = 0;
+    #pragma omp simd reduction(+:part9)
     for (int64_t j = j0; j < j1; ++j) {
-      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], a2 = p2[j * in2_step];
+      const float a0 = p0[j], a1 = p1[j], a2 = p2[j];
       // return F.silu(self.fc(self.norm(x)))
       const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v4 = 1.0f + v2,
           v5 = v0 / v4;
@@ -129,8 +129,8 @@ static TS_NOINLINE void fc_silu_norm_row(
   double acc13 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part13 = 0;
-    #pragma omp simd reduction(+:part13) if(simd: unit)
+    float part13 = 0;
+    #pragma omp simd reduction(+:part13)
     for (int64_t j = j0; j < j1; ++j) {
       // x = x + self.residual_scale * layer(x)
       const float v8 = b8p[j];
@@ -147,8 +147,8 @@ static TS_NOINLINE void fc_silu_norm_row(
   double acc18 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    ts_sum_t<unit> part18 = 0;
-    #pragma omp simd reduction(+:part18) if(simd: unit)
+    float part18 = 0;
+    #pragma omp simd reduction(+:part18)
     for (int64_t j = j0; j < j1; ++j) {
       // x = x + self.residual_scale * layer(x)
       const float v8 = b8p[j];
@@ -164,7 +164,7 @@ static TS_NOINLINE void fc_silu_norm_row(
   // pass 4 over the row: out1
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
-    const float a3 = p3[j * in3_step], a4 = p4[j * in4_step];
+    const float a3 = p3[j], a4 = p4[j];
     // x = x + self.residual_scale * layer(x)
     const float v8 = b8p[j];
     // return F.silu(self.fc(self.norm(x)))
@@ -177,13 +177,18 @@ extern "C" void fc_silu_norm_kernel(
     int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_out<float> out1, ts_in<float> in1,
     int64_t in1_s0, ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2,
     ts_in<float> in3, int64_t in3_s0, ts_in<float> in4, int64_t in4_s0) {
-  const int64_t in0_s2 = 1;  // (in0 is read from out1, which is dense)
+  ts_fresh(out0, n0 * n1 * n2);
+  const ts_gather<1, float> g1{};
+  const ts_gather<2, float> g2{};
+  const ts_gather<3, float> g3{};
+  const ts_gather<4, float> g4{};
   ts_rows_of(
-      {in0_s2, in1_s0, in2_s2, in3_s0, in4_s0}, {n0, n1}, n2,
-      [&](auto unit, auto i0, auto i1, auto o) {
-    fc_silu_norm_row<unit>(
-        n2, out0 + o, out1 + o, in0_s2, in1, in1_s0, in2 + i0 * in2_s0 + i1 * in2_s1, in2_s2, in3,
-        in3_s0, in4, in4_s0);
+      {in1_s0, in2_s2, in3_s0, in4_s0}, {n0, n1}, n2,
+      [&, g1, g2, g3, g4](auto unit, auto i0, auto i1, auto o) {
+    fc_silu_norm_row(
+        n2, out0 + o, out1 + o, g1(unit, in1, n2, in1_s0, 0, 1),
+        g2(unit, in2 + i0 * in2_s0 + i1 * in2_s1, n2, in2_s2, in2_s1, n1 - i1),
+        g3(unit, in3, n2, in3_s0, 0, 1), g4(unit, in4, n2, in4_s0, 0, 1));
   });
 }
 

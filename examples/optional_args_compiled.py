@@ -16,7 +16,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:7a1a3fa535a99c44b7a1deeaf16d84851ebb1a2e9bc55b400a107aeb6aefde49"
+BODY_HASH = "sha256:f92ab6e715727719ac47f79fb411dec8724ebf079dc8f005c5509329f4d5202d"
 TORCH_VERSION = "2.13"
 
 
@@ -26,6 +26,7 @@ KERNELS_CPP = r"""
 extern "C" void clamp_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, ts_in<float> in1,
     int64_t in1_s0, int64_t in1_s1) {
+  ts_fresh(out0, n0 * n1);
   ts_rows_of({in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
     const auto* p1 = in1 + i0 * in1_s0;
     // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
@@ -41,6 +42,7 @@ extern "C" void clamp_kernel(
 extern "C" void masked_fill_kernel(
     int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
     int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1, int64_t in1_s2) {
+  ts_fresh(out0, n0 * n1 * n2);
   ts_rows_of({in1_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
     const auto* p1 = in1 + i0 * in1_s0 + i1 * in1_s1;
     // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)

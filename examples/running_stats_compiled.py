@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:42845738e19e893815831a7edd826bc9dd00a5fbe346c6c4a3ae515178b3b34c"
+BODY_HASH = "sha256:9b4b1d62a6e4a003c8b45054e92a58e45ab1a948595342b72a77bbf98ac32911"
 TORCH_VERSION = "2.13"
 
 
@@ -22,6 +22,7 @@ KERNELS_CPP = r"""
 extern "C" void var_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s1, ts_in<float> in1,
     int64_t in1_s0, int64_t in1_s1, int64_t s0) {
+  ts_fresh(out0, n0 * n1);
   std::unique_ptr<float[]> r0(new float[n1]);
   for (int64_t j = 0; j < n1; ++j) {
     const float a0 = in0[j * in0_s1];
@@ -45,6 +46,7 @@ extern "C" void var_kernel(
 extern "C" void sqrt_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
     ts_in<float> in1, int64_t in1_s0, ts_in<float> in2, int64_t in2_s0) {
+  ts_fresh(out0, n0 * n1);
   std::unique_ptr<float[]> r3(new float[n1]);
   for (int64_t j = 0; j < n1; ++j) {
     const float a2 = in2[j * in2_s0];

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:e0e044082a8b0af9b1c70b538d4705172d120a3af71c29a29de471dbf194b6d7"
+BODY_HASH = "sha256:69029db30a89a3c1d0f0fbb9fdc3e74e82a2b24a3778402977503916e966d3fd"
 TORCH_VERSION = "2.13"
 
 
@@ -22,6 +22,7 @@ KERNELS_CPP = r"""
 extern "C" void where_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
     ts_in<float> in1, int64_t in1_s0, int64_t in1_s1) {
+  ts_fresh(out0, n0 * n1);
   ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1, in0_s0, in1_s0);
   ts_rows_of({in0_s1, in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
     const auto* p0 = in0 + i0 * in0_s0;
@@ -39,6 +40,8 @@ extern "C" void where_kernel(
 extern "C" void abs_div_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_out<bool> out1, ts_in<float> in0, int64_t in0_s0,
     int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1, double s0) {
+  ts_fresh(out0, n0 * n1);
+  ts_fresh(out1, n0 * n1);
   ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1, in0_s0, in1_s0);
   ts_rows_of({in0_s1, in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
     const auto* p0 = in0 + i0 * in0_s0;

@@ -329,7 +329,7 @@ def test_reductions(fns, name, dtype, tmp_path, monkeypatch) -> None:
     width = 37
     f = compiled(fn, _reduction_inputs(name, 2, width, dtype), tmp_path, monkeypatch)
     text = next((tmp_path / "jit").glob("*.py")).read_text()
-    assert text.count('extern "C" void') == 1 and "_row<unit>(" in text, text
+    assert text.count('extern "C" void') == 1 and "_row(" in text, text
     check = assert_bitwise if name == "extrema" else assert_close_to_eager
     with runtime.mode("strict"):
         for n in (1, 5, 400):  # 400 * 3 * 37 elements: the parallel loop
@@ -378,7 +378,6 @@ def test_16_bit_softmax_loops_vectorise(fns, tmp_path, monkeypatch) -> None:
     compiled(fns.softmax, (torch.randn(2, 3, 16).to(torch.bfloat16),), tmp_path, monkeypatch)
     text = next((tmp_path / "jit").glob("*.py")).read_text()
     source = text[text.index('KERNELS_CPP = r"""') + len('KERNELS_CPP = r"""'):text.index('"""\n_lib')]
-    source = source.replace("_row<false>", "_row<true>")  # (the version for unit strides)
     lines = source.splitlines()
     start = next(i for i, line in enumerate(lines, start=1) if line.startswith("static TS_NOINLINE void"))
     simd = [i for i, line in enumerate(lines, start=1) if i > start and "#pragma omp simd" in line]

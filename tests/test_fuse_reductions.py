@@ -228,15 +228,14 @@ def test_softmax_kernel_computes_exp_once_and_vectorises(fns, tmp_path, monkeypa
     text = _kernel_text(tmp_path)
     source = text[text.index('KERNELS_CPP = r"""') + len('KERNELS_CPP = r"""'):text.index('"""\n_lib')]
     row = source[source.index("static TS_NOINLINE void"):source.index('extern "C"', source.index("static TS_NOINLINE void"))]
-    assert row.count("torchscribe::ts_exp(") == 1, row  # pass 2 (one loop for unit and other strides)
+    assert row.count("torchscribe::ts_exp(") == 1, row  # pass 2
     assert "std::vector<float>" not in row and "p = out0;" in row, row  # the buffer is the output row
     assert "p0[" not in row[row.index("// pass 3"):], row  # (nor is the 0 of a negligible exp chosen again)
     lines = source.splitlines()
     start = next(i for i, line in enumerate(lines, start=1) if line.startswith("static TS_NOINLINE void"))
     simd = [i for i, line in enumerate(lines, start=1) if i > start and "#pragma omp simd" in line]
     assert len(simd) == 3, row  # one vectorised loop per pass
-    # (the version for unit strides alone: both versions' loops are on the same lines)
-    report = vectorized_lines(vectorization_report(source.replace("_row<false>", "_row<true>")))
+    report = vectorized_lines(vectorization_report(source))
     for pragma in simd:  # (gcc names the loop's line or one of its first statements')
         assert report & set(range(pragma + 1, pragma + 4)), (pragma, row)
 

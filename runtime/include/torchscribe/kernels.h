@@ -15,6 +15,9 @@
 #include <tuple>
 #include <type_traits>
 #include <vector>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 #ifdef _OPENMP
 #include <dlfcn.h>
 #include <omp.h>
@@ -45,6 +48,23 @@ static inline int ts_threads() {
   return count != nullptr ? count() : omp_get_max_threads();
 #else
   return 1;
+#endif
+}
+
+// A kernel's new output of `count` elements, which it writes whole (codegen/cpp_kernels.py,
+// emit_kernel): Linux is asked to back the 2 MB pages it spans with huge pages (madvise, where
+// transparent huge pages are "madvise" only, a common default). The 4 KB pages of a new tensor
+// past malloc's mmap threshold fault in one by one as a kernel first writes them: 12288 faults,
+// the kernel zeroing each, were 60% of a softmax over a 50 MB tensor (the same softmax into
+// memory already touched ran 3x as fast). Below 8 MB, not worth a system call.
+template <typename T> static inline void ts_fresh(T* p, int64_t count) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t huge = uintptr_t(1) << 21;
+  if (count < int64_t(4 * huge / sizeof(T))) return;
+  const uintptr_t begin = ((uintptr_t)p + huge - 1) & ~(huge - 1), end = (uintptr_t)(p + count) & ~(huge - 1);
+  if (end > begin) madvise((void*)begin, end - begin, MADV_HUGEPAGE);  // (a failure changes nothing)
+#else
+  (void)p, (void)count;
 #endif
 }
 
@@ -221,10 +241,76 @@ static inline void ts_rows_of(std::initializer_list<int64_t> strides, const int6
   ts_unit_or_strided(strides, [&](auto unit) TS_INLINE { ts_rows_with(unit, outer, inner, row); });
 }
 
-// What one block of a float row's sum accumulates in (codegen/cpp_kernels.py, _reduction_pass):
-// float lanes in the vectorised loop of unit steps; a double where a strided row is summed in
-// order, one add after another (in float, each would round at the size of the whole sum).
-template <bool unit> using ts_sum_t = typename std::conditional<unit, float, double>::type;
+// The 8 x 8 block of 32-bit elements at x (rows `xs` apart) transposed into y (rows `ys` apart).
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define TS_TRANSPOSE8 1
+template <typename T> static inline void ts_transpose8(T* __restrict y, int64_t ys, const T* __restrict x, int64_t xs) {
+  typedef T V __attribute__((vector_size(32)));
+  V r[8], u[8], w[8];
+  for (int k = 0; k < 8; ++k) __builtin_memcpy(&r[k], x + k * xs, sizeof(V));
+  for (int k = 0; k < 8; k += 2) {  // (pairs of rows interleaved in each 128-bit half)
+    u[k] = __builtin_shufflevector(r[k], r[k + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    u[k + 1] = __builtin_shufflevector(r[k], r[k + 1], 2, 10, 3, 11, 6, 14, 7, 15);
+  }
+  for (int k = 0; k < 8; k += 4) {  // (then pairs of pairs)
+    w[k] = __builtin_shufflevector(u[k], u[k + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    w[k + 1] = __builtin_shufflevector(u[k], u[k + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    w[k + 2] = __builtin_shufflevector(u[k + 1], u[k + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    w[k + 3] = __builtin_shufflevector(u[k + 1], u[k + 3], 2, 3, 10, 11, 6, 7, 14, 15);
+  }
+  for (int k = 0; k < 4; ++k) {  // (and the halves of rows k and k + 4)
+    const V lo = __builtin_shufflevector(w[k], w[k + 4], 0, 1, 2, 3, 8, 9, 10, 11);
+    const V hi = __builtin_shufflevector(w[k], w[k + 4], 4, 5, 6, 7, 12, 13, 14, 15);
+    __builtin_memcpy(y + k * ys, &lo, sizeof(V));
+    __builtin_memcpy(y + (k + 4) * ys, &hi, sizeof(V));
+  }
+}
+#endif
+#endif
+
+// A reduction kernel's row of input K (codegen/cpp_kernels.py, _row_driver) as a contiguous
+// one, for its row function's passes to run vectorised on a row in cache: `p` itself where its
+// stride `s` is 1, else a row of this thread's tile. A LayerNorm2d normalises the channels of an
+// NCHW tensor, H * W apart, where each of its four passes read them one at a time. The tile holds
+// up to 64 bytes' worth of rows that lie side by side (`step` 1: the rows of the next indices of
+// the last outer dim, `left` of them there counting this one), each 64-byte line read whole
+// once; a row that is not in it fills it again. The driver's lambda holds one gatherer per
+// input, captured by value: each thread's copy says what its tile holds during one call. Where
+// every stride along the row is 1 (`unit`), the pointer itself, with no test per row.
+template <int K, typename T> struct ts_gather {
+  mutable const T* base = nullptr;  // the tile's first row; rows base + t for t < count
+  mutable int64_t count = 0;
+  // (`unit`, of ts_rows_of: a std::true_type where every input's stride along the row is 1)
+  const T* operator()(std::true_type, const T* p, int64_t, int64_t, int64_t, int64_t) const { return p; }
+  const T* operator()(std::false_type, const T* p, int64_t n, int64_t s, int64_t step, int64_t left) const {
+    if (s == 1) return p;
+    static thread_local std::vector<T> scratch;
+    constexpr int64_t width = 64 / sizeof(T);  // (a line)
+    if (step == 1 && p >= base && p < base + count) return scratch.data() + (p - base) * n;
+    const int64_t most = std::min<int64_t>(width, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, n * sizeof(T))));
+    count = step == 1 ? std::min(left, most) : 1;
+    base = p;
+    if ((int64_t)scratch.size() < count * n) scratch.resize(count * n);
+    T* __restrict q = scratch.data();
+    int64_t t0 = 0;  // (the rows before t0 are done)
+#ifdef TS_TRANSPOSE8
+    if constexpr (sizeof(T) == 4) {  // (8 x 8 blocks transposed in registers: 8 stores, not 64)
+      for (; t0 + 8 <= count; t0 += 8) {
+        int64_t j0 = 0;
+        for (; j0 + 8 <= n; j0 += 8) ts_transpose8(q + t0 * n + j0, n, p + j0 * s + t0, s);
+        for (int64_t j = j0; j < n; ++j) {
+          for (int64_t t = t0; t < t0 + 8; ++t) q[t * n + j] = p[j * s + t];
+        }
+      }
+    }
+#endif
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t t = t0; t < count; ++t) q[t * n + j] = p[j * s + t];
+    }
+    return q;
+  }
+};
 
 // Selects are bit-mask blends (math_detail::sel) so that loops with them still vectorise.
 using torchscribe::math_detail::sel;
