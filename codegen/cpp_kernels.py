@@ -299,13 +299,14 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
                   + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into], "")
     loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
     skip = set(hoisted) | (set(rowwise) if kept else set())
-    # An element with two or more transcendentals, a dependency chain longer than the core
+    # An element with three or more transcendentals, a dependency chain longer than the core
     # overlaps across loop iterations, is computed four at a time, interleaved (ts_elements,
     # kernels.h: the element's stores are the lambda it returns); others in a plain loop, where
-    # that would gain nothing and compile the element's code five times.
-    four = sum(op_name(op) in _EXPENSIVE for op in body.op.body.ops if op not in skip) >= 2
+    # that gains less than compiling the element's code five times costs (pointwise_chain's
+    # kernel: 3.1 s to build, 1.6 s two at a time, 0.7 s one at a time).
+    four = sum(op_name(op) in _EXPENSIVE for op in body.op.body.ops if op not in skip) >= 3
     n = f"n{inner}" if outer else "end - o"
-    row += [f"ts_elements<4>({n}, [&](int64_t j) TS_INLINE {{"] if four else \
+    row += [f"ts_elements<{ELEMENT_WAYS}>({n}, [&](int64_t j) TS_INLINE {{"] if four else \
         ["#pragma omp simd", f"for (int64_t j = 0; j < {n}; ++j) {{"]
     row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
     stores = {k: f"q{k}[j * out{k}_step]" for k in into}
@@ -743,6 +744,7 @@ class _RowPlan:
 
 
 # Element values worth a row buffer when a later pass needs them again.
+ELEMENT_WAYS = 4  # elements a long chain of math computes at a time (ts_elements, kernels.h)
 _EXPENSIVE = frozenset({"exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow"})
 _DIVIDING = frozenset({"sqrt", "rsqrt", "reciprocal", "div"})  # (with _EXPENSIVE: worth a row of their own)
 _IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}

@@ -366,9 +366,7 @@ def test_16_bit_loops_vectorise(dtype: str) -> None:
     assert f"ts_round_{dtype}(torchscribe::ts_tanh(" in code and f"ts_load_{dtype}(" in code, code
     # only the version for unit strides (both versions' loops are on one line)
     source = PRELUDE + UNIT_ONLY + code.replace("ts_unit_or_strided(", "unit_only(")
-    # (exp and tanh: four elements at a time, ts_elements<4>, whose loops gcc names by the first
-    # line of the element's body)
-    unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "ts_elements" in line)
+    unit_loop = next(i for i, line in enumerate(source.splitlines(), start=1) if "for (int64_t j" in line)
     assert vectorized_lines(vectorization_report(source)) & {unit_loop, unit_loop + 1}, code
 
 
