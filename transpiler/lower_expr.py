@@ -958,10 +958,8 @@ class ExpressionLowering:
                     raise self.error(node, f"list.{func.attr.value} takes one argument")
                 if func.attr.value == "append":
                     self.append_to(obj, args[0], node.args[0].value)
-                elif not isinstance(args[0].type, ListType) or not is_subtype(args[0].type.elem, obj.type.elem):
-                    raise self.error(node.args[0], f"extending a {obj.type} by a {args[0].type}")
                 else:
-                    self.op(ops.ListExtendOp, [obj, args[0]], [])
+                    self.extend_by(obj, args[0], node.args[0].value)
                 return self.b.constant(None)
             layer = self.named_layer(obj, func.attr.value)
             if layer is not None:  # `self.head.fc(x)` of a Sequential built from an OrderedDict
@@ -988,6 +986,15 @@ class ExpressionLowering:
         if isinstance(callee.type, (ModuleType, ModuleListType)) or callee.type == ANY:
             return self.module_call(node, callee)
         raise self.error(func, f"a value of type {callee.type} cannot be called")
+
+    def extend_by(self, listed: Value, other: Value, node: cst.CSTNode) -> None:
+        """`xs.extend(other)`, `xs += other`: a list or a tuple of elements the list holds."""
+        elem = listed.type.elem  # type: ignore[attr-defined]
+        elems = [other.type.elem] if isinstance(other.type, ListType) else \
+            list(other.type.elems) if isinstance(other.type, TupleType) else None
+        if elems is None or not all(is_subtype(t, elem) for t in elems):
+            raise self.error(node, f"extending a {listed.type} by a {other.type}")
+        self.op(ops.ListExtendOp, [listed, other], [])
 
     def append_to(self, listed: Value, value: Value, node: cst.CSTNode) -> None:
         elem = listed.type.elem  # type: ignore[attr-defined]

@@ -1217,10 +1217,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
             for element in items.elements:
                 self.append_to(listed, self.expr(element.value), element.value)
             return
-        other = self.expr(items)
-        if not isinstance(other.type, ListType) or not is_subtype(other.type.elem, listed.type.elem):  # type: ignore[attr-defined]
-            raise self.error(items, f"extending a {listed.type} by a {other.type}")
-        self.op(ops.ListExtendOp, [listed, other], [])
+        self.extend_by(listed, self.expr(items), items)
 
     def inplace(self, op: str, target: Value, rhs: Value, node: cst.CSTNode) -> Value:
         t = self.binary_type_checked(op, target, rhs, node)
