@@ -36,6 +36,7 @@ from ir.types import (
     OptionalType,
     ScalarType,
     TensorType,
+    TensorValues,
     TupleType,
     Type,
 )
@@ -100,6 +101,9 @@ def _literal(value: object) -> str:
         return repr(float(value))
     if isinstance(value, int) and not isinstance(value, bool):
         return repr(int(value))
+    if isinstance(value, TensorValues):
+        shape = _literal(value.shape)
+        return f"_guards.TensorValues(torch.{value.dtype}, {string_literal(value.device)}, {shape})"
     return repr(value)
 
 

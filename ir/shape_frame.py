@@ -14,6 +14,7 @@ from ir.shape_rules_values import AV
 from ir.types import ANY, Type
 
 Path = tuple  # tuple[str | int, ...]: attribute names and indices from a function's argument
+DictKey = tuple  # (id of a live module, attribute name): one dict a module holds
 
 
 class Frame:
@@ -23,6 +24,8 @@ class Frame:
         self.env: dict[Value, AV] = {}
         self.facts: dict[Path, AV] = {}  # attribute facts, paths from this function's arguments
         self.arg_origins = arg_origins  # argument name -> where the caller got it (for facts)
+        # reads of dicts of tensors a live module holds: value -> (the dict's key, its path)
+        self.dicts: dict[Value, tuple[DictKey, Path | None]] = {}
         # Python code kept in the function (permissive mode) may have run on the way here: a
         # module attribute read now is not the value the entry checked (shape_rules_python)
         self.python = parent.python if parent is not None else False
@@ -56,3 +59,9 @@ class Interpreter(Protocol):
 
     def run_function(self, func: ops.FuncOp, args: Sequence[AV], parent: Frame | None = None,
                      origins: Sequence[Path | None] | None = None) -> AV: ...
+
+    def track_dict(self, frame: Frame, value: Value, module: Any, name: str, path: Path | None) -> None: ...
+
+    def dict_read(self, frame: Frame, value: Value) -> AV | None: ...
+
+    def dict_write(self, frame: Frame, value: Value, written: AV) -> None: ...

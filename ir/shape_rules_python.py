@@ -45,6 +45,7 @@ from ir.types import (
     FLOAT,
     INT,
     NONE,
+    DictType,
     ListType,
     OptionalType,
     TensorType,
@@ -156,9 +157,18 @@ def _getitem(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
             return [_with_declared(op, container.items[i])]  # type: ignore[index]
     if isinstance(container.type, ListType):
         return [_with_declared(op, interp.list_elem(frame, op.operands[0], container))]
+    if isinstance(container.type, DictType):
+        value = interp.dict_read(frame, op.operands[0])
+        return [_with_declared(op, value) if value is not None else AV(declared)]
     if container.items:
         return [_with_declared(op, join_all(container.items))]
     return [AV(declared)]
+
+
+@op_rule("py.dict_setitem")
+def _dict_setitem(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
+    interp.dict_write(frame, op.operands[0], interp.read(frame, op.operands[2]))
+    return []
 
 
 @op_rule("py.slice")
@@ -199,6 +209,9 @@ def _getattr(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
         read_only = (op.results[0] not in interp.appends and op.results[0] not in interp.escaped
                      and name not in interp.changed_list_attrs)
         av = interp.attr(frame, obj, name, declared, lists=read_only)
+        if isinstance(declared, DictType):
+            path = obj.origin + (name,) if obj.origin is not None else None
+            interp.track_dict(frame, op.results[0], obj.value, name, path)
         if frame.python and av.tensor is None and not isinstance(av.value, torch.nn.Module):
             interp.read_after_python.add(op)
             return [AV(declared)]  # read after Python code that may have set it: not the entry's value

@@ -178,6 +178,21 @@ class DictType(Type):
 
 
 @dataclass(frozen=True)
+class TensorValues:
+    """What an entry check expects of a dict a module holds and fills as it runs (a cache of
+    tensors by device): every value a tensor of this dtype, device type and shape (None: any
+    size there; None for the shape: any rank). Not a type: the expected value of a
+    `py.check_value`, printed as runtime.guards' class of the same name."""
+
+    dtype: str
+    device: str
+    shape: tuple[int | None, ...] | None
+
+    def __repr__(self) -> str:
+        return f"TensorValues({self.dtype}, {self.device}, {self.shape})"
+
+
+@dataclass(frozen=True)
 class UnionType(Type):
     """`Union[Tensor, List[Tensor]]` of a parameter (script(instance, ...)): no value has this
     type; each call compiles the function for the member its argument is (a variant)."""

@@ -238,7 +238,40 @@ def check_same_size(value: torch.Tensor, dim: int, other: torch.Tensor, other_di
 def check_value(value: Any, expected: Any, name: str) -> None:
     """A Python value the compiled code was specialised to (a module attribute) is unchanged."""
     if value is not expected and (expected is None or value != expected):
+        if type(expected) is TensorValues:
+            raise GuardFailure(expected.refusal(value, name))
         raise GuardFailure(f"{name}: expected {expected!r}, got {value!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class TensorValues:
+    """The value a dict a module fills as it runs (a cache of tensors by device) is checked
+    against: it equals a dict whose values are all tensors that `check_tensor` passes with this
+    dtype, device type and shape, so that `check_value` and the entry tables (here and in
+    guards_native.cpp, which compare with `!=`) check it as any other value."""
+
+    dtype: torch.dtype
+    device_type: str
+    shape: tuple[int | None, ...] | None
+
+    def refusal(self, value: Any, name: str) -> str:
+        """Why `value` is not such a dict ("" when it is)."""
+        if type(value) is not dict:
+            return f"{name}: expected a dict of tensors, got {type(value).__name__}"
+        for key, v in value.items():
+            try:
+                check_tensor(v, f"{name}[{key!r}]", self.dtype, self.device_type, self.shape)
+            except GuardFailure as failure:
+                return failure.reason
+        return ""
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is dict and not self.refusal(other, "")
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def value_refused(value: Any, expected: Any, name: str) -> None:

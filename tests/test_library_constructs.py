@@ -838,6 +838,119 @@ def test_a_dict_attribute_used_as_a_cache_behaves_as_in_eager(tmp_path: Path) ->
             torch.testing.assert_close(compiled(x), model(x))
 
 
+
+def _generated_text(cache: Path) -> str:
+    [path] = (cache / "jit").glob("*.py")
+    return path.read_text()
+
+
+def test_a_cached_tensor_has_the_type_of_what_the_code_puts_in_the_dict(tmp_path: Path, monkeypatch) -> None:
+    """A read of the cache is of the type of the tensors the code puts in it (f32[2, 9, 9] on
+    the CPU), so that what follows the read fuses: the entry check pins every value the dict
+    holds to that type, and a call that finds another there is refused, naming the entry."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "typed_cache", MEMO) as module:
+        model = module.Biased().eval()
+        x = torch.randn(3, 2, 9, 9)
+        compiled = assert_compiled_matches_eager(model, x)
+        text = _generated_text(tmp_path / "cache")
+        assert '"cache": _guards.TensorValues(torch.float32, "cpu", (2, 9, 9))' in text
+        assert "softmax" in text.split("KERNELS_CPP", 2)[1]  # (the read's softmax runs in a kernel)
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))  # (the cache filled now)
+            model.cache["cpu"] = model.cache["cpu"].double()
+            with pytest.raises(TorchscribeError, match=r"self\.cache\['cpu'\]\": expected dtype float32"):
+                compiled(x)
+            model.cache["cpu"] = torch.zeros(2, 9)
+            with pytest.raises(TorchscribeError, match=r"self\.cache\['cpu'\]"):
+                compiled(x)
+
+
+MEMORY = '''
+from typing import Dict
+
+import torch
+from torch import nn
+
+
+class Smoothed(nn.Module):
+    """Mixes each input with the last one, kept by name in a dict: the read comes before the
+    write in the code, and the dict starts empty."""
+
+    memory: Dict[str, torch.Tensor]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.memory = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if "last" in self.memory:
+            out = torch.tanh(x + 0.5 * self.memory["last"])
+        else:
+            out = torch.tanh(x)
+        self.memory["last"] = 0.9 * x
+        return out * 2.0
+'''
+
+
+def test_a_dict_read_before_it_is_written_is_typed_by_the_write(tmp_path: Path, monkeypatch) -> None:
+    """The read comes first in the code, the write of an f32[B, 5] value after it: the read is an
+    f32 tensor of 5 columns whatever the batch (the dict may hold an earlier call's tensor), and
+    three calls give eager's results. (A write computed from the read itself would leave the
+    read untyped: its type is found from the writes, which then depend on it.)"""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "memory_dict", MEMORY) as module:
+        model, twin = module.Smoothed(), module.Smoothed()
+        x = torch.randn(4, 5)
+        compiled = script(model, example_inputs=(x,))
+        assert '_guards.TensorValues(torch.float32, "cpu", (None, 5))' in _generated_text(tmp_path / "cache")
+        with torch.no_grad(), runtime.mode("strict"):
+            for _ in range(3):
+                torch.testing.assert_close(compiled(x), twin(x))
+            torch.testing.assert_close(model.memory["last"], twin.memory["last"])
+
+
+LEAKY = '''
+from typing import Dict
+
+import torch
+from torch import nn
+
+
+def overwrite(store: Dict[str, torch.Tensor], x: torch.Tensor) -> None:
+    store["x"] = (x > 0).long()
+
+
+class Leaky(nn.Module):
+    """Its dict is passed to a function, which puts an int64 tensor in it."""
+
+    store: Dict[str, torch.Tensor]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = {}
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.store["x"] = x * 2.0
+        overwrite(self.store, x)
+        return self.store["x"] + 1
+'''
+
+
+def test_a_dict_the_code_passes_on_is_not_typed(tmp_path: Path, monkeypatch) -> None:
+    """A dict that leaves the reads, writes and key tests (here to a function that puts an
+    int64 tensor in it) may hold anything after: no entry check on it, and the results are
+    eager's."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "leaky_dict", LEAKY) as module:
+        model = module.Leaky()
+        x = torch.randn(3, 4)
+        compiled = assert_compiled_matches_eager(model, x)
+        assert "TensorValues" not in _generated_text(tmp_path / "cache")
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), (x > 0).long() + 1)
+
+
 DENSE = '''
 from typing import List, Union
 

@@ -37,7 +37,7 @@ import torch
 from ir import ops
 from runtime.guards import is_plain_object
 from ir.core import Block, Operation, Program, Value
-from ir.shape_frame import Frame, Path
+from ir.shape_frame import DictKey, Frame, Path
 from ir.shape_rule_table import TorchCall
 from ir.shape_rules import infer_call, refine_type
 from ir.shape_rules_values import (
@@ -61,9 +61,12 @@ from ir.types import (
     Dim,
     ListType,
     ModuleListType,
+    STR,
+    DictType,
     ModuleType,
     OptionalType,
     TensorType,
+    TensorValues,
     TupleType,
     Type,
     is_subtype,
@@ -96,7 +99,7 @@ class ShapeFacts:
 
 # -- the interpreter ------------------------------------------------------------------------------
 class _Interpreter:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, dict_types: dict[DictKey, AV | None] | None = None) -> None:
         self.funcs = {f.sym_name: f for f in program.funcs if isinstance(f, ops.FuncOp)}
         self.summary: dict[Value, AV] = {}
         self.returns: dict[ops.FuncOp, AV] = {}
@@ -109,6 +112,15 @@ class _Interpreter:
         self.escaped: set[Value] = set()
         self.frozen: set[ops.FuncOp] = set()
         self.read_after_python: set[Operation] = set()  # module attribute reads Python may have set
+        # Dicts of tensors live modules hold (levit's attention biases cached by device): a read
+        # is of the type of every tensor the dict held at compile time and every tensor the
+        # program puts in it, which an entry check pins ("tensor_values"); `dict_types` are the
+        # types an earlier round found (None: no type), since a read may come before a write.
+        self.dict_types = dict(dict_types or {})
+        self.dict_contents: dict[DictKey, AV] = {}
+        self.dict_writes: dict[DictKey, list[AV]] = {}
+        self.dict_reads: dict[DictKey, AV] = {}
+        self.escaped_dict_attrs: set[Any] = set()
         for func in self.funcs.values():
             self._scan(func)
         # list attributes some read may change or keep: no read of that name is a known list,
@@ -119,6 +131,9 @@ class _Interpreter:
 
     def _scan(self, func: ops.FuncOp) -> None:
         for op in func.walk():
+            if isinstance(op, ops.GetAttrOp) and isinstance(op.results[0].type, DictType) \
+                    and not all(_reads_or_fills(use) for use in op.results[0].uses):
+                self.escaped_dict_attrs.add(op.attributes.get("attr") or op.attributes.get("name"))
             if isinstance(op, ops.ListAppendOp):
                 self.appends.setdefault(op.operands[0], []).append(op.operands[1])
                 if isinstance(op.operands[1].type, ListType):
@@ -235,6 +250,58 @@ class _Interpreter:
             elem = self.list_elem(frame, value, av)
             return AV(ListType(refine_type(av.type.elem, elem.type)))
         return av
+
+    # -- dicts of tensors modules hold ----------------------------------------------------------
+    def track_dict(self, frame: Frame, value: Value, module: Any, name: str, path: Path | None) -> None:
+        """`value` is `module.<name>`, a dict: tracked when the program only reads it by key,
+        tests keys and puts values in (anything else may change it unseen), and it holds only
+        tensors now."""
+        live = module.__dict__.get(name) if isinstance(module, torch.nn.Module) else None
+        if type(live) is not dict or name in self.escaped_dict_attrs or name in self.setattr_names \
+                or not all(isinstance(v, torch.Tensor) for v in live.values()):
+            return
+        key = (id(module), name)
+        self.dict_contents[key] = join_all(AV(tensor_type_of(v)) for v in live.values())
+        frame.dicts[value] = (key, path)
+
+    def dict_read(self, frame: Frame, value: Value) -> AV | None:
+        """What `value[key]` is, `value` a tracked dict: None when nothing that an entry check
+        can pin is known (or Python code may have changed the dict since the entry)."""
+        entry = frame.dicts.get(value)
+        if entry is None or frame.python:
+            return None
+        key, path = entry
+        if key in self.dict_types and self.dict_types[key] is None:
+            return None
+        seen = join_all([self.dict_contents[key], *self.dict_writes.get(key, []), self.dict_types.get(key) or BOTTOM])
+        t = _pinnable(seen)
+        if t is None:
+            self.dict_reads.setdefault(key, BOTTOM)  # (a write further on may give it a type)
+            return None
+        self.dict_reads[key] = join(self.dict_reads.get(key, BOTTOM), AV(t))
+        if path is not None:
+            self.record_fact(frame, path, AV(DictType(STR, t)))
+        return AV(t)
+
+    def dict_write(self, frame: Frame, value: Value, written: AV) -> None:
+        entry = frame.dicts.get(value)
+        if entry is not None:
+            self.dict_writes.setdefault(entry[0], []).append(AV(written.type))
+
+    def unsettled_dicts(self) -> dict[DictKey, AV | None]:
+        """The dicts some read took for another type than all that was put in them: each with
+        the type a next round's reads take, None for none. The first guess leaves out writes of
+        unknown type, which may be unknown only because a read was (a value computed from the
+        read itself); the next round then checks the guess, or gives up on the dict."""
+        out: dict[DictKey, AV | None] = {}
+        for key, read in self.dict_reads.items():
+            writes = self.dict_writes.get(key, [])
+            t = _pinnable(join_all([self.dict_contents[key], *writes]))
+            if t is not None and AV(t) == read:
+                continue
+            guess = _pinnable(join_all([self.dict_contents[key], *(w for w in writes if _pinnable(w) is not None)]))
+            out[key] = None if guess is None or key in self.dict_types else AV(guess)
+        return out
 
     # -- modules ----------------------------------------------------------------------------
     def attr(self, frame: Frame, mod: AV, name: str, declared: Type = ANY, lists: bool = False) -> AV:
@@ -429,22 +496,47 @@ def propagate_shapes(program: Program, inputs: dict[str, Sequence[Any]] | None =
     or None for the declared type. Functions not named and not called from a named one are
     analysed with their declared argument types.
     """
-    interp = _Interpreter(program)
     inputs = inputs or {}
-    for name, given in inputs.items():
-        func = interp.funcs.get(name)
-        if func is None:
-            raise KeyError(f"no function {name!r} in the program")
-        interp.run_function(func, _entry_args(func, list(given)))
-    for func in interp.funcs.values():
-        if func not in interp.analysed:
-            interp.run_function(func, [AV(a.type) for a in func.args])
+    dict_types: dict[DictKey, AV | None] = {}
+    while True:  # (once more where a dict's read came before a write of another type: twice at most)
+        interp = _Interpreter(program, dict_types)
+        for name, given in inputs.items():
+            func = interp.funcs.get(name)
+            if func is None:
+                raise KeyError(f"no function {name!r} in the program")
+            interp.run_function(func, _entry_args(func, list(given)))
+        for func in interp.funcs.values():
+            if func not in interp.analysed:
+                interp.run_function(func, [AV(a.type) for a in func.args])
+        unsettled = interp.unsettled_dicts()
+        if not unsettled:
+            break
+        dict_types.update(unsettled)
     _commit(program, interp)
     for func in program.funcs:
         if isinstance(func, ops.FuncOp):
             number_reads_after_python(func, interp.read_after_python)
     facts = ShapeFacts(dict(interp.summary), {f.sym_name: dict(t) for f, t in interp.attr_facts.items()})
     return facts
+
+
+def _reads_or_fills(use: Any) -> bool:
+    """A use of a module's dict that neither changes it unseen nor keeps it: `d[k]`, `d[k] = v`,
+    `k in d`."""
+    op = use.op
+    return (isinstance(op, (ops.GetItemOp, ops.DictSetItemOp)) and use.index == 0) or (
+        isinstance(op, ops.CompareOp) and op.attributes.get("op") in ("in", "not in") and use.index == 1)
+
+
+def _pinnable(av: AV) -> TensorType | None:
+    """The tensor type an entry check can pin on every value of a dict: dtype and device
+    known; sizes that are ints (a size symbol is bound to this call's inputs, while the dict may
+    hold a tensor from another call)."""
+    t = av.tensor
+    if t is None or t.dtype is None or t.device is None:
+        return None
+    shape = None if t.shape is None else tuple(d if type(d) is int else None for d in t.shape)
+    return TensorType(t.dtype, shape, t.device)
 
 
 def _entry_args(func: ops.FuncOp, given: list[Any]) -> list[AV]:
@@ -704,6 +796,8 @@ class ShapeGuard:
       "size_expr"  its size in dimension `dim` equals the sympy expression `expected` over symbols
                    defined by "symbol" guards
       "value"      the Python value at `path` (a module attribute) equals `expected`
+      "tensor_values"  the dict at `path` (a module attribute) holds only tensors of the
+                   TensorType `expected` (its sizes None where any size is allowed)
     path: where the value is, from the function's arguments: ("x",), ("state", 0),
       ("self", "qkv", "weight"), ("self", "layers", 0, "weight").
     optional: the path goes through an Optional: check only when the value is not None.
@@ -740,6 +834,8 @@ class ShapeGuard:
             return f"{where}.size({self.dim}) == {text}"
         if self.kind == "value":
             return f"{where} is None" if self.expected is None else f"{where} == {self.expected!r}"
+        if self.kind == "tensor_values":
+            return f"{where} == {tensor_values(self.expected)!r}"
         raise ValueError(self.kind)
 
     def statement(self, symbols: dict[str, tuple[Path, int]] | None = None, module: str = "_guards") -> str:
@@ -766,6 +862,8 @@ class ShapeGuard:
             return f"{module}.check_size({where}, {self.dim}, {expected}, {name})"
         if self.kind == "value":
             return f"{module}.check_value({where}, {self.expected!r}, {name})"
+        if self.kind == "tensor_values":
+            return f"{module}.check_value({where}, {module}.{tensor_values(self.expected)!r}, {name})"
         raise ValueError(self.kind)
 
     def __str__(self) -> str:
@@ -773,6 +871,12 @@ class ShapeGuard:
         if self.kind == "symbol":
             text += f"  # {self.expected} := {render_path(self.path)}.size({self.dim})"
         return text + ("  (when not None)" if self.optional else "")
+
+
+def tensor_values(t: TensorType) -> TensorValues:
+    """What a "tensor_values" guard expects of a dict's values."""
+    assert t.dtype is not None and t.device is not None
+    return TensorValues(t.dtype, t.device.split(":")[0], t.shape)
 
 
 def render_path(path: Path) -> str:
@@ -830,6 +934,8 @@ def shape_guards(func: ops.FuncOp, facts: ShapeFacts | None = None) -> list[Shap
     for path, av in sorted(((facts.attrs.get(func.sym_name, {}) if facts else {}).items()), key=lambda kv: str(kv[0])):
         if av.tensor is not None:
             tensor(av.tensor, path, False)
+        elif isinstance(av.type, DictType) and isinstance(av.type.value, TensorType):
+            guards.append(ShapeGuard("tensor_values", path, av.type.value))
         elif literal_of(av) is not UNKNOWN:
             guards.append(ShapeGuard("value", path, literal_of(av)))
     for path, i, expr, optional in pending:

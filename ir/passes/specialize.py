@@ -17,7 +17,7 @@ import sympy
 
 from ir import ops
 from ir.core import Operation, Program, Value
-from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings
+from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings, tensor_values
 from ir.shape_rules_values import UNKNOWN, literal_of
 from ir.types import ListType
 from ir.passes.fold import fits, literal_type
@@ -172,8 +172,9 @@ def add_entry_checks(func: ops.FuncOp, guards: list[ShapeGuard]) -> None:
                  "shape": tuple(shape) if shape is not None else None, "optional": optional}
         insert(ops.CheckTensorOp([args[path[0]]], [], attrs, loc=loc))
     for g in later:
-        if g.kind == "value":
-            insert(ops.CheckValueOp([args[g.path[0]]], [], {"path": g.path[1:], "expected": g.expected}, loc=loc))
+        if g.kind in ("value", "tensor_values"):
+            expected = g.expected if g.kind == "value" else tensor_values(g.expected)
+            insert(ops.CheckValueOp([args[g.path[0]]], [], {"path": g.path[1:], "expected": expected}, loc=loc))
             continue
         if g.kind == "same_size":  # equal to a size read elsewhere: name it by its symbol
             other, d = g.expected
