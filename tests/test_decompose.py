@@ -223,6 +223,9 @@ CASES: list[Case] = [
     Case(("group_norm",), fn("x: Tensor, w: Tensor, b: Tensor", "F.group_norm(x, 2, w, b)"),
          (randn(3, 4, 5, 6), randn(4), randn(4))),
     Case(("group_norm",), fn(X, "F.group_norm(x, 3, eps=1e-3)"), (randn(3, 6, 5),), id="group_norm_plain"),
+    Case(("group_norm",), fn("x: Tensor, w: Tensor, b: Tensor", "F.group_norm(x, 1, w, b)"),
+         (randn(3, 4, 5, 6), randn(4), randn(4)), id="group_norm_one_group"),
+    Case(("group_norm",), fn(X, "F.group_norm(x, 1)"), (randn(2, 6, 7),), id="group_norm_one_group_plain"),
     Case(("instance_norm",), fn("x: Tensor, w: Tensor, b: Tensor", "F.instance_norm(x, weight=w, bias=b)"),
          (randn(3, 4, 5, 6), randn(4), randn(4))),
     Case(("batch_norm",),
@@ -669,3 +672,20 @@ def test_a_pad_by_nothing_keeps_eagers_strides(layout: str) -> None:
         got, want = compiled.fn(x.clone()), compiled.eager(x.clone())
         torch.testing.assert_close(got, want, rtol=0, atol=0)
         assert got.stride() == want.stride()
+
+
+def test_a_group_norm_of_one_group_keeps_a_channels_last_input_in_place() -> None:
+    """One group: the statistics run over x as it lies in memory (channels last here), with no
+    reshape of it to (N, 1, C * H * W), which would copy it; the values are eager's."""
+    def make(dtype: torch.dtype, seed: int, batch: int | None = None) -> list[torch.Tensor]:
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(batch or 2, 8, 5, 6, generator=g, dtype=dtype).contiguous(memory_format=torch.channels_last)
+        return [x, torch.randn(8, generator=g, dtype=dtype), torch.randn(8, generator=g, dtype=dtype)]
+
+    compiled = compile_case(fn("x: Tensor, w: Tensor, b: Tensor", "F.group_norm(x, 1, w, b, 1e-5)"),
+                            make(torch.float32, 0))
+    reshaped = [op.results[0].type.shape for op in compiled.program.walk() if is_tensor_op(op) and op_name(op) == "reshape"]
+    assert reshaped and all(shape == (8, 1, 1) for shape in reshaped)  # (only the weight and the bias)
+    for batch in (None, 3):
+        inputs = make(torch.float32, 1, batch)
+        torch.testing.assert_close(compiled.fn(*inputs), compiled.eager(*inputs), rtol=1e-5, atol=1e-5)

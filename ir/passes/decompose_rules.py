@@ -250,6 +250,14 @@ def group_norm(e: Emitter, c: Call) -> Value:
     xc, d = _upcast(e, x)
     weight = _affine_param(c, "weight", [channels], d)
     bias = _affine_param(c, "bias", [channels], d)
+    if groups == 1:
+        # Statistics over every dim but the batch's, of x as it is: no reshape, which copies a
+        # channels-last x (poolformer's residual stream) before and after the statistics.
+        dims = tuple(range(1, rank))
+        _, diff = _centered(e, x, xc, dims)
+        rstd = e.call("torch.rsqrt", e.binary("+", _biased_var(e, x, diff, dims), c.arg("eps")))
+        out = _scale_shift(e, e.binary("*", diff, rstd), _channel_param(e, weight, rank), _channel_param(e, bias, rank))
+        return e.cast(out, d)
     inner = e.count(x, range(2, rank))
     inner = channels // groups * inner if isinstance(inner, int) else e.binary("*", inner, channels // groups)
     grouped = e.method("reshape", xc, e.shape([e.size(x, 0), groups, inner]))
