@@ -45,9 +45,9 @@ import torch
 from ir import ops
 from ir.core import BlockArg, Operation, Value
 from codegen.launcher_text import last_line, with_source
-from ir.passes.fuse import FUSIBLE, SCALARS, kernel_shape
-from ir.primitives import op_name
-from ir.types import BOOL, FLOAT, INT, TensorType
+from codegen.elements import Element, Parts, compute_dtype, divides, element_of, is_transcendental
+from ir.passes.fuse import SCALARS, kernel_shape
+from ir.types import FLOAT, TensorType
 
 # The C type of a tensor element in memory.
 CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "bool",
@@ -304,7 +304,7 @@ def _loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "_Body"
     # kernels.h: the element's stores are the lambda it returns); others in a plain loop, where
     # that gains less than compiling the element's code five times costs (pointwise_chain's
     # kernel: 3.1 s to build, 1.6 s two at a time, 0.7 s one at a time).
-    four = sum(op_name(op) in _EXPENSIVE for op in body.op.body.ops if op not in skip) >= 3
+    four = sum(is_transcendental(op) for op in body.op.body.ops if op not in skip) >= 3
     n = f"n{inner}" if outer else "end - o"
     row += [f"ts_elements<{ELEMENT_WAYS}>({n}, [&](int64_t j) TS_INLINE {{"] if four else \
         ["#pragma omp simd", f"for (int64_t j = 0; j < {n}; ++j) {{"]
@@ -628,7 +628,7 @@ class _Body:
                     and any(v in same and not isinstance(v.owner, ops.ConstantOp) for v in inner.operands):
                 same.add(inner.result)
                 found.append(inner)
-        if not any(op_name(inner) in _EXPENSIVE | _DIVIDING for inner in found):
+        if not any(is_transcendental(inner) or divides(inner) for inner in found):
             return [], []
         inside = set(found)
         kept = [inner.result for inner in found if any(u.op not in inside for u in inner.result.uses)]
@@ -692,7 +692,7 @@ class _RowPlan:
             later_values = {o.result for o in later}
             self.computed[p] = computed
             stored = [o.result for o in computed
-                      if op_name(o) in _EXPENSIVE and o.result in later_values and o.result not in available]
+                      if is_transcendental(o) and o.result in later_values and o.result not in available]
             self.stored[p] = list(dict.fromkeys(self._forward(v, computed, later) for v in stored))
             available |= set(self.stored[p])
         self.available_before = {p: {v for q in self.passes if q < p for v in self.stored[q]} for p in self.passes}
@@ -743,10 +743,7 @@ class _RowPlan:
         return self.body.quoted(out)
 
 
-# Element values worth a row buffer when a later pass needs them again.
 ELEMENT_WAYS = 4  # elements a long chain of math computes at a time (ts_elements, kernels.h)
-_EXPENSIVE = frozenset({"exp", "expm1", "log", "log1p", "tanh", "erf", "sin", "cos", "pow"})
-_DIVIDING = frozenset({"sqrt", "rsqrt", "reciprocal", "div"})  # (with _EXPENSIVE: worth a row of their own)
 _IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}
 SUM_BLOCK = 1024  # elements of a float sum's row summed in float lanes (_reduction_pass)
 
@@ -969,116 +966,44 @@ def _dtype_of(v: Value) -> str | None:
     return v.type.dtype if isinstance(v.type, TensorType) else None
 
 
-def compute_dtype(op: Operation) -> str:
-    """torch.result_type of the operands (the dtype an op computes in), from meta tensors. In a
-    kernel's body, where every element is typed 0-dim, a value is 0-dim in eager when the kernel
-    inputs it comes from are (a 0-dim tensor does not promote a dimensioned one of its kind)."""
-    kernel = op.parent.parent.parent if op.parent is not None and op.parent.parent is not None else None
-    zero_dim = _zero_dim_values(kernel) if isinstance(kernel, ops.KernelOp) else None
-    probes: list[object] = []
-    for v in op.operands:
-        if isinstance(v.type, TensorType):
-            zero = not v.type.shape if zero_dim is None else v in zero_dim
-            probes.append(torch.empty(() if zero else (1,), dtype=getattr(torch, v.type.dtype), device="meta"))
-        elif v.type == FLOAT:
-            probes.append(1.5)
-        elif v.type == INT:
-            probes.append(2)
-        elif v.type == BOOL:
-            probes.append(True)
-    if len(probes) == 1:
-        return str(probes[0].dtype).removeprefix("torch.")  # type: ignore[union-attr]
-    result = torch.result_type(probes[0], probes[1])  # type: ignore[arg-type]
-    for p in probes[2:]:
-        result = torch.promote_types(result, torch.result_type(torch.empty((), dtype=result, device="meta"), p))  # type: ignore[arg-type]
-    return str(result).removeprefix("torch.")
-
-
-def _zero_dim_values(kernel: ops.KernelOp) -> set[Value]:
-    """The values of `kernel`'s body that are 0-dim tensors in eager: from 0-dim inputs only."""
-    zero = {a for a, v in zip(kernel.body.args, kernel.operands) if isinstance(v.type, TensorType) and v.type.shape == ()}
-    for o in kernel.body.ops:
-        tensors = [u for u in o.operands if isinstance(u.type, TensorType)]
-        if tensors and all(u in zero for u in tensors):
-            zero.update(o.results)
-    return zero
-
-
-# Transcendentals from codegen/cpp_math.py (vectorisable, within 2 ulp of the correctly rounded
-# result; docs/cpp_math.md); what the hardware does exactly stays std::.
-_UNARY_FLOAT = {"exp": "torchscribe::ts_exp", "expm1": "torchscribe::ts_expm1", "log": "torchscribe::ts_log",
-                "log1p": "torchscribe::ts_log1p", "tanh": "torchscribe::ts_tanh", "erf": "torchscribe::ts_erf",
-                "sin": "torchscribe::ts_sin", "cos": "torchscribe::ts_cos", "sqrt": "std::sqrt",
-                "floor": "std::floor", "ceil": "std::ceil", "trunc": "std::trunc"}
-_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-
-
 def element(op: Operation, names: dict[Value, str]) -> str:
-    """A C++ expression for one element of `op`'s result, rounded to 16 bits when that is the
-    result's dtype (not needed where the result is an operand's value or an integer)."""
-    text = _expression(op, names)
-    return text if op_name(op) in _EXACT else _rounded(op.result.type.dtype, text)  # type: ignore[union-attr]
-
-
-# Ops whose result is one of their operands' values, or an integer, so exact in the operands' dtype.
-_EXACT = frozenset({"neg", "abs", "maximum", "minimum", "clamp_min", "clamp_max", "where", "floor", "ceil", "trunc"})
-
-
-def _expression(op: Operation, names: dict[Value, str]) -> str:
-    name = op_name(op)
+    """A C++ expression for one element of `op`'s result (codegen/elements.py spells it), rounded
+    to 16 bits when that is the result's dtype (not where the result is an operand's value or an
+    integer, or a cast, which rounds itself)."""
+    e = element_of(op)
     result = op.result.type.dtype  # type: ignore[union-attr]
     rt = VALUE[result]
-    if name == "to":
-        x = names[op.operands[0]]
-        if result == "bool":
-            return f"({x} != 0)"
-        return x if VALUE[op.operands[0].type.dtype] == rt else f"static_cast<{rt}>({x})"  # type: ignore[union-attr]
-    computed = compute_dtype(op) if name in _COMPARE else result
-    args = [_operand(op, i, names, computed) for i in range(len(op.operands))]
-    if name == "div" and op.operands[0].type in SCALARS:
-        # `c / x` is x.__rtruediv__(c), which is reciprocal(x) * c in eager: two ops, two roundings
-        c = op.operands[0]
-        return f"{_rounded(result, f'{rt}(1) / {args[1]}')} * {_as(c, names[c], rt)}"
-    if name in _ARITH:
-        return f"{args[0]} {_ARITH[name]} {args[1]}"
-    if name in _COMPARE:
-        return f"{args[0]} {_COMPARE[name]} {args[1]}"
-    if name == "neg":
-        return f"-{args[0]}"
-    if name == "abs":
-        return f"std::abs({args[0]})"
-    if name in _UNARY_FLOAT:
-        return f"{_UNARY_FLOAT[name]}({args[0]})" if result in FLOATING else args[0]
-    if name == "rsqrt":
-        return f"{rt}(1) / std::sqrt({args[0]})"
-    if name == "reciprocal":
-        return f"{rt}(1) / {args[0]}"
-    if name in ("maximum", "clamp_min"):
-        return f"ts_max({args[0]}, {args[1]})"
-    if name in ("minimum", "clamp_max"):
-        return f"ts_min({args[0]}, {args[1]})"
-    if name == "where":
-        cond = names[op.operands[0]]
-        if result in FLOATING:
-            return f"sel({cond}, {args[1]}, {args[2]})"
-        return f"({cond} ? {args[1]} : {args[2]})"
-    if name == "logical_not":
-        return f"!({names[op.operands[0]]} != 0)"
-    if name == "pow":
-        return _pow(op, args, rt)
-    raise NotImplementedError(f"no C++ for pointwise {name!r}")
+    computed = compute_dtype(op) if e.computes_in == "promoted" else result
+    args = []
+    for i, kind in enumerate(e.operands):
+        v = op.operands[i]
+        if kind == "value":
+            args.append(_operand(op, e, i, names, computed))
+        else:
+            args.append(names[v] if kind == "as is" else _cast(v, names[v], result))
+    if e.floats_only and result not in FLOATING:
+        text = args[0]
+    else:
+        text = Parts(args, f"{rt}(1)", rt, result in FLOATING, lambda x: _rounded(result, x), args.__getitem__).fill(e.cpp)
+    return _rounded(result, text) if e.rounding == "rounded" else text
 
 
-def _operand(op: Operation, i: int, names: dict[Value, str], dtype: str) -> str:
+def _cast(v: Value, x: str, dtype: str) -> str:
+    """The element `x` of `v` as `dtype`: a bool tests `!= 0`; a 16-bit float is rounded."""
+    if dtype == "bool":
+        return f"({x} != 0)"
+    rt = VALUE[dtype]
+    return _rounded(dtype, x if VALUE[v.type.dtype] == rt else f"static_cast<{rt}>({x})")  # type: ignore[union-attr]
+
+
+def _operand(op: Operation, e: Element, i: int, names: dict[Value, str], dtype: str) -> str:
     """Operand `i` of `op` as a value of `dtype`, the dtype the op computes in. Eager converts an
-    operand of another type to a 16-bit `dtype` first (rounding it), except where mul and div
-    read a one-element second operand in float (a number on either side of `*`: `c * x` is
-    `x * c`)."""
+    operand of another type to a 16-bit `dtype` first (rounding it), except where its entry `e`
+    reads a one-element operand in float (mul and div's second, a number on either side of `*`)."""
     v = op.operands[i]
     text = _as(v, names[v], VALUE[dtype])
     own = v.type.dtype if isinstance(v.type, TensorType) else None
-    if dtype not in HALF or own in (dtype, "bool") or _read_in_float(op, i):
+    if dtype not in HALF or own in (dtype, "bool") or _read_in_float(op, e, i):
         return text
     if isinstance(v.owner, ops.ConstantOp) and type(v.owner.attributes["value"]) in (int, float, bool):
         value = v.owner.attributes["value"]
@@ -1088,11 +1013,11 @@ def _operand(op: Operation, i: int, names: dict[Value, str], dtype: str) -> str:
     return _rounded(dtype, text)
 
 
-def _read_in_float(op: Operation, i: int) -> bool:
-    v, name = op.operands[i], op_name(op)
+def _read_in_float(op: Operation, e: Element, i: int) -> bool:
+    v = op.operands[i]
     if v.type in SCALARS:
-        return name == "mul" or (name == "div" and i == 1)
-    if name not in ("mul", "div") or i != 1 or not isinstance(v, BlockArg):
+        return e.reads_in_float(i, number=True)
+    if not e.reads_in_float(i, number=False) or not isinstance(v, BlockArg):
         return False  # (a value computed in the kernel counts as more than one element)
     kernel = v.block.parent.parent  # type: ignore[union-attr]
     return all(d == 1 for d in kernel.operands[v.index].type.shape)  # type: ignore[union-attr]
@@ -1129,19 +1054,4 @@ def _as(v: Value, text: str, ctype: str) -> str:
     return f"static_cast<{ctype}>({text})"
 
 
-def _pow(op: Operation, args: list[str], rt: str) -> str:
-    """x ** c with a constant exponent as torch's CPU kernel special-cases it."""
-    exponent = op.operands[1].owner
-    c = exponent.attributes.get("value") if isinstance(exponent, ops.ConstantOp) else None
-    if c == 2:
-        return f"{args[0]} * {args[0]}"
-    if c == 0.5:
-        return f"std::sqrt({args[0]})"
-    if c == 1:
-        return args[0]
-    if c == -1:
-        return f"{rt}(1) / {args[0]}"
-    return f"static_cast<{rt}>(std::pow({args[0]}, {args[1]}))"
-
-
-__all__ = ["emit_kernel", "element", "compute_dtype", "Signature", "PRELUDE", "CTYPE", "FUSIBLE"]
+__all__ = ["emit_kernel", "element", "Signature", "PRELUDE", "CTYPE"]
