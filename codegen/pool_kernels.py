@@ -22,7 +22,9 @@ kernels' tiles, ts_tile), the window unrolled (`tl.static_range`), masked loads 
 
 from __future__ import annotations
 
-from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN, wrapped
+from codegen.cpp_elements import CTYPE, HALF
+from codegen.cpp_kernels import PARALLEL_MIN
+from codegen.cpp_text import wrapped
 from codegen.launcher_text import source_comment
 from codegen.triton_kernels import TL, TritonKernel
 from codegen.writer import Writer
