@@ -15,6 +15,7 @@ import torch
 from codegen.cpp_text import atomic, bare_arguments
 from codegen.elements import Element, Parts, compute_dtype, divides, element_of, is_transcendental
 from codegen.launcher_text import with_source
+from codegen.writer import Writer
 from ir import ops
 from ir.core import BlockArg, Operation, Value
 from ir.passes.fuse import SCALARS
@@ -67,7 +68,7 @@ def element(op: Operation, names: dict[Value, str]) -> str:
         text = args[0]
     else:
         text = Parts(args, f"{rt}(1)", rt, result in FLOATING, lambda x: rounded_to(result, x), args.__getitem__).fill(e.cpp)
-    return rounded_to(result, text) if e.rounding == "rounded" else text
+    return rounded_to(result, text) if e.rounds(operands_16bit=True) else text
 
 
 def _cast(v: Value, x: str, dtype: str) -> str:
@@ -223,11 +224,11 @@ class Body:
             items.append((op, self.compute(op), reads[op]))
         return items
 
-    def statements(self, loads: dict[int, str], index: str, skip: set[Operation] = set(),
+    def statements(self, w: Writer, loads: dict[int, str], index: str, skip: set[Operation] = set(),
                    stores: dict[int, str] = {}, last: tuple[str, int] | None = None,
-                   deferred: bool = False) -> list[str]:
-        """The element's statements; output k is stored at `out<k>[index]`, or at `stores[k]`:
-        the expression of the op that computes it, where the store alone reads it
+                   deferred: bool = False) -> None:
+        """The element's statements, written to `w`; output k is stored at `out<k>[index]`, or
+        at `stores[k]`: the expression of the op that computes it, where the store alone reads it
         (`out0[o + j] = ts_max(v8, 0.0f);`). `deferred`: the stores are left to a lambda that the
         statements return last (ts_elements in kernels.h), which stores the values by name, an
         expression the store alone reads as `y<k>` (`const float y0 = ts_max(v8, 0.0f);` and
@@ -263,11 +264,14 @@ class Body:
                 later.append(f"{target} = y{k};")
             else:
                 later.append(f"{target} = {value};")
-        lines = self.quoted(self.placed(items, loads), last)
+        w.extend(self.quoted(self.placed(items, loads), last))
         if deferred:
             stored_later = f"return [=] {{ {' '.join(later)} }};"
-            lines += [stored_later] if len(stored_later) <= 80 else ["return [=] {", *("  " + t for t in later), "};"]
-        return lines
+            if len(stored_later) <= 80:
+                w.line(stored_later)
+            else:
+                with w.block("return [=] {", close="};"):
+                    w.extend(later)
 
     def invariant_ops(self, fixed_inputs: set[int]) -> list[Operation]:
         """The ops whose operands are all fixed along the row: those inputs, scalars, constants

@@ -5,7 +5,11 @@ thread or each OpenMP thread's share."""
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from typing import Iterator
+
 from codegen.cpp_text import lambda_call
+from codegen.writer import Writer
 from ir.types import TensorType
 
 
@@ -28,19 +32,23 @@ def offset_terms(k: int, strided: list[dict[int, str]], outer: list[int]) -> lis
     return [f"i{i} * {strided[k][i]}" for i in outer if i in strided[k]]
 
 
-def each_row(rank: int, row_strides: list[str], body: list[str], own: list[str] = []) -> list[str]:
-    """The statement that runs `body` (the lines of the row, indented two spaces) on every row of
-    the outer dims (`ts_rows_of`; a rank-1 kernel's elements in parts, `ts_chunks_of`), on the
-    threads when the kernel is large enough. With `row_strides` (the tensors' strides along the
-    row) the lambda takes `unit` first: true where every one of them is 1 (`_steps`)."""
+@contextmanager
+def each_row(w: Writer, rank: int, row_strides: list[str], own: list[str] = []) -> Iterator[None]:
+    """The statement that runs what is written inside (the row) on every row of the outer dims
+    (`ts_rows_of`; a rank-1 kernel's elements in parts, `ts_chunks_of`), on the threads when the
+    kernel is large enough. With `row_strides` (the tensors' strides along the row) the lambda
+    takes `unit` first: true where every one of them is 1 (cpp_pointwise's `_steps`)."""
     inner = rank - 1
     head = ["{" + ", ".join(row_strides) + "}"] if row_strides else []
     params = ["auto unit"] if row_strides else []
     if rank == 1:
-        return lambda_call("ts_chunks_of", head + ["n0"], params + ["auto o", "auto end"], body)
+        with lambda_call(w, "ts_chunks_of", head + ["n0"], params + ["auto o", "auto end"]):
+            yield
+        return
     head += ["{" + ", ".join(f"n{i}" for i in range(inner)) + "}", f"n{inner}"]
     params += [f"auto i{i}" for i in range(inner)] + ["auto o"]
-    return lambda_call("ts_rows_of", head, params, body, own)
+    with lambda_call(w, "ts_rows_of", head, params, own):
+        yield
 
 
 def flat_index(dims: list[int]) -> str:

@@ -22,7 +22,8 @@ template of `unit`). Statements follow a comment quoting the source line they co
 out = self.bn1(out)`, once per run), and parameter lists and declarations of several names
 fill lines of WIDTH columns.
 
-What the kernel holds is written by smaller modules: the pointwise loops by
+The text goes through codegen/writer.py's `Writer` (two-space levels, `block()` for a brace and
+what it holds). What the kernel holds is written by smaller modules: the pointwise loops by
 codegen/cpp_pointwise.py, a reduction's rows by codegen/cpp_rows.py, the element computation by
 codegen/cpp_elements.py (spelled from codegen/elements.py's table, which the Triton emitter
 shares), the walk over the rows by codegen/cpp_iteration.py and the text's layout by
@@ -39,6 +40,7 @@ from codegen.cpp_iteration import strided_dims
 from codegen.cpp_pointwise import pointwise_loops
 from codegen.cpp_rows import RowPlan, row_driver, row_function
 from codegen.cpp_text import joined_declarations, wrapped
+from codegen.writer import Writer
 from ir import ops
 from ir.passes.fuse import kernel_shape
 from ir.types import FLOAT
@@ -90,31 +92,31 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
     scalar_types = ["double" if v.type == FLOAT else "int64_t" for v in scalars]
     params += [(t, f"s{k}") for k, t in enumerate(scalar_types)]
     body = Body(op, source_lines)
-    lines = wrapped(f'extern "C" void {name}_kernel', [f"{t} {n}" for t, n in params], " {")
+    w = Writer("  ")
     # (the outputs the launcher allocated, each written whole: not one written into a view or
     # over an input, nor a reduction's one value per row; none where the sizes are known and small)
     plan = RowPlan(op, [rank - 1 in dims for dims in strided], source_lines) \
         if isinstance(op, ops.ReductionKernelOp) else None
     fresh = [k for k in range(len(op.results)) if k not in into and k not in aliased.values()
              and not (plan is not None and k in plan.row_outputs)]
-    if rank > 0 and not (all(type(d) is int for d in shape) and math.prod(shape) * 8 < FRESH_MIN):
-        lines += [f"  ts_fresh(out{k}, {' * '.join(f'n{i}' for i in range(rank))});" for k in fresh]
     if plan is not None:
-        row = row_function(name, rank, op, strided, scalar_types, plan, aliased)
-        lines = row + [""] + lines + row_driver(name, rank, op, strided, plan, len(scalars), aliased)
-    elif rank == 0:
-        for j, k in aliased.items():
-            lines.append(f"  const {CTYPE[tensors[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j}")  # type: ignore[union-attr]
-        loads = {k: f"in{k}[0]" for k in range(n_in)}
-        lines += ["  " + line for line in body.statements(loads, "0")]
-    else:
-        lines += pointwise_loops(shape, n_in, strided, body, aliased, into)
-    lines.append("}")
-    lines = joined_declarations(lines)
+        row_function(w, name, rank, op, strided, scalar_types, plan, aliased)
+        w.line()
+    with w.block(*wrapped(f'extern "C" void {name}_kernel', [f"{t} {n}" for t, n in params], " {")):
+        if rank > 0 and not (all(type(d) is int for d in shape) and math.prod(shape) * 8 < FRESH_MIN):
+            w.extend(f"ts_fresh(out{k}, {' * '.join(f'n{i}' for i in range(rank))});" for k in fresh)
+        if plan is not None:
+            row_driver(w, name, rank, op, strided, plan, len(scalars), aliased)
+        elif rank == 0:
+            for j, k in aliased.items():
+                w.line(f"const {CTYPE[tensors[j].type.dtype]}* in{j} = out{k};  // out{k} is written over in{j}")  # type: ignore[union-attr]
+            body.statements(w, {k: f"in{k}[0]" for k in range(n_in)}, "0")
+        else:
+            pointwise_loops(w, shape, n_in, strided, body, aliased, into)
     args = [f"n{i}" for i in range(rank)] + [f"out{k}" for k in range(len(op.results))]
     args += [f"in{k}" for k in range(n_in) if k not in aliased] + [f"s{k}" for k in range(len(scalars))]
     sig = Signature(name, tuple(r.type.dtype for r in op.results), tuple(scalar_types), tuple(args))  # type: ignore[union-attr]
-    return "\n".join(lines) + "\n", sig
+    return "\n".join(joined_declarations(w.lines)) + "\n", sig
 
 
 __all__ = ["emit_kernel", "Signature", "PRELUDE", "PARALLEL_MIN"]

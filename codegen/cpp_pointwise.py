@@ -4,11 +4,14 @@ into rows of their own, and the vectorised loop over the row's elements."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 from codegen.cpp_elements import VALUE, Body
 from codegen.cpp_iteration import each_row, flat_index, offset_terms
 from codegen.cpp_text import filled
 from codegen.elements import is_transcendental
 from codegen.launcher_text import last_line
+from codegen.writer import Writer
 from ir.core import Operation, Value
 
 
@@ -29,8 +32,8 @@ def _row_pointers(rank: int, strided: list[dict[int, str]], aliased: dict[int, i
     return lines
 
 
-def _merge_into_inner(shape: tuple, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
-                      into: list[int]) -> list[str]:
+def _merge_into_inner(w: Writer, shape: tuple, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
+                      into: list[int]) -> None:
     """The statement that folds outer dims into the inner one while every input walks them as
     one (both broadcast, or strided with s[d] == s[inner] * n[inner]; an input written over is
     read as its dense output is, which any dims fold in): a (1, 1280, 7, 7) batch-norm kernel
@@ -67,14 +70,15 @@ def _merge_into_inner(shape: tuple, n_in: int, strided: list[dict[int, str]], al
         folds.append(f"ts_fold_into({', '.join([f'n{d}', f'n{inner}', ' && '.join(conditions) or 'true', *scaled])})")
     while folds and folds[-1].endswith(", false)"):  # (folding a 1 in with nothing after it does nothing)
         folds.pop()
-    return filled("  ", folds, ";", " &&") if folds else []
+    if folds:
+        w.extend(filled("", folds, ";", " &&", len(w.prefix)))
 
 
 ELEMENT_WAYS = 4  # elements a long chain of math computes at a time (ts_elements, kernels.h)
 
 
-def pointwise_loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body: "Body", aliased: dict[int, int],
-           into: list[int]) -> list[str]:
+def pointwise_loops(w: Writer, shape: tuple, n_in: int, strided: list[dict[int, str]], body: Body,
+                    aliased: dict[int, int], into: list[int]) -> None:
     """The kernel's body after its declaration: the dims folded into the inner one, then the rows
     of the outer dims, all on one thread or each thread's share (`ts_rows_of`, runtime/include's
     kernels.h), each row computing what does not vary along it once and then its elements in a
@@ -93,7 +97,7 @@ def pointwise_loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body
     # (an input written over by an output is read from it, dense: `out0[o + j]`)
     moving = [k for k in range(n_in) if inner in strided[k] and k not in aliased]
     strides = [strided[k][inner] for k in moving] + [f"out{k}_s{inner}" for k in into]
-    lines = _merge_into_inner(shape, n_in, strided, aliased, into)
+    _merge_into_inner(w, shape, n_in, strided, aliased, into)
     # What does not vary along the row (a per-channel batch-norm scale) is computed once per row:
     # with a short row (7 x 7 feature maps) the vectorised loop never runs, and per element a
     # square root and a division cost more than the load and store.
@@ -106,44 +110,47 @@ def pointwise_loops(shape: tuple, n_in: int, strided: list[dict[int, str]], body
     along, dims = _partial_inputs(rank, n_in, strided, aliased, ones) if outer else (set(), [])
     rowwise, kept = body.row_ops(along, set(hoisted))
     if kept:  # (after the dims are merged: rows as long as the loop nest's)
-        lines += _row_buffers(inner, body, along, dims, strided, rowwise, kept)
+        _row_buffers(w, inner, body, along, dims, strided, rowwise, kept)
     loads = {k: f"p{k}[j * in{k}_step]" for k in moving
              if not (kept and k in along and not body.used_beyond(k, rowwise))}
-    row = _row_pointers(rank, strided, aliased, into, [k for k in loads if offset_terms(k, strided, outer)])
-    loads = {k: at if offset_terms(k, strided, outer) else f"in{at[1:]}" for k, at in loads.items()}  # (the same in every row)
-    if kept and len(dims) > 1:
-        row.append(f"const int64_t r = ({flat_index(dims[:-1])}) * n{inner};")
-    fixed_loads = {k: f"in{k}[{' + '.join(offset_terms(k, strided, outer)) or '0'}]" for k in sorted(fixed)}
-    per_row = body.placed(body.computed(hoisted, fixed_loads), fixed_loads)
-    row += body.quoted(per_row)
-    row += _steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
-                  + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into], "")
-    loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
-    skip = set(hoisted) | (set(rowwise) if kept else set())
-    # An element with three or more transcendentals, a dependency chain longer than the core
-    # overlaps across loop iterations, is computed four at a time, interleaved (ts_elements,
-    # kernels.h: the element's stores are the lambda it returns); others in a plain loop, where
-    # that gains less than compiling the element's code five times costs (pointwise_chain's
-    # kernel: 3.1 s to build, 1.6 s two at a time, 0.7 s one at a time).
-    four = sum(is_transcendental(op) for op in body.op.body.ops if op not in skip) >= 3
-    n = f"n{inner}" if outer else "end - o"
-    row += [f"ts_elements<{ELEMENT_WAYS}>({n}, [&](int64_t j) TS_INLINE {{"] if four else \
-        ["#pragma omp simd", f"for (int64_t j = 0; j < {n}; ++j) {{"]
-    row += [f"  {body.row_load(v, 'r + j' if len(dims) > 1 else 'j')}" for v in kept]
-    stores = {k: f"q{k}[j * out{k}_step]" for k in into}
-    # (the loop's first statements from the line the row's last came from: quoted once, above)
-    last = last_line(per_row) if not kept else None
-    row += [f"  {t}" for t in body.statements(loads, "o + j", skip=skip, stores=stores, last=last, deferred=four)]
-    row += ["});" if four else "}"]
-    return lines + each_row(rank, strides, row)
+    with each_row(w, rank, strides):
+        w.extend(_row_pointers(rank, strided, aliased, into, [k for k in loads if offset_terms(k, strided, outer)]))
+        loads = {k: at if offset_terms(k, strided, outer) else f"in{at[1:]}" for k, at in loads.items()}  # (the same in every row)
+        if kept and len(dims) > 1:
+            w.line(f"const int64_t r = ({flat_index(dims[:-1])}) * n{inner};")
+        fixed_loads = {k: f"in{k}[{' + '.join(offset_terms(k, strided, outer)) or '0'}]" for k in sorted(fixed)}
+        per_row = body.placed(body.computed(hoisted, fixed_loads), fixed_loads)
+        w.extend(body.quoted(per_row))
+        # (filled to WIDTH as from column 0, as the steps always were: the kernels' text stays)
+        w.extend(_steps([f"in{k}_step = unit ? 1 : {strided[k][inner]}" for k in loads]
+                        + [f"out{k}_step = unit ? 1 : out{k}_s{inner}" for k in into]))
+        loads = dict(sorted({**loads, **{k: f"out{o}[o + j]" for k, o in aliased.items()}}.items()))
+        skip = set(hoisted) | (set(rowwise) if kept else set())
+        # An element with three or more transcendentals, a dependency chain longer than the core
+        # overlaps across loop iterations, is computed four at a time, interleaved (ts_elements,
+        # kernels.h: the element's stores are the lambda it returns); others in a plain loop, where
+        # that gains less than compiling the element's code five times costs (pointwise_chain's
+        # kernel: 3.1 s to build, 1.6 s two at a time, 0.7 s one at a time).
+        four = sum(is_transcendental(op) for op in body.op.body.ops if op not in skip) >= 3
+        n = f"n{inner}" if outer else "end - o"
+        if four:
+            loop = w.block(f"ts_elements<{ELEMENT_WAYS}>({n}, [&](int64_t j) TS_INLINE {{", close="});")
+        else:
+            loop = w.block("#pragma omp simd", f"for (int64_t j = 0; j < {n}; ++j) {{")
+        with loop:
+            w.extend(body.row_load(v, "r + j" if len(dims) > 1 else "j") for v in kept)
+            stores = {k: f"q{k}[j * out{k}_step]" for k in into}
+            # (the loop's first statements from the line the row's last came from: quoted once, above)
+            last = last_line(per_row) if not kept else None
+            body.statements(w, loads, "o + j", skip=skip, stores=stores, last=last, deferred=four)
 
 
-def _steps(steps: list[str], indent: str = "  ") -> list[str]:
+def _steps(steps: list[str]) -> list[str]:
     """The declaration of each tensor's step along the row: 1 where `unit` is a compile-time true
     (a std::true_type of ts_unit_or_strided, or a template parameter: the compiler sees unit
     steps and vectorises contiguous loads and stores), its stride otherwise. One loop body
     serves both."""
-    return filled(indent + "const int64_t ", steps, ";") if steps else []
+    return filled("const int64_t ", steps, ";") if steps else []
 
 
 def _partial_inputs(rank: int, n_in: int, strided: list[dict[int, str]], aliased: dict[int, int],
@@ -161,32 +168,28 @@ def _partial_inputs(rank: int, n_in: int, strided: list[dict[int, str]], aliased
     return along, dims
 
 
-def _row_buffers(inner: int, body: "Body", along: set[int], dims: list[int], strided: list[dict[int, str]],
-                 rowwise: list[Operation], kept: list[Value]) -> list[str]:
+def _row_buffers(w: Writer, inner: int, body: Body, along: set[int], dims: list[int], strided: list[dict[int, str]],
+                 rowwise: list[Operation], kept: list[Value]) -> None:
     """The loops, before the loop nest, that compute the values `kept` (of the ops `rowwise`,
     from the inputs `along`, which move along the dims `dims` only, the row's last) into one row
     per index of the other `dims` (`r3[j]`, or `r3[r + j]`)."""
     size = " * ".join(f"n{d}" for d in dims)
     # (an array, not a std::vector: std::vector<bool> packs bits, which no loop reads as vectors)
-    lines = [f"  std::unique_ptr<{VALUE[v.type.dtype]}[]> r{body.names[v][1:]}(new {VALUE[v.type.dtype]}[{size}]);"  # type: ignore[union-attr]
-             for v in kept]
-    pad = "  "
-    for d in dims[:-1]:
-        lines.append(f"{pad}for (int64_t i{d} = 0; i{d} < n{d}; ++i{d}) {{")
-        pad += "  "
-    lines.append(f"{pad}for (int64_t j = 0; j < n{inner}; ++j) {{")
-    read = {v for op in rowwise for v in op.operands}
-    for k in sorted(along):
-        if body.op.body.args[k] in read:
-            at = " + ".join([f"i{d} * {strided[k][d]}" for d in dims[:-1] if d in strided[k]] + [f"j * {strided[k][inner]}"])
-            lines.append(f"{pad}  {body.load(k, f'in{k}[{at}]')}")
-    lines += [f"{pad}  {t}" for t in body.quoted([(op, body.compute(op)) for op in rowwise])]
-    index = f"({flat_index(dims[:-1])}) * n{inner} + j" if len(dims) > 1 else "j"
-    lines += [f"{pad}  r{body.names[v][1:]}[{index}] = {body.names[v]};" for v in kept]
-    for _ in range(len(dims)):
-        lines.append(f"{pad}}}")
-        pad = pad[:-2]
-    return lines
+    for v in kept:
+        ct = VALUE[v.type.dtype]  # type: ignore[union-attr]
+        w.line(f"std::unique_ptr<{ct}[]> r{body.names[v][1:]}(new {ct}[{size}]);")
+    with ExitStack() as loops:
+        for d in dims[:-1]:
+            loops.enter_context(w.block(f"for (int64_t i{d} = 0; i{d} < n{d}; ++i{d}) {{"))
+        loops.enter_context(w.block(f"for (int64_t j = 0; j < n{inner}; ++j) {{"))
+        read = {v for op in rowwise for v in op.operands}
+        for k in sorted(along):
+            if body.op.body.args[k] in read:
+                at = " + ".join([f"i{d} * {strided[k][d]}" for d in dims[:-1] if d in strided[k]] + [f"j * {strided[k][inner]}"])
+                w.line(body.load(k, f"in{k}[{at}]"))
+        w.extend(body.quoted([(op, body.compute(op)) for op in rowwise]))
+        index = f"({flat_index(dims[:-1])}) * n{inner} + j" if len(dims) > 1 else "j"
+        w.extend(f"r{body.names[v][1:]}[{index}] = {body.names[v]};" for v in kept)
 
 
 __all__ = ["pointwise_loops", "ELEMENT_WAYS"]

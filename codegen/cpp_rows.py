@@ -6,12 +6,14 @@ _reduction_pass for how sums stay accurate and maxima exact); `row_driver` runs 
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import Callable
 
 from codegen.cpp_elements import CTYPE, VALUE, Body, rounded_to, to_memory
 from codegen.cpp_iteration import each_row, flat_index, offset_terms
-from codegen.cpp_text import grouped, lambda_call, wrapped
+from codegen.cpp_text import grouped, lambda_call, wrapped, write_wrapped
 from codegen.elements import is_transcendental
+from codegen.writer import Writer
 from ir import ops
 from ir.core import Operation, Value
 
@@ -120,8 +122,8 @@ _IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}
 SUM_BLOCK = 1024  # elements of a float sum's row summed in float lanes (_reduction_pass)
 
 
-def row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]],
-                  scalar_types: list[str], plan: RowPlan, aliased: dict[int, int]) -> list[str]:
+def row_function(w: Writer, name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]],
+                 scalar_types: list[str], plan: RowPlan, aliased: dict[int, int]) -> None:
     """`static void <name>_row(...)`: the kernel on one contiguous row, its pointers already at
     the row (a function of its own, so that the compiler sees restrict pointers and local sizes,
     which it does not inside an OpenMP region), kept a call (TS_NOINLINE) as it was when the
@@ -132,28 +134,34 @@ def row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[
     n = f"n{inner}"
     n_in = op.attributes["inputs"]
     varies = {k for k in range(n_in) if inner in strided[k]}
-    body = plan.body
-    names = body.names
     params = [f"int64_t {n}"]
     params += [f"ts_out<{CTYPE[r.type.dtype]}> out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
     params += [f"ts_in<{CTYPE[v.type.dtype]}> p{k}" for k, v in enumerate(op.operands[:n_in])  # type: ignore[union-attr]
                if k not in aliased]
     params += [f"{t} s{k}" for k, t in enumerate(scalar_types)]
-    lines = wrapped(f"static TS_NOINLINE void {name}_row", params, " {")
+    with w.block(*wrapped(f"static TS_NOINLINE void {name}_row", params, " {")):
+        _row_body(w, n, op, plan, varies, aliased)
+
+
+def _row_body(w: Writer, n: str, op: ops.ReductionKernelOp, plan: RowPlan, varies: set[int],
+              aliased: dict[int, int]) -> None:
+    """The row function's statements: its row buffers, then each pass over the row (`n`
+    elements) after the row values it needs, then the row outputs."""
+    body = plan.body
+    names = body.names
     for k, o in aliased.items():  # (read in the passes before the last; the last writes over it)
-        lines.append(f"  const {CTYPE[op.operands[k].type.dtype]}* p{k} = out{o};")  # type: ignore[union-attr]
-    pad = "  "
+        w.line(f"const {CTYPE[op.operands[k].type.dtype]}* p{k} = out{o};")  # type: ignore[union-attr]
     hosts = _buffer_hosts(plan, op, aliased)
     for p in plan.passes:
         for v in plan.stored[p]:
             ct = VALUE[v.type.dtype]  # type: ignore[union-attr]
             buf = f"b{names[v][1:]}"
             if v in hosts:
-                lines.append(f"{pad}{ct}* {buf}p = out{hosts[v]};  // {names[v]} along the row, in the output row until the last pass")
+                w.line(f"{ct}* {buf}p = out{hosts[v]};  // {names[v]} along the row, in the output row until the last pass")
                 continue
-            lines.append(f"{pad}static thread_local std::vector<{ct}> {buf};  // {names[v]} along the row, for a later pass")
-            lines.append(f"{pad}if ((int64_t){buf}.size() < {n}) {buf}.resize({n});")
-            lines.append(f"{pad}{ct}* __restrict {buf}p = {buf}.data();")
+            w.line(f"static thread_local std::vector<{ct}> {buf};  // {names[v]} along the row, for a later pass")
+            w.line(f"if ((int64_t){buf}.size() < {n}) {buf}.resize({n});")
+            w.line(f"{ct}* __restrict {buf}p = {buf}.data();")
 
     def element_lines(p: int, roots: list[Value] | None = None, effects: bool = True) -> list[str]:
         """The loads, the computation and (with `effects`) the buffer stores of pass `p` at element j."""
@@ -176,25 +184,21 @@ def row_function(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[
     depth_done = -1
     for p in plan.passes:
         for d in range(depth_done + 1, p + 1):
-            lines += [pad + t for t in plan.row_statements(d, varies)]
+            w.extend(plan.row_statements(d, varies))
         depth_done = p
         reds = plan.reductions.get(p, [])
         what = ", ".join([f"{r.attributes['kind']} {names[r.result]}" for r in reds]
                          + [f"out{k}" for k in plan.element_outputs.get(p, [])])
-        lines.append(f"{pad}// pass {plan.passes.index(p) + 1} over the row: {what}")
+        w.line(f"// pass {plan.passes.index(p) + 1} over the row: {what}")
         if not reds:
-            lines.append(f"{pad}#pragma omp simd")
-            lines.append(f"{pad}for (int64_t j = 0; j < {n}; ++j) {{")
-            lines += [f"{pad}  {t}" for t in element_lines(p)]
-            lines.append(f"{pad}}}")
+            with w.block("#pragma omp simd", f"for (int64_t j = 0; j < {n}; ++j) {{"):
+                w.extend(element_lines(p))
             continue
-        lines += _reduction_pass(pad, n, p, reds, names, element_lines)
+        _reduction_pass(w, n, p, reds, names, element_lines)
     for d in range(depth_done + 1, max(plan.level.values(), default=0) + 1):
-        lines += [pad + t for t in plan.row_statements(d, varies)]
+        w.extend(plan.row_statements(d, varies))
     for k in plan.row_outputs:
-        lines.append(f"{pad}out{k}[0] = {to_memory(plan.yielded[k], names[plan.yielded[k]])};")
-    lines.append("}")
-    return lines
+        w.line(f"out{k}[0] = {to_memory(plan.yielded[k], names[plan.yielded[k]])};")
 
 
 def _buffer_hosts(plan: RowPlan, op: ops.ReductionKernelOp, aliased: dict[int, int]) -> dict[Value, int]:
@@ -217,8 +221,8 @@ def _buffer_hosts(plan: RowPlan, op: ops.ReductionKernelOp, aliased: dict[int, i
     return hosts
 
 
-def row_driver(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]], plan: RowPlan,
-                n_scalars: int, aliased: dict[int, int]) -> list[str]:
+def row_driver(w: Writer, name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]],
+               plan: RowPlan, n_scalars: int, aliased: dict[int, int]) -> None:
     """The extern "C" function's body: the row function on every row (`ts_rows_of`; in parallel
     when there is enough work), each output and input at its row; an input that steps along the
     row by a stride other than 1 (a LayerNorm2d's channels of an NCHW tensor, H * W apart) is
@@ -246,18 +250,21 @@ def row_driver(name: str, rank: int, op: ops.ReductionKernelOp, strided: list[di
         side = [strided[k][last], f"n{last} - i{last}"] if outer and last in strided[k] else ["0", "1"]
         args.append(f"g{k}({', '.join(['unit', at, f'n{inner}', strided[k][inner], *side])})")
     args += [f"s{k}" for k in range(n_scalars)]
-    declared = [f"  const {t} {g}{{}};" for g, t in gathered]
     strides = [strided[k][inner] for k in range(n_in) if k not in aliased and inner in strided[k]]
-    call = wrapped(f"{name}_row", args, ";")
-    if rank == 1:  # one row
-        if not strides:
-            return wrapped(f"{name}_row", args, ";", "  ")
-        return declared + lambda_call("ts_unit_or_strided", ["{" + ", ".join(strides) + "}"], ["auto unit"], call)
-    return declared + each_row(rank, strides, call, [g for g, _ in gathered])
+    if rank == 1 and not strides:  # one row
+        write_wrapped(w, f"{name}_row", args, ";")
+        return
+    w.extend(f"const {t} {g}{{}};" for g, t in gathered)
+    if rank == 1:
+        row = lambda_call(w, "ts_unit_or_strided", ["{" + ", ".join(strides) + "}"], ["auto unit"])
+    else:
+        row = each_row(w, rank, strides, [g for g, _ in gathered])
+    with row:  # (filled to WIDTH as from column 0, as the call always was: the kernels' text stays)
+        w.extend(wrapped(f"{name}_row", args, ";"))
 
 
-def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],
-                    element_lines: Callable[..., list[str]]) -> list[str]:
+def _reduction_pass(w: Writer, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],
+                    element_lines: Callable[..., list[str]]) -> None:
     """One pass over the row that accumulates `reds`, in one vectorised loop. A float sum (also
     of 16-bit floats, computed in float) goes in blocks of SUM_BLOCK elements: each block summed
     in float lanes, the blocks' sums added in double. Each lane adds 64 elements of a block (128 with AVX2's 8
@@ -266,12 +273,11 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
     ms on 2048 rows of 2048). A float64 sum is in double. A maximum or minimum is the plain vectorised one (right
     for infinities: a causal mask's -inf rows stay on it), with a count of the row's NaNs; a row
     with one takes the exact NaN-propagating loop."""
-    lines: list[str] = []
     clauses, updates, blocked = [], [], []
     for r in reds:
         acc, x, kind = f"acc{names[r.result][1:]}", names[r.operands[0]], r.attributes["kind"]
         if kind == "sum":
-            lines.append(f"{pad}double {acc} = 0;")
+            w.line(f"double {acc} = 0;")
             if r.result.type.dtype == "float64":  # type: ignore[union-attr]
                 clauses.append(f"reduction(+:{acc})")
                 updates.append(f"{acc} += {x};")
@@ -280,42 +286,37 @@ def _reduction_pass(pad: str, n: str, p: int, reds: list[ops.ReduceOp], names: d
                 clauses.append(f"reduction(+:part{acc[3:]})")
                 updates.append(f"part{acc[3:]} += {x};")
         else:
-            lines.append(f"{pad}{VALUE[r.result.type.dtype]} {acc} = {_IDENTITY[kind]}, {acc}_check = 0;")  # type: ignore[union-attr]
+            w.line(f"{VALUE[r.result.type.dtype]} {acc} = {_IDENTITY[kind]}, {acc}_check = 0;")  # type: ignore[union-attr]
             clauses.append(f"reduction({'max' if kind == 'amax' else 'min'}:{acc}) reduction(+:{acc}_check)")
             cmp = ">" if kind == "amax" else "<"
             updates += [f"{acc} = {x} {cmp} {acc} ? {x} : {acc};", f"{acc}_check += static_cast<{VALUE[r.result.type.dtype]}>({x} != {x});"]  # type: ignore[union-attr]
-    loop, start, end = pad, "0", n
-    if blocked:  # (the loop over the row runs in each block)
-        lines.append(f"{pad}for (int64_t j0 = 0; j0 < {n}; j0 += {SUM_BLOCK}) {{  // blocks: summed in float, added in double")
-        loop, start, end = pad + "  ", "j0", "j1"
-        lines.append(f"{loop}const int64_t j1 = std::min({n}, j0 + {SUM_BLOCK});")
-        lines += [f"{loop}float part{names[r.result][1:]} = 0;" for r in blocked]
-    lines.append(f"{loop}#pragma omp simd {' '.join(clauses)}")
-    lines.append(f"{loop}for (int64_t j = {start}; j < {end}; ++j) {{")
-    lines += [f"{loop}  {t}" for t in element_lines(p) + updates]
-    lines.append(f"{loop}}}")
-    if blocked:
-        lines += [f"{loop}acc{names[r.result][1:]} += part{names[r.result][1:]};" for r in blocked]
-        lines.append(f"{pad}}}")
+    with ExitStack() as blocks:
+        start, end = "0", n
+        if blocked:  # (the loop over the row runs in each block)
+            blocks.enter_context(w.block(
+                f"for (int64_t j0 = 0; j0 < {n}; j0 += {SUM_BLOCK}) {{  // blocks: summed in float, added in double"))
+            start, end = "j0", "j1"
+            w.line(f"const int64_t j1 = std::min({n}, j0 + {SUM_BLOCK});")
+            w.extend(f"float part{names[r.result][1:]} = 0;" for r in blocked)
+        with w.block(f"#pragma omp simd {' '.join(clauses)}", f"for (int64_t j = {start}; j < {end}; ++j) {{"):
+            w.extend(element_lines(p) + updates)
+        w.extend(f"acc{names[r.result][1:]} += part{names[r.result][1:]};" for r in blocked)
     for r in reds:
         if r.attributes["kind"] == "sum":
             continue
         acc, x = f"acc{names[r.result][1:]}", names[r.operands[0]]
-        lines.append(f"{pad}if ({acc}_check != 0) {{  // a NaN in the row: the exact, NaN-propagating loop")
-        lines.append(f"{pad}  {acc} = {_IDENTITY[r.attributes['kind']]};")
-        lines.append(f"{pad}  for (int64_t j = 0; j < {n}; ++j) {{")
-        lines += [f"{pad}    {t}" for t in element_lines(p, [r.operands[0]], effects=False)]
-        lines.append(f"{pad}    {acc} = {'ts_max' if r.attributes['kind'] == 'amax' else 'ts_min'}({acc}, {x});")
-        lines.append(f"{pad}  }}")
-        lines.append(f"{pad}}}")
+        with w.block(f"if ({acc}_check != 0) {{  // a NaN in the row: the exact, NaN-propagating loop"):
+            w.line(f"{acc} = {_IDENTITY[r.attributes['kind']]};")
+            with w.block(f"for (int64_t j = 0; j < {n}; ++j) {{"):
+                w.extend(element_lines(p, [r.operands[0]], effects=False))
+                w.line(f"{acc} = {'ts_max' if r.attributes['kind'] == 'amax' else 'ts_min'}({acc}, {x});")
     for r in reds:
         dtype = r.result.type.dtype  # type: ignore[union-attr]
         v, acc, ct = names[r.result], f"acc{names[r.result][1:]}", VALUE[dtype]
         if r.attributes["kind"] == "sum" and ct != "double":  # (a 16-bit sum is rounded from its float)
-            lines.append(f"{pad}const {ct} {v} = {rounded_to(dtype, f'static_cast<{ct}>({acc})')};")
+            w.line(f"const {ct} {v} = {rounded_to(dtype, f'static_cast<{ct}>({acc})')};")
         else:  # (a maximum or minimum is one of the row's values)
-            lines.append(f"{pad}const {ct} {v} = {acc};")
-    return lines
+            w.line(f"const {ct} {v} = {acc};")
 
 
 __all__ = ["RowPlan", "row_function", "row_driver", "SUM_BLOCK"]

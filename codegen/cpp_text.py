@@ -5,6 +5,10 @@ parentheses an expression needs as an operand."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
+from typing import Iterator
+
+from codegen.writer import Writer
 
 
 WIDTH = 100  # columns a parameter or argument list fills before it wraps
@@ -13,13 +17,23 @@ WIDTH = 100  # columns a parameter or argument list fills before it wraps
 def wrapped(head: str, items: list[str], tail: str = "", indent: str = "") -> list[str]:
     """`head(items)tail` as C++ lines: one where it fits in WIDTH columns, else the items filled
     onto lines of their own, indented four spaces more than `indent`."""
-    one = f"{indent}{head}({', '.join(items)}){tail}"
-    if len(one) <= WIDTH or not items:
+    return [indent + line for line in _wrapped(head, items, tail, len(indent))]
+
+
+def write_wrapped(w: Writer, head: str, items: list[str], tail: str = "") -> None:
+    """`wrapped` at the writer's depth, filling the columns left there."""
+    w.extend(_wrapped(head, items, tail, len(w.prefix)))
+
+
+def _wrapped(head: str, items: list[str], tail: str, column: int) -> list[str]:
+    """`wrapped`'s lines without their indentation, `column` wide."""
+    one = f"{head}({', '.join(items)}){tail}"
+    if column + len(one) <= WIDTH or not items:
         return [one]
-    lines, line, pad = [f"{indent}{head}("], "", indent + "    "
+    lines, line, pad = [f"{head}("], "", "    "
     for i, item in enumerate(items):
         piece = item + ("," if i < len(items) - 1 else f"){tail}")
-        if line and len(pad) + len(line) + 1 + len(piece) > WIDTH:
+        if line and column + len(pad) + len(line) + 1 + len(piece) > WIDTH:
             lines.append(pad + line)
             line = piece
         else:
@@ -27,14 +41,16 @@ def wrapped(head: str, items: list[str], tail: str = "", indent: str = "") -> li
     return lines + [pad + line]
 
 
-def lambda_call(callee: str, items: list[str], params: list[str], body: list[str], own: list[str] = []) -> list[str]:
-    """`callee(items, [&](params) {`, the lines of `body`, `});`: the kernel's code as the lambda
-    a helper of kernels.h runs (and inlines: TS_ROWS), the call wrapped at WIDTH columns, the
-    lambda's brace ending it; `own`, what it captures by value (a gatherer `g0`: each thread's
-    copy its own)."""
-    lines = wrapped(callee, items + [f"[{', '.join(['&', *own])}]({', '.join(params)})"], " {", "  ")
-    lines[-1] = lines[-1][:-len(") {")] + " {"
-    return lines + ["    " + t for t in body] + ["  });"]
+@contextmanager
+def lambda_call(w: Writer, callee: str, items: list[str], params: list[str], own: list[str] = []) -> Iterator[None]:
+    """`callee(items, [&](params) {`, what is written inside, `});`: the kernel's code as the
+    lambda a helper of kernels.h runs (and inlines: TS_ROWS), the call wrapped at WIDTH columns,
+    the lambda's brace ending it; `own`, what it captures by value (a gatherer `g0`: each
+    thread's copy its own)."""
+    head = _wrapped(callee, items + [f"[{', '.join(['&', *own])}]({', '.join(params)})"], " {", len(w.prefix))
+    head[-1] = head[-1][:-len(") {")] + " {"
+    with w.block(*head, close="});"):
+        yield
 
 
 def bare_arguments(text: str) -> str:
@@ -109,14 +125,15 @@ def joined_declarations(lines: list[str]) -> list[str]:
     return out
 
 
-def filled(head: str, items: list[str], tail: str, separator: str = ",") -> list[str]:
+def filled(head: str, items: list[str], tail: str, separator: str = ",", column: int = 0) -> list[str]:
     """`head` and the `items` (each but the last followed by `separator`), then `tail`, filled
-    into lines of WIDTH columns (continuation lines indented four spaces more than `head`)."""
+    into lines of WIDTH columns from `column` (continuation lines indented four spaces more than
+    `head`)."""
     pad = " " * (len(head) - len(head.lstrip()) + 4)
     lines, line = [], head
     for i, item in enumerate(items):
         piece = item + (separator if i < len(items) - 1 else tail)
-        if line.strip() and line != head and len(line) + 1 + len(piece) > WIDTH:
+        if line.strip() and line != head and column + len(line) + 1 + len(piece) > WIDTH:
             lines.append(line)
             line = pad + piece
         else:
@@ -124,4 +141,4 @@ def filled(head: str, items: list[str], tail: str, separator: str = ",") -> list
     return lines + [line]
 
 
-__all__ = ["WIDTH", "wrapped", "lambda_call", "bare_arguments", "atomic", "grouped", "joined_declarations", "filled"]
+__all__ = ["WIDTH", "wrapped", "write_wrapped", "lambda_call", "bare_arguments", "atomic", "grouped", "joined_declarations", "filled"]

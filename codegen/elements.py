@@ -79,6 +79,12 @@ class Element:
     def arity(self) -> int:
         return len(self.operands)
 
+    def rounds(self, operands_16bit: bool) -> bool:
+        """Whether a 16-bit float result is rounded after the op, on a backend whose operands of
+        16-bit math are 16-bit values (`operands_16bit`: C++, which rounds a number first) or not
+        (Triton, which holds a number in float32)."""
+        return self.rounding == "rounded" or (self.rounding == "selects" and not operands_16bit)
+
     def reads_in_float(self, i: int, number: bool) -> bool:
         """Whether operand i, one element (a `number`, else a one-element tensor), is read in float."""
         return i in (self.numbers_in_float if number else self.in_float)

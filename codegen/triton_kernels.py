@@ -257,7 +257,7 @@ class _Kernel:
             text = args[0]
         else:
             text = Parts(args, "1.0", "", result in FLOATING, lambda x: _rounded(x, result), typed).fill(e.triton)
-        return text if e.rounding == "exact" else _rounded(text, result)
+        return _rounded(text, result) if e.rounds(operands_16bit=False) else text
 
     def operands(self, values: list[Value], dtype: str) -> list[str]:
         """`values` as `dtype`; when none of them has a Triton type (all constants), the first
@@ -409,9 +409,9 @@ def _block_function(k: _Kernel) -> str:
 
 class _Passes:
     """When each value of a reduction kernel is computed in the loop version (as the C++
-    `_RowPlan`, without row buffers). Element values (those that vary along the row) belong to
-    the first pass after every row value they use exists; a row value's depth is the number of
-    passes before it (a reduction's: one more than its operand's pass)."""
+    `RowPlan` of codegen/cpp_rows.py, without row buffers). Element values (those that vary
+    along the row) belong to the first pass after every row value they use exists; a row value's
+    depth is the number of passes before it (a reduction's: one more than its operand's pass)."""
 
     def __init__(self, k: _Kernel) -> None:
         self.k = k

@@ -44,3 +44,12 @@ def test_every_entry_is_spelled_for_both_backends(name: str) -> None:
 def test_an_op_outside_the_table_is_one_clear_error() -> None:
     with pytest.raises(NotImplementedError, match=r"no element op 'bitwise_xor' in codegen/elements.py"):
         entry("bitwise_xor")
+
+
+def test_which_results_each_backend_rounds() -> None:
+    """A 16-bit result is rounded after the op unless it is exact; a select (maximum, where) is
+    exact in C++, whose operands are 16-bit values, not in Triton, which holds numbers in float32."""
+    add, neg, maximum = ELEMENTS["add"], ELEMENTS["neg"], ELEMENTS["maximum"]
+    assert add.rounds(operands_16bit=True) and add.rounds(operands_16bit=False)
+    assert not neg.rounds(operands_16bit=True) and not neg.rounds(operands_16bit=False)
+    assert not maximum.rounds(operands_16bit=True) and maximum.rounds(operands_16bit=False)
