@@ -22,12 +22,15 @@ kernels' tiles, ts_tile), the window unrolled (`tl.static_range`), masked loads 
 
 from __future__ import annotations
 
-from codegen.cpp_kernels import CTYPE, HALF, PARALLEL_MIN, wrapped
+from codegen.cpp_elements import CTYPE, HALF
+from codegen.cpp_kernels import PARALLEL_MIN
+from codegen.cpp_text import wrapped, write_wrapped
 from codegen.launcher_text import source_comment
 from codegen.triton_kernels import TL, TritonKernel
 from codegen.writer import Writer
 from ir import ops
 from ir.types import TensorType
+
 
 class _Pool:
     """What both backends read off the op."""
@@ -68,46 +71,38 @@ def cpp_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None =
     block = 2 * 64 // size  # (channels a block takes: ts_pool_width, two 64-byte vectors' worth)
     # (the loops over a window: ts_pool_channels and ts_pool_block of runtime/include's kernels.h)
     element = f"ts_pool_{HALF[p.dtype]}" if p.dtype in HALF else f"ts_pool_float<{t}>"
-    if p.dtype in HALF:
-        block_call = wrapped(f"ts_pool_channels<{element}>", ["o + c", "x + c", str(block), "1", "nh", "nw", "in0_s1",
-                                                             "in0_s2"], ";", " " * 12)
-    else:
-        block_call = ["            ts_pool_block(o + c, x + c, nh, nw, in0_s1, in0_s2);"]
-    lines: list[str] = []
+    w = Writer("  ")
     comment = source_comment(op.loc, source_lines, "//")
-    lines += [comment] if comment else []
-    lines += wrapped(f'extern "C" void {p.name}_kernel', [
-        "int64_t n0", "int64_t n3", f"ts_out<{t}> out0", f"ts_in<{t}> in0", "int64_t in0_s0",
-        "int64_t in0_s1", "int64_t in0_s2", "int64_t in0_s3"], " {")
-    lines += [
-        "  const auto rows = [=](int64_t begin, int64_t end) {",
-        f"    for (int64_t r = begin; r < end; ++r) {{  // the output row oh of image b",
-        f"      const int64_t b = r / {p.oh}, oh = r % {p.oh};",
-        f"      const int64_t h0 = std::max<int64_t>({_start('oh', p.sh, p.ph)}, 0), "
-        f"h1 = std::min<int64_t>({_start('oh', p.sh, p.ph)} + {p.kh}, {p.h});",
-        f"      for (int64_t ow = 0; ow < {p.ow}; ++ow) {{",
-        f"        const int64_t w0 = std::max<int64_t>({_start('ow', p.sw, p.pw)}, 0), "
-        f"w1 = std::min<int64_t>({_start('ow', p.sw, p.pw)} + {p.kw}, {p.w});",
-        f"        {t}* __restrict o = out0 + (r * {p.ow} + ow) * n3;",
-        f"        const {t}* __restrict x = in0 + b * in0_s0 + h0 * in0_s1 + w0 * in0_s2;",
-        "        const int64_t nh = h1 - h0, nw = w1 - w0;",
-        "        int64_t c = 0;",
-        "        if (in0_s3 == 1) {",
-        f"          for (; c + {block} <= n3; c += {block}) {{",
-        *block_call,
-        "          }",
-        "        }",
-        f"        for (; c < n3; c += {block}) {{",
-        *wrapped(f"ts_pool_channels<{element}>", ["o + c", "x + c * in0_s3", f"std::min<int64_t>(n3 - c, {block})",
-                                                     "in0_s3", "nh", "nw", "in0_s1", "in0_s2"], ";", "          "),
-        "        }",
-        "      }",
-        "    }",
-        "  };",
-        f"  ts_rows(rows, n0 * {p.oh}, n0 * n3 * {p.oh * p.ow} >= {PARALLEL_MIN});",
-        "}",
-    ]
-    return "\n".join(lines) + "\n"
+    if comment:
+        w.line(comment)
+    start_h, start_w = _start("oh", p.sh, p.ph), _start("ow", p.sw, p.pw)
+    with w.block(*wrapped(f'extern "C" void {p.name}_kernel', [
+            "int64_t n0", "int64_t n3", f"ts_out<{t}> out0", f"ts_in<{t}> in0", "int64_t in0_s0",
+            "int64_t in0_s1", "int64_t in0_s2", "int64_t in0_s3"], " {")):
+        with w.block("const auto rows = [=](int64_t begin, int64_t end) {", close="};"):
+            with w.block("for (int64_t r = begin; r < end; ++r) {  // the output row oh of image b"):
+                w.line(f"const int64_t b = r / {p.oh}, oh = r % {p.oh};")
+                w.line(f"const int64_t h0 = std::max<int64_t>({start_h}, 0), "
+                       f"h1 = std::min<int64_t>({start_h} + {p.kh}, {p.h});")
+                with w.block(f"for (int64_t ow = 0; ow < {p.ow}; ++ow) {{"):
+                    w.line(f"const int64_t w0 = std::max<int64_t>({start_w}, 0), "
+                           f"w1 = std::min<int64_t>({start_w} + {p.kw}, {p.w});")
+                    w.line(f"{t}* __restrict o = out0 + (r * {p.ow} + ow) * n3;")
+                    w.line(f"const {t}* __restrict x = in0 + b * in0_s0 + h0 * in0_s1 + w0 * in0_s2;")
+                    w.line("const int64_t nh = h1 - h0, nw = w1 - w0;")
+                    w.line("int64_t c = 0;")
+                    with w.block("if (in0_s3 == 1) {"), w.block(f"for (; c + {block} <= n3; c += {block}) {{"):
+                        if p.dtype in HALF:
+                            write_wrapped(w, f"ts_pool_channels<{element}>", [
+                                "o + c", "x + c", str(block), "1", "nh", "nw", "in0_s1", "in0_s2"], ";")
+                        else:
+                            w.line("ts_pool_block(o + c, x + c, nh, nw, in0_s1, in0_s2);")
+                    with w.block(f"for (; c < n3; c += {block}) {{"):
+                        write_wrapped(w, f"ts_pool_channels<{element}>", [
+                            "o + c", "x + c * in0_s3", f"std::min<int64_t>(n3 - c, {block})", "in0_s3", "nh", "nw",
+                            "in0_s1", "in0_s2"], ";")
+        w.line(f"ts_rows(rows, n0 * {p.oh}, n0 * n3 * {p.oh * p.ow} >= {PARALLEL_MIN});")
+    return w.text()
 
 
 def cpp_launcher(w: Writer, op: ops.PoolKernelOp, suffix: str = "_cpp") -> None:

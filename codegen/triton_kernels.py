@@ -23,7 +23,7 @@ loop. Sums accumulate in the value's dtype (float32 for 16-bit floats); max and 
 NaN (tl.max skips it: ts_max_rows checks).
 
 Elements have torch's semantics, as in the C++ emitter: operands are converted to the op's
-computation dtype (cpp_kernels.compute_dtype), maximum/minimum/clamp propagate NaN, casts to
+computation dtype (elements.compute_dtype), maximum/minimum/clamp propagate NaN, casts to
 bool test `!= 0`, `c / x` for a number `c` is `reciprocal(x) * c` (Tensor.__rtruediv__).
 bfloat16 and float16 values are held as float32 and rounded after every op, as eager rounds each
 op's result; a number joins their math in float32, as torch's CUDA kernels read a scalar (its
@@ -46,13 +46,12 @@ import torch
 
 import runtime
 
-from codegen.cpp_kernels import compute_dtype
+from codegen.elements import Parts, compute_dtype, element_of
 from codegen.launcher_text import kernel_args, module_reads, size_texts, with_source
 from codegen.writer import Writer
 from ir import ops
 from ir.core import Operation, Value
 from ir.passes.fuse import kernel_shape
-from ir.primitives import op_name
 from ir.types import BOOL, FLOAT, TensorType
 
 TL = {"float32": "tl.float32", "float64": "tl.float64", "int32": "tl.int32", "int64": "tl.int64", "bool": "tl.int1",
@@ -241,41 +240,24 @@ class _Kernel:
         self.write(w, [(o, self.statement(o)) for o in computed])
 
     def element(self, op: Operation) -> str:
-        """A Triton expression for one element of `op`'s result (a 16-bit float as float32)."""
-        name = op_name(op)
+        """A Triton expression for one element of `op`'s result (codegen/elements.py spells it; a
+        16-bit float as float32, rounded unless the result is exact in its operand's dtype)."""
+        e = element_of(op)
         result = op.result.type.dtype  # type: ignore[union-attr]
-        if name == "to":
-            return self.operand(op.operands[0], result)
-        if name == "logical_not":
-            return f"{self.operand(op.operands[0], None)} == 0"
-        if name in _COMPARE:
-            a, b = self.operands(op.operands, compute_dtype(op))
-            return f"{a} {_COMPARE[name]} {b}"
-        if name == "where":
-            cond = self.operand(op.operands[0], "bool")
-            a, b = self.operands(op.operands[1:], result)
-            return _rounded(f"tl.where({cond}, {a}, {b})", result)
-        if name == "pow":
-            return _rounded(self._pow(op, result), result)
-        args = self.operands(op.operands, result)
-        if name == "div" and not isinstance(op.operands[0].type, TensorType):
-            # `c / x` is x.__rtruediv__(c), which is reciprocal(x) * c in eager: two ops, two roundings
-            return _rounded(f"{_rounded(f'1.0 / {args[1]}', result)} * {args[0]}", result)
-        if name in _ARITH:
-            text = f"{args[0]} {_ARITH[name]} {args[1]}"
-        elif name == "neg":
-            text = f"-{args[0]}"
-        elif name == "abs":
-            text = f"tl.abs({args[0]})"
-        elif name in _FLOAT_UNARY:
-            text = _FLOAT_UNARY[name].format(args[0]) if result in FLOATING else args[0]
-        elif name in ("maximum", "clamp_min"):
-            text = f"ts_maximum({args[0]}, {args[1]})"
-        elif name in ("minimum", "clamp_max"):
-            text = f"ts_minimum({args[0]}, {args[1]})"
+        computed = compute_dtype(op) if e.computes_in == "promoted" else result
+        operands = op.operands[:e.arity]
+        converted = iter(self.operands([v for v, kind in zip(operands, e.operands) if kind == "value"], computed))
+        args = [next(converted) if kind == "value" else self.operand(v, None if kind == "as is" else result)
+                for v, kind in zip(operands, e.operands)]
+
+        def typed(i: int) -> str:
+            return _typed(operands[i], result) if isinstance(operands[i].owner, ops.ConstantOp) else args[i]
+
+        if e.floats_only and result not in FLOATING:
+            text = args[0]
         else:
-            raise NotImplementedError(f"no Triton for pointwise {name!r}")
-        return text if name in _EXACT else _rounded(text, result)
+            text = Parts(args, "1.0", "", result in FLOATING, lambda x: _rounded(x, result), typed).fill(e.triton)
+        return _rounded(text, result) if e.rounds(operands_16bit=False) else text
 
     def operands(self, values: list[Value], dtype: str) -> list[str]:
         """`values` as `dtype`; when none of them has a Triton type (all constants), the first
@@ -302,35 +284,6 @@ class _Kernel:
         if dtype in HALF and not isinstance(v.type, TensorType):
             return _convert(text, source, "float32")  # (a scalar joins 16-bit math as float32, torch's opmath)
         return _convert(text, source, dtype)
-
-    def _pow(self, op: Operation, result: str) -> str:
-        """x ** c with the constant exponents torch's kernels special-case (as the C++ emitter);
-        else ts_pow, with a constant operand typed (it is converted inside)."""
-        base, exponent = op.operands
-        a = self.operand(base, result)
-        c = exponent.owner.attributes.get("value") if isinstance(exponent.owner, ops.ConstantOp) else None
-        if c == 2:
-            return f"{a} * {a}"
-        if c == 0.5:
-            return f"ts_sqrt({a})"
-        if c == 1:
-            return a
-        if c == -1:
-            return f"1.0 / {a}"
-        texts = [_typed(v, result) if isinstance(v.owner, ops.ConstantOp) else self.operand(v, result)
-                 for v in op.operands]
-        return f"ts_pow({texts[0]}, {texts[1]})"
-
-
-_ARITH = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-# Ops whose result is exact in their tensor operand's dtype: no 16-bit rounding needed. (Not so
-# maximum or where: a number operand is float32 here.)
-_EXACT = frozenset({"neg", "abs", "floor", "ceil", "trunc"})
-_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_FLOAT_UNARY = {"exp": "tl.exp({})", "log": "tl.log({})", "sin": "tl.sin({})", "cos": "tl.cos({})",
-                "erf": "tl.math.erf({})", "sqrt": "ts_sqrt({})", "rsqrt": "1.0 / ts_sqrt({})", "reciprocal": "1.0 / {}",
-                "floor": "tl.floor({})", "ceil": "tl.ceil({})", "trunc": "ts_trunc({})", "tanh": "ts_tanh({})",
-                "expm1": "ts_expm1({})", "log1p": "ts_log1p({})"}
 
 
 def _rounded(text: str, dtype: str) -> str:
@@ -456,9 +409,9 @@ def _block_function(k: _Kernel) -> str:
 
 class _Passes:
     """When each value of a reduction kernel is computed in the loop version (as the C++
-    `_RowPlan`, without row buffers). Element values (those that vary along the row) belong to
-    the first pass after every row value they use exists; a row value's depth is the number of
-    passes before it (a reduction's: one more than its operand's pass)."""
+    `RowPlan` of codegen/cpp_rows.py, without row buffers). Element values (those that vary
+    along the row) belong to the first pass after every row value they use exists; a row value's
+    depth is the number of passes before it (a reduction's: one more than its operand's pass)."""
 
     def __init__(self, k: _Kernel) -> None:
         self.k = k

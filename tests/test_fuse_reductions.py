@@ -254,9 +254,9 @@ def test_a_row_buffer_stays_out_of_an_output_written_over_an_input_read_later(fn
 
 
 def test_every_reduce_kind_is_emitted() -> None:
-    from codegen import cpp_kernels
+    from codegen import cpp_rows
 
-    source = Path(cpp_kernels.__file__).read_text()
+    source = Path(cpp_rows.__file__).read_text()
     for kind in ops.ReduceOp.KINDS:
         assert f'"{kind}"' in source, kind
 

@@ -45,7 +45,8 @@ from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
 from ir.types import BOOL, FLOAT, INT, TensorType
 
-# Pointwise primitives both kernel emitters implement (codegen/cpp_kernels.py keeps in step).
+# Pointwise primitives both kernel emitters implement: codegen/elements.py has an entry for each
+# (tests/test_elements.py keeps the two in step).
 FUSIBLE = frozenset({
     "add", "sub", "mul", "div", "neg", "abs", "exp", "expm1", "log", "log1p", "tanh", "erf", "sqrt",
     "rsqrt", "reciprocal", "sin", "cos", "floor", "ceil", "trunc", "maximum", "minimum", "clamp_min",

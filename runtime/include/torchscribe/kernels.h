@@ -269,7 +269,7 @@ template <typename T> static inline void ts_transpose8(T* __restrict y, int64_t 
 #endif
 #endif
 
-// A reduction kernel's row of input K (codegen/cpp_kernels.py, _row_driver) as a contiguous
+// A reduction kernel's row of input K (codegen/cpp_rows.py, row_driver) as a contiguous
 // one, for its row function's passes to run vectorised on a row in cache: `p` itself where its
 // stride `s` is 1, else a row of this thread's tile. A LayerNorm2d normalises the channels of an
 // NCHW tensor, H * W apart, where each of its four passes read them one at a time. The tile holds
