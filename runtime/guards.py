@@ -347,6 +347,7 @@ _LAYER_CONDITIONS: dict[str, Any] = {
     "eval": lambda m: not m.training,
     # BatchNorm's buffers (a torch class, so they live in _buffers; read past nn.Module.__getattr__).
     "running_stats": lambda m: m._buffers["running_mean"] is not None and m._buffers["running_var"] is not None,
+    "no_running_stats": lambda m: m._buffers["running_mean"] is None and m._buffers["running_var"] is None,
     "zeros_padding": lambda m: m.padding_mode == "zeros",
     "no_max_norm": lambda m: m.max_norm is None,
     "no_indices": lambda m: not m.return_indices,

@@ -164,3 +164,27 @@ def test_identical_kernels_are_written_once(tmp_path, monkeypatch) -> None:
     assert len(launchers) == len(set(launchers)) == 3, launchers  # a first norm, each block's, the last block's
     calls = [line for line in text.splitlines() if "fc_silu_norm(" in line]
     assert len(calls) >= 2, calls
+
+
+def test_a_batch_norm_without_running_statistics_normalises_by_the_batch_in_kernels(tmp_path, monkeypatch) -> None:
+    """BatchNorm(track_running_stats=False) holds no running statistics, so in eval too its
+    forward uses the batch's: the specialisation checks that both are None (the layer condition
+    "no_running_stats", where it refused every call before) and computes the batch's statistics, in kernels for BatchNorm2d (for
+    BatchNorm1d over (N, C) by F.batch_norm, which raises for a batch of one as eager does), in
+    strict mode, as eager does."""
+    torch.manual_seed(0)
+    cases = [(nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8, track_running_stats=False), nn.ReLU()),
+              torch.randn(4, 3, 10, 10)),
+             (nn.Sequential(nn.Linear(6, 5), nn.BatchNorm1d(5, affine=False, track_running_stats=False)),
+              torch.randn(7, 6))]
+    for n, (model, x) in enumerate(cases):
+        monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / str(n)))
+        model.eval()
+        scripted = script(model, example_inputs=(x,))
+        [path] = (tmp_path / str(n)).rglob("*.py")
+        text = path.read_text()
+        assert '"no_running_stats"' in text and '"running_stats"' not in text
+        assert ("batch_norm(" in text.split("def ", 1)[1]) == (n == 1)
+        with torch.no_grad(), runtime.mode("strict"):
+            for batch in (x, torch.randn(3, *x.shape[1:])):
+                torch.testing.assert_close(scripted(batch), model(batch), rtol=1e-5, atol=1e-5)

@@ -319,12 +319,13 @@ def batch_norm(e: Emitter, c: Call) -> Value:
 
 
 def _batch_norm_training(e: Emitter, c: Call) -> Value:
-    """Training with running statistics, as ATen's CPU kernel computes it: per channel the
+    """Training (the batch's statistics), as ATen's CPU kernel computes it: per channel the
     batch's mean, then the sum of squared deviations from it (two passes), over the input seen as
     (N, C, S) rows (S the spatial size: row sums over S, then over N, so that the passes over the
     input are row reductions a kernel makes); the output `x * alpha + beta` as in inference, with
-    alpha = 1 / sqrt(biased var + eps) * weight; then the running statistics, `momentum * batch +
-    (1 - momentum) * running` (the variance unbiased, over n - 1), written into them in place.
+    alpha = 1 / sqrt(biased var + eps) * weight; then, where there are running statistics (a
+    BatchNorm with track_running_stats=False has none: both None), `momentum * batch + (1 -
+    momentum) * running` (the variance unbiased, over n - 1), written into them in place.
     Float32 and float64 (a 16-bit input keeps float32 statistics: not decomposed here)."""
     x = c.tensor()
     rank, channels = _channels(x)
@@ -332,12 +333,13 @@ def _batch_norm_training(e: Emitter, c: Call) -> Value:
     if d not in ("float32", "float64") or type(channels) is not int:
         raise Unsupported("a 16-bit input, or channels not known")
     stats = [_affine_param(c, n, [channels], d) for n in ("running_mean", "running_var")]
-    if stats[0] is None or stats[1] is None or _dtype(stats[0]) != d or _dtype(stats[1]) != d:
-        raise Unsupported("training without running statistics of the input's dtype")
+    tracked = stats[0] is not None or stats[1] is not None
+    if tracked and (stats[0] is None or stats[1] is None or _dtype(stats[0]) != d or _dtype(stats[1]) != d):
+        raise Unsupported("one running statistic, or running statistics of another dtype than the input's")
     if not _more_than_one([_shape(x)[0], *_shape(x)[2:]]):
         raise Unsupported("one value per channel may be all there is: F.batch_norm raises then")
     momentum = c.arg("momentum")
-    if not isinstance(momentum, (Value, int, float)) or isinstance(momentum, bool):
+    if tracked and (not isinstance(momentum, (Value, int, float)) or isinstance(momentum, bool)):
         raise Unsupported("momentum is not a number")
     weight = _affine_param(c, "weight", [channels], d)
     bias = _affine_param(c, "bias", [channels], d)
@@ -353,6 +355,8 @@ def _batch_norm_training(e: Emitter, c: Call) -> Value:
     if weight is not None:
         alpha = e.binary("*", alpha, weight)
     beta = e.binary("-", 0 if bias is None else bias, e.binary("*", mean, alpha))
+    if not tracked:
+        return e.binary("+", e.binary("*", x, _channel_param(e, alpha, rank)), _channel_param(e, beta, rank))
     keep = e.binary("-", 1, momentum)
     unbiased = e.binary("/", squares, e.binary("-", n, 1))
     updated = [e.binary("+", e.binary("*", batch, momentum), e.binary("*", running, keep))  # type: ignore[arg-type]

@@ -18,7 +18,9 @@ hooks, plus the conditions under which its forward is that call:
   input's facts are known); otherwise (a cumulative average, no tracking) the module call. Only
   in a specialisation (`Program.entry_inputs`): the generic code keeps the module call, one
   line. Specialised to an instance, the branches fold away under checks of `training` and of
-  those settings.
+  those settings. A layer of the instance that holds no running statistics
+  (track_running_stats=False) normalises by the batch's in eval too: `F.batch_norm(x, None,
+  None, weight, bias, True, 0.0, eps)`, under the condition "no_running_stats".
 - Conv: padding_mode "zeros" (other modes pad first); string padding goes to F.conv* as is.
 - Embedding: no max_norm (which renormalises the weight in place); pooling: no return_indices.
 - An activation with `inplace` reads it at run time: `F.relu(x, inplace=True) if m.inplace else
@@ -44,10 +46,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+import torch
+
 from ir import ops
 from ir.builder import Builder
 from ir.core import Block, Operation, Program, Region, Value
-from ir.passes.inline import add_module_guard, assigned_attributes, module_path, name_shared_modules
+from ir.passes.inline import ModulePath, add_module_guard, assigned_attributes, module_path, name_shared_modules
 from ir.rewrite import clone_op
 from ir.torch_callinfo import SignatureError, effect_attributes
 from ir.torch_signatures import resolve_function, resolve_method
@@ -95,6 +99,10 @@ class Layer:
     conditions: tuple[str, ...] = ()  # runtime/guards.py _LAYER_CONDITIONS
     ranks: tuple[int, ...] | None = None  # input ranks the lowering is exact for (see above)
     training: Call | None = None  # with "eval": the training side where the module allows it (BatchNorm)
+    # Compiled for an instance whose layer holds no running statistics (a BatchNorm with
+    # track_running_stats=False normalises by the batch's in eval too): the eval side, with the
+    # "no_running_stats" condition in place of "running_stats".
+    batch_stats: Call | None = None
 
 
 def _conv(n: int) -> Layer:
@@ -104,7 +112,9 @@ def _conv(n: int) -> Layer:
 def _batch_norm(rank: tuple[int, ...]) -> Layer:
     args = ("running_mean", "running_var", "weight", "bias", Const(False), Const(0.0), "eps")
     training = ("running_mean", "running_var", "weight", "bias", Const(True), "momentum", "eps")
-    return Layer(Call(F + "batch_norm", args), ("eval", "running_stats"), rank, Call(F + "batch_norm", training))
+    batch = (Const(None), Const(None), "weight", "bias", Const(True), Const(0.0), "eps")
+    return Layer(Call(F + "batch_norm", args), ("eval", "running_stats"), rank, Call(F + "batch_norm", training),
+                 Call(F + "batch_norm", batch))
 
 
 def _max_pool(n: int) -> Layer:
@@ -176,12 +186,13 @@ def lower_layers(program: Program) -> None:
     for func in program.funcs:
         assert isinstance(func, ops.FuncOp)
         sites = [op for op in func.walk() if isinstance(op, ops.ModuleCallOp)]
-        lowered = [_lower(func, call, assigned, specialised) for call in sites]
+        lowered = [_lower(program, func, call, assigned, specialised) for call in sites]
         if any(lowered):
             name_shared_modules(func)
 
 
-def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str], specialised: bool = False) -> bool:
+def _lower(program: Program, func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str],
+           specialised: bool = False) -> bool:
     module = call.operands[0]
     if not isinstance(module.type, ModuleType) or module.type.qualname not in LAYERS:
         return False
@@ -202,7 +213,11 @@ def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str], special
     try:
         if "eval" in conditions:  # training is a run-time branch, not a reason to run eagerly
             conditions = tuple(c for c in conditions if c != "eval")
-            result = site.build_eval_only(layer.lowering, layer.training if specialised else None)
+            lowering = layer.lowering
+            if layer.batch_stats is not None and _without_running_stats(program, func, path):
+                lowering = layer.batch_stats
+                conditions = tuple("no_running_stats" if c == "running_stats" else c for c in conditions)
+            result = site.build_eval_only(lowering, layer.training if specialised else None)
         else:
             result = x if layer.lowering is None else site.build(layer.lowering, site.scratch)
     except SignatureError:
@@ -218,6 +233,21 @@ def _lower(func: ops.FuncOp, call: ops.ModuleCallOp, assigned: set[str], special
         module.owner.erase()  # the read the lowering repeated next to the call
     add_module_guard(func, path, module.type.qualname, conditions, call.loc)
     return True
+
+
+def _without_running_stats(program: Program, func: ops.FuncOp, path: ModulePath) -> bool:
+    """Whether the layer at `path`, in the instance `func` is compiled for, holds no running
+    statistics (a BatchNorm with track_running_stats=False); False where there is no instance."""
+    given = program.entry_inputs.get(func.sym_name) or []
+    index = func.args.index(path.root) if path.root in func.args else len(given)
+    module = given[index] if index < len(given) else None
+    for part in path.parts:
+        name = part.rstrip("?")
+        children = getattr(module, "_modules", None)
+        module = children.get(name) if isinstance(children, dict) else None
+    buffers = getattr(module, "_buffers", None)
+    return isinstance(module, torch.nn.Module) and isinstance(buffers, dict) \
+        and buffers.get("running_mean", 0) is None and buffers.get("running_var", 0) is None
 
 
 @dataclass
