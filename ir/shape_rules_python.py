@@ -220,7 +220,7 @@ def _getattr(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
             return [AV(refine_type(declared.elem, av.type), av.value, av.items, av.origin)]
         return [_with_declared(op, av)]
     if obj.origin is not None and obj.value is not UNKNOWN and is_plain_object(obj.value):
-        try:  # (a config: the front end read the same value; transpiler/lower_expr.py)
+        try:  # (a config: the front end read the same value; transpiler/lower_names.py)
             value = getattr(obj.value, name)
         except Exception:  # noqa: BLE001 - the object's own attribute code refuses
             return [AV(declared)]

@@ -30,7 +30,7 @@ from typing import Any, Callable
 import hypothesis.strategies as st
 import torch
 
-# Python precedence, loosest first, as in codegen/python_function.py.
+# Python precedence, loosest first, as in codegen/python_text.py.
 P_IF, P_OR, P_AND, P_NOT, P_CMP, P_BOR, P_BAND, P_ADD, P_MUL, P_UNARY, P_POW, P_ATOM = 1, 2, 3, 4, 5, 6, 8, 10, 11, 12, 13, 16
 BIN_PREC = {"+": P_ADD, "-": P_ADD, "*": P_MUL, "/": P_MUL, "//": P_MUL, "%": P_MUL, "&": P_BAND, "|": P_BOR}
 

@@ -1383,7 +1383,7 @@ def _binary(op: str, a: Any, b: Any) -> Any:
 
 
 def _call_type(name: str, types: list[Type]) -> Type | None:
-    """The result type the front end gives these calls (transpiler/lower_expr.py)."""
+    """The result type the front end gives these calls (transpiler/lower_calls.py)."""
     if any(t not in (INT, FLOAT, BOOL) for t in types):
         return None
     if name in ("int", "float", "bool"):

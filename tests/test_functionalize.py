@@ -37,7 +37,8 @@ from ir.parser import parse_program  # noqa: E402
 from ir.passes import run_pipeline  # noqa: E402
 from ir.passes.canonicalize import canonicalize  # noqa: E402
 from ir.passes.dce import dce  # noqa: E402
-from ir.passes.functionalize import functionalize, functionalize_function, written_operands  # noqa: E402
+from ir.passes.aliasing import written_operands  # noqa: E402
+from ir.passes.functionalize import functionalize, functionalize_function  # noqa: E402
 from ir.passes.inline import inline  # noqa: E402
 from ir.passes.layers import LAYERS, lower_layers  # noqa: E402
 from ir.passes.shapes import propagate_shapes  # noqa: E402

@@ -27,7 +27,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 
 import runtime
-from codegen import python_function
+from codegen import python_checks
 from codegen.python_function import FunctionEmitter
 from examples import mlp
 from ir.parser import parse_program
@@ -704,7 +704,7 @@ def form(request, monkeypatch):
     """Entry checks printed as one table (ENTRY_TABLE_MIN checks below `self` or more), or as
     one line each (the table's threshold out of reach)."""
     if request.param == "lines":
-        monkeypatch.setattr(python_function, "ENTRY_TABLE_MIN", 10**9)
+        monkeypatch.setattr(python_checks, "ENTRY_TABLE_MIN", 10**9)
     return request.param
 
 

@@ -296,7 +296,7 @@ class FileContext:
             if any(isinstance(t, UnionType) for t in sig.types) or not sig.arg_classes \
                     and sym_name in self.entry_names and _union_attributes(info, node):
                 # (densenet's `x: Union[Tensor, List[Tensor]]`: each call compiles a variant for
-                # the member it passes, lower_expr.call_variant; an entry, one per member,
+                # the member it passes, lower_module_calls.call_variant; an entry, one per member,
                 # entry_variants; this signature is not lowered)
                 self.signatures[sym_name] = sig
                 self._origins[sym_name] = Pending(sig, node, info, source)

@@ -42,7 +42,10 @@ from transpiler.check import WITH_HINT, turns_grad_off
 from transpiler.context import Break, Lookup, applied_decorators
 from transpiler.diagnostics import UserError
 from transpiler.env import Env, Exits, Signature, Unbound
-from transpiler.lower_expr import AUG_OPS, UNROLL_LIMIT, ExpressionLowering, a_type
+from transpiler.expr_messages import a_type
+from transpiler.lower_builtins import UNROLL_LIMIT
+from transpiler.lower_expr import ExpressionLowering
+from transpiler.lower_operators import AUG_OPS
 from transpiler.lower_python import KeptAsPython
 from transpiler.recover import Recovery
 from transpiler.syntax import (
@@ -93,7 +96,7 @@ class FunctionLowerer(ExpressionLowering, KeptAsPython, Recovery):
         self.empty_stars: set[Value] = set()  # `*args` / `**kwargs` of a compiled call: empty
         self.star_items: dict[Value, dict[str, Value]] = {}  # `**kwargs` of a variant: its keywords
         self.star_tuples: dict[Value, list[Value]] = {}  # `*args` of a variant: its values
-        self.functions_known: dict[Value, Lookup] = {}  # what lookups returned (lower_expr.lookup_call)
+        self.functions_known: dict[Value, Lookup] = {}  # what lookups returned (lower_calls.lookup_call)
         self.dicts_made: dict[Value, int] = {}  # dict displays (also in star_items): the loop depth they are made at
         self.live: dict[Value, Any] = {}
         with self.b.located(self.source.loc(node)):

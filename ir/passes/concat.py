@@ -47,7 +47,7 @@ from ir import ops
 from ir.core import Block, Operation, Program, Value
 from ir.passes.canonicalize import writes_in
 from ir.passes.emitter import Dtype, Emitter, Facts, Unsupported, bind
-from ir.passes.functionalize import permutation
+from ir.passes.views import permutation
 from ir.passes.fuse import known_tensor
 from ir.passes.layout import TO_NCHW, TO_NHWC, replace_by_rows
 from ir.primitives import op_name

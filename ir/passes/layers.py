@@ -383,7 +383,7 @@ class _Site:
 def _torch_op(b: Builder, cls: type[Operation], callee: str, operands: list[Value],
               kwargs: list[tuple[str, Value]], method: bool = False) -> Value:
     """A torch.call / torch.method with the effects torch's signature gives it (as the front end
-    builds them: transpiler/lower_expr.py torch_op)."""
+    builds them: transpiler/lower_calls.py torch_op)."""
     positional = operands[1:] if method else operands
     consts: dict[int | str, object] = {
         i: v.owner.value for i, v in enumerate(positional) if isinstance(v.owner, ops.ConstantOp)

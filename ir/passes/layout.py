@@ -50,7 +50,8 @@ from dataclasses import dataclass
 from ir import ops
 from ir.core import PURE, TERMINATOR, AliasOf, Block, Operation, Program, Value
 from ir.passes.emitter import Call, Emitter, Facts, Unsupported, bind
-from ir.passes.functionalize import holds_tensors, permutation
+from ir.passes.aliasing import holds_tensors
+from ir.passes.views import permutation
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
 from ir.types import MEMORY_FORMAT, ModuleType, TensorType

@@ -40,7 +40,7 @@ from ir.core import AliasOf, Block, Operation, Program, Value
 from ir.passes.canonicalize import immutable
 from ir.passes.concat import size_source, size_value
 from ir.passes.emitter import Emitter, Facts
-from ir.passes.functionalize import holds_tensors
+from ir.passes.aliasing import holds_tensors
 from ir.passes.fuse import FRESH_RESULTS, fresh_row_major
 from ir.passes.layout import PACKED_CONV, TO_NCHW, TO_NHWC
 from ir.passes.pack import HELPER as PACKED_LINEAR

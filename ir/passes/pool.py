@@ -34,7 +34,7 @@ from ir.core import Block, Operation, Program, Value
 from ir.kernel_names import KernelNamer
 from ir.passes.canonicalize import writes_in
 from ir.passes.emitter import Facts, Unsupported, bind
-from ir.passes.functionalize import permutation
+from ir.passes.views import permutation
 from ir.passes.fuse import fresh_row_major
 from ir.passes.layout import TO_NCHW, TO_NHWC, pair, replace_by_rows
 from ir.primitives import op_name

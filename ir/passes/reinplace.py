@@ -39,7 +39,7 @@ from ir import ops
 from ir.core import PURE, Block, OpResult, Operation, Program, Value
 from ir.passes.canonicalize import immutable
 from ir.passes.fuse import FRESH_RESULTS
-from ir.passes.functionalize import holds_tensors
+from ir.passes.aliasing import holds_tensors
 from ir.passes.plan import FRESH_BUILTINS
 from ir.primitives import op_name
 from ir.torch_signatures import UNANNOTATED_ALIASES

@@ -1,0 +1,301 @@
+"""Lowering of names and attributes: locals, module-level names and constants (`math.pi`,
+`torch.float32`), `self.<attr>`, the attributes of submodules and of objects read from a live
+instance (`self.config.n_layers`), `hasattr`."""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import math
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import libcst as cst
+from torch import nn
+
+from ir import ops
+from ir.builder import literal_type
+from ir.core import Value
+from ir.torch_signatures import SignatureError, resolve_attribute
+from ir.types import (
+    ANY,
+    DEVICE,
+    DTYPE,
+    FLOAT,
+    INT,
+    STR,
+    ModuleListType,
+    ModuleType,
+    OptionalType,
+    TensorType,
+    Type,
+    UnionType,
+)
+from runtime.guards import is_plain_object
+from transpiler.env import Unbound
+from transpiler.source import literal_value
+
+if TYPE_CHECKING:
+    from transpiler.context import FileContext
+    from transpiler.classinfo import ClassInfo
+
+
+MATH_CONSTANTS = {"math.pi": math.pi, "math.e": math.e, "math.inf": math.inf, "math.tau": math.tau, "math.nan": math.nan}
+TORCH_DTYPES = {
+    f"torch.{n}"
+    for n in (
+        "float32 float float64 double float16 half bfloat16 int64 long int32 int int16 short "
+        "int8 uint8 bool complex64 complex128"
+    ).split()
+}
+
+_ABSENT = object()
+
+
+class NameLowering:
+    """Mixin of ExpressionLowering: names, attributes, and values read from a live instance."""
+
+    def name(self, node: cst.Name) -> Value:
+        found = self.env.get(node.value)
+        if isinstance(found, Value):
+            return found
+        if isinstance(found, Unbound):
+            raise self.error(node, f"`{node.value}` is not bound on every path to here: {found.reason}",
+                             f"assign `{node.value}` on every path before this use")
+        if node.value in ("True", "False", "None"):
+            return self.b.constant({"True": True, "False": False, "None": None}[node.value])
+        qual = self.source.global_name(node)
+        if qual is not None:
+            return self.global_value(node, qual)
+        raise self.error(node, f"`{node.value}` is not defined here", None)
+
+    def global_value(self, node: cst.CSTNode, qual: str) -> Value:
+        if qual in self.source.constants:
+            value = self.source.constants[qual]
+            try:
+                return self.b.constant(value, literal_type(value))
+            except TypeError:
+                pass
+        if "." not in qual:
+            value = self.source.bound_once(qual)
+            if value is None or type(value) in (bool, int, float, str):
+                # (checked at entry: the imported module may hold another value in another process)
+                self.op(ops.CheckGlobalOp, [], [], module=self.source.module_name or "", symbol=qual, expected=value)
+                return self.b.constant(value, literal_type(value))
+        if qual in MATH_CONSTANTS:
+            return self.b.constant(MATH_CONSTANTS[qual], FLOAT)
+        if qual in TORCH_DTYPES:
+            return self.b.constant(qual, DTYPE)
+        if qual in ("builtins.True", "builtins.False"):
+            return self.b.constant(qual == "builtins.True")
+        if self.ctx.functions is not None:
+            member = self.ctx.functions.enum_value(self.source, node)
+            if member is not None:  # (`Format.NCHW` of a str Enum: the str it equals)
+                return self.b.constant(member, literal_type(member))
+        code = self.source.code(node)
+        shown = f"`{code}`" if qual in (code, f"builtins.{code}") else f"`{code}` ({qual})"
+        raise self.error(
+            node,
+            f"{shown} cannot be used as a value in compiled code",
+            "module-level constants must be literals (NAME = 1.0); pass other values as arguments "
+            "or keep them on the module (self.NAME, set in __init__)",
+        )
+
+    def attribute(self, node: cst.Attribute) -> Value:
+        qual = self.source.global_name(node)
+        base_name = node.value.value if isinstance(node.value, cst.Name) else None
+        if qual is not None and base_name is not None and self.env.get(base_name) is None:
+            return self.global_value(node, qual)
+        if isinstance(node.value, cst.Name) and node.value.value == "self" and self.self_value is not None:
+            return self.self_attribute(node)
+        obj = self.expr(node.value)
+        attr = node.attr.value
+        if obj in self.live and is_plain_object(self.live[obj]):
+            return self.object_attribute(node, obj)
+        if isinstance(obj.type, TensorType) or obj.type == ANY:
+            try:
+                t = resolve_attribute(attr, obj.type)
+            except SignatureError as e:
+                raise self.error(node.attr, str(e), getattr(e, "hint", None)) from None
+            return self.op(ops.GetAttrOp, [obj], [t], attr=attr).result
+        if isinstance(obj.type, ModuleType) and self.ctx.class_named(obj.type.qualname) is not None:
+            return self.module_attribute(node, obj, self.ctx.class_named(obj.type.qualname))
+        layer = self.named_layer(obj, attr)
+        if layer is not None:
+            return layer
+        if obj.type == DEVICE and attr in ("type", "index"):
+            return self.op(ops.GetAttrOp, [obj], [STR if attr == "type" else OptionalType(INT)], attr=attr).result
+        raise self.error(node, f"attribute `{attr}` of a value of type {obj.type} is not supported")
+
+    def self_attribute(self, node: cst.Attribute | cst.Call, attr: str | None = None) -> Value:
+        """`self.attr` (`node`, or the getattr() call that reads `attr`): as refined here, or read."""
+        key = f"self.{attr if attr is not None else node.attr.value}"  # type: ignore[union-attr]
+        refined = self.env.get(key)
+        if isinstance(refined, Value):
+            return refined
+        assert self.self_value is not None and self.class_info is not None
+        return self.module_attribute(node, self.self_value, self.class_info, attr)
+
+    def module_attribute(self, node: cst.Attribute | cst.Call, obj: Value, info: ClassInfo, attr: str | None = None) -> Value:
+        """`obj.attr` of a module; `node` is the attribute, or the getattr() call that reads it."""
+        attr = attr if attr is not None else node.attr.value  # type: ignore[union-attr]
+        at = node.attr if isinstance(node, cst.Attribute) else node
+        if attr in info.methods:
+            raise self.error(node, f"method `{attr}` can only be called here", "call it: self.method(...)")
+        found = info.attrs.get(attr)
+        if found is None:
+            close = difflib.get_close_matches(attr, [*info.attrs, *info.methods], n=1)
+            elsewhere = assigned_in_method(info, attr)
+            raise self.error(
+                at,
+                f"`{info.name}` has no attribute `{attr}` that the compiler can see",
+                f"it is assigned in `__init__` (line {elsewhere[1]}) from a value whose type the compiler cannot "
+                f"tell: declare it at class level, `{attr}: <type>` (e.g. `{attr}: bool`)"
+                if elsewhere and elsewhere[0] == "__init__"
+                else f"it is assigned in `{elsewhere[0]}` (line {elsewhere[1]}), which `__init__` does not call: "
+                f"declare it at class level, `{attr}: <type>` (e.g. `{attr}: float`)" if elsewhere
+                else f"did you mean `{close[0]}`?" if close
+                else "assign it in __init__ or declare it at class level (e.g. `scale: float`)",
+            )
+        if found.kind == "unknown":
+            raise self.error(
+                at,
+                f"the type of `self.{attr}` cannot be determined from __init__",
+                f"declare it at class level, e.g. `{attr}: int` or `{attr}: Tensor`",
+            )
+        if isinstance(found.type, UnionType):
+            # (an entry reading it is compiled per member, FileContext.entry_variants: the member here)
+            member = dict(self.sig.attr_types).get(attr) if obj is self.self_value else None
+            if member is None:
+                raise self.error(at, f"`{info.name}.{attr}` is a {found.type}, whose member is decided only "
+                                     "where the compiled entry's forward reads it",
+                                 f"read it in forward and pass it on as an argument of the member's type")
+            found = replace(found, type=member)
+        if found.kind == "object":
+            result = self.op(ops.GetAttrOp, [obj], [ANY], attr=attr).result
+            self.live[result] = found.value
+            return result
+        # After Python code that may have set it (permissive mode), a read is its own: not merged
+        # with earlier ones, and not assumed to hold what the entry checked (ir/shape_rules_python).
+        after = {"after": self.epoch} if self.epoch else {}
+        result = self.op(ops.GetAttrOp, [obj], [found.type], attr=attr, **after).result
+        if not after and found.has_value and type(found.value) is bool:
+            # a flag of every instance of this class variant (`self.training`): a branch on it
+            # lowers one side, as on a setting; the read stays, and an entry check pins it
+            self.live[result] = found.value
+        return result
+
+    def live_module(self, value: Value) -> nn.Module | None:
+        """The submodule of the instance compiled for (script(instance, ...)) that module value
+        `value` reads, through attribute reads from `self`; None where not known."""
+        if value is self.self_value:
+            return self.class_info.instance if self.class_info is not None else None
+        op = value.owner
+        if not isinstance(op, ops.GetAttrOp) or not isinstance(value.type, (ModuleType, ModuleListType)):
+            return None
+        parent = self.live_module(op.operands[0])
+        child = parent._modules.get(op.attributes["attr"]) if parent is not None else None
+        return child if isinstance(child, nn.Module) else None
+
+    def named_layer(self, obj: Value, name: str) -> Value | None:
+        """`obj.name` of a Sequential or ModuleList `obj` that holds a layer under that name (a
+        Sequential built from an OrderedDict): the layer, its type the container's element type
+        there; None otherwise. The name is what the instance compiled for holds; an entry check
+        of the layer's call finds it on every call."""
+        live = self.live_module(obj) if isinstance(obj.type, ModuleListType) and obj.type.length_known else None
+        if live is None or name not in live._modules:
+            return None
+        index = list(live._modules).index(name)
+        if index >= len(obj.type.elems):  # type: ignore[union-attr]
+            return None
+        return self.op(ops.GetAttrOp, [obj], [obj.type.elems[index]], attr=name).result  # type: ignore[union-attr]
+
+    def module_hasattr(self, node: cst.Call, name: str) -> Value:
+        """`hasattr(module, "name")`, `getattr(module, "name"[, default])` with a literal name, as
+        TorchScript has them: decided when compiling, from the attributes every instance of the
+        module's class variant has (transpiler/jit.py makes instances with other attribute names
+        variants of their own) and its class's."""
+        args = node.args
+        n = 2 if name == "hasattr" else len(args)
+        if n not in (2, 3) or len(args) != n or any(a.keyword is not None or a.star for a in args) \
+                or not isinstance(args[1].value, cst.SimpleString):
+            raise self.error(node, f"{name}() is supported with a module and a literal attribute name",
+                             f"write {name}(self, \"name\"{', default' if name == 'getattr' else ''})")
+        attr = literal_value(args[1].value)
+        obj = self.expr(args[0].value)
+        info = self.ctx.class_named(obj.type.qualname) if isinstance(obj.type, ModuleType) else None
+        if info is None or info.instance is None or not isinstance(attr, str):
+            raise self.error(node, f"{name}() of a value of type {obj.type} is not supported",
+                             "only a module's attributes are known when compiling")
+        on_class = inspect.getattr_static(type(info.instance), attr, _ABSENT)
+        if isinstance(on_class, property) or (on_class is _ABSENT and (
+                attr.startswith("_") or attr not in info.attrs and info.node is None)):
+            # (a property runs code; other instances of torch's layers, or private attributes,
+            # are not told apart by variants)
+            raise self.error(node, f"{name}() of `{attr}` is not decided when compiling",
+                             "only a module's own public attributes and its class's are")
+        present = attr in info.attrs or attr in info.methods or on_class is not _ABSENT or attr in vars(info.instance)
+        if name == "hasattr":
+            return self.b.constant(present)
+        if present:
+            return self.self_attribute(node, attr) if obj is self.self_value else self.module_attribute(node, obj, info, attr)
+        if n == 3:
+            return self.expr(args[2].value)
+        raise self.error(node, f"`{info.name}` has no attribute `{attr}`", None)
+
+    def object_attribute(self, node: cst.Attribute, obj: Value) -> Value:
+        """`self.config.num_layers`: read from the live object now. A literal is what the code is
+        specialised to (its read stays, and an entry check pins it); an object is read further;
+        anything else is a Python object read at run time. Objects such as configs are assumed
+        not to change during a call (docs/permissive.md)."""
+        attr = node.attr.value
+        try:
+            value = getattr(self.live[obj], attr)
+        except Exception:  # noqa: BLE001 - whatever the object's own attribute code raises
+            raise self.error(node.attr, f"`{attr}` cannot be read from the {type(self.live[obj]).__name__} "
+                             "when compiling") from None
+        if is_plain_object(value):
+            t: Type = ANY
+        else:
+            try:
+                t = literal_type(value)
+            except TypeError:
+                return self.op(ops.GetAttrOp, [obj], [ANY], attr=attr).result
+        result = self.op(ops.GetAttrOp, [obj], [t], attr=attr).result
+        self.live[result] = value
+        return result
+
+    _UNKNOWN = object()
+
+    def known(self, value: Value) -> Any:
+        """The Python value `value` has when compiling (a constant, or a literal read from the
+        instance), else `_UNKNOWN`."""
+        owner = value.owner
+        if isinstance(owner, ops.ConstantOp):
+            return owner.value
+        found = self.live.get(value, self._UNKNOWN)
+        return self._UNKNOWN if is_plain_object(found) else found
+
+
+def assigned_in_method(info: ClassInfo, attr: str) -> tuple[str, int] | None:
+    """The method (and line) that assigns `self.<attr>`, for a class read from source."""
+    if info.source is None:
+        return None
+    for name, method in info.methods.items():
+        for node in _self_assignments(method):
+            if node.attr.value == attr:
+                return name, info.source.loc(node).line
+    return None
+
+
+def _self_assignments(method: cst.FunctionDef) -> list[cst.Attribute]:
+    found: list[cst.Attribute] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            t = node.target
+            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+                found.append(t)
+
+    method.body.visit(Finder())
+    return found
