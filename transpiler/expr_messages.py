@@ -3,11 +3,10 @@ what a construct is called (`describe`) and how to write it instead (`hint_for`)
 
 from __future__ import annotations
 
-from typing import Any
-
 import libcst as cst
 
 from ir.types import ANY
+
 
 def a_type(t: object) -> str:
     """`t` with its indefinite article: "an int", "a Tensor"."""

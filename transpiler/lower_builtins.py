@@ -5,7 +5,7 @@ an entry check), `hasattr`/`getattr`."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Callable
 
 import libcst as cst
 from torch import nn

@@ -5,7 +5,6 @@ compiling, list and dict methods."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst

@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
-from torch import nn
 
 from ir import ops
 from ir.builder import literal_type
@@ -32,7 +31,6 @@ from transpiler.env import Signature
 from transpiler.lower_calls import tuple_for_list
 
 if TYPE_CHECKING:
-    from transpiler.context import FileContext
     from transpiler.classinfo import ClassInfo
 
 

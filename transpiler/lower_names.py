@@ -36,7 +36,6 @@ from transpiler.env import Unbound
 from transpiler.source import literal_value
 
 if TYPE_CHECKING:
-    from transpiler.context import FileContext
     from transpiler.classinfo import ClassInfo
 
 
@@ -169,7 +168,7 @@ class NameLowering:
             if member is None:
                 raise self.error(at, f"`{info.name}.{attr}` is a {found.type}, whose member is decided only "
                                      "where the compiled entry's forward reads it",
-                                 f"read it in forward and pass it on as an argument of the member's type")
+                                 "read it in forward and pass it on as an argument of the member's type")
             found = replace(found, type=member)
         if found.kind == "object":
             result = self.op(ops.GetAttrOp, [obj], [ANY], attr=attr).result
