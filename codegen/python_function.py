@@ -292,7 +292,7 @@ def _is_default(param: Param, value: object) -> bool:
 
 def is_effect_free(op: Operation) -> bool:
     # (a kernel's region is C++, not control flow)
-    return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.KernelOp))
+    return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.Kernel))
 
 
 class FunctionEmitter:
@@ -333,7 +333,7 @@ class FunctionEmitter:
 
     def _plan_block(self, block: Block) -> None:
         for op in block.ops:
-            if isinstance(op, ops.KernelOp):
+            if isinstance(op, ops.Kernel):
                 continue  # its body is the kernel's C++
             for region in op.regions:
                 for inner in region.blocks:
@@ -371,7 +371,7 @@ class FunctionEmitter:
             return False
         if isinstance(op, ops.OpaqueOp) and (op.attributes["kind"] != "expr" or len(op.attributes["lines"]) > 1):
             return False
-        if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.KernelOp):
+        if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.Kernel):
             return False
         uses = self._printed_uses(op.results[0])
         if op.results[0].name is not None and not isinstance(op, ops.ConstantOp):
@@ -1005,7 +1005,7 @@ class FunctionEmitter:
         elif isinstance(op, (ops.ListSetItemOp, ops.DictSetItemOp)):
             seq, index, value = (self.expr(v).text for v in op.operands)
             self.w.line(f"{self.expr(op.operands[0], PREC['atom']).text}[{index}] = {value}")
-        elif isinstance(op, ops.KernelOp) and len(op.results) > 1 and any(r.uses for r in op.results):
+        elif isinstance(op, ops.Kernel) and len(op.results) > 1 and any(r.uses for r in op.results):
             targets = [self.name_of(r) if r.uses else "_" for r in op.results]
             self.w.line(f"{', '.join(targets)} = {self.op_expr(op).text}")
         elif (op.attributes.get("writeback") and not op.results[0].uses
