@@ -386,7 +386,7 @@ def _eager_function(program: Program, func: ops.FuncOp, g: _Group, tensors: list
     result = outputs[0].type if len(outputs) == 1 else TupleType(tuple(o.type for o in outputs))
     helper = ops.FuncOp.build(sym, [v.type for v in tensors + scalars], [v.name or f"in{i}" for i, v in
                                                                           enumerate(tensors + scalars)],
-                              result, loc=g.ops[0].loc)
+                              result, loc=func.loc)  # (its comments quote the function's lines)
     body = helper.body
     mapping = dict(zip(tensors + scalars, body.args))
     for op in g.ops:
