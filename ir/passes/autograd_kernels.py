@@ -85,6 +85,8 @@ def _root(v: Value) -> object | None:
             v = owner.operands[0]
         elif isinstance(owner, ops.GetAttrOp) and not isinstance(owner.operands[0].type, TensorType):
             return OUTSIDE  # a module's tensor
+        elif isinstance(owner, ops.GetAttrOp):
+            v = owner.operands[0]  # (x.T, x.mT, x.data: views of x; x.grad counted as x)
         elif owner.has_trait(PURE) and not owner.regions and not isinstance(owner, (ops.GetItemOp, ops.UnpackOp)):
             return v  # a new tensor
         else:
