@@ -146,6 +146,14 @@ def one_sided(x: Tensor) -> Tensor:
     return torch.clamp_min(x, -0.25) * torch.clamp_max(x, 0.5)
 
 
+def powers(x: Tensor) -> Tensor:
+    return (x * 0.5) ** 2 + torch.pow(x * x + 1.0, -1.5) * x ** 3
+
+
+def test_powers_by_numbers() -> None:
+    check_gradients(powers, (torch.randn(3, 8, dtype=torch.float64),))
+
+
 def test_float32_matches_eager() -> None:
     check_gradients(one_sided, (torch.randn(8, 33),))
     check_gradients(two_outputs, (torch.randn(8, 33), torch.randn(33)))

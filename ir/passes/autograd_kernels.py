@@ -126,7 +126,8 @@ def _arguments(op: Operation, facts: Facts) -> Args | None:
     """The op's arguments by parameter name: its operands (Values) or their constants."""
     args: Args = {}
     if isinstance(op, ops.BinaryOp):
-        args = {"self": op.operands[0], "other": op.operands[1]}
+        # (`x ** 2` is pow's `exponent`, as torch.pow binds it)
+        args = {"self": op.operands[0], "exponent" if op_name(op) == "pow" else "other": op.operands[1]}
     elif isinstance(op, ops.UnaryOp):
         if op.attributes.get("op") != "-":
             return None
