@@ -20,7 +20,10 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import runtime  # noqa: E402
+from ir.core import Program  # noqa: E402
+from ir.passes.autograd_kernels import autograd_kernels  # noqa: E402
 from ir.passes.derivatives import DERIVATIVES  # noqa: E402
+from pass_text import after  # noqa: E402
 from transpiler import script  # noqa: E402
 
 
@@ -256,3 +259,71 @@ def test_a_write_through_a_view_of_an_input_forms_no_group() -> None:
         out.sum().backward()
         grads.append(leaf.grad)
     torch.testing.assert_close(grads[1], grads[0])
+
+
+# -- the pass on IR text --------------------------------------------------------------------------
+GATE = """func @f(%x: f32[B, 5]@cpu, %w: f32[5]@cpu) -> f32[B, 5]@cpu {
+  %0 : f32[B, 5]@cpu = torch.call(%x) {callee = "torch.sigmoid", aten = "aten::sigmoid"}
+  %y : f32[B, 5]@cpu = py.binary(%0, %w) {op = "*"}
+  func.return(%y)
+}
+"""
+
+
+def for_autograd(program: Program) -> None:
+    program.autograd = True
+    autograd_kernels(program)
+
+
+def test_the_pass_on_text() -> None:
+    """sigmoid(x) * w: a forward kernel of the decomposed sigmoid, a backward kernel that
+    computes it again and gives both gradients at the iteration shape (w's is summed to [5] at
+    run time), and the group's torch ops as a function of their own."""
+    assert after(GATE, for_autograd) == """func @f.sigmoid_mul(%x: f32[B, 5]@cpu, %w: f32[5]@cpu) -> f32[B, 5]@cpu {
+  %0 : f32[B, 5]@cpu = torch.call(%x) {callee = "torch.sigmoid", aten = "aten::sigmoid"}
+  %y : f32[B, 5]@cpu = py.binary(%0, %w) {op = "*"}
+  func.return(%y)
+}
+
+func @f(%x: f32[B, 5]@cpu, %w: f32[5]@cpu) -> f32[B, 5]@cpu {
+  %y : f32[B, 5]@cpu = kernel.autograd(%x, %w) {name = "sigmoid_mul_autograd", inputs = 2, grads = (0, 1), eager = "f.sigmoid_mul", depends = ((0, 1),)} {
+    ^(%x_1: f32[B, 5]@cpu, %w_1: f32[5]@cpu, %grad_y: f32[B, 5]@cpu):
+    %0 : f32[B, 5]@cpu = kernel.pointwise(%x_1, %w_1) {name = "sigmoid_mul", inputs = 2} {
+      ^(%x_2: f32[]@cpu, %w_2: f32[]@cpu):
+      %1 : f32[]@cpu = py.unary(%x_2) {op = "-"}
+      %2 : f32[]@cpu = torch.call(%1) {callee = "torch.exp", aten = "aten::exp"}
+      %3 : int = py.constant() {value = 1}
+      %4 : f32[]@cpu = py.binary(%3, %2) {op = "+"}
+      %5 : f32[]@cpu = torch.call(%4) {callee = "torch.reciprocal", aten = "aten::reciprocal"}
+      %y_1 : f32[]@cpu = py.binary(%5, %w_2) {op = "*"}
+      scf.yield(%y_1)
+    }
+    %6 : f32[B, 5]@cpu, %7 : f32[B, 5]@cpu = kernel.pointwise(%x_1, %w_1, %grad_y) {name = "sigmoid_mul_backward", inputs = 3} {
+      ^(%x_3: f32[]@cpu, %w_3: f32[]@cpu, %grad_y_1: f32[]@cpu):
+      %8 : f32[]@cpu = py.unary(%x_3) {op = "-"}
+      %9 : f32[]@cpu = torch.call(%8) {callee = "torch.exp", aten = "aten::exp"}
+      %10 : int = py.constant() {value = 1}
+      %11 : f32[]@cpu = py.binary(%10, %9) {op = "+"}
+      %12 : f32[]@cpu = torch.call(%11) {callee = "torch.reciprocal", aten = "aten::reciprocal"}
+      %13 : f32[]@cpu = py.binary(%grad_y_1, %w_3) {op = "*"}
+      %14 : f32[]@cpu = py.binary(%grad_y_1, %12) {op = "*"}
+      %15 : int = py.constant() {value = 1}
+      %16 : f32[]@cpu = py.binary(%15, %12) {op = "-"}
+      %17 : f32[]@cpu = py.binary(%13, %16) {op = "*"}
+      %18 : f32[]@cpu = py.binary(%17, %12) {op = "*"}
+      scf.yield(%18, %14)
+    }
+    scf.yield()
+  }
+  func.return(%y)
+}
+"""
+    # Only in code for autograd.
+    assert after(GATE, autograd_kernels) == GATE
+
+
+def test_the_pass_on_text_leaves_a_group_whose_input_is_written() -> None:
+    written = GATE.replace("  func.return(%y)", """  %1 : float = py.constant() {value = 1.0}
+  %2 : f32[5]@cpu = torch.method(%w, %1) {method = "add_", aten = "aten::add_.Scalar", mutates = (0,), alias_of = 0}
+  func.return(%y)""")
+    assert after(written, for_autograd) == written
