@@ -18,7 +18,8 @@ Which ops: those with a derivative rule, pure, one result, on CPU tensors of flo
 whose shapes are known, every tensor operand of the result's dtype (but `where`'s bool
 condition); Python numbers become constants of the kernels or scalar arguments. Groups grow
 along data dependences as ir/passes/fuse.py grows them (a group stops where a value of it is
-used by an op outside it, and at any op that may write); a group of one op stays a torch call.
+used by an op outside it, at any op that may write and at dropout or another random op); a
+group of one op stays a torch call.
 
 Autograd's errors stay eager's: eager raises in backward where a tensor it saved was written in
 place after it saved it, and which tensors it saves differs (sigmoid saves its output, `x + y`
@@ -190,7 +191,8 @@ def _fuse_block(program: Program, func: ops.FuncOp, block: Block, written: set[o
     groups: list[_Group] = []
     owner: dict[Value, _Group] = {}
     for op in list(block.ops):
-        if writes_in(op):
+        if writes_in(op) or any(inner.attributes.get("random") for inner in op.walk()):
+            # (no group spans a random op either: kept simple, though no kernel draws numbers)
             for g in groups:
                 g.closed = True
         args = _candidate(op, facts)
