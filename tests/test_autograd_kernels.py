@@ -327,3 +327,17 @@ def test_the_pass_on_text_leaves_a_group_whose_input_is_written() -> None:
   %2 : f32[5]@cpu = torch.method(%w, %1) {method = "add_", aten = "aten::add_.Scalar", mutates = (0,), alias_of = 0}
   func.return(%y)""")
     assert after(written, for_autograd) == written
+
+
+def test_through_tritons_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
+    """TORCHSCRIBE_BACKEND=triton: the forward and backward kernels run as Triton kernels in
+    Triton's interpreter (tests/conftest.py sets TRITON_INTERPRET=1 before Triton is imported),
+    with the same gradients."""
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        pytest.skip("Triton's interpreter is not on (a GPU machine runs Triton on CUDA tensors)")
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TORCHSCRIBE_BACKEND", "triton")
+    x = torch.randn(3, 4, 5, dtype=torch.float64)
+    check_gradients(broadcast, (x, torch.randn(5, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)))
+    texts = [p.read_text() for p in Path(os.environ["TORCHSCRIBE_CACHE_DIR"]).rglob("*.py")]
+    assert any("_backward_triton(" in t for t in texts)
