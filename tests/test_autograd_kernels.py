@@ -341,3 +341,17 @@ def test_through_tritons_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
     check_gradients(broadcast, (x, torch.randn(5, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)))
     texts = [p.read_text() for p in Path(os.environ["TORCHSCRIBE_CACHE_DIR"]).rglob("*.py")]
     assert any("_backward_triton(" in t for t in texts)
+
+
+def test_explain_names_the_groups_kernels() -> None:
+    """`torchscribe explain` of code for autograd (a checked-in entry's Specialisation.autograd)
+    lists a group as one kernel: its forward's ops and its backward's gradients."""
+    from ir.parser import parse_program
+    from transpiler.explain import explain_function
+
+    program = parse_program(after(GATE, for_autograd))
+    func = next(f for f in program.funcs if f.sym_name == "f")
+    text = explain_function(func, False, ())
+    assert "sigmoid_mul_autograd: a pointwise group autograd records, over [B, 5]" in text
+    assert "forward kernel sigmoid_mul fuses: neg, exp, add, reciprocal, mul" in text
+    assert "backward kernel sigmoid_mul_backward: the gradients of inputs 0, 1" in text
