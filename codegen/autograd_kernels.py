@@ -14,8 +14,8 @@ def _tuple_text(items: tuple) -> str:
 
 
 def emit_autograd_functions(w: Writer, groups: list[ops.AutogradKernelOp]) -> None:
-    """`<name> = _autograd.Pointwise(<forward>, <backward>, <eager>, grads=..., depends=...)`,
-    once per name (groups alike in text share one, as kernels do)."""
+    """`<name> = _autograd.Pointwise(<forward>, <backward>, <eager>, grads=..., depends=...)`
+    (and `partial=(<backward without the arguments' gradients>, its inputs)`), once per name."""
     done: set[str] = set()
     w.blank(2)
     w.line("# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel")
@@ -27,5 +27,8 @@ def emit_autograd_functions(w: Writer, groups: list[ops.AutogradKernelOp]) -> No
         done.add(name)
         a = k.attributes
         depends = "(" + ", ".join(_tuple_text(d) for d in a["depends"]) + ("," if len(a["depends"]) == 1 else "") + ")"
+        partial = k.partial_backward
+        tail = "" if partial is None else \
+            f", partial=({partial.attributes['name']}, {_tuple_text(a['partial'])})"
         w.line(f"{name} = _autograd.Pointwise({k.forward.attributes['name']}, {k.backward.attributes['name']}, "
-               f"{function_name(a['eager'])}, grads={_tuple_text(a['grads'])}, depends={depends})")
+               f"{function_name(a['eager'])}, grads={_tuple_text(a['grads'])}, depends={depends}{tail})")

@@ -643,7 +643,9 @@ class AutogradKernelOp(Kernel):
     gradients the gradient of each input attribute `grads` lists (tensor input indices), at the
     iteration shape. Attribute `name`: the function object the module binds; `eager`: the
     function holding the group's torch ops, which a backward that is itself recorded runs
-    (double backward); `depends`: per output, the inputs it is computed from."""
+    (double backward); `depends`: per output, the inputs it is computed from; `partial`, when
+    present: the inputs a third kernel.pointwise, the backward without the gradients of the
+    function's own arguments, gives the gradients of."""
 
     name = "kernel.autograd"
     traits = frozenset({PURE})
@@ -656,14 +658,22 @@ class AutogradKernelOp(Kernel):
     def backward(self) -> "PointwiseKernelOp":
         return self.regions[0].block.ops[1]  # type: ignore[return-value]
 
+    @property
+    def partial_backward(self) -> "PointwiseKernelOp | None":
+        return self.regions[0].block.ops[2] if "partial" in self.attributes else None  # type: ignore[return-value]
+
     def verify_(self) -> list[str]:
         ops_ = self.regions[0].block.ops if self.regions else []
-        if len(ops_) != 3 or not all(isinstance(o, PointwiseKernelOp) for o in ops_[:2]):
-            return ["kernel.autograd holds a forward and a backward kernel.pointwise, then scf.yield"]
+        kernels = 3 if "partial" in self.attributes else 2
+        if len(ops_) != kernels + 1 or not all(isinstance(o, PointwiseKernelOp) for o in ops_[:kernels]):
+            return ["kernel.autograd holds a forward and a backward kernel.pointwise (and a partial one), then scf.yield"]
         if len(self.forward.results) != len(self.results):
             return ["the forward kernel gives one result per output"]
         if len(self.backward.results) != len(self.attributes.get("grads", ())):
             return ["the backward kernel gives one gradient per input in `grads`"]
+        partial = self.partial_backward
+        if partial is not None and len(partial.results) != len(self.attributes["partial"]):
+            return ["the partial backward kernel gives one gradient per input in `partial`"]
         return []
 
 

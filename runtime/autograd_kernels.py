@@ -10,8 +10,9 @@ forward kernel and saves the group's inputs alone (autograd's version counters t
 for eager, where one is written before backward; the compiler forms no group where that could
 differ from eager); the backward runs the backward kernel, which computes the group's values
 again from the inputs and gives the gradient of each input at the kernel's iteration shape,
-summed here to the input's own shape (a broadcast input), and only for the inputs that need
-one. A backward that autograd records (`create_graph=True`: a gradient of a gradient) runs the
+summed here to the input's own shape (a broadcast input), and returned only for the inputs
+that need one; where no argument of the compiled function needs one, a second backward kernel
+that does not compute those (`partial`) runs instead. A backward that autograd records (`create_graph=True`: a gradient of a gradient) runs the
 group's torch ops (`eager`) instead and differentiates them, so it is recorded as eager's is.
 """
 
@@ -29,12 +30,14 @@ class Pointwise:
     per output, those of them it is computed from (an output computed from no input that
     requires grad does not require grad, as in eager)."""
 
-    __slots__ = ("forward", "backward", "eager", "grads", "depends")
+    __slots__ = ("forward", "backward", "eager", "grads", "depends", "partial")
 
     def __init__(self, forward: Callable[..., Any], backward: Callable[..., Any], eager: Callable[..., Any], *,
-                 grads: tuple[int, ...], depends: tuple[tuple[int, ...], ...]) -> None:
+                 grads: tuple[int, ...], depends: tuple[tuple[int, ...], ...],
+                 partial: tuple[Callable[..., Any], tuple[int, ...]] | None = None) -> None:
         self.forward, self.backward, self.eager = forward, backward, eager
         self.grads, self.depends = grads, depends
+        self.partial = partial  # (a backward giving fewer gradients, the inputs it gives them of)
 
     def __call__(self, *args: Any) -> Any:
         return _Fused.apply(self, *args)
@@ -74,8 +77,11 @@ class _Fused(torch.autograd.Function):
             for i, g in zip(wanted, found):
                 result[1 + i] = g if g is not None else torch.zeros_like(inputs[i])
             return tuple(result)
-        full = _tuple(group.backward(*inputs, *grads, *ctx.scalars))
-        for i, g in zip(group.grads, full):
+        backward, given = group.backward, group.grads
+        if group.partial is not None and all(i in group.partial[1] for i in wanted):
+            backward, given = group.partial  # (no argument of the function needs a gradient)
+        full = _tuple(backward(*inputs, *grads, *ctx.scalars))
+        for i, g in zip(given, full):
             if need[i]:
                 shape = inputs[i].shape
                 result[1 + i] = g if g.shape == shape else g.sum_to_size(shape)

@@ -355,3 +355,46 @@ def test_explain_names_the_groups_kernels() -> None:
     assert "sigmoid_mul_autograd: a pointwise group autograd records, over [B, 5]" in text
     assert "forward kernel sigmoid_mul fuses: neg, exp, add, reciprocal, mul" in text
     assert "backward kernel sigmoid_mul_backward: the gradients of inputs 0, 1" in text
+
+
+class Gate(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, 7))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.sigmoid(x * self.scale) * x
+
+
+def test_without_the_arguments_gradients_a_partial_backward_runs() -> None:
+    """A group reading an argument and a parameter has a second backward kernel without the
+    argument's gradient, which a call whose argument needs none runs; both give eager's."""
+    torch.manual_seed(0)
+    model, x = Gate().double(), torch.randn(5, 7, dtype=torch.float64)
+    with torch.no_grad():
+        compiled = script(Gate().double(), example_inputs=(x,))
+    compiled.load_state_dict(model.state_dict())
+    with runtime.mode("strict"):
+        compiled(x.clone().requires_grad_())  # (compiles the code for autograd)
+    group = next(getattr(m, "sigmoid_autograd") for name, m in list(sys.modules.items())
+                 if name.startswith("torchscribe_jit.") and hasattr(m, "sigmoid_autograd") and "Gate_forward" in vars(m))
+    ran: list[str] = []
+    kernel, inputs = group.partial
+    group.partial = (lambda *args: ran.append("partial") or kernel(*args), inputs)
+    for needs_grad in (False, True):
+        model.zero_grad(), compiled.zero_grad()
+        xe, xc = x.clone().requires_grad_(needs_grad), x.clone().requires_grad_(needs_grad)
+        with runtime.mode("strict"):
+            out = compiled(xc)
+        assert fused(out)
+        out.sum().backward()
+        model(xe).sum().backward()
+        torch.testing.assert_close(compiled.scale.grad, model.scale.grad)
+        if needs_grad:
+            torch.testing.assert_close(xc.grad, xe.grad)
+        assert ran == ["partial"]  # (the first call only: the second needs x's gradient too)
+    texts = [p.read_text() for p in Path(os.environ["TORCHSCRIBE_CACHE_DIR"]).rglob("*.py")]
+    assert any("partial=(sigmoid_backward_weights, (1,))" in t for t in texts)
+    with runtime.mode("strict"):
+        assert torch.autograd.gradcheck(lambda s: torch.func.functional_call(compiled, {"scale": s}, (x,)),
+                                        (model.scale.detach().clone().requires_grad_(),))

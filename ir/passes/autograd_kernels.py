@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ir import ops
-from ir.core import PURE, AliasOf, Block, Mutates, Operation, Program, Region, Value
+from ir.core import PURE, AliasOf, Block, BlockArg, Mutates, Operation, Program, Region, Value
 from ir.kernel_names import KernelNamer
 from ir.passes.canonicalize import may_write, writes_in
 from ir.passes.decompose_rules import RULES as DECOMPOSITIONS
@@ -241,29 +241,37 @@ def _build(program: Program, func: ops.FuncOp, block: Block, g: _Group, written:
         return
     device = "cpu"
     grads = tuple(i for i, v in enumerate(tensors) if v.type.dtype in DTYPES)  # type: ignore[union-attr]
+    # A second backward without the gradients of the function's own arguments (a batch of data
+    # needs none where the weights it meets do): one output fewer to write on such a call.
+    partial = tuple(i for i in grads if not (isinstance(tensors[i], BlockArg) and tensors[i].block is func.body))
     try:
         forward = _forward_body(g, tensors, scalars, outputs, device)
-        backward = _backward_body(g, tensors, scalars, outputs, grads, device)
+        backwards = [_backward_body(g, tensors, scalars, outputs, wanted, device)
+                     for wanted in ([grads, partial] if partial and partial != grads else [grads])]
     except Unsupported:
         return
     name = namer.take(g.ops, [op_name(op) for op in g.ops])
     last = g.ops[-1]
     n_in, n_out = len(tensors), len(outputs)
-    full = [TensorType(tensors[i].type.dtype, shape, device) for i in grads]  # type: ignore[union-attr]
     region = Block([v.type for v in tensors + scalars] + [o.type for o in outputs],
                    [v.name for v in tensors + scalars] + [f"grad_{o.name}" if o.name else None for o in outputs])
     inputs, numbers, output_grads = (region.args[:n_in], region.args[n_in:n_in + len(scalars)],
                                      region.args[n_in + len(scalars):])
     region.append(ops.PointwiseKernelOp(inputs + numbers, [o.type for o in outputs], {"name": name, "inputs": n_in},
                                         regions=[Region([forward])], loc=last.loc))
-    region.append(ops.PointwiseKernelOp(inputs + output_grads + numbers, full,
-                                        {"name": f"{name}_backward", "inputs": n_in + n_out},
-                                        regions=[Region([backward])], loc=last.loc))
+    for body, wanted, suffix in zip(backwards, (grads, partial), ("_backward", "_backward_weights")):
+        full = [TensorType(tensors[i].type.dtype, shape, device) for i in wanted]  # type: ignore[union-attr]
+        region.append(ops.PointwiseKernelOp(inputs + output_grads + numbers, full,
+                                            {"name": name + suffix, "inputs": n_in + n_out},
+                                            regions=[Region([body])], loc=last.loc))
     region.append(ops.YieldOp([], [], {}, loc=last.loc))
     eager = _eager_function(program, func, g, tensors, scalars, outputs, name)
-    kernel = ops.AutogradKernelOp(tensors + scalars, [o.type for o in outputs], {
-        "name": f"{name}_autograd", "inputs": n_in, "grads": grads, "eager": eager.sym_name,
-        "depends": _depends(g, tensors, outputs, grads)}, regions=[Region([region])], loc=last.loc)
+    attributes = {"name": f"{name}_autograd", "inputs": n_in, "grads": grads, "eager": eager.sym_name,
+                  "depends": _depends(g, tensors, outputs, grads)}
+    if len(backwards) > 1:
+        attributes["partial"] = partial
+    kernel = ops.AutogradKernelOp(tensors + scalars, [o.type for o in outputs], attributes,
+                                  regions=[Region([region])], loc=last.loc)
     block.insert_before(last, kernel)
     for old, new in zip(outputs, kernel.results):
         new.name = old.name
