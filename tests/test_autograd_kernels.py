@@ -99,6 +99,7 @@ def boundaries(x: Tensor, y: Tensor) -> Tensor:
 def test_gradcheck_broadcast_inputs() -> None:
     x = torch.randn(3, 4, 5, dtype=torch.float64)
     check_gradients(broadcast, (x, torch.randn(5, dtype=torch.float64), torch.randn(4, 1, dtype=torch.float64)))
+    check_gradients(broadcast, (x, torch.randn(1, 1, 5, dtype=torch.float64), torch.tensor(0.7, dtype=torch.float64)))
 
 
 def test_gradcheck_a_python_number() -> None:
