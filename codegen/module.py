@@ -13,7 +13,8 @@ from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from runtime.loader import with_body_hash
 from ir.core import Program
-from ir.ops import CheckGlobalOp, CheckLookupOp, FuncOp, Kernel, OpaqueOp
+from ir.ops import AutogradKernelOp, CheckGlobalOp, CheckLookupOp, FuncOp, Kernel, OpaqueOp
+from codegen.autograd_kernels import emit_autograd_functions
 from codegen.kernel_launchers import emit_kernels, share_identical_kernels
 
 FORMAT = 1
@@ -90,10 +91,14 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     program's own file), for the comments that quote the source."""
     if isinstance(source_lines, list):
         source_lines = {program.source_file: source_lines}
-    kernels = [op for op in program.walk() if isinstance(op, Kernel)]
+    every = [op for op in program.walk() if isinstance(op, Kernel)]
+    # (a group autograd records is a function object of its own kernels: bound after the functions)
+    grouped = [op for op in every if isinstance(op, AutogradKernelOp)]
+    kernels = [op for op in every if not isinstance(op, AutogradKernelOp)]
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     unique_kernel_names(program, reserved)
     share_identical_kernels(kernels, source_lines, program.devices)
+    reserved |= {k.attributes["name"] for k in grouped} | ({"_autograd"} if grouped else set())
     reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
     # Kept Python code (permissive mode) reads module-level names through the model's modules.
     model_modules = sorted({op.attributes["module"] for op in program.walk() if isinstance(op, OpaqueOp)
@@ -128,6 +133,8 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     w.line("from torch import Tensor")
     w.blank()
     w.line("from runtime import guards as _guards")
+    if grouped:
+        w.line("from runtime import autograd_kernels as _autograd")
     if kernels:
         w.line("from runtime import kernels as _kernels")
     if "_prepacked" in needs:
@@ -174,6 +181,8 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     for body in bodies:
         w.blank(2)
         w.lines.extend(body)
+    if grouped:
+        emit_autograd_functions(w, grouped)
     if header.models:
         w.blank(2)
         w.line("MODELS = {")

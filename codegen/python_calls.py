@@ -81,7 +81,7 @@ def kernel_launch(em: PythonEmitter, op: Operation) -> Expr:
     return Expr(f"{a['name']}({em.args_text(list(kernel_args(op).values), ())})", PREC["atom"])
 
 
-@RULES.statement(ops.KernelOp)
+@RULES.statement(ops.Kernel)
 def kernel_statement(em: PythonEmitter, op: Operation) -> None:
     """A kernel with several outputs assigns them together (`_` for one nothing reads)."""
     if len(op.results) > 1 and any(r.uses for r in op.results):

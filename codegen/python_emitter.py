@@ -121,7 +121,7 @@ class PythonEmitter:
 
     def _plan_block(self, block: Block) -> None:
         for op in block.ops:
-            if isinstance(op, ops.KernelOp):
+            if isinstance(op, ops.Kernel):
                 continue  # its body is the kernel's C++
             for region in op.regions:
                 for inner in region.blocks:
@@ -159,7 +159,7 @@ class PythonEmitter:
             return False
         if isinstance(op, ops.OpaqueOp) and (op.attributes["kind"] != "expr" or len(op.attributes["lines"]) > 1):
             return False
-        if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.KernelOp):
+        if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.Kernel):
             return False
         uses = self._printed_uses(op.results[0])
         if op.results[0].name is not None and not isinstance(op, ops.ConstantOp):

@@ -129,4 +129,4 @@ _PATH_READ = re.compile(r'_guards\.at\(([\w.\[\]]+), "([\w.]+)"\)')
 
 def is_effect_free(op: Operation) -> bool:
     # (a kernel's region is C++, not control flow)
-    return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.KernelOp))
+    return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.Kernel))

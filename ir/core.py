@@ -310,6 +310,9 @@ class Program:
         # Ahead-of-time generic code: nothing known of the inputs, so nothing fuses and a
         # standard layer stays the call of its module (ir/passes/layers.py)
         self.generic = False
+        # Code for calls autograd records (ir/passes.AUTOGRAD_PASSES): its pointwise groups
+        # become kernels with generated backwards (ir/passes/autograd_kernels.py)
+        self.autograd = False
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

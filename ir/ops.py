@@ -633,6 +633,50 @@ class ReductionKernelOp(KernelOp):
         return errors
 
 
+class AutogradKernelOp(Kernel):
+    """kernel.autograd: a group of pointwise ops in code autograd records, computed by a fused
+    kernel that autograd records as one function (ir/passes/autograd_kernels.py,
+    runtime/autograd_kernels.py). Operands: the tensor inputs, then the scalars (attribute
+    `inputs`: how many tensors); results: the outputs. Its one block holds two
+    `kernel.pointwise` ops on its arguments (the operands, then one gradient per output): the
+    forward, computing the results, and the backward, computing from the inputs and the
+    gradients the gradient of each input attribute `grads` lists (tensor input indices), at the
+    iteration shape. Attribute `name`: the function object the module binds; `eager`: the
+    function holding the group's torch ops, which a backward that is itself recorded runs
+    (double backward); `depends`: per output, the inputs it is computed from; `partial`, when
+    present: the inputs a third kernel.pointwise, the backward without the gradients of the
+    function's own arguments, gives the gradients of."""
+
+    name = "kernel.autograd"
+    traits = frozenset({PURE})
+
+    @property
+    def forward(self) -> "PointwiseKernelOp":
+        return self.regions[0].block.ops[0]  # type: ignore[return-value]
+
+    @property
+    def backward(self) -> "PointwiseKernelOp":
+        return self.regions[0].block.ops[1]  # type: ignore[return-value]
+
+    @property
+    def partial_backward(self) -> "PointwiseKernelOp | None":
+        return self.regions[0].block.ops[2] if "partial" in self.attributes else None  # type: ignore[return-value]
+
+    def verify_(self) -> list[str]:
+        ops_ = self.regions[0].block.ops if self.regions else []
+        kernels = 3 if "partial" in self.attributes else 2
+        if len(ops_) != kernels + 1 or not all(isinstance(o, PointwiseKernelOp) for o in ops_[:kernels]):
+            return ["kernel.autograd holds a forward and a backward kernel.pointwise (and a partial one), then scf.yield"]
+        if len(self.forward.results) != len(self.results):
+            return ["the forward kernel gives one result per output"]
+        if len(self.backward.results) != len(self.attributes.get("grads", ())):
+            return ["the backward kernel gives one gradient per input in `grads`"]
+        partial = self.partial_backward
+        if partial is not None and len(partial.results) != len(self.attributes["partial"]):
+            return ["the partial backward kernel gives one gradient per input in `partial`"]
+        return []
+
+
 class ReduceOp(Operation):
     """Inside a reduction kernel: operand 0, an element value, reduced over the kernel's row
     (attribute `kind`: "sum", "amax" or "amin", with torch's semantics: amax and amin propagate

@@ -262,8 +262,10 @@ def test_without_generic_code_the_code_for_autograd_stands_in(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     """An entry compiled from its example alone (its generic compile failed) gets code for
     autograd compiled from the example, tried last (`(specialised, autograd)`): a call autograd
-    records runs it, in strict mode too, with eager's gradients, never the kernels; a call every
-    compilation refuses runs eagerly (strict mode: an error)."""
+    records runs it, in strict mode too, with eager's gradients, never the specialisation's
+    kernels (its own: the scale and the GELU, one group with a backward kernel, whose torch ops'
+    function is renamed with the code's label); a call every compilation refuses runs eagerly
+    (strict mode: an error)."""
     path = write_model(tmp_path)
     (path.parent / "layers.py").write_text("from torch import Tensor, nn\n\n\nclass Scale(nn.Module):\n"
                                            "    def forward(self, x: Tensor) -> Tensor:\n        return x * 3.0\n")
@@ -277,6 +279,7 @@ def test_without_generic_code_the_code_for_autograd_stands_in(tmp_path: Path,
     text = loader.compiled_path_for(path).read_text()
     assert '"Block.forward": (Block_forward_example, Block_forward_autograd)' in text
     assert "def Block_forward_autograd(" in text
+    assert "Block_forward_gelu_autograd, grads=(0,)" in text and "def Block_forward_gelu_autograd(" in text
     module = load(path)
     dispatch.reset()
     model, (x,) = module.make_example()

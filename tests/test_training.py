@@ -132,6 +132,47 @@ def test_examples_train_compiled(stem: str, variant: str, factory) -> None:
         assert runtime.generic_counts().get(f"examples.{stem}.{key}") == 1
 
 
+def recorded_nodes(out: Any) -> set[str]:
+    """The class names of every node of the graph autograd recorded for `out`."""
+    def tensors(value: Any) -> list[Tensor]:
+        if isinstance(value, (tuple, list)):
+            return [t for item in value for t in tensors(item)]
+        return [value] if isinstance(value, Tensor) else []
+
+    todo = [t.grad_fn for t in tensors(out)]
+    seen: set[Any] = set()
+    while todo:
+        node = todo.pop()
+        if node is not None and node not in seen:
+            seen.add(node)
+            todo += [n for n, _ in node.next_functions]
+    return {type(n).__name__ for n in seen}
+
+
+# The examples whose code for autograd has a pointwise group (ir/passes/autograd_kernels.py):
+# an LSTM's and an RNN's gates, a residual chain of sigmoids, a loop's update.
+FUSED_EXAMPLES = {"lstm_cell", "rnn_cell", "module_list", "while_loop"}
+
+
+@pytest.mark.parametrize("stem,variant,factory", CASES, ids=[f"{s}[{v}]" if v else s for s, v, _ in CASES])
+def test_examples_train_under_script(stem: str, variant: str, factory) -> None:
+    """Each example compiled with script(model, example_inputs=...) in train() mode: its code
+    for autograd, where pointwise chains are kernels with generated backward kernels, gives
+    eager's outputs, gradients and buffers (to float32 rounding: the kernels' math is not
+    eager's op for op)."""
+    model, inputs = factory()
+    if isinstance(model, nn.Module):
+        model.train()
+    with torch.no_grad():
+        compiled = script(copy.deepcopy(model), example_inputs=inputs)
+    compare_training(copy.deepcopy(model), compiled, inputs, rtol=1e-4, atol=1e-5)
+    leaves, args = leaves_and_args(inputs)
+    with runtime.mode("strict"):
+        out = compiled(*args)
+    if stem in FUSED_EXAMPLES and not variant:
+        assert "_FusedBackward" in recorded_nodes(out)
+
+
 def test_example_in_strict_mode_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     """TORCHSCRIBE=strict: a training step raises nothing; nothing ran eagerly."""
     from examples.residual_block import make_example

@@ -55,7 +55,7 @@ def _ops(op: Operation) -> Iterator[Operation]:
         for block in region.blocks:
             for inner in block.ops:
                 yield inner
-                if not isinstance(inner, ops.KernelOp):
+                if not isinstance(inner, (ops.KernelOp, ops.AutogradKernelOp)):
                     yield from _ops(inner)
 
 
@@ -232,6 +232,21 @@ def _kernel_lines(kernel: ops.KernelOp, func: ops.FuncOp) -> tuple[list[str], An
     return lines, total, known
 
 
+def _autograd_lines(group: ops.AutogradKernelOp) -> list[str]:
+    """A pointwise group of code for autograd (ir/passes/autograd_kernels.py): its kernels and
+    what they fuse; no savings estimate (the backward's traffic is autograd's to compare)."""
+    forward, backward = group.forward, group.backward
+    head = (f"{group.attributes['name']}: a pointwise group autograd records, over "
+            f"[{', '.join(str(d) for d in kernel_shape(forward))}]")
+    if group.loc is not None:
+        head += f" (line {group.loc.line})"
+    lines = [head, f"  forward kernel {forward.attributes['name']} fuses: {_fused_text(forward)}",
+             f"  backward kernel {backward.attributes['name']}: the gradients of inputs "
+             f"{', '.join(str(i) for i in group.attributes['grads'])}"]
+    lines += [f"  input {i}: {_describe(v)}: {v.type}" for i, v in enumerate(group.operands)]
+    return lines
+
+
 def _pool_lines(kernel: ops.PoolKernelOp) -> list[str]:
     a = kernel.attributes
     (kh, kw), (sh, sw), (ph, pw) = a["kernel_size"], a["stride"], a["padding"]
@@ -350,6 +365,9 @@ def explain_function(func: ops.FuncOp, hints: bool = False, specialised: tuple[s
     for k in kernels:
         if isinstance(k, ops.PoolKernelOp):
             lines += [f"    {t}" for t in _pool_lines(k)]
+            continue
+        if isinstance(k, ops.AutogradKernelOp):
+            lines += [f"    {t}" for t in _autograd_lines(k)]
             continue
         assert isinstance(k, ops.KernelOp)
         k_lines, k_total, k_known = _kernel_lines(k, func)

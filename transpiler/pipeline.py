@@ -13,7 +13,7 @@ import torch
 
 from codegen.module import Header, emit_module
 from ir.core import Loc, Program
-from ir.ops import ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
+from ir.ops import AutogradKernelOp, ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
 from ir.types import ModuleType
 from ir.passes.shapes import example_input_types
 from ir.passes import autograd_skips, run_pipeline
@@ -250,6 +250,7 @@ def build_program(
     program, entries = lower_file(source, targets, instance_classes, functions, permissive, example_inputs, autograd)
     program.frozen = frozen
     program.devices = devices
+    program.autograd = autograd
     if instance is None and example_inputs is None and not entry_types:
         # Generic code calls another @script class's module (its own compiled code) rather than
         # holding a copy of its forward: without kernels, inlining saves only a Python call.
@@ -312,6 +313,8 @@ def reachable(program: Program, roots: set[str]) -> list:
         seen.add(name)
         for op in funcs[name].walk():
             callee = op.attributes.get("callee") if isinstance(op, (FuncCallOp, ModuleCallOp, ComputedOnceOp)) else None
+            if isinstance(op, AutogradKernelOp):  # (its torch ops, for a recorded backward)
+                callee = op.attributes["eager"]
             if isinstance(op, ModuleCallOp) and callee is None and isinstance(op.operands[0].type, ModuleType):
                 callee = f"{op.operands[0].type.qualname}.forward"
             if callee in funcs and callee not in seen:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ir.core import Program
-from ir.ops import BuiltinCallOp, ComputedOnceOp, FuncCallOp, FuncOp, Kernel, ModuleCallOp
+from ir.ops import AutogradKernelOp, BuiltinCallOp, ComputedOnceOp, FuncCallOp, FuncOp, Kernel, ModuleCallOp
 
 
 @dataclass
@@ -88,4 +88,6 @@ def _rename_functions(program: Program, label: str, taken: set[str]) -> dict[str
     for op in program.walk():
         if isinstance(op, (FuncCallOp, ModuleCallOp, ComputedOnceOp)) and op.attributes.get("callee") in renames:
             op.attributes["callee"] = renames[op.attributes["callee"]]
+        if isinstance(op, AutogradKernelOp) and op.attributes["eager"] in renames:  # (its torch ops' function)
+            op.attributes["eager"] = renames[op.attributes["eager"]]
     return renames

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ir.core import Program
+from ir.passes.autograd_kernels import autograd_kernels
 from ir.passes.canonicalize import canonicalize
 from ir.passes.concat import write_into_cats
 from ir.passes.dce import dce
@@ -44,6 +45,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
     ("concat", write_into_cats),  # kernels write the parts of a cat into its result
     ("pool", pool_kernels),  # max pooling of channels-last tensors by a kernel of our own
+    ("autograd_kernels", autograd_kernels),  # code autograd records: pointwise groups, kernels with backward kernels
     ("dce", dce),
     ("reinplace", reinplace),  # functional writes into new tensors nothing else reads back in place
     ("reuse", reuse_buffers),  # kernels write over inputs that die into them
@@ -59,8 +61,10 @@ STANDARD_PIPELINE = tuple(PIPELINE)
 # code, which serves such calls) runs eager's own torch ops in eager's order: kernels record no
 # graph, decompositions would give other gradients' roundings, and a functionalized write would
 # hide the errors autograd raises for an in-place write (a leaf that requires grad, a tensor
-# saved for backward). So its pipeline stops after canonicalize: no functionalize, no kernels.
-AUTOGRAD_PASSES = ("inline", "lower_layers", "lists", "specialize", "canonicalize", "dce")
+# saved for backward). So its pipeline stops after canonicalize: no functionalize, no kernels but
+# its own: chains of pointwise ops become kernels that autograd records as one function, with a
+# generated backward kernel (ir/passes/autograd_kernels.py, which does nothing elsewhere).
+AUTOGRAD_PASSES = ("inline", "lower_layers", "lists", "specialize", "canonicalize", "autograd_kernels", "dce")
 
 
 def autograd_skips() -> frozenset[str]:

@@ -1,0 +1,34 @@
+"""The lines of a compiled module that bind each group of pointwise ops autograd records to
+its kernels (ir/passes/autograd_kernels.py, runtime/autograd_kernels.py): after the functions,
+since each names its group's torch ops, a function of the module."""
+
+from __future__ import annotations
+
+from codegen.names import function_name
+from codegen.writer import Writer
+from ir import ops
+
+
+def _tuple_text(items: tuple) -> str:
+    return f"({items[0]!r},)" if len(items) == 1 else repr(tuple(items))
+
+
+def emit_autograd_functions(w: Writer, groups: list[ops.AutogradKernelOp]) -> None:
+    """`<name> = _autograd.Pointwise(<forward>, <backward>, <eager>, grads=..., depends=...)`
+    (and `partial=(<backward without the arguments' gradients>, its inputs)`), once per name."""
+    done: set[str] = set()
+    w.blank(2)
+    w.line("# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel")
+    w.line("# and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).")
+    for k in groups:
+        name = k.attributes["name"]
+        if name in done:
+            continue
+        done.add(name)
+        a = k.attributes
+        depends = "(" + ", ".join(_tuple_text(d) for d in a["depends"]) + ("," if len(a["depends"]) == 1 else "") + ")"
+        partial = k.partial_backward
+        tail = "" if partial is None else \
+            f", partial=({partial.attributes['name']}, {_tuple_text(a['partial'])})"
+        w.line(f"{name} = _autograd.Pointwise({k.forward.attributes['name']}, {k.backward.attributes['name']}, "
+               f"{function_name(a['eager'])}, grads={_tuple_text(a['grads'])}, depends={depends}{tail})")

@@ -1,0 +1,423 @@
+"""Fused pointwise kernels with generated backward kernels, in code autograd records.
+
+Code for calls autograd records (ir/passes.AUTOGRAD_PASSES) calls eager's torch ops one by one,
+so that autograd records what it records for eager. This pass, its last, turns chains of
+pointwise ops there into `kernel.autograd` ops, each computed by two C++ kernels that autograd
+records as one function (runtime/autograd_kernels.py):
+
+- the forward kernel, the group's ops decomposed as ir/passes/decompose.py decomposes them for
+  kernels (sigmoid as 1 / (1 + exp(-x))), which computes the outputs and saves only the
+  group's inputs for backward (pointwise intermediates are computed again in the backward,
+  rather than written and read: eager's sigmoid saves its output, a tensor of the input's size);
+- the backward kernel, which computes those intermediates again from the inputs and, walking
+  the group's ops backwards with the rules of ir/passes/derivatives.py, the gradient of every
+  floating input from the outputs' gradients, at the iteration shape (a broadcast input's
+  gradient is summed to its shape when the function returns it).
+
+Which ops: those with a derivative rule, pure, one result, on CPU tensors of float32 or float64
+whose shapes are known, every tensor operand of the result's dtype (but `where`'s bool
+condition); Python numbers become constants of the kernels or scalar arguments. Groups grow
+along data dependences as ir/passes/fuse.py grows them (a group stops where a value of it is
+used by an op outside it, at any op that may write and at dropout or another random op); a
+group of one op stays a torch call.
+
+Autograd's errors stay eager's: eager raises in backward where a tensor it saved was written in
+place after it saved it, and which tensors it saves differs (sigmoid saves its output, `x + y`
+nothing, the fused function its inputs). So a group is formed only where no tensor it would
+save, nor any output it gives (which eager may have saved), can be written by the function:
+none of its inputs and outputs is, or shares storage with (through views, in-place ops'
+results), a tensor that an op of the function writes; an argument, a module's tensor and any
+tensor whose origin the analysis does not follow (an item of a list, a loop-carried value)
+count as one and the same where the function writes such a tensor; and a function with a write
+whose target is not known (a call of code the compiler does not see into) forms no group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ir import ops
+from ir.core import PURE, AliasOf, Block, BlockArg, Mutates, Operation, Program, Region, Value
+from ir.kernel_names import KernelNamer
+from ir.passes.canonicalize import may_write, writes_in
+from ir.passes.decompose_rules import RULES as DECOMPOSITIONS
+from ir.passes.derivatives import DERIVATIVES, DIFFERENTIABLE, Args
+from ir.passes.emitter import Emitter, Facts, Unsupported, bind
+from ir.passes.fuse import FUSIBLE, iteration_shape, known_tensor, pointwise_fusible
+from ir.primitives import op_name
+from ir.rewrite import clone_op
+from ir.shape_rules_values import UNKNOWN
+from ir.types import BOOL, FLOAT, INT, ListType, DictType, TensorType, TupleType
+
+DTYPES = ("float32", "float64")  # what gradcheck (float64) and training (float32) run in
+SCALARS = (INT, FLOAT)
+OUTSIDE = "outside"  # the root of every tensor the caller may hold (arguments, module tensors)
+
+
+def autograd_kernels(program: Program) -> None:
+    if not program.autograd:
+        return
+    for func in list(program.funcs):
+        if not isinstance(func, ops.FuncOp):
+            continue
+        written = _written(func)
+        if written is None:
+            continue
+        namer = KernelNamer(program.source_lines)
+        for op in [func, *func.walk()]:
+            if not isinstance(op, (ops.KernelOp, ops.AutogradKernelOp)):
+                for block in [b for r in op.regions for b in r.blocks]:
+                    _fuse_block(program, func, block, written, namer)
+
+
+# -- which tensors the function writes --------------------------------------------------------
+def _root(v: Value) -> object | None:
+    """What `v` shares storage with, as far as this pass follows: the value that made the tensor
+    (an op's fresh result), OUTSIDE for a tensor the caller may hold, None where not known."""
+    while True:
+        owner = v.owner
+        if not isinstance(owner, Operation):  # a block argument: the function's, or a loop's
+            region = owner.parent
+            return OUTSIDE if region is not None and isinstance(region.parent, ops.FuncOp) else None
+        alias = owner.get_trait(AliasOf)
+        if alias is not None:
+            v = owner.operands[alias.index]  # type: ignore[attr-defined]
+        elif isinstance(owner, ops.RefineOp):
+            v = owner.operands[0]
+        elif isinstance(owner, ops.GetAttrOp) and not isinstance(owner.operands[0].type, TensorType):
+            return OUTSIDE  # a module's tensor
+        elif isinstance(owner, ops.GetAttrOp):
+            v = owner.operands[0]  # (x.T, x.mT, x.data: views of x; x.grad counted as x)
+        elif owner.has_trait(PURE) and not owner.regions and not isinstance(owner, (ops.GetItemOp, ops.UnpackOp)):
+            return v  # a new tensor
+        else:
+            return None
+
+
+def _written(func: ops.FuncOp) -> set[object] | None:
+    """The roots of the tensors the function may write; None when it may write one it does not
+    know (a call it does not see into, a write through an item of a list)."""
+    written: set[object] = set()
+    for op in func.walk():
+        if not may_write(op):
+            continue
+        targets = [op.operands[t.index] for t in op.traits if isinstance(t, Mutates)]  # type: ignore[attr-defined]
+        if not targets:
+            return None
+        for v in targets:
+            if isinstance(v.type, (ListType, DictType)):
+                continue  # (a list's append: an item read back and written is a write of its own)
+            root = _root(v)
+            if root is None:
+                return None
+            written.add(root)
+    return written
+
+
+def _safe(v: Value, written: set[object]) -> bool:
+    """Whether the tensor `v` is certainly not written by the function."""
+    if not written:
+        return True
+    root = _root(v)
+    return root is not None and root not in written
+
+
+# -- which ops ----------------------------------------------------------------------------------
+def _arguments(op: Operation, facts: Facts) -> Args | None:
+    """The op's arguments by parameter name: its operands (Values) or their constants."""
+    args: Args = {}
+    if isinstance(op, ops.BinaryOp):
+        # (`x ** 2` is pow's `exponent`, as torch.pow binds it)
+        args = {"self": op.operands[0], "exponent" if op_name(op) == "pow" else "other": op.operands[1]}
+    elif isinstance(op, ops.UnaryOp):
+        if op.attributes.get("op") != "-":
+            return None
+        args = {"self": op.operands[0]}
+    elif isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp)):
+        try:
+            call = bind(op, facts)
+        except (Unsupported, TypeError, ValueError, KeyError):
+            return None
+        for name in call.args:
+            value = call.const(name)
+            args[name] = call.operands.get(name) if value is UNKNOWN else value
+            if args[name] is None and value is UNKNOWN:
+                return None
+    else:
+        return None
+    for name, v in list(args.items()):  # (a constant operand: its value)
+        if isinstance(v, Value) and isinstance(v.owner, ops.ConstantOp):
+            args[name] = v.owner.attributes["value"]
+    return args
+
+
+def _candidate(op: Operation, facts: Facts) -> Args | None:
+    """The op's arguments when it is an op this pass fuses, else None."""
+    if op.regions or len(op.results) != 1 or not op.has_trait(PURE) or op_name(op) not in DERIVATIVES:
+        return None
+    if op.attributes.get("random") or op.attributes.get("mutates") or "out" in op.attributes.get("kwnames", ()):
+        return None
+    t = op.result.type
+    if not (known_tensor(t) and t.dtype in DTYPES and t.device == "cpu"):  # type: ignore[union-attr]
+        return None
+    for v in op.operands:
+        if isinstance(v.type, TensorType):
+            if not known_tensor(v.type) or v.type.device != "cpu":
+                return None
+            if v.type.dtype != t.dtype and not (op_name(op) == "where" and v is op.operands[0]  # type: ignore[union-attr]
+                                                and v.type.dtype == "bool"):
+                return None
+        elif v.type not in SCALARS + (BOOL,) and not isinstance(v.owner, ops.ConstantOp):
+            return None
+    args = _arguments(op, facts)
+    if args is None or not DERIVATIVES[op_name(op)].check(args):
+        return None
+    if any(isinstance(v, Value) and not isinstance(v.type, TensorType) and v.type not in SCALARS
+           for v in args.values()):
+        return None
+    return args
+
+
+# -- groups -------------------------------------------------------------------------------------
+@dataclass(eq=False)
+class _Group:
+    ops: list[Operation] = field(default_factory=list)
+    args: dict[Operation, Args] = field(default_factory=dict)
+    closed: bool = False
+
+
+def _fuse_block(program: Program, func: ops.FuncOp, block: Block, written: set[object], namer: KernelNamer) -> None:
+    facts = Facts()
+    groups: list[_Group] = []
+    owner: dict[Value, _Group] = {}
+    for op in list(block.ops):
+        if writes_in(op) or any(inner.attributes.get("random") for inner in op.walk()):
+            # (no group spans a random op either: kept simple, though no kernel draws numbers)
+            for g in groups:
+                g.closed = True
+        args = _candidate(op, facts)
+        if args is not None:
+            joined = [g for g in dict.fromkeys(owner[v] for v in op.operands if v in owner) if not g.closed]
+            target = joined[0] if joined else _Group()
+            if not joined:
+                groups.append(target)
+            for g in joined[1:]:
+                target.ops += g.ops
+                target.args.update(g.args)
+                for o in g.ops:
+                    owner[o.result] = target
+                groups.remove(g)
+            target.ops.sort(key=block.ops.index)
+            target.ops.append(op)
+            target.args[op] = args
+            owner[op.result] = target
+            continue
+        for v in (v for inner in op.walk() for v in inner.operands):
+            if v in owner:
+                owner[v].closed = True
+    for g in groups:
+        if len(g.ops) >= 2:
+            _build(program, func, block, g, written, namer)
+
+
+def _build(program: Program, func: ops.FuncOp, block: Block, g: _Group, written: set[object],
+           namer: KernelNamer) -> None:
+    members = set(g.ops)
+    values = {op.result for op in g.ops}
+    tensors: list[Value] = []
+    scalars: list[Value] = []
+    for op in g.ops:
+        for v in op.operands:
+            if v in values or isinstance(v.owner, ops.ConstantOp):
+                continue
+            target = tensors if isinstance(v.type, TensorType) else scalars
+            if v not in target:
+                target.append(v)
+    outputs = [op.result for op in g.ops if any(u.op not in members for u in op.result.uses)]
+    shape = iteration_shape(tensors + [op.result for op in g.ops])
+    if not outputs or shape is None or any(tuple(o.type.shape) != shape for o in outputs):  # type: ignore[union-attr]
+        return
+    if not all(_safe(v, written) for v in tensors + outputs):
+        return
+    device = "cpu"
+    grads = tuple(i for i, v in enumerate(tensors) if v.type.dtype in DTYPES)  # type: ignore[union-attr]
+    # A second backward without the gradients of the function's own arguments (a batch of data
+    # needs none where the weights it meets do): one output fewer to write on such a call.
+    partial = tuple(i for i in grads if not (isinstance(tensors[i], BlockArg) and tensors[i].block is func.body))
+    try:
+        forward = _forward_body(g, tensors, scalars, outputs, device)
+        backwards = [_backward_body(g, tensors, scalars, outputs, wanted, device)
+                     for wanted in ([grads, partial] if partial and partial != grads else [grads])]
+    except Unsupported:
+        return
+    name = namer.take(g.ops, [op_name(op) for op in g.ops])
+    last = g.ops[-1]
+    n_in, n_out = len(tensors), len(outputs)
+    region = Block([v.type for v in tensors + scalars] + [o.type for o in outputs],
+                   [v.name for v in tensors + scalars] + [f"grad_{o.name}" if o.name else None for o in outputs])
+    inputs, numbers, output_grads = (region.args[:n_in], region.args[n_in:n_in + len(scalars)],
+                                     region.args[n_in + len(scalars):])
+    region.append(ops.PointwiseKernelOp(inputs + numbers, [o.type for o in outputs], {"name": name, "inputs": n_in},
+                                        regions=[Region([forward])], loc=last.loc))
+    for body, wanted, suffix in zip(backwards, (grads, partial), ("_backward", "_backward_weights")):
+        full = [TensorType(tensors[i].type.dtype, shape, device) for i in wanted]  # type: ignore[union-attr]
+        region.append(ops.PointwiseKernelOp(inputs + output_grads + numbers, full,
+                                            {"name": name + suffix, "inputs": n_in + n_out},
+                                            regions=[Region([body])], loc=last.loc))
+    region.append(ops.YieldOp([], [], {}, loc=last.loc))
+    eager = _eager_function(program, func, g, tensors, scalars, outputs, name)
+    attributes = {"name": f"{name}_autograd", "inputs": n_in, "grads": grads, "eager": eager.sym_name,
+                  "depends": _depends(g, tensors, outputs, grads)}
+    if len(backwards) > 1:
+        attributes["partial"] = partial
+    kernel = ops.AutogradKernelOp(tensors + scalars, [o.type for o in outputs], attributes,
+                                  regions=[Region([region])], loc=last.loc)
+    block.insert_before(last, kernel)
+    for old, new in zip(outputs, kernel.results):
+        new.name = old.name
+        old.replace_all_uses_with(new)
+    for op in reversed(g.ops):
+        op.erase()
+
+
+def _depends(g: _Group, tensors: list[Value], outputs: list[Value], grads: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """For each output, the inputs in `grads` it is computed from."""
+    reach: dict[Value, set[int]] = {v: {i} for i, v in enumerate(tensors) if i in grads}
+    for op in g.ops:
+        reach[op.result] = set().union(*(reach.get(v, set()) for v in op.operands))
+    return tuple(tuple(sorted(reach[o])) for o in outputs)
+
+
+# -- the kernels' bodies ------------------------------------------------------------------------
+def _elements(body: Block, g: _Group, mapping: dict[Value, Value], device: str, facts: Facts) -> None:
+    """The group's ops on elements, decomposed into the primitives the kernel emitters
+    implement; `mapping` takes each group value to its element."""
+    for op in g.ops:
+        for v in op.operands:
+            if isinstance(v.owner, ops.ConstantOp) and v not in mapping:
+                const = clone_op(v.owner, {})
+                body.append(const)
+                mapping[v] = const.result
+        clone = clone_op(op, mapping)
+        clone.result.type = TensorType(op.result.type.dtype, (), device)  # type: ignore[union-attr]
+        body.append(clone)
+        result = clone.result
+        if op_name(op) not in FUSIBLE:
+            e = Emitter(clone, facts)
+            call = bind(clone, facts)
+            rule = DECOMPOSITIONS.get(call.name)
+            if rule is None:
+                raise Unsupported(f"no decomposition of {call.name}")
+            result = rule(e, call)
+            e.commit()
+            clone.erase()
+        mapping[op.result] = result
+
+
+def _element_types(values: list[Value], device: str) -> list:
+    return [TensorType(v.type.dtype, (), device) if isinstance(v.type, TensorType) else v.type for v in values]  # type: ignore[union-attr]
+
+
+def _forward_body(g: _Group, tensors: list[Value], scalars: list[Value], outputs: list[Value], device: str) -> Block:
+    body = Block(_element_types(tensors + scalars, device), [v.name for v in tensors + scalars])
+    mapping = dict(zip(tensors + scalars, body.args))
+    _elements(body, g, mapping, device, Facts())
+    body.append(ops.YieldOp([mapping[o] for o in outputs], [], {}, loc=g.ops[-1].loc))
+    _checked(body)
+    return body
+
+
+def _backward_body(g: _Group, tensors: list[Value], scalars: list[Value], outputs: list[Value],
+                   grads: tuple[int, ...], device: str) -> Block:
+    """The inputs and the outputs' gradients in, each differentiated input's gradient out: the
+    forward computed again, then each op's rule, last op first, each contribution added to the
+    gradient of the value it is for."""
+    types = _element_types(tensors, device) + _element_types(outputs, device) + _element_types(scalars, device)
+    body = Block(types, [v.name for v in tensors] + [f"grad_{o.name}" if o.name else None for o in outputs]
+                 + [v.name for v in scalars])
+    n_in, n_out = len(tensors), len(outputs)
+    mapping = dict(zip(tensors, body.args[:n_in])) | dict(zip(scalars, body.args[n_in + n_out:]))
+    facts = Facts()
+    _elements(body, g, mapping, device, facts)
+    adjoint: dict[Value, Value] = dict(zip(outputs, body.args[n_in:n_in + n_out]))
+    for op in reversed(g.ops):
+        grad = adjoint.get(op.result)
+        if grad is None:
+            continue
+        args = {name: mapping.get(v, v) if isinstance(v, Value) else v for name, v in g.args[op].items()}
+        e = Emitter(op, facts)
+        contributions = DERIVATIVES[op_name(op)].grad(e, args, mapping[op.result], grad)
+        for name in DIFFERENTIABLE:
+            original = g.args[op].get(name)
+            if name in contributions and isinstance(original, Value) and isinstance(original.type, TensorType) \
+                    and original.type.dtype in DTYPES:  # type: ignore[union-attr]
+                part = contributions[name]
+                adjoint[original] = part if original not in adjoint else e.binary("+", adjoint[original], part)
+        for new in list(e.block.ops):
+            e.block.ops.remove(new)
+            new.parent = None
+            body.append(new)
+    missing = [i for i in grads if tensors[i] not in adjoint]
+    if missing:
+        raise Unsupported("an input without a gradient")
+    body.append(ops.YieldOp([adjoint[tensors[i]] for i in grads], [], {}, loc=g.ops[-1].loc))
+    _dead_code(body)
+    _checked(body)
+    return body
+
+
+def _dead_code(body: Block) -> None:
+    """Drop what the yield does not read (the forward's outputs, where only their gradient
+    formula needed other values)."""
+    for op in reversed(list(body.ops)):
+        if op is not body.terminator and all(not r.uses for r in op.results):
+            op.erase()
+
+
+def _checked(body: Block) -> None:
+    """Every op of a kernel body must be one the emitters implement, of 0-d tensors."""
+    for op in body.ops:
+        if isinstance(op, (ops.ConstantOp, ops.YieldOp)):
+            continue
+        for r in op.results:
+            if isinstance(r.type, TensorType) and r.type.shape != ():
+                raise Unsupported("not an element")
+        if not pointwise_fusible(op):
+            raise Unsupported(f"{op_name(op)} is not a kernel primitive")
+
+
+# -- the group's torch ops, for a backward autograd records --------------------------------------
+def _eager_function(program: Program, func: ops.FuncOp, g: _Group, tensors: list[Value], scalars: list[Value],
+                    outputs: list[Value], name: str) -> ops.FuncOp:
+    """`<func>.<kernel>`: the group's ops as eager runs them, of the inputs and the scalars; the
+    function a backward with create_graph=True differentiates (runtime/autograd_kernels.py)."""
+    taken = {f.sym_name for f in program.funcs if isinstance(f, ops.FuncOp)}
+    sym, n = f"{func.sym_name}.{name}", 1
+    while sym in taken:
+        n += 1
+        sym = f"{func.sym_name}.{name}_{n}"
+    result = outputs[0].type if len(outputs) == 1 else TupleType(tuple(o.type for o in outputs))
+    helper = ops.FuncOp.build(sym, [v.type for v in tensors + scalars], [v.name or f"in{i}" for i, v in
+                                                                          enumerate(tensors + scalars)],
+                              result, loc=func.loc)  # (its comments quote the function's lines)
+    body = helper.body
+    mapping = dict(zip(tensors + scalars, body.args))
+    for op in g.ops:
+        for v in op.operands:
+            if isinstance(v.owner, ops.ConstantOp) and v not in mapping:
+                const = clone_op(v.owner, {})
+                body.append(const)
+                mapping[v] = const.result
+        body.append(clone_op(op, mapping))
+    returned = [mapping[o] for o in outputs]
+    if len(returned) > 1:
+        pack = ops.TupleOp(returned, [result])
+        pack.loc = g.ops[-1].loc
+        body.append(pack)
+        returned = [pack.result]
+    body.append(ops.ReturnOp(returned, loc=g.ops[-1].loc))
+    program.funcs.insert(program.funcs.index(func), helper)
+    return helper
+
+
+__all__ = ["autograd_kernels"]
