@@ -3,6 +3,21 @@
 A compiled function raises ``GuardFailure(reason)`` when an input violates what the generated
 code assumes; the dispatcher then runs the original eager code (or raises in strict mode).
 The helpers are deliberately tiny: they sit on every compiled call's path.
+
+So each check has a fast path and leaves the rest to the full check, which passes or raises with
+its message (`check_tensor` passes on the exact type, dtype, device and one comparison of a fixed
+shape). Submodules, parameters and buffers are read past nn.Module.__getattr__ (`attr`, `attrs`,
+`at`; which names a class leaves to its instances is learnt once per class). A function with many
+checks below a module argument makes them in one call, `check_entry`, over a table that
+`entry_checks` builds once when its module is imported: one row per submodule (submodules checked
+alike share a row), its class and conditions, and the tensors and settings read there. Nothing
+about a module's state is cached: hooks, an instance `forward`, the class and the submodule
+itself are looked at on every call.
+
+Where this machine builds CPython extensions, runtime/guards_native.cpp replaces the hottest of
+these with C++ that takes the passing path of each, the same reads in the same order, and calls
+the Python function for anything else. The Python functions stay the definition and write every
+message; TORCHSCRIBE_NATIVE_GUARDS=off keeps them alone (tests/test_guards.py compares the two).
 """
 
 from __future__ import annotations

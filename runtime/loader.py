@@ -3,6 +3,15 @@
 A compiled module ``<stem>_compiled.py`` sits next to the model file ``<stem>.py``. Its first
 line starts with GENERATED_MARKER and it defines, as module-level literals, the HEADER_NAMES
 constants, plus ``COMPILED = {"<Class>.forward": fn, "<function>": fn}``.
+
+The header says what the module was generated from: SOURCE_HASH of the model file's normalised
+text (runtime/source_hash.py), SOURCES of every other file whose @script code it holds (paths
+relative to the module, so the text is the same on every machine), the format and versions, and
+BODY_HASH of the module's own text without that line (`body_problem`), so that an edited module
+is stale too. `freshness_problem` compares the format and the source hashes; dispatch,
+`compiled_problem` and `torchscribe --check` use it. A module generated with another torch
+major.minor still runs, with one warning; SETTINGS (transpiler/settings.py) is for the compiler
+and `--check`, which compile again when the project's settings change.
 """
 
 from __future__ import annotations

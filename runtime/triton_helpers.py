@@ -6,8 +6,8 @@ heuristics of the launchers. Kernels hold 16-bit floats as float32 values. Condi
 nested tl.where rather than `|` and `&` of comparisons: the interpreter cannot combine a 0-d
 comparison with a block that way.
 
-The kernels that call these are written by codegen/triton_kernels.py (docs/architecture.md,
-Codegen); the polynomials of ts_expm1 and ts_log1p are Taylor series, to the precision of each
+The kernels that call these are written by codegen/triton_kernels.py (its docstring says how);
+the polynomials of ts_expm1 and ts_log1p are Taylor series, to the precision of each
 dtype."""
 
 from __future__ import annotations

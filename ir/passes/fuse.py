@@ -25,6 +25,16 @@ only use is the bias add): then the kernel saves the allocation (ir/passes/reuse
 it reads a view and only GEMMs read its result, which the kernel writes row-major, saving the
 GEMM's copy of it (`_view_into_gemms`).
 
+Around the groups: a reshape of a one-input pointwise chain (or a permute that moves no memory)
+moves to the chain's input, and so do the reshapes of a DAG of same-shape pointwise ops nothing
+else uses, the DAG computed again after them, so that batch norm's per-channel values and a
+squeeze-and-excitation gate join the kernel that uses them (`_sink_reshape`,
+`_sink_reshapes_of_a_dag`). An op joins its producers' open groups even when another producer's
+group is finished, but not a row reduction's group whose rows its shape does not keep. A group
+whose first ops make values of a smaller shape used outside it gives those ops a group of their
+own, which the rest reads. A lone bias add after `linear(x, w)` that joined nothing goes back
+into it, `linear(x, w, b)` (`_linear_bias`).
+
 Constants become constants of the kernel body; other non-tensor operands (Python numbers) become
 scalar inputs.
 """

@@ -6,7 +6,8 @@ and its shifted-window attention mask (a map built by nine slice stores, then co
 itself) do not depend on the input, and eager PyTorch computes them again on every call: 17
 times a call in swin_t, about 60 ops. Here each such tensor that the rest of the function reads
 becomes `_prepacked.computed_once(helper, sources, like)` (ir/ops.ComputedOnceOp), where
-`helper` is a new function holding the ops that compute it, `sources` the parameters and
+`helper` is a new function holding the ops that compute it (`<func>.<name>`, after the tensor's
+name in the source: `SwinTransformer.forward.attn_mask`), `sources` the parameters and
 buffers it reads, and `like` the tensors whose device and dtype it is made of (`x.new_zeros`).
 The runtime (runtime/prepacked.py) computes it on the first call and again whenever a source
 is another tensor or has been written in place; that is the freeze contract

@@ -21,6 +21,13 @@ locations: the compiled code says which source lines it runs. Guards of an inlin
 the caller's entry, their module paths extended by where the callee's `self` lives. Functions
 that are no longer called stay: the runtime's COMPILED table may name them.
 
+Containers: a call of an `nn.Sequential` of known length becomes a call of each layer, under a
+guard on the container's class and length (in generic code only where that reaches a forward to
+inline: its standard layers stay calls there), and so does a module list or Sequential whose
+items the code reads by position (an unrolled loop, `zip`, `enumerate`). A module's class that a
+decision when compiling rests on (`py.assume_class`, from `isinstance(t, nn.Identity)`) becomes
+an entry guard too.
+
 The module-guard helpers here (`module_path`, `add_module_guard`) are shared with the layer
 lowering (ir/passes/layers.py).
 """

@@ -33,6 +33,11 @@ Unflatten, AlphaDropout, ConvTranspose1d/2d, InstanceNorm1d/2d, Upsample, PixelS
 ZeroPad2d, ConstantPad2d, MultiheadAttention; and nn.Sequential), as do calls with other
 arguments than one tensor.
 
+Nothing is lowered in ahead-of-time generic code (`Program.generic`: no instance, no input
+types), where nothing would fuse: `self.conv1(x)` stays the layer's call, eager's own code in one
+line, with no entry check to pin what a lowering would assume. A module call is opaque to
+functionalization, so an in-place layer there writes what eager writes.
+
 Where the module itself looks at the input's rank (BatchNorm's _check_input_dim; Dropout1d/2d,
 which in eval return a view of an unbatched input and warn about odd ranks) and the IR knows the
 rank, any other rank keeps the call. When the rank is not known the lowering assumes the batched

@@ -27,7 +27,17 @@ stack of slices of the parts, each piece dense. In row-major order each unit cop
 the shuffle, and half of it again to channels-last for the next conv. The stacks are
 `_stacking.stack_last(parts)` (runtime/stacking.py), `torch.stack(parts, 4)` written by one C++
 loop: torch's stack along a last dim copies element by element (shufflenet_v2 at batch 1, A/B
-in one process: 6.11 / 5.94, 6.21 / 6.04 and 6.32 / 6.27 ms).
+in one process: 6.11 / 5.94, 6.21 / 6.04 and 6.32 / 6.27 ms). A shuffle of a channels-last
+tensor that is not such a cat is its NHWC rows seen as `[g, C // g]`, transposed and made
+contiguous; a shuffle followed by code that could see strides stays row-major.
+
+In a frozen program a large float32 conv that is not depthwise, whose weight is made once
+(`packable`, `made_once`), runs channels-last at any size as `_prepacked.conv2d(...)`: oneDNN's
+conv with its weight reordered once, torch's conv, or for a 1x1 conv a `linear` of its NHWC rows,
+whichever runtime/choices.py measures fastest on the first call (the `measured_1x1` convs above
+too, which ir/passes/plan.py may give a kept buffer to write into). Another conv of a
+channels-last input there reads its weight as `_prepacked.channels_last(w)`, made once
+(`weight_channels_last`).
 
 Values do not change, only strides. Code that sees strides could tell, so the pass follows every
 value whose layout it may change (`_follow`: the convs' results and what is computed from them)

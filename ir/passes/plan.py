@@ -29,6 +29,11 @@ once enough of it is free), and a kept buffer's pages stay mapped. A large resul
 `_prepacked.conv2d` of stride 1 (ir/passes/layout.py, `measured_1x1`) is given the NHWC rows of
 such a buffer as `out`, seen as NCHW: the runtime may write it there as a GEMM of the input's
 rows, or return a new tensor from a conv way that measured faster (runtime/prepacked.py).
+
+The function takes its set of buffers before the first (`py.take_buffers`), reads one slot per
+output (`py.buffer`: `buffers.get(slot, sizes, dtype)`) and gives them back before the return
+(`py.give_buffers`); each call takes a set of its own, and a call that raises gives nothing back.
+Outputs whose lives do not overlap share a slot, the closest fit.
 """
 
 from __future__ import annotations

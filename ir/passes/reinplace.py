@@ -25,6 +25,8 @@ the `expand_as` of the written view, when what is left cannot share the base's s
 (`y[0] + 1.0`) with the view's dtype and shape, and nothing reading the base between the two,
 becomes the augmented assignment (`y[0] += 1.0`).
 
+It runs before `reuse` and `plan`, which see the write as a use of the tensor.
+
 Values are eager's bit for bit: an assignment copies what the scatter copied, and an in-place
 operator computes what the out-of-place one did. Where eager raises is not kept: the copy a
 functional write made of a value that broadcast past the view raised (`expand_as`) where the

@@ -7,6 +7,15 @@ parameters, buffers and attributes and the examples' dtypes and sizes. Later pas
 branches and choose kernels from those types, so each fact about an argument becomes an entry
 check (`py.check_tensor`, `py.check_size`, `py.check_value`): an input that breaks one takes the
 eager path. The checks of one tensor are one op (one runtime call): dtype, device and every size.
+
+The propagation is ir/passes/shapes.py's abstract interpreter (per-op rules: ir/shape_rules.py).
+A module's attribute, or a literal its class holds, read as a value is pinned by `py.check_value`
+and the read becomes a constant; a list of literals only if the code only reads it. A read that
+Python code kept in the function may run before is read at run time instead, and numbered apart
+so CSE does not merge it with an earlier one (`number_reads_after_python`). Then `hoist_module_checks`
+moves checks of module-level state to the entry, once each: `py.check_global` (a module-level flag
+taken as a constant), `py.check_no_autograd` (a `with torch.no_grad():` block compiled as its
+body) and `py.check_lookup` (a dispatch call made when compiling, docs/permissive.md).
 """
 
 from __future__ import annotations
