@@ -32,7 +32,8 @@ from torch import nn
 
 from runtime import loader, stats
 from runtime.errors import TorchscribeError, TorchscribeWarning
-from runtime.guards import GuardFailure, records_autograd
+from runtime.call_inputs import records_autograd
+from runtime.guards import GuardFailure
 from runtime.modes import current_mode
 from runtime.source_hash import file_source_hash
 

@@ -22,7 +22,6 @@ message; TORCHSCRIBE_NATIVE_GUARDS=off keeps them alone (tests/test_guards.py co
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import types
@@ -34,6 +33,9 @@ from typing import Any, Callable
 import torch
 from torch import nn as _nn
 from torch.nn.modules import module as _module_globals
+
+from runtime.call_inputs import no_overlap, records_autograd  # (generated modules call _guards.no_overlap)
+from runtime.model_module import model_module  # (generated modules call _guards.model_module)
 
 
 class GuardFailure(Exception):
@@ -726,63 +728,7 @@ def check_entry(root: Any, table: tuple) -> Any:
     return tuple(found[i] for i in returns) if returns else None
 
 
-# -- memory shared between what the caller passes ---------------------------------------------------
-# Compiled code computes writes into its inputs out of place and copies the results back at the
-# end, so a read of another input (or buffer) that shares memory with a written one would not see
-# the write. `no_overlap` is the entry check for that: it fails when memory may be shared, and the
-# call runs eagerly.
-
-
-def _spans(values: Any, out: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The byte ranges [first, last + 1) the tensors in `values` (tensors, None, nested tuples
-    and lists) can touch; empty tensors touch nothing, sparse ones anything."""
-    if isinstance(values, torch.Tensor):
-        if values.layout != torch.strided:
-            out.append((0, 1 << 64))  # no strides to tell: may share memory with anything
-        elif values.numel():
-            extent = sum((size - 1) * stride for size, stride in zip(values.shape, values.stride()))
-            start = values.data_ptr()
-            out.append((start, start + (extent + 1) * values.element_size()))
-    elif isinstance(values, (tuple, list)):
-        for v in values:
-            _spans(v, out)
-    return out
-
-
-def no_overlap(written: Any, others: Any) -> bool:
-    """Whether no tensor in `written` may share memory with another one of `written` or with a
-    tensor in `others` (ranges of addresses, so interleaved views count as sharing)."""
-    mine = _spans(written, [])
-    rest = _spans(others, [])
-    for i, (start, end) in enumerate(mine):
-        for other_start, other_end in mine[i + 1:] + rest:
-            if start < other_end and other_start < end:
-                return False
-    return True
-
-
-def records_autograd(module: Any, args: Any, kwargs: dict) -> bool:
-    """Whether autograd records a graph of this call: grad enabled, and a tensor argument (one in
-    a list, tuple or dict too) or a parameter of `module` that requires grad."""
-    if not torch.is_grad_enabled():
-        return False
-    return _requires_grad(args) or _requires_grad(kwargs.values()) or (
-        module is not None and any(p.requires_grad for p in module.parameters()))
-
-
-def _requires_grad(values: Any) -> bool:
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            if v.requires_grad:
-                return True
-        elif isinstance(v, (list, tuple)):
-            if _requires_grad(v):
-                return True
-        elif isinstance(v, dict) and _requires_grad(v.values()):
-            return True
-    return False
-
-
+# -- autograd -------------------------------------------------------------------------------------
 def check_no_autograd(module: Any, args: tuple, kwargs: dict) -> None:
     """Code compiled for a `with torch.no_grad():` block as its body (and kernels, which record
     no autograd graph) runs only where autograd records nothing: else GuardFailure, and the call
@@ -790,44 +736,6 @@ def check_no_autograd(module: Any, args: tuple, kwargs: dict) -> None:
     if records_autograd(module, args, kwargs):
         raise GuardFailure("grad is enabled and an input or parameter requires grad; this compiled code "
                            "records no autograd graph (a `with torch.no_grad():` block compiled as its body)")
-
-
-class _ModelModule:
-    """The model's module, found on first use: Python code that permissive mode kept reads the
-    module-level names of its file (`logger`, helper functions, constants) from it, live."""
-
-    def __init__(self, name: str | None, compiled_name: str, source_file: str) -> None:
-        self._names = (name, compiled_name, source_file)
-        self._module: Any = None
-
-    def _find(self) -> Any:
-        name, compiled_name, source_file = self._names
-        if name is None:  # the file this module was generated from: its sibling (pkg.cell for pkg.cell_compiled)
-            package = compiled_name.rpartition(".")[0]
-            stem = source_file.rpartition(".")[0] or source_file
-            name = f"{package}.{stem}" if package else stem
-            main = sys.modules.get("__main__")
-            if name not in sys.modules and getattr(main, "__file__", None) and \
-                    os.path.basename(main.__file__) == source_file:  # type: ignore[union-attr]
-                return main
-        try:
-            return sys.modules.get(name) or importlib.import_module(name)
-        except ImportError as error:
-            raise ImportError(f"compiled code kept as Python reads names of module {name}, which cannot be "
-                              f"imported ({error}); load the compiled module through @script or script()") from None
-
-    def __getattr__(self, attr: str) -> Any:
-        if self._module is None:
-            self._module = self._find()
-        return getattr(self._module, attr)
-
-
-def model_module(name: str, source_file: str | None = None) -> Any:
-    """`model_module("pkg.mod")`; in a module generated next to its model file,
-    `model_module(__name__, SOURCE_FILE)`: the model module beside it."""
-    if source_file is None:
-        return _ModelModule(name, "", "")
-    return _ModelModule(None, name, source_file)
 
 
 # -- the passing paths of the checks in C++ ------------------------------------------------------

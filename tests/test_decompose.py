@@ -37,7 +37,8 @@ from ir.parser import parse_program  # noqa: E402
 from ir.passes.canonicalize import canonicalize  # noqa: E402
 import ir.passes.decompose as decompose_pass  # noqa: E402
 from ir.passes.decompose import RULES, decompose  # noqa: E402
-from ir.passes.shapes import example_input_types, propagate_shapes  # noqa: E402
+from ir.passes.example_types import example_input_types  # noqa: E402
+from ir.passes.shapes import propagate_shapes  # noqa: E402
 from ir.primitives import (  # noqa: E402
     KINDS,
     LEFT_AS_IS,

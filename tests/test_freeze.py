@@ -21,7 +21,8 @@ from closeness import assert_close_to_eager
 from conv_nets import net_source
 from ir.passes.freeze import fold_batch_norms
 from ir.parser import parse_program
-from ir.passes.layout import channels_last, packable
+from ir.passes.conv_choices import packable
+from ir.passes.layout import channels_last
 from ir.primitives import op_name
 from pass_text import after
 from runtime import choices, prepacked
@@ -157,7 +158,7 @@ def test_convs_of_weights_made_on_each_call_are_neither_packed_nor_folded() -> N
     ("768, 1, 7, 7", "7, 7", True, 1),  # one input channel, not grouped
 ])
 def test_which_convs_are_packable(weight: str, out: str, expected: bool, groups: int) -> None:
-    """oneDNN's packed call costs about 30 us whatever its size (ir/passes/layout.py)."""
+    """oneDNN's packed call costs about 30 us whatever its size (ir/passes/conv_choices.py)."""
     c_in = int(weight.split(", ")[1]) * groups
     program = parse_program(f"""\
 func @f(%x: f32[B, {c_in}, 9, 9]@cpu, %w: f32[{weight}]@cpu) -> f32[B, {weight.split(", ")[0]}, {out}]@cpu {{

@@ -23,7 +23,8 @@ from conv_nets import LAYERS, STEPS, net_source
 from ir.parser import parse_program
 from ir.passes.dce import dce
 from ir.passes.fuse import fuse
-from ir.passes.layout import channels_last, prefers_channels_last
+from ir.passes.conv_choices import prefers_channels_last
+from ir.passes.layout import channels_last
 from ir.primitives import op_name
 from ir.passes.reuse import reuse_buffers
 from ir.printer import print_program
@@ -213,7 +214,7 @@ def test_a_1x1_conv_of_one_image_is_a_linear_of_the_nhwc_rows() -> None:
 
 
 @pytest.mark.parametrize(("c_out", "stride", "groups", "batch"), [
-    (32, (1, 1), 1, "B"),  # a batch that may exceed 1 image: oneDNN's conv was faster (_as_linear_call)
+    (32, (1, 1), 1, "B"),  # a batch that may exceed 1 image: oneDNN's conv was faster (as_linear_call)
     (4, (1, 1), 1, "B"),  # (to fewer channels, too)
     (32, (2, 2), 1, "1"),  # a stride skips pixels: not one product over all rows
     (32, (1, 1), 2, "1"),  # groups: a product per group

@@ -33,13 +33,9 @@ if str(ROOT) not in sys.path:
 
 import ir.passes.shapes as shapes  # noqa: E402
 from ir.parser import parse_program, parse_type  # noqa: E402
-from ir.passes.shapes import (  # noqa: E402
-    ShapeGuard,
-    example_input_types,
-    propagate_shapes,
-    shape_guards,
-    symbol_bindings,
-)
+from ir.passes.entry_guards import ShapeGuard, shape_guards, symbol_bindings  # noqa: E402
+from ir.passes.example_types import example_input_types  # noqa: E402
+from ir.passes.shapes import propagate_shapes  # noqa: E402
 from ir.printer import print_program  # noqa: E402
 from ir.shape_rule_table import TorchCall  # noqa: E402
 from ir.shape_rules import infer_call  # noqa: E402
@@ -970,7 +966,7 @@ def test_examples_match_eager(stem: str) -> None:
 
 
 def _render(path: tuple) -> str:
-    from ir.passes.shapes import render_path
+    from ir.passes.entry_guards import render_path
 
     return render_path(path)
 

@@ -56,6 +56,18 @@ class Exits:
         return [("returned", self.returned), ("broke", self.broke), ("continued", self.continued)]
 
 
+FLAG_NAMES = ("returned", "broke", "continued")
+
+
+@dataclass
+class Raises(Exits):
+    """A statement list that always raises: it leaves like a return (nothing after it runs, it
+    contributes no names to a merge) but with no value, and its exit flags are whatever the
+    other side of a merge needs."""
+
+    returned: Value | bool = True
+
+
 @dataclass(frozen=True)
 class Signature:
     """What a caller needs to know of a compiled function."""

@@ -23,7 +23,8 @@ import torch
 from torch import nn
 
 from runtime.dispatch import compiled_dispatcher, inside_wrappers, rewrap
-from runtime.guards import GuardFailure, records_autograd
+from runtime.call_inputs import records_autograd
+from runtime.guards import GuardFailure
 from runtime.loader import load_module_from_path
 from transpiler import jit_cache
 

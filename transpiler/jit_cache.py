@@ -290,7 +290,7 @@ def _tensor(t: torch.Tensor, batch: int | None) -> tuple:
 
 
 def _examples(example_inputs: Sequence[Any] | None) -> Any:
-    """The example inputs as `ir.passes.shapes.example_input_types` sees them: the leading size
+    """The example inputs as `ir.passes.example_types.example_input_types` sees them: the leading size
     of a tensor is "B" exactly where it becomes the batch symbol (so one entry serves every
     batch size, as the compiled module does); every other size is kept."""
     if example_inputs is None:
@@ -310,7 +310,7 @@ def _examples(example_inputs: Sequence[Any] | None) -> Any:
 
 
 def _flat_tensors(values: Sequence[Any]) -> list[torch.Tensor]:
-    """`ir.passes.shapes._tensors`: the tensors of the examples and of nested tuples/lists."""
+    """`ir.passes.example_types._tensors`: the tensors of the examples and of nested tuples/lists."""
     out: list[torch.Tensor] = []
     for v in values:
         if isinstance(v, torch.Tensor):

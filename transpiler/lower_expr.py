@@ -282,7 +282,7 @@ EXPRESSIONS: dict[type, Callable[[ExpressionLowering, Any], Value]] = {
     cst.Subscript: ExpressionLowering.subscript,
     cst.Tuple: ExpressionLowering.tuple_display,
     cst.List: ExpressionLowering.list_display,
-    cst.ListComp: lambda self, node: self.list_comprehension(node),  # (lower_stmt.py: a loop)
+    cst.ListComp: lambda self, node: self.list_comprehension(node),  # (lower_loops.py: a loop)
     cst.Dict: ExpressionLowering.dict_display,
 }
 

@@ -15,7 +15,7 @@ from codegen.module import Header, emit_module
 from ir.core import Loc, Program
 from ir.ops import AutogradKernelOp, ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
 from ir.types import ModuleType
-from ir.passes.shapes import example_input_types
+from ir.passes.example_types import example_input_types
 from ir.passes import autograd_skips, run_pipeline
 from runtime.loader import VERSION
 from runtime.source_hash import read_source_text, source_hash

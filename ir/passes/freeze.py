@@ -9,10 +9,11 @@ too). The folded weights are computed at run time from the parameters, once, by
 frozen program may do this, since a write through `p.data` would go unseen.
 
 A conv is folded when the layout pass will run it with its weight in oneDNN's layout
-(`layout.will_pack`), where the folded bias costs nothing in oneDNN's call, and its result's only
-use is the input of a `batch_norm` with `training=False`, running statistics and a constant eps,
-in the same block, with parameters of the conv weight's dtype and device, made once (module
-tensors, `layout.made_once`: one made on each call would be folded on each call).
+(`conv_choices.will_pack`), where the folded bias costs nothing in oneDNN's call, and its
+result's only use is the input of a `batch_norm` with `training=False`, running statistics and
+a constant eps, in the same block, with parameters of the conv weight's dtype and device, made
+once (module tensors, `conv_choices.made_once`: one made on each call would be folded on each
+call).
 Other convs keep their batch norm, which the pointwise kernel after the conv computes for
 almost nothing: folded, their plain oneDNN convs with a bias ran slower than without (in
 mobilenet_v3_small's profile, 10 to 30% a conv), and each fold is a call that checks its sources.
@@ -26,7 +27,7 @@ from __future__ import annotations
 from ir import ops
 from ir.core import PURE, Operation, Program, Value
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
-from ir.passes.layout import FOLDED_WEIGHTS, made_once, will_pack
+from ir.passes.conv_choices import FOLDED_WEIGHTS, made_once, will_pack
 from ir.primitives import op_name
 from ir.types import TensorType, TupleType
 

@@ -27,7 +27,7 @@ loop-carried value. Arguments and attributes the function writes are read once a
 `func.return` each gets one write-back, and a returned alias of one is a view of the caller's
 tensor itself, as in eager (for an early return, inside its branch). When a written argument or
 attribute may share memory with another one the function reads, an entry guard
-(`_guards.no_overlap`, runtime/guards.py) sends the call down the eager path.
+(`_guards.no_overlap`, runtime/call_inputs.py) sends the call down the eager path.
 
 What is left as it is. Writes into a root the pass cannot follow stay (correct, not functional),
 each marked `unfunctionalized` with the reason (also `functionalize_function(...).notes`):
@@ -93,7 +93,7 @@ from ir.passes.inline import guard_prefix_end
 from ir.passes.views import Step
 from ir.types import ANY, BOOL, ModuleType, TupleType
 
-GUARD_HELPER = "_guards.no_overlap"  # runtime/guards.py, as generated modules name it
+GUARD_HELPER = "_guards.no_overlap"  # runtime/call_inputs.py, as generated modules name it
 
 
 class _Trial:

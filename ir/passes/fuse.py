@@ -50,7 +50,8 @@ from ir import ops
 from ir.core import PURE, AliasOf, Block, Operation, Program, Region, Value
 from ir.kernel_names import KernelNamer
 from ir.passes.canonicalize import writes_in
-from ir.passes.layout import PACKED_CONV, ROW_MAJOR
+from ir.passes.conv_choices import PACKED_CONV
+from ir.passes.layout import ROW_MAJOR
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
 from ir.types import BOOL, FLOAT, INT, TensorType

@@ -3,16 +3,16 @@
 torch's CPU convolutions (oneDNN) run faster, often several times, on channels-last (NHWC)
 tensors than on row-major NCHW ones, and a conv's output is channels-last when its input is
 (benchmarks/RESULTS.md, the zoo: mobilenet_v2 at batch 8 went from 1.19x to 2.41x eager with
-this pass). So the input of each conv that runs faster that way
-(`prefers_channels_last`) is made channels-last (`x.contiguous(memory_format=
-torch.channels_last)`, which returns `x` itself when it already is), and the pointwise ops between
+this pass). So the input of each conv that runs faster that way (`prefers_channels_last`: which
+conv runs how is decided in ir/passes/conv_choices.py) is made channels-last
+(`x.contiguous(memory_format=torch.channels_last)`, which returns `x` itself when it already is), and the pointwise ops between
 convs (batch norm, activations, residual adds) compute in NHWC order: `f(a, b)` on NCHW values
 becomes `f(a.permute(0, 2, 3, 1), b')` permuted back with `.permute(0, 3, 1, 2)`, where `b'` is
 `b` broadcast the same way (a per-channel `[C, 1, 1]` becomes `[C]`). The permutes of a
 channels-last tensor are row-major, so the fused kernels that `fuse` makes of those ops read and
 write memory in order, and write over the conv's output (`reuse` looks through the permute).
 A 1x1 conv of one image whose input is (or is made) channels-last becomes `linear` of the NHWC
-rows instead (`_as_linear_call`): the same product over channels, and its row-major result is the
+rows instead (`as_linear_call`): the same product over channels, and its row-major result is the
 conv's output in NHWC order; in a frozen program one of a batch not known to be one image runs
 as `_prepacked.conv2d`, whose ways the runtime measures (`measured_1x1`). A 1x1 adaptive average pool of a value with NHWC rows is their
 mean over H and W (`global_pool`), whose `[N, 1, 1, C]` result a squeeze-and-excitation block's
@@ -58,21 +58,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ir import ops
-from ir.core import PURE, TERMINATOR, AliasOf, Block, Operation, Program, Value
+from ir.core import PURE, TERMINATOR, Block, Operation, Program, Value
+from ir.passes.conv_choices import (
+    CHANNELS_LAST_WEIGHT,
+    PACKED_CONV,
+    as_linear_call,
+    conv2d_on_cpu,
+    made_once,
+    measured_1x1,
+    packable,
+    pair,
+    prefers_channels_last,
+    will_pack,
+)
 from ir.passes.emitter import Call, Emitter, Facts, Unsupported, bind
 from ir.passes.aliasing import holds_tensors
 from ir.passes.views import permutation
 from ir.primitives import Primitive, classify, op_name
 from ir.rewrite import clone_op
-from ir.types import MEMORY_FORMAT, ModuleType, TensorType
+from ir.types import MEMORY_FORMAT, TensorType
 
-DTYPES = frozenset({"float32", "float64", "bfloat16"})
-PACKED_CONV = "_prepacked.conv2d"  # runtime/prepacked.py, as generated modules name it
-CHANNELS_LAST_WEIGHT = "_prepacked.channels_last"
-FOLDED_WEIGHTS = "_prepacked.fold_batch_norm"  # (ir/passes/freeze.py's)
 STACK_LAST = "_stacking.stack_last"  # runtime/stacking.py
-# helpers whose result is made once from their tensor operands and cached against them
-MADE_ONCE_CALLS = frozenset({CHANNELS_LAST_WEIGHT, FOLDED_WEIGHTS})
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 # Ops whose result depends on strides, not only on values.
@@ -92,7 +98,7 @@ def channels_last(program: Program) -> None:
         # A lone conv pays the copy of its input to channels-last, and of a returned result back,
         # for itself alone: benchmarks.micro's depthwise_block ran 0.60x to 0.68x eager at batch
         # 1 and 8 that way. A chain of convs pays them once.
-        wanted = sum(_conv(op) and (prefers_channels_last(op) or (program.frozen and packable(op)))
+        wanted = sum(conv2d_on_cpu(op) and (prefers_channels_last(op) or (program.frozen and packable(op)))
                      for op in func.walk())
         if wanted < 2:
             continue
@@ -102,189 +108,12 @@ def channels_last(program: Program) -> None:
             _Rewriter(changed, program.frozen).run(block)
 
 
-def _conv(op: Operation) -> bool:
-    """A pure 2-d convolution of a batched floating CPU tensor of known shape."""
-    if op_name(op) != "conv2d" or not op.has_trait(PURE) or len(op.results) != 1 or not op.operands:
-        return False
-    x = op.operands[0].type
-    return (isinstance(x, TensorType) and x.dtype in DTYPES and x.device == "cpu" and x.shape is not None
-            and len(x.shape) == 4)
-
-
-# A 1x1 conv whose weight has at most this many elements ran about as fast channels-last as NCHW
-# at 7x7 outputs, or faster (channels-last / NCHW time, single convs, two threads, batch 8):
-# 96->96 0.74x, 232->232 0.89x, 576->96 0.85x, 1152->192 0.94x, 464->464 1.01x, against
-# 512->2048 1.12x, 1024->1024 1.33x and 2048->512 1.35x; at batch 1 0.72x to 1.13x (and such
-# convs of one image run as `linear`). Between channels-last depthwise convs (mobilenets,
-# ShuffleNet's last stage) NCHW cost two transposing copies a conv. Whole models at batch 8, A/B
-# in one process: shufflenet_v2 22.3 against 23.1 ms, mobilenet_v3_small 12.0 / 12.6,
-# mobilenet_v2 53.3 / 54.3, efficientnet_b0 90.0 / 90.6, regnet_y_400mf 64.4 / 64.1,
-# densenet121 265 / 266.
-SMALL_1X1 = 2**18
-
-
-def prefers_channels_last(conv: Operation) -> bool:
-    """Whether oneDNN runs this conv faster on a channels-last input, including the copy of the
-    weight to channels-last it then makes on every call: for grouped convs (depthwise ones
-    included) always, for 1x1 convs of a small weight (`SMALL_1X1`) always, for the others where
-    each image gives at least 14x14 outputs. With fewer (the last stage of an ImageNet network:
-    7x7 outputs of 512 to 2048 channels) NCHW was faster in timings of single convs on the machine
-    of benchmarks/RESULTS.md, by up to 2.7x for a 1x1 conv of 2048 channels; converting every
-    conv made resnet18 at batch 1 0.80x eager, this rule 1.21x (zoo table). The grouped 3x3 convs
-    of regnet_y_400mf's last stage (8 channels a group at 7x7) ran faster channels-last: the
-    model at batch 1 went from 33.9 to 32.0 ms (A/B of the two compiled modules)."""
-    x, out, weight = conv.operands[0].type, conv.result.type, conv.operands[1].type
-    if not (isinstance(out, TensorType) and out.shape is not None and isinstance(weight, TensorType)
-            and weight.shape is not None and len(weight.shape) == 4):
-        return False
-    if weight.shape[1] == 1 or _grouped(x, weight):
-        return True
-    if tuple(weight.shape[2:]) == (1, 1) and all(type(d) is int for d in weight.shape[:2]) \
-            and weight.shape[0] * weight.shape[1] <= SMALL_1X1:
-        return True
-    h, w = out.shape[2], out.shape[3]
-    return type(h) is int and type(w) is int and h * w >= 196
-
-
-# Weights of at least this many elements are worth oneDNN's blocked layout, made once in a frozen
-# program (runtime/prepacked.py): reordering a weight on every call costs about as much as the
-# conv itself at small batches. Timed on an idle 2-CPU host (two threads, channels-last input,
-# best of 5x20 calls, microseconds at batch 1, plain / packed / `linear`): 512->2048 1x1 at 7x7
-# 1181 / 498 / 857; 320->1280 1x1 at 7x7 320 / 220 / 318 (at batch 8 2188 / 1470 / 1724);
-# 192->1152 1x1 at 7x7 154 / 133 / 157; 128->128 3x3 at 28x28 1177 / 1031. Smaller 1x1 convs ran
-# about as fast as `linear` and faster than plain convs (480->80 at 14x14 122 / 101 / 88, 24->144
-# at 56x56 156 / 149 / 142). Whole models, frozen, at batch 1 (A/B in one process), these bounds
-# against 2**18 for all convs: densenet121 44.7 against 47.4 ms, resnet18 18.8 against 19.3 ms;
-# regnet_y_400mf 11.9, 11.7 and 11.8 ms with 1x1 convs packed from 2**17, from 2**18 and never.
-PACK_MIN_ELEMENTS = 2**14
-PACK_MIN_ELEMENTS_1X1 = 2**17
-# A packed conv also needs this many output positions per image: oneDNN's packed call costs about
-# 30 us whatever its size, so the 1x1 convs of a squeeze-and-excitation block (one position) ran 5x
-# slower packed (1152->48: 7 us plain, 34 packed, 6 as `linear`; efficientnet_b0 at batch 1 ran
-# 14.3 ms frozen with them packed, 13.2 not frozen).
-PACK_MIN_POSITIONS = 7 * 7
-
-
-def packable(conv: Operation) -> bool:
-    """A float32 2-d conv, not depthwise, whose weight is large enough to keep in oneDNN's
-    layout, with enough outputs per image of known size to pay for oneDNN's call."""
-    x, weight, out = conv.operands[0].type, conv.operands[1].type, conv.results[0].type
-    if not (isinstance(weight, TensorType) and weight.dtype == "float32" and weight.shape is not None
-            and len(weight.shape) == 4 and all(type(d) is int for d in weight.shape)
-            and isinstance(x, TensorType) and x.dtype == "float32"
-            and isinstance(out, TensorType) and out.shape is not None and len(out.shape) == 4
-            and type(out.shape[2]) is int and type(out.shape[3]) is int):
-        return False
-    n = weight.shape[0] * weight.shape[1] * weight.shape[2] * weight.shape[3]
-    least = PACK_MIN_ELEMENTS_1X1 if weight.shape[2] * weight.shape[3] == 1 else PACK_MIN_ELEMENTS
-    # (a depthwise conv, one input channel per group, stays plain: packed, efficientnet_b0's ran
-    # no faster at batch 1, 12.86 against 12.72 ms, though one 672-channel 5x5 conv alone went
-    # from 109 to 78 us; other grouped convs gain, regnet_y_400mf's 440-channel ones 92 -> 55 us)
-    return (n >= least and out.shape[2] * out.shape[3] >= PACK_MIN_POSITIONS
-            and not (_grouped(x, weight) and weight.shape[1] == 1))
-
-
-def will_pack(conv: Operation, facts: Facts) -> bool:
-    """Whether a frozen program's layout pass runs this conv packed: `packable`, with stride,
-    padding, dilation and groups constant ints (as oneDNN's packed conv takes them; not padding
-    "same" or "valid")."""
-    if not packable(conv) or not made_once(conv.operands[1]):
-        return False  # (a weight made on each call would be reordered on each call)
-    try:
-        c = bind(conv, facts)
-        c.optional_tensor("bias")
-    except Unsupported:
-        return False
-    pairs = [pair(c.const(n)) for n in ("stride", "padding", "dilation")]
-    return all(p is not None and all(type(v) is int for v in p) for p in pairs) and type(c.const("groups")) is int
-
-
 def stack_rows(e: Emitter, rows: Value) -> Value:
     """`torch.stack(rows, 4)` of a tuple of NHWC rows of one shape, as `_stacking.stack_last(rows)`."""
     parts = rows.owner.operands  # type: ignore[union-attr]
     t = parts[0].type
     assert isinstance(t, TensorType) and t.shape is not None
     return e.builtin(STACK_LAST, TensorType(t.dtype, (*t.shape, len(parts)), t.device), rows)
-
-
-def made_once(weight: Value) -> bool:
-    """A module's tensor attribute, a tensor computed once, a runtime/prepacked.py helper's
-    result made once from such tensors (a conv's weight with its batch norm folded in), or a view
-    of one: the same tensor on every call, so that a form of it made once (packed, channels-last)
-    is made again only when it is replaced or written (runtime/prepacked.py)."""
-    v = weight
-    while isinstance(v.owner, Operation):
-        owner = v.owner
-        alias = owner.get_trait(AliasOf)
-        if isinstance(owner, ops.ComputedOnceOp):
-            return True
-        if isinstance(owner, ops.GetAttrOp):
-            return bool(owner.operands) and isinstance(owner.operands[0].type, ModuleType)
-        if isinstance(owner, ops.BuiltinCallOp) and owner.attributes["callee"] in MADE_ONCE_CALLS:
-            return all(made_once(t) for t in owner.operands if isinstance(t.type, TensorType))
-        if isinstance(owner, ops.GetItemOp) and isinstance(owner.operands[0].owner, ops.BuiltinCallOp):
-            v = owner.operands[0]  # (an item of a helper's tuple: the folded weight and bias)
-            continue
-        if alias is None or not isinstance(owner, (ops.TensorMethodOp, ops.TorchCallOp)):
-            return False
-        v = owner.operands[alias.index]
-    return False
-
-
-def _grouped(x: object, weight: TensorType) -> bool:
-    """A conv of more than one group: its weight has fewer input channels than its input."""
-    assert weight.shape is not None
-    return (isinstance(x, TensorType) and x.shape is not None and len(x.shape) == 4
-            and type(x.shape[1]) is int and type(weight.shape[1]) is int and weight.shape[1] < x.shape[1])
-
-
-def _as_linear_call(conv: Operation, facts: Facts, images_one: bool = True) -> Call | None:
-    """A 1x1 convolution of stride 1, no padding and one group, of a batch known to be one image
-    (or, with `images_one` false, of one not known to be: `measured_1x1`) (arguments by position
-    or by name). On channels-last input it is a matrix product over
-    channels, and torch's `linear` of the NHWC rows ran it as fast as oneDNN's convolution or
-    faster at one image, and slower for more rows, on the machine of benchmarks/RESULTS.md (two
-    threads). Single convs, linear / conv time, by rows (batch x positions): at 784 rows 0.64x to
-    1.0x (58->58 and 32->192 channels at 28x28 the best), at 3136 0.58x to 1.2x, from 6272 1.05x
-    to 2.1x (16->96 at 112x112, batch 8: 4.6 against 2.3 ms; MKL's product with few input
-    channels writes its output slower than oneDNN). Whole models at batch 8 (symbolic batch), A/B
-    in one process, linear for convs to at least as many channels against convs: mobilenet_v2
-    57.2 / 53.9 and 60.0 / 55.6 ms, efficientnet_b0 102.4 / 82.1 and 101.5 / 96.4, resnet50 354.3 /
-    349.5, regnet_y_400mf 64.2 / 63.0, shufflenet_v2 24.6 / 24.8. At one image linear won inside
-    the models: shufflenet_v2 11.7 against 10.0 ms, mobilenet_v2 14.2 against 12.6 (its 1x1
-    convs to fewer channels 0.36x to 0.84x the time). Returns the conv's arguments bound to their
-    names, or None."""
-    try:
-        c = bind(conv, facts)
-        shape, x_shape = c.tensor("weight").type.shape, c.tensor().type.shape  # type: ignore[union-attr]
-        c.optional_tensor("bias")  # (a tensor, or known to be None)
-    except Unsupported:
-        return None
-    if shape is None or len(shape) != 4 or not all(type(d) is int for d in shape) or tuple(shape[2:]) != (1, 1):
-        return None
-    padding = c.const("padding")
-    one_image = x_shape is not None and x_shape[0] == 1
-    fits = (pair(c.const("stride")) == (1, 1) and (padding in ("valid", "same") or pair(padding) == (0, 0))
-            and type(c.const("groups")) is int and c.const("groups") == 1)
-    return c if fits and one_image == images_one else None
-
-
-def measured_1x1(conv: Operation, facts: Facts) -> bool:
-    """In a frozen program, a float32 1x1 conv of stride 1 and one group, of a batch not known to
-    be one image, whose weight is made once: it runs as `_prepacked.conv2d`, whose ways the
-    runtime measures (a conv, oneDNN's with its weight reordered once, the `linear` of its NHWC
-    rows, or for a large output a GEMM into a buffer the function keeps, ir/passes/plan.py).
-    Which is fastest depends on the machine: on an Intel Xeon at batch 8, for efficientnet_b0's
-    1x1 convs, the fastest of them took 0.9x torch's conv time over all, and the GEMM into a
-    kept buffer 4.7 ms against 18.7 for the conv of 16 to 96 channels at 112x112 (its fresh
-    38.5 MB output faults every page on every call); on an AMD EPYC `linear` was the slower
-    (above), so the choice is not made here. Its batch norm stays (not folded): it joins the
-    kernel after the conv, and the GEMM takes no bias."""
-    x, weight = conv.operands[0].type, conv.operands[1].type
-    call = _as_linear_call(conv, facts, images_one=False)
-    return (call is not None and not isinstance(call.const("padding"), str) and isinstance(x, TensorType)
-            and x.dtype == "float32" and isinstance(weight, TensorType) and weight.dtype == "float32"
-            and made_once(conv.operands[1]))
 
 
 def read_rows_directly(nchw: Value, rows: Value) -> None:
@@ -310,13 +139,6 @@ def replace_by_rows(nchw: Value, rows: Value, anchor: Operation, facts: Facts) -
     nchw.replace_all_uses_with(view)
 
 
-def pair(v: object) -> tuple[object, ...] | None:
-    """An int or a pair of them (a conv's stride, padding) as a pair; None for anything else."""
-    if isinstance(v, (tuple, list)) and len(v) in (1, 2):
-        return tuple(v) * (3 - len(v)) if len(v) == 1 else tuple(v)
-    return (v, v) if type(v) is int else None
-
-
 def _follow(body: list[Operation], changed: set[Value], shuffles: bool = False) -> bool:
     """Add to `changed` what the ops of `body` compute from its values; False at a use that
     could tell a layout from another. The branches of an if are followed (its results are
@@ -324,7 +146,7 @@ def _follow(body: list[Operation], changed: set[Value], shuffles: bool = False) 
     row-major as in eager, except (with `shuffles`) the copy of a channel shuffle
     (`channel_shuffle`), which the rewriter makes channels-last."""
     for op in body:
-        if _conv(op):
+        if conv2d_on_cpu(op):
             changed.add(op.result)
             continue
         if isinstance(op, ops.IfOp):
@@ -483,7 +305,7 @@ class _Rewriter:
         for op in list(block.ops):
             if op.parent is None:  # (erased with a channel shuffle)
                 continue
-            if _conv(op):
+            if conv2d_on_cpu(op):
                 self.conv(op)
             elif isinstance(op, ops.IfOp):
                 for region in op.regions:
@@ -527,7 +349,7 @@ class _Rewriter:
     def conv(self, op: Operation) -> None:
         x = op.operands[0]
         packed = self.frozen and (will_pack(op, self.facts) or measured_1x1(op, self.facts))
-        call = None if packed else _as_linear_call(op, self.facts)
+        call = None if packed else as_linear_call(op, self.facts)
         if call is not None and (prefers_channels_last(op) or x in self.channels_last or x in self.channel_parts):
             self.as_linear(call)
             return

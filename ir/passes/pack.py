@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from ir import ops
 from ir.core import Operation, Program, Value
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
-from ir.passes.layout import made_once
+from ir.passes.conv_choices import made_once
 from ir.primitives import op_name
 from ir.types import TensorType
 

@@ -26,7 +26,7 @@ no dead temporary was found for, that nothing outside the call can see go into
 buffers the function keeps between calls (`keep_buffers`, runtime/buffers.py): how often a fresh
 tensor faults depends on what the rest of the process allocated (glibc gives the heap's top back
 once enough of it is free), and a kept buffer's pages stay mapped. A large result of a 1x1
-`_prepacked.conv2d` of stride 1 (ir/passes/layout.py, `measured_1x1`) is given the NHWC rows of
+`_prepacked.conv2d` of stride 1 (ir/passes/conv_choices.py, `measured_1x1`) is given the NHWC rows of
 such a buffer as `out`, seen as NCHW: the runtime may write it there as a GEMM of the input's
 rows, or return a new tensor from a conv way that measured faster (runtime/prepacked.py).
 
@@ -47,7 +47,8 @@ from ir.passes.concat import size_source, size_value
 from ir.passes.emitter import Emitter, Facts
 from ir.passes.aliasing import holds_tensors
 from ir.passes.fuse import FRESH_RESULTS, fresh_row_major
-from ir.passes.layout import PACKED_CONV, TO_NCHW, TO_NHWC
+from ir.passes.conv_choices import PACKED_CONV
+from ir.passes.layout import TO_NCHW, TO_NHWC
 from ir.passes.pack import HELPER as PACKED_LINEAR
 from ir.primitives import op_name
 from ir.types import ANY, TensorType

@@ -36,7 +36,8 @@ from ir.passes.canonicalize import writes_in
 from ir.passes.emitter import Facts, Unsupported, bind
 from ir.passes.views import permutation
 from ir.passes.fuse import fresh_row_major
-from ir.passes.layout import TO_NCHW, TO_NHWC, pair, replace_by_rows
+from ir.passes.conv_choices import pair
+from ir.passes.layout import TO_NCHW, TO_NHWC, replace_by_rows
 from ir.primitives import op_name
 from ir.types import TensorType
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from ir import ops
 from ir.core import PURE, Operation, Program, Value
 from ir.passes.emitter import Emitter, Facts, Unsupported
-from ir.passes.layout import made_once
+from ir.passes.conv_choices import made_once
 from ir.passes.pack import frozen_linears, known_rows
 from ir.types import TensorType
 

@@ -2,7 +2,7 @@
 
 Every tensor value gets its dtype, rank, symbolic shape (sympy) and device where they can be
 known; what cannot be known stays unknown (None), never guessed. Sources, strongest first: the
-argument types given to `propagate_shapes` (from example inputs: `example_input_types`), shape
+argument types given to `propagate_shapes` (from example inputs: ir/passes/example_types.py), shape
 strings in annotations (already in the argument types), the live module when one is given
 (parameter and buffer shapes, Python attributes, submodules), and propagation through every op.
 
@@ -15,9 +15,8 @@ program) are analysed per call context and their facts joined over contexts.
 
 The result is written into the IR (`Value.type`, each function's `result_type`) and returned as
 a typed side table, `ShapeFacts`: symbolic values of ints (`x.size(0)` is `B`) and the facts
-read from live modules. `shape_guards(func, facts)` lists what the refined types assume about the
-function's arguments (dtype, device, rank, sizes, equal sizes) and module attributes: the checks
-generated code runs at entry.
+read from live modules. What the refined types assume about the function's arguments and module
+attributes, the checks generated code runs at entry, is listed by ir/passes/entry_guards.py.
 
 Soundness notes. Size symbols are positive integers: a guard checks each symbol's size is >= 1.
 Live-module settings that are not tensors or Python constants read through `py.getattr`
@@ -48,7 +47,6 @@ from ir.shape_rules_values import (
     is_bottom,
     join,
     join_all,
-    literal_of,
     size_of,
     tensor_type_of,
 )
@@ -57,7 +55,6 @@ from ir.shape_rules_python import OP_RULES, _declared, loop_runs_python, runs_py
 from ir.types import (
     ANY,
     INT,
-    NONE,
     Dim,
     ListType,
     ModuleListType,
@@ -66,11 +63,9 @@ from ir.types import (
     ModuleType,
     OptionalType,
     TensorType,
-    TensorValues,
     TupleType,
     Type,
     is_subtype,
-    sym,
     unify,
 )
 
@@ -491,7 +486,7 @@ def propagate_shapes(program: Program, inputs: dict[str, Sequence[Any]] | None =
     """Refine every value's type in place with the facts found; return the side table.
 
     `inputs` maps a function's sym_name to what its arguments are: one entry per argument (the
-    `self` of a method may be left out), each a Type (see `example_input_types`), a live
+    `self` of a method may be left out), each a Type (see ir/passes/example_types.py), a live
     nn.Module (for `self`: its parameters, buffers, submodules and Python attributes are read),
     or None for the declared type. Functions not named and not called from a named one are
     analysed with their declared argument types.
@@ -695,264 +690,7 @@ def _harmonize(op: Operation, declared: dict[Value, Type]) -> None:
                     op.before.args[i].type = _unify_values([op.before.args[i], v], declared)
 
 
-# -- example inputs -------------------------------------------------------------------------------
-def example_input_types(func: ops.FuncOp, example_inputs: Sequence[Any], symbolic_batch: bool = True,
-                        batch_symbol: str = "B") -> list[Type]:
-    """Argument types from example inputs (the `self` of a method left out): dtype, device and
-    the example's sizes, except that sizes the annotation names with a symbol stay symbolic and,
-    with `symbolic_batch`, the leading size of every tensor input that has the first tensor's
-    leading size (when it is not 0 or 1) becomes one symbol, so one compiled module serves every
-    batch size. Python numbers and None are not specialised: their declared type is kept."""
-    args = list(func.args)
-    if args and isinstance(args[0].type, ModuleType):
-        args = args[1:]
-    defaults = func.attributes.get("defaults", {})
-    if len(example_inputs) > len(args) or any(a.name not in defaults for a in args[len(example_inputs):]):
-        raise ValueError(f"{func.sym_name} takes {len(args)} arguments, {len(example_inputs)} examples were given")
-    used = _annotation_symbols(func)
-    first = next((t for t in _tensors(example_inputs) if t.dim() >= 1), None)
-    batch = int(first.shape[0]) if first is not None and symbolic_batch and first.shape[0] > 1 else None
-    name = batch_symbol
-    n = 0
-    while name in used and not _leading_symbol(func, name):
-        n += 1
-        name = f"{batch_symbol}{n}"
-    return [_example_type(arg.type, value, batch, sym(name)) for arg, value in zip(args, example_inputs)] + [
-        arg.type for arg in args[len(example_inputs):]]
-
-
-def _tensors(values: Sequence[Any]) -> list[torch.Tensor]:
-    out: list[torch.Tensor] = []
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            out.append(v)
-        elif isinstance(v, (tuple, list)):
-            out.extend(_tensors(v))
-    return out
-
-
-def _annotation_symbols(func: ops.FuncOp) -> set[str]:
-    names: set[str] = set()
-
-    def walk(t: Type) -> None:
-        if isinstance(t, TensorType) and t.shape is not None:
-            for d in t.shape:
-                if isinstance(d, sympy.Expr):
-                    names.update(s.name for s in d.free_symbols)  # type: ignore[attr-defined]
-        elif isinstance(t, (OptionalType, ListType)):
-            walk(t.elem)
-        elif isinstance(t, TupleType):
-            for e in t.elems:
-                walk(e)
-
-    for a in func.args:
-        walk(a.type)
-    return names
-
-
-def _leading_symbol(func: ops.FuncOp, name: str) -> bool:
-    """Whether every annotation that names `name` uses it for a leading size."""
-    for a in func.args:
-        t = a.type.elem if isinstance(a.type, OptionalType) else a.type
-        if isinstance(t, TensorType) and t.shape:
-            for i, d in enumerate(t.shape):
-                if d == sym(name) and i != 0:
-                    return False
-    return True
-
-
-def _example_type(declared: Type, value: Any, batch: int | None, batch_sym: sympy.Symbol) -> Type:
-    if isinstance(value, torch.Tensor):
-        t = tensor_type_of(value)
-        ann = declared.elem if isinstance(declared, OptionalType) else declared
-        dims = list(t.shape)  # type: ignore[arg-type]
-        ann_shape = ann.shape if isinstance(ann, TensorType) and ann.shape is not None \
-            and len(ann.shape) == len(dims) else None
-        for i in range(len(dims)):
-            if ann_shape is not None and isinstance(ann_shape[i], sympy.Expr):
-                dims[i] = ann_shape[i]
-            elif i == 0 and batch is not None and dims[0] == batch:
-                dims[0] = batch_sym
-        out: Type = TensorType(t.dtype, tuple(dims), t.device)
-        return OptionalType(out) if isinstance(declared, OptionalType) else out
-    if isinstance(value, (tuple, list)) and isinstance(declared, TupleType) and len(declared.elems) == len(value):
-        return TupleType(tuple(_example_type(d, v, batch, batch_sym) for d, v in zip(declared.elems, value)))
-    return declared
-
-
-# -- guards ---------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ShapeGuard:
-    """One fact the refined types assume at a function's entry.
-
-    kind:
-      "dtype"      the tensor at `path` has dtype `expected` ("float32")
-      "device"     its device type is `expected` ("cpu", "cuda")
-      "rank"       it has `expected` dimensions
-      "size"       its size in dimension `dim` is the int `expected`
-      "symbol"     its size in dimension `dim` defines the size symbol `expected` (a name); the
-                   size must be >= 1 (symbols are positive)
-      "same_size"  its size in dimension `dim` equals the size at `expected` = (path, dim)
-      "size_expr"  its size in dimension `dim` equals the sympy expression `expected` over symbols
-                   defined by "symbol" guards
-      "value"      the Python value at `path` (a module attribute) equals `expected`
-      "tensor_values"  the dict at `path` (a module attribute) holds only tensors of the
-                   TensorType `expected` (its sizes None where any size is allowed)
-    path: where the value is, from the function's arguments: ("x",), ("state", 0),
-      ("self", "qkv", "weight"), ("self", "layers", 0, "weight").
-    optional: the path goes through an Optional: check only when the value is not None.
-    """
-
-    kind: str
-    path: Path
-    expected: Any
-    dim: int | None = None
-    optional: bool = False
-
-    def python(self, symbols: dict[str, tuple[Path, int]] | None = None) -> str:
-        """A Python expression that is true when the guard holds."""
-        where = render_path(self.path)
-        if self.kind == "dtype":
-            return f"{where}.dtype == torch.{self.expected}"
-        if self.kind == "device":
-            return f"{where}.device.type == {self.expected!r}"
-        if self.kind == "rank":
-            return f"{where}.dim() == {self.expected}"
-        if self.kind == "size":
-            return f"{where}.size({self.dim}) == {self.expected}"
-        if self.kind == "symbol":
-            return f"{where}.size({self.dim}) >= 1"
-        if self.kind == "same_size":
-            other, d = self.expected
-            return f"{where}.size({self.dim}) == {render_path(other)}.size({d})"
-        if self.kind == "size_expr":
-            expr = self.expected
-            text = str(expr)
-            for s in sorted(expr.free_symbols, key=lambda s: -len(s.name)):
-                p, d = (symbols or {}).get(s.name, ((s.name,), None))
-                text = text.replace(s.name, f"{render_path(p)}.size({d})" if d is not None else s.name)
-            return f"{where}.size({self.dim}) == {text}"
-        if self.kind == "value":
-            return f"{where} is None" if self.expected is None else f"{where} == {self.expected!r}"
-        if self.kind == "tensor_values":
-            return f"{where} == {tensor_values(self.expected)!r}"
-        raise ValueError(self.kind)
-
-    def statement(self, symbols: dict[str, tuple[Path, int]] | None = None, module: str = "_guards") -> str:
-        """The check as a call of a runtime/guards.py helper (raises GuardFailure when it fails).
-        A guard with `optional` set belongs inside `if <path> is not None:`."""
-        where = render_path(self.path)
-        name = f'"{where}"'
-        if self.kind == "dtype":
-            return f"{module}.check_dtype({where}, torch.{self.expected}, {name})"
-        if self.kind == "device":
-            return f'{module}.check_device_type({where}, "{self.expected}", {name})'
-        if self.kind == "rank":
-            return f"{module}.check_dim({where}, {self.expected}, {name})"
-        if self.kind == "size":
-            return f"{module}.check_size({where}, {self.dim}, {self.expected}, {name})"
-        if self.kind == "symbol":
-            return f"{module}.check_min_size({where}, {self.dim}, 1, {name})"
-        if self.kind == "same_size":
-            other, d = self.expected
-            return (f'{module}.check_same_size({where}, {self.dim}, {render_path(other)}, {d}, {name}, '
-                    f'"{render_path(other)}")')
-        if self.kind == "size_expr":
-            expected = self.python(symbols).split(" == ", 1)[1]
-            return f"{module}.check_size({where}, {self.dim}, {expected}, {name})"
-        if self.kind == "value":
-            return f"{module}.check_value({where}, {self.expected!r}, {name})"
-        if self.kind == "tensor_values":
-            return f"{module}.check_value({where}, {module}.{tensor_values(self.expected)!r}, {name})"
-        raise ValueError(self.kind)
-
-    def __str__(self) -> str:
-        text = self.python()
-        if self.kind == "symbol":
-            text += f"  # {self.expected} := {render_path(self.path)}.size({self.dim})"
-        return text + ("  (when not None)" if self.optional else "")
-
-
-def tensor_values(t: TensorType) -> TensorValues:
-    """What a "tensor_values" guard expects of a dict's values."""
-    assert t.dtype is not None and t.device is not None
-    return TensorValues(t.dtype, t.device.split(":")[0], t.shape)
-
-
-def render_path(path: Path) -> str:
-    out = str(path[0])
-    for p in path[1:]:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
-
-
-def shape_guards(func: ops.FuncOp, facts: ShapeFacts | None = None) -> list[ShapeGuard]:
-    """The entry checks the refined types of `func` rely on: its tensor arguments' dtype, device,
-    rank and sizes (a size symbol is defined where it first occurs and later occurrences must be
-    equal), and, given the facts of propagate_shapes, what was read from live modules."""
-    guards: list[ShapeGuard] = []
-    bound: dict[sympy.Symbol, tuple[Path, int]] = {}
-    pending: list[tuple[Path, int, sympy.Expr, bool]] = []
-
-    def tensor(t: TensorType, path: Path, optional: bool) -> None:
-        if t.dtype is not None:
-            guards.append(ShapeGuard("dtype", path, t.dtype, None, optional))
-        if t.device is not None:
-            guards.append(ShapeGuard("device", path, t.device.split(":")[0], None, optional))
-        if t.shape is None:
-            return
-        guards.append(ShapeGuard("rank", path, len(t.shape), None, optional))
-        for i, d in enumerate(t.shape):
-            if d is None:
-                continue
-            if type(d) is int:
-                guards.append(ShapeGuard("size", path, d, i, optional))
-            elif isinstance(d, sympy.Symbol):
-                if d in bound:
-                    guards.append(ShapeGuard("same_size", path, bound[d], i, optional))
-                elif not optional:
-                    bound[d] = (path, i)
-                    guards.append(ShapeGuard("symbol", path, d.name, i, optional))
-                else:
-                    pending.append((path, i, d, optional))
-            else:
-                pending.append((path, i, d, optional))
-
-    def walk(t: Type, path: Path, optional: bool) -> None:
-        if isinstance(t, TensorType):
-            tensor(t, path, optional)
-        elif isinstance(t, OptionalType):
-            walk(t.elem, path, True)
-        elif isinstance(t, TupleType):
-            for i, e in enumerate(t.elems):
-                walk(e, path + (i,), optional)
-
-    for arg in func.args:
-        walk(arg.type, (arg.name or "arg",), False)
-        if arg.type == NONE:  # compiled for an argument left out (permissive mode): its default
-            guards.append(ShapeGuard("value", (arg.name or "arg",), None))
-    for path, av in sorted(((facts.attrs.get(func.sym_name, {}) if facts else {}).items()), key=lambda kv: str(kv[0])):
-        if av.tensor is not None:
-            tensor(av.tensor, path, False)
-        elif isinstance(av.type, DictType) and isinstance(av.type.value, TensorType):
-            guards.append(ShapeGuard("tensor_values", path, av.type.value))
-        elif literal_of(av) is not UNKNOWN:
-            guards.append(ShapeGuard("value", path, literal_of(av)))
-    for path, i, expr, optional in pending:
-        if isinstance(expr, sympy.Symbol) and expr not in bound:
-            continue  # defined only where the value may be None: nothing to compare with
-        if all(s in bound for s in expr.free_symbols):
-            guards.append(ShapeGuard("size_expr", path, expr, i, optional))
-    return guards
-
-
-def symbol_bindings(guards: Sequence[ShapeGuard]) -> dict[str, tuple[Path, int]]:
-    """Where each size symbol is read at entry: name -> (path, dim)."""
-    return {g.expected: (g.path, g.dim) for g in guards if g.kind == "symbol"}  # type: ignore[misc]
-
-
-__all__ = ["propagate_shapes", "ShapeFacts", "ShapeGuard", "shape_guards", "symbol_bindings",
-           "example_input_types", "render_path"]
+__all__ = ["propagate_shapes", "ShapeFacts"]
 
 
 def number_reads_after_python(func: ops.FuncOp, after: set[Operation]) -> None:

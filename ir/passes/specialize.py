@@ -26,7 +26,8 @@ import sympy
 
 from ir import ops
 from ir.core import Operation, Program, Value
-from ir.passes.shapes import ShapeFacts, ShapeGuard, propagate_shapes, shape_guards, symbol_bindings, tensor_values
+from ir.passes.entry_guards import ShapeGuard, shape_guards, symbol_bindings, tensor_values
+from ir.passes.shapes import ShapeFacts, propagate_shapes
 from ir.shape_rules_values import UNKNOWN, literal_of
 from ir.types import ListType
 from ir.passes.fold import fits, literal_type

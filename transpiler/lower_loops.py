@@ -1,0 +1,443 @@
+"""Lowering of loops and list comprehensions: `LoopLowering`, a mixin of FunctionLowerer.
+
+Names assigned in a loop body that existed before it become loop-carried values; where the body
+changes a carried name's type the body is lowered again with the wider type (`build_loop`). A loop
+that may `break` or `return` ends its body in `scf.condition(keep_going, ...)`; a `while` loop
+with exits carries a `done` flag checked before its condition. Loops over a tuple or a module list
+of mixed classes (and small `range(<constant>)` comprehensions) are unrolled."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import libcst as cst
+
+from ir import ops
+from ir.core import Block, Region, Value
+from ir.types import (
+    ANY,
+    BOOL,
+    ERROR,
+    INT,
+    TENSOR,
+    ListType,
+    ModuleListType,
+    ModuleType,
+    TensorType,
+    TupleType,
+    Type,
+    unify,
+    unify_all,
+)
+from transpiler.diagnostics import UserError
+from transpiler.env import Exits, Unbound
+from transpiler.expr_messages import a_type
+from transpiler.lower_builtins import UNROLL_LIMIT
+from transpiler.syntax import assigned_names, assignment_of, contains, has_jump, statements_of
+
+
+class LoopLowering:
+    """Mixin of FunctionLowerer: `for` and `while` loops, list comprehensions."""
+
+    def loop_stmt(self, node: cst.For | cst.While) -> Exits:
+        if node.orelse is not None:
+            raise self.error(node.orelse, "`else` on a loop is not supported", "use a flag variable")
+        if isinstance(node, cst.For):
+            return self.for_stmt(node)
+        return self.while_stmt(node)
+
+    def carried_names(self, node: cst.For | cst.While) -> list[str]:
+        assigned = assigned_names(statements_of(node.body))
+        return [n for n in self.env.names() if n in assigned and isinstance(self.env.get(n), Value)]
+
+    def for_stmt(self, node: cst.For) -> Exits:
+        with self.at(node.iter):
+            loop, head, elem = self.iteration(node.iter, lambda: has_jump(statements_of(node.body)))
+        if loop is None:
+            return self.unrolled_loop(node, head[0])
+        return self.build_loop(node, loop, head, elem)
+
+    def iteration(self, it: cst.BaseExpression, jumps: Callable[[], bool]
+                  ) -> tuple[type[ops.Operation] | None, list[Value], Type | None]:
+        """How a for loop (or a comprehension) walks `it`: the loop op, its head operands and the
+        element type; or (None, [seq], None) to run the body once per element of seq, a tuple or
+        module list. `jumps`: whether the body may leave early (such a loop is not unrolled)."""
+        if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.range" and self.env.get("range") is None:
+            args, kwnames, _, _ = self.call_arguments(it)
+            bad = [(a, arg) for a, arg in zip(args, it.args) if a.type not in (INT, BOOL, ERROR)]
+            if bad:  # (strict mode checks the body all the same)
+                self.go_on(self.error(bad[0][1], f"range() takes ints, not {a_type(bad[0][0].type)}",
+                                      "convert it with int(...), or loop over an int count"), bad[0][1])
+            if kwnames or not 1 <= len(args) <= 3:
+                raise self.error(it, "range() takes one to three int arguments")
+            start, stop, step = (
+                (self.b.constant(0), args[0], self.b.constant(1)) if len(args) == 1
+                else (args[0], args[1], self.b.constant(1)) if len(args) == 2 else tuple(args)
+            )
+            return ops.ForRangeOp, [start, stop, step], INT
+        if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.enumerate" \
+                and self.env.get("enumerate") is None and len(it.args) == 1 and not it.args[0].keyword \
+                and not it.args[0].star:
+            pairs = self.enumerated(self.expr(it.args[0].value))
+            if pairs is not None:  # a module list or tuple: its (index, item) pairs, unrolled
+                return None, [pairs], None
+        if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.zip" \
+                and self.env.get("zip") is None and it.args and all(not a.keyword and not a.star for a in it.args):
+            tuples = self.zipped([self.expr(a.value) for a in it.args])
+            if tuples is not None:  # module lists or tuples: their items side by side, unrolled
+                return None, [tuples], None
+        iterable = self.expr(it)
+        layers = self.iterated_modules(iterable)
+        if layers is not None:
+            iterable = layers
+        t = iterable.type
+        if isinstance(t, ListType):
+            return ops.ForEachOp, [iterable], t.elem
+        if isinstance(t, ModuleListType) and t.length_known and self.ctx.recursive and len(t.elems) <= UNROLL_LIMIT \
+                and not jumps():
+            # Unrolled, as TorchScript does: each layer's call is then one the inliner can follow.
+            return None, [iterable], None
+        if isinstance(t, ModuleListType) and (not t.length_known or len(set(t.elems)) <= 1):
+            return ops.ForEachOp, [iterable], unify_all(t.elems) or ModuleType("torch.nn.Module")
+        if isinstance(t, (TupleType, ModuleListType)):
+            return None, [iterable], None
+        if isinstance(t, TensorType):
+            name = self.source.code(it) if isinstance(it, (cst.Name, cst.Attribute)) else "t"
+            self.go_on(self.error(it, "iterating over a tensor is not supported",
+                                  f"loop over range({name}.size(0)) and index {name}[i], or over {name}.unbind(0)"), it)
+        elif t != ERROR:
+            self.go_on(self.error(it, f"iterating over a value of type {t} is not supported"), it)
+        return ops.ForEachOp, [iterable], ERROR  # (its body checked all the same)
+
+    def unrolled_loop(self, node: cst.For, iterable: Value) -> Exits:
+        """A loop over a tuple or a mixed module list runs its body once per element."""
+        if has_jump(statements_of(node.body)):
+            raise self.error(node, "break, continue and return in a loop over a tuple or a mixed module list are not supported",
+                             "loop over a list of one type instead")
+        t = iterable.type
+        count = len(t.elems)  # type: ignore[attr-defined]
+        for i in range(count):
+            with self.at(node.iter):
+                index = self.b.constant(i)
+                elem_type = t.elems[i]  # type: ignore[attr-defined]
+                elem = self.op(ops.GetItemOp, [iterable, index], [elem_type]).result
+            self.bind_target(node.target, elem)
+            exits = self.stmts(statements_of(node.body))
+            assert exits.never()
+        return Exits()
+
+    def build_loop(self, node: cst.For | cst.While, op_class: type[ops.Operation], head: list[Value], elem_type: Type | None) -> Exits:
+        """Build a loop op; lowering the body twice when its carried types must widen."""
+        carried = self.carried_names(node)
+        body_stmts = statements_of(node.body)
+        returns = contains(body_stmts, cst.Return)
+        breaks = contains(body_stmts, cst.Break, stop_at_loops=True)
+        before = self.env
+        inits = [before.get(n) for n in carried]
+        carried_types = [v.type for v in inits]  # type: ignore[union-attr]
+        extra_inits: list[Value] = []
+        extra_types: list[Type] = []
+        with self.at(node):
+            if returns:
+                extra_inits = [self.b.constant(False), self.uninitialized(self.sig.result)]  # type: ignore[arg-type]
+                extra_types = [BOOL, self.sig.result]  # type: ignore[list-item]
+        for _attempt in range(3):
+            found = len(self.diagnostics)
+            op, yielded_types = self.try_loop(node, op_class, head, elem_type, carried, inits, carried_types,
+                                              extra_inits, extra_types, returns, breaks)  # type: ignore[arg-type]
+            widened = self.widened(node, carried, carried_types, yielded_types, found)
+            if widened == carried_types:
+                break
+            op.erase()
+            carried_types = widened  # type: ignore[assignment]
+        self.env = before.copy()
+        results = op.results
+        for name, r in zip(carried, results):
+            self.env.set(name, r)
+        for name in assigned_names(body_stmts):
+            if name not in carried and self.env.get(name) is None:
+                self.env.set(name, Unbound("it is assigned only inside the loop"))
+        if isinstance(node.target if isinstance(node, cst.For) else None, cst.Name):
+            target_name = node.target.value  # type: ignore[union-attr]
+            if target_name not in carried and self.env.get(target_name) is None:
+                self.env.set(target_name, Unbound("it is the variable of a loop that may not run"))
+        if returns:
+            flag, value = results[len(carried)], results[len(carried) + 1]
+            return Exits(returned=flag, ret_value=value)
+        return Exits()
+
+    def widened(self, node: cst.For | cst.While, carried: list[str], before: list[Type], inside: list[Type],
+                found: int) -> list[Type]:
+        """The types of the loop-carried names after one lowering of the body, which reported
+        `diagnostics[found:]` (strict mode goes on past a name whose type does not fit, as ERROR)."""
+        out = [self.widen(a, y) for a, y in zip(before, inside)]
+        if [ERROR if w is None else w for w in out] != before and not any(w in (None, ERROR) for w in out):
+            # The body is lowered again with wider types: what it reports then is what counts
+            # (not where an error made a name ERROR: that lowering reports nothing of it).
+            del self.diagnostics[found:]
+        for name, w, a, y in zip(carried, out, before, inside):
+            if w is None:
+                self.go_on(self.loop_type_error(node, name, a, y))
+        return [ERROR if w is None else w for w in out]
+
+    def widen(self, before: Type, inside: Type) -> Type | None:
+        """The type of a loop-carried name; in permissive mode Any where types disagree."""
+        t = unify(before, inside)
+        return ANY if t is None and self.ctx.permissive else t
+
+    def loop_type_error(self, node: cst.For | cst.While, name: str, before: Type, inside: Type) -> UserError:
+        """A loop-carried name whose type the body changes, shown where the body assigns it."""
+        at = assignment_of(statements_of(node.body), name) or node
+        return self.error(at, f"`{name}` is {a_type(before)} before the loop and becomes {a_type(inside)} in its body",
+                          f"give `{name}` one type: start it as {a_type(inside)} before the loop "
+                          "(or declare Optional[T] there if it starts as None)")
+
+    def try_loop(self, node, op_class, head, elem_type, carried, inits, carried_types, extra_inits, extra_types,
+                 returns, breaks):
+        """One attempt at building a for / plain while loop. For loops that may leave early end
+        their body in scf.condition(keep_going, ...)."""
+        all_types = list(carried_types) + list(extra_types)
+        is_while = op_class is ops.WhileOp
+        block = Block(([] if is_while else [elem_type]) + all_types)
+        regions = [Region([Block(all_types)]), Region([block])] if is_while else [Region([block])]
+        op = op_class([*head, *inits, *extra_inits], all_types, regions=regions, loc=self.source.loc(node),
+                      result_names=list(carried) + ["returned", "result"][: len(extra_types)])
+        self.b.insert(op)
+        before = self.env
+        offset = 0 if is_while else 1
+        if is_while:
+            cond_block = regions[0].block
+            self.env = before.copy()
+            for name, arg in zip(carried, cond_block.args):
+                arg.name = name
+                self.env.set(name, arg)
+            with self.b.at_end_of(cond_block), self.at(node.test):
+                cond = self.truth(self.expr(node.test), node.test)
+                self.b.create(ops.ConditionOp, [cond, *cond_block.args])
+        self.env = before.copy()
+        for name, arg in zip(carried, block.args[offset:]):
+            arg.name = name
+            self.env.set(name, arg)
+        extra_args = block.args[offset + len(carried):]
+        for arg, name in zip(extra_args, ("returned", "result")):
+            arg.name = name
+        yielded_types: list[Type] = []
+        self.loop_depth += 1
+        with self.b.at_end_of(block):
+            if not is_while:
+                if isinstance(node.target, cst.Name):
+                    block.args[0].name = node.target.value
+                self.bind_target(node.target, block.args[0])
+            exits = self.stmts(statements_of(node.body))
+            yields = []
+            for name in carried:
+                v = self.env.get(name)
+                if not isinstance(v, Value):
+                    raise self.error(node, f"`{name}` is not bound at the end of the loop body")
+                yields.append(v)
+                yielded_types.append(v.type)
+            tail: list[Value] = []
+            if returns:
+                ret_flag = exits.returned if isinstance(exits.returned, Value) else self.b.constant(bool(exits.returned))
+                tail = [ret_flag, exits.ret_value if exits.ret_value is not None else extra_args[1]]
+            if breaks or returns:
+                keep = self.keep_going([f for f in (exits.broke, exits.returned) if f is not False])
+                self.b.create(ops.ConditionOp, [keep, *yields, *tail])
+            else:
+                self.b.create(ops.YieldOp, yields + tail)
+        self.loop_depth -= 1
+        self.env = before
+        return op, yielded_types
+
+    def any_of(self, flags: list) -> Value:
+        values = [f if isinstance(f, Value) else self.b.constant(bool(f)) for f in flags]
+        out = values[0]
+        for v in values[1:]:
+            out = self.op(ops.BinaryOp, [out, v], [BOOL], op="|").result
+        return out
+
+    def keep_going(self, stop: list) -> Value:
+        if not stop:
+            return self.b.constant(True)
+        return self.op(ops.UnaryOp, [self.any_of(stop)], [BOOL], op="not").result
+
+    # -- while ----------------------------------------------------------------------------------
+    def while_stmt(self, node: cst.While) -> Exits:
+        body_stmts = statements_of(node.body)
+        breaks = contains(body_stmts, cst.Break, stop_at_loops=True)
+        returns = contains(body_stmts, cst.Return)
+        if breaks or returns:
+            return self.while_with_exits(node, breaks, returns)
+        return self.build_loop(node, ops.WhileOp, [], None)
+
+    def while_with_exits(self, node: cst.While, breaks: bool, returns: bool) -> Exits:
+        """`while c: ... break/return ...` as a while loop whose carried `stop` flag is checked
+        before the condition, so the condition is not evaluated after an exit."""
+        carried = self.carried_names(node)
+        body_stmts = statements_of(node.body)
+        before = self.env
+        inits = [before.get(n) for n in carried]
+        carried_types = [v.type for v in inits]  # type: ignore[union-attr]
+        with self.at(node):
+            extra_inits = [self.b.constant(False)]
+            extra_types: list[Type] = [BOOL]
+            if returns:
+                extra_inits += [self.b.constant(False), self.uninitialized(self.sig.result)]  # type: ignore[arg-type]
+                extra_types += [BOOL, self.sig.result]  # type: ignore[list-item]
+        for _attempt in range(3):
+            found = len(self.diagnostics)
+            op, yielded = self._while_exits_once(node, carried, inits, carried_types, extra_inits, extra_types, returns)
+            widened = self.widened(node, carried, carried_types, yielded, found)
+            if widened == carried_types:
+                break
+            op.erase()
+            carried_types = widened  # type: ignore[assignment]
+        self.env = before.copy()
+        for name, r in zip(carried, op.results):
+            self.env.set(name, r)
+        for name in assigned_names(body_stmts):
+            if name not in carried and self.env.get(name) is None:
+                self.env.set(name, Unbound("it is assigned only inside the loop"))
+        if returns:
+            n = len(carried)
+            return Exits(returned=op.results[n + 1], ret_value=op.results[n + 2])
+        return Exits()
+
+    def _while_exits_once(self, node, carried, inits, carried_types, extra_inits, extra_types, returns):
+        all_types = list(carried_types) + list(extra_types)
+        cond_block, body = Block(all_types), Block(all_types)
+        extra_names = ["done", "returned", "result"][: len(extra_types)]
+        op = ops.WhileOp([*inits, *extra_inits], all_types, regions=[Region([cond_block]), Region([body])],
+                         loc=self.source.loc(node), result_names=list(carried) + extra_names)
+        self.b.insert(op)
+        before = self.env
+        n = len(carried)
+        for block in (cond_block, body):
+            for name, arg in zip(list(carried) + extra_names, block.args):
+                arg.name = name
+        # Condition: stop ? False : <test>
+        self.env = before.copy()
+        for name, arg in zip(carried, cond_block.args):
+            self.env.set(name, arg)
+        with self.b.at_end_of(cond_block):
+            with self.at(node.test):
+                stop = cond_block.args[n]
+                go_on = self.op(ops.UnaryOp, [stop], [BOOL], op="not").result
+                test = self.short_circuit("and", go_on, lambda: self.truth(self.expr(node.test), node.test), node.test)
+                self.b.create(ops.ConditionOp, [test, *cond_block.args])
+        # Body
+        self.env = before.copy()
+        for name, arg in zip(carried, body.args):
+            self.env.set(name, arg)
+        yielded: list[Type] = []
+        self.loop_depth += 1
+        with self.b.at_end_of(body):
+            exits = self.stmts(statements_of(node.body))
+            values = []
+            for name in carried:
+                v = self.env.get(name)
+                if not isinstance(v, Value):
+                    raise self.error(node, f"`{name}` is not bound at the end of the loop body")
+                values.append(v)
+                yielded.append(v.type)
+            stop_flags = [f for f in (exits.broke, exits.returned) if f is not False]
+            stop_value = self.any_of(stop_flags) if stop_flags else self.b.constant(False)
+            extra = [stop_value]
+            if returns:
+                ret_flag = exits.returned if isinstance(exits.returned, Value) else self.b.constant(bool(exits.returned))
+                extra += [ret_flag, exits.ret_value if exits.ret_value is not None else body.args[n + 2]]
+            self.b.create(ops.YieldOp, values + extra)
+        self.loop_depth -= 1
+        self.env = before
+        return op, yielded
+
+    # -- comprehensions -------------------------------------------------------------------------
+    def list_comprehension(self, node: cst.ListComp | cst.GeneratorExp) -> Value:
+        """`[elt for t in it if c ...]`: a new list, appended to by the loops it stands for (a
+        loop as a for statement over `it` would be, unrolled over a tuple or range(<constant>));
+        `if` clauses guard the rest. Its targets live in a scope of their own, as in Python 3."""
+        with self.at(node):
+            result = self.op(ops.ListOp, [], [ListType(ANY)]).result  # its type: what is appended
+        appended: list[Value] = []
+        saved = self.env
+        self.env = saved.copy()
+        try:
+            self.comprehension_for(node, node.for_in, result, appended)
+        finally:
+            self.env = saved
+        elem = unify_all([v.type for v in appended])
+        if elem is None:
+            raise self.error(node.elt, "the elements of this list comprehension have different types"
+                             if appended else "the type of an empty list is not known",
+                             "a list holds one type: convert the elements to one, or build a tuple")
+        result.type = ListType(TENSOR if isinstance(elem, TensorType) else elem)
+        return result
+
+    def comprehension_for(self, node: cst.ListComp | cst.GeneratorExp, comp: cst.CompFor, result: Value,
+                          appended: list[Value]) -> None:
+        if comp.asynchronous is not None:
+            raise self.error(comp, "async comprehensions are not supported", "use a plain `for`")
+
+        def body() -> None:
+            self.comprehension_ifs(node, comp, list(comp.ifs), result, appended)
+
+        with self.at(comp.iter):
+            loop, head, elem = self.iteration(comp.iter, lambda: False)
+            bounds = [self.constant_int(v) for v in head] if loop is ops.ForRangeOp else []
+            if bounds and all(b is not None for b in bounds) and bounds[2] != 0 \
+                    and len(range(*bounds)) <= UNROLL_LIMIT:  # type: ignore[misc]
+                items = [self.b.constant(i) for i in range(*bounds)]  # type: ignore[misc]
+                loop, head = None, [self.op(ops.TupleOp, items, [TupleType((INT,) * len(items))]).result]
+        if loop is None:  # once per element
+            seq = head[0]
+            for i, elem_type in enumerate(seq.type.elems):  # type: ignore[attr-defined]
+                with self.at(comp.iter):
+                    item = self.op(ops.GetItemOp, [seq, self.b.constant(i)], [elem_type]).result
+                self.bind_target(comp.target, item)
+                body()
+            return
+        block = Block([elem])  # type: ignore[list-item]
+        op = loop([*head], [], regions=[Region([block])], loc=self.source.loc(comp))
+        self.b.insert(op)
+        before = self.env
+        self.env = before.copy()
+        self.loop_depth += 1
+        with self.b.at_end_of(block):
+            if isinstance(comp.target, cst.Name):
+                block.args[0].name = comp.target.value
+            self.bind_target(comp.target, block.args[0])
+            body()
+            self.b.create(ops.YieldOp, [])
+        self.loop_depth -= 1
+        self.env = before
+
+    def comprehension_ifs(self, node: cst.ListComp | cst.GeneratorExp, comp: cst.CompFor, ifs: list[cst.CompIf],
+                          result: Value, appended: list[Value]) -> None:
+        """The `if` clauses left, each evaluated only where those before it held; then the
+        inner `for`, or the element appended."""
+        if not ifs:
+            if comp.inner_for_in is not None:
+                self.comprehension_for(node, comp.inner_for_in, result, appended)
+                return
+            value = self.expr(node.elt)
+            with self.at(node.elt):
+                self.op(ops.ListAppendOp, [result, value], [])
+            appended.append(value)
+            return
+        test = ifs[0].test
+        with self.at(test):
+            cond = self.truth(self.expr(test), test)
+        refine_then, _ = self.refinements(test)
+        known = self.known_bool(cond)
+
+        def then() -> Exits:
+            self.apply_refinements(refine_then, test)
+            self.comprehension_ifs(node, comp, ifs[1:], result, appended)
+            return Exits()
+
+        if known is not None:
+            if known:
+                then()
+            return
+        with self.at(ifs[0]):
+            self.branch(cond, then, lambda: Exits())
