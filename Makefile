@@ -26,8 +26,10 @@ BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.bench --write-results $(BENCH_ARGS)
 
+# Two workers, each test file in one of them (its module fixtures built once): most tests wait
+# on the C++ compiler or on small torch calls, which one core does not keep busy.
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -m "not slow" -n 2 --dist loadfile
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
