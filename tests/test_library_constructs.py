@@ -999,6 +999,20 @@ def test_union_parameters_compile_for_the_member_each_call_passes(tmp_path: Path
         assert_compiled_matches_eager(module.Block().eval(), torch.randn(2, 4, 5, 5))
 
 
+def test_permissive_mode_compiles_union_parameters_per_member_too(tmp_path: Path, monkeypatch) -> None:
+    """Permissive mode reads the Union annotation as strict mode does, rather than as a Python
+    value of no type: `isinstance(x, torch.Tensor)` is decided for the member each call passes,
+    so nothing is kept as Python and the layers' convolutions and cats are compiled."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "dense_union_permissive", DENSE) as module:
+        model, x = module.Block().eval(), torch.randn(2, 4, 5, 5)
+        compiled = script(model, example_inputs=(x,), permissive=True)
+        text = _generated_text(tmp_path / "cache")
+        assert "kept as Python" not in text and "isinstance" not in text.split("def ", 1)[1]
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+
+
 def test_a_subclass_of_a_torch_layer_sees_its_attributes_ahead_of_time(tmp_path: Path) -> None:
     """`torchscribe FILE` on `@script class Norm2d(nn.LayerNorm)`: the forward reads what
     nn.LayerNorm's __init__ sets up (weight, bias, eps, normalized_shape)."""

@@ -419,10 +419,20 @@ class FileContext:
                 try:
                     t = annotation_type(source, p.annotation.annotation, classes)
                 except UserError:
-                    t = ANY
+                    # A Union is compiled per member passed, as in strict mode (densenet's
+                    # `x: Union[Tensor, List[Tensor]]`, whose `isinstance(x, Tensor)` decides
+                    # then); an annotation not read otherwise is a plain Python value.
+                    try:
+                        union = union_type(source, p.annotation.annotation, classes) \
+                            if self.recursive or sym_name in self.entry_names else None
+                    except UserError:
+                        union = None
+                    t = union or ANY
             if p.default is not None:
                 value = defaults[name] = _literal_default(p, source)
-                if p.annotation is None and value is not None:
+                if value is None and isinstance(t, UnionType):
+                    t = UnionType(tuple(dict.fromkeys((*t.members, NONE))))
+                elif p.annotation is None and value is not None:
                     t = literal_type(value)
                 elif value is None and (t == ANY or p.annotation is None) and self.entry_examples is not None \
                         and self.entry_examples[0] == sym_name and i > self.entry_examples[1] - (info is None) \
