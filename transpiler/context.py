@@ -419,12 +419,14 @@ class FileContext:
                 try:
                     t = annotation_type(source, p.annotation.annotation, classes)
                 except UserError:
-                    # A Union is compiled per member passed, as in strict mode (densenet's
-                    # `x: Union[Tensor, List[Tensor]]`, whose `isinstance(x, Tensor)` decides
-                    # then); an annotation not read otherwise is a plain Python value.
+                    # A Union of a callee is compiled per member passed, as in strict mode
+                    # (densenet's `x: Union[Tensor, List[Tensor]]`, whose `isinstance(x, Tensor)`
+                    # decides then); the entry's stays a Python value (HF's `logits_to_keep: int
+                    # | Tensor`, under decorators each variant would have to apply), as does an
+                    # annotation not read otherwise.
                     try:
                         union = union_type(source, p.annotation.annotation, classes) \
-                            if self.recursive or sym_name in self.entry_names else None
+                            if self.recursive and sym_name not in self.entry_names else None
                     except UserError:
                         union = None
                     t = union or ANY
