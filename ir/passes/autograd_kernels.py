@@ -43,7 +43,7 @@ from ir.passes.canonicalize import may_write, writes_in
 from ir.passes.decompose_rules import RULES as DECOMPOSITIONS
 from ir.passes.derivatives import DERIVATIVES, DIFFERENTIABLE, Args
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
-from ir.passes.fuse import FUSIBLE, iteration_shape, known_tensor, pointwise_fusible
+from ir.passes.fuse import FUSIBLE, iteration_shape, known_tensor, pointwise_fusible, replace_group
 from ir.primitives import op_name
 from ir.rewrite import clone_op
 from ir.shape_rules_values import UNKNOWN
@@ -272,12 +272,7 @@ def _build(program: Program, func: ops.FuncOp, block: Block, g: _Group, written:
         attributes["partial"] = partial
     kernel = ops.AutogradKernelOp(tensors + scalars, [o.type for o in outputs], attributes,
                                   regions=[Region([region])], loc=last.loc)
-    block.insert_before(last, kernel)
-    for old, new in zip(outputs, kernel.results):
-        new.name = old.name
-        old.replace_all_uses_with(new)
-    for op in reversed(g.ops):
-        op.erase()
+    replace_group(block, last, kernel, outputs, g.ops)
 
 
 def _depends(g: _Group, tensors: list[Value], outputs: list[Value], grads: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
@@ -289,15 +284,21 @@ def _depends(g: _Group, tensors: list[Value], outputs: list[Value], grads: tuple
 
 
 # -- the kernels' bodies ------------------------------------------------------------------------
+def _constants_of(op: Operation, body: Block, mapping: dict[Value, Value]) -> None:
+    """Copies into `body` of the constants `op` reads that it has none of yet (a group's
+    constants stay outside it; each body it is cloned into needs its own)."""
+    for v in op.operands:
+        if isinstance(v.owner, ops.ConstantOp) and v not in mapping:
+            const = clone_op(v.owner, {})
+            body.append(const)
+            mapping[v] = const.result
+
+
 def _elements(body: Block, g: _Group, mapping: dict[Value, Value], device: str, facts: Facts) -> None:
     """The group's ops on elements, decomposed into the primitives the kernel emitters
     implement; `mapping` takes each group value to its element."""
     for op in g.ops:
-        for v in op.operands:
-            if isinstance(v.owner, ops.ConstantOp) and v not in mapping:
-                const = clone_op(v.owner, {})
-                body.append(const)
-                mapping[v] = const.result
+        _constants_of(op, body, mapping)
         clone = clone_op(op, mapping)
         clone.result.type = TensorType(op.result.type.dtype, (), device)  # type: ignore[union-attr]
         body.append(clone)
@@ -403,11 +404,7 @@ def _eager_function(program: Program, func: ops.FuncOp, g: _Group, tensors: list
     body = helper.body
     mapping = dict(zip(tensors + scalars, body.args))
     for op in g.ops:
-        for v in op.operands:
-            if isinstance(v.owner, ops.ConstantOp) and v not in mapping:
-                const = clone_op(v.owner, {})
-                body.append(const)
-                mapping[v] = const.result
+        _constants_of(op, body, mapping)
         body.append(clone_op(op, mapping))
     returned = [mapping[o] for o in outputs]
     if len(returned) > 1:

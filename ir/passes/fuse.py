@@ -563,11 +563,18 @@ def _build_kernel(block: Block, g: _Group, namer: KernelNamer) -> None:
     kind = ops.ReductionKernelOp if reductions else ops.PointwiseKernelOp
     kernel = kind(tensor_inputs + scalar_inputs, [r.type for r in outputs],
                   {"name": name, "inputs": len(tensor_inputs)}, regions=[Region([body])], loc=last.loc)
+    replace_group(block, last, kernel, outputs, g.ops)
+
+
+def replace_group(block: Block, last: Operation, kernel: Operation, outputs: list[Value],
+                  group: list[Operation]) -> None:
+    """`kernel` in place of the ops of `group` (before `last`, the group's last op): its results
+    take the names and the uses of `outputs`, and the group's ops go."""
     block.insert_before(last, kernel)
     for old, new in zip(outputs, kernel.results):
         new.name = old.name
         old.replace_all_uses_with(new)
-    for op in reversed(g.ops):
+    for op in reversed(group):
         op.erase()
 
 
