@@ -1,7 +1,7 @@
 """Kernels from annotations alone: three @script functions whose parameters carry jaxtyping-style
 shapes and nothing else (no example, no instance), compiled ahead of time by `torchscribe` into
 a checked-in-style module, against eager and torch.compile in one process; and the same three
-with plain `Tensor` annotations (no rank: kernels over (rows, last) views, ir/rows.py).
+with plain `Tensor` annotations (no rank: kernels over (rows, last) views, ir/kernel/rows.py).
 
     python -m benchmarks.annotated [--size 2048] [--threads 1,2]
 

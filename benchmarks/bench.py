@@ -374,7 +374,7 @@ def short_error(exc: BaseException) -> str:
 def tolerance(tensor: torch.Tensor) -> tuple[float, float]:
     """(atol, rtol) of ir/primitives.TOLERANCE for the dtype; exact for other dtypes. (Imported
     here: the IR package imports sympy, which a fresh-process first call should not pay for.)"""
-    from ir.primitives import TOLERANCE
+    from ir.kernel.primitives import TOLERANCE
 
     return TOLERANCE.get(str(tensor.dtype).removeprefix("torch."), (0.0, 0.0))
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from codegen.names import function_name
 from codegen.writer import Writer
-from ir import ops
+from ir.kernel import ops as kernel_ops
 
 
 def _tuple_text(items: tuple) -> str:
     return f"({items[0]!r},)" if len(items) == 1 else repr(tuple(items))
 
 
-def emit_autograd_functions(w: Writer, groups: list[ops.AutogradKernelOp]) -> None:
+def emit_autograd_functions(w: Writer, groups: list[kernel_ops.AutogradKernelOp]) -> None:
     """`<name> = _autograd.Pointwise(<forward>, <backward>, <eager>, grads=..., depends=...)`
     (and `partial=(<backward without the arguments' gradients>, its inputs)`), once per name."""
     done: set[str] = set()

@@ -16,11 +16,11 @@ from codegen.cpp_text import atomic, bare_arguments
 from codegen.elements import Element, Parts, compute_dtype, divides, element_of, is_transcendental
 from codegen.launcher_text import with_source
 from codegen.writer import Writer
-from ir import ops
-from ir.core import BlockArg, Operation, Value
-from ir.passes.fuse import SCALARS
-from ir.types import FLOAT, TensorType
-
+from ir.core import ops
+from ir.core.graph import BlockArg, Operation, Value
+from ir.core.types import FLOAT, TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.vocabulary import SCALARS
 
 # The C type of a tensor element in memory.
 CTYPE = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t", "bool": "bool",
@@ -144,7 +144,7 @@ def _same_line(a: Operation, b: Operation) -> bool:
 class Body:
     """The element computation: one C++ statement per op of the kernel's region."""
 
-    def __init__(self, op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> None:
+    def __init__(self, op: kernel_ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> None:
         self.op = op
         self.source_lines = source_lines
         self.n_in = op.attributes["inputs"]
@@ -203,14 +203,14 @@ class Body:
         inside: set[Operation] = set()
         for op in chosen:
             uses = op.result.uses
-            if len(uses) == 1 and uses[0].op in listed and not isinstance(uses[0].op, ops.ReduceOp) \
+            if len(uses) == 1 and uses[0].op in listed and not isinstance(uses[0].op, kernel_ops.ReduceOp) \
                     and _same_line(op, uses[0].op):
                 inside.add(op)
         args = self.op.body.args
         written = {k for _, k in self.op.attributes.get("reuse", ())}
         for k, at in list((loads or {}).items()):
             uses = args[k].uses
-            if len(uses) == 1 and uses[0].op in listed and k not in written and not isinstance(uses[0].op, ops.ReduceOp):
+            if len(uses) == 1 and uses[0].op in listed and k not in written and not isinstance(uses[0].op, kernel_ops.ReduceOp):
                 self.names[args[k]] = from_memory(args[k].type.dtype, at)  # type: ignore[union-attr]
                 del loads[k]  # type: ignore[index]
         reads: dict[Operation, set[Value]] = {}

@@ -10,7 +10,7 @@ from typing import Iterator
 
 from codegen.cpp_text import lambda_call
 from codegen.writer import Writer
-from ir.types import TensorType
+from ir.core.types import TensorType
 
 
 def strided_dims(k: int, t: TensorType, shape: tuple) -> dict[int, str]:

@@ -41,10 +41,9 @@ from codegen.cpp_pointwise import pointwise_loops
 from codegen.cpp_rows import RowPlan, row_driver, row_function
 from codegen.cpp_text import joined_declarations, wrapped
 from codegen.writer import Writer
-from ir import ops
-from ir.passes.fuse import kernel_shape
-from ir.types import FLOAT
-
+from ir.core.types import FLOAT
+from ir.kernel import ops as kernel_ops
+from ir.kernel.vocabulary import kernel_shape
 
 PARALLEL_MIN = 32768  # elements: below this, threads cost more than they save
 FRESH_MIN = 8 << 20  # bytes of an output below which ts_fresh (kernels.h) does nothing
@@ -68,7 +67,7 @@ class Signature:
     args: tuple[str, ...]
 
 
-def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> tuple[str, Signature]:
+def emit_kernel(op: kernel_ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> tuple[str, Signature]:
     """The C++ function of one kernel, and its signature for the launcher; `source_lines` (the
     lines of each source file) for the comments quoting the source line of each statement."""
     shape = kernel_shape(op)
@@ -79,7 +78,7 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
     name = op.attributes["name"]
     aliased = {j: k for k, j in op.attributes.get("reuse", ())}  # input -> the output over it
     into = op.views_written  # outputs written into a view: their strides are parameters
-    assert not into or (rank > 0 and isinstance(op, ops.PointwiseKernelOp))  # (ir/passes/concat.py)
+    assert not into or (rank > 0 and isinstance(op, kernel_ops.PointwiseKernelOp))  # (ir/passes/concat.py)
     params = [("int64_t", f"n{i}") for i in range(rank)]  # (C++ type, name)
     for k, r in enumerate(op.results):
         params.append((f"ts_out<{CTYPE[r.type.dtype]}>", f"out{k}"))  # type: ignore[union-attr]
@@ -96,7 +95,7 @@ def emit_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = No
     # (the outputs the launcher allocated, each written whole: not one written into a view or
     # over an input, nor a reduction's one value per row; none where the sizes are known and small)
     plan = RowPlan(op, [rank - 1 in dims for dims in strided], source_lines) \
-        if isinstance(op, ops.ReductionKernelOp) else None
+        if isinstance(op, kernel_ops.ReductionKernelOp) else None
     fresh = [k for k in range(len(op.results)) if k not in into and k not in aliased.values()
              and not (plan is not None and k in plan.row_outputs)]
     if plan is not None:

@@ -12,7 +12,7 @@ from codegen.cpp_text import filled
 from codegen.elements import is_transcendental
 from codegen.launcher_text import last_line
 from codegen.writer import Writer
-from ir.core import Operation, Value
+from ir.core.graph import Operation, Value
 
 
 def _row_pointers(rank: int, strided: list[dict[int, str]], aliased: dict[int, int], into: list[int],

@@ -14,8 +14,9 @@ from codegen.cpp_iteration import each_row, flat_index, offset_terms
 from codegen.cpp_text import grouped, lambda_call, wrapped, write_wrapped
 from codegen.elements import is_transcendental
 from codegen.writer import Writer
-from ir import ops
-from ir.core import Operation, Value
+from ir.core import ops
+from ir.core.graph import Operation, Value
+from ir.kernel import ops as kernel_ops
 
 
 class RowPlan:
@@ -25,7 +26,7 @@ class RowPlan:
     than its operand's pass). A transcendental element value a later pass needs again is kept in
     a row buffer rather than computed twice (softmax: exp once)."""
 
-    def __init__(self, op: ops.ReductionKernelOp, varies: list[bool],
+    def __init__(self, op: kernel_ops.ReductionKernelOp, varies: list[bool],
                  source_lines: dict[str, list[str]] | None = None) -> None:
         self.body = Body(op, source_lines)
         level: dict[Value, int] = {}  # pass of an element value, depth of a row value
@@ -37,7 +38,7 @@ class RowPlan:
         self.ops = [o for o in op.body.ops if not isinstance(o, (ops.ConstantOp, ops.YieldOp))]
         for o in self.ops:
             operands = [v for v in o.operands if v in level]
-            if isinstance(o, ops.ReduceOp):
+            if isinstance(o, kernel_ops.ReduceOp):
                 level[o.result] = level[o.operands[0]] + 1
                 continue
             level[o.result] = max((level[v] for v in operands), default=0)
@@ -52,9 +53,9 @@ class RowPlan:
                 self.row_outputs.append(k)
             else:
                 self.element_outputs.setdefault(level.get(v, 0), []).append(k)
-        self.reductions: dict[int, list[ops.ReduceOp]] = {}
+        self.reductions: dict[int, list[kernel_ops.ReduceOp]] = {}
         for o in self.ops:
-            if isinstance(o, ops.ReduceOp):
+            if isinstance(o, kernel_ops.ReduceOp):
                 self.reductions.setdefault(level[o.operands[0]], []).append(o)
         self.passes = sorted(set(self.reductions) | set(self.element_outputs))
         # What each pass computes, and the values it stores for later passes.
@@ -113,7 +114,7 @@ class RowPlan:
         if depth == 0:
             out += [(None, self.body.load(k, f"p{k}[0]")) for k in range(self.body.n_in) if k not in varies_inputs]
         for o in self.ops:
-            if o.result not in self.elem and not isinstance(o, ops.ReduceOp) and self.level[o.result] == depth:
+            if o.result not in self.elem and not isinstance(o, kernel_ops.ReduceOp) and self.level[o.result] == depth:
                 out.append((o, self.body.compute(o)))
         return self.body.quoted(out)
 
@@ -122,7 +123,7 @@ _IDENTITY = {"sum": "0", "amax": "-INFINITY", "amin": "INFINITY"}
 SUM_BLOCK = 1024  # elements of a float sum's row summed in float lanes (_reduction_pass)
 
 
-def row_function(w: Writer, name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]],
+def row_function(w: Writer, name: str, rank: int, op: kernel_ops.ReductionKernelOp, strided: list[dict[int, str]],
                  scalar_types: list[str], plan: RowPlan, aliased: dict[int, int]) -> None:
     """`static void <name>_row(...)`: the kernel on one contiguous row, its pointers already at
     the row (a function of its own, so that the compiler sees restrict pointers and local sizes,
@@ -143,7 +144,7 @@ def row_function(w: Writer, name: str, rank: int, op: ops.ReductionKernelOp, str
         _row_body(w, n, op, plan, varies, aliased)
 
 
-def _row_body(w: Writer, n: str, op: ops.ReductionKernelOp, plan: RowPlan, varies: set[int],
+def _row_body(w: Writer, n: str, op: kernel_ops.ReductionKernelOp, plan: RowPlan, varies: set[int],
               aliased: dict[int, int]) -> None:
     """The row function's statements: its row buffers, then each pass over the row (`n`
     elements) after the row values it needs, then the row outputs."""
@@ -201,7 +202,7 @@ def _row_body(w: Writer, n: str, op: ops.ReductionKernelOp, plan: RowPlan, varie
         w.line(f"out{k}[0] = {to_memory(plan.yielded[k], names[plan.yielded[k]])};")
 
 
-def _buffer_hosts(plan: RowPlan, op: ops.ReductionKernelOp, aliased: dict[int, int]) -> dict[Value, int]:
+def _buffer_hosts(plan: RowPlan, op: kernel_ops.ReductionKernelOp, aliased: dict[int, int]) -> dict[Value, int]:
     """The row buffers kept in an output's row instead (buffer value -> output number): one
     per element output of the last pass, of the buffer's C type, unless it is written over an
     input that a pass after the buffer's reads. The pass that fills the buffer then writes the
@@ -221,7 +222,7 @@ def _buffer_hosts(plan: RowPlan, op: ops.ReductionKernelOp, aliased: dict[int, i
     return hosts
 
 
-def row_driver(w: Writer, name: str, rank: int, op: ops.ReductionKernelOp, strided: list[dict[int, str]],
+def row_driver(w: Writer, name: str, rank: int, op: kernel_ops.ReductionKernelOp, strided: list[dict[int, str]],
                plan: RowPlan, n_scalars: int, aliased: dict[int, int]) -> None:
     """The extern "C" function's body: the row function on every row (`ts_rows_of`; in parallel
     when there is enough work), each output and input at its row; an input that steps along the
@@ -263,7 +264,7 @@ def row_driver(w: Writer, name: str, rank: int, op: ops.ReductionKernelOp, strid
         w.extend(wrapped(f"{name}_row", args, ";"))
 
 
-def _reduction_pass(w: Writer, n: str, p: int, reds: list[ops.ReduceOp], names: dict[Value, str],
+def _reduction_pass(w: Writer, n: str, p: int, reds: list[kernel_ops.ReduceOp], names: dict[Value, str],
                     element_lines: Callable[..., list[str]]) -> None:
     """One pass over the row that accumulates `reds`, in one vectorised loop. A float sum (also
     of 16-bit floats, computed in float) goes in blocks of SUM_BLOCK elements: each block summed

@@ -18,10 +18,11 @@ from typing import Callable, Literal, Union
 
 import torch
 
-from ir import ops
-from ir.core import Operation, Value
-from ir.primitives import op_name
-from ir.types import BOOL, FLOAT, INT, TensorType
+from ir.core import ops
+from ir.core.graph import Operation, Value
+from ir.core.types import BOOL, FLOAT, INT, TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.primitives import op_name
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,7 @@ def compute_dtype(op: Operation) -> str:
     kernel's body, where every element is typed 0-dim, a value is 0-dim in eager when the kernel
     inputs it comes from are (a 0-dim tensor does not promote a dimensioned one of its kind)."""
     kernel = op.parent.parent.parent if op.parent is not None and op.parent.parent is not None else None
-    zero_dim = _zero_dim_values(kernel) if isinstance(kernel, ops.KernelOp) else None
+    zero_dim = _zero_dim_values(kernel) if isinstance(kernel, kernel_ops.KernelOp) else None
     probes: list[object] = []
     for v in op.operands:
         if isinstance(v.type, TensorType):
@@ -239,7 +240,7 @@ def compute_dtype(op: Operation) -> str:
     return str(result).removeprefix("torch.")
 
 
-def _zero_dim_values(kernel: ops.KernelOp) -> set[Value]:
+def _zero_dim_values(kernel: kernel_ops.KernelOp) -> set[Value]:
     """The values of `kernel`'s body that are 0-dim tensors in eager: from 0-dim inputs only."""
     zero = {a for a, v in zip(kernel.body.args, kernel.operands) if isinstance(v.type, TensorType) and v.type.shape == ()}
     for o in kernel.body.ops:

@@ -24,16 +24,16 @@ from codegen import pool_kernels, triton_kernels
 from codegen.cpp_kernels import PRELUDE, Signature, emit_kernel
 from codegen.launcher_text import kernel_args, module_reads, size_texts
 from codegen.writer import Writer
-from ir import ops
-from ir.passes.fuse import kernel_shape
+from ir.kernel import ops as kernel_ops
+from ir.kernel.vocabulary import kernel_shape
 
 
-def kernel_device(k: ops.Kernel) -> str:
+def kernel_device(k: kernel_ops.Kernel) -> str:
     """The device of a kernel's tensors: "cpu" or "cuda" (ir/passes/fuse.py: one per kernel)."""
     return k.results[0].type.device  # type: ignore[union-attr,return-value]
 
 
-def share_identical_kernels(kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None,
+def share_identical_kernels(kernels: list[kernel_ops.Kernel], source_lines: dict[str, list[str]] | None,
                             devices: tuple[str, ...]) -> None:
     """A kernel whose text, launchers included, is an earlier kernel's but for its name (resnet's
     blocks: the same source lines, sizes and dtypes) takes that kernel's name, so the module holds
@@ -47,11 +47,11 @@ def share_identical_kernels(kernels: list[ops.Kernel], source_lines: dict[str, l
         k.attributes["name"] = first.setdefault(w.text(), name)
 
 
-def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None,
+def emit_kernels(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[str, list[str]] | None,
                  devices: tuple[str, ...] = ("cpu",)) -> None:
     """The three sections; Triton's where `devices` (Program.devices) or a kernel's tensors are
     on CUDA. Kernels that share a name (`share_identical_kernels`) are written once."""
-    once: dict[str, ops.Kernel] = {}
+    once: dict[str, kernel_ops.Kernel] = {}
     for k in kernels:
         once.setdefault(k.attributes["name"], k)
     kernels = list(once.values())
@@ -70,12 +70,12 @@ def emit_kernels(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, l
         w.line(f'{name} = _kernels.launcher(globals(), "{name}", "{kernel_device(k)}")')
 
 
-def _emit_triton(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None) -> None:
+def _emit_triton(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[str, list[str]] | None) -> None:
     devices = sorted({kernel_device(k) for k in kernels})
     w.blank(2)
     w.line("triton = _kernels.import_triton({" + ", ".join(f'"{d}"' for d in devices) + "})")
     w.line("if triton is not None:")
-    emitted = [pool_kernels.triton_kernel(k, source_lines) if isinstance(k, ops.PoolKernelOp)
+    emitted = [pool_kernels.triton_kernel(k, source_lines) if isinstance(k, kernel_ops.PoolKernelOp)
                else triton_kernels.emit_triton_kernel(k, source_lines) for k in kernels]  # type: ignore[arg-type]
     with w.indent():
         # (`triton` itself is bound above)
@@ -90,14 +90,14 @@ def _emit_triton(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, l
                     w.line(line)
 
 
-def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list[str]] | None, suffix: str) -> None:
+def _emit_cpp(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[str, list[str]] | None, suffix: str) -> None:
     sources, signatures = [], []
     for k in kernels:
         sig = None
-        if isinstance(k, ops.PoolKernelOp):
+        if isinstance(k, kernel_ops.PoolKernelOp):
             text = pool_kernels.cpp_kernel(k, source_lines)
         else:
-            assert isinstance(k, ops.KernelOp)
+            assert isinstance(k, kernel_ops.KernelOp)
             text, sig = emit_kernel(k, source_lines)
         sources.append(text)
         signatures.append(sig)
@@ -117,7 +117,7 @@ def _emit_cpp(w: Writer, kernels: list[ops.Kernel], source_lines: dict[str, list
             _launcher(w, k, sig, suffix)  # type: ignore[arg-type]
 
 
-def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, suffix: str) -> None:
+def _launcher(w: Writer, k: kernel_ops.KernelOp, sig: Signature, suffix: str) -> None:
     """`<name>_cpp(in0, ...)` (`<name>` in a module without Triton code): calls the kernel with
     its sizes (one tuple: an input's shape where one has the kernel's, `in4.shape`, so that
     kernels alike at other sizes are one), its outputs (fresh, `in4.contiguous()` for one written
@@ -154,7 +154,7 @@ def _launcher(w: Writer, k: ops.KernelOp, sig: Signature, suffix: str) -> None:
         w.line(f"return _lib.{sig.name}_kernel({', '.join(args)})")
 
 
-def _sizes(w: Writer, k: ops.KernelOp, shape: tuple, padded: dict[int, int], spread: bool) -> list[str]:
+def _sizes(w: Writer, k: kernel_ops.KernelOp, shape: tuple, padded: dict[int, int], spread: bool) -> list[str]:
     """The kernel's sizes as the launcher passes them: literals where they are all known; else
     the shape of an input that has them all, one tuple (`in4.shape`: the text the same at other
     sizes), or, where outputs are allocated too, its sizes read into names (`n0, n1 = in0.shape`:

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ir import ops
-from ir.core import PURE, Loc, Operation, Value
-from ir.passes.fuse import kernel_shape
-from ir.primitives import op_name
-from ir.types import ModuleType, TensorType
+from ir.core import ops
+from ir.core.graph import PURE, Loc, Operation, Value
+from ir.core.types import ModuleType, TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.primitives import op_name
+from ir.kernel.vocabulary import kernel_shape
 
 
-def size_texts(k: ops.KernelOp, shape: tuple) -> list[str] | None:
+def size_texts(k: kernel_ops.KernelOp, shape: tuple) -> list[str] | None:
     """The sizes of `shape` as Python: literals, symbolic ones (`B`, `64*B`) read from an input
     that has that size there; None when no input has it."""
     n_in = k.attributes["inputs"]
@@ -53,7 +54,7 @@ class KernelArgs:
     absorbed: frozenset[Operation]  # the views and reads the launcher does in the call's place
 
 
-def kernel_args(k: ops.Kernel) -> KernelArgs:
+def kernel_args(k: kernel_ops.Kernel) -> KernelArgs:
     """The arguments of kernel `k`'s launcher, the same for its C++ and its Triton one and for
     the compiled function that calls it. An input that is a view of a tensor with trailing dims
     of size 1 added (`running_var.reshape(32, 1, 1)`, batch norm's per-channel operands), dims
@@ -62,13 +63,13 @@ def kernel_args(k: ops.Kernel) -> KernelArgs:
     module (a batch norm's weight, bias and statistics) are that module, whose launcher reads
     them (`out = bn1_relu(bn1, out)`). Only views and reads that print inside the call anyway
     (`_absorbed`)."""
-    n_in = k.attributes["inputs"] if isinstance(k, ops.KernelOp) else len(k.operands)
+    n_in = k.attributes["inputs"] if isinstance(k, kernel_ops.KernelOp) else len(k.operands)
     passed = list(k.operands)
     padded: dict[int, int] = {}
     reads: dict[int, tuple[Value, str]] = {}
     views: dict[int, Operation] = {}
-    shape = kernel_shape(k) if isinstance(k, ops.KernelOp) else None
-    for i in range(n_in if isinstance(k, ops.KernelOp) else 0):
+    shape = kernel_shape(k) if isinstance(k, kernel_ops.KernelOp) else None
+    for i in range(n_in if isinstance(k, kernel_ops.KernelOp) else 0):
         v = k.operands[i]
         base = _unit_padded(v, k, shape)
         if base is not None:
@@ -106,7 +107,7 @@ def module_reads(passed: KernelArgs) -> list[str]:
             for g, (inputs, names) in enumerate(passed.modules)]
 
 
-def _unit_padded(v: Value, k: ops.KernelOp, shape: tuple | None) -> Value | None:
+def _unit_padded(v: Value, k: kernel_ops.KernelOp, shape: tuple | None) -> Value | None:
     """The tensor `v` views with trailing dims of size 1 added (`x.reshape(32, 1, 1)` of an `x`
     of 32 elements), where the kernel broadcasts along those dims and no size is read off `v`."""
     owner = v.owner
@@ -140,7 +141,7 @@ def _absorbed(op: Operation, k: Operation) -> bool:
         return False
     between = block.ops[block.ops.index(op) + 1: block.ops.index(k)]
     return all(isinstance(other, ops.ConstantOp)
-               or other.has_trait(PURE) and (not other.regions or isinstance(other, ops.KernelOp)) for other in between)
+               or other.has_trait(PURE) and (not other.regions or isinstance(other, kernel_ops.KernelOp)) for other in between)
 
 
 def source_text(loc: Loc | None, source_lines: dict[str, list[str]] | None) -> str | None:

@@ -7,15 +7,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from codegen.autograd_kernels import emit_autograd_functions
+from codegen.kernel_launchers import emit_kernels, share_identical_kernels
 from codegen.names import function_name, model_module_name
 from codegen.pyformat import format_python
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
+from ir.core.graph import Program
+from ir.core.ops import CheckGlobalOp, CheckLookupOp, FuncOp, OpaqueOp
+from ir.kernel.ops import AutogradKernelOp, Kernel
 from runtime.loader import with_body_hash
-from ir.core import Program
-from ir.ops import AutogradKernelOp, CheckGlobalOp, CheckLookupOp, FuncOp, Kernel, OpaqueOp
-from codegen.autograd_kernels import emit_autograd_functions
-from codegen.kernel_launchers import emit_kernels, share_identical_kernels
 
 FORMAT = 1
 
@@ -43,7 +44,7 @@ class Header:
 
 
 def unique_kernel_names(program: Program, taken: set[str]) -> None:
-    """Kernels are named per function (ir/kernel_names.py); in the module they share, a name an
+    """Kernels are named per function (ir/kernel/names.py); in the module they share, a name an
     earlier function's kernel has is prefixed with the function's name in the source
     (`b_softmax`), so that an edit of one function renames no kernel of another beyond the one
     whose name it comes to share (a number would shift every later one); a module-level name in

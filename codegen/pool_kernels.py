@@ -28,14 +28,14 @@ from codegen.cpp_text import wrapped, write_wrapped
 from codegen.launcher_text import source_comment
 from codegen.triton_kernels import TL, TritonKernel
 from codegen.writer import Writer
-from ir import ops
-from ir.types import TensorType
+from ir.core.types import TensorType
+from ir.kernel import ops as kernel_ops
 
 
 class _Pool:
     """What both backends read off the op."""
 
-    def __init__(self, op: ops.PoolKernelOp) -> None:
+    def __init__(self, op: kernel_ops.PoolKernelOp) -> None:
         self.op = op
         self.name: str = op.attributes["name"]
         x, r = op.operands[0].type, op.result.type
@@ -63,7 +63,7 @@ def _start(index: str, stride: int, padding: int) -> str:
 
 
 # -- C++ --------------------------------------------------------------------------------------
-def cpp_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None = None) -> str:
+def cpp_kernel(op: kernel_ops.PoolKernelOp, source_lines: dict[str, list[str]] | None = None) -> str:
     """The C++ function (runtime.kernels.Library reads its parameters off its declaration)."""
     p = _Pool(op)
     t = CTYPE[p.dtype]
@@ -105,7 +105,7 @@ def cpp_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None =
     return w.text()
 
 
-def cpp_launcher(w: Writer, op: ops.PoolKernelOp, suffix: str = "_cpp") -> None:
+def cpp_launcher(w: Writer, op: kernel_ops.PoolKernelOp, suffix: str = "_cpp") -> None:
     p = _Pool(op)
     w.line(f"def {p.name}{suffix}(in0) -> Tensor:")
     with w.indent():
@@ -114,7 +114,7 @@ def cpp_launcher(w: Writer, op: ops.PoolKernelOp, suffix: str = "_cpp") -> None:
 
 
 # -- Triton -----------------------------------------------------------------------------------
-def triton_kernel(op: ops.PoolKernelOp, source_lines: dict[str, list[str]] | None = None) -> TritonKernel:
+def triton_kernel(op: kernel_ops.PoolKernelOp, source_lines: dict[str, list[str]] | None = None) -> TritonKernel:
     p = _Pool(op)
     acc = "tl.float64" if p.dtype == "float64" else "tl.float32"
     w = Writer()

@@ -12,10 +12,11 @@ from codegen.launcher_text import kernel_args
 from codegen.names import function_name
 from codegen.python_emitter import PythonEmitter, Rules
 from codegen.python_text import PREC, Expr, string_literal
-from ir import ops
-from ir.core import Operation, Value
-from ir.torch_schemas import Param, schemas
-from ir.types import INT
+from ir.core import ops
+from ir.core.graph import Operation, Value
+from ir.core.types import INT
+from ir.kernel import ops as kernel_ops
+from ir.torchapi.schemas import Param, schemas
 
 FUNCTION_ALIASES = (("torch.nn.functional.", "F."),)
 # Tensor methods whose one argument of sizes may be passed spread: `x.view(2, 3)` is `x.view((2, 3))`.
@@ -75,13 +76,13 @@ def builtin_call(em: PythonEmitter, op: Operation) -> Expr:
     return Expr(f"{a['callee']}({em.args_text(op.operands, ())})", PREC["atom"])
 
 
-@RULES.expression(ops.Kernel)  # the module's launcher of the kernel (codegen/launcher_text.py kernel_args)
+@RULES.expression(kernel_ops.Kernel)  # the module's launcher of the kernel (codegen/launcher_text.py kernel_args)
 def kernel_launch(em: PythonEmitter, op: Operation) -> Expr:
     a = op.attributes
     return Expr(f"{a['name']}({em.args_text(list(kernel_args(op).values), ())})", PREC["atom"])
 
 
-@RULES.statement(ops.Kernel)
+@RULES.statement(kernel_ops.Kernel)
 def kernel_statement(em: PythonEmitter, op: Operation) -> None:
     """A kernel with several outputs assigns them together (`_` for one nothing reads)."""
     if len(op.results) > 1 and any(r.uses for r in op.results):
@@ -102,21 +103,21 @@ def computed_once(em: PythonEmitter, op: Operation) -> Expr:
     return Expr(f"_prepacked.computed_once({', '.join(parts)})", PREC["atom"])
 
 
-@RULES.expression(ops.TakeBuffersOp)  # (ir/passes/plan.py: buffers kept between calls)
+@RULES.expression(kernel_ops.TakeBuffersOp)  # (ir/passes/plan.py: buffers kept between calls)
 def take_buffers(em: PythonEmitter, op: Operation) -> Expr:
     a = op.attributes
     em.needs.add("_buffers")
     return Expr(f"_buffers.take({string_literal(a['key'])})", PREC["atom"])
 
 
-@RULES.expression(ops.BufferOp)
+@RULES.expression(kernel_ops.BufferOp)
 def buffer(em: PythonEmitter, op: Operation) -> Expr:
     a = op.attributes
     buffers, sizes = (em.expr(v, PREC["atom"]).text for v in op.operands)
     return Expr(f"{buffers}.get({a['slot']}, {sizes}, torch.{a['dtype']})", PREC["atom"])
 
 
-@RULES.expression(ops.GiveBuffersOp)
+@RULES.expression(kernel_ops.GiveBuffersOp)
 def give_buffers(em: PythonEmitter, op: Operation) -> Expr:
     return Expr(f"_buffers.give({em.expr(op.operands[0]).text})", PREC["atom"])
 

@@ -19,10 +19,10 @@ from codegen.names import function_name, model_module_name
 from codegen.pyformat import LINE_LENGTH as FORMATTED_LENGTH
 from codegen.python_emitter import PythonEmitter, Rules
 from codegen.python_text import PREC, Expr, attribute_path, python_literal, string_literal
-from ir import ops
-from ir.core import Operation, Value
+from ir.core import ops
+from ir.core.graph import Operation, Value
+from ir.core.types import ModuleType, OptionalType, TensorType, TupleType, Type
 from ir.passes.inline import guard_prefix_end
-from ir.types import ModuleType, OptionalType, TensorType, TupleType, Type
 
 RULES = Rules()
 

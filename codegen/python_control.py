@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from codegen.python_emitter import PythonEmitter, Rules
 from codegen.python_text import PREC, Expr, is_effect_free
-from ir import ops
-from ir.core import Block, Operation, Value
+from ir.core import ops
+from ir.core.graph import Block, Operation, Value
 
 RULES = Rules()
 

@@ -25,9 +25,10 @@ from codegen.names import Namespace
 from codegen.pyformat import LINE_LENGTH as FORMATTED_LENGTH
 from codegen.python_text import PREC, Expr, is_effect_free, string_literal, type_comment
 from codegen.writer import Writer
-from ir import ops
-from ir.core import Block, Operation, Value
-from ir.types import ModuleListType, ModuleType, TensorType
+from ir.core import ops
+from ir.core.graph import Block, Operation, Value
+from ir.core.types import ModuleListType, ModuleType, TensorType
+from ir.kernel import ops as kernel_ops
 
 Statement = Callable[["PythonEmitter", Operation], None]
 Expression = Callable[["PythonEmitter", Operation], Expr]
@@ -109,7 +110,7 @@ class PythonEmitter:
         for op in self.func.walk():
             if isinstance(op, ops.OpaqueOp):  # kept Python code reads these names as they are
                 self.names.taken |= set(op.attributes["bare"])
-            if isinstance(op, ops.Kernel):  # what its launcher reads in the call's place is not printed
+            if isinstance(op, kernel_ops.Kernel):  # what its launcher reads in the call's place is not printed
                 passed = kernel_args(op)
                 self.absorbed |= passed.absorbed
                 for v in passed.values[:len(passed.params)]:
@@ -121,7 +122,7 @@ class PythonEmitter:
 
     def _plan_block(self, block: Block) -> None:
         for op in block.ops:
-            if isinstance(op, ops.Kernel):
+            if isinstance(op, kernel_ops.Kernel):
                 continue  # its body is the kernel's C++
             for region in op.regions:
                 for inner in region.blocks:
@@ -159,7 +160,7 @@ class PythonEmitter:
             return False
         if isinstance(op, ops.OpaqueOp) and (op.attributes["kind"] != "expr" or len(op.attributes["lines"]) > 1):
             return False
-        if op.regions and not self._is_expression_if(op) and not isinstance(op, ops.Kernel):
+        if op.regions and not self._is_expression_if(op) and not isinstance(op, kernel_ops.Kernel):
             return False
         uses = self._printed_uses(op.results[0])
         if op.results[0].name is not None and not isinstance(op, ops.ConstantOp):

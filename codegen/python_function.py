@@ -10,7 +10,7 @@ from codegen.names import function_name
 from codegen.python_checks import entry_tables, guards
 from codegen.python_emitter import PythonEmitter, Rules
 from codegen.python_text import annotation, restates, string_literal
-from ir.types import ModuleType
+from ir.core.types import ModuleType
 
 LINE_LENGTH = 100  # a longer signature takes a line per parameter
 RULES = Rules.merge(python_control.RULES, python_calls.RULES, python_values.RULES, python_checks.RULES, python_kept.RULES)
@@ -46,7 +46,7 @@ class FunctionEmitter(PythonEmitter):
             self._note_annotation(ret)
         tail = (f" -> {ret}" if ret else "") + ":"
         head = f"def {function_name(f.sym_name)}({', '.join(params)}){tail}"
-        if f.attributes.get("rows"):  # compiled for (rows, last) views (ir/rows.py)
+        if f.attributes.get("rows"):  # compiled for (rows, last) views (ir/kernel/rows.py)
             self.w.line(f"@_guards.over_rows({', '.join(string_literal(n) for n in f.attributes['rows'])})")
         if len(head) <= LINE_LENGTH:
             self.w.line(head)

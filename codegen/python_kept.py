@@ -7,8 +7,8 @@ from __future__ import annotations
 from codegen.names import model_module_name
 from codegen.python_emitter import PythonEmitter, Rules
 from codegen.python_text import PREC, Expr, attribute_safe
-from ir import ops
-from ir.core import Operation
+from ir.core import ops
+from ir.core.graph import Operation
 
 RULES = Rules()
 

@@ -7,9 +7,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ir import ops
-from ir.core import PURE, Operation
-from ir.types import DictType, ListType, OptionalType, ScalarType, TensorType, TensorValues, TupleType, Type
+from ir.core.graph import PURE, Operation
+from ir.core.types import (
+    DictType,
+    ListType,
+    OptionalType,
+    ScalarType,
+    TensorType,
+    TensorValues,
+    TupleType,
+    Type,
+)
+from ir.kernel import ops as kernel_ops
 
 # Python operator precedence, loosest first; atoms and calls bind tightest.
 PREC = {
@@ -129,4 +138,4 @@ _PATH_READ = re.compile(r'_guards\.at\(([\w.\[\]]+), "([\w.]+)"\)')
 
 def is_effect_free(op: Operation) -> bool:
     # (a kernel's region is C++, not control flow)
-    return op.has_trait(PURE) and (not op.regions or isinstance(op, ops.Kernel))
+    return op.has_trait(PURE) and (not op.regions or isinstance(op, kernel_ops.Kernel))

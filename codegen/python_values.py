@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from codegen.python_emitter import PythonEmitter, Rules
 from codegen.python_text import PREC, Expr, attribute_path, string_literal
-from ir import ops
-from ir.core import Operation, Value
-from ir.types import ModuleListType, ModuleType, OptionalType, ScalarType, TensorType
+from ir.core import ops
+from ir.core.graph import Operation, Value
+from ir.core.types import ModuleListType, ModuleType, OptionalType, ScalarType, TensorType
 
 RULES = Rules()
 

@@ -45,14 +45,14 @@ from pathlib import Path
 import torch
 
 import runtime
-
 from codegen.elements import Parts, compute_dtype, element_of
 from codegen.launcher_text import kernel_args, module_reads, size_texts, with_source
 from codegen.writer import Writer
-from ir import ops
-from ir.core import Operation, Value
-from ir.passes.fuse import kernel_shape
-from ir.types import BOOL, FLOAT, TensorType
+from ir.core import ops
+from ir.core.graph import Operation, Value
+from ir.core.types import BOOL, FLOAT, TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.vocabulary import kernel_shape
 
 TL = {"float32": "tl.float32", "float64": "tl.float64", "int32": "tl.int32", "int64": "tl.int64", "bool": "tl.int1",
       "float16": "tl.float16", "bfloat16": "tl.bfloat16"}
@@ -100,9 +100,9 @@ class TritonKernel:
         return f"{self.name}_triton"
 
 
-def emit_triton_kernel(op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> TritonKernel:
+def emit_triton_kernel(op: kernel_ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> TritonKernel:
     k = _Kernel(op, source_lines)
-    if isinstance(op, ops.ReductionKernelOp):
+    if isinstance(op, kernel_ops.ReductionKernelOp):
         source = _block_function(k) + "\n\n" + _loop_function(k)
     else:
         source = _pointwise_function(k)
@@ -118,7 +118,7 @@ def _strided_dims(t: TensorType, shape: tuple) -> set[int]:
 class _Kernel:
     """Facts of one kernel shared by its functions and launcher, and its element computation."""
 
-    def __init__(self, op: ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> None:
+    def __init__(self, op: kernel_ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> None:
         self.op = op
         self.source_lines = source_lines
         self.name: str = op.attributes["name"]
@@ -130,7 +130,7 @@ class _Kernel:
         self.scalars = op.scalar_inputs
         self.into = op.views_written  # outputs written into views, with all their strides
         self.given = list(op.attributes.get("into", ()))  # outputs written into a tensor passed in
-        assert not self.into or (self.rank > 0 and isinstance(op, ops.PointwiseKernelOp))  # (ir/passes/concat.py)
+        assert not self.into or (self.rank > 0 and isinstance(op, kernel_ops.PointwiseKernelOp))  # (ir/passes/concat.py)
         self.strided = [_strided_dims(v.type, self.shape) for v in self.tensors]  # type: ignore[arg-type]
         self.body = op.body
         self.names: dict[Value, str] = {}
@@ -165,7 +165,7 @@ class _Kernel:
         return f"@triton.jit(do_not_specialize=[{', '.join(scalars)}])" if scalars else "@triton.jit"
 
     def is_row_output(self, k: int) -> bool:
-        return isinstance(self.op, ops.ReductionKernelOp) and self.op.results[k].type.shape[-1:] == (1,)  # type: ignore[union-attr]
+        return isinstance(self.op, kernel_ops.ReductionKernelOp) and self.op.results[k].type.shape[-1:] == (1,)  # type: ignore[union-attr]
 
     # -- prologue: row indices, row pointers, loads ---------------------------------------------
     def row_indices(self, w: Writer) -> None:
@@ -377,7 +377,7 @@ def _row_prologue(k: _Kernel, w: Writer, first_row: str) -> None:
     k.scalar_prologue(w)
 
 
-def _reduce_block(k: _Kernel, red: ops.ReduceOp, mask: str) -> str:
+def _reduce_block(k: _Kernel, red: kernel_ops.ReduceOp, mask: str) -> str:
     """A `kernel.reduce` over the whole row held in one block."""
     x, kind = k.names[red.operands[0]], red.attributes["kind"]
     if kind == "sum":
@@ -400,7 +400,7 @@ def _block_function(k: _Kernel) -> str:
         masks = {"both": "mask", "rows": "row_mask", "cols": f"c < n{k.last}"}
         for j in range(k.n_in):
             w.line(k.load(j, masks))
-        k.write(w, [(inner, _reduce_block(k, inner, "mask") if isinstance(inner, ops.ReduceOp) else k.statement(inner))
+        k.write(w, [(inner, _reduce_block(k, inner, "mask") if isinstance(inner, kernel_ops.ReduceOp) else k.statement(inner))
                     for inner in k.body.ops if not isinstance(inner, (ops.ConstantOp, ops.YieldOp))])
         for j in range(len(k.op.results)):
             w.line(k.store(j, "row_mask" if k.is_row_output(j) else "mask"))
@@ -423,16 +423,16 @@ class _Passes:
                 self.elem.add(a)
         self.ops = [o for o in k.body.ops if not isinstance(o, (ops.ConstantOp, ops.YieldOp))]
         for o in self.ops:
-            if isinstance(o, ops.ReduceOp):
+            if isinstance(o, kernel_ops.ReduceOp):
                 level[o.result] = level[o.operands[0]] + 1
                 continue
             level[o.result] = max((level[v] for v in o.operands if v in level), default=0)
             if any(v in self.elem for v in o.operands):
                 self.elem.add(o.result)
         self.level = level
-        self.reductions: dict[int, list[ops.ReduceOp]] = {}
+        self.reductions: dict[int, list[kernel_ops.ReduceOp]] = {}
         for o in self.ops:
-            if isinstance(o, ops.ReduceOp):
+            if isinstance(o, kernel_ops.ReduceOp):
                 self.reductions.setdefault(level[o.operands[0]], []).append(o)
         self.element_outputs: dict[int, list[int]] = {}
         for j, v in enumerate(k.yielded):
@@ -458,7 +458,7 @@ class _Passes:
 
     def row_ops(self, depth: int) -> list[Operation]:
         """The row values of `depth` other than reductions."""
-        return [o for o in self.ops if o.result not in self.elem and not isinstance(o, ops.ReduceOp)
+        return [o for o in self.ops if o.result not in self.elem and not isinstance(o, kernel_ops.ReduceOp)
                 and self.level[o.result] == depth]
 
 
@@ -572,7 +572,7 @@ def _launcher(k: _Kernel, source_lines: dict[str, list[str]] | None) -> str:
             n_rows = "n_rows"
         args += [n_rows] + [sizes[int(s[1:])] for s in k.sizes]
         n = sizes[-1]
-        reduction = isinstance(k.op, ops.ReductionKernelOp)
+        reduction = isinstance(k.op, kernel_ops.ReductionKernelOp)
         # no elements: launch nothing (a reduction's rows still have values when the row is empty)
         empty = [n_rows] if reduction else [n_rows, n]
         static_zero = any(t == "0" for t in empty)

@@ -26,15 +26,18 @@ import os
 import sys
 import types
 from dataclasses import dataclass
-from operator import itemgetter
 from itertools import islice as _islice
+from operator import itemgetter
 from typing import Any, Callable
 
 import torch
 from torch import nn as _nn
 from torch.nn.modules import module as _module_globals
 
-from runtime.call_inputs import no_overlap, records_autograd  # (generated modules call _guards.no_overlap)
+from runtime.call_inputs import (  # (generated modules call _guards.no_overlap)
+    no_overlap,
+    records_autograd,
+)
 from runtime.model_module import model_module  # (generated modules call _guards.model_module)
 
 
@@ -156,7 +159,7 @@ def _check_shape(value: torch.Tensor, name: str, shape: tuple[int | str | None, 
 
 
 def over_rows(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Decorates code compiled for (rows, last) views (ir/rows.py): the parameters `names` are
+    """Decorates code compiled for (rows, last) views (ir/kernel/rows.py): the parameters `names` are
     tensors that broadcast to one shape of rank >= 1; the function runs on each one's
     `.expand(shape).view(-1, last)` (so the leading sizes must merge: a contiguous tensor, a
     vector of the last size, a transposed matrix do; the kernels take the strides) and each

@@ -8,7 +8,7 @@ def assert_close_to_eager(got, expected, msg: str = "") -> None:
     (ir/primitives.TOLERANCE); exact for integer and bool results."""
     import torch
 
-    from ir.primitives import TOLERANCE
+    from ir.kernel.primitives import TOLERANCE
 
     def check(g, e) -> None:
         if isinstance(e, torch.Tensor):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ir.core import Program
-from ir.parser import parse_program
-from ir.printer import print_program
-from ir.verifier import verify
+from ir.core.graph import Program
+from ir.core.parser import parse_program
+from ir.core.printer import print_program
+from ir.core.verifier import verify
 
 
 def after(text: str, *passes: Callable[[Program], None], frozen: bool = False) -> str:

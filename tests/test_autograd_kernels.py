@@ -20,7 +20,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import runtime  # noqa: E402
-from ir.core import Program  # noqa: E402
+from ir.core.graph import Program  # noqa: E402
 from ir.passes.autograd_kernels import autograd_kernels  # noqa: E402
 from ir.passes.derivatives import DERIVATIVES  # noqa: E402
 from pass_text import after  # noqa: E402
@@ -347,7 +347,7 @@ def test_through_tritons_interpreter(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_explain_names_the_groups_kernels() -> None:
     """`torchscribe explain` of code for autograd (a checked-in entry's Specialisation.autograd)
     lists a group as one kernel: its forward's ops and its backward's gradients."""
-    from ir.parser import parse_program
+    from ir.core.parser import parse_program
     from transpiler.explain import explain_function
 
     program = parse_program(after(GATE, for_autograd))

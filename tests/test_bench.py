@@ -84,7 +84,7 @@ def test_selected() -> None:
 
 
 def test_mismatches_use_the_dtype_tolerance() -> None:
-    from ir.primitives import TOLERANCE
+    from ir.kernel.primitives import TOLERANCE
 
     atol, rtol = TOLERANCE["float32"]
     e = {"output": torch.ones(3)}

@@ -22,15 +22,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ir import ops  # noqa: E402
-from ir.core import Block, Program, Region, Value  # noqa: E402
-from ir.parser import parse_program  # noqa: E402
+from ir.core import ops  # noqa: E402
+from ir.core.graph import Block, Program, Region, Value  # noqa: E402
+from ir.core.parser import parse_program  # noqa: E402
 from ir.passes.canonicalize import DEAD_CODE_RULES, RULES, canonicalize, cse  # noqa: E402
-from ir.printer import print_program  # noqa: E402
-from ir.rewrite import apply_rules  # noqa: E402
-from ir.types import BOOL, FLOAT, INT, ListType, Type  # noqa: E402
-from ir.dtype_rules import python_binary, python_unary  # noqa: E402
-from ir.verifier import verify  # noqa: E402
+from ir.core.printer import print_program  # noqa: E402
+from ir.core.rewrite import apply_rules  # noqa: E402
+from ir.core.types import BOOL, FLOAT, INT, ListType, Type  # noqa: E402
+from ir.torchapi.dtypes import python_binary, python_unary  # noqa: E402
+from ir.core.verifier import verify  # noqa: E402
 
 EXAMPLES = sorted(
     p.stem for p in (ROOT / "examples").glob("*.py") if p.stem != "__init__" and not p.stem.endswith("_compiled")

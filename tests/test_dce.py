@@ -12,12 +12,12 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ir import ops  # noqa: E402
-from ir.core import PURE  # noqa: E402
-from ir.parser import parse_program  # noqa: E402
+from ir.core import ops  # noqa: E402
+from ir.core.graph import PURE  # noqa: E402
+from ir.core.parser import parse_program  # noqa: E402
 from ir.passes.dce import dce  # noqa: E402
-from ir.printer import print_program  # noqa: E402
-from ir.verifier import verify  # noqa: E402
+from ir.core.printer import print_program  # noqa: E402
+from ir.core.verifier import verify  # noqa: E402
 
 EXAMPLES = sorted(
     p.stem for p in (ROOT / "examples").glob("*.py") if p.stem != "__init__" and not p.stem.endswith("_compiled")

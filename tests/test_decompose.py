@@ -1,4 +1,4 @@
-"""Decomposition into primitives (ir/passes/decompose.py, ir/primitives.py, docs/primitives.md).
+"""Decomposition into primitives (ir/passes/decompose.py, ir/kernel/primitives.py, docs/primitives.md).
 
 - Numeric: every rule, compiled from source through lowering, shape propagation (symbolic batch),
   the pass and codegen, against eager torch on random inputs in float32, float64, float16 and
@@ -32,14 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ir import ops  # noqa: E402
-from ir.parser import parse_program  # noqa: E402
+from ir.core import ops  # noqa: E402
+from ir.core.parser import parse_program  # noqa: E402
 from ir.passes.canonicalize import canonicalize  # noqa: E402
 import ir.passes.decompose as decompose_pass  # noqa: E402
 from ir.passes.decompose import RULES, decompose  # noqa: E402
 from ir.passes.example_types import example_input_types  # noqa: E402
 from ir.passes.shapes import propagate_shapes  # noqa: E402
-from ir.primitives import (  # noqa: E402
+from ir.kernel.primitives import (  # noqa: E402
     KINDS,
     LEFT_AS_IS,
     PRIMITIVES,
@@ -49,13 +49,13 @@ from ir.primitives import (  # noqa: E402
     is_tensor_op,
     op_name,
 )
-from ir.verifier import verify  # noqa: E402
+from ir.core.verifier import verify  # noqa: E402
 
 DOC = ROOT / "docs" / "primitives.md"
 HEADER = "import math\n\nimport torch\nimport torch.nn.functional as F\nfrom torch import Tensor\nfrom transpiler import script\n\n"
 WORK = Path(__file__).resolve().parent / "__pycache__" / "decompose_cases"
 
-from ir.primitives import TOLERANCE as TOLERANCE_BY_NAME  # noqa: E402
+from ir.kernel.primitives import TOLERANCE as TOLERANCE_BY_NAME  # noqa: E402
 
 TOLERANCE = {getattr(torch, name): tol for name, tol in TOLERANCE_BY_NAME.items()}
 

@@ -14,11 +14,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ir.parser import parse_program  # noqa: E402
+from ir.core.parser import parse_program  # noqa: E402
 import ir.passes.decompose as decompose_pass  # noqa: E402
 from ir.passes.decompose import RULES, decompose  # noqa: E402
-from ir.printer import print_program  # noqa: E402
-from ir.verifier import verify  # noqa: E402
+from ir.core.printer import print_program  # noqa: E402
+from ir.core.verifier import verify  # noqa: E402
 
 
 decompose_pass.DEBUG = True  # a rule that raises is a bug, not "left as is"

@@ -10,7 +10,7 @@ import pytest
 
 from codegen import elements
 from codegen.elements import ELEMENTS, FORMS, Parts, entry
-from ir.passes.fuse import FUSIBLE
+from ir.kernel.vocabulary import FUSIBLE
 
 
 def test_the_table_is_the_fusible_vocabulary() -> None:

@@ -20,10 +20,10 @@ import runtime
 from closeness import assert_close_to_eager
 from conv_nets import net_source
 from ir.passes.freeze import fold_batch_norms
-from ir.parser import parse_program
+from ir.core.parser import parse_program
 from ir.passes.conv_choices import packable
 from ir.passes.layout import channels_last
-from ir.primitives import op_name
+from ir.kernel.primitives import op_name
 from pass_text import after
 from runtime import choices, prepacked
 from source_module import imported_source

@@ -45,7 +45,7 @@ def same(a, b) -> None:
     assert type(a) is type(b), (a, b)
     if isinstance(a, torch.Tensor):
         assert a.dtype == b.dtype and a.shape == b.shape
-        # (a row-wise function of plain tensors gets kernels, ir/rows.py: rounding may differ)
+        # (a row-wise function of plain tensors gets kernels, ir/kernel/rows.py: rounding may differ)
         assert_close_to_eager(a, b)
     elif isinstance(a, (tuple, list)):
         assert len(a) == len(b)

@@ -29,11 +29,11 @@ import test_programs as tp  # noqa: E402
 from test_programs import program_dir  # noqa: E402,F401  (a fixture)
 
 import ir.passes as passes  # noqa: E402
-from ir import ops  # noqa: E402
+from ir.core import ops  # noqa: E402
 import runtime  # noqa: E402
 from codegen.module import Header, emit_module  # noqa: E402
-from ir.core import Program  # noqa: E402
-from ir.parser import parse_program  # noqa: E402
+from ir.core.graph import Program  # noqa: E402
+from ir.core.parser import parse_program  # noqa: E402
 from ir.passes import run_pipeline  # noqa: E402
 from ir.passes.canonicalize import canonicalize  # noqa: E402
 from ir.passes.dce import dce  # noqa: E402
@@ -42,8 +42,8 @@ from ir.passes.functionalize import functionalize, functionalize_function  # noq
 from ir.passes.inline import inline  # noqa: E402
 from ir.passes.layers import LAYERS, lower_layers  # noqa: E402
 from ir.passes.shapes import propagate_shapes  # noqa: E402
-from ir.printer import print_program  # noqa: E402
-from ir.verifier import verify  # noqa: E402
+from ir.core.printer import print_program  # noqa: E402
+from ir.core.verifier import verify  # noqa: E402
 from runtime import guards  # noqa: E402
 from runtime.loader import VERSION  # noqa: E402
 from runtime.source_hash import source_hash  # noqa: E402

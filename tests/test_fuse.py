@@ -12,13 +12,14 @@ import torch
 import runtime
 from closeness import assert_close_to_eager
 from source_module import imported_source
-from ir import ops
-from ir.parser import parse_program
+from ir.core import ops
+from ir.kernel import ops as kernel_ops
+from ir.core.parser import parse_program
 from ir.passes.dce import dce
 from ir.passes.fuse import fuse
-from ir.primitives import op_name
-from ir.printer import print_program
-from ir.verifier import verify
+from ir.kernel.primitives import op_name
+from ir.core.printer import print_program
+from ir.core.verifier import verify
 
 CHAIN = """\
 func @f(%x: f32[B, 8]@cpu, %y: f32[8]@cpu) -> f32[B, 8]@cpu {
@@ -112,7 +113,7 @@ func @f(%x: f32[4]@cpu) -> tuple[f32[4]@cpu, f32[]@cpu] {
 """
     out = fused(text)
     program = parse_program(out)
-    kernels = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
+    kernels = [op for op in program.walk() if isinstance(op, kernel_ops.PointwiseKernelOp)]
     assert len(kernels) == 2, out  # exp*x, then (/ sum, tanh) after the reduction
     assert kernels[0].attributes["name"].startswith("exp_mul")
 
@@ -135,7 +136,7 @@ func @f(%x: f32[B, 4, 16]@cpu, %s: f32[4, 1]@cpu, %n: int) -> tuple[f32[B, 4, 1]
     out = fused(text)
     assert "%mean : f32[4, 1]@cpu = py.binary(%s, %n)" in out, out
     program = parse_program(out)
-    kernels = [op for op in program.walk() if isinstance(op, ops.ReductionKernelOp)]
+    kernels = [op for op in program.walk() if isinstance(op, kernel_ops.ReductionKernelOp)]
     assert len(kernels) == 1 and kernels[0].operands[:2] == [program.funcs[0].args[0], kernels[0].operands[1]], out
     assert kernels[0].operands[1].name == "mean", out
 
@@ -160,7 +161,7 @@ func @f(%x: f32[B, 4, 4, 8]@cpu, %s: f32[B, 8, 1, 1]@cpu) -> f32[B, 4, 4, 8]@cpu
 }
 """
     out = fused(text)
-    kernels = [op for op in parse_program(out).walk() if isinstance(op, ops.PointwiseKernelOp)]
+    kernels = [op for op in parse_program(out).walk() if isinstance(op, kernel_ops.PointwiseKernelOp)]
     assert len(kernels) == 2, out
     assert 'torch.method(%s, %dims) {method = "permute"' in out, out  # the permute reads the input
     gate = kernels[1]
@@ -192,7 +193,7 @@ def test_per_channel_values_of_several_inputs_join_their_consumer() -> None:
     whole of it joins the kernel that scales x, one kernel where there were two and reshapes of
     their results."""
     out = fused(BATCH_NORM)
-    kernels = [op for op in parse_program(out).walk() if isinstance(op, ops.PointwiseKernelOp)]
+    kernels = [op for op in parse_program(out).walk() if isinstance(op, kernel_ops.PointwiseKernelOp)]
     assert len(kernels) == 1, out
     assert [op_name(o) for o in kernels[0].body.ops if not isinstance(o, (ops.ConstantOp, ops.YieldOp))] == \
         ["add", "sqrt", "reciprocal", "mul", "mul", "sub", "mul", "add"], out
@@ -210,7 +211,7 @@ def test_per_channel_values_reshaped_by_a_later_constant() -> None:
         "  %c11b : tuple[int, int, int] = py.constant() {value = (8, 1, 1)}\n"
         "  %6 : f32[8, 1, 1]@cpu = torch.method(%beta, %c11b)")
     out = fused(text)
-    kernels = [op for op in parse_program(out).walk() if isinstance(op, ops.PointwiseKernelOp)]
+    kernels = [op for op in parse_program(out).walk() if isinstance(op, kernel_ops.PointwiseKernelOp)]
     assert len(kernels) == 1, out
     reshaped = [line.split("torch.method(")[1].split(")")[0] for line in out.splitlines() if '"reshape"' in line]
     assert sorted(reshaped) == ["%b, %c11", "%m, %c11", "%v, %c11", "%w, %c11"], out
@@ -224,7 +225,7 @@ def test_per_channel_values_used_elsewhere_stay() -> None:
         "  %8 : tuple[f32[B, 8, 5, 5]@cpu, f32[8]@cpu] = py.tuple(%7, %alpha)\n  func.return(%8)")
     out = fused(text)
     assert '%alpha : f32[8]@cpu = kernel.pointwise(%v, %w)' in out, out
-    kernels = [op for op in parse_program(out).walk() if isinstance(op, ops.PointwiseKernelOp)]
+    kernels = [op for op in parse_program(out).walk() if isinstance(op, kernel_ops.PointwiseKernelOp)]
     assert len(kernels) == 2, out
 
 
@@ -535,7 +536,7 @@ def test_the_unit_stride_loop_vectorises() -> None:
                                           '{callee = "torch.tanh", aten = "aten::tanh"}').replace(
         "func.return(%3)", "func.return(%9)"))
     fuse(program)
-    [kernel] = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
+    [kernel] = [op for op in program.walk() if isinstance(op, kernel_ops.PointwiseKernelOp)]
     text, _ = emit_kernel(kernel)
     assert text.count("for (int64_t j") == 1, text  # (one loop body, for unit and other strides)
     # only the version for unit strides (both versions' loops are on one line)
@@ -608,7 +609,7 @@ def test_kernels_are_named_for_what_they_compute() -> None:
   func.return(%7)""")
 
     def names(text: str) -> list[str]:
-        return [op.attributes["name"] for op in parse_program(fused(text)).walk() if isinstance(op, ops.KernelOp)]
+        return [op.attributes["name"] for op in parse_program(fused(text)).walk() if isinstance(op, kernel_ops.KernelOp)]
 
     assert names(CHAIN + "\n" + g) == ["exp_mul_add", "exp_mul_add"]
     assert names(twice + "\n" + g) == ["exp_mul_add", "exp_mul_add_2", "exp_mul_add"]
@@ -642,11 +643,11 @@ def test_kernels_are_named_after_the_calls_their_ops_come_from() -> None:
     program = parse_program(NAMED)
     program.source_lines = {"m.py": NAMED_SOURCE.splitlines()}
     fuse(program)
-    names = [op.attributes["name"] for op in program.walk() if isinstance(op, ops.KernelOp)]
+    names = [op.attributes["name"] for op in program.walk() if isinstance(op, kernel_ops.KernelOp)]
     assert names == ["bn1_act_softmax", "abs_add"]
     # from a span's text: what a call calls, None for an operator or a statement
-    from ir.core import Loc
-    from ir.kernel_names import called_name
+    from ir.core.graph import Loc
+    from ir.kernel.names import called_name
 
     lines = {"m.py": ["out = self.relu(self.bn1(out))", "out += identity", "y = F.gelu(", "    x)"]}
     assert called_name(Loc("m.py", 1, 6, 1, 30), lines) == "relu"

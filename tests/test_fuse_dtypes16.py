@@ -16,8 +16,8 @@ import torch
 import runtime
 from closeness import assert_close_to_eager
 from source_module import imported_source
-from ir import ops
-from ir.parser import parse_program
+from ir.kernel import ops as kernel_ops
+from ir.core.parser import parse_program
 from ir.passes.fuse import fuse
 from test_fuse import CHAIN, UNIT_ONLY, compiled, fused
 
@@ -361,7 +361,7 @@ def test_16_bit_loops_vectorise(dtype: str) -> None:
                          '{callee = "torch.tanh", aten = "aten::tanh"}').replace("func.return(%3)", "func.return(%9)")
     program = parse_program(text.replace("f32[", f"{dtype}["))
     fuse(program)
-    [kernel] = [op for op in program.walk() if isinstance(op, ops.PointwiseKernelOp)]
+    [kernel] = [op for op in program.walk() if isinstance(op, kernel_ops.PointwiseKernelOp)]
     code, _ = emit_kernel(kernel)
     assert f"ts_round_{dtype}(torchscribe::ts_tanh(" in code and f"ts_load_{dtype}(" in code, code
     # only the version for unit strides (both versions' loops are on one line)

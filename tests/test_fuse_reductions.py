@@ -12,8 +12,8 @@ import torch
 import runtime
 from closeness import assert_close_to_eager
 from source_module import imported_source
-from ir import ops
-from ir.parser import parse_program
+from ir.kernel import ops as kernel_ops
+from ir.core.parser import parse_program
 from test_fuse import compiled, fused
 
 SOFTMAX = """\
@@ -257,7 +257,7 @@ def test_every_reduce_kind_is_emitted() -> None:
     from codegen import cpp_rows
 
     source = Path(cpp_rows.__file__).read_text()
-    for kind in ops.ReduceOp.KINDS:
+    for kind in kernel_ops.ReduceOp.KINDS:
         assert f'"{kind}"' in source, kind
 
 

@@ -30,7 +30,7 @@ import runtime
 from codegen import python_checks
 from codegen.python_function import FunctionEmitter
 from examples import mlp
-from ir.parser import parse_program
+from ir.core.parser import parse_program
 from runtime import guards
 from runtime.errors import TorchscribeError
 from runtime.guards import GuardFailure

@@ -22,14 +22,14 @@ import runtime  # noqa: E402
 from benchmarks.compare import compare, factories, observe, snapshot  # noqa: E402
 from codegen.module import Header, emit_module  # noqa: E402
 from codegen.python_function import FunctionEmitter  # noqa: E402
-from ir import ops  # noqa: E402
-from ir.parser import parse_program  # noqa: E402
+from ir.core import ops  # noqa: E402
+from ir.core.parser import parse_program  # noqa: E402
 from ir.passes import run_pipeline  # noqa: E402
 from ir.passes.dce import dce  # noqa: E402
 from ir.passes.inline import inline  # noqa: E402
 from ir.passes.layers import LAYERS, lower_layers  # noqa: E402
-from ir.printer import print_program  # noqa: E402
-from ir.verifier import verify  # noqa: E402
+from ir.core.printer import print_program  # noqa: E402
+from ir.core.verifier import verify  # noqa: E402
 from runtime import guards  # noqa: E402
 from runtime.source_hash import source_hash  # noqa: E402
 from transpiler.pipeline import lower_file  # noqa: E402

@@ -14,13 +14,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ir import ops  # noqa: E402
-from ir.builder import Builder  # noqa: E402
-from ir.core import Loc, Mutates, Program  # noqa: E402
-from ir.parser import ParseError, parse_program, parse_type  # noqa: E402
+from ir.core import ops  # noqa: E402
+from ir.core.builder import Builder  # noqa: E402
+from ir.core.graph import Loc, Mutates, Program  # noqa: E402
+from ir.core.parser import ParseError, parse_program, parse_type  # noqa: E402
 from ir.passes import run_pipeline  # noqa: E402
-from ir.printer import print_program  # noqa: E402
-from ir.types import (  # noqa: E402
+from ir.core.printer import print_program  # noqa: E402
+from ir.core.types import (  # noqa: E402
     BOOL,
     FLOAT,
     INT,
@@ -36,7 +36,7 @@ from ir.types import (  # noqa: E402
     TensorType,
     TupleType,
 )
-from ir.verifier import verify  # noqa: E402
+from ir.core.verifier import verify  # noqa: E402
 
 EXAMPLES = sorted(
     p for p in (ROOT / "examples").glob("*.py") if p.stem != "__init__" and not p.stem.endswith("_compiled")

@@ -30,6 +30,23 @@ def test_every_import_points_down_the_pipeline() -> None:
     assert not upward, "imports against the package order:\n" + "\n".join(upward)
 
 
+# ir/'s subpackages, each importing only those after it: the passes, the kernel IR, the shape and
+# dtype rules, what the compiler knows of torch's API, the IR core.
+IR_ORDER = ("passes", "kernel", "shapes", "torchapi", "core")
+
+
+def test_ir_subpackages_import_down_their_order() -> None:
+    graph = grimp.build_graph("ir", include_external_packages=False)
+    upward = []
+    for module in sorted(graph.modules):
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            here, there = module.split(".")[1:2], imported.split(".")[1:2]
+            if here and there and here != there and IR_ORDER.index(there[0]) < IR_ORDER.index(here[0]):
+                upward.append(f"{module} imports {imported}")
+    assert not upward, "imports against ir/'s order:\n" + "\n".join(upward)
+    assert {m.split(".")[1] for m in graph.modules if m != "ir"} == set(IR_ORDER), "a subpackage of ir/ not in IR_ORDER"
+
+
 def test_the_order_check_sees_an_upward_import() -> None:
     assert not allowed("runtime", "transpiler") and not allowed("ir", "codegen") and not allowed("codegen", "transpiler")
     assert allowed("transpiler", "ir") and allowed("ir", "runtime") and allowed("codegen", "codegen")

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 import runtime
 from closeness import assert_close_to_eager
 from conv_nets import LAYERS, STEPS, net_source
-from ir.parser import parse_program
+from ir.core.parser import parse_program
 from ir.passes.dce import dce
 from ir.passes.fuse import fuse
 from ir.passes.conv_choices import prefers_channels_last
 from ir.passes.layout import channels_last
-from ir.primitives import op_name
+from ir.kernel.primitives import op_name
 from ir.passes.reuse import reuse_buffers
-from ir.printer import print_program
+from ir.core.printer import print_program
 from pass_text import after
 from source_module import imported_source
 

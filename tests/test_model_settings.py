@@ -528,7 +528,7 @@ def test_rewrap_replaces_the_wrapped_function_only() -> None:
 
 
 def test_legacy_tensor_annotations_read_as_tensor() -> None:
-    from ir.types import TENSOR, OptionalType
+    from ir.core.types import TENSOR, OptionalType
     from transpiler.annotations import annotation_type
     from transpiler.source import SourceFile
 

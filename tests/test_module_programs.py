@@ -39,7 +39,7 @@ if str(HERE) not in sys.path:
 
 import module_program_gen as mpg  # noqa: E402
 from closeness import assert_close_to_eager  # noqa: E402
-from ir.primitives import TOLERANCE  # noqa: E402
+from ir.kernel.primitives import TOLERANCE  # noqa: E402
 from source_module import imported_source  # noqa: E402
 
 import runtime  # noqa: E402

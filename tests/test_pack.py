@@ -19,7 +19,7 @@ from torch import nn
 import runtime
 from closeness import assert_close_to_eager
 from ir.passes.pack import pack_linears, worth_packing
-from ir.types import TensorType
+from ir.core.types import TensorType
 from pass_text import after
 from runtime import choices, prepacked
 from source_module import imported_source

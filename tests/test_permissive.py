@@ -42,7 +42,7 @@ def permissive_differential(program_dir: Path, prog: pg.Program, jit: bool = Fal
 def assert_same_log(eager: list, compiled: list, dtype: torch.dtype | None) -> None:
     """What kept Python code saw, in the same order; floats exactly, or within the tolerance of
     fused code for `dtype` (summed over a few elements)."""
-    from ir.primitives import TOLERANCE
+    from ir.kernel.primitives import TOLERANCE
 
     atol, rtol = TOLERANCE.get(str(dtype).removeprefix("torch."), (0.0, 0.0)) if dtype is not None else (0.0, 0.0)
 
@@ -288,8 +288,8 @@ def test_names_kept_code_reads_and_binds(code: str, reads: list, writes: list, g
 
 
 def test_opaque_op_prints_and_parses() -> None:
-    from ir.parser import parse_program
-    from ir.printer import print_program
+    from ir.core.parser import parse_program
+    from ir.core.printer import print_program
     from transpiler.pipeline import lower_file
     from transpiler.source import SourceFile
 

@@ -41,7 +41,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
 import program_gen as pg
-from ir.primitives import TOLERANCE  # noqa: E402
+from ir.kernel.primitives import TOLERANCE  # noqa: E402
 
 import runtime  # noqa: E402
 from transpiler.cli import main as cli_main  # noqa: E402
@@ -60,7 +60,7 @@ _counter = itertools.count()
 def program_dir(tmp_path_factory: pytest.TempPathFactory):
     """A directory on sys.path that the generated modules are written into. Its project asks
     for no default specialisations: these tests hold the generic code to eager's exact values
-    (a row-wise program of plain tensors would get kernels, ir/rows.py, tested in test_rows.py)."""
+    (a row-wise program of plain tensors would get kernels, ir/kernel/rows.py, tested in test_rows.py)."""
     directory = tmp_path_factory.mktemp("generated_programs")
     (directory / "pyproject.toml").write_text("[tool.torchscribe]\ndevices = []\n")
     sys.path.insert(0, str(directory))

@@ -8,7 +8,7 @@ last read frees them one at a time, as eager code does."""
 from __future__ import annotations
 
 from codegen.python_function import FunctionEmitter
-from ir.parser import parse_program
+from ir.core.parser import parse_program
 
 CHAIN = """\
 func @f(%x: Tensor, %y: Tensor) -> Tensor {

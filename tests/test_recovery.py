@@ -335,9 +335,9 @@ def test_permissive_mode_keeps_what_fails_as_python(tmp_path: Path) -> None:
 
 def test_the_verifier_refuses_an_error_value(tmp_path: Path) -> None:
     """Passes never see what a failed lowering made: the verifier says so if one gets through."""
-    from ir import ops
-    from ir.types import ERROR, TupleType, TENSOR
-    from ir.verifier import VerifyError, verify
+    from ir.core import ops
+    from ir.core.types import ERROR, TupleType, TENSOR
+    from ir.core.verifier import VerifyError, verify
 
     text = model_text("""
         @script

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from ir.core import Program
-from ir.printer import print_program
-from ir.rewrite import clone_op
-from ir.verifier import verify
+from ir.core.graph import Program
+from ir.core.printer import print_program
+from ir.core.rewrite import clone_op
+from ir.core.verifier import verify
 from transpiler.pipeline import lower_file
 from transpiler.source import SourceFile
 

@@ -1,4 +1,4 @@
-"""Kernels for tensors of no declared rank (ir/rows.py, runtime.guards.over_rows): a function of
+"""Kernels for tensors of no declared rank (ir/kernel/rows.py, runtime.guards.over_rows): a function of
 plain `Tensor` parameters that computes row by row (element-wise ops, softmax and reductions
 over dimension -1, norms over the last dimension) gets a float32 CPU specialisation compiled for
 the (rows, last) view of its tensors, which serves every rank; anything that needs the rank
@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 
 import runtime
 from closeness import assert_close_to_eager
-from ir.rows import NotRowWise, RowPlan, row_plan
+from ir.kernel.rows import NotRowWise, RowPlan, row_plan
 from transpiler.pipeline import build_program
 from transpiler.source import SourceFile
 

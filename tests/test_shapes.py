@@ -32,16 +32,16 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import ir.passes.shapes as shapes  # noqa: E402
-from ir.parser import parse_program, parse_type  # noqa: E402
+from ir.core.parser import parse_program, parse_type  # noqa: E402
 from ir.passes.entry_guards import ShapeGuard, shape_guards, symbol_bindings  # noqa: E402
 from ir.passes.example_types import example_input_types  # noqa: E402
 from ir.passes.shapes import propagate_shapes  # noqa: E402
-from ir.printer import print_program  # noqa: E402
-from ir.shape_rule_table import TorchCall  # noqa: E402
-from ir.shape_rules import infer_call  # noqa: E402
-from ir.shape_rules_values import AV, const_av, join  # noqa: E402
-from ir.shape_rules_index import index_shape  # noqa: E402
-from ir.types import (  # noqa: E402
+from ir.core.printer import print_program  # noqa: E402
+from ir.shapes.rule_table import TorchCall  # noqa: E402
+from ir.shapes.rules import infer_call  # noqa: E402
+from ir.shapes.values import AV, const_av, join  # noqa: E402
+from ir.shapes.rules_index import index_shape  # noqa: E402
+from ir.core.types import (  # noqa: E402
     INT,
     TENSOR,
     ListType,
@@ -51,7 +51,7 @@ from ir.types import (  # noqa: E402
     parse_dim,
     sym,
 )
-from ir.verifier import verify  # noqa: E402
+from ir.core.verifier import verify  # noqa: E402
 
 shapes.DEBUG = True  # a rule that raises is a bug, not "unknown"
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True, database=None)
@@ -84,7 +84,7 @@ def test_dims_are_ints_sympy_or_none() -> None:
 
 
 def test_parse_error_for_a_bad_dimension() -> None:
-    from ir.parser import ParseError
+    from ir.core.parser import ParseError
 
     with pytest.raises(ParseError, match="dimension"):
         parse_type("f32[B, 3 $ 4]")
@@ -141,7 +141,7 @@ def infer(kind: str, name: str, args: list[Any], kwargs: dict[str, Any] | None =
           syms: Symbols | None = None, symbolic_ints: bool = False) -> AV:
     """What the rules say a call gives, with the aten overload and declared type the front end
     would record."""
-    from ir.torch_signatures import resolve_function, resolve_method
+    from ir.torchapi.signatures import resolve_function, resolve_method
 
     kwargs = kwargs or {}
     consts = {i: a for i, a in enumerate(args[1:] if kind == "method" else args)
@@ -643,7 +643,7 @@ def index_case(draw: Any) -> tuple[tuple[int, ...], list[Any]]:
 
 
 def index_items(items: list[Any]) -> tuple[tuple, list[Any]]:
-    """The front end's encoding of index items (see ir/ops.py IndexOp)."""
+    """The front end's encoding of index items (see ir/core/ops.py IndexOp)."""
     encoded, operands = [], []
     for it in items:
         if isinstance(it, slice):
@@ -734,7 +734,7 @@ def ret_type(result: Any) -> str:
 
 def types_of(result: Any) -> dict[str, str]:
     """Printed value names -> printed types, and the function's name -> its result type."""
-    from ir.printer import Printer
+    from ir.core.printer import Printer
 
     program, _ = result
     func = program.funcs[0]
@@ -1107,7 +1107,7 @@ LAYERS = [
 @pytest.mark.parametrize("make,shape", LAYERS, ids=[f"{i}" for i in range(len(LAYERS))])
 def test_layers(make: Any, shape: tuple | None) -> None:
     from ir.passes.shapes import _Interpreter, module_av
-    from ir.shape_frame import Frame
+    from ir.shapes.frame import Frame
 
     layer = make().eval()
     x = torch.randint(0, 10, (3, 4)) if shape is None else torch.randn(shape)

@@ -16,7 +16,7 @@ import torch
 import runtime
 from codegen.python_function import FunctionEmitter
 from examples import attention, conv_bn_relu, lstm_cell, mlp, optional_args, residual_block, rnn_cell, while_loop
-from ir.parser import parse_program
+from ir.core.parser import parse_program
 from ir.passes.specialize import specialize
 from runtime.errors import TorchscribeError
 from closeness import assert_close_to_eager

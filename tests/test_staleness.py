@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import runtime
-from ir.core import Program
+from ir.core.graph import Program
 from runtime import dispatch, loader
 from runtime.errors import TorchscribeWarning
 from runtime.loader import compiled_path_for, read_header

@@ -1,4 +1,4 @@
-"""ir/torch_signatures.py checked against real torch.
+"""ir/torchapi/signatures.py checked against real torch.
 
 Every accepted case is also run in eager torch: the IR result type must describe the real result
 (kind, and dtype/device wherever a dtype/device is given: unknown is fine, wrong is not), `mutates`
@@ -20,8 +20,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ir.dtype_rules import COMPLEX
-from ir.torch_signatures import (
+from ir.torchapi.dtypes import COMPLEX
+from ir.torchapi.signatures import (
     CallInfo,
     SignatureError,
     binary_result_type,
@@ -33,7 +33,7 @@ from ir.torch_signatures import (
     resolve_unary,
     unary_result_type,
 )
-from ir.types import (
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,

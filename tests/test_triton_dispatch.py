@@ -284,7 +284,7 @@ def cuda_module(tmp_path: Path, stem: str = "cuda_chain_compiled") -> Path:
     """A compiled module of a function on CUDA tensors (its text from the IR: no entry checks),
     written as a file one imports by name, as a checked-in module is."""
     from codegen.module import Header, emit_module
-    from ir.parser import parse_program
+    from ir.core.parser import parse_program
     from ir.passes.dce import dce
     from ir.passes.fuse import fuse
 

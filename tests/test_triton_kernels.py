@@ -29,9 +29,9 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*encountered in:RuntimeWarning"
 from closeness import assert_close_to_eager  # noqa: E402
 from source_module import imported_source  # noqa: E402
 from codegen.triton_kernels import IMPORTS, TritonKernel, emit_triton_kernel, helper_import  # noqa: E402
-from ir import ops  # noqa: E402
+from ir.kernel import ops as kernel_ops  # noqa: E402
 from runtime import triton_helpers  # noqa: E402
-from ir.parser import parse_program  # noqa: E402
+from ir.core.parser import parse_program  # noqa: E402
 from ir.passes.fuse import fuse  # noqa: E402
 from test_fuse import CHAIN  # noqa: E402
 from test_fuse_reductions import SOFTMAX  # noqa: E402
@@ -62,17 +62,17 @@ def load(kernels: list[TritonKernel], directory: Path) -> ModuleType:
     return module
 
 
-def kernel_ops(text: str) -> list[ops.KernelOp]:
+def kernels_of(text: str) -> list[kernel_ops.KernelOp]:
     program = parse_program(text)
     fuse(program)
-    return [op for op in program.walk() if isinstance(op, ops.KernelOp)]
+    return [op for op in program.walk() if isinstance(op, kernel_ops.KernelOp)]
 
 
 class Compiled:
     """The one kernel a function compiles to, called through its Triton launcher with the
     function's arguments (matched by name)."""
 
-    def __init__(self, kernel: ops.KernelOp, directory: Path) -> None:
+    def __init__(self, kernel: kernel_ops.KernelOp, directory: Path) -> None:
         self.kernel = kernel
         self.module = load([emit_triton_kernel(kernel)], directory)
         self.launcher = getattr(self.module, f"{kernel.attributes['name']}_triton")
@@ -83,7 +83,7 @@ class Compiled:
 
 # -- the emitted text ------------------------------------------------------------------------------
 def test_pointwise_source() -> None:
-    [kernel] = kernel_ops(CHAIN)
+    [kernel] = kernels_of(CHAIN)
     emitted = emit_triton_kernel(kernel)
     assert emitted.source + "\n" + emitted.launcher == '''\
 @triton.jit
@@ -118,7 +118,7 @@ def exp_mul_add_triton(in0, in1) -> Tensor:
 
 
 def test_reduction_source() -> None:
-    [kernel] = kernel_ops(SOFTMAX)
+    [kernel] = kernels_of(SOFTMAX)
     emitted = emit_triton_kernel(kernel)
     assert emitted.source + "\n" + emitted.launcher == '''\
 @triton.jit
@@ -191,7 +191,7 @@ def test_every_reduction_has_triton() -> None:
     from codegen import triton_kernels
 
     source = Path(triton_kernels.__file__).read_text()
-    for name in ops.ReduceOp.KINDS:
+    for name in kernel_ops.ReduceOp.KINDS:
         assert f'"{name}"' in source, name
 
 
@@ -268,7 +268,7 @@ def compiled(models: tuple[ModuleType, Path, dict], name: str, example: tuple) -
         source = SourceFile(path, path.read_text(), "triton_models.py")
         result = compile_source(source, "test", "triton_models.py", [Target(name, source.functions[name])],
                                 example_inputs=example)
-        kernels = [op for op in result.program.walk() if isinstance(op, ops.KernelOp)]
+        kernels = [op for op in result.program.walk() if isinstance(op, kernel_ops.KernelOp)]
         assert len(kernels) == 1 and all(v.name for v in kernels[0].operands), f"{name} is not one kernel"
         cache[key] = Compiled(kernels[0], root)
     return cache[key]
@@ -379,7 +379,7 @@ func @f(%x: f64[B, 5]@cpu, %i: i32[B, 5]@cpu, %a: float, %n: int) -> tuple[f64[B
 
 def test_scalar_inputs(tmp_path) -> None:
     """A float scalar reaches a float64 kernel with all its digits; an int scalar wraps with int32."""
-    module = load([emit_triton_kernel(k) for k in kernel_ops(SCALARS)], tmp_path)
+    module = load([emit_triton_kernel(k) for k in kernels_of(SCALARS)], tmp_path)
     x, i = randn(3, 5, dtype=torch.float64), randint(-9, 9, (3, 5), dtype=torch.int32)
     a, n = 0.1 + 1e-13, 2**31 + 3  # (n as int32 is -2**31 + 3)
     assert torch.equal(module.mul_add_triton(x, a, n), x * a + n)
@@ -397,11 +397,11 @@ func @f(%x: f32[B, 0]@cpu, %y: f32[B, 1]@cpu) -> f32[B, 0]@cpu {
 
 
 def test_zero_sizes_launch_nothing(tmp_path) -> None:
-    [kernel] = kernel_ops(ZERO)
+    [kernel] = kernels_of(ZERO)
     emitted = emit_triton_kernel(kernel)
     assert "[grid]" not in emitted.launcher, emitted.launcher
     assert load([emitted], tmp_path).exp_mul_triton(randn(3, 0), randn(3, 1)).shape == (3, 0)
-    [kernel] = kernel_ops(CHAIN)
+    [kernel] = kernels_of(CHAIN)
     chain = load([emit_triton_kernel(kernel)], tmp_path).exp_mul_add_triton
     assert chain(randn(0, 8), randn(8)).shape == (0, 8)
 
@@ -419,7 +419,7 @@ func @f(%s: f32[]@cpu, %t: f32[]@cpu, %x: f32[B, 3, 4, 5]@cpu, %y: f32[3, 1, 5]@
 
 
 def test_rank_0_and_rank_4_with_broadcasting(tmp_path) -> None:
-    scalar, rank4 = kernel_ops(RANKS)
+    scalar, rank4 = kernels_of(RANKS)
     module = load([emit_triton_kernel(scalar), emit_triton_kernel(rank4)], tmp_path)
     s, t = torch.tensor(0.5, device=DEVICE), torch.tensor(3.0, device=DEVICE)
     assert_close_to_eager(module.exp_mul_triton(s, t), torch.exp(s) * t)
@@ -444,7 +444,7 @@ def test_math_is_accurate_near_zero_and_far(tmp_path, name, dtype) -> None:
     """The helpers that stand in for libdevice: within a few units of the last place of torch,
     relative error, from subnormal to large arguments, both signs, special values exact."""
     short = "f32" if dtype == torch.float32 else "f64"
-    [kernel] = kernel_ops(MATH.replace("OP", name).replace("f32", short))
+    [kernel] = kernels_of(MATH.replace("OP", name).replace("f32", short))
     f = getattr(load([emit_triton_kernel(kernel)], tmp_path), f"{name}_mul_triton")
     tiny = torch.finfo(dtype).tiny
     magnitudes = torch.logspace(-30, 2.5, 400, dtype=torch.float64).to(dtype)
@@ -484,11 +484,11 @@ func @f(%x: f16[B, 37]@cpu, %y: f16[37]@cpu) -> tuple[f16[B, 37]@cpu, f16[B, 37]
 def test_16_bit_floats(tmp_path, monkeypatch, dtype, looped) -> None:
     """Values held as float32, rounded after every op; sums accumulate in float32. (The fusion
     pass is told to take 16-bit tensors, whether or not it does by default.)"""
-    fuse_module = sys.modules["ir.passes.fuse"]
-    monkeypatch.setattr(fuse_module, "DTYPES", fuse_module.DTYPES | {"float16", "bfloat16"})
-    monkeypatch.setattr(fuse_module, "REDUCTION_DTYPES", fuse_module.REDUCTION_DTYPES | {"float16", "bfloat16"})
+    vocabulary = sys.modules["ir.kernel.vocabulary"]
+    monkeypatch.setattr(vocabulary, "DTYPES", vocabulary.DTYPES | {"float16", "bfloat16"})
+    monkeypatch.setattr(vocabulary, "REDUCTION_DTYPES", vocabulary.REDUCTION_DTYPES | {"float16", "bfloat16"})
     short = "f16" if dtype == torch.float16 else "bf16"
-    [kernel] = kernel_ops(HALF.replace("f16", short))
+    [kernel] = kernels_of(HALF.replace("f16", short))
     module = load([emit_triton_kernel(kernel)], tmp_path)
     if looped:
         monkeypatch.setattr(triton_helpers, "TS_ROW_BLOCK_MAX", 16)

@@ -12,11 +12,11 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ir.core import Program  # noqa: E402
-from ir.parser import parse_program  # noqa: E402
+from ir.core.graph import Program  # noqa: E402
+from ir.core.parser import parse_program  # noqa: E402
 from ir.passes import run_pipeline  # noqa: E402
-from ir.printer import print_program  # noqa: E402
-from ir.verifier import VerifyError, verify  # noqa: E402
+from ir.core.printer import print_program  # noqa: E402
+from ir.core.verifier import VerifyError, verify  # noqa: E402
 
 EXAMPLES = sorted(
     p.stem for p in (ROOT / "examples").glob("*.py") if p.stem != "__init__" and not p.stem.endswith("_compiled")

@@ -8,7 +8,7 @@ decorated function or module forward is compiled again with those parameters typ
 annotation's own dtype kept; the integer family `Int[...]` taken as int64): the `specialize` pass
 pins what it assumes in entry checks, `fuse` makes kernels. A specialisation that has no kernel
 would be the generic code again: it is left out. A function with no ranked parameter that
-computes row by row (ir/rows.py) is compiled for the (rows, last) views of its tensors instead,
+computes row by row (ir/kernel/rows.py) is compiled for the (rows, last) views of its tensors instead,
 unless an example says what it is called with.
 """
 
@@ -19,10 +19,11 @@ from typing import Any, Sequence
 
 import libcst as cst
 
-from ir.core import Program
-from ir.ops import FuncOp, Kernel
-from ir.rows import NotRowWise, RowPlan, row_plan
-from ir.types import TensorType
+from ir.core.graph import Program
+from ir.core.ops import FuncOp
+from ir.core.types import TensorType
+from ir.kernel.ops import Kernel
+from ir.kernel.rows import NotRowWise, RowPlan, row_plan
 from transpiler.annotations import integer_family
 from transpiler.pipeline import build_program, reachable
 from transpiler.settings import Settings
@@ -37,7 +38,7 @@ class _Plan:
     device: str
     targets: list[Target] = field(default_factory=list)
     types: dict[str, list[Any]] = field(default_factory=dict)
-    rows: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> its row parameters (ir/rows.py)
+    rows: dict[str, tuple[str, ...]] = field(default_factory=dict)  # key -> its row parameters (ir/kernel/rows.py)
 
 
 def specialisations(source: SourceFile, targets: list[Target], generic: Program, entries: dict[str, str],
@@ -110,7 +111,7 @@ def _entry_types(found: Sequence[Specialisation]) -> dict[str, list[list[Any]]]:
 
 def _row_plan(key: str, func: FuncOp) -> RowPlan | None:
     """A function of tensors without a rank gets kernels over (rows, last) views when it is
-    row-wise (ir/rows.py); a method's module state is not."""
+    row-wise (ir/kernel/rows.py); a method's module state is not."""
     if key.endswith(".forward"):
         return None
     try:

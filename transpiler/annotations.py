@@ -7,7 +7,7 @@ import sys
 
 import libcst as cst
 
-from ir.types import (
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,
@@ -17,8 +17,8 @@ from ir.types import (
     NONE,
     STR,
     TENSOR,
-    Dim,
     DictType,
+    Dim,
     ListType,
     ModuleType,
     OptionalType,

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator, TextIO
 
 if TYPE_CHECKING:
-    from ir.core import Program
+    from ir.core.graph import Program
 
 PROGRESS_MIN_FILES = 4  # fewer files than this finish too soon for a progress display to help
 
@@ -94,8 +94,9 @@ def compile_one(path: Path, dump_ir: str | None = None, permissive: bool = False
     """Compile one file; never raises for what goes wrong in the compiler (see FileResult). A
     file with example factories is compiled by a child process that imports it (`compile_all`
     runs one for all such files; `examples="here"`: this process is that child)."""
-    from ir.ops import Kernel, ModuleCallOp
-    from ir.printer import print_program
+    from ir.core.ops import ModuleCallOp
+    from ir.core.printer import print_program
+    from ir.kernel.ops import Kernel
     from transpiler.compile import compile_path
     from transpiler.diagnostics import CompileError, UserError
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import PositionProvider, QualifiedNameProvider
 
-from ir.core import Loc
+from ir.core.graph import Loc
 from transpiler.diagnostics import Diagnostic
 from transpiler.source import SCRIPT_NAMES, SourceFile, Target, is_literal, literal_value
 

@@ -11,7 +11,6 @@ import functools
 import inspect
 import types
 import typing
-
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -20,30 +19,30 @@ import libcst as cst
 import torch
 from torch import nn
 
-from ir.core import Loc
-from ir.types import (
+from ir.core.builder import literal_type
+from ir.core.graph import Loc
+from ir.core.types import (
     ANY,
     BOOL,
     FLOAT,
-    DictType,
-    ListType,
     INT,
     NONE,
     STR,
     TENSOR,
+    DictType,
+    FunctionType,
+    ListType,
     ModuleListType,
     ModuleType,
     OptionalType,
     TupleType,
-    FunctionType,
     Type,
     UnionType,
     unify,
 )
-from ir.builder import literal_type
+from runtime.guards import is_plain_object
 from transpiler.annotations import annotation_type
 from transpiler.diagnostics import UserError
-from runtime.guards import is_plain_object
 from transpiler.source import SourceFile, is_literal, literal_value
 
 # Standard torch.nn layers whose call is understood: Tensor in, this type out.

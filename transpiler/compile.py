@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from codegen.module import emit_module
-from ir.core import Program
+from ir.core.graph import Program
 from transpiler import annotated
 from transpiler import examples as _examples
 from transpiler.diagnostics import CompileError, Diagnostic

@@ -10,16 +10,41 @@ from typing import Any, Callable, Protocol
 
 import libcst as cst
 
-from ir.builder import literal_type
-from ir.core import Loc
-from ir.types import (ANY, BOOL, ERROR, FLOAT, INT, NONE, STR, TENSOR, ListType, ModuleType, TensorType, TupleType,
-                      Type, UnionType, unify_all)
+from ir.core.builder import literal_type
+from ir.core.graph import Loc
+from ir.core.types import (
+    ANY,
+    BOOL,
+    ERROR,
+    FLOAT,
+    INT,
+    NONE,
+    STR,
+    TENSOR,
+    ListType,
+    ModuleType,
+    TensorType,
+    TupleType,
+    Type,
+    UnionType,
+    unify_all,
+)
 from transpiler.annotations import annotation_type, union_type
 from transpiler.check import PYTHON_DECORATORS
-from transpiler.classinfo import STD_LAYERS, ClassInfo, class_from_source, module_class_names, torch_layer_result
+from transpiler.classinfo import (
+    STD_LAYERS,
+    ClassInfo,
+    class_from_source,
+    module_class_names,
+    torch_layer_result,
+)
 from transpiler.diagnostics import Diagnostic, UserError
 from transpiler.env import Signature
-from transpiler.infer_annotations import missing_parameters_error, missing_result_error, suggest_parameter
+from transpiler.infer_annotations import (
+    missing_parameters_error,
+    missing_result_error,
+    suggest_parameter,
+)
 from transpiler.source import SCRIPT_NAMES, SourceFile, is_literal, literal_value
 
 
@@ -268,7 +293,7 @@ class FileContext:
     def overload_signature(self, info: ClassInfo, method: str, arg_types: list[Type]) -> Signature | None:
         """The method compiled for the first of its `_overload_method` declarations whose
         parameter types the arguments fit (`Block.forward#1`), or None when none does."""
-        from ir.types import fits
+        from ir.core.types import fits
 
         source = info.method_source(method) or self.source
         for i, stub in enumerate(info.overloads.get(method, [])):
@@ -396,7 +421,7 @@ class FileContext:
         them nothing; the entry checks its caller did not either), keyword-only parameters, and
         annotations it cannot read or that are missing (a plain Python value, Any; a tensor in
         recursive mode, as TorchScript has it)."""
-        from ir.types import OptionalType
+        from ir.core.types import OptionalType
 
         classes = module_class_names(source)
         params = node.params
@@ -543,7 +568,7 @@ class FileContext:
                     t = UnionType(tuple(dict.fromkeys((*t.members, NONE))))
                 elif value is None and t not in (NONE, ERROR) and not _is_optional(t):
                     # `x: Tensor = None` means Optional[Tensor], as TorchScript reads it.
-                    from ir.types import OptionalType
+                    from ir.core.types import OptionalType
 
                     t = OptionalType(t)
             types.append(t)
@@ -583,7 +608,7 @@ class FileContext:
 
 
 def _is_optional(t: Type) -> bool:
-    from ir.types import OptionalType
+    from ir.core.types import OptionalType
 
     return isinstance(t, OptionalType)
 

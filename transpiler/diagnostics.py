@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ir.core import Loc
+from ir.core.graph import Loc
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ir.core import Loc, Value
+from ir.core.graph import Loc, Value
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,9 @@ class Signature:
 
     sym_name: str
     params: tuple[str, ...]
-    types: tuple[object, ...]  # ir.types.Type per parameter
+    types: tuple[object, ...]  # ir.core.types.Type per parameter
     defaults: dict[str, object]
-    result: object  # ir.types.Type
+    result: object  # ir.core.types.Type
     loc: Loc | None = None
     # Permissive mode: `*args` / `**kwargs` names (compiled code passes them nothing) and how many
     # parameters may be passed by position (the rest are keyword-only); None: all of them.

@@ -19,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from ir.core import Loc
+from ir.core.graph import Loc
 from transpiler.diagnostics import UserError
 from transpiler.source import SourceFile, Target
 from transpiler.specialisations import Specialisation
@@ -83,8 +83,8 @@ def import_model_file(source: SourceFile) -> Any:
 
 def _specialise(source: SourceFile, module: Any, target: Target, factory_name: str,
                 permissive: bool, autograd: bool = False) -> Specialisation:
-    from transpiler.pipeline import build_program
     from transpiler.jit import instance_program
+    from transpiler.pipeline import build_program
 
     where = source.option_loc(target, "example")
     factory = getattr(module, factory_name, None)

@@ -33,13 +33,14 @@ from typing import Any, Iterator
 import sympy
 import torch
 
-from ir import ops
-from ir.core import BlockArg, Operation, Program, Value
-from ir.passes.fuse import kernel_shape, pointwise_fusible, row_reduction
+from ir.core import ops
+from ir.core.graph import BlockArg, Operation, Program, Value
+from ir.core.types import ModuleType, TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.primitives import LeftAsIs, classify, is_tensor_op, op_name
+from ir.kernel.rows import NotRowWise, row_plan
+from ir.kernel.vocabulary import kernel_shape, pointwise_fusible, row_reduction
 from ir.passes.layers import LAYERS
-from ir.primitives import LeftAsIs, classify, is_tensor_op, op_name
-from ir.rows import NotRowWise, row_plan
-from ir.types import ModuleType, TensorType
 
 _DTYPE_SIZE = {
     name: torch.empty((), dtype=getattr(torch, name)).element_size()
@@ -55,7 +56,7 @@ def _ops(op: Operation) -> Iterator[Operation]:
         for block in region.blocks:
             for inner in block.ops:
                 yield inner
-                if not isinstance(inner, (ops.KernelOp, ops.AutogradKernelOp)):
+                if not isinstance(inner, (kernel_ops.KernelOp, kernel_ops.AutogradKernelOp)):
                     yield from _ops(inner)
 
 
@@ -78,7 +79,7 @@ def _describe(value: Value) -> str:
         return f"{_describe(owner.operands[0])}.{owner.attributes.get('attr')}"
     if isinstance(owner, ops.ConstantOp):
         return repr(owner.attributes.get("value"))
-    what = "kernel " + owner.attributes["name"] if isinstance(owner, ops.Kernel) else op_name(owner)
+    what = "kernel " + owner.attributes["name"] if isinstance(owner, kernel_ops.Kernel) else op_name(owner)
     line = _line(owner)
     base = f"{what} (line {line})" if line is not None else what
     if value.name:
@@ -136,7 +137,7 @@ def _broadcast(shapes: list[tuple]) -> tuple:
     return tuple(out)
 
 
-def _value_shapes(kernel: ops.KernelOp, shape: tuple) -> dict[Value, tuple]:
+def _value_shapes(kernel: kernel_ops.KernelOp, shape: tuple) -> dict[Value, tuple]:
     """The shape eager would give each body value: the broadcast of the inputs it is computed
     from (padded to the kernel's rank), the last dim 1 after a reduction."""
     rank = len(shape)
@@ -151,14 +152,14 @@ def _value_shapes(kernel: ops.KernelOp, shape: tuple) -> dict[Value, tuple]:
     for op in kernel.body.ops:
         known = [shapes.get(v, ones) for v in op.operands] or [ones]
         result = _broadcast(known)
-        if isinstance(op, ops.ReduceOp):
+        if isinstance(op, kernel_ops.ReduceOp):
             result = result[:-1] + (1,)
         for r in op.results:
             shapes[r] = result
     return shapes
 
 
-def _kernel_savings(kernel: ops.KernelOp, func: ops.FuncOp) -> tuple[list[tuple[Operation, Any]], bool]:
+def _kernel_savings(kernel: kernel_ops.KernelOp, func: ops.FuncOp) -> tuple[list[tuple[Operation, Any]], bool]:
     """(the intermediates eager would write and read, each with its size in bytes or None when
     unknown), per the module docstring."""
     shape = kernel_shape(kernel)
@@ -192,19 +193,19 @@ def _kernel_savings(kernel: ops.KernelOp, func: ops.FuncOp) -> tuple[list[tuple[
     return found, all(s is not None for _, s in found)
 
 
-def _fused_text(kernel: ops.KernelOp) -> str:
+def _fused_text(kernel: kernel_ops.KernelOp) -> str:
     by_line: dict[int | None, list[str]] = {}
     for op in kernel.body.ops:
         if isinstance(op, (ops.ConstantOp, ops.YieldOp)):
             continue
-        name = op.attributes.get("kind", "reduce") if isinstance(op, ops.ReduceOp) else op_name(op)
+        name = op.attributes.get("kind", "reduce") if isinstance(op, kernel_ops.ReduceOp) else op_name(op)
         by_line.setdefault(_line(op), []).append(name)
     return "; ".join(f"line {line}: {', '.join(names)}" if line is not None else ", ".join(names)
                      for line, names in by_line.items())
 
 
-def _kernel_lines(kernel: ops.KernelOp, func: ops.FuncOp) -> tuple[list[str], Any, bool]:
-    kind = "reduction" if isinstance(kernel, ops.ReductionKernelOp) else "pointwise"
+def _kernel_lines(kernel: kernel_ops.KernelOp, func: ops.FuncOp) -> tuple[list[str], Any, bool]:
+    kind = "reduction" if isinstance(kernel, kernel_ops.ReductionKernelOp) else "pointwise"
     shape = kernel_shape(kernel)
     head = f"{kernel.attributes['name']}: {kind} over [{', '.join(str(d) for d in shape)}]"
     if kernel.loc is not None:
@@ -232,7 +233,7 @@ def _kernel_lines(kernel: ops.KernelOp, func: ops.FuncOp) -> tuple[list[str], An
     return lines, total, known
 
 
-def _autograd_lines(group: ops.AutogradKernelOp) -> list[str]:
+def _autograd_lines(group: kernel_ops.AutogradKernelOp) -> list[str]:
     """A pointwise group of code for autograd (ir/passes/autograd_kernels.py): its kernels and
     what they fuse; no savings estimate (the backward's traffic is autograd's to compare)."""
     forward, backward = group.forward, group.backward
@@ -247,7 +248,7 @@ def _autograd_lines(group: ops.AutogradKernelOp) -> list[str]:
     return lines
 
 
-def _pool_lines(kernel: ops.PoolKernelOp) -> list[str]:
+def _pool_lines(kernel: kernel_ops.PoolKernelOp) -> list[str]:
     a = kernel.attributes
     (kh, kw), (sh, sw), (ph, pw) = a["kernel_size"], a["stride"], a["padding"]
     head = f"{a['name']}: max pool of NHWC rows, {kh}x{kw} windows, stride {sh}x{sw}, padding {ph}x{pw}"
@@ -358,18 +359,18 @@ def explain_function(func: ops.FuncOp, hints: bool = False, specialised: tuple[s
     guards = _guard_lines(func)
     lines.append(f"  guards ({len(guards)}):" if guards else "  guards: none")
     lines += [f"    {g}" for g in guards]
-    kernels = [op for op in _ops(func) if isinstance(op, ops.Kernel)]
+    kernels = [op for op in _ops(func) if isinstance(op, kernel_ops.Kernel)]
     lines.append(f"  kernels ({len(kernels)}):" if kernels else "  kernels: none")
     total: Any = sympy.Integer(0)
     known = True
     for k in kernels:
-        if isinstance(k, ops.PoolKernelOp):
+        if isinstance(k, kernel_ops.PoolKernelOp):
             lines += [f"    {t}" for t in _pool_lines(k)]
             continue
-        if isinstance(k, ops.AutogradKernelOp):
+        if isinstance(k, kernel_ops.AutogradKernelOp):
             lines += [f"    {t}" for t in _autograd_lines(k)]
             continue
-        assert isinstance(k, ops.KernelOp)
+        assert isinstance(k, kernel_ops.KernelOp)
         k_lines, k_total, k_known = _kernel_lines(k, func)
         lines += [f"    {t}" for t in k_lines]
         total += k_total
@@ -377,7 +378,7 @@ def explain_function(func: ops.FuncOp, hints: bool = False, specialised: tuple[s
     externs: list[str] = []
     python: list[str] = []
     for op in _ops(func):
-        if isinstance(op, ops.Kernel):
+        if isinstance(op, kernel_ops.Kernel):
             continue
         why = _why_python(op)
         if why is None:
@@ -483,8 +484,8 @@ def main(argv: list[str]) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    from transpiler.model_files import find_sources, mentions_script
     from transpiler.diagnostics import CompileError, UserError
+    from transpiler.model_files import find_sources, mentions_script
 
     parser = argparse.ArgumentParser(
         prog="torchscribe explain",

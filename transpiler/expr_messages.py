@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ir.types import ANY
+from ir.core.types import ANY
 
 
 def a_type(t: object) -> str:

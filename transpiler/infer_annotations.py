@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import libcst as cst
 import torch
 
-from ir.types import (
+from ir.core.types import (
     BOOL,
     FLOAT,
     INT,
@@ -41,7 +41,11 @@ from ir.types import (
 )
 from transpiler.diagnostics import UserError
 from transpiler.source import SourceFile, is_literal, literal_value
-from transpiler.torch_arg_kinds import tensor_method_param, torch_function_param, torch_function_result
+from transpiler.torch_arg_kinds import (
+    tensor_method_param,
+    torch_function_param,
+    torch_function_result,
+)
 
 
 @dataclass(frozen=True)
@@ -511,7 +515,7 @@ def _declared_params(source: SourceFile, func: cst.FunctionDef, leave_out: str |
 
 
 def _literal(value: object) -> Type | None:
-    from ir.builder import literal_type
+    from ir.core.builder import literal_type
 
     try:
         return literal_type(value)

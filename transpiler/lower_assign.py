@@ -8,9 +8,9 @@ from typing import Sequence
 
 import libcst as cst
 
-from ir import ops
-from ir.core import Value
-from ir.types import (
+from ir.core import ops
+from ir.core.graph import Value
+from ir.core.types import (
     ANY,
     BOOL,
     INT,
@@ -199,7 +199,7 @@ class AssignmentLowering:
         return self.op(ops.InplaceOp, [target, rhs], [target.type], op=op).result
 
     def binary_type_checked(self, op: str, lhs: Value, rhs: Value, node: cst.CSTNode) -> Type:
-        from ir.torch_signatures import SignatureError, binary_result_type
+        from ir.torchapi.signatures import SignatureError, binary_result_type
 
         try:
             return binary_result_type(op, lhs.type, rhs.type)

@@ -10,9 +10,9 @@ from typing import Callable, Sequence
 
 import libcst as cst
 
-from ir import ops
-from ir.core import Block, Region, Value
-from ir.types import ANY, BOOL, ERROR, OptionalType, Type, unify
+from ir.core import ops
+from ir.core.graph import Block, Region, Value
+from ir.core.types import ANY, BOOL, ERROR, OptionalType, Type, unify
 from transpiler.diagnostics import UserError
 from transpiler.env import FLAG_NAMES, Env, Exits, Raises, Unbound
 from transpiler.expr_messages import a_type

@@ -10,9 +10,9 @@ from typing import Callable
 import libcst as cst
 from torch import nn
 
-from ir import ops
-from ir.core import Value
-from ir.types import (
+from ir.core import ops
+from ir.core.graph import Value
+from ir.core.types import (
     ANY,
     BOOL,
     FLOAT,

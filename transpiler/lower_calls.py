@@ -10,11 +10,9 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 from torch import nn
 
-from ir import ops
-from ir.core import Value
-from ir.torch_callinfo import effect_attributes
-from ir.torch_signatures import SignatureError, is_known_function, resolve_function, resolve_method
-from ir.types import (
+from ir.core import ops
+from ir.core.graph import Value
+from ir.core.types import (
     ANY,
     BOOL,
     FLOAT,
@@ -30,6 +28,13 @@ from ir.types import (
     TupleType,
     Type,
     is_subtype,
+)
+from ir.torchapi.callinfo import effect_attributes
+from ir.torchapi.signatures import (
+    SignatureError,
+    is_known_function,
+    resolve_function,
+    resolve_method,
 )
 from transpiler.check import left_to_python
 from transpiler.context import GlobalRef

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import libcst as cst
 
-from ir import ops
-from ir.builder import Builder
-from ir.core import Value
-from ir.types import (
+from ir.core import ops
+from ir.core.builder import Builder
+from ir.core.graph import Value
+from ir.core.types import (
     ANY,
     ERROR,
     INT,
@@ -41,8 +41,8 @@ from transpiler.lower_subscripts import SubscriptLowering
 from transpiler.source import SourceFile, literal_value
 
 if TYPE_CHECKING:
-    from transpiler.context import FileContext
     from transpiler.classinfo import ClassInfo
+    from transpiler.context import FileContext
 
 
 class ExpressionLowering(NameLowering, OperatorLowering, SubscriptLowering, CallLowering, BuiltinLowering,

@@ -12,9 +12,9 @@ from typing import Callable
 
 import libcst as cst
 
-from ir import ops
-from ir.core import Block, Region, Value
-from ir.types import (
+from ir.core import ops
+from ir.core.graph import Block, Region, Value
+from ir.core.types import (
     ANY,
     BOOL,
     ERROR,

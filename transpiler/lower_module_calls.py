@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 
-from ir import ops
-from ir.builder import literal_type
-from ir.core import Value
-from ir.types import (
+from ir.core import ops
+from ir.core.builder import literal_type
+from ir.core.graph import Value
+from ir.core.types import (
     ANY,
     BOOL,
     FLOAT,

@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING, Any
 import libcst as cst
 from torch import nn
 
-from ir import ops
-from ir.builder import literal_type
-from ir.core import Value
-from ir.torch_signatures import SignatureError, resolve_attribute
-from ir.types import (
+from ir.core import ops
+from ir.core.builder import literal_type
+from ir.core.graph import Value
+from ir.core.types import (
     ANY,
     DEVICE,
     DTYPE,
@@ -31,6 +30,7 @@ from ir.types import (
     Type,
     UnionType,
 )
+from ir.torchapi.signatures import SignatureError, resolve_attribute
 from runtime.guards import is_plain_object
 from transpiler.env import Unbound
 from transpiler.source import literal_value

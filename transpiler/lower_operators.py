@@ -9,10 +9,9 @@ from typing import Any, Callable
 
 import libcst as cst
 
-from ir import ops
-from ir.core import Value
-from ir.torch_signatures import SignatureError, binary_result_type, unary_result_type
-from ir.types import (
+from ir.core import ops
+from ir.core.graph import Value
+from ir.core.types import (
     ANY,
     BOOL,
     ERROR,
@@ -27,6 +26,7 @@ from ir.types import (
     TupleType,
     unify,
 )
+from ir.torchapi.signatures import SignatureError, binary_result_type, unary_result_type
 from transpiler.expr_messages import a_type
 
 BINARY_OPS: dict[type, str] = {

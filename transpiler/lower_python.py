@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ir import ops
-from ir.core import Block, Value
-from ir.types import ANY
+from ir.core import ops
+from ir.core.graph import Block, Value
+from ir.core.types import ANY
 from transpiler.context import Break
 from transpiler.diagnostics import UserError
 from transpiler.env import Env
 from transpiler.opaque import WRITE, analyze, may_change
 
 if TYPE_CHECKING:
-    from ir.builder import Builder
+    from ir.core.builder import Builder
     from transpiler.context import FileContext
     from transpiler.source import SourceFile
 

@@ -9,9 +9,9 @@ import builtins
 
 import libcst as cst
 
-from ir import ops
-from ir.core import Value
-from ir.types import ANY, BOOL
+from ir.core import ops
+from ir.core.graph import Value
+from ir.core.types import ANY, BOOL
 from transpiler.check import WITH_HINT, turns_grad_off
 from transpiler.diagnostics import UserError
 from transpiler.env import Exits, Raises

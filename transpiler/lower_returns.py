@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ir.core import Value
-from ir.types import TensorType, fits
+from ir.core.graph import Value
+from ir.core.types import TensorType, fits
 from transpiler.env import Exits
 from transpiler.expr_messages import a_type
 

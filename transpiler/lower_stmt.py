@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import libcst as cst
 
-from ir import ops
-from ir.builder import Builder
-from ir.core import Loc, Value
-from ir.types import ANY, BOOL, NONE, TupleType, Type, is_subtype
+from ir.core import ops
+from ir.core.builder import Builder
+from ir.core.graph import Loc, Value
+from ir.core.types import ANY, BOOL, NONE, TupleType, Type, is_subtype
 from transpiler.check import turns_grad_off
 from transpiler.context import Break, Lookup, applied_decorators
 from transpiler.diagnostics import UserError
@@ -35,8 +35,8 @@ from transpiler.lower_python import KeptAsPython
 from transpiler.lower_raise import RaiseLowering
 from transpiler.lower_returns import ReturnLowering
 from transpiler.recover import Recovery
-from transpiler.syntax import always_leaves, else_statements, statements_of
 from transpiler.source import SourceFile
+from transpiler.syntax import always_leaves, else_statements, statements_of
 
 if TYPE_CHECKING:
     from transpiler.classinfo import ClassInfo

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from ir import ops
-from ir.core import Value
-from ir.types import (
+from ir.core import ops
+from ir.core.graph import Value
+from ir.core.types import (
     ANY,
     BOOL,
     INT,
@@ -22,6 +22,7 @@ from ir.types import (
     is_subtype,
     unify_all,
 )
+
 
 class SubscriptLowering:
     """Mixin of ExpressionLowering: subscripts and slices."""

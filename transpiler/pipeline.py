@@ -12,11 +12,12 @@ import libcst as cst
 import torch
 
 from codegen.module import Header, emit_module
-from ir.core import Loc, Program
-from ir.ops import AutogradKernelOp, ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
-from ir.types import ModuleType
-from ir.passes.example_types import example_input_types
+from ir.core.graph import Loc, Program
+from ir.core.ops import ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
+from ir.core.types import ModuleType
+from ir.kernel.ops import AutogradKernelOp
 from ir.passes import autograd_skips, run_pipeline
+from ir.passes.example_types import example_input_types
 from runtime.loader import VERSION
 from runtime.source_hash import read_source_text, source_hash
 from transpiler.check import CheckResult, check_file

@@ -1,6 +1,6 @@
 """Strict mode: lowering goes on past an error, so that one run reports every error of a file.
 
-An expression that fails to lower stands for a value of type ERROR (ir/types.py); a statement
+An expression that fails to lower stands for a value of type ERROR (ir/core/types.py); a statement
 that fails is left out and the names it would bind hold such values. ERROR fits every type, so
 what uses one lowers silently, and an error raised while lowering code that reads one is not
 reported: it only follows from the first (`y = bad(x); z = y + 1` reports `bad` alone). The
@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from ir import ops
-from ir.core import Value
-from ir.types import ERROR
+from ir.core import ops
+from ir.core.graph import Value
+from ir.core.types import ERROR
 from transpiler.diagnostics import Diagnostic, UserError
 from transpiler.syntax import assigned_names
 
 if TYPE_CHECKING:
-    from ir.builder import Builder
+    from ir.core.builder import Builder
     from transpiler.context import FileContext
     from transpiler.env import Env
     from transpiler.source import SourceFile

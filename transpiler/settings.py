@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ir.core import Loc
+from ir.core.graph import Loc
 from runtime.dispatch import SPECIALISE_DEVICES, SPECIALISE_DTYPES, target_names_problem
 from transpiler.diagnostics import CompileError, Diagnostic, UserError
 from transpiler.source import SourceFile, Target

@@ -19,7 +19,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from ir.core import Loc
+from ir.core.graph import Loc
 from transpiler.diagnostics import Diagnostic, UserError
 
 # Qualified names under which the decorator may be imported.

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ir.core import Program
-from ir.ops import AutogradKernelOp, BuiltinCallOp, ComputedOnceOp, FuncCallOp, FuncOp, Kernel, ModuleCallOp
+from ir.core.graph import Program
+from ir.core.ops import BuiltinCallOp, ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
+from ir.kernel.ops import AutogradKernelOp, Kernel
 
 
 @dataclass

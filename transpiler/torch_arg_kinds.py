@@ -13,7 +13,7 @@ from functools import lru_cache
 
 import torch
 
-from ir.types import BOOL, FLOAT, INT, TENSOR, Type
+from ir.core.types import BOOL, FLOAT, INT, TENSOR, Type
 
 
 @lru_cache(maxsize=None)
@@ -56,7 +56,7 @@ def _schema_kind(kind: str) -> Type | str | None:
 def _schema_param(name: str, method: bool, position: int | None, keyword: str | None) -> Type | None:
     """What aten::<name> takes at a positional index (counted without `self` for a method) or a
     keyword, when every overload that has such a parameter agrees."""
-    from ir.torch_schemas import NUMBERS_AS_TENSORS, schemas
+    from ir.torchapi.schemas import NUMBERS_AS_TENSORS, schemas
 
     found: set[Type | str] = set()
     for sig in schemas(name):
@@ -137,7 +137,7 @@ def torch_function_result(qualname: str) -> Type | None:
             return _py_type(inspect.signature(fn).return_annotation)  # type: ignore[arg-type]
         except (TypeError, ValueError):
             return None
-    from ir.torch_schemas import schemas
+    from ir.torchapi.schemas import schemas
 
     found = {tuple(r.kind for r in sig.returns) for sig in schemas(name)}
     return TENSOR if found == {("Tensor",)} else None

@@ -4,28 +4,28 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ir.core import Program
+from ir.core.graph import Program
+from ir.core.verifier import verify
 from ir.passes.autograd_kernels import autograd_kernels
 from ir.passes.canonicalize import canonicalize
 from ir.passes.concat import write_into_cats
 from ir.passes.dce import dce
-from ir.passes.functionalize import functionalize
-from ir.passes.freeze import fold_batch_norms
-from ir.passes.fuse import fuse
 from ir.passes.decompose import decompose
+from ir.passes.freeze import fold_batch_norms
+from ir.passes.functionalize import functionalize
+from ir.passes.fuse import fuse
 from ir.passes.hoist import hoist_constants
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
+from ir.passes.layout import channels_last
 from ir.passes.lists import snapshot_lists
 from ir.passes.pack import pack_linears
-from ir.passes.layout import channels_last
 from ir.passes.plan import plan_memory
 from ir.passes.pool import pool_kernels
 from ir.passes.reinplace import reinplace
 from ir.passes.reuse import reuse_buffers
 from ir.passes.scales import fold_input_scales
 from ir.passes.specialize import specialize
-from ir.verifier import verify
 
 Pass = Callable[[Program], None]
 
@@ -37,7 +37,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("canonicalize", canonicalize),  # folding (sizes too), CSE, constant branches, dead code
     ("freeze", fold_batch_norms),  # a frozen program: batch norms folded into the convs before them
     ("functionalize", functionalize),  # in-place writes to functional ops plus final write-backs
-    ("decompose", decompose),  # composite ops to the primitives of ir/primitives.py
+    ("decompose", decompose),  # composite ops to the primitives of ir/kernel/primitives.py
     ("cleanup", canonicalize),  # what decomposition left: constants, common subexpressions
     ("hoist", hoist_constants),  # a frozen program: tensors of parameters and constants alone, once
     ("layout", channels_last),  # convolutions and the pointwise ops between them in NHWC order

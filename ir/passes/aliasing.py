@@ -19,11 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from ir import ops
-from ir.core import OPAQUE, BlockArg, Operation, Value
-from ir.passes.views import ATTRIBUTE_VIEWS, Step, constant_of, index_prims, index_values, view_name
-from ir.torch_signatures import UNANNOTATED_ALIASES
-from ir.types import (
+from ir.core import ops
+from ir.core.graph import OPAQUE, BlockArg, Operation, Value
+from ir.core.types import (
     ANY,
     INT,
     NONE,
@@ -36,6 +34,8 @@ from ir.types import (
     TupleType,
     Type,
 )
+from ir.passes.views import ATTRIBUTE_VIEWS, Step, constant_of, index_prims, index_values, view_name
+from ir.torchapi.signatures import UNANNOTATED_ALIASES
 
 # Root kinds. Inputs and attributes are what the caller can observe.
 INPUT, ATTR, FRESH, CONTENTS, UNKNOWN = "input", "attribute", "fresh", "list contents", "unknown"

@@ -36,18 +36,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ir import ops
-from ir.core import PURE, AliasOf, Block, BlockArg, Mutates, Operation, Program, Region, Value
-from ir.kernel_names import KernelNamer
+from ir.core import ops
+from ir.core.graph import PURE, AliasOf, Block, BlockArg, Mutates, Operation, Program, Region, Value
+from ir.core.rewrite import clone_op
+from ir.core.types import BOOL, FLOAT, INT, DictType, ListType, TensorType, TupleType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.names import KernelNamer
+from ir.kernel.primitives import op_name
+from ir.kernel.vocabulary import FUSIBLE, iteration_shape, known_tensor, pointwise_fusible
 from ir.passes.canonicalize import may_write, writes_in
 from ir.passes.decompose_rules import RULES as DECOMPOSITIONS
 from ir.passes.derivatives import DERIVATIVES, DIFFERENTIABLE, Args
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
-from ir.passes.fuse import FUSIBLE, iteration_shape, known_tensor, pointwise_fusible, replace_group
-from ir.primitives import op_name
-from ir.rewrite import clone_op
-from ir.shape_rules_values import UNKNOWN
-from ir.types import BOOL, FLOAT, INT, ListType, DictType, TensorType, TupleType
+from ir.passes.fuse import replace_group
+from ir.shapes.values import UNKNOWN
 
 DTYPES = ("float32", "float64")  # what gradcheck (float64) and training (float32) run in
 SCALARS = (INT, FLOAT)
@@ -65,7 +67,7 @@ def autograd_kernels(program: Program) -> None:
             continue
         namer = KernelNamer(program.source_lines)
         for op in [func, *func.walk()]:
-            if not isinstance(op, (ops.KernelOp, ops.AutogradKernelOp)):
+            if not isinstance(op, (kernel_ops.KernelOp, kernel_ops.AutogradKernelOp)):
                 for block in [b for r in op.regions for b in r.blocks]:
                     _fuse_block(program, func, block, written, namer)
 
@@ -257,11 +259,11 @@ def _build(program: Program, func: ops.FuncOp, block: Block, g: _Group, written:
                    [v.name for v in tensors + scalars] + [f"grad_{o.name}" if o.name else None for o in outputs])
     inputs, numbers, output_grads = (region.args[:n_in], region.args[n_in:n_in + len(scalars)],
                                      region.args[n_in + len(scalars):])
-    region.append(ops.PointwiseKernelOp(inputs + numbers, [o.type for o in outputs], {"name": name, "inputs": n_in},
+    region.append(kernel_ops.PointwiseKernelOp(inputs + numbers, [o.type for o in outputs], {"name": name, "inputs": n_in},
                                         regions=[Region([forward])], loc=last.loc))
     for body, wanted, suffix in zip(backwards, (grads, partial), ("_backward", "_backward_weights")):
         full = [TensorType(tensors[i].type.dtype, shape, device) for i in wanted]  # type: ignore[union-attr]
-        region.append(ops.PointwiseKernelOp(inputs + output_grads + numbers, full,
+        region.append(kernel_ops.PointwiseKernelOp(inputs + output_grads + numbers, full,
                                             {"name": name + suffix, "inputs": n_in + n_out},
                                             regions=[Region([body])], loc=last.loc))
     region.append(ops.YieldOp([], [], {}, loc=last.loc))
@@ -270,7 +272,7 @@ def _build(program: Program, func: ops.FuncOp, block: Block, g: _Group, written:
                   "depends": _depends(g, tensors, outputs, grads)}
     if len(backwards) > 1:
         attributes["partial"] = partial
-    kernel = ops.AutogradKernelOp(tensors + scalars, [o.type for o in outputs], attributes,
+    kernel = kernel_ops.AutogradKernelOp(tensors + scalars, [o.type for o in outputs], attributes,
                                   regions=[Region([region])], loc=last.loc)
     replace_group(block, last, kernel, outputs, g.ops)
 

@@ -1,7 +1,7 @@
 """Canonicalization: small exact rewrites run to a fixpoint, then common subexpressions merged.
 
 Each rule is a function `rule(op, rewriter) -> bool` that looks at one op and rewrites it (and
-returns True) or leaves the IR alone; a worklist (ir/rewrite.py `apply_rules`) visits every op
+returns True) or leaves the IR alone; a worklist (ir/core/rewrite.py `apply_rules`) visits every op
 and revisits what a rewrite may have made foldable. The rules:
 
 - constants (ir/passes/fold.py): Python operators, comparisons and builtins on constants,
@@ -36,9 +36,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from ir import ops
-from ir.core import PURE, TERMINATOR, Block, Operation, Program, Value
-from ir.ops import is_pure
+from ir.core import ops
+from ir.core.graph import PURE, TERMINATOR, Block, Operation, Program, Value
+from ir.core.ops import is_pure
+from ir.core.rewrite import Rewriter, Rule, apply_rules
+from ir.core.types import (
+    BOOL,
+    INT,
+    FunctionType,
+    ListType,
+    ModuleListType,
+    OptionalType,
+    ScalarType,
+    TensorType,
+    TupleType,
+    Type,
+    is_subtype,
+)
 from ir.passes.fold import (
     UNKNOWN,
     constant_key,
@@ -66,8 +80,6 @@ from ir.passes.fold import (
     slice_known_list,
 )
 from ir.passes.lists import snapshot, updated_in_place
-from ir.rewrite import Rewriter, Rule, apply_rules
-from ir.types import BOOL, INT, FunctionType, ListType, ModuleListType, OptionalType, ScalarType, TensorType, TupleType, Type, is_subtype
 
 MAX_ROUNDS = 50  # rule sweeps + CSE; real programs settle in two or three
 
@@ -405,8 +417,8 @@ def settle_random_call(op: Operation, rw: Rewriter) -> bool:
     draws nothing, and the input it returns is recorded as its alias (eager returns it)."""
     if not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp)) or not op.attributes.get("random"):
         return False
-    from ir.torch_callinfo import SignatureError
-    from ir.torch_signatures import resolve_function, resolve_method
+    from ir.torchapi.callinfo import SignatureError
+    from ir.torchapi.signatures import resolve_function, resolve_method
 
     kwnames = list(op.attributes.get("kwnames", ()))
     method = isinstance(op, ops.TensorMethodOp)

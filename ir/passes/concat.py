@@ -43,17 +43,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ir import ops
-from ir.core import Block, Operation, Program, Value
+from ir.core import ops
+from ir.core.graph import Block, Operation, Program, Value
+from ir.core.types import TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.primitives import op_name
+from ir.kernel.vocabulary import known_tensor
 from ir.passes.canonicalize import writes_in
 from ir.passes.emitter import Dtype, Emitter, Facts, Unsupported, bind
-from ir.passes.views import permutation
-from ir.passes.fuse import known_tensor
 from ir.passes.layout import TO_NCHW, TO_NHWC, replace_by_rows
-from ir.primitives import op_name
-from ir.torch_callinfo import effect_attributes
-from ir.torch_signatures import resolve_method
-from ir.types import TensorType
+from ir.passes.views import permutation
+from ir.torchapi.callinfo import effect_attributes
+from ir.torchapi.signatures import resolve_method
 
 CATS = frozenset({"cat", "concat", "concatenate"})
 
@@ -74,7 +75,7 @@ def write_into_cats(program: Program) -> None:
 class _Part:
     """One tensor of the list: the kernel output it is (seen through `permute`, when one is)."""
 
-    def __init__(self, kernel: ops.KernelOp, output: int, permute: Operation | None) -> None:
+    def __init__(self, kernel: kernel_ops.KernelOp, output: int, permute: Operation | None) -> None:
         self.kernel, self.output, self.permute = kernel, output, permute
 
     @property
@@ -196,13 +197,13 @@ def _part(v: Value, cat: Operation) -> _Part | None:
         if len(v.uses) != 1:
             return None
         owner = v.owner
-    if not (isinstance(owner, ops.PointwiseKernelOp) and owner.parent is cat.parent
+    if not (isinstance(owner, kernel_ops.PointwiseKernelOp) and owner.parent is cat.parent
             and not owner.attributes.get("into") and not owner.attributes.get("reuse")):
         return None
     return _Part(owner, owner.results.index(v), permute)
 
 
-def _movable(kernel: ops.KernelOp, cat: Operation, order: dict[Operation, int]) -> bool:
+def _movable(kernel: kernel_ops.KernelOp, cat: Operation, order: dict[Operation, int]) -> bool:
     """Whether the kernel can run just before the `cat` instead: nothing between may write, and
     its outputs are read only by the `cat`'s list (or a permute into it) or after the `cat`."""
     block = cat.parent
@@ -314,7 +315,7 @@ def _strided_read(v: Value) -> bool:
                 permutation(user.operands[1:], user.attributes.get("kwnames", ())) == TO_NHWC:
             if not _strided_read(user.result):
                 return False
-        elif not (isinstance(user, ops.KernelOp) and use.index < user.attributes["inputs"]):
+        elif not (isinstance(user, kernel_ops.KernelOp) and use.index < user.attributes["inputs"]):
             return False
     return True
 

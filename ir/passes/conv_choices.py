@@ -8,11 +8,11 @@ tensor on every call (`made_once`). The measurements behind each bound are besid
 
 from __future__ import annotations
 
-from ir import ops
-from ir.core import PURE, AliasOf, Operation, Value
+from ir.core import ops
+from ir.core.graph import PURE, AliasOf, Operation, Value
+from ir.core.types import ModuleType, TensorType
+from ir.kernel.primitives import op_name
 from ir.passes.emitter import Call, Facts, Unsupported, bind
-from ir.primitives import op_name
-from ir.types import ModuleType, TensorType
 
 DTYPES = frozenset({"float32", "float64", "bfloat16"})
 PACKED_CONV = "_prepacked.conv2d"  # runtime/prepacked.py, as generated modules name it

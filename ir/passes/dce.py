@@ -3,8 +3,8 @@ of `scf.if` that nobody reads (with what only they needed)."""
 
 from __future__ import annotations
 
-from ir import ops
-from ir.core import PURE, Block, Operation, Program
+from ir.core import ops
+from ir.core.graph import PURE, Block, Operation, Program
 
 
 def dce(program: Program) -> None:

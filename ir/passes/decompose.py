@@ -1,4 +1,4 @@
-"""Decomposition: composite tensor ops become the primitives of ir/primitives.py.
+"""Decomposition: composite tensor ops become the primitives of ir/kernel/primitives.py.
 
 `softmax(x, -1)` on an `f16[B, T, C]` becomes
 
@@ -35,14 +35,14 @@ returns its input itself (dropout in eval, flatten of one dim).
 
 from __future__ import annotations
 
-from ir import ops
-from ir.core import AliasOf, Operation, Program, Value
-from ir.ops import is_pure
+from ir.core import ops
+from ir.core.graph import AliasOf, Operation, Program, Value
+from ir.core.ops import is_pure
+from ir.core.types import TensorType, is_subtype
+from ir.kernel.primitives import op_name
 from ir.passes.decompose_rules import RULES
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
-from ir.primitives import op_name
-from ir.torch_callinfo import SignatureError
-from ir.types import TensorType, is_subtype
+from ir.torchapi.callinfo import SignatureError
 
 DEBUG = False  # let a rule's unexpected error propagate (tests); else the op stays as it is
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ir.core import Value
+from ir.core.graph import Value
 from ir.passes.decompose_common import Rule, _same_dtypes, _upcast, registrar
 from ir.passes.emitter import (
     COMPUTE_DTYPE,
@@ -21,7 +21,7 @@ from ir.passes.emitter import (
     _rank,
     _shape,
 )
-from ir.shape_rules_values import exact_div
+from ir.shapes.values import exact_div
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)

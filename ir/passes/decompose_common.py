@@ -7,8 +7,16 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ir.core import Value
-from ir.passes.emitter import COMPUTE_DTYPE, Call, Emitter, Unsupported, _dim_arg, _dtype, _float_dtype
+from ir.core.graph import Value
+from ir.passes.emitter import (
+    COMPUTE_DTYPE,
+    Call,
+    Emitter,
+    Unsupported,
+    _dim_arg,
+    _dtype,
+    _float_dtype,
+)
 
 Rule = Callable[[Emitter, Call], Value]
 

@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import torch
 
-from ir.core import Value
+from ir.core.graph import Value
 from ir.passes.decompose_common import Rule, _centered, _mean, _upcast, registrar
 from ir.passes.emitter import (
     COMPUTE_DTYPE,
@@ -21,8 +21,8 @@ from ir.passes.emitter import (
     _float_dtype,
     _shape,
 )
-from ir.shape_rule_table import sizes_of
-from ir.shape_rules_values import dims_equal
+from ir.shapes.rule_table import sizes_of
+from ir.shapes.values import dims_equal
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)

@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ir.core import Value
+from ir.core.graph import Value
+from ir.core.types import FLOAT, INT
 from ir.passes.decompose_common import Rule, _centered, _mean, _upcast, registrar
 from ir.passes.emitter import (
     COMPUTE_DTYPE,
@@ -24,8 +25,7 @@ from ir.passes.emitter import (
     _nonempty,
     _rank,
 )
-from ir.shape_rules_values import UNKNOWN
-from ir.types import FLOAT, INT
+from ir.shapes.values import UNKNOWN
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from ir.core import Value
+from ir.core.graph import Value
 from ir.passes.decompose_common import Rule, _same_dtypes, registrar
 from ir.passes.emitter import Call, Emitter, Operand, Unsupported, _dim, _dims, _rank, _shape
-from ir.shape_rules_values import exact_div
+from ir.shapes.values import exact_div
 
 RULES: dict[str, Rule] = {}
 rule = registrar(RULES)

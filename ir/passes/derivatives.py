@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ir.core import Value
+from ir.core.graph import Value
 from ir.passes.emitter import Emitter
 
 Args = dict[str, Any]  # parameter name -> element value, or a Python constant

@@ -11,16 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ir import ops
-from ir.builder import literal_type
-from ir.core import Block, Operation, Value
-from ir.primitives import op_name
-from ir.shape_rules import _plain, bind_call, refine_type
-from ir.shape_rules_python import OP_RULES
-from ir.shape_rules_values import AV, UNKNOWN, norm_dim
-from ir.torch_operators import binary_result_type, unary_result_type
-from ir.torch_signatures import resolve_function, resolve_method
-from ir.types import (
+from ir.core import ops
+from ir.core.builder import literal_type
+from ir.core.graph import Block, Operation, Value
+from ir.core.types import (
     ANY,
     DTYPE,
     INT,
@@ -32,6 +26,12 @@ from ir.types import (
     TupleType,
     Type,
 )
+from ir.kernel.primitives import op_name
+from ir.shapes.rules import _plain, bind_call, refine_type
+from ir.shapes.rules_python import OP_RULES
+from ir.shapes.values import AV, UNKNOWN, norm_dim
+from ir.torchapi.operators import binary_result_type, unary_result_type
+from ir.torchapi.signatures import resolve_function, resolve_method
 
 FLOATING = ("float16", "bfloat16", "float32", "float64")
 COMPUTE_DTYPE = {"float16": "float32", "bfloat16": "float32", "float32": "float32", "float64": "float64"}

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import sympy
 
-from ir import ops
-from ir.shape_frame import Path
-from ir.shape_rules_values import UNKNOWN, literal_of
-from ir.types import NONE, DictType, OptionalType, TensorType, TensorValues, TupleType, Type
+from ir.core import ops
+from ir.core.types import NONE, DictType, OptionalType, TensorType, TensorValues, TupleType, Type
+from ir.shapes.frame import Path
+from ir.shapes.values import UNKNOWN, literal_of
 
 if TYPE_CHECKING:
     from ir.passes.shapes import ShapeFacts

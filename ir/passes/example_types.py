@@ -10,9 +10,9 @@ from typing import Any, Sequence
 import sympy
 import torch
 
-from ir import ops
-from ir.shape_rules_values import tensor_type_of
-from ir.types import ListType, ModuleType, OptionalType, TensorType, TupleType, Type, sym
+from ir.core import ops
+from ir.core.types import ListType, ModuleType, OptionalType, TensorType, TupleType, Type, sym
+from ir.shapes.values import tensor_type_of
 
 
 def example_input_types(func: ops.FuncOp, example_inputs: Sequence[Any], symbolic_batch: bool = True,

@@ -22,11 +22,22 @@ import operator
 from fractions import Fraction
 from typing import Any, Callable
 
-from ir import ops
-from ir.core import TERMINATOR, AliasOf, Block, Operation, Value
-from ir.ops import is_pure
-from ir.rewrite import Rewriter
-from ir.types import BOOL, FLOAT, INT, NONE, STR, ListType, TensorType, TupleType, Type, is_subtype
+from ir.core import ops
+from ir.core.graph import TERMINATOR, AliasOf, Block, Operation, Value
+from ir.core.ops import is_pure
+from ir.core.rewrite import Rewriter
+from ir.core.types import (
+    BOOL,
+    FLOAT,
+    INT,
+    NONE,
+    STR,
+    ListType,
+    TensorType,
+    TupleType,
+    Type,
+    is_subtype,
+)
 
 
 class _Unknown:

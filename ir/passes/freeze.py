@@ -24,12 +24,12 @@ ms; efficientnet_b0 13.59, 13.20, 13.24 ms.
 
 from __future__ import annotations
 
-from ir import ops
-from ir.core import PURE, Operation, Program, Value
-from ir.passes.emitter import Emitter, Facts, Unsupported, bind
+from ir.core import ops
+from ir.core.graph import PURE, Operation, Program, Value
+from ir.core.types import TensorType, TupleType
+from ir.kernel.primitives import op_name
 from ir.passes.conv_choices import FOLDED_WEIGHTS, made_once, will_pack
-from ir.primitives import op_name
-from ir.types import TensorType, TupleType
+from ir.passes.emitter import Emitter, Facts, Unsupported, bind
 
 HELPER = FOLDED_WEIGHTS  # runtime/prepacked.py, as generated modules name it
 

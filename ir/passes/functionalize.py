@@ -63,9 +63,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ir import ops
-from ir.core import OPAQUE, BlockArg, Block, Operation, Program, Value
-from ir.rewrite import clone_op
+from ir.core import ops
+from ir.core.graph import OPAQUE, Block, BlockArg, Operation, Program, Value
+from ir.core.rewrite import clone_op
+from ir.core.types import ANY, BOOL, ModuleType, TupleType
 from ir.passes.aliasing import (
     ATTR,
     CONTENTS,
@@ -79,7 +80,13 @@ from ir.passes.aliasing import (
     module_like,
     written_operands,
 )
-from ir.passes.functionalize_slots import add_carried, add_result, dedupe_slots, erase_dead, fit_merge_types
+from ir.passes.functionalize_slots import (
+    add_carried,
+    add_result,
+    dedupe_slots,
+    erase_dead,
+    fit_merge_types,
+)
 from ir.passes.functionalize_writes import (
     ConstantPool,
     Emitter,
@@ -91,7 +98,6 @@ from ir.passes.functionalize_writes import (
 )
 from ir.passes.inline import guard_prefix_end
 from ir.passes.views import Step
-from ir.types import ANY, BOOL, ModuleType, TupleType
 
 GUARD_HELPER = "_guards.no_overlap"  # runtime/call_inputs.py, as generated modules name it
 

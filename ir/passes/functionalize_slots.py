@@ -6,10 +6,10 @@ what another slot carries (`dedupe_slots`), the common type of what meets there
 
 from __future__ import annotations
 
-from ir import ops
-from ir.core import OpResult, Operation, Value
+from ir.core import ops
+from ir.core.graph import Operation, OpResult, Value
+from ir.core.types import ANY, Type, is_subtype, unify
 from ir.passes.aliasing import LOOPS, Root, carried_slots
-from ir.types import ANY, Type, is_subtype, unify
 
 
 def add_result(op: Operation, root: Root) -> OpResult:

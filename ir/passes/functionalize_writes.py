@@ -13,15 +13,16 @@ from typing import Any, Protocol, Sequence
 
 import torch
 
-from ir import ops
-from ir.builder import literal_type
-from ir.core import Loc, Operation, Value
+from ir.core import ops
+from ir.core.builder import literal_type
+from ir.core.graph import Loc, Operation, Value
+from ir.core.types import ANY, DTYPE, INT, NONE, OptionalType, TensorType, TupleType, Type
 from ir.passes.aliasing import Alias, holds_tensors, written_operands
 from ir.passes.views import FULL, Step, argument, constant_of, permutation
-from ir.torch_callinfo import SignatureError, effect_attributes
-from ir.torch_schemas import schemas
-from ir.torch_signatures import binary_result_type, resolve_function, resolve_method
-from ir.types import ANY, DTYPE, INT, NONE, OptionalType, TensorType, TupleType, Type
+from ir.torchapi.callinfo import SignatureError, effect_attributes
+from ir.torchapi.schemas import schemas
+from ir.torchapi.signatures import binary_result_type, resolve_function, resolve_method
+
 
 class Unsupported(Exception):
     """A write this pass does not turn into functional ops; the message says why."""

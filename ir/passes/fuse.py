@@ -44,32 +44,24 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-import sympy
-
-from ir import ops
-from ir.core import PURE, AliasOf, Block, Operation, Program, Region, Value
-from ir.kernel_names import KernelNamer
+from ir.core import ops
+from ir.core.graph import AliasOf, Block, Operation, Program, Region, Value
+from ir.core.rewrite import clone_op
+from ir.core.types import TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.names import KernelNamer
+from ir.kernel.primitives import op_name
+from ir.kernel.vocabulary import (
+    NOT_CONSTANT,
+    constant_of,
+    fusible,
+    iteration_shape,
+    pointwise_fusible,
+    row_reduction,
+)
 from ir.passes.canonicalize import writes_in
 from ir.passes.conv_choices import PACKED_CONV
 from ir.passes.layout import ROW_MAJOR
-from ir.primitives import Primitive, classify, op_name
-from ir.rewrite import clone_op
-from ir.types import BOOL, FLOAT, INT, TensorType
-
-# Pointwise primitives both kernel emitters implement: codegen/elements.py has an entry for each
-# (tests/test_elements.py keeps the two in step).
-FUSIBLE = frozenset({
-    "add", "sub", "mul", "div", "neg", "abs", "exp", "expm1", "log", "log1p", "tanh", "erf", "sqrt",
-    "rsqrt", "reciprocal", "sin", "cos", "floor", "ceil", "trunc", "maximum", "minimum", "clamp_min",
-    "clamp_max", "where", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "to", "pow",
-})
-# (bfloat16 and float16 compute in float, rounded to 16 bits after every op as in eager)
-DTYPES = frozenset({"float32", "float64", "bfloat16", "float16", "int32", "int64", "bool"})
-# Row reductions the emitters implement, on floating tensors only (integer sums widen in torch).
-REDUCTIONS = frozenset({"sum", "amax", "amin"})
-REDUCTION_DTYPES = frozenset({"float32", "float64", "bfloat16", "float16"})
-SCALARS = (INT, FLOAT, BOOL)
-DEVICES = frozenset({"cpu", "cuda"})  # (not "cuda:1": Triton launches on the current device)
 
 
 @dataclass(eq=False)  # identity: groups are merged and looked up by object
@@ -99,7 +91,7 @@ def fuse(program: Program) -> None:
         for op in list(func.walk()):
             if op.parent is not None:
                 _sink_reshapes_of_a_dag(op)
-        # (names from the source: ir/kernel_names.py; unique in the function)
+        # (names from the source: ir/kernel/names.py; unique in the function)
         namer = KernelNamer(program.source_lines)
         _fuse_block(func.regions[0].block, namer, func)
 
@@ -113,7 +105,7 @@ def _moves_no_memory(op: Operation) -> bool:
     `[B, 1, 1, C]`): a row-major tensor stays row-major under it, as under a reshape."""
     if op_name(op) != "permute" or len(op.operands) != 2 or not isinstance(op.operands[0].type, TensorType):
         return False
-    shape, dims = op.operands[0].type.shape, _constant(op.operands[1])
+    shape, dims = op.operands[0].type.shape, constant_of(op.operands[1])
     if shape is None or not isinstance(dims, (tuple, list)) or sorted(dims) != list(range(len(shape))):
         return False
     kept = [d for d in range(len(shape)) if shape[d] != 1]
@@ -166,8 +158,8 @@ def _reshape_key(op: Operation) -> tuple | None:
     operands other than the tensor are constants; None otherwise."""
     if op_name(op) not in RESHAPES or len(op.results) != 1 or not isinstance(op.result.type, TensorType):
         return None
-    args = [_constant(v) for v in op.operands[1:]]
-    if any(a is _MISSING for a in args) or op.attributes.get("kwnames"):
+    args = [constant_of(v) for v in op.operands[1:]]
+    if any(a is NOT_CONSTANT for a in args) or op.attributes.get("kwnames"):
         return None
     return op_name(op), repr(args), op.result.type.shape
 
@@ -405,116 +397,6 @@ def _inputs_and_shape(g: _Group) -> tuple[list[Value], tuple | None]:
     return inputs, iteration_shape(inputs + [r for op in g.ops for r in op.results])
 
 
-def known_tensor(t: object) -> bool:
-    """A tensor type whose dtype, rank and device a kernel can take, its sizes ints or size
-    expressions."""
-    return (isinstance(t, TensorType) and t.dtype in DTYPES and t.shape is not None and t.device in DEVICES
-            and all(type(d) is int or isinstance(d, sympy.Expr) for d in t.shape))
-
-
-def _one_device(values: list[Value]) -> bool:
-    """Whether the tensors among `values` are on one device (eager mixes a 0-d CPU tensor into
-    CUDA math, and `to` may move a tensor: a kernel reads and writes one device)."""
-    return len({v.type.device for v in values if isinstance(v.type, TensorType)}) <= 1
-
-
-def fusible(op: Operation) -> bool:
-    """A pointwise primitive or row reduction the emitters implement, on tensors whose facts
-    are known."""
-    return pointwise_fusible(op) or row_reduction(op) is not None
-
-
-def row_reduction(op: Operation) -> str | None:
-    """The kind of reduction `op` is ("sum", "amax", "amin") when it reduces a known floating
-    tensor over its last dim with keepdim=True (dim given as an int or a one-int tuple), else
-    None. amax and amin need the dim to be a size known to be at least 1 (eager raises on empty)."""
-    if op.regions or len(op.results) != 1 or not op.has_trait(PURE) or op_name(op) not in REDUCTIONS:
-        return None
-    if not isinstance(classify(op), Primitive):
-        return None
-    kwnames = op.attributes.get("kwnames", ())
-    positional = op.operands[:len(op.operands) - len(kwnames)]
-    args = dict(zip(("self", "dim", "keepdim"), positional))
-    if len(positional) > 3:
-        return None
-    for name, v in zip(kwnames, op.operands[len(positional):]):
-        if name in args:
-            return None
-        args[name] = v
-    if set(args) != {"self", "dim", "keepdim"}:
-        return None  # (dtype=, out=, a reduction over every dim)
-    x, result = args["self"].type, op.result.type
-    if not (known_tensor(x) and known_tensor(result) and x.dtype in REDUCTION_DTYPES  # type: ignore[union-attr]
-            and result.dtype == x.dtype and len(x.shape) >= 1 and result.device == x.device):  # type: ignore[union-attr]
-        return None
-    dim, keepdim = _constant(args["dim"]), _constant(args["keepdim"])
-    if isinstance(dim, (tuple, list)) and len(dim) == 1:
-        dim = dim[0]
-    rank = len(x.shape)  # type: ignore[union-attr]
-    if keepdim is not True or type(dim) is not int or dim not in (rank - 1, -1):
-        return None
-    size = x.shape[-1]  # type: ignore[union-attr]
-    # (a size symbol is positive: entry checks pin every one at >= 1, guards.check_tensor)
-    if op_name(op) != "sum" and not (size >= 1 if type(size) is int else sympy.sympify(size).is_positive is True):
-        return None
-    return op_name(op)
-
-
-_MISSING = object()
-
-
-def _constant(v: Value) -> object:
-    return v.owner.attributes.get("value", _MISSING) if isinstance(v.owner, ops.ConstantOp) else _MISSING
-
-
-def pointwise_fusible(op: Operation) -> bool:
-    """A pointwise primitive the emitters implement, on tensors whose facts are known."""
-    if op.regions or len(op.results) != 1 or not op.has_trait(PURE) or op.attributes.get("kwnames"):
-        return False
-    prim = classify(op)
-    if not isinstance(prim, Primitive) or prim.kind != "pointwise" or op_name(op) not in FUSIBLE:
-        return False
-    if not known_tensor(op.result.type):
-        return False
-    for v in op.operands[:1] if op_name(op) == "to" else op.operands:  # (to's other operands: below)
-        if not (known_tensor(v.type) or v.type in SCALARS):
-            return False
-    if not _one_device(list(op.operands) + [op.result]):
-        return False
-    if op_name(op) == "to":  # x.to(dtype) / x.float(): a constant dtype, and a real conversion
-        # (to the tensor's own dtype, eager returns the tensor itself: an alias, not a copy)
-        return (all(isinstance(v.owner, ops.ConstantOp) for v in op.operands[1:])
-                and op.operands[0].type.dtype != op.result.type.dtype)  # type: ignore[union-attr]
-    if op_name(op) == "pow" and op.result.type.dtype not in ("float32", "float64"):  # type: ignore[union-attr]
-        return False  # integer powers are exact in torch, std::pow goes through double; 16-bit
-        # powers round after each multiplication in some of torch's special cases, not in others
-    return any(isinstance(v.type, TensorType) for v in op.operands)
-
-
-def iteration_shape(values: list[Value]) -> tuple | None:
-    """The broadcast of the shapes of `values`, when it is known (equal dims or 1s)."""
-    rank = max(len(v.type.shape) for v in values)  # type: ignore[union-attr]
-    out: list = [1] * rank
-    for v in values:
-        shape = v.type.shape  # type: ignore[union-attr]
-        for i, d in enumerate(shape, start=rank - len(shape)):
-            if d == 1 or d == out[i]:
-                continue
-            if out[i] == 1:
-                out[i] = d
-            else:
-                return None
-    return tuple(out)
-
-
-def kernel_shape(kernel: ops.KernelOp) -> tuple:
-    """A kernel's iteration shape: the broadcast of its inputs and results."""
-    n = kernel.attributes["inputs"]
-    shape = iteration_shape(list(kernel.operands[:n]) + list(kernel.results))
-    assert shape is not None
-    return shape
-
-
 def _build_kernel(block: Block, g: _Group, namer: KernelNamer) -> None:
     inside = g.values
     reductions = {op: row_reduction(op) for op in g.ops if not pointwise_fusible(op)}
@@ -551,7 +433,7 @@ def _build_kernel(block: Block, g: _Group, namer: KernelNamer) -> None:
                 body.append(const)
                 mapping[v] = const.result
         if op in reductions:
-            inner = ops.ReduceOp([mapping[op.operands[0]]], [op.result.type], {"kind": reductions[op]}, loc=op.loc)
+            inner = kernel_ops.ReduceOp([mapping[op.operands[0]]], [op.result.type], {"kind": reductions[op]}, loc=op.loc)
         else:
             inner = clone_op(op, mapping)
         for old, new in zip(op.results, inner.results):
@@ -560,7 +442,7 @@ def _build_kernel(block: Block, g: _Group, namer: KernelNamer) -> None:
         body.append(inner)
     body.append(ops.YieldOp([mapping[r] for r in outputs], [], {}, loc=last.loc))
     name = namer.take(g.ops, [op_name(op) for op in g.ops])
-    kind = ops.ReductionKernelOp if reductions else ops.PointwiseKernelOp
+    kind = kernel_ops.ReductionKernelOp if reductions else kernel_ops.PointwiseKernelOp
     kernel = kind(tensor_inputs + scalar_inputs, [r.type for r in outputs],
                   {"name": name, "inputs": len(tensor_inputs)}, regions=[Region([body])], loc=last.loc)
     replace_group(block, last, kernel, outputs, g.ops)
@@ -596,9 +478,9 @@ def fresh_row_major(v: Value) -> bool:
     """Whether `v` is a new row-major tensor: a generated kernel's own output (not one written
     into a view it was given, `into`), or the result of a GEMM (layout.ROW_MAJOR) or `new_empty`."""
     owner = v.owner
-    if isinstance(owner, ops.KernelOp):
+    if isinstance(owner, kernel_ops.KernelOp):
         return owner.results.index(v) not in owner.attributes.get("into", ())  # type: ignore[arg-type]
-    if isinstance(owner, ops.Kernel):
+    if isinstance(owner, kernel_ops.Kernel):
         return True
     return isinstance(owner, Operation) and op_name(owner) in ROW_MAJOR | {"new_empty"}
 
@@ -611,7 +493,7 @@ def dead_temporary(v: Value, user: Operation) -> bool:
     if not (isinstance(owner, Operation) and owner.parent is user.parent and len(v.uses) == 1
             and isinstance(v.type, TensorType)):
         return False
-    if isinstance(owner, ops.Kernel):
+    if isinstance(owner, kernel_ops.Kernel):
         return True
     if isinstance(owner, ops.BuiltinCallOp):
         return owner.attributes["callee"] == PACKED_CONV  # (a conv's new output)
@@ -638,5 +520,4 @@ def _element_operands(op: Operation, reductions: dict[Operation, str | None]) ->
     return list(op.operands)
 
 
-__all__ = ["fuse", "fusible", "known_tensor", "dead_temporary", "fresh_row_major", "same_buffer_type", "FRESH_RESULTS", "pointwise_fusible", "row_reduction", "iteration_shape", "kernel_shape", "FUSIBLE", "DTYPES",
-           "REDUCTIONS"]
+__all__ = ["fuse", "replace_group", "dead_temporary", "fresh_row_major", "same_buffer_type", "FRESH_RESULTS"]

@@ -28,12 +28,12 @@ from __future__ import annotations
 import math
 from enum import Enum
 
-from ir import ops
-from ir.core import AliasOf, Mutates, Operation, Program, Value
-from ir.ops import is_pure
-from ir.passes.fuse import pointwise_fusible
-from ir.rewrite import clone_op
-from ir.types import ModuleListType, ModuleType, TensorType
+from ir.core import ops
+from ir.core.graph import AliasOf, Mutates, Operation, Program, Value
+from ir.core.ops import is_pure
+from ir.core.rewrite import clone_op
+from ir.core.types import ModuleListType, ModuleType, TensorType
+from ir.kernel.vocabulary import pointwise_fusible
 
 _MODULES = (ModuleType, ModuleListType)
 

@@ -37,11 +37,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from ir import ops
-from ir.builder import literal_type
-from ir.core import BlockArg, Loc, Operation, Program, Value
-from ir.rewrite import clone_op
-from ir.types import BOOL, INT, STR, ModuleListType, ModuleType, OptionalType, is_subtype
+from ir.core import ops
+from ir.core.builder import literal_type
+from ir.core.graph import BlockArg, Loc, Operation, Program, Value
+from ir.core.rewrite import clone_op
+from ir.core.types import BOOL, INT, STR, ModuleListType, ModuleType, OptionalType, is_subtype
 
 GUARD_HELPER = "_guards.plain_module"  # runtime/guards.py; how the generated module names it
 SEQUENTIAL = "torch.nn.Sequential"

@@ -53,14 +53,20 @@ from typing import Union
 
 import torch
 
-from ir import ops
-from ir.builder import Builder
-from ir.core import Block, Operation, Program, Region, Value
-from ir.passes.inline import ModulePath, add_module_guard, assigned_attributes, module_path, name_shared_modules
-from ir.rewrite import clone_op
-from ir.torch_callinfo import SignatureError, effect_attributes
-from ir.torch_signatures import resolve_function, resolve_method
-from ir.types import ANY, BOOL, NONE, TENSOR, ModuleType, OptionalType, TensorType, Type, unify
+from ir.core import ops
+from ir.core.builder import Builder
+from ir.core.graph import Block, Operation, Program, Region, Value
+from ir.core.rewrite import clone_op
+from ir.core.types import ANY, BOOL, NONE, TENSOR, ModuleType, OptionalType, TensorType, Type, unify
+from ir.passes.inline import (
+    ModulePath,
+    add_module_guard,
+    assigned_attributes,
+    module_path,
+    name_shared_modules,
+)
+from ir.torchapi.callinfo import SignatureError, effect_attributes
+from ir.torchapi.signatures import resolve_function, resolve_method
 
 F = "torch.nn.functional."
 OPTIONAL_TENSOR = OptionalType(TENSOR)

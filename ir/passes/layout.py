@@ -57,8 +57,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ir import ops
-from ir.core import PURE, TERMINATOR, Block, Operation, Program, Value
+from ir.core import ops
+from ir.core.graph import PURE, TERMINATOR, Block, Operation, Program, Value
+from ir.core.rewrite import clone_op
+from ir.core.types import MEMORY_FORMAT, TensorType
+from ir.kernel.primitives import Primitive, classify, op_name
+from ir.passes.aliasing import holds_tensors
 from ir.passes.conv_choices import (
     CHANNELS_LAST_WEIGHT,
     PACKED_CONV,
@@ -72,11 +76,7 @@ from ir.passes.conv_choices import (
     will_pack,
 )
 from ir.passes.emitter import Call, Emitter, Facts, Unsupported, bind
-from ir.passes.aliasing import holds_tensors
 from ir.passes.views import permutation
-from ir.primitives import Primitive, classify, op_name
-from ir.rewrite import clone_op
-from ir.types import MEMORY_FORMAT, TensorType
 
 STACK_LAST = "_stacking.stack_last"  # runtime/stacking.py
 TO_NHWC = (0, 2, 3, 1)

@@ -22,9 +22,9 @@ Canonicalization applies the same rewrite (`snapshot`) once branches have folded
 
 from __future__ import annotations
 
-from ir import ops
-from ir.core import Block, Operation, Program, Use
-from ir.types import ListType
+from ir.core import ops
+from ir.core.graph import Block, Operation, Program, Use
+from ir.core.types import ListType
 
 # Builtins that consume the whole list before they return (not `enumerate`, `zip`, `iter` or
 # `reversed`, which return iterators that would see later appends).

@@ -38,12 +38,12 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from ir import ops
-from ir.core import Operation, Program, Value
-from ir.passes.emitter import Emitter, Facts, Unsupported, bind
+from ir.core import ops
+from ir.core.graph import Operation, Program, Value
+from ir.core.types import TensorType
+from ir.kernel.primitives import op_name
 from ir.passes.conv_choices import made_once
-from ir.primitives import op_name
-from ir.types import TensorType
+from ir.passes.emitter import Emitter, Facts, Unsupported, bind
 
 HELPER = "_prepacked.linear"  # runtime/prepacked.py, as generated modules name it
 MIN_WEIGHT = 2**18

@@ -40,18 +40,19 @@ from __future__ import annotations
 
 import torch
 
-from ir import ops
-from ir.core import AliasOf, Block, Operation, Program, Value
+from ir.core import ops
+from ir.core.graph import AliasOf, Block, Operation, Program, Value
+from ir.core.types import ANY, TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.primitives import op_name
+from ir.passes.aliasing import holds_tensors
 from ir.passes.canonicalize import immutable
 from ir.passes.concat import size_source, size_value
-from ir.passes.emitter import Emitter, Facts
-from ir.passes.aliasing import holds_tensors
-from ir.passes.fuse import FRESH_RESULTS, fresh_row_major
 from ir.passes.conv_choices import PACKED_CONV
+from ir.passes.emitter import Emitter, Facts
+from ir.passes.fuse import FRESH_RESULTS, fresh_row_major
 from ir.passes.layout import TO_NCHW, TO_NHWC
 from ir.passes.pack import HELPER as PACKED_LINEAR
-from ir.primitives import op_name
-from ir.types import ANY, TensorType
 
 # runtime helpers whose result is a new tensor and that only read their operands
 FRESH_BUILTINS = frozenset({PACKED_CONV, PACKED_LINEAR})
@@ -120,7 +121,7 @@ class _Planner:
             for v in tensors:
                 self.pinned.add(self.find(v))
             return
-        if isinstance(op, ops.KernelOp):
+        if isinstance(op, kernel_ops.KernelOp):
             for k, j in op.attributes.get("reuse", ()):
                 self.union(op.results[k], op.operands[j])
             for k, dest in op.destinations.items():
@@ -130,7 +131,7 @@ class _Planner:
                 if k not in taken:
                     self.allocate(r)
             return
-        if isinstance(op, ops.Kernel):  # (fresh outputs, no writes)
+        if isinstance(op, kernel_ops.Kernel):  # (fresh outputs, no writes)
             for r in op.results:
                 self.allocate(r)
             return
@@ -236,7 +237,7 @@ class _Planner:
                 outputs, inputs = [(0, op.result)], list(op.operands)
             elif _conv_1x1(op):  # (a 1x1 conv the runtime may run as a GEMM into the buffer)
                 outputs, inputs = [(0, op.result)], [op.operands[0]]
-            elif isinstance(op, ops.KernelOp) and not op.attributes.get("into"):
+            elif isinstance(op, kernel_ops.KernelOp) and not op.attributes.get("into"):
                 over = {k for k, _ in op.attributes.get("reuse", ())}
                 outputs = [(k, r) for k, r in enumerate(op.results) if k not in over]
                 inputs = op.operands[:op.attributes["inputs"]]
@@ -258,19 +259,19 @@ class _Planner:
                 chosen.append((op, k, n))
         if not chosen:
             return
-        take = ops.TakeBuffersOp([], [ANY], {"key": key}, loc=chosen[0][0].loc)
+        take = kernel_ops.TakeBuffersOp([], [ANY], {"key": key}, loc=chosen[0][0].loc)
         take.result.name = "buffers"
         self.block.insert_before(chosen[0][0], take)
         for op, k, slot in chosen:
             e = Emitter(op, Facts())
-            inputs = op.operands[:op.attributes["inputs"]] if isinstance(op, ops.KernelOp) else list(op.operands)
+            inputs = op.operands[:op.attributes["inputs"]] if isinstance(op, kernel_ops.KernelOp) else list(op.operands)
             t = op.results[k].type
             conv = _conv_1x1(op)
             if conv:  # (the NHWC rows of its channels-last result)
                 t = TensorType(t.dtype, tuple(t.shape[i] for i in TO_NHWC), t.device)  # type: ignore[union-attr]
             shape = e.shape([size_value(e, d, inputs) for d in t.shape])  # type: ignore[union-attr]
             e.commit()
-            buffer = ops.BufferOp([take.result, shape], [t], {"slot": slot, "dtype": t.dtype}, loc=op.loc)  # type: ignore[union-attr]
+            buffer = kernel_ops.BufferOp([take.result, shape], [t], {"slot": slot, "dtype": t.dtype}, loc=op.loc)  # type: ignore[union-attr]
             self.block.insert_before(op, buffer)
             if conv:
                 e = Emitter(op, Facts())
@@ -278,14 +279,14 @@ class _Planner:
                 e.commit()
                 op._add_operand(seen)
                 op.attributes.update(mutates=(len(op.operands) - 1,), alias_of=len(op.operands) - 1)
-            elif isinstance(op, ops.KernelOp):
+            elif isinstance(op, kernel_ops.KernelOp):
                 op._add_operand(buffer.result)
                 op.attributes["into"] = (*op.attributes.get("into", ()), k)
             else:
                 _gemm_into(op, buffer.result)
         end = self.block.terminator
         assert end is not None
-        self.block.insert_before(end, ops.GiveBuffersOp([take.result], [], {}, loc=end.loc))
+        self.block.insert_before(end, kernel_ops.GiveBuffersOp([take.result], [], {}, loc=end.loc))
 
 
 def _gemm_into(op: Operation, dest: Value) -> Operation:

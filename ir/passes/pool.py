@@ -29,17 +29,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from ir import ops
-from ir.core import Block, Operation, Program, Value
-from ir.kernel_names import KernelNamer
+from ir.core import ops
+from ir.core.graph import Block, Operation, Program, Value
+from ir.core.types import TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.names import KernelNamer
+from ir.kernel.primitives import op_name
 from ir.passes.canonicalize import writes_in
-from ir.passes.emitter import Facts, Unsupported, bind
-from ir.passes.views import permutation
-from ir.passes.fuse import fresh_row_major
 from ir.passes.conv_choices import pair
+from ir.passes.emitter import Facts, Unsupported, bind
+from ir.passes.fuse import fresh_row_major
 from ir.passes.layout import TO_NCHW, TO_NHWC, replace_by_rows
-from ir.primitives import op_name
-from ir.types import TensorType
+from ir.passes.views import permutation
 
 DTYPES = frozenset({"float32", "float64", "bfloat16", "float16"})
 
@@ -48,7 +49,7 @@ def pool_kernels(program: Program) -> None:
     facts = Facts()
     for func in program.funcs:
         # (named from the source as fuse names its kernels: `pool`, `max_pool2d`)
-        namer = KernelNamer(program.source_lines, (k.attributes["name"] for k in func.walk() if isinstance(k, ops.Kernel)))
+        namer = KernelNamer(program.source_lines, (k.attributes["name"] for k in func.walk() if isinstance(k, kernel_ops.Kernel)))
         for op in list(func.walk()):
             if op.parent is None or op_name(op) != "max_pool2d" or op.attributes.get("aten") != "aten::max_pool2d":
                 continue
@@ -111,7 +112,7 @@ def _rows(x: Value) -> Value | None:
 _MONOTONE = frozenset({"add", "clamp_min", "clamp_max", "clamp", "maximum", "minimum", "relu", "hardtanh"})
 
 
-def _monotone_in(kernel: ops.KernelOp, j: int) -> bool:
+def _monotone_in(kernel: kernel_ops.KernelOp, j: int) -> bool:
     """Whether the kernel's one output is a non-decreasing function of the element of its input
     j alone, for fixed values of the others (numbers, tensors constant over H and W)."""
     rising = {kernel.body.args[j]}
@@ -143,14 +144,14 @@ def _positive(v: Value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
-def _commuted(rows: Value, permute: Operation, pool: Operation) -> tuple[ops.KernelOp, int] | None:
+def _commuted(rows: Value, permute: Operation, pool: Operation) -> tuple[kernel_ops.KernelOp, int] | None:
     """(kernel, j) when `rows` is the only output of a pointwise kernel in the pool's block, read
     only through `permute`, that is a non-decreasing function of its input j (of rows' shape and
     dtype) and reads nothing else that varies along H or W, with nothing between it and the pool
     that may write: the pool can read input j and the kernel run on the pooled rows, a quarter
     of the elements for a 3x3/2 window."""
     kernel = rows.owner
-    if not (isinstance(kernel, ops.PointwiseKernelOp) and len(kernel.results) == 1 and not kernel.attributes.get("into")
+    if not (isinstance(kernel, kernel_ops.PointwiseKernelOp) and len(kernel.results) == 1 and not kernel.attributes.get("into")
             and len(rows.uses) == 1 and len(permute.result.uses) == 1 and kernel.parent is pool.parent):
         return None
     block = pool.parent
@@ -181,7 +182,7 @@ def _rewrite(op: Operation, window: dict[str, Any], name: str, facts: Facts) -> 
     pooled_type = TensorType(t.dtype, tuple(out.shape[i] for i in TO_NHWC), t.device)
     commuted = _commuted(rows, permute, op)
     read = rows if commuted is None else commuted[0].operands[commuted[1]]
-    kernel = ops.PoolKernelOp([read], [pooled_type], {"name": name, **window}, loc=op.loc)
+    kernel = kernel_ops.PoolKernelOp([read], [pooled_type], {"name": name, **window}, loc=op.loc)
     op.parent.insert_before(op, kernel)  # type: ignore[union-attr]
     pooled = kernel.result
     if commuted is not None:  # the pointwise kernel moves after the pool, onto its output

@@ -37,15 +37,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ir import ops
-from ir.core import PURE, Block, OpResult, Operation, Program, Value
+from ir.core import ops
+from ir.core.graph import PURE, Block, Operation, OpResult, Program, Value
+from ir.core.types import INT, NONE, TensorType
+from ir.kernel import ops as kernel_ops
+from ir.kernel.primitives import op_name
+from ir.passes.aliasing import holds_tensors
 from ir.passes.canonicalize import immutable
 from ir.passes.fuse import FRESH_RESULTS
-from ir.passes.aliasing import holds_tensors
 from ir.passes.plan import FRESH_BUILTINS
-from ir.primitives import op_name
-from ir.torch_signatures import UNANNOTATED_ALIASES
-from ir.types import INT, NONE, TensorType
+from ir.torchapi.signatures import UNANNOTATED_ALIASES
 
 FULL = ("slice", False, False, False)  # `:`
 CONTAINERS = (ops.TupleOp, ops.ListOp, ops.GetItemOp, ops.UnpackOp)
@@ -151,10 +152,10 @@ def _makes_new(op: Operation, r: Value) -> bool:
     """Whether result `r` of `op` is a tensor no operand's storage holds."""
     if not isinstance(r.type, TensorType):
         return False
-    if isinstance(op, ops.KernelOp):
+    if isinstance(op, kernel_ops.KernelOp):
         k = op.results.index(r)  # type: ignore[arg-type]
         return k not in op.destinations and all(k != out for out, _ in op.attributes.get("reuse", ()))
-    if isinstance(op, ops.Kernel):
+    if isinstance(op, kernel_ops.Kernel):
         return True
     if isinstance(op, (ops.BinaryOp, ops.UnaryOp, ops.CompareOp)):  # (a Python operator on tensors: a new one)
         return all(isinstance(v.type, TensorType) or immutable(v.type) for v in op.operands)
@@ -194,11 +195,11 @@ def _sharing_results(op: Operation, v: Value) -> list[Value] | None:
     it where we do not see (a call, a list it is appended to, a region, another kind of object)."""
     if isinstance(op, (ops.ReturnOp, ops.YieldOp, ops.ConditionOp)):
         return []  # (the end of the block: after any write)
-    if isinstance(op, ops.KernelOp):
+    if isinstance(op, kernel_ops.KernelOp):
         shared = [k for k, dest in op.destinations.items() if dest is v]
         shared += [k for k, j in op.attributes.get("reuse", ()) if op.operands[j] is v]
         return [op.results[k] for k in shared]
-    if isinstance(op, ops.Kernel):
+    if isinstance(op, kernel_ops.Kernel):
         return []
     if op.regions:
         return None

@@ -17,21 +17,21 @@ kernel), when every read of the row is done.
 
 from __future__ import annotations
 
-from ir import ops
-from ir.core import Operation, Program, Value
+from ir.core.graph import Operation, Program, Value
+from ir.kernel import ops as kernel_ops
 from ir.passes.fuse import dead_temporary, same_buffer_type
 
 
 def reuse_buffers(program: Program) -> None:
     for func in program.funcs:
         for op in func.walk():
-            if isinstance(op, ops.KernelOp):
+            if isinstance(op, kernel_ops.KernelOp):
                 pairs = reuse_pairs(op)
                 if pairs:
                     op.attributes["reuse"] = pairs
 
 
-def reuse_pairs(kernel: ops.KernelOp) -> tuple[tuple[int, int], ...]:
+def reuse_pairs(kernel: kernel_ops.KernelOp) -> tuple[tuple[int, int], ...]:
     """(output, input) pairs: output k may be written over tensor input j."""
     n_in = kernel.attributes["inputs"]
     taken: set[int] = set()
@@ -40,7 +40,7 @@ def reuse_pairs(kernel: ops.KernelOp) -> tuple[tuple[int, int], ...]:
     for k, r in enumerate(kernel.results):
         if k in kernel.destinations:
             continue  # (written into a view of a cat's result: ir/passes/concat.py)
-        if isinstance(kernel, ops.ReductionKernelOp) and not _after_every_reduction(kernel, outputs[k]):
+        if isinstance(kernel, kernel_ops.ReductionKernelOp) and not _after_every_reduction(kernel, outputs[k]):
             continue
         for j, v in enumerate(kernel.operands[:n_in]):
             if j not in taken and dead_temporary(v, kernel) and same_buffer_type(v, r):
@@ -50,9 +50,9 @@ def reuse_pairs(kernel: ops.KernelOp) -> tuple[tuple[int, int], ...]:
     return tuple(pairs)
 
 
-def _after_every_reduction(kernel: ops.KernelOp, element: Value) -> bool:
+def _after_every_reduction(kernel: kernel_ops.KernelOp, element: Value) -> bool:
     """Whether the element value depends on every `kernel.reduce` of the body."""
-    reductions = {op for op in kernel.body.ops if isinstance(op, ops.ReduceOp)}
+    reductions = {op for op in kernel.body.ops if isinstance(op, kernel_ops.ReduceOp)}
     seen: set[Operation] = set()
     stack = [element]
     while stack:

@@ -22,12 +22,12 @@ overflows and the other does not (`x s` beyond float's range with `s w` within i
 
 from __future__ import annotations
 
-from ir import ops
-from ir.core import PURE, Operation, Program, Value
-from ir.passes.emitter import Emitter, Facts, Unsupported
+from ir.core import ops
+from ir.core.graph import PURE, Operation, Program, Value
+from ir.core.types import TensorType
 from ir.passes.conv_choices import made_once
+from ir.passes.emitter import Emitter, Facts, Unsupported
 from ir.passes.pack import frozen_linears, known_rows
-from ir.types import TensorType
 
 
 def fold_input_scales(program: Program) -> None:

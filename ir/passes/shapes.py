@@ -8,7 +8,7 @@ strings in annotations (already in the argument types), the live module when one
 
 The interpreter walks each function in program order with a table of per-op rules (`OP_RULES`
 here for Python values and control flow; ir/shape_rules*.py for torch calls). Branches are joined
-(`ir.shape_rules_values.join`: facts that differ become unknown); loops are iterated until their
+(`ir.shapes.values.join`: facts that differ become unknown); loops are iterated until their
 carried values stop changing; a loop over a live nn.ModuleList / nn.Sequential is unrolled.
 Calls of other compiled functions (`func.call`, `module.call` of a class compiled in the same
 program) are analysed per call context and their facts joined over contexts.
@@ -33,13 +33,30 @@ from typing import Any, Sequence
 import sympy
 import torch
 
-from ir import ops
-from runtime.guards import is_plain_object
-from ir.core import Block, Operation, Program, Value
-from ir.shape_frame import DictKey, Frame, Path
-from ir.shape_rule_table import TorchCall
-from ir.shape_rules import infer_call, refine_type
-from ir.shape_rules_values import (
+from ir.core import ops
+from ir.core.graph import Block, Operation, Program, Value
+from ir.core.types import (
+    ANY,
+    INT,
+    STR,
+    DictType,
+    Dim,
+    ListType,
+    ModuleListType,
+    ModuleType,
+    OptionalType,
+    TensorType,
+    TupleType,
+    Type,
+    is_subtype,
+    unify,
+)
+from ir.shapes.frame import DictKey, Frame, Path
+from ir.shapes.rule_table import TorchCall
+from ir.shapes.rules import infer_call, refine_type
+from ir.shapes.rules_nn import layer_call
+from ir.shapes.rules_python import OP_RULES, _declared, loop_runs_python, runs_python
+from ir.shapes.values import (
     AV,
     BOTTOM,
     UNKNOWN,
@@ -50,24 +67,7 @@ from ir.shape_rules_values import (
     size_of,
     tensor_type_of,
 )
-from ir.shape_rules_nn import layer_call
-from ir.shape_rules_python import OP_RULES, _declared, loop_runs_python, runs_python
-from ir.types import (
-    ANY,
-    INT,
-    Dim,
-    ListType,
-    ModuleListType,
-    STR,
-    DictType,
-    ModuleType,
-    OptionalType,
-    TensorType,
-    TupleType,
-    Type,
-    is_subtype,
-    unify,
-)
+from runtime.guards import is_plain_object
 
 DEBUG = False  # let rule errors propagate (tests)
 # In-place ops that change their target's shape: the SSA types of the target would lie after them.

@@ -8,7 +8,7 @@ branches and choose kernels from those types, so each fact about an argument bec
 check (`py.check_tensor`, `py.check_size`, `py.check_value`): an input that breaks one takes the
 eager path. The checks of one tensor are one op (one runtime call): dtype, device and every size.
 
-The propagation is ir/passes/shapes.py's abstract interpreter (per-op rules: ir/shape_rules.py).
+The propagation is ir/passes/shapes.py's abstract interpreter (per-op rules: ir/shapes/rules.py).
 A module's attribute, or a literal its class holds, read as a value is pinned by `py.check_value`
 and the read becomes a constant; a list of literals only if the code only reads it. A read that
 Python code kept in the function may run before is read at run time instead, and numbered apart
@@ -24,15 +24,15 @@ from collections import defaultdict
 
 import sympy
 
-from ir import ops
-from ir.core import Operation, Program, Value
+from ir.core import ops
+from ir.core.graph import Operation, Program, Value
+from ir.core.types import ListType
 from ir.passes.entry_guards import ShapeGuard, shape_guards, symbol_bindings, tensor_values
-from ir.passes.shapes import ShapeFacts, propagate_shapes
-from ir.shape_rules_values import UNKNOWN, literal_of
-from ir.types import ListType
 from ir.passes.fold import fits, literal_type
 from ir.passes.inline import guard_prefix_end
 from ir.passes.lists import CONSUMING_BUILTINS
+from ir.passes.shapes import ShapeFacts, propagate_shapes
+from ir.shapes.values import UNKNOWN, literal_of
 
 
 def specialize(program: Program) -> None:

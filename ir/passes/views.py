@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from ir import ops
-from ir.core import Loc, Operation, Value
-from ir.types import ANY, DTYPE, INT, Type
+from ir.core import ops
+from ir.core.graph import Loc, Operation, Value
+from ir.core.types import ANY, DTYPE, INT, Type
 
 # Ops whose result is always a view of operand 0, by how they invert. Ops that may return a view
 # or a copy (reshape, contiguous, to, flatten) are not here: their results only *may* alias.

@@ -27,8 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ir.dtype_rules import COMPLEX, INTEGRAL_DTYPES
-from ir.types import (
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,
@@ -44,6 +43,7 @@ from ir.types import (
     TupleType,
     Type,
 )
+from ir.torchapi.dtypes import COMPLEX, INTEGRAL_DTYPES
 
 _KINDS = {
     "Tensor": "Tensor", "int": "int", "float": "float", "bool": "bool", "number": "Scalar",

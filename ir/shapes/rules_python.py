@@ -14,30 +14,9 @@ from typing import Any, Callable
 import sympy
 import torch
 
-from ir import ops
-from ir import dtype_rules as dt
-from ir.core import OPAQUE, Block, Operation
-from ir.shape_frame import Frame, Interpreter
-from ir.shape_rule_table import TorchCall
-from ir.shape_rules import _plain, infer_call, refine_type
-from ir.shape_rules_values import (
-    AV,
-    BOTTOM,
-    UNKNOWN,
-    broadcast_shapes,
-    const_av,
-    int_av,
-    is_bottom,
-    join,
-    join_all,
-    list_av,
-    size_of,
-    tuple_av,
-)
-from ir.shape_rules_index import index_result
-from ir.shape_rules_ops import matmul_shape
-from runtime.guards import is_plain_object
-from ir.types import (
+from ir.core import ops
+from ir.core.graph import OPAQUE, Block, Operation
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,
@@ -52,6 +31,27 @@ from ir.types import (
     TupleType,
     Type,
 )
+from ir.shapes.frame import Frame, Interpreter
+from ir.shapes.rule_table import TorchCall
+from ir.shapes.rules import _plain, infer_call, refine_type
+from ir.shapes.rules_index import index_result
+from ir.shapes.rules_ops import matmul_shape
+from ir.shapes.values import (
+    AV,
+    BOTTOM,
+    UNKNOWN,
+    broadcast_shapes,
+    const_av,
+    int_av,
+    is_bottom,
+    join,
+    join_all,
+    list_av,
+    size_of,
+    tuple_av,
+)
+from ir.torchapi import dtypes as dt
+from runtime.guards import is_plain_object
 
 MAX_ITERATIONS = 8  # loop iterations before the carried values are widened to their declared types
 MAX_UNROLL = 64  # elements of a live module list analysed one by one
@@ -277,7 +277,7 @@ def _binary(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
         found = AV(refine_type(declared, TensorType(None, shape, None)))
         t = found.tensor
         if t is not None and (t.dtype is None or t.device is None):
-            from ir.torch_operators import binary_result_type
+            from ir.torchapi.operators import binary_result_type
 
             try:
                 oracle = binary_result_type(sym_op, _plain(a.type), _plain(b.type))
@@ -384,7 +384,7 @@ def _unary(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
         t = a.tensor
         dtype = declared.dtype if isinstance(declared, TensorType) else None
         if dtype is None and t.dtype is not None:
-            from ir.torch_operators import unary_result_type
+            from ir.torchapi.operators import unary_result_type
 
             try:
                 r = unary_result_type(sym_op, _plain(t))

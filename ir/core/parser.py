@@ -1,4 +1,4 @@
-"""Reads the text that ir/printer.py writes back into IR objects.
+"""Reads the text that ir/core/printer.py writes back into IR objects.
 
     func @f(%x: Tensor, %n: int = 3) -> Tensor {  # f.py:1:1
       %y : Tensor = torch.call(%x) {callee = "torch.tanh"}  # f.py:2:9
@@ -20,14 +20,14 @@ from __future__ import annotations
 import re
 from typing import Any, NoReturn
 
-import ir.ops  # noqa: F401  (registers the op kinds)
-from ir.core import Block, Loc, Operation, Program, Region, Value
-from ir.ops import FuncOp
-from ir.types import (
+import ir.core.ops  # noqa: F401  (registers the op kinds)
+from ir.core.graph import Block, Loc, Operation, Program, Region, Value
+from ir.core.ops import FuncOp
+from ir.core.types import (
     ANY,
     DTYPE_LONG,
-    Dim,
     DictType,
+    Dim,
     FunctionType,
     ListType,
     ModuleListType,

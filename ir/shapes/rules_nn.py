@@ -11,8 +11,9 @@ from typing import Any, Callable
 import sympy
 import torch
 
-from ir.shape_rule_table import Call, RuleTable, TorchCall, sizes_of
-from ir.shape_rules_values import (
+from ir.core.types import FLOAT, INT, STR, Dim, TensorType
+from ir.shapes.rule_table import Call, RuleTable, TorchCall, sizes_of
+from ir.shapes.values import (
     AV,
     UNKNOWN,
     const_av,
@@ -24,11 +25,10 @@ from ir.shape_rules_values import (
     tensor_av,
     tuple_av,
 )
-from ir.types import FLOAT, INT, STR, Dim, TensorType
 
 Shape = tuple[Dim, ...]
 
-# This file's shape rules; ir/shape_rules.py merges them with the other rule files'.
+# This file's shape rules; ir/shapes/rules.py merges them with the other rule files'.
 RULES = RuleTable()
 rule = RULES.rule
 

@@ -1,4 +1,4 @@
-"""The answer ir/torch_signatures.py gives about a call, its error type, and helpers shared by
+"""The answer ir/torchapi/signatures.py gives about a call, its error type, and helpers shared by
 the modules that compute it."""
 
 from __future__ import annotations
@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ir import dtype_rules as dt
-from ir.types import (
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,
@@ -21,6 +20,7 @@ from ir.types import (
     TupleType,
     Type,
 )
+from ir.torchapi import dtypes as dt
 
 Consts = dict  # dict[int | str, object]: constant argument values, by position or keyword
 
@@ -46,7 +46,7 @@ class CallInfo:
 
 def effect_attributes(info: CallInfo) -> dict[str, Any]:
     """The attributes a torch.call / torch.method op carries for what `info` says of its
-    effects: `mutates`, `alias_of`, `random`, `aten` (ir/ops.py derives its traits from them)."""
+    effects: `mutates`, `alias_of`, `random`, `aten` (ir/core/ops.py derives its traits from them)."""
     attrs: dict[str, Any] = {}
     if info.mutates:
         attrs["mutates"] = tuple(info.mutates)

@@ -1,4 +1,4 @@
-"""What the shape analysis' per-op rules (ir/shape_rules_python.py) see of the analysis that runs
+"""What the shape analysis' per-op rules (ir/shapes/rules_python.py) see of the analysis that runs
 them: the frame of the function being analysed, and the interpreter's interface. The interpreter
 (ir/passes/shapes.py) is the implementation; `Facts` (ir/passes/emitter.py), which the passes that
 build ops type them with, answers the part that the rules of Python values use, with no frame.
@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import AbstractSet, Any, Protocol, Sequence
 
-from ir import ops
-from ir.core import Block, Operation, Value
-from ir.shape_rules_values import AV
-from ir.types import ANY, Type
+from ir.core import ops
+from ir.core.graph import Block, Operation, Value
+from ir.core.types import ANY, Type
+from ir.shapes.values import AV
 
 Path = tuple  # tuple[str | int, ...]: attribute names and indices from a function's argument
 DictKey = tuple  # (id of a live module, attribute name): one dict a module holds

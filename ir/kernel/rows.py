@@ -27,10 +27,22 @@ from typing import Any, Union
 
 import torch
 
-from ir.core import Operation, Value
-from ir.ops import (BinaryOp, CompareOp, ConstantOp, FuncOp, GetAttrOp, GetItemOp, ListOp, ReturnOp,
-                    TensorMethodOp, TorchCallOp, TupleOp, UnaryOp)
-from ir.types import NUMBER_TYPES, TensorType
+from ir.core.graph import Operation, Value
+from ir.core.ops import (
+    BinaryOp,
+    CompareOp,
+    ConstantOp,
+    FuncOp,
+    GetAttrOp,
+    GetItemOp,
+    ListOp,
+    ReturnOp,
+    TensorMethodOp,
+    TorchCallOp,
+    TupleOp,
+    UnaryOp,
+)
+from ir.core.types import NUMBER_TYPES, TensorType
 
 ROWS = "rows"  # the row parameters' shape
 ROWS1 = "rows1"  # that shape with the last size 1

@@ -1,6 +1,6 @@
 """The IR's objects: values, operations, blocks and regions, linked by use-lists.
 
-Types (ir/types.py) compare by value; everything here is an identity object, so replacing all
+Types (ir/core/types.py) compare by value; everything here is an identity object, so replacing all
 uses of a value is a walk over its use-list, not over the program.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Sequence
 
-from ir.types import Type
+from ir.core.types import Type
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,13 @@
 """Python's operators (+ - * / // % ** @ & | ^ << >>, comparisons, unary - + ~ not) on tensors and
 Python scalars: result types, the aten overload reached, errors for what Python or torch reject.
-Tensor results get their dtype from torch itself (ir/dtype_rules.py)."""
+Tensor results get their dtype from torch itself (ir/torchapi/dtypes.py)."""
 
 from __future__ import annotations
 
 import operator
 from typing import Callable
 
-from ir import dtype_rules as dt
-from ir.torch_callinfo import CallInfo, SignatureError, tensor_devices
-from ir.torch_schemas import schemas
-from ir.types import (
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,
@@ -26,7 +23,9 @@ from ir.types import (
     Type,
     unify,
 )
-
+from ir.torchapi import dtypes as dt
+from ir.torchapi.callinfo import CallInfo, SignatureError, tensor_devices
+from ir.torchapi.schemas import schemas
 
 _OPERATORS: dict[str, Callable] = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv,

@@ -1,6 +1,6 @@
 """What a shape rule file builds on: the call a rule is given (`Call`: a torch call bound to
 parameter names; `TorchCall`: one as the analysis sees it, before binding) and the table a rule
-file registers its rules in (`RuleTable`). A rule file fills its own table; ir/shape_rules.py,
+file registers its rules in (`RuleTable`). A rule file fills its own table; ir/shapes/rules.py,
 which binds calls and dispatches on the rules, merges the tables of the rule files it names.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ir.shape_rules_values import AV, UNKNOWN, _is_int, size_of
-from ir.types import BOOL, INT, Dim, TensorType, Type, as_dim
+from ir.core.types import BOOL, INT, Dim, TensorType, Type, as_dim
+from ir.shapes.values import AV, UNKNOWN, _is_int, size_of
 
 
 @dataclass

@@ -1,17 +1,17 @@
 """Shape and dtype facts of torch calls: binding a call to its parameter names and the dispatch
 over the rule tables, for the shape analysis (ir/passes/shapes.py). The abstract values and the
-size algebra (sympy) they compute with are in ir/shape_rules_values.py.
+size algebra (sympy) they compute with are in ir/shapes/values.py.
 
 A rule is a function from a bound call (`Call`) to the abstract value of its result (`AV`), or
-None when it cannot say more than the front end's type. Each rule file (ir/shape_rules_ops.py,
-ir/shape_rules_nn.py, ir/shape_rules_views.py) registers its rules by op name in a table of its
-own (ir/shape_rule_table.py); `RULES` here merges them, and is the one place that names the rule
+None when it cannot say more than the front end's type. Each rule file (ir/shapes/rules_ops.py,
+ir/shapes/rules_nn.py, ir/shapes/rules_views.py) registers its rules by op name in a table of its
+own (ir/shapes/rule_table.py); `RULES` here merges them, and is the one place that names the rule
 files. Ops without a rule fall back on traits: in-place ops return their target, ops torch tags
 `pointwise` broadcast their tensor arguments, and any op whose inputs are all concrete runs on
 "meta" tensors (torch's own meta functions: exact shapes and dtypes, no data). What is not known
 stays unknown: a dimension that cannot be decided is None, never a guess.
 
-Dimensions are ints, sympy expressions over positive integer symbols (`ir.types.sym`), or None.
+Dimensions are ints, sympy expressions over positive integer symbols (`ir.core.types.sym`), or None.
 """
 
 from __future__ import annotations
@@ -25,22 +25,7 @@ from typing import Any, Callable, Sequence
 import sympy
 import torch
 
-from ir import dtype_rules as dt
-from ir import shape_rules_nn, shape_rules_ops, shape_rules_views
-from ir.shape_rule_table import Call, RuleTable, TorchCall
-from ir.shape_rules_values import (
-    AV,
-    BOTTOM_TYPE,
-    UNKNOWN,
-    broadcast_shapes,
-    const_av,
-    is_concrete,
-    list_av,
-    tensor_av,
-    tuple_av,
-)
-from ir.types import (
-    unify_all,
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,
@@ -53,8 +38,22 @@ from ir.types import (
     TensorType,
     TupleType,
     Type,
+    unify_all,
 )
-
+from ir.shapes import rules_nn, rules_ops, rules_views
+from ir.shapes.rule_table import Call, RuleTable, TorchCall
+from ir.shapes.values import (
+    AV,
+    BOTTOM_TYPE,
+    UNKNOWN,
+    broadcast_shapes,
+    const_av,
+    is_concrete,
+    list_av,
+    tensor_av,
+    tuple_av,
+)
+from ir.torchapi import dtypes as dt
 
 # -- binding a call to parameter names ----------------------------------------------------------
 _NUMPY = {"axis": "dim", "keepdims": "keepdim", "x": "self", "a": "self", "x1": "self", "x2": "other"}
@@ -73,7 +72,7 @@ class Param:
 
 @functools.lru_cache(maxsize=None)
 def _schema_params(aten: str) -> tuple[Param, ...] | None:
-    from ir.torch_schemas import schemas
+    from ir.torchapi.schemas import schemas
 
     base = aten.removeprefix("aten::").split(".")[0]
     for sig in schemas(base):
@@ -118,7 +117,7 @@ def python_callable(kind: str, name: str) -> Callable | None:
     if kind == "method":
         attr = getattr(torch.Tensor, name, None)
         return attr if callable(attr) else None
-    from ir.torch_signatures import _lookup
+    from ir.torchapi.signatures import _lookup
 
     return _lookup(name)
 
@@ -126,8 +125,8 @@ def python_callable(kind: str, name: str) -> Callable | None:
 def _param_lists(kind: str, name: str, aten: str | None) -> list[tuple[Param, ...]]:
     """Candidate parameter lists: the Python signature for functions written in Python, else the
     aten overload's schema (every overload when the front end did not pick one)."""
-    from ir import torch_python_funcs as pf
-    from ir.torch_schemas import schemas
+    from ir.torchapi import python_funcs as pf
+    from ir.torchapi.schemas import schemas
 
     fn = python_callable(kind, name)
     if fn is not None:
@@ -238,7 +237,7 @@ def is_pointwise(aten: str | None) -> bool:
 # -- dispatch -----------------------------------------------------------------------------------
 # The rule files' tables, merged here: the one place that names them all. A rule file registers
 # into its own table and imports nothing of the dispatch.
-RULES = RuleTable.merged(shape_rules_ops.RULES, shape_rules_nn.RULES, shape_rules_views.RULES)
+RULES = RuleTable.merged(rules_ops.RULES, rules_nn.RULES, rules_views.RULES)
 
 
 def infer_call(c: TorchCall) -> AV:
@@ -370,7 +369,7 @@ def refine_type(old: Type, new: Type) -> Type:
 # -- completing dtypes and devices ----------------------------------------------------------------
 def complete_types(found: AV | None, c: TorchCall) -> AV:
     """The front end's type refined with the found facts; dtypes and devices still missing are
-    asked of torch's dtype rules again (ir/torch_signatures.py) with the refined argument types."""
+    asked of torch's dtype rules again (ir/torchapi/signatures.py) with the refined argument types."""
     declared = c.declared
     if found is None:
         found = AV(declared)
@@ -463,8 +462,8 @@ def scalar_const(av: AV) -> Any:
 
 
 def _resolve_again(c: TorchCall, fill: int | None = None) -> Type | None:
-    from ir.torch_callinfo import SignatureError
-    from ir.torch_signatures import resolve_function, resolve_method
+    from ir.torchapi.callinfo import SignatureError
+    from ir.torchapi.signatures import resolve_function, resolve_method
 
     consts: dict[int | str, object] = {}
     pos = c.pos[1:] if c.kind == "method" else c.pos

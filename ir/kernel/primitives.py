@@ -27,9 +27,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Union
 
-from ir import ops
-from ir.core import Operation
-from ir.types import OptionalType, TensorType, TupleType, Type
+from ir.core import ops
+from ir.core.graph import Operation
+from ir.core.types import OptionalType, TensorType, TupleType, Type
 
 # How far compiled results may be from eager's once composites are decomposed (and, later,
 # fused): |compiled - eager| <= atol + rtol * |eager|, as (atol, rtol) per dtype name
@@ -241,7 +241,7 @@ PRIMITIVES: dict[str, Primitive] = {
     """),
 }
 
-# Python operators on tensors, by the aten op they reach (ir/torch_operators.py _OP_ATEN).
+# Python operators on tensors, by the aten op they reach (ir/torchapi/operators.py _OP_ATEN).
 OPERATOR_PRIMITIVES: dict[str, str] = {
     "+": "add", "-": "sub", "*": "mul", "/": "div", "//": "floor_divide", "%": "remainder",
     "**": "pow", "@": "matmul", "&": "bitwise_and", "|": "bitwise_or", "^": "bitwise_xor",

@@ -23,7 +23,7 @@ import keyword
 import re
 from typing import Iterable
 
-from ir.core import Loc, Operation
+from ir.core.graph import Loc, Operation
 
 MAX_PARTS = 3
 # What a compiled module binds at top level besides its kernels and functions (codegen/names.py,

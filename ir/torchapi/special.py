@@ -9,10 +9,7 @@ from typing import Callable
 
 import torch
 
-from ir import dtype_rules as dt
-from ir.torch_callinfo import CallInfo, Consts, SignatureError, arg_desc, shape_type
-from ir.torch_schemas import Bound, Param, Return, Sig, bind
-from ir.types import (
+from ir.core.types import (
     ANY,
     BOOL,
     FLOAT,
@@ -24,6 +21,9 @@ from ir.types import (
     TupleType,
     Type,
 )
+from ir.torchapi import dtypes as dt
+from ir.torchapi.callinfo import CallInfo, Consts, SignatureError, arg_desc, shape_type
+from ir.torchapi.schemas import Bound, Param, Return, Sig, bind
 
 
 # -- methods implemented by hand in torch's Python bindings --------------------------------------

@@ -21,19 +21,7 @@ from typing import Any, Callable
 import torch
 import torch.nn.functional as F
 
-from ir import dtype_rules as dt
-from ir.torch_schemas import schemas
-from ir.torch_callinfo import (
-    CallInfo,
-    Consts,
-    SignatureError,
-    arg_desc,
-    call_function,
-    tensor_devices,
-    tensor_operands,
-    type_from_desc,
-)
-from ir.types import (
+from ir.core.types import (
     ANY,
     INT,
     NONE,
@@ -44,7 +32,18 @@ from ir.types import (
     TupleType,
     Type,
 )
-
+from ir.torchapi import dtypes as dt
+from ir.torchapi.callinfo import (
+    CallInfo,
+    Consts,
+    SignatureError,
+    arg_desc,
+    call_function,
+    tensor_devices,
+    tensor_operands,
+    type_from_desc,
+)
+from ir.torchapi.schemas import schemas
 
 
 # -- Python-level wrappers ----------------------------------------------------------------------

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ir import ops
-from ir.core import Block, Operation, Region, Use, Value
-from ir.types import Type
+from ir.core import ops
+from ir.core.graph import Block, Operation, Region, Use, Value
+from ir.core.types import Type
 
 
 def clone_op(op: Operation, mapping: dict[Value, Value]) -> Operation:

@@ -1,5 +1,5 @@
 """Shape rules for tensor ops: shape-preserving ops, reductions, matmul, factories, size
-queries and losses (views, joining and splitting: ir/shape_rules_views.py). Each rule gets the
+queries and losses (views, joining and splitting: ir/shapes/rules_views.py). Each rule gets the
 call bound to parameter names (ir/shape_rule_table.Call) and returns the result's abstract
 value, or None when it cannot tell.
 Result dtypes are left to the front end and torch's dtype rules unless the rule knows better.
@@ -12,8 +12,10 @@ from typing import Any
 
 import sympy
 
-from ir.shape_rule_table import Call, RuleTable, sizes_of
-from ir.shape_rules_values import (
+from ir.core.types import BOOL, FLOAT, INT, Dim, TensorType, TupleType
+from ir.shapes.rule_table import Call, RuleTable, sizes_of
+from ir.shapes.rules_views import agree, infer_view, merge_shapes, split_sizes  # noqa: F401
+from ir.shapes.values import (
     AV,
     UNKNOWN,
     broadcast_shapes,
@@ -30,12 +32,10 @@ from ir.shape_rules_values import (
     tensor_av,
     tuple_av,
 )
-from ir.shape_rules_views import agree, infer_view, merge_shapes, split_sizes  # noqa: F401
-from ir.types import BOOL, FLOAT, INT, Dim, TensorType, TupleType
 
 Shape = tuple[Dim, ...]
 
-# This file's shape rules; ir/shape_rules.py merges them with the other rule files'.
+# This file's shape rules; ir/shapes/rules.py merges them with the other rule files'.
 RULES = RuleTable()
 rule = RULES.rule
 

@@ -1,10 +1,10 @@
 """What the front end needs to know about a call into torch: does it bind, what does it return,
 what does it write, does it draw random numbers, which aten overload is it.
 
-Torch's own operator schemas are the vocabulary (ir/torch_schemas.py reads and binds them the way
+Torch's own operator schemas are the vocabulary (ir/torchapi/schemas.py reads and binds them the way
 torch's Python argument parser does); torch's Python-level wrappers (most of torch.nn.functional,
 torch.functional, a few Tensor methods) are bound against their Python signatures
-(ir/torch_python_funcs.py); result dtypes come from torch itself (ir/dtype_rules.py).
+(ir/torchapi/python_funcs.py); result dtypes come from torch itself (ir/torchapi/dtypes.py).
 
 Public API (used by transpiler/):
 
@@ -30,23 +30,7 @@ from typing import Any, Callable
 
 import torch
 
-from ir import dtype_rules as dt
-from ir.torch_callinfo import (
-    CallInfo,
-    Consts,
-    SignatureError,
-    arg_desc,
-    call_function,
-    call_method,
-    has_tensor,
-    shape_type,
-    tensor_devices,
-    tensor_operands,
-    type_from_desc,
-)
-from ir.torch_operators import binary_result_type, resolve_binary, resolve_unary, unary_result_type
-from ir.torch_schemas import NUMBERS_AS_TENSORS, Bound, bind, operand_key, schemas
-from ir.types import (
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,
@@ -60,6 +44,27 @@ from ir.types import (
     Type,
     unify,
 )
+from ir.torchapi import dtypes as dt
+from ir.torchapi.callinfo import (
+    CallInfo,
+    Consts,
+    SignatureError,
+    arg_desc,
+    call_function,
+    call_method,
+    has_tensor,
+    shape_type,
+    tensor_devices,
+    tensor_operands,
+    type_from_desc,
+)
+from ir.torchapi.operators import (
+    binary_result_type,
+    resolve_binary,
+    resolve_unary,
+    unary_result_type,
+)
+from ir.torchapi.schemas import NUMBERS_AS_TENSORS, Bound, bind, operand_key, schemas
 
 # Ops whose schema declares a fresh result but which return their input itself (or a view of it)
 # in some cases: dropout when not training, type_as to the same type, einsum("ij->ji"),
@@ -255,8 +260,8 @@ def resolve_function(
     kwargs: dict[str, Type],
     const_values: Consts | None = None,
 ) -> CallInfo:
-    from ir import torch_python_funcs as pf
-    from ir import torch_special as sp
+    from ir.torchapi import python_funcs as pf
+    from ir.torchapi import special as sp
 
     consts = const_values or {}
     display = qualname
@@ -291,8 +296,8 @@ def resolve_method(
     kwargs: dict[str, Type],
     const_values: Consts | None = None,
 ) -> CallInfo:
-    from ir import torch_python_funcs as pf
-    from ir import torch_special as sp
+    from ir.torchapi import python_funcs as pf
+    from ir.torchapi import special as sp
 
     consts = const_values or {}
     display = f"Tensor.{name}"
@@ -327,8 +332,8 @@ def resolve_method(
 
 def is_known_function(qualname: str) -> bool:
     """Whether resolve_function knows `qualname` at all (torch.*, torch.nn.functional.*, math.*)."""
-    from ir import torch_python_funcs as pf
-    from ir import torch_special as sp
+    from ir.torchapi import python_funcs as pf
+    from ir.torchapi import special as sp
 
     if qualname.startswith("math."):
         return qualname in sp.MATH_FUNCTIONS

@@ -5,9 +5,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
-from ir.core import Block, Loc, Operation, Value
-from ir.ops import ConstantOp
-from ir.types import BOOL, FLOAT, INT, NONE, STR, TupleType, Type
+from ir.core.graph import Block, Loc, Operation, Value
+from ir.core.ops import ConstantOp
+from ir.core.types import BOOL, FLOAT, INT, NONE, STR, TupleType, Type
 
 
 class Builder:

@@ -8,8 +8,9 @@ from typing import Any
 
 import sympy
 
-from ir.shape_rule_table import Call, RuleTable, sizes_of
-from ir.shape_rules_values import (
+from ir.core.types import INT, Dim, ListType
+from ir.shapes.rule_table import Call, RuleTable, sizes_of
+from ir.shapes.values import (
     AV,
     broadcast_shapes,
     concrete,
@@ -22,11 +23,10 @@ from ir.shape_rules_values import (
     slice_length,
     tensor_av,
 )
-from ir.types import INT, Dim, ListType
 
 Shape = tuple[Dim, ...]
 
-# This file's shape rules; ir/shape_rules.py merges them with the other rule files'.
+# This file's shape rules; ir/shapes/rules.py merges them with the other rule files'.
 RULES = RuleTable()
 rule = RULES.rule
 

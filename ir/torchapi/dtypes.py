@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 import torch
 
-from ir.types import (
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Union
 
 import sympy

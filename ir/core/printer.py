@@ -7,7 +7,7 @@
       func.return(%1)  # rnn_cell.py:14:9
     }
 
-ir/parser.py reads the same text back.
+ir/core/parser.py reads the same text back.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ir.core import Block, Operation, Program, Value
-from ir.ops import FuncOp
-from ir.types import Type
+from ir.core.graph import Block, Operation, Program, Value
+from ir.core.ops import FuncOp
+from ir.core.types import Type
 
 INDENT = "  "
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ir.dtype_rules import INTEGRAL_DTYPES
-from ir.shape_rules_values import AV, UNKNOWN, broadcast_shapes, size_of, slice_length, tensor_av
-from ir.types import BOOL, INT, NONE, Dim, TensorType
+from ir.core.types import BOOL, INT, NONE, Dim, TensorType
+from ir.shapes.values import AV, UNKNOWN, broadcast_shapes, size_of, slice_length, tensor_av
+from ir.torchapi.dtypes import INTEGRAL_DTYPES
 
 Shape = tuple[Dim, ...]
 

@@ -6,10 +6,10 @@ with the offending op marked.
 
 from __future__ import annotations
 
-from ir.core import TERMINATOR, Block, Operation, Program, Value
-from ir.ops import FuncOp
-from ir.printer import Printer
-from ir.types import ERROR, ListType, OptionalType, TupleType, Type
+from ir.core.graph import TERMINATOR, Block, Operation, Program, Value
+from ir.core.ops import FuncOp
+from ir.core.printer import Printer
+from ir.core.types import ERROR, ListType, OptionalType, TupleType, Type
 
 
 class VerifyError(Exception):

@@ -4,7 +4,7 @@ An `AV` says what the analysis knows about one value: its IR type with every fac
 dtype, shape, device), its Python value when known (an int may be a sympy expression of size
 symbols), the elements of a tuple or list, and where a module attribute came from. `join` keeps
 the facts two paths share. Sizes are ints, sympy expressions over positive integer symbols
-(`ir.types.sym`), or None; the helpers here decide equality, broadcasting, exact division and
+(`ir.core.types.sym`), or None; the helpers here decide equality, broadcasting, exact division and
 slice lengths symbolically, and answer None whenever it cannot be decided.
 """
 
@@ -16,8 +16,7 @@ from typing import Any, Iterable, Sequence
 import sympy
 import torch
 
-from ir import dtype_rules as dt
-from ir.types import (
+from ir.core.types import (
     ANY,
     BOOL,
     DEVICE,
@@ -35,6 +34,7 @@ from ir.types import (
     as_dim,
     unify,
 )
+from ir.torchapi import dtypes as dt
 
 
 # -- abstract values ---------------------------------------------------------------------------

@@ -1,0 +1,229 @@
+"""The kernel ops: ops the compiled module computes with kernels it generates (C++ on the CPU,
+Triton on the GPU), and the buffer ops that hand kernels their outputs' memory. The fuse, pool,
+autograd_kernels and plan passes build them; codegen/ prints them."""
+
+from __future__ import annotations
+
+from ir.core.graph import PURE, Block, Mutates, Operation, Trait, Value
+from ir.core.ops import YieldOp
+from ir.core.types import TensorType
+
+
+class Kernel(Operation):
+    """An op the compiled module computes with a kernel it generates (C++ and Triton): it calls
+    the kernel's launcher, attribute `name`, with the op's operands. Each subclass has its own
+    emitters in codegen/."""
+
+
+class PoolKernelOp(Kernel):
+    """kernel.pool: the max over windows of the middle dims of a 4-d tensor [N, H, W, C] (NHWC
+    rows, any strides; fastest with the channels contiguous), as `F.max_pool2d` of its NCHW view
+    computes it (ir/passes/pool.py). Attributes `kernel_size`, `stride`, `padding` (pairs of
+    ints; dilation 1); the result [N, OH, OW, C] is a fresh row-major tensor whose OH and OW (and
+    so ceil_mode) its type fixes. A window cut by the border takes the max of its elements inside
+    it, as torch pads with -inf; NaN propagates."""
+
+    name = "kernel.pool"
+    traits = frozenset({PURE})
+
+    def verify_(self) -> list[str]:
+        errors = []
+        a = self.attributes
+        for key in ("kernel_size", "stride", "padding"):
+            value = a.get(key)
+            if not (isinstance(value, tuple) and len(value) == 2 and all(type(n) is int for n in value)):
+                errors.append(f"`{key}` is a pair of ints")
+        if len(self.operands) != 1 or len(self.results) != 1:
+            return errors + ["kernel.pool takes one tensor and gives one"]
+        x, r = self.operands[0].type, self.result.type
+        if not (isinstance(x, TensorType) and isinstance(r, TensorType) and x.shape is not None
+                and r.shape is not None and len(x.shape) == len(r.shape) == 4 and x.dtype == r.dtype):
+            errors.append("kernel.pool maps a 4-d tensor to a 4-d tensor of its dtype")
+        return errors
+
+
+class KernelOp(Kernel):
+    """A fused kernel (ir/passes/fuse.py): one generated loop nest in place of a group of ops.
+    Operands: the input tensors, then the scalar inputs (Python numbers); results: the output
+    tensors. The region computes one element: its block takes one 0-d element per tensor input
+    and the scalars, and ends in scf.yield of one element per output. Attribute `name`: the
+    kernel's name in the generated code; `inputs`: how many operands are tensors.
+
+    Attribute `into`, when present: for each output it lists, in order, one more operand after
+    the scalars, a tensor of that output's type that the kernel writes the output into (a view
+    of a larger buffer: ir/passes/concat.py; a kept buffer, py.buffer: ir/passes/plan.py); the
+    output is then that tensor. Such a kernel writes its destinations, so it is not pure."""
+
+    @property
+    def traits(self) -> frozenset[Trait]:  # type: ignore[override]
+        if not self.attributes.get("into"):
+            return frozenset({PURE})
+        first = len(self.operands) - len(self.attributes["into"])
+        return frozenset(Mutates(i) for i in range(first, len(self.operands)))
+
+    @property
+    def body(self) -> Block:
+        return self.regions[0].block
+
+    @property
+    def scalar_inputs(self) -> list[Value]:
+        """The operands after the tensor inputs that the body reads (not the destinations)."""
+        return self.operands[self.attributes["inputs"]:len(self.body.args)]
+
+    @property
+    def destinations(self) -> dict[int, Value]:
+        """Output index -> the tensor it is written into (attribute `into`)."""
+        into = self.attributes.get("into", ())
+        return dict(zip(into, self.operands[len(self.operands) - len(into):]))
+
+    @property
+    def views_written(self) -> list[int]:
+        """The outputs written into a view they are given (ir/passes/concat.py), whose strides
+        the code takes, in order; an output given a kept buffer (py.buffer: dense, row-major)
+        is written as a new output is."""
+        return sorted(k for k, v in self.destinations.items() if not isinstance(v.owner, BufferOp))
+
+    def verify_(self) -> list[str]:
+        errors = []
+        n = self.attributes.get("inputs", 0)
+        into = self.attributes.get("into", ())
+        if len(self.body.args) != len(self.operands) - len(into):
+            errors.append("the body takes one argument per operand but the destinations")
+        if len(set(into)) != len(into) or any(type(k) is not int or not 0 <= k < len(self.results) for k in into):
+            errors.append("`into` names distinct outputs")
+        for k, v in self.destinations.items():
+            if v.type != self.results[k].type:
+                errors.append(f"the destination of output {k} must have its type")
+        for v, a in zip(self.operands[:n], self.body.args):
+            if not isinstance(v.type, TensorType) or not isinstance(a.type, TensorType) or a.type.shape != ():
+                errors.append("a tensor input's element must be a 0-d tensor")
+                break
+        term = self.body.terminator
+        if not isinstance(term, YieldOp) or len(term.operands) != len(self.results):
+            errors.append("the body must end in scf.yield of one element per result")
+        for r in self.results:
+            if not isinstance(r.type, TensorType) or r.type.dtype is None or r.type.shape is None:
+                errors.append("results must be tensors of known dtype and rank")
+                break
+        return errors
+
+
+class PointwiseKernelOp(KernelOp):
+    """A fused pointwise kernel: every result has the iteration shape (the broadcast of the
+    inputs), and the body computes each element independently."""
+
+    name = "kernel.pointwise"
+
+
+class ReductionKernelOp(KernelOp):
+    """A fused row-reduction kernel: the iteration shape's last dim is reduced. The body holds
+    `kernel.reduce` ops, each turning an element value into the value of its row; a result has
+    either the iteration shape (an element output) or its rows' shape, the last dim 1 (a row
+    output: a yielded value that depends on the row only). Code runs one row at a time: a pass
+    over the row per level of reductions, then the element outputs."""
+
+    name = "kernel.reduction"
+
+    def verify_(self) -> list[str]:
+        errors = super().verify_()
+        if not any(isinstance(op, ReduceOp) for op in self.body.ops):
+            errors.append("a reduction kernel holds at least one kernel.reduce")
+        return errors
+
+
+class AutogradKernelOp(Kernel):
+    """kernel.autograd: a group of pointwise ops in code autograd records, computed by a fused
+    kernel that autograd records as one function (ir/passes/autograd_kernels.py,
+    runtime/autograd_kernels.py). Operands: the tensor inputs, then the scalars (attribute
+    `inputs`: how many tensors); results: the outputs. Its one block holds two
+    `kernel.pointwise` ops on its arguments (the operands, then one gradient per output): the
+    forward, computing the results, and the backward, computing from the inputs and the
+    gradients the gradient of each input attribute `grads` lists (tensor input indices), at the
+    iteration shape. Attribute `name`: the function object the module binds; `eager`: the
+    function holding the group's torch ops, which a backward that is itself recorded runs
+    (double backward); `depends`: per output, the inputs it is computed from; `partial`, when
+    present: the inputs a third kernel.pointwise, the backward without the gradients of the
+    function's own arguments, gives the gradients of."""
+
+    name = "kernel.autograd"
+    traits = frozenset({PURE})
+
+    @property
+    def forward(self) -> "PointwiseKernelOp":
+        return self.regions[0].block.ops[0]  # type: ignore[return-value]
+
+    @property
+    def backward(self) -> "PointwiseKernelOp":
+        return self.regions[0].block.ops[1]  # type: ignore[return-value]
+
+    @property
+    def partial_backward(self) -> "PointwiseKernelOp | None":
+        return self.regions[0].block.ops[2] if "partial" in self.attributes else None  # type: ignore[return-value]
+
+    def verify_(self) -> list[str]:
+        ops_ = self.regions[0].block.ops if self.regions else []
+        kernels = 3 if "partial" in self.attributes else 2
+        if len(ops_) != kernels + 1 or not all(isinstance(o, PointwiseKernelOp) for o in ops_[:kernels]):
+            return ["kernel.autograd holds a forward and a backward kernel.pointwise (and a partial one), then scf.yield"]
+        if len(self.forward.results) != len(self.results):
+            return ["the forward kernel gives one result per output"]
+        if len(self.backward.results) != len(self.attributes.get("grads", ())):
+            return ["the backward kernel gives one gradient per input in `grads`"]
+        partial = self.partial_backward
+        if partial is not None and len(partial.results) != len(self.attributes["partial"]):
+            return ["the partial backward kernel gives one gradient per input in `partial`"]
+        return []
+
+
+class ReduceOp(Operation):
+    """Inside a reduction kernel: operand 0, an element value, reduced over the kernel's row
+    (attribute `kind`: "sum", "amax" or "amin", with torch's semantics: amax and amin propagate
+    NaN). The result is the row's value."""
+
+    name = "kernel.reduce"
+    traits = frozenset({PURE})
+    KINDS = ("sum", "amax", "amin")
+
+    def verify_(self) -> list[str]:
+        if self.attributes.get("kind") not in self.KINDS or len(self.operands) != 1:
+            return [f"kernel.reduce takes one operand and a kind in {self.KINDS}"]
+        return []
+
+
+# -- buffers a function keeps between calls (ir/passes/plan.py, runtime/buffers.py) ---------------
+class TakeBuffersOp(Operation):
+    """`_buffers.take("<key>")`: the set of buffers this call writes its large temporaries into,
+    taken from those earlier calls of the function (attribute `key`) gave back, or new: two calls
+    running at once never share one. Pure as the function sees it (it reads and writes nothing
+    the function can see), so code around it prints as expressions; plan runs last, so nothing
+    merges or drops it."""
+
+    name = "py.take_buffers"
+    traits = frozenset({PURE})
+
+
+class BufferOp(Operation):
+    """`buffers.get(<slot>, sizes, <dtype>)`: a dense row-major tensor of the result's type in slot
+    `slot` of the set of buffers operand 0 (py.take_buffers), whose storage outlives the call;
+    operand 1 is the sizes (a tuple). What it held before is garbage: like `new_empty`, an
+    allocation as the function sees it, so pure (the kernel or GEMM that writes it is not)."""
+
+    name = "py.buffer"
+    traits = frozenset({PURE})
+
+    def verify_(self) -> list[str]:
+        t = self.results[0].type if len(self.results) == 1 else None
+        if len(self.operands) != 2 or not isinstance(self.operands[0].owner, TakeBuffersOp):
+            return ["py.buffer takes the buffers of py.take_buffers and the sizes"]
+        if not (isinstance(t, TensorType) and t.dtype == self.attributes.get("dtype") and t.shape is not None):
+            return ["py.buffer gives a tensor of its dtype and known rank"]
+        if type(self.attributes.get("slot")) is not int:
+            return ["py.buffer's slot is an int"]
+        return []
+
+
+class GiveBuffersOp(Operation):
+    """`_buffers.give(buffers)`: hands the set back for the function's next call, before it
+    returns. (A call that raises does not: its set is dropped, so nothing it wrote is reused.)"""
+
+    name = "py.give_buffers"
