@@ -6,17 +6,21 @@ A region is one of the model's top-level submodules, or an item of a top-level c
 entry's own code makes. `script(model, example_inputs=..., regions=True)` (or
 TORCHSCRIBE_REGIONS=on) decides, before compiling the model:
 
-1. one eager call of the model on the example inputs records what each region is called with
+1. an eager call of the model on the example inputs records what each region is called with
    (its first call);
 2. each region called with positional tensors alone is compiled on its own, as `script()`
    compiles a module, for those inputs, and timed beside its eager self in turns: `ROUNDS`
-   rounds, each running both for `BUDGET_S / ROUNDS` seconds (one call at least), in strict run
+   rounds (fewer, four at least, for calls longer than a round's share of the budget), each
+   running both for `BUDGET_S / ROUNDS` seconds (one call at least), in strict run
    mode (compiled code that would run eagerly is no measure); each round gives the ratio of the
    least times (noise only adds time), eager's over compiled's. A region whose untimed first
-   eager call took under `SIGNIFICANT` of all regions' is not timed;
+   eager call (the second: the first makes what later ones reuse) took under `SIGNIFICANT` of
+   all regions' is not timed;
 3. a region is kept eager when compiled is slower beyond this machine's noise: the upper
    quartile of the rounds' ratios is under `MARGIN` (slower in three rounds of four by more than
-   the margin), and it takes at least `SIGNIFICANT` of the regions' eager time;
+   the margin), and it takes at least `SIGNIFICANT` of the regions' eager time; and a second
+   measure of it, in turns again, says so too (a busy spell of the machine may favour one way
+   for a whole measure);
 4. the model is compiled with those regions kept (`keep_eager`, ir/passes/inline.py): its code
    calls them as eager does, the rest compiled as before.
 
@@ -44,7 +48,7 @@ import logging
 import os
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -137,7 +141,9 @@ def is_region(model: nn.Module, path: str) -> bool:
 
 def record_inputs(model: nn.Module, inputs: Sequence[Any], regions: list[Region],
                   kwargs: dict[str, Any] | None = None) -> None:
-    """One eager call of the model; each region keeps the inputs of its first call."""
+    """An eager call of the model, untimed (first calls make what later ones reuse), then one
+    more: each region keeps the inputs of its first call in it, and that call's time in
+    `eager_ms` (a first estimate)."""
     def hook(region: Region) -> Callable[..., None]:
         def pre(module: nn.Module, args: tuple, kw: dict) -> None:
             region.calls += 1
@@ -152,6 +158,8 @@ def record_inputs(model: nn.Module, inputs: Sequence[Any], regions: list[Region]
                 region.eager_ms = (time.perf_counter() - region.eager_ms) * 1e3
         return hook
 
+    with torch.no_grad():
+        model(*inputs, **(kwargs or {}))
     handles = [r.module.register_forward_pre_hook(hook(r), with_kwargs=True) for r in regions]
     handles += [r.module.register_forward_hook(post(r)) for r in regions]
     try:
@@ -165,9 +173,14 @@ def record_inputs(model: nn.Module, inputs: Sequence[Any], regions: list[Region]
 def time_in_turns(calls: dict[str, Callable[[], Any]], budget_s: float, rounds: int = ROUNDS) -> dict[str, list[list[float]]]:
     """Seconds of each call, by round: a warm-up call each, then `rounds` rounds in which each
     runs for `budget_s / rounds` (once at least), so that a busy spell of the machine slows
-    every way, not one."""
+    every way, not one. Calls so long that one a round would overrun the budget get fewer
+    rounds, four at least (the quartiles need them)."""
+    longest = 0.0
     for call in calls.values():
+        start = time.perf_counter()
         call()
+        longest = max(longest, time.perf_counter() - start)
+    rounds = max(4, min(rounds, int(budget_s / max(longest, 1e-9))))
     found: dict[str, list[list[float]]] = {name: [] for name in calls}
     for _ in range(rounds):
         for name, call in calls.items():
@@ -230,10 +243,14 @@ def decide(model: nn.Module, example_inputs: Sequence[Any], key: str | None,
         total = sum(r.eager_ms for r in regions if r.calls)
         for region in regions:
             if region.calls and region.eager_ms < SIGNIFICANT * total:
-                region.result = f"negligible: {region.eager_ms:.3f} ms of {total:.3f} ms in eager's first call"
+                region.result = f"negligible: {region.eager_ms:.3f} ms of {total:.3f} ms in an eager call"
                 continue
             measure(region, compile)
-        found = judge(regions)
+        slower = {d.region for d in judge(regions) if d.kept}
+        for region in regions:  # a region is kept only where a second measure says so too
+            if region.name in slower:
+                measure(region, compile)
+        found = [d if d.region in slower else replace(d, kept=False) for d in judge(regions)]
         if path is not None:
             _write(path, type(model).__name__, found)
     kept = [d for d in found if d.kept]
