@@ -188,9 +188,9 @@ def script(
         raise TypeError(f"script(keep_eager=...) takes a sequence of submodule paths (\"stages.2\"), not {keep_eager!r}")
     if regions not in (None, True, False):
         raise TypeError(f"script(regions=...) takes True, False or None, not {regions!r}")
-    if (keep_eager or regions) and not isinstance(obj, nn.Module):
-        raise TypeError("script(keep_eager=..., regions=...) take an nn.Module instance compiled now: "
-                        "script(instance, example_inputs=..., ...)")
+    if (keep_eager or regions) and not isinstance(obj, nn.Module) or regions and example_inputs is None:
+        raise TypeError("script(keep_eager=..., regions=...) take an nn.Module instance compiled now "
+                        "(regions=True: for its example inputs): script(instance, example_inputs=..., ...)")
     if obj is _NO_OBJECT:
         return lambda target: script(target, example_inputs=example_inputs, permissive=permissive, freeze=freeze,
                                      example=example, devices=devices, dtypes=dtypes)

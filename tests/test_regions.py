@@ -109,6 +109,42 @@ def test_the_kept_call_runs_the_live_modules_forward(cache, monkeypatch) -> None
             scripted(*inputs)
 
 
+class Stage(nn.Module):
+    """A stage that halves the size where it has a `down` layer: instances with and without one
+    are variants of the class (`Stage`, `Stage@2`) whose results have other shapes."""
+
+    def __init__(self, c: int, down: bool) -> None:
+        super().__init__()
+        self.down = nn.Conv2d(c, c, 2, stride=2) if down else None
+        self.block = Counted(c)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.down is not None:
+            x = self.down(x)
+        return self.block(x)
+
+
+class Pyramid(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stages = nn.Sequential(Stage(8, False), Stage(8, True), Stage(8, False))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.stages(x).flatten(1)
+
+
+def test_what_follows_a_kept_call_has_the_shapes_of_its_variant(cache) -> None:
+    """The code after a kept stage is compiled for what that stage's own variant returns (a
+    quarter of the positions here), not what another variant of its class returns."""
+    torch.manual_seed(0)
+    model, x = Pyramid().eval(), torch.randn(2, 8, 8, 8)
+    scripted = script(model, example_inputs=(x,), keep_eager=["stages.1"])
+    [path] = (cache / "jit").glob("Pyramid_*.py")
+    assert "# f32[B, 8, 4, 4]@cpu" in path.read_text()  # (4x4 positions after it, not 8x8)
+    with torch.no_grad(), runtime.mode("strict"):
+        torch.testing.assert_close(scripted(x), model(x), rtol=1e-5, atol=1e-5)
+
+
 class Features(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -137,19 +173,27 @@ def test_keep_eager_names_regions_only(cache) -> None:
         script(model, example_inputs=inputs, keep_eager=["stages.1.conv"])
     with pytest.raises(TypeError, match="sequence of submodule paths"):
         script(model, example_inputs=inputs, keep_eager="head")
+    with pytest.raises(TypeError, match="for its example inputs"):
+        script(model, regions=True)
 
 
 class _Forced:
-    """A stand-in for the region timer: seconds per call by region and way, whatever runs."""
+    """A stand-in for the timer: seconds per call by region and way, whatever runs; for the
+    whole model, the time with the candidates kept over the time compiled whole."""
 
-    def __init__(self, slower: dict[int, float]) -> None:
+    def __init__(self, slower: dict[int, float], whole: float = 0.9) -> None:
         self.slower = slower  # id(region module) -> compiled's time over eager's
+        self.whole = whole
         self.calls = 0
+        self.wholes = 0
 
     def __call__(self, calls, budget_s, rounds=regions.ROUNDS):
-        self.calls += 1
         for call in calls.values():
             call()  # (run as the real timer runs them: strict mode would raise here)
+        if "kept" in calls:  # the whole model, with and without the candidates kept
+            self.wholes += 1
+            return {"compiled": [[1e-2]] * rounds, "kept": [[1e-2 * self.whole]] * rounds}
+        self.calls += 1
         region = self.current
         return {"eager": [[1e-3]] * rounds, "compiled": [[1e-3 * self.slower.get(id(region), 0.5)]] * rounds}
 
@@ -174,8 +218,9 @@ def test_regions_measured_slower_are_kept_and_the_decision_is_cached(cache, monk
     assert sorted(found) == ["head", "stages.0", "stages.1", "stages.2", "stem"]
     assert [name for name, d in found.items() if d.kept] == ["stages.2"]
     assert found["stages.2"].eager_ms / found["stages.2"].compiled_ms == pytest.approx(1 / 1.5)
-    assert "stages.2: kept eager, compiled at 0.67x eager's speed" in caplog.text
-    assert forced.calls == 5 + 1  # (one found slower is timed twice)
+    assert "stages.2: kept eager, compiled alone at 0.67x eager's speed" in caplog.text
+    assert "the whole model with stages.2 kept took 0.90x the time of the model compiled whole" in caplog.text
+    assert forced.calls == 5 + 1 and forced.wholes == 1  # (one found slower is timed twice, then the whole)
     [stored] = (cache / "regions").glob("*.json")
     assert [d["region"] for d in json.loads(stored.read_text())["decisions"] if d["kept"]] == ["stages.2"]
     body = _function(next(p for p in (cache / "jit").glob("Staged_*.py") if "item(stages, 2)(" in p.read_text()).read_text())
@@ -217,6 +262,32 @@ def test_a_region_is_kept_only_when_a_second_measure_agrees(cache, monkeypatch) 
     monkeypatch.setattr(regions, "time_in_turns", forced)
     found = regions.decisions(script(model, example_inputs=inputs, regions=True))
     assert [d.region for d in found if d.kept] == ["stages.1"]
+
+
+def test_candidates_are_kept_only_where_the_whole_model_runs_faster(cache, monkeypatch) -> None:
+    """Regions slower alone are candidates: kept only where the whole model compiled with them
+    kept runs faster than compiled whole; not here, where it runs slower (a layout change at the
+    region's edges, say). The measure is cached with the decision."""
+    model, inputs = _model()
+    forced = _Forced({id(model.stages[0]): 1.3, id(model.stages[2]): 1.5}, whole=1.2)
+    real_measure = regions.measure
+
+    def measure(region, compile, budget_s=regions.BUDGET_S):
+        forced.current = region.module
+        return real_measure(region, compile, budget_s)
+
+    monkeypatch.setattr(regions, "measure", measure)
+    monkeypatch.setattr(regions, "time_in_turns", forced)
+    found = regions.decisions(script(model, example_inputs=inputs, regions=True))
+    assert not any(d.kept for d in found) and forced.wholes == 1
+    whole = {d.region: d.whole for d in found if d.whole}
+    assert sorted(whole) == ["stages.0", "stages.2"]
+    assert whole["stages.0"].startswith("the whole model with stages.0, stages.2 kept took 1.20x the time")
+    assert whole["stages.0"].endswith(": not kept")
+    again = script(model, example_inputs=inputs, regions=True)
+    assert forced.wholes == 1  # (the second script() read the decisions)
+    with torch.no_grad(), runtime.mode("strict"):
+        torch.testing.assert_close(again(*inputs), model(*inputs), rtol=1e-5, atol=1e-5)
 
 
 def _timed(name: str, eager_ms: float, ratios: list[float]) -> regions.Region:

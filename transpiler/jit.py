@@ -43,8 +43,12 @@ def compile_object(obj: Any, example_inputs: Sequence[Any] | None = None, permis
         kept = set(_kept_paths(obj, keep_eager))
         found: list = []
         if example_inputs is not None and transpiler_regions.enabled(regions):
+            def whole(paths: tuple[str, ...]) -> nn.Module:  # (what the user keeps, in both ways)
+                more = tuple(sorted(kept | set(paths)))
+                return _compile_module(obj, example_inputs, {**options, **({"keep_eager": more} if more else {})})
+
             found = transpiler_regions.decide(obj, example_inputs, _key(obj, example_inputs, options),
-                                              lambda module, args: _compile_module(module, args, dict(options)))
+                                              lambda module, args: _compile_module(module, args, dict(options)), whole)
             kept |= {d.region for d in found if d.kept}
         if kept:  # (not a key where nothing is kept: those cache entries stay valid)
             options["keep_eager"] = tuple(sorted(kept))
@@ -140,7 +144,7 @@ def _module_code(instance: nn.Module, example_inputs: Sequence[Any] | None, opti
         options = {**options, "example_kwargs": tuple(sorted(
             (k, repr(v) if v is None or type(v) in (bool, int, float, str) else type(v).__qualname__)
             for k, v in example_kwargs.items()))}
-    key = _key(instance, example_inputs, options)
+    key = jit_cache.module_key(instance, path, text, module_name, example_inputs, options)
     module = _cached(key, cls.__name__)
     if module is None:
         from transpiler.source import SourceFile

@@ -21,13 +21,17 @@ TORCHSCRIBE_REGIONS=on) decides, before compiling the model:
    the margin), and it takes at least `SIGNIFICANT` of the regions' eager time; and a second
    measure of it, in turns again, says so too (a busy spell of the machine may favour one way
    for a whole measure);
-4. the model is compiled with those regions kept (`keep_eager`, ir/passes/inline.py): its code
+4. a region compiled alone is not what the whole model's compilation makes of it (nothing
+   fuses across its edges, and the memory layout at them is eager's: keeping convnext_atto's
+   stem norm eager, 0.61x alone, made the whole model 0.67x as fast), so the regions found
+   slower are only candidates: the whole model is compiled with them kept and timed in turns
+   beside the model compiled whole (`WHOLE_BUDGET_S` each), and they are kept only where that
+   runs faster beyond the noise (the upper quartile of the rounds' ratios of its time to the
+   whole compiled model's under `MARGIN`); else none is;
+5. the model is compiled with the regions kept (`keep_eager`, ir/passes/inline.py): its code
    calls them as eager does, the rest compiled as before.
 
-A region compiled alone is not what the whole model's compilation makes of it (nothing fuses
-across its edges, and the memory layout at them is eager's), so the measure is a proxy, made
-conservative by the margin. A region that does not compile alone, or is called otherwise, stays
-compiled.
+A region that does not compile alone, or is called otherwise, stays compiled.
 
 Decisions are tuning decisions, as runtime/choices.py's are: they live in the cache directory
 (`<cache>/regions/<key>.json`; the key is the model's `script()` key with the CPU model and the
@@ -63,9 +67,10 @@ from runtime.loader import cache_dir
 CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
 ROUNDS = 8
 BUDGET_S = 0.25  # of timed calls per region and way (eager, compiled), over the rounds
+WHOLE_BUDGET_S = 1.0  # of timed calls of the whole model, with and without candidates kept
 MARGIN = 0.97  # kept eager where compiled is slower than this fraction of eager's speed ...
 SIGNIFICANT = 0.01  # ... and the region takes at least this share of the regions' eager time
-FILE_FORMAT = 1
+FILE_FORMAT = 2
 log = logging.getLogger("torchscribe.regions")
 
 
@@ -100,14 +105,15 @@ class Decision:
     low: float = float("nan")  # quartiles of the rounds' ratios, eager / compiled
     high: float = float("nan")
     note: str = ""  # why it was not timed
+    whole: str = ""  # a candidate's: what the whole model measured with the candidates kept
 
     def describe(self) -> str:
         if self.note:
             return f"{self.region}: not measured ({self.note})"
         verdict = "kept eager" if self.kept else "compiled"
-        return (f"{self.region}: {verdict}, compiled at {self.eager_ms / self.compiled_ms:.2f}x eager's speed "
+        return (f"{self.region}: {verdict}, compiled alone at {self.eager_ms / self.compiled_ms:.2f}x eager's speed "
                 f"({self.compiled_ms:.3f} ms against {self.eager_ms:.3f} ms; middle half of rounds "
-                f"{self.low:.2f}-{self.high:.2f}x)")
+                f"{self.low:.2f}-{self.high:.2f}x)" + (f"; {self.whole}" if self.whole else ""))
 
 
 def quartiles(ratios: list[float]) -> tuple[float, float] | None:
@@ -231,10 +237,29 @@ def judge(regions: list[Region], margin: float = MARGIN) -> list[Decision]:
     return out
 
 
+def confirm(candidates: list[str], whole: Callable[[tuple[str, ...]], Callable[..., Any]],
+            example_inputs: Sequence[Any], budget_s: float = WHOLE_BUDGET_S) -> tuple[bool, str]:
+    """Whether the whole model with `candidates` kept (`whole(paths)` compiles it) runs faster
+    than compiled whole, timed in turns; and what was measured, in words."""
+    with torch.no_grad():
+        base, kept = whole(()), whole(tuple(sorted(candidates)))
+        with runtime.mode("strict"):
+            got = time_in_turns({"compiled": lambda: base(*example_inputs), "kept": lambda: kept(*example_inputs)},
+                                budget_s)
+    ratios = [min(k) / min(c) for c, k in zip(got["compiled"], got["kept"])]  # kept's time over compiled's
+    low, high = quartiles(ratios) or (float("nan"), float("nan"))
+    faster = high < MARGIN
+    return faster, (f"the whole model with {', '.join(sorted(candidates))} kept took "
+                    f"{statistics.median(ratios):.2f}x the time of the model compiled whole (middle half of "
+                    f"rounds {low:.2f}-{high:.2f}x): {'kept' if faster else 'not kept'}")
+
+
 def decide(model: nn.Module, example_inputs: Sequence[Any], key: str | None,
-           compile: Callable[[nn.Module, tuple], Callable[..., Any]]) -> list[Decision]:
+           compile: Callable[[nn.Module, tuple], Callable[..., Any]],
+           whole: Callable[[tuple[str, ...]], Callable[..., Any]]) -> list[Decision]:
     """The decisions for `model` (`key`: its script() key, None where it has none): read from the
-    cache, or measured now and written there."""
+    cache, or measured now and written there. `compile(region, inputs)` compiles a region alone,
+    `whole(paths)` the model with the regions at `paths` kept."""
     path = _store(key)
     found = _read(path) if path is not None else None
     if found is None:
@@ -251,12 +276,16 @@ def decide(model: nn.Module, example_inputs: Sequence[Any], key: str | None,
             if region.name in slower:
                 measure(region, compile)
         found = [d if d.region in slower else replace(d, kept=False) for d in judge(regions)]
+        candidates = [d.region for d in found if d.kept]
+        if candidates:
+            faster, measured = confirm(candidates, whole, example_inputs)
+            found = [replace(d, kept=faster, whole=measured) if d.kept else d for d in found]
         if path is not None:
             _write(path, type(model).__name__, found)
-    kept = [d for d in found if d.kept]
-    if kept:
-        log.info("script(%s): regions kept eager, measured slower compiled:\n  %s", type(model).__name__,
-                 "\n  ".join(d.describe() for d in kept))
+    named = [d for d in found if d.kept or d.whole]
+    if named:
+        log.info("script(%s): regions measured slower compiled:\n  %s", type(model).__name__,
+                 "\n  ".join(d.describe() for d in named))
     else:
         log.info("script(%s): every region measured compiles as fast as eager or faster", type(model).__name__)
     return found
@@ -281,7 +310,7 @@ def _read(path: Path) -> list[Decision] | None:
         if data.get("format") != FILE_FORMAT:
             return None
         return [Decision(str(d["region"]), bool(d["kept"]), float(d["eager_ms"]), float(d["compiled_ms"]),
-                         float(d["low"]), float(d["high"]), str(d["note"])) for d in data["decisions"]]
+                         float(d["low"]), float(d["high"]), str(d["note"]), str(d["whole"])) for d in data["decisions"]]
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
@@ -294,5 +323,5 @@ def _write(path: Path, model: str, found: list[Decision]) -> None:
         return
 
 
-__all__ = ["Decision", "Region", "decide", "decisions", "enabled", "is_region", "judge", "measure",
+__all__ = ["Decision", "Region", "confirm", "decide", "decisions", "enabled", "is_region", "judge", "measure",
            "record_inputs", "regions_of", "time_in_turns"]
