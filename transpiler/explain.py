@@ -269,8 +269,6 @@ def _why_python(op: Operation) -> tuple[str, str] | None:
         return "control", "control flow (a kernel does not span it)"
     if isinstance(op, ops.ModuleCallOp):
         layer = op.operands[0].type
-        if op.attributes.get("kept") == "eager":
-            return "call", "a region kept eager: the module's own forward (script(..., keep_eager=...) or regions=True)"
         if isinstance(layer, ModuleType) and layer.qualname in LAYERS:
             return "call", (f"{layer.qualname.removeprefix('torch.nn.')}: a standard layer called as eager calls it "
                             "(lowered to its torch call where kernels may form: for known inputs)")
