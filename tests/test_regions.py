@@ -145,6 +145,29 @@ def test_what_follows_a_kept_call_has_the_shapes_of_its_variant(cache) -> None:
         torch.testing.assert_close(scripted(x), model(x), rtol=1e-5, atol=1e-5)
 
 
+class Looped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Counted(8) for _ in range(3)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def test_an_item_of_a_module_list_loop_is_kept(cache) -> None:
+    """A loop over a ModuleList, unrolled, calls the kept item as eager does, the others inlined."""
+    torch.manual_seed(0)
+    model, x = Looped().eval(), torch.randn(2, 8, 4, 4)
+    scripted = script(model, example_inputs=(x,), keep_eager=["blocks.1"])
+    [path] = (cache / "jit").glob("Looped_*.py")
+    body = path.read_text().split("def Looped_forward")[1]
+    assert "_guards.item(blocks, 1)(" in body and "item(blocks, 0)(" not in body and "item(blocks, 2)(" not in body
+    with torch.no_grad(), runtime.mode("strict"):
+        torch.testing.assert_close(scripted(x), model(x), rtol=1e-5, atol=1e-5)
+
+
 class Features(nn.Module):
     def __init__(self) -> None:
         super().__init__()
