@@ -6,25 +6,24 @@ A region is one of the model's top-level submodules, or an item of a top-level c
 entry's own code makes. `script(model, example_inputs=..., regions=True)` (or
 TORCHSCRIBE_REGIONS=on) decides, before compiling the model:
 
-1. an eager call of the model on the example inputs records what each region is called with
-   (its first call);
-2. each region called with positional tensors alone is compiled on its own, as `script()`
+1. two eager calls of the model on the example inputs: the first untimed (it makes what later
+   calls reuse), the second records what each region is called with (its first call in it)
+   and how long that took; a region under `SIGNIFICANT` of all regions' time is not timed;
+2. each other region called with positional tensors alone is compiled on its own, as `script()`
    compiles a module, for those inputs, and timed beside its eager self in turns: `ROUNDS`
    rounds (fewer, four at least, for calls longer than a round's share of the budget), each
-   running both for `BUDGET_S / ROUNDS` seconds (one call at least), in strict run
-   mode (compiled code that would run eagerly is no measure); each round gives the ratio of the
-   least times (noise only adds time), eager's over compiled's. A region whose untimed first
-   eager call (the second: the first makes what later ones reuse) took under `SIGNIFICANT` of
-   all regions' is not timed;
-3. a region is kept eager when compiled is slower beyond this machine's noise: the upper
+   running both for `BUDGET_S / ROUNDS` seconds (one call at least), in strict run mode
+   (compiled code that would run eagerly is no measure); each round gives the ratio of the
+   least times (noise only adds time), eager's over compiled's;
+3. a region is a candidate when compiled is slower beyond this machine's noise: the upper
    quartile of the rounds' ratios is under `MARGIN` (slower in three rounds of four by more than
    the margin), and it takes at least `SIGNIFICANT` of the regions' eager time; and a second
    measure of it, in turns again, says so too (a busy spell of the machine may favour one way
    for a whole measure);
 4. a region compiled alone is not what the whole model's compilation makes of it (nothing
    fuses across its edges, and the memory layout at them is eager's: keeping convnext_atto's
-   stem norm eager, 0.61x alone, made the whole model 0.67x as fast), so the regions found
-   slower are only candidates: the whole model is compiled with them kept and timed in turns
+   stem norm eager, 0.61x alone, made the whole model 0.67x as fast), so the candidates are
+   checked on the whole model: it is compiled with them kept and timed in turns
    beside the model compiled whole (`WHOLE_BUDGET_S` each), and they are kept only where that
    runs faster beyond the noise (the upper quartile of the rounds' ratios of its time to the
    whole compiled model's under `MARGIN`); else none is;
@@ -37,11 +36,12 @@ Decisions are tuning decisions, as runtime/choices.py's are: they live in the ca
 (`<cache>/regions/<key>.json`; the key is the model's `script()` key with the CPU model and the
 thread count), never in a module's text, so a later `script()` of the same model on the same
 machine reads them and measures nothing, and compiles what the decisions say. Delete the file to
-measure again. The logger `torchscribe.regions` says at INFO which regions were kept and the
-ratios that decided it; `decisions(scripted)` returns them.
+measure again. The logger `torchscribe.regions` says at INFO which regions were measured slower,
+whether they were kept, and the ratios that decided it; `decisions(scripted)` returns them.
 
-Measuring costs each region's compilation (about the model's own, again) and its timing
-(`BUDGET_S` a region and way), once per model, machine and thread count: it is off by default.
+Measuring costs each region's compilation (about the model's own, again), its timing
+(`BUDGET_S` a region and way) and, where there are candidates, the model's compilation with
+them kept, once per model, machine and thread count: it is off by default (docs/models.md).
 benchmarks/regions.py profiles a whole corpus this way."""
 
 from __future__ import annotations
