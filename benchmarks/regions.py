@@ -15,74 +15,27 @@ compiled median is above eager's, the better quartile of the per-round ratios is
 A region compiled on its own is not byte for byte what the whole-model compilation makes of it
 (the layout at its boundary is eager's, and nothing is inlined across it), so the profile says
 which parts to look at, and the whole-model figures in benchmarks/RESULTS.md say how much it
-matters. Runs in the corpus virtualenv, like benchmarks/zoo.py."""
+matters. Runs in the corpus virtualenv, like benchmarks/zoo.py.
+
+The product does the same per model: `script(model, example_inputs=..., regions=True)` measures
+its regions this way (transpiler/regions.py, whose regions and recorded inputs this profile
+shares) and keeps eager's calls for those slower compiled by a margin."""
 
 from __future__ import annotations
 
 import argparse
 import statistics
 import sys
-from dataclasses import dataclass, field
-from typing import Any
 
 import torch
-from torch import nn
 
 import runtime
 from benchmarks.bench import Timed, short_error, time_in_turns
 from benchmarks.zoo import CORPORA, quartiles
 from benchmarks.zoo_models import ZooModel, mismatch
+from transpiler.regions import Region, record_inputs, regions_of
 
-CONTAINERS = (nn.Sequential, nn.ModuleList, nn.ModuleDict)
-SIGNIFICANT = 0.01  # of the regions' eager time, from which a slower region is named
 MODES = {"strict": {}, "permissive": {"permissive": True}, "frozen": {"freeze": True}}
-
-
-@dataclass(eq=False)  # compared by identity: `in` on a list of regions
-class Region:
-    name: str
-    module: nn.Module
-    args: tuple = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    calls: int = 0
-    result: str = ""  # what happened: empty while timed, else why it was not
-    eager_ms: float = float("nan")
-    compiled_ms: float = float("nan")
-    ratios: list[float] = field(default_factory=list)  # eager / compiled, per round
-
-    def slower(self, total_ms: float) -> bool:
-        found = quartiles(self.ratios)
-        return (self.compiled_ms > self.eager_ms and found is not None and found[1] < 1.0
-                and self.eager_ms >= SIGNIFICANT * total_ms)
-
-
-def regions_of(model: nn.Module) -> list[Region]:
-    """The top-level submodules, with a container's items in its place."""
-    found = []
-    for name, child in model.named_children():
-        if isinstance(child, CONTAINERS) and len(child) > 0:
-            found += [Region(f"{name}.{item}", sub) for item, sub in child.named_children()]
-        else:
-            found.append(Region(name, child))
-    return found
-
-
-def record_inputs(model: nn.Module, inputs: tuple, regions: list[Region]) -> None:
-    """One eager call of the model; each region keeps the inputs of its first call."""
-    def hook(region: Region):
-        def pre(module: nn.Module, args: tuple, kwargs: dict) -> None:
-            region.calls += 1
-            if region.calls == 1:
-                region.args, region.kwargs = args, dict(kwargs)
-        return pre
-
-    handles = [r.module.register_forward_pre_hook(hook(r), with_kwargs=True) for r in regions]
-    try:
-        with torch.no_grad():
-            model(*inputs)
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def profile_region(region: Region, zoo: ZooModel, mode: str, budget_s: float) -> None:
@@ -91,6 +44,7 @@ def profile_region(region: Region, zoo: ZooModel, mode: str, budget_s: float) ->
     if region.calls == 0:
         region.result = "not called"
         return
+    region.eager_ms = float("nan")  # (record_inputs left its first call's time there)
     if region.kwargs or not all(isinstance(a, torch.Tensor) for a in region.args):
         region.result = "called with other than positional tensors"
         return

@@ -122,6 +122,8 @@ def script(
     example: str | tuple[str, ...] | None = None,
     devices: Sequence[str] | None = None,
     dtypes: Sequence[str] | None = None,
+    keep_eager: Sequence[str] = (),
+    regions: bool | None = None,
 ) -> Any:
     """Mark an ``nn.Module`` subclass or a module-level function for ahead-of-time compilation.
 
@@ -135,6 +137,12 @@ def script(
       convolutions, convolution weights in oneDNN's layout) are computed once and again only
       when a parameter is written in place or replaced; a write through ``.data`` is not seen
       (``runtime/prepacked.py``).
+    - ``keep_eager=("stages.2", "head")`` (an instance only): the compiled code calls the
+      submodules at those paths as eager does (their own forward), the rest compiled.
+    - ``regions=True`` (an instance with ``example_inputs``): each top-level region of the model
+      is timed compiled and eager on the example inputs, and those measured slower compiled are
+      kept eager; the decisions are kept in the cache (``transpiler/regions.py``). ``None``: as
+      ``TORCHSCRIBE_REGIONS`` says (``on``/``off``).
     - ``@script(example="make_example")``: ``torchscribe`` also compiles the class (function)
       for what the module-level function ``make_example`` of the same file returns,
       ``(instance, inputs)`` (the inputs, for a function), as ``script(instance,
@@ -176,6 +184,13 @@ def script(
             "it freezes): compile the instance now with script(instance, example_inputs=..., freeze=True), "
             "or name an example factory: @script(example=\"make_example\", freeze=True)."
         )
+    if isinstance(keep_eager, str) or not all(isinstance(p, str) and p for p in keep_eager):
+        raise TypeError(f"script(keep_eager=...) takes a sequence of submodule paths (\"stages.2\"), not {keep_eager!r}")
+    if regions not in (None, True, False):
+        raise TypeError(f"script(regions=...) takes True, False or None, not {regions!r}")
+    if (keep_eager or regions) and not isinstance(obj, nn.Module) or regions and example_inputs is None:
+        raise TypeError("script(keep_eager=..., regions=...) take an nn.Module instance compiled now "
+                        "(regions=True: for its example inputs): script(instance, example_inputs=..., ...)")
     if obj is _NO_OBJECT:
         return lambda target: script(target, example_inputs=example_inputs, permissive=permissive, freeze=freeze,
                                      example=example, devices=devices, dtypes=dtypes)
@@ -188,7 +203,8 @@ def script(
                         "compiling now specialises to the example inputs' devices and dtypes")
 
     if isinstance(obj, nn.Module):
-        return _compile_now(obj, example_inputs, {**options, "freeze": freeze})
+        return _compile_now(obj, example_inputs, {**options, "freeze": freeze, "keep_eager": tuple(keep_eager),
+                                                  "regions": regions})
     if inspect.isfunction(obj) and example_inputs is not None:
         return _compile_now(obj, example_inputs, options)
     if isinstance(obj, type):

@@ -27,23 +27,51 @@ from runtime.call_inputs import records_autograd
 from runtime.guards import GuardFailure
 from runtime.loader import load_module_from_path
 from transpiler import jit_cache
+from transpiler import regions as transpiler_regions
 
 if TYPE_CHECKING:
     from transpiler.classinfo import ClassInfo
 
 
 def compile_object(obj: Any, example_inputs: Sequence[Any] | None = None, permissive: bool = False,
-                   freeze: bool = False, **_: Any) -> Any:
-    options = {"permissive": permissive}
+                   freeze: bool = False, keep_eager: Sequence[str] = (), regions: bool | None = None,
+                   **_: Any) -> Any:
+    options: dict[str, Any] = {"permissive": permissive}
     if isinstance(obj, nn.Module):
         if freeze:  # (not a key of unfrozen modules: their cache entries stay valid)
             options["freeze"] = True
-        return _compile_module(obj, example_inputs, options)
+        kept = set(_kept_paths(obj, keep_eager))
+        found: list = []
+        if example_inputs is not None and transpiler_regions.enabled(regions):
+            def whole(paths: tuple[str, ...]) -> nn.Module:  # (what the user keeps, in both ways)
+                more = tuple(sorted(kept | set(paths)))
+                return _compile_module(obj, example_inputs, {**options, **({"keep_eager": more} if more else {})})
+
+            found = transpiler_regions.decide(obj, example_inputs, _key(obj, example_inputs, options),
+                                              lambda module, args: _compile_module(module, args, dict(options)), whole)
+            kept |= {d.region for d in found if d.kept}
+        if kept:  # (not a key where nothing is kept: those cache entries stay valid)
+            options["keep_eager"] = tuple(sorted(kept))
+        scripted = _compile_module(obj, example_inputs, options)
+        if found:
+            scripted.__torchscribe_regions__ = tuple(found)
+        return scripted
     if inspect.isfunction(obj):
         source_fn = inspect.unwrap(obj)
         # Permissive mode compiles a decorated function's body and keeps its decorators.
         return _compile_function(source_fn, example_inputs, options, obj if permissive else source_fn)
     raise TypeError(f"script() compiles nn.Module instances and functions, not {type(obj).__name__}")
+
+
+def _kept_paths(root: nn.Module, paths: Sequence[str]) -> tuple[str, ...]:
+    """`keep_eager` checked: each path a region of `root` (transpiler/regions.py), whose calls
+    the entry's own code makes."""
+    for path in paths:
+        if not transpiler_regions.is_region(root, path):
+            names = ", ".join(r.name for r in transpiler_regions.regions_of(root)) or "none"
+            raise TypeError(f"script(keep_eager=...): {path!r} is not a region of this {type(root).__name__} "
+                            f"(a top-level submodule, or an item of a top-level container: {names})")
+    return tuple(paths)
 
 
 def reference_classes() -> dict[type, str]:
@@ -128,9 +156,16 @@ def _module_code(instance: nn.Module, example_inputs: Sequence[Any] | None, opti
         source.module_name = module_name
         compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)",
                                     options["permissive"], example_kwargs or {}, options.get("freeze", False),
-                                    options.get("autograd", False))
+                                    options.get("autograd", False), frozenset(options.get("keep_eager", ())))
         module = _load(compiled.text, cls.__name__, key, compiled.files)
     return module
+
+
+def _key(instance: nn.Module, example_inputs: Sequence[Any] | None, options: dict[str, Any]) -> str | None:
+    """The cache key of `instance`'s module compiled with `options` (None: not cacheable)."""
+    path = _source_path(type(instance))
+    text = Path(path).read_text(encoding="utf-8")
+    return jit_cache.module_key(instance, path, text, _module_name_of(path), example_inputs, options)
 
 
 def _called_through_holder(instance: nn.Module, example_inputs: Sequence[Any] | None,
@@ -158,6 +193,8 @@ def _compile_through_holder(instance: nn.Module, example_inputs: Sequence[Any] |
     for hooks in ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks"):
         object.__setattr__(root, hooks, type(getattr(instance, hooks))())
     holder = RootCall(root)
+    if options.get("keep_eager"):  # (paths below the root: below the holder's `root`)
+        options = {**options, "keep_eager": tuple(f"root.{p}" for p in options["keep_eager"])}
     body = _module_code(holder, example_inputs, options).COMPILED["RootCall.forward"]
     cls = type(instance)
 
@@ -232,7 +269,7 @@ def _replace_submodule(root: nn.Module, where: str, new: nn.Module) -> None:
 
 def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
                      regenerate: str, permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
-                     frozen: bool = False, autograd: bool = False) -> Any:
+                     frozen: bool = False, autograd: bool = False, kept_eager: frozenset[str] = frozenset()) -> Any:
     """Compile the class of `instance` (`node` in `source`) for this instance, recursively: the
     classes of its submodules and the functions the code calls, from whichever file defines
     them (TorchScript's recursive scripting), so that inlining sees them."""
@@ -240,16 +277,18 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
     from transpiler.pipeline import CompiledFile, module_header
 
     program, entries, files = instance_program(instance, source, node, example_inputs, permissive, example_kwargs,
-                                               frozen, autograd)
+                                               frozen, autograd, kept_eager)
     header = module_header(source, regenerate, Path(source.path).name, program, permissive)
     return CompiledFile(program, entries, emit_module(program, header, entries, program.source_lines), files)
 
 
 def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
                      permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
-                     frozen: bool = False, autograd: bool = False) -> tuple[Any, dict[str, str], tuple[str, ...]]:
+                     frozen: bool = False, autograd: bool = False, kept_eager: frozenset[str] = frozenset()) \
+        -> tuple[Any, dict[str, str], tuple[str, ...]]:
     """(program after the passes, COMPILED entries, the other files compiled from) of
-    `compile_instance`; `autograd`: for calls autograd records (pipeline.build_program)."""
+    `compile_instance`; `autograd`: for calls autograd records, `kept_eager`: submodules called as
+    eager calls them (pipeline.build_program)."""
     from transpiler.pipeline import build_program
     from transpiler.source import Target
 
@@ -263,7 +302,7 @@ def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs
     program, entries = build_program(source, [Target(cls.__name__, node, options)], infos, instance=instance,
                                      example_inputs=example_inputs, functions=sources, permissive=permissive,
                                      frozen=frozen, devices=jit_cache.program_devices(instance, example_inputs),
-                                     autograd=autograd)
+                                     autograd=autograd, kept_eager=kept_eager)
     own = str(Path(source.path).resolve())
     return program, entries, tuple(f for f in sources.files if f != own)
 

@@ -243,13 +243,16 @@ def build_program(
     entry_types: Mapping[str, list[Any]] | None = None,
     devices: tuple[str, ...] = ("cpu",),
     autograd: bool = False,
+    kept_eager: frozenset[str] = frozenset(),
 ) -> tuple[Program, dict[str, str]]:
     """The program of `compile_source` after the passes, with its COMPILED entries.
     `entry_types` (COMPILED key -> a Type or None per argument, `self` included) compiles those
     entries for arguments of those types (transpiler/annotated.py). `autograd`: for calls that
-    autograd records, eager's torch ops without kernels (ir/passes.AUTOGRAD_PASSES)."""
+    autograd records, eager's torch ops without kernels (ir/passes.AUTOGRAD_PASSES). `kept_eager`:
+    paths of the instance's submodules whose calls stay eager's (`Program.kept_eager`)."""
     program, entries = lower_file(source, targets, instance_classes, functions, permissive, example_inputs, autograd)
     program.frozen = frozen
+    program.kept_eager = kept_eager
     program.devices = devices
     program.autograd = autograd
     if instance is None and example_inputs is None and not entry_types:
@@ -316,6 +319,8 @@ def reachable(program: Program, roots: set[str]) -> list:
             callee = op.attributes.get("callee") if isinstance(op, (FuncCallOp, ModuleCallOp, ComputedOnceOp)) else None
             if isinstance(op, AutogradKernelOp):  # (its torch ops, for a recorded backward)
                 callee = op.attributes["eager"]
+            if isinstance(op, ModuleCallOp) and op.attributes.get("kept") == "eager":
+                continue  # (the live module's own forward runs: nothing of the program)
             if isinstance(op, ModuleCallOp) and callee is None and isinstance(op.operands[0].type, ModuleType):
                 callee = f"{op.operands[0].type.qualname}.forward"
             if callee in funcs and callee not in seen:

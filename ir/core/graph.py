@@ -313,6 +313,10 @@ class Program:
         # Code for calls autograd records (ir/passes.AUTOGRAD_PASSES): its pointwise groups
         # become kernels with generated backwards (ir/passes/autograd_kernels.py)
         self.autograd = False
+        # script(model, ..., keep_eager=...): paths of submodules below the entry's module
+        # ("stages.2") whose calls stay calls of the live module, as eager makes them
+        # (ir/passes/inline.py): regions the compiled code does not run faster
+        self.kept_eager: frozenset[str] = frozenset()
 
     def walk(self) -> Iterator[Operation]:
         for f in self.funcs:

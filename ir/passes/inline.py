@@ -21,6 +21,12 @@ locations: the compiled code says which source lines it runs. Guards of an inlin
 the caller's entry, their module paths extended by where the callee's `self` lives. Functions
 that are no longer called stay: the runtime's COMPILED table may name them.
 
+Kept eager (`Program.kept_eager`, from `script(model, ..., keep_eager=...)`: regions measured
+slower compiled, transpiler/regions.py): a call, in the entry's module's own functions, of a
+submodule at one of those paths below it stays the call of the live module (`kept = "eager"`),
+neither inlined nor lowered, so it runs eager's own code; an entry guard pins its class (and a
+Sequential's length), whose forward the shape analysis still reads for the result.
+
 Containers: a call of an `nn.Sequential` of known length becomes a call of each layer, under a
 guard on the container's class and length (in generic code only where that reaches a forward to
 inline: its standard layers stay calls there), and so does a module list or Sequential whose
@@ -272,13 +278,40 @@ def inline(program: Program) -> None:
     inlinable = {name: f for name, f in funcs.items() if name not in program.separate}
     # Generic code lowers no layer: a Sequential unrolls only to reach a forward it inlines.
     unroll = (lambda t: _holds_inlinable(t, inlinable)) if program.generic else (lambda t: True)
+    own = _entry_module_functions(program, funcs) if program.kept_eager else set()
     for name in _callees_first(graph, list(funcs)):
         _check_lengths(funcs[name], assigned)
-        if _inline_into(funcs[name], inlinable, recursive, assigned, unroll):
+        kept = program.kept_eager if name in own else frozenset()
+        if _inline_into(funcs[name], inlinable, recursive, assigned, unroll, kept):
             name_shared_modules(funcs[name])
     for func in funcs.values():
         _guard_submodule_methods(func, assigned)
         _guard_assumed_classes(func, assigned)
+
+
+def _entry_module_functions(program: Program, funcs: dict[str, ops.FuncOp]) -> set[str]:
+    """The functions whose `self` is the module an entry is compiled for (its forward, and the
+    methods inlined into it): there a module path is a path below that module."""
+    types = {funcs[name].args[0].type for name, given in program.entry_inputs.items()
+             if name in funcs and given and funcs[name].args and isinstance(funcs[name].args[0].type, ModuleType)}
+    return {name for name, f in funcs.items() if f.args and f.args[0].type in types}
+
+
+def _keep_eager(func: ops.FuncOp, kept: frozenset[str], assigned: set[str]) -> None:
+    """Mark the calls of submodules at the `kept` paths below `func`'s `self` as calls of the
+    live module (`kept = "eager"`), each under an entry guard of its class."""
+    for call in [op for op in func.walk() if isinstance(op, ops.ModuleCallOp)]:
+        if call.attributes.get("kept") or call.attributes.get("opaque"):
+            continue
+        path = module_path(call.operands[0], func, assigned)
+        if path is None or path.root is not func.args[0] or path.text not in kept:
+            continue
+        call.attributes["kept"] = "eager"
+        t = call.operands[0].type
+        if isinstance(t, ModuleType):
+            add_module_guard(func, path, t.qualname, (), call.loc)
+        elif isinstance(t, ModuleListType) and t.kind == "Sequential" and t.length_known:
+            add_module_guard(func, path, SEQUENTIAL, (f"len={len(t.elems)}",), call.loc)
 
 
 def _guard_assumed_classes(func: ops.FuncOp, assigned: set[str]) -> None:
@@ -321,7 +354,8 @@ def _guard_submodule_methods(func: ops.FuncOp, assigned: set[str]) -> None:
 def _callee_of(op: Operation, funcs: dict[str, ops.FuncOp]) -> ops.FuncOp | None:
     if isinstance(op, ops.FuncCallOp):
         return funcs.get(op.attributes["callee"])
-    if isinstance(op, ops.ModuleCallOp) and isinstance(op.operands[0].type, ModuleType) and not op.attributes.get("opaque"):
+    if isinstance(op, ops.ModuleCallOp) and isinstance(op.operands[0].type, ModuleType) \
+            and not op.attributes.get("opaque") and not op.attributes.get("kept"):
         # an overloaded forward names the body compiled for its declaration (`Block.forward#1`)
         return funcs.get(op.attributes.get("callee") or f"{op.operands[0].type.qualname}.forward")
     return None
@@ -376,14 +410,18 @@ def _holds_inlinable(t: ModuleListType, funcs: dict[str, ops.FuncOp]) -> bool:
 
 
 def _inline_into(func: ops.FuncOp, funcs: dict[str, ops.FuncOp], recursive: set[str], assigned: set[str],
-                 unroll: Callable[[ModuleListType], bool]) -> bool:
+                 unroll: Callable[[ModuleListType], bool], kept: frozenset[str] = frozenset()) -> bool:
     """Inline every call in `func` that can be (also those copied in), unrolling the
-    Sequentials `unroll` says; whether any was."""
+    Sequentials `unroll` says, but the calls of modules at the `kept` paths; whether any was."""
     rejected: set[Operation] = set()
     changed = False
     while True:
+        if kept:  # (before each unrolling: a kept Sequential stays one call)
+            _keep_eager(func, kept, assigned)
         while _unroll_sequentials(func, assigned, unroll):
             changed = True
+            if kept:
+                _keep_eager(func, kept, assigned)
         site = next((op for op in _calls(func, funcs) if op not in rejected), None)
         if site is None:
             return changed
@@ -479,7 +517,7 @@ def _unroll_sequentials(func: ops.FuncOp, assigned: set[str], unroll: Callable[[
         t = call.operands[0].type
         if not (isinstance(t, ModuleListType) and t.kind == "Sequential" and t.length_known) \
                 or len(call.operands) != 2 or call.attributes.get("kwnames") or len(call.results) != 1 \
-                or not unroll(t):
+                or call.attributes.get("kept") or not unroll(t):
             continue
         path = module_path(call.operands[0], func, assigned)
         if path is None:

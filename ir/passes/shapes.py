@@ -350,7 +350,9 @@ class _Interpreter:
                     arg_origins: list[Path | None]) -> AV:
         m = mod.value
         t = mod.type
-        if isinstance(m, torch.nn.Module):
+        if isinstance(t, ModuleType) and f"{t.qualname}.forward" in self.funcs:
+            qualname = t.qualname  # (the variant of its class the call was typed with: `Stage@2`)
+        elif isinstance(m, torch.nn.Module):
             qualname = module_qualname(m)
         elif isinstance(t, ModuleType):
             qualname = t.qualname
