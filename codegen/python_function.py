@@ -46,6 +46,8 @@ class FunctionEmitter(PythonEmitter):
             self._note_annotation(ret)
         tail = (f" -> {ret}" if ret else "") + ":"
         head = f"def {function_name(f.sym_name)}({', '.join(params)}){tail}"
+        if f.attributes.get("grad_off"):  # (code for autograd: transpiler/lower_stmt.py)
+            self.w.line("@torch.no_grad()")
         if f.attributes.get("rows"):  # compiled for (rows, last) views (ir/kernel/rows.py)
             self.w.line(f"@_guards.over_rows({', '.join(string_literal(n) for n in f.attributes['rows'])})")
         if len(head) <= LINE_LENGTH:

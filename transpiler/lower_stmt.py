@@ -120,8 +120,13 @@ class FunctionLowerer(AssignmentLowering, BranchLowering, LoopLowering, RaiseLow
     def lower(self) -> ops.FuncOp:
         if self.ctx.permissive and self.sig.sym_name in self.ctx.entry_names:
             self.note_decorators()
-        if (not self.ctx.recursive or self.ctx.autograd) and any(turns_grad_off(self.source.global_name(d.decorator.func), d.decorator)
-                                          for d in self.node.decorators if isinstance(d.decorator, cst.Call)):
+        grad_off = any(turns_grad_off(self.source.global_name(d.decorator.func), d.decorator)
+                       for d in self.node.decorators if isinstance(d.decorator, cst.Call))
+        if grad_off and self.ctx.autograd:
+            # Code for autograd: the function runs under its own `torch.no_grad()`, as in
+            # eager, and callers call it rather than inlining it (ir/passes/inline.py).
+            self.func.attributes["grad_off"] = True
+        elif grad_off and not self.ctx.recursive:
             with self.at(self.node):  # `@torch.no_grad()`: as a `with` around the body
                 self.op(ops.CheckNoAutogradOp, [], [])
         body = statements_of(self.node.body)
