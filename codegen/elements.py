@@ -1,6 +1,6 @@
-"""The element operations of fused kernels, one table for both backends: per op of ir/passes/
-fuse.py's FUSIBLE vocabulary, what it is (its operands and how each is converted, what rounding
-its result needs) and how the C++ (codegen/cpp_elements.py) and Triton
+"""The element operations of fused kernels, one table for both backends: per op of
+ir/kernel/vocabulary.py's FUSIBLE, what it is (its operands and how each is converted, what
+rounding its result needs) and how the C++ (codegen/cpp_elements.py) and Triton
 (codegen/triton_kernels.py) emitters spell it. An emitter converts the operands as the entry
 says, fills in the spelling and rounds the result; neither holds a list of op names.
 
@@ -190,7 +190,7 @@ def entry(name: str) -> Element:
     """The table's entry for the op `name`: the one place an op without one is an error."""
     found = ELEMENTS.get(name)
     if found is None:
-        raise NotImplementedError(f"no element op {name!r} in codegen/elements.py (ir/passes/fuse.py's FUSIBLE "
+        raise NotImplementedError(f"no element op {name!r} in codegen/elements.py (ir/kernel/vocabulary.py's FUSIBLE "
                                   "lists what the kernel emitters implement)")
     return found
 
