@@ -436,3 +436,72 @@ def test_list_copies_and_item_assignment_keep_python_order(tmp_path, monkeypatch
             compiled = script(model, example_inputs=(x,))
             with runtime.mode("strict"):
                 torch.testing.assert_close(compiled(x), model(x), rtol=0, atol=0)
+
+
+TREES = '''
+import torch
+from torch import nn
+
+
+class Tree(nn.Module):
+    """A tree of trees: an inner node holds two Trees of one level less, a leaf a conv and a
+    scale it alone has; so each level is an instance of Tree with another structure."""
+
+    def __init__(self, depth, channels, residual=False):
+        super().__init__()
+        self.residual = residual
+        if depth > 1:
+            self.left = Tree(depth - 1, channels, residual=True)
+            self.right = Tree(depth - 1, channels)
+            self.mix = nn.Sequential(nn.Conv2d(2 * channels, channels, 1), nn.ReLU())
+            self.leaf = None
+        else:
+            self.leaf = nn.Conv2d(channels, channels, 3, padding=1)
+            self.scale = 0.5 + depth
+
+    def forward(self, x):
+        if self.leaf is not None:
+            y = torch.tanh(self.leaf(x)) * self.scale
+        else:
+            a = self.left(x)
+            y = self.mix(torch.cat([a, self.right(a)], 1))
+        if self.residual:
+            y = y + x
+        return y
+
+
+class Forest(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 1)
+        self.trees = nn.Sequential(Tree(2, 4), Tree(3, 4), Tree(2, 4))
+        self.last = Tree(1, 4)
+
+    def forward(self, x):
+        return self.last(self.trees(self.stem(x)))
+'''
+
+
+def test_a_module_holding_instances_of_its_own_class_of_other_structures(tmp_path, monkeypatch) -> None:
+    """dla's DlaTree: a module whose children are instances of its own class built otherwise
+    (other children, attributes only some levels have). Each structure is a variant of the
+    class; compiled as the root, the root's own structure must be the one its entry is compiled
+    for, not the first variant met (a leaf's: its entry checks then refused every call)."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "trees", TREES) as trees:
+        torch.manual_seed(0)
+        forest = trees.Forest().eval()
+        x = torch.randn(2, 3, 6, 6)
+        y = forest.stem(x)
+        cases = [(forest, x),  # nested in another module, the variants repeated
+                 (forest.trees[1], y),  # the root: depth 3, holding depth 2, holding leaves
+                 (forest.trees[1].left, y),  # a subtree, its variants numbered otherwise
+                 (forest.last, y)]  # a leaf alone
+        with torch.no_grad():
+            for model, inputs in cases:
+                compiled = script(model, example_inputs=(inputs,))
+                for batch in (2, 3):
+                    xb = torch.randn(batch, *inputs.shape[1:])
+                    with runtime.mode("strict"):
+                        got = compiled(xb)
+                    torch.testing.assert_close(got, model(xb), rtol=1e-5, atol=1e-5)

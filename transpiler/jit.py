@@ -488,7 +488,8 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
     layers and containers are known to the compiler without). Instances of one class whose
     attributes have different types (a Sequential of two layers here, of three there; None here,
     a module there) are compiled as variants of the class, as TorchScript makes one type per
-    module structure: `Block`, `Block@2`, ... (runtime.guards checks the class name before '@')."""
+    module structure: `Block`, `Block@2`, ... (runtime.guards checks the class name before '@').
+    The root's structure is always the class's own name (`Block`), which script() compiles."""
     from transpiler.classinfo import class_from_instance, is_container, merge_attribute_types, module_qualname
 
     names: dict[int, str] = {}
@@ -530,17 +531,22 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
         fixed = tuple((k, a.value if a.kind == "constant" else id(a.value)) for k, a in sorted(info.attrs.items())
                       if a.kind == "object" or (a.has_value and type(a.value) is bool))
         key = (cls, shape, others, fixed)
-        if key in variants:
+        if key in variants and module is not root:
             _keep_shared_values(infos[variants[key]], info)
-        else:
-            same = [k for k in variants if k[0].__name__ == cls.__name__]
-            if any(k[0] is not cls for k in same):
-                raise TypeError(f"two classes named {cls.__name__} in the model ({cls.__module__} and "
-                                f"another module); they cannot be compiled together yet")
-            variants[key] = cls.__name__ if not same else f"{cls.__name__}@{len(same) + 1}"
-            info.name = variants[key]
-            infos[info.name] = info
-        names[id(module)] = variants[key]
+            names[id(module)] = variants[key]
+            return
+        same = [k for k in variants if k[0].__name__ == cls.__name__]
+        if any(k[0] is not cls for k in same):
+            raise TypeError(f"two classes named {cls.__name__} in the model ({cls.__module__} and "
+                            f"another module); they cannot be compiled together yet")
+        # The root is compiled, and its entry looked up, as `Cls.forward`: its structure has the
+        # class's own name, also where instances of its class inside it (a tree of trees,
+        # visited before it) have others; those are numbered from @2.
+        number = 1 if module is root else len(same) + 1 + (cls.__name__ == type(root).__name__)
+        info.name = cls.__name__ if number == 1 else f"{cls.__name__}@{number}"
+        infos[info.name] = info
+        variants.setdefault(key, info.name)
+        names[id(module)] = info.name
 
     visit(root)
 
