@@ -32,7 +32,7 @@ from torch import nn
 
 from runtime import loader, stats
 from runtime.errors import TorchscribeError, TorchscribeWarning
-from runtime.call_inputs import records_autograd
+from runtime.call_inputs import requires_grad_in, parameters_require_grad
 from runtime.guards import GuardFailure
 from runtime.modes import current_mode
 from runtime.source_hash import file_source_hash
@@ -506,13 +506,14 @@ def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, m
     *special, generic = choices
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        refused = None
-        # (grad mode first: records_autograd's cheapest test, on every call's path)
-        if _grad_enabled() and records_autograd(args[0] if method and args else None,
-                                                args[1:] if method else args, kwargs):
-            refused = GuardFailure("grad is enabled and an input or parameter requires grad; the "
+        # (grad mode first: the cheapest test of records_autograd, whose checks follow inline)
+        if _grad_enabled() and (requires_grad_in(args) or kwargs and requires_grad_in(kwargs.values())
+                                or method and args and parameters_require_grad(args[0])):
+            if generic is None:
+                raise GuardFailure("grad is enabled and an input or parameter requires grad; the "
                                    "specialisations' kernels record no autograd graph")
         else:
+            refused = None
             for fn in special:
                 try:
                     return fn(*args, **kwargs)
@@ -520,8 +521,8 @@ def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, m
                     # (the reason the last one gave; without its traceback, which holds this
                     # frame: a cycle that left garbage on every refused call, 1.6 us a call)
                     refused = failure.with_traceback(None)
-        if generic is None:
-            raise refused  # type: ignore[misc]
+            if generic is None:
+                raise refused  # type: ignore[misc]
         stats.count_generic(qualname)
         return generic(*args, **kwargs)
 
