@@ -32,7 +32,8 @@ from torch import nn
 
 from runtime import loader, stats
 from runtime.errors import TorchscribeError, TorchscribeWarning
-from runtime.call_inputs import requires_grad_in, parameters_require_grad
+from runtime.autograd_kernels import ForAutograd
+from runtime.call_inputs import parameters_require_grad, requires_grad_in
 from runtime.guards import GuardFailure
 from runtime.modes import current_mode
 from runtime.source_hash import file_source_hash
@@ -501,17 +502,27 @@ def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, m
     first specialisation whose entry checks accept the call runs, else the generic code (counted:
     `runtime.generic_counts()`), whose own failed checks send the call to eager code, as does a
     generic of None (an entry compiled from its example alone). Kernels record no autograd
-    graph: a call that autograd records runs the generic code, eager's torch ops in eager's order
-    (ir/passes.AUTOGRAD_PASSES), which autograd records as it records eager's."""
+    graph: a call that autograd records runs the entry's code for autograd compiled from its
+    example (`ForAutograd`: eager's ops, its pointwise groups kernels with backward kernels,
+    ir/passes.AUTOGRAD_PASSES) where its entry checks accept the call, else the generic code,
+    eager's torch ops in eager's order, which autograd records as it records eager's."""
     *special, generic = choices
+    recording = tuple(fn.fn for fn in special if isinstance(fn, ForAutograd))
+    special = [fn for fn in special if not isinstance(fn, ForAutograd)]
 
     def call(*args: Any, **kwargs: Any) -> Any:
         # (grad mode first: the cheapest test of records_autograd, whose checks follow inline)
         if _grad_enabled() and (requires_grad_in(args) or kwargs and requires_grad_in(kwargs.values())
                                 or method and args and parameters_require_grad(args[0])):
+            refused = None
+            for fn in recording:
+                try:
+                    return fn(*args, **kwargs)
+                except GuardFailure as failure:
+                    refused = failure.with_traceback(None)
             if generic is None:
-                raise GuardFailure("grad is enabled and an input or parameter requires grad; the "
-                                   "specialisations' kernels record no autograd graph")
+                raise refused or GuardFailure("grad is enabled and an input or parameter requires grad; the "
+                                              "specialisations' kernels record no autograd graph")
         else:
             refused = None
             for fn in special:

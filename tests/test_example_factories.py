@@ -9,6 +9,7 @@ import copy
 
 import importlib
 import itertools
+import re
 import subprocess
 import sys
 import textwrap
@@ -182,7 +183,9 @@ def function_and_inputs():
     code, output = compile_cli(path, capsys)
     assert code == 0, output
     text = loader.compiled_path_for(path).read_text()
-    assert '"mix": (mix_inputs_only, mix)' in text and '"scale": (scale_function_and_inputs, scale)' in text
+    # (each with its code for autograd, where its pointwise chain is a kernel with a backward kernel)
+    assert '"mix": (mix_inputs_only, _autograd.ForAutograd(mix_autograd), mix)' in text
+    assert '"scale": (scale_function_and_inputs, _autograd.ForAutograd(scale_autograd), scale)' in text
     module = load(path)
     dispatch.reset()
     x, y = module.inputs_only()
@@ -439,7 +442,9 @@ def make_example_train():
     code, output = compile_cli(path, capsys)
     assert code == 0, output
     text = loader.compiled_path_for(path).read_text()
-    assert "(Norm_forward_example, Norm_forward_example_train, Norm_forward)" in text
+    # (the code for autograd compiled from the first example after them: the calls autograd records)
+    assert "(Norm_forward_example,Norm_forward_example_train,_autograd.ForAutograd(Norm_forward_autograd)," \
+           "Norm_forward)" in re.sub(r"\s+|,(?=\s*\))", "", text)
     # in training, what BatchNorm's forward does, not a call of the module: the count, then
     # F.batch_norm with the batch's statistics (which updates the running ones)
     train = text.split("def Norm_forward_example_train(", 1)[1].split("\ndef ", 1)[0]
