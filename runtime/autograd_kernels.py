@@ -93,12 +93,13 @@ class _Fused(torch.autograd.Function):
 
 class _Gate:
     """Below `fused_from` elements in its largest tensor, a group runs its torch ops instead of
-    its kernels: a custom autograd Function costs some 30 us more per call than eager's
-    nodes of a two-op chain (its forward and backward run Python), which the bytes the
-    kernels save repay only from about 16k float32 elements up (rnn_cell's add and tanh,
-    forward and backward, one thread, measured in turns on a loaded two-core host)."""
+    its kernels: a custom autograd Function costs some 30 us more per call than eager's nodes of
+    a two-op chain (its forward and backward run Python), which the bytes its kernels save repay
+    from between 16k and 64k float32 elements (rnn_cell's add and tanh, forward and backward,
+    one thread: slower than eager at 16k elements, faster at 64k; measured in turns on a loaded
+    two-core host). Longer chains pay earlier: a simple bound, not a cost model."""
 
-    fused_from = 16384
+    fused_from = 32768
 
 
 _gate = _Gate()
