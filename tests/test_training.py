@@ -147,7 +147,7 @@ def test_examples_train_compiled(stem: str, variant: str, factory) -> None:
             continue
         recording = [f for f in entry if isinstance(f, ForAutograd)]
         ran_generic = runtime.generic_counts().get(f"examples.{stem}.{key}", 0)
-        if recording and not variant and not (train and stem in TRAIN_MODE_REFUSED):
+        if recording and not variant:  # (an example whose layers read `training` would refuse train())
             assert ran_generic == 0, "the code for autograd refused the example's own call"
             if stem in FUSED_EXAMPLES:  # (optional_args' group is in a branch its example does not take)
                 leaves, args = leaves_and_args(inputs)
@@ -155,11 +155,6 @@ def test_examples_train_compiled(stem: str, variant: str, factory) -> None:
                     assert "_FusedBackward" in recorded_nodes(model(*args))
         elif not recording:
             assert ran_generic == 1
-
-
-# The examples whose code for autograd (compiled from an eval() example) checks `training`: in
-# train() mode their generic code runs.
-TRAIN_MODE_REFUSED: set[str] = set()
 
 
 def recorded_nodes(out: Any) -> set[str]:
