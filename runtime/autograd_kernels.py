@@ -41,9 +41,11 @@ class Pointwise:
         self.partial = partial  # (a backward giving fewer gradients, the inputs it gives them of)
 
     def __call__(self, *args: Any) -> Any:
-        if max((a.numel() for a in args if isinstance(a, Tensor)), default=0) < _gate.fused_from:
-            return self.eager(*args)  # (small: eager's ops, which autograd records as eager's)
-        return _Fused.apply(self, *args)
+        fused_from = _gate.fused_from
+        for a in args:
+            if isinstance(a, Tensor) and a.numel() >= fused_from:
+                return _Fused.apply(self, *args)
+        return self.eager(*args)  # (small: eager's ops, which autograd records as eager's)
 
 
 def _tuple(out: Any) -> tuple:
