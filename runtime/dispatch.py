@@ -511,9 +511,10 @@ def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, m
     special = [fn for fn in special if not isinstance(fn, ForAutograd)]
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        # (grad mode first: the cheapest test of records_autograd, whose checks follow inline)
-        if _grad_enabled() and (requires_grad_in(args) or kwargs and requires_grad_in(kwargs.values())
-                                or method and args and parameters_require_grad(args[0])):
+        # (records_autograd inline: grad mode first, its cheapest test; then the parameters, which
+        # answer at the first one in training)
+        if _grad_enabled() and (method and args and parameters_require_grad(args[0]) or requires_grad_in(args)
+                                or kwargs and requires_grad_in(kwargs.values())):
             refused = None
             for fn in recording:
                 try:
