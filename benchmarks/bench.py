@@ -813,8 +813,10 @@ def training_table(rows: list[TrainRow], notes: Notes) -> Table:
               f"of each is checked against eager's (what every parameter and buffer moved by, within "
               f"{NOISE_FACTOR:g} times the rounding error of eager's float32 step against its float64 step) before "
               f"timing: torchscribe's step that differs is not timed, another backend's is timed with a note. "
-              f"torchscribe: the committed module (the code for calls autograd records: its entries' generic code, "
-              f"torch's own backward); torch.compile: the model compiled (default mode, fallback_random=True so "
+              f"torchscribe: the committed module (the code for calls autograd records: an entry's code for "
+              f"autograd compiled from its example where it has one and its checks accept the call, its pointwise "
+              f"groups of 32k elements and more fused with backward kernels; else its generic code, torch's own "
+              f"backward); torch.compile: the model compiled (default mode, fallback_random=True so "
               f"that dropout draws eager's masks). ms: median step; x: speed-up over eager; ts/compile: compile ms "
               f"/ ts ms; first s: building and the checked step (torch.compile compiles the forward and backward "
               f"then).")

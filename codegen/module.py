@@ -75,12 +75,50 @@ def unique_kernel_names(program: Program, taken: set[str]) -> None:
         taken |= {k.attributes["name"] for k in kernels}
 
 
-def _entry_text(sym: str | tuple[str, ...] | None) -> str:
+@dataclass(frozen=True)
+class ForAutograd:
+    """In a COMPILED entry, before its generic function: the function for the calls autograd
+    records (runtime.autograd_kernels.ForAutograd)."""
+
+    sym: str
+
+
+def _entry_text(sym: str | tuple[str, ...] | ForAutograd | None) -> str:
     """One function of a COMPILED entry: None where there is no generic code, and for an entry
     with Union parameters, its generic functions (one per member) as one."""
+    if isinstance(sym, ForAutograd):
+        return f"_autograd.ForAutograd({function_name(sym.sym)})"
     if isinstance(sym, tuple):
         return f"_guards.either({', '.join(function_name(s) for s in sym)})"
     return function_name(sym) if sym else "None"
+
+
+def _share_tables(lines: list[str], seen: dict[str, str]) -> list[str]:
+    """Module-level statements (`X_checks = _guards.entry_checks(...)`, between `# fmt: off` and
+    `# fmt: on` where long), each one that repeats an earlier one's value (the code for autograd
+    compiled from the same example as a specialisation checks what it checks) as a name for it."""
+    statements: list[list[str]] = []
+    depth, fenced = 0, False  # (open brackets; inside `# fmt: off`)
+    for line in lines:
+        if not statements or depth == 0 and not fenced:
+            statements.append([])
+        statements[-1].append(line)
+        fenced = line == "# fmt: off" or fenced and line != "# fmt: on"
+        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+    out: list[str] = []
+    for statement in statements:
+        head = next((i for i, line in enumerate(statement) if " = " in line and not line[0].isspace()), None)
+        if head is None:
+            out += statement
+            continue
+        name, _, value = statement[head].partition(" = ")
+        key = "\n".join([value, *(line for line in statement[head + 1:] if line != "# fmt: on")])
+        if key in seen:
+            out.append(f"{name} = {seen[key]}")
+        else:
+            seen[key] = name
+            out += statement
+    return out
 
 
 def emit_module(program: Program, header: Header, entries: Mapping[str, str | tuple[Any, ...]],
@@ -110,11 +148,13 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     reserved |= {model_module_name(m) for m in model_modules}
     bodies: list[list[str]] = []
     needs: set[str] = set()
+    tables_seen: dict[str, str] = {}
     for func in program.funcs:
         assert isinstance(func, FuncOp)
         emitter = FunctionEmitter(func, source_lines, reserved)
         body = emitter.emit()
-        tables = emitter.module_lines  # (module-level constants the function reads: above it)
+        # (module-level constants the function reads: above it)
+        tables = _share_tables(emitter.module_lines, tables_seen)
         bodies.append(tables + ["", ""] + body if tables else body)
         needs |= emitter.needs
     w = Writer()

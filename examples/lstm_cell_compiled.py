@@ -7,13 +7,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
+from runtime import autograd_kernels as _autograd
 from runtime import kernels as _kernels
 
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:cf91d3f721daa532af97c34041e0df973e07aaa209adaa1b9032b535451fc634"
+BODY_HASH = "sha256:ed44758602c7399c2bb322c582b5f41a08ec00fc86ccc232d3b42d7e81beb555"
 TORCH_VERSION = "2.13"
 
 
@@ -51,6 +52,96 @@ extern "C" void sigmoid_tanh_kernel(
     });
   });
 }
+
+extern "C" void LSTM_forward_sigmoid_tanh_kernel(
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
+    int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1,
+    ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, ts_in<float> in3, int64_t in3_s0,
+    int64_t in3_s1, ts_in<float> in4, int64_t in4_s0, int64_t in4_s1) {
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 && in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1, in0_s0, in1_s0, in2_s0, in3_s0, in4_s0);
+  ts_rows_of({in0_s1, in1_s1, in2_s1, in3_s1, in4_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const auto* p2 = in2 + i0 * in2_s0;
+    const auto* p3 = in3 + i0 * in3_s0;
+    const auto* p4 = in4 + i0 * in4_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
+        in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
+    ts_elements<4>(n1, [&](int64_t j) TS_INLINE {
+      // i = torch.sigmoid(i)
+      const float v4 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
+      // f = torch.sigmoid(f)
+      const float v9 = float(1) / (1.0f + torchscribe::ts_exp(-p1[j * in1_step]));
+      // g = torch.tanh(g)
+      const float v10 = torchscribe::ts_tanh(p2[j * in2_step]);
+      // o = torch.sigmoid(o)
+      const float v15 = float(1) / (1.0f + torchscribe::ts_exp(-p3[j * in3_step]));
+      // c = f * c + i * g
+      const float v18 = (v9 * p4[j * in4_step]) + (v4 * v10);
+      // h = o * torch.tanh(c)
+      const float y1 = v15 * torchscribe::ts_tanh(v18);
+      return [=] { out0[o + j] = v18; out1[o + j] = y1; };
+    });
+  });
+}
+
+extern "C" void sigmoid_tanh_backward_kernel(
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_out<float> out2,
+    ts_out<float> out3, ts_out<float> out4, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
+    ts_in<float> in1, int64_t in1_s0, int64_t in1_s1, ts_in<float> in2, int64_t in2_s0,
+    int64_t in2_s1, ts_in<float> in3, int64_t in3_s0, int64_t in3_s1, ts_in<float> in4,
+    int64_t in4_s0, int64_t in4_s1, ts_in<float> in5, int64_t in5_s0, int64_t in5_s1,
+    ts_in<float> in6, int64_t in6_s0, int64_t in6_s1) {
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 && in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1 && in5_s0 == in5_s1 * n1 && in6_s0 == in6_s1 * n1, in0_s0, in1_s0, in2_s0, in3_s0, in4_s0, in5_s0, in6_s0);
+  ts_rows_of(
+      {in0_s1, in1_s1, in2_s1, in3_s1, in4_s1, in5_s1, in6_s1}, {n0}, n1,
+      [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const auto* p2 = in2 + i0 * in2_s0;
+    const auto* p3 = in3 + i0 * in3_s0;
+    const auto* p4 = in4 + i0 * in4_s0;
+    const auto* p5 = in5 + i0 * in5_s0;
+    const auto* p6 = in6 + i0 * in6_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
+        in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1,
+        in5_step = unit ? 1 : in5_s1, in6_step = unit ? 1 : in6_s1;
+    ts_elements<4>(n1, [&](int64_t j) TS_INLINE {
+      // i = torch.sigmoid(i)
+      const float v4 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
+      // f = torch.sigmoid(f)
+      const float v9 = float(1) / (1.0f + torchscribe::ts_exp(-p1[j * in1_step]));
+      // g = torch.tanh(g)
+      const float v10 = torchscribe::ts_tanh(p2[j * in2_step]);
+      // o = torch.sigmoid(o)
+      const float v15 = float(1) / (1.0f + torchscribe::ts_exp(-p3[j * in3_step]));
+      // c = f * c + i * g
+      const float a4 = p4[j * in4_step], v18 = (v9 * a4) + (v4 * v10);
+      // h = o * torch.tanh(c)
+      const float v19 = torchscribe::ts_tanh(v18), a6 = p6[j * in6_step], v20 = a6 * v19,
+          v26 = p5[j * in5_step] + ((a6 * v15) * (1.0f - (v19 * v19)));
+      // c = f * c + i * g
+      const float v27 = v26 * v10, v28 = v26 * v4, v29 = v26 * a4;
+      // i = torch.sigmoid(i)
+      const float y0 = (v27 * (1.0f - v4)) * v4;
+      // f = torch.sigmoid(f)
+      const float y1 = (v29 * (1.0f - v9)) * v9;
+      // g = torch.tanh(g)
+      const float y2 = v28 * (1.0f - (v10 * v10));
+      // o = torch.sigmoid(o)
+      const float y3 = (v20 * (1.0f - v15)) * v15;
+      // c = f * c + i * g
+      const float y4 = v26 * v9;
+      return [=] {
+        out0[o + j] = y0;
+        out1[o + j] = y1;
+        out2[o + j] = y2;
+        out3[o + j] = y3;
+        out4[o + j] = y4;
+      };
+    });
+  });
+}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
@@ -66,6 +157,41 @@ def sigmoid_tanh(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
         in2,
         in3,
         in4,
+    )
+
+
+def LSTM_forward_sigmoid_tanh(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
+    return _lib.LSTM_forward_sigmoid_tanh_kernel(
+        8,
+        64,
+        torch.empty(8, 64, dtype=torch.float32),
+        torch.empty(8, 64, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+        in3,
+        in4,
+    )
+
+
+def sigmoid_tanh_backward(
+    in0, in1, in2, in3, in4, in5, in6
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    return _lib.sigmoid_tanh_backward_kernel(
+        8,
+        64,
+        torch.empty(8, 64, dtype=torch.float32),
+        torch.empty(8, 64, dtype=torch.float32),
+        torch.empty(8, 64, dtype=torch.float32),
+        torch.empty(8, 64, dtype=torch.float32),
+        torch.empty(8, 64, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+        in3,
+        in4,
+        in5,
+        in6,
     )
 
 
@@ -124,6 +250,73 @@ def LSTM_forward_example(
     return torch.stack(outputs), (h, c)
 
 
+def LSTM_forward_sigmoid_tanh_autograd(
+    i: Tensor,
+    f: Tensor,
+    g: Tensor,
+    o: Tensor,
+    c: Tensor,
+) -> tuple[Tensor, Tensor]:
+    _guards.check_tensor(i, "i")
+    _guards.check_tensor(f, "f")
+    _guards.check_tensor(g, "g")
+    _guards.check_tensor(o, "o")
+    _guards.check_tensor(c, "c")
+    i = torch.sigmoid(i)  # f32[8, 64]@cpu
+    f = torch.sigmoid(f)  # f32[8, 64]@cpu
+    g = torch.tanh(g)  # f32[8, 64]@cpu
+    o = torch.sigmoid(o)  # f32[8, 64]@cpu
+    c = f * c + i * g  # f32[8, 64]@cpu
+    # h = o * torch.tanh(c)
+    h = o * torch.tanh(c)  # f32[8, 64]@cpu
+    return c, h
+
+
+LSTM_forward_autograd_checks = LSTM_forward_example_checks
+
+
+def LSTM_forward_autograd(
+    self,
+    x: Tensor,
+    state: tuple[Tensor, Tensor],
+) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+    _guards.check_entry(self, LSTM_forward_autograd_checks)
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 8, 32))
+    _guards.check_tensor(state[0], "state[0]", torch.float32, "cpu", (8, 64))
+    _guards.check_tensor(state[1], "state[1]", torch.float32, "cpu", (8, 64))
+    h, c = state
+    # outputs: list[Tensor] = []
+    outputs = []
+    for t in range(x.size(0)):
+        # gates = self.gates(torch.cat([x[t], h], dim=1))
+        gates_module = _guards.attr(self, "gates")
+        gates = F.linear(
+            torch.cat([x[t], h], dim=1),
+            _guards.attr(gates_module, "weight"),
+            _guards.attr(gates_module, "bias"),
+        )  # f32[8, 256]@cpu
+        i, f, g, o = gates.chunk(4, dim=1)
+        # h = o * torch.tanh(c)
+        c, h = sigmoid_tanh_autograd(i, f, g, o, c)
+        outputs.append(h)
+    return torch.stack(outputs), (h, c)
+
+
+# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel
+# and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).
+sigmoid_tanh_autograd = _autograd.Pointwise(
+    LSTM_forward_sigmoid_tanh,
+    sigmoid_tanh_backward,
+    LSTM_forward_sigmoid_tanh_autograd,
+    grads=(0, 1, 2, 3, 4),
+    depends=((0, 1, 2, 4), (0, 1, 2, 3, 4)),
+)
+
+
 COMPILED = {
-    "LSTM.forward": (LSTM_forward_example, LSTM_forward),
+    "LSTM.forward": (
+        LSTM_forward_example,
+        _autograd.ForAutograd(LSTM_forward_autograd),
+        LSTM_forward,
+    ),
 }

@@ -7,13 +7,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
+from runtime import autograd_kernels as _autograd
 from runtime import kernels as _kernels
 
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:13788d0db072ae967de70857f4e44ef81be9e66be0571d46e95914fb8e7156de"
+BODY_HASH = "sha256:a7944a30c0b8b611e01622859674f01f7afda55c8c7c430c853effbedfea07c5"
 TORCH_VERSION = "2.13"
 
 
@@ -208,6 +209,80 @@ extern "C" void fc_silu_kernel(
     }
   });
 }
+
+extern "C" void silu_kernel(
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
+    int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1,
+    int64_t in1_s2) {
+  ts_fresh(out0, n0 * n1 * n2);
+  ts_fold_into(n1, n2, in0_s1 == in0_s2 * n2 && in1_s1 == in1_s2 * n2, in0_s1, in1_s1) &&
+      ts_fold_into(n0, n2, in0_s0 == in0_s2 * n2 && in1_s0 == in1_s2 * n2, in0_s0, in1_s0);
+  ts_rows_of({in0_s2, in1_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1;
+    const auto* p1 = in1 + i0 * in1_s0 + i1 * in1_s1;
+    const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2;
+    #pragma omp simd
+    for (int64_t j = 0; j < n2; ++j) {
+      // return F.silu(self.fc(self.norm(x)))
+      const float a0 = p0[j * in0_step], v4 = a0 / (1.0f + torchscribe::ts_exp(-a0));
+      // x = x + self.residual_scale * layer(x)
+      out0[o + j] = p1[j * in1_step] + (0.5f * v4);
+    }
+  });
+}
+
+extern "C" void silu_backward_kernel(
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
+    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0,
+    int64_t in1_s1, int64_t in1_s2, ts_in<float> in2, int64_t in2_s0, int64_t in2_s1,
+    int64_t in2_s2) {
+  ts_fresh(out0, n0 * n1 * n2);
+  ts_fresh(out1, n0 * n1 * n2);
+  ts_fold_into(n1, n2, in0_s1 == in0_s2 * n2 && in1_s1 == in1_s2 * n2 && in2_s1 == in2_s2 * n2, in0_s1, in1_s1, in2_s1) &&
+      ts_fold_into(n0, n2, in0_s0 == in0_s2 * n2 && in1_s0 == in1_s2 * n2 && in2_s0 == in2_s2 * n2, in0_s0, in1_s0, in2_s0);
+  ts_rows_of({in0_s2, in1_s2, in2_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1;
+    const auto* p1 = in1 + i0 * in1_s0 + i1 * in1_s1;
+    const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
+    const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
+        in2_step = unit ? 1 : in2_s2;
+    #pragma omp simd
+    for (int64_t j = 0; j < n2; ++j) {
+      const float a1 = p1[j * in1_step];
+      // x = x + self.residual_scale * layer(x)
+      const float a2 = p2[j * in2_step], v1 = a2 * 0.5f;
+      // return F.silu(self.fc(self.norm(x)))
+      const float a0 = p0[j * in0_step], v6 = float(1) / (1.0f + torchscribe::ts_exp(-a0));
+      out0[o + j] = (v1 * v6) * (1.0f + (a0 * (1.0f - v6)));
+      out1[o + j] = a2;
+    }
+  });
+}
+
+extern "C" void silu_backward_weights_kernel(
+    int64_t n0, int64_t n1, int64_t n2, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0,
+    int64_t in0_s1, int64_t in0_s2, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1,
+    int64_t in1_s2, ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, int64_t in2_s2) {
+  ts_fresh(out0, n0 * n1 * n2);
+  ts_fold_into(n1, n2, in0_s1 == in0_s2 * n2 && in1_s1 == in1_s2 * n2 && in2_s1 == in2_s2 * n2, in0_s1, in1_s1, in2_s1) &&
+      ts_fold_into(n0, n2, in0_s0 == in0_s2 * n2 && in1_s0 == in1_s2 * n2 && in2_s0 == in2_s2 * n2, in0_s0, in1_s0, in2_s0);
+  ts_rows_of({in0_s2, in1_s2, in2_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0 + i1 * in0_s1;
+    const auto* p1 = in1 + i0 * in1_s0 + i1 * in1_s1;
+    const auto* p2 = in2 + i0 * in2_s0 + i1 * in2_s1;
+    const int64_t in0_step = unit ? 1 : in0_s2, in1_step = unit ? 1 : in1_s2,
+        in2_step = unit ? 1 : in2_s2;
+    #pragma omp simd
+    for (int64_t j = 0; j < n2; ++j) {
+      const float a1 = p1[j * in1_step];
+      // x = x + self.residual_scale * layer(x)
+      const float v1 = p2[j * in2_step] * 0.5f;
+      // return F.silu(self.fc(self.norm(x)))
+      const float a0 = p0[j * in0_step], v6 = float(1) / (1.0f + torchscribe::ts_exp(-a0));
+      out0[o + j] = (v1 * v6) * (1.0f + (a0 * (1.0f - v6)));
+    }
+  });
+}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
@@ -238,6 +313,34 @@ def fc_silu_norm(in0, in1, in2, m0) -> tuple[Tensor, Tensor]:
 
 def fc_silu(in0, in1, in2) -> Tensor:
     return _lib.fc_silu_kernel(in0.shape, in0.contiguous(), in1, in2)
+
+
+def silu(in0, in1) -> Tensor:
+    n0, n1, n2 = in0.shape
+    return _lib.silu_kernel(
+        n0, n1, n2, torch.empty(n0, n1, n2, dtype=torch.float32), in0, in1
+    )
+
+
+def silu_backward(in0, in1, in2) -> tuple[Tensor, Tensor]:
+    n0, n1, n2 = in0.shape
+    return _lib.silu_backward_kernel(
+        n0,
+        n1,
+        n2,
+        torch.empty(n0, n1, n2, dtype=torch.float32),
+        torch.empty(n0, n1, n2, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+    )
+
+
+def silu_backward_weights(in0, in1, in2) -> Tensor:
+    n0, n1, n2 = in0.shape
+    return _lib.silu_backward_weights_kernel(
+        n0, n1, n2, torch.empty(n0, n1, n2, dtype=torch.float32), in0, in1, in2
+    )
 
 
 def Block_forward(self, x: Tensor) -> Tensor:
@@ -317,7 +420,156 @@ def Stack_forward_example(self, x: Tensor) -> Tensor:
     return F.linear(x, _guards.attr(head, "weight"), _guards.attr(head, "bias"))
 
 
+def Stack_forward_silu_autograd(in0: Tensor, x: Tensor) -> Tensor:
+    _guards.check_tensor(in0, "in0")
+    _guards.check_tensor(x, "x")
+    # x = x + self.residual_scale * layer(x)
+    x = x + 0.5 * F.silu(in0)  # f32[B, 16, 64]@cpu
+    return x
+
+
+def Stack_forward_silu_2_autograd(in0: Tensor, x: Tensor) -> Tensor:
+    _guards.check_tensor(in0, "in0")
+    _guards.check_tensor(x, "x")
+    # x = x + self.residual_scale * layer(x)
+    x = x + 0.5 * F.silu(in0)  # f32[B, 16, 64]@cpu
+    return x
+
+
+def Stack_forward_silu_3_autograd(in0: Tensor, x: Tensor) -> Tensor:
+    _guards.check_tensor(in0, "in0")
+    _guards.check_tensor(x, "x")
+    # x = x + self.residual_scale * layer(x)
+    x = x + 0.5 * F.silu(in0)  # f32[B, 16, 64]@cpu
+    return x
+
+
+def Stack_forward_silu_4_autograd(in0: Tensor, x: Tensor) -> Tensor:
+    _guards.check_tensor(in0, "in0")
+    _guards.check_tensor(x, "x")
+    # x = x + self.residual_scale * layer(x)
+    x = x + 0.5 * F.silu(in0)  # f32[B, 16, 64]@cpu
+    return x
+
+
+Stack_forward_autograd_checks = Stack_forward_example_checks
+
+
+def Stack_forward_autograd(self, x: Tensor) -> Tensor:
+    _guards.check_entry(self, Stack_forward_autograd_checks)
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 64))
+    # for layer in self.layers:
+    layers = _guards.attr(self, "layers")
+    layer = _guards.item(layers, 0)
+    # (inlined) return F.silu(self.fc(self.norm(x)))
+    norm_1 = _guards.attr(layer, "norm")
+    fc = _guards.attr(layer, "fc")
+    # x = x + self.residual_scale * layer(x)
+    x = silu_autograd(
+        F.linear(
+            F.layer_norm(
+                x,
+                (64,),
+                _guards.attr(norm_1, "weight"),
+                _guards.attr(norm_1, "bias"),
+                1e-05,
+            ),
+            _guards.attr(fc, "weight"),
+            _guards.attr(fc, "bias"),
+        ),
+        x,
+    )  # f32[B, 16, 64]@cpu
+    # for layer in self.layers:
+    layer = _guards.item(layers, 1)
+    # (inlined) return F.silu(self.fc(self.norm(x)))
+    norm_1 = _guards.attr(layer, "norm")
+    fc = _guards.attr(layer, "fc")
+    # x = x + self.residual_scale * layer(x)
+    x = silu_3_autograd(
+        F.linear(
+            F.layer_norm(
+                x,
+                (64,),
+                _guards.attr(norm_1, "weight"),
+                _guards.attr(norm_1, "bias"),
+                1e-05,
+            ),
+            _guards.attr(fc, "weight"),
+            _guards.attr(fc, "bias"),
+        ),
+        x,
+    )
+    # for layer in self.layers:
+    layer = _guards.item(layers, 2)
+    # (inlined) return F.silu(self.fc(self.norm(x)))
+    norm_1 = _guards.attr(layer, "norm")
+    fc = _guards.attr(layer, "fc")
+    # x = x + self.residual_scale * layer(x)
+    x = silu_2_autograd(
+        F.linear(
+            F.layer_norm(
+                x,
+                (64,),
+                _guards.attr(norm_1, "weight"),
+                _guards.attr(norm_1, "bias"),
+                1e-05,
+            ),
+            _guards.attr(fc, "weight"),
+            _guards.attr(fc, "bias"),
+        ),
+        x,
+    )
+    # for layer in self.layers:
+    layer = _guards.item(layers, 3)
+    # (inlined) return F.silu(self.fc(self.norm(x)))
+    norm_1 = _guards.attr(layer, "norm")
+    fc = _guards.attr(layer, "fc")
+    # x = x + self.residual_scale * layer(x)
+    x = silu_4_autograd(
+        F.linear(
+            F.layer_norm(
+                x,
+                (64,),
+                _guards.attr(norm_1, "weight"),
+                _guards.attr(norm_1, "bias"),
+                1e-05,
+            ),
+            _guards.attr(fc, "weight"),
+            _guards.attr(fc, "bias"),
+        ),
+        x,
+    )
+    # return self.head(x)
+    head = _guards.attr(self, "head")
+    return F.linear(x, _guards.attr(head, "weight"), _guards.attr(head, "bias"))
+
+
+# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel
+# and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).
+silu_autograd = _autograd.Pointwise(
+    silu,
+    silu_backward,
+    Stack_forward_silu_autograd,
+    grads=(0, 1),
+    depends=((0, 1),),
+    partial=(silu_backward_weights, (0,)),
+)
+silu_3_autograd = _autograd.Pointwise(
+    silu, silu_backward, Stack_forward_silu_3_autograd, grads=(0, 1), depends=((0, 1),)
+)
+silu_2_autograd = _autograd.Pointwise(
+    silu, silu_backward, Stack_forward_silu_2_autograd, grads=(0, 1), depends=((0, 1),)
+)
+silu_4_autograd = _autograd.Pointwise(
+    silu, silu_backward, Stack_forward_silu_4_autograd, grads=(0, 1), depends=((0, 1),)
+)
+
+
 COMPILED = {
     "Block.forward": Block_forward,
-    "Stack.forward": (Stack_forward_example, Stack_forward),
+    "Stack.forward": (
+        Stack_forward_example,
+        _autograd.ForAutograd(Stack_forward_autograd),
+        Stack_forward,
+    ),
 }

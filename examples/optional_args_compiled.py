@@ -10,13 +10,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
+from runtime import autograd_kernels as _autograd
 from runtime import kernels as _kernels
 
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:f92ab6e715727719ac47f79fb411dec8724ebf079dc8f005c5509329f4d5202d"
+BODY_HASH = "sha256:424777f834e5ad1f544903cbaea210e7c3f9a48448fcf3b87b8a471d543a7d11"
 TORCH_VERSION = "2.13"
 
 
@@ -54,6 +55,28 @@ extern "C" void masked_fill_kernel(
     }
   });
 }
+
+extern "C" void clamp_backward_kernel(
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
+    int64_t in0_s0, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1, ts_in<float> in2,
+    int64_t in2_s0, int64_t in2_s1) {
+  ts_fresh(out0, n0 * n1);
+  ts_fresh(out1, n0 * n1);
+  ts_rows_of({in1_s1, in2_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p1 = in1 + i0 * in1_s0;
+    const auto* p2 = in2 + i0 * in2_s0;
+    // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+    const float a0 = in0[i0 * in0_s0], v1 = ts_max(a0, 1.0f);
+    const bool v8 = a0 >= 1.0f;
+    const int64_t in1_step = unit ? 1 : in1_s1, in2_step = unit ? 1 : in2_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      const float a2 = p2[j * in2_step];
+      out0[o + j] = sel(v8, (-a2) * ((p1[j * in1_step] / v1) / v1), 0.0f);
+      out1[o + j] = a2 / v1;
+    }
+  });
+}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
@@ -67,6 +90,19 @@ def masked_fill(in0, in1) -> Tensor:
     n0, n1, n2 = in1.shape
     return _lib.masked_fill_kernel(
         n0, n1, n2, torch.empty(n0, n1, n2, dtype=torch.float32), in0, in1
+    )
+
+
+def clamp_backward(in0, in1, in2) -> tuple[Tensor, Tensor]:
+    n0, n1 = in1.shape
+    return _lib.clamp_backward_kernel(
+        n0,
+        n1,
+        torch.empty(n0, n1, dtype=torch.float32),
+        torch.empty(n0, n1, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
     )
 
 
@@ -144,6 +180,70 @@ def MaskedPool_forward_example(
     return out
 
 
+def MaskedPool_forward_clamp_autograd(in0: Tensor, in1: Tensor) -> Tensor:
+    _guards.check_tensor(in0, "in0")
+    _guards.check_tensor(in1, "in1")
+    # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+    pooled = in1 / in0.clamp(min=1.0)  # f32[B, 32]@cpu
+    return pooled
+
+
+MaskedPool_forward_autograd_checks = MaskedPool_forward_example_checks
+
+
+def MaskedPool_forward_autograd(
+    self,
+    x: Tensor,
+    mask: Optional[Tensor] = None,
+    reduction: str = "mean",
+    temperature: Optional[float] = None,
+) -> Tensor:
+    _guards.check_entry(self, MaskedPool_forward_autograd_checks)
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 20, 32))
+    _guards.check_tensor(mask, "mask", torch.bool, "cpu", (None, 20), optional=True)
+    if mask is not None:
+        _guards.check_size(mask, 0, x.size(0), "mask")
+    if mask is None:
+        # mask = torch.ones(x.size(0), x.size(1), dtype=torch.bool, device=x.device)
+        # mask: bool[B, 20]@cpu
+        mask = torch.ones(x.size(0), 20, dtype=torch.bool, device=x.device)
+    weights = mask.unsqueeze(-1).to(x.dtype)  # f32[B, 20, 1]@cpu
+    # if reduction == "sum":
+    if reduction == "sum":
+        pooled = (x * weights).sum(dim=1)  # f32[B, 32]@cpu
+    else:
+        # elif reduction == "mean":
+        if reduction == "mean":
+            # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+            pooled = clamp_autograd(weights.sum(dim=1), (x * weights).sum(dim=1))
+        else:
+            # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
+            pooled = x.masked_fill(weights == 0, -math.inf).amax(dim=1)
+    del weights
+    # out = self.proj(pooled)
+    proj = _guards.attr(self, "proj")
+    # out: f32[B, 16]@cpu
+    out = F.linear(pooled, _guards.attr(proj, "weight"), _guards.attr(proj, "bias"))
+    if temperature is not None:
+        out = out / temperature
+    return out
+
+
+# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel
+# and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).
+clamp_autograd = _autograd.Pointwise(
+    clamp,
+    clamp_backward,
+    MaskedPool_forward_clamp_autograd,
+    grads=(0, 1),
+    depends=((0, 1),),
+)
+
+
 COMPILED = {
-    "MaskedPool.forward": (MaskedPool_forward_example, MaskedPool_forward),
+    "MaskedPool.forward": (
+        MaskedPool_forward_example,
+        _autograd.ForAutograd(MaskedPool_forward_autograd),
+        MaskedPool_forward,
+    ),
 }

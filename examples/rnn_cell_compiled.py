@@ -7,13 +7,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
+from runtime import autograd_kernels as _autograd
 from runtime import kernels as _kernels
 
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "rnn_cell.py"
 SOURCE_HASH = "sha256:b0cc7a9d5c92631cfe2c923af6b7923c701e9e5d4e3e41ac9b7bd43cf0f6dfae"
-BODY_HASH = "sha256:682f8f028bb3b1b610bb40493ce99470b49d578141f165de780dacd23f768a1a"
+BODY_HASH = "sha256:000d485e92ebed8ea0c0e669af84eff06487123abd1c6d23387a7f68342c0a44"
 TORCH_VERSION = "2.13"
 
 
@@ -34,12 +35,99 @@ extern "C" void linear_tanh_kernel(
     }
   });
 }
+
+extern "C" void tanh_kernel(
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
+    ts_in<float> in1, int64_t in1_s0, int64_t in1_s1) {
+  ts_fresh(out0, n0 * n1);
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1, in0_s0, in1_s0);
+  ts_rows_of({in0_s1, in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // new_h = torch.tanh(self.linear(x) + h)
+      out0[o + j] = torchscribe::ts_tanh(p0[j * in0_step] + p1[j * in1_step]);
+    }
+  });
+}
+
+extern "C" void tanh_backward_kernel(
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
+    int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1,
+    ts_in<float> in2, int64_t in2_s0, int64_t in2_s1) {
+  ts_fresh(out0, n0 * n1);
+  ts_fresh(out1, n0 * n1);
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1, in0_s0, in1_s0, in2_s0);
+  ts_rows_of({in0_s1, in1_s1, in2_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const auto* p2 = in2 + i0 * in2_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
+        in2_step = unit ? 1 : in2_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // new_h = torch.tanh(self.linear(x) + h)
+      const float v1 = torchscribe::ts_tanh(p0[j * in0_step] + p1[j * in1_step]),
+          v5 = p2[j * in2_step] * (1.0f - (v1 * v1));
+      out0[o + j] = v5;
+      out1[o + j] = v5;
+    }
+  });
+}
+
+extern "C" void tanh_backward_weights_kernel(
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
+    ts_in<float> in1, int64_t in1_s0, int64_t in1_s1, ts_in<float> in2, int64_t in2_s0,
+    int64_t in2_s1) {
+  ts_fresh(out0, n0 * n1);
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1, in0_s0, in1_s0, in2_s0);
+  ts_rows_of({in0_s1, in1_s1, in2_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const auto* p2 = in2 + i0 * in2_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
+        in2_step = unit ? 1 : in2_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // new_h = torch.tanh(self.linear(x) + h)
+      const float v1 = torchscribe::ts_tanh(p0[j * in0_step] + p1[j * in1_step]);
+      out0[o + j] = p2[j * in2_step] * (1.0f - (v1 * v1));
+    }
+  });
+}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
 
 def linear_tanh(in0, in1, in2) -> Tensor:
     return _lib.linear_tanh_kernel(in0.shape, in0.contiguous(), in1, in2)
+
+
+def tanh(in0, in1) -> Tensor:
+    n0, n1 = in0.shape
+    return _lib.tanh_kernel(n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1)
+
+
+def tanh_backward(in0, in1, in2) -> tuple[Tensor, Tensor]:
+    n0, n1 = in0.shape
+    return _lib.tanh_backward_kernel(
+        n0,
+        n1,
+        torch.empty(n0, n1, dtype=torch.float32),
+        torch.empty(n0, n1, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+    )
+
+
+def tanh_backward_weights(in0, in1, in2) -> Tensor:
+    n0, n1 = in0.shape
+    return _lib.tanh_backward_weights_kernel(
+        n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1, in2
+    )
 
 
 def MyCell_forward(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
@@ -68,6 +156,46 @@ def MyCell_forward_example(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
     return new_h, new_h
 
 
+def MyCell_forward_tanh_autograd(in0: Tensor, h: Tensor) -> Tensor:
+    _guards.check_tensor(in0, "in0")
+    _guards.check_tensor(h, "h")
+    # new_h = torch.tanh(self.linear(x) + h)
+    new_h = torch.tanh(in0 + h)  # f32[B, 4]@cpu
+    return new_h
+
+
+MyCell_forward_autograd_checks = MyCell_forward_example_checks
+
+
+def MyCell_forward_autograd(self, x: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+    _guards.check_entry(self, MyCell_forward_autograd_checks)
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 4))
+    _guards.check_tensor(h, "h", torch.float32, "cpu", (None, 4))
+    _guards.check_size(h, 0, x.size(0), "h")
+    # new_h = torch.tanh(self.linear(x) + h)
+    linear = _guards.attr(self, "linear")
+    new_h = tanh_autograd(
+        F.linear(x, _guards.attr(linear, "weight"), _guards.attr(linear, "bias")), h
+    )  # f32[B, 4]@cpu
+    return new_h, new_h
+
+
+# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel
+# and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).
+tanh_autograd = _autograd.Pointwise(
+    tanh,
+    tanh_backward,
+    MyCell_forward_tanh_autograd,
+    grads=(0, 1),
+    depends=((0, 1),),
+    partial=(tanh_backward_weights, (0,)),
+)
+
+
 COMPILED = {
-    "MyCell.forward": (MyCell_forward_example, MyCell_forward),
+    "MyCell.forward": (
+        MyCell_forward_example,
+        _autograd.ForAutograd(MyCell_forward_autograd),
+        MyCell_forward,
+    ),
 }

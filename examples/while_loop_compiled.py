@@ -6,13 +6,14 @@ import torch
 from torch import Tensor
 
 from runtime import guards as _guards
+from runtime import autograd_kernels as _autograd
 from runtime import kernels as _kernels
 
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:69029db30a89a3c1d0f0fbb9fdc3e74e82a2b24a3778402977503916e966d3fd"
+BODY_HASH = "sha256:14dfad4682f6bfaee7167c5649cd03e4866703179a8c762014e7c47cdb0c01be"
 TORCH_VERSION = "2.13"
 
 
@@ -57,6 +58,86 @@ extern "C" void abs_div_kernel(
     }
   });
 }
+
+extern "C" void newton_sqrt_abs_div_kernel(
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
+    int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1) {
+  ts_fresh(out0, n0 * n1);
+  ts_fresh(out1, n0 * n1);
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1, in0_s0, in1_s0);
+  ts_rows_of({in0_s1, in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // y_next = 0.5 * (y + x / y)
+      const float a1 = p1[j * in1_step], v3 = 0.5f * (a1 + (p0[j * in0_step] / a1));
+      out0[o + j] = v3;
+      // if bool(((y_next - y).abs() < tol).all()):
+      out1[o + j] = std::abs(v3 - a1);
+    }
+  });
+}
+
+extern "C" void abs_div_backward_kernel(
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
+    int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1,
+    ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, ts_in<float> in3, int64_t in3_s0,
+    int64_t in3_s1) {
+  ts_fresh(out0, n0 * n1);
+  ts_fresh(out1, n0 * n1);
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 && in3_s0 == in3_s1 * n1, in0_s0, in1_s0, in2_s0, in3_s0);
+  ts_rows_of({in0_s1, in1_s1, in2_s1, in3_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const auto* p2 = in2 + i0 * in2_s0;
+    const auto* p3 = in3 + i0 * in3_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
+        in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // y_next = 0.5 * (y + x / y)
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], v3 = 0.5f * (a1 + (a0 / a1));
+      // if bool(((y_next - y).abs() < tol).all()):
+      const float v4 = v3 - a1, a3 = p3[j * in3_step],
+          v11 = sel(v4 > 0.0f, a3, sel(v4 < 0.0f, -a3, a3 * 0.0f)), v12 = -v11,
+          v13 = p2[j * in2_step] + v11;
+      // y_next = 0.5 * (y + x / y)
+      const float v15 = v13 * 0.5f;
+      out0[o + j] = v15 / a1;
+      out1[o + j] = (v12 + v15) + ((-v15) * ((a0 / a1) / a1));
+    }
+  });
+}
+
+extern "C" void abs_div_backward_weights_kernel(
+    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
+    ts_in<float> in1, int64_t in1_s0, int64_t in1_s1, ts_in<float> in2, int64_t in2_s0,
+    int64_t in2_s1, ts_in<float> in3, int64_t in3_s0, int64_t in3_s1) {
+  ts_fresh(out0, n0 * n1);
+  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 && in3_s0 == in3_s1 * n1, in0_s0, in1_s0, in2_s0, in3_s0);
+  ts_rows_of({in0_s1, in1_s1, in2_s1, in3_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
+    const auto* p0 = in0 + i0 * in0_s0;
+    const auto* p1 = in1 + i0 * in1_s0;
+    const auto* p2 = in2 + i0 * in2_s0;
+    const auto* p3 = in3 + i0 * in3_s0;
+    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
+        in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1;
+    #pragma omp simd
+    for (int64_t j = 0; j < n1; ++j) {
+      // y_next = 0.5 * (y + x / y)
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], v3 = 0.5f * (a1 + (a0 / a1));
+      // if bool(((y_next - y).abs() < tol).all()):
+      const float v4 = v3 - a1, a3 = p3[j * in3_step],
+          v11 = sel(v4 > 0.0f, a3, sel(v4 < 0.0f, -a3, a3 * 0.0f)), v12 = -v11,
+          v13 = p2[j * in2_step] + v11;
+      // y_next = 0.5 * (y + x / y)
+      const float v15 = v13 * 0.5f;
+      out0[o + j] = (v12 + v15) + ((-v15) * ((a0 / a1) / a1));
+    }
+  });
+}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
@@ -76,6 +157,39 @@ def abs_div(in0, in1, s0: float) -> tuple[Tensor, Tensor]:
         in0,
         in1,
         s0,
+    )
+
+
+def newton_sqrt_abs_div(in0, in1) -> tuple[Tensor, Tensor]:
+    n0, n1 = in0.shape
+    return _lib.newton_sqrt_abs_div_kernel(
+        n0,
+        n1,
+        torch.empty(n0, n1, dtype=torch.float32),
+        torch.empty(n0, n1, dtype=torch.float32),
+        in0,
+        in1,
+    )
+
+
+def abs_div_backward(in0, in1, in2, in3) -> tuple[Tensor, Tensor]:
+    n0, n1 = in0.shape
+    return _lib.abs_div_backward_kernel(
+        n0,
+        n1,
+        torch.empty(n0, n1, dtype=torch.float32),
+        torch.empty(n0, n1, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+        in3,
+    )
+
+
+def abs_div_backward_weights(in0, in1, in2, in3) -> Tensor:
+    n0, n1 = in0.shape
+    return _lib.abs_div_backward_weights_kernel(
+        n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1, in2, in3
     )
 
 
@@ -143,7 +257,52 @@ def newton_sqrt_example(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Te
     return result
 
 
+def newton_sqrt_abs_div_autograd(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    _guards.check_tensor(x, "x")
+    _guards.check_tensor(y, "y")
+    y_next = 0.5 * (y + x / y)  # f32[B, 256]@cpu
+    # if bool(((y_next - y).abs() < tol).all()):
+    return y_next, (y_next - y).abs()
+
+
+def newton_sqrt_autograd(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> Tensor:
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 256))
+    y = torch.where(x > 1.0, x, torch.ones_like(x))  # f32[B, 256]@cpu
+    # while i < max_iter:
+    i, done, returned, result = 0, False, False, None
+    while not done and i < max_iter:
+        # if bool(((y_next - y).abs() < tol).all()):
+        y_next, tmp = abs_div_autograd(x, y)
+        done = bool((tmp < tol).all())
+        if done:
+            y, i, result = None, None, y_next
+        else:
+            # i += 1
+            i = i + 1
+            y, result = y_next, None
+        returned = done
+    if not returned:
+        result = y
+    return result
+
+
+# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel
+# and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).
+abs_div_autograd = _autograd.Pointwise(
+    newton_sqrt_abs_div,
+    abs_div_backward,
+    newton_sqrt_abs_div_autograd,
+    grads=(0, 1),
+    depends=((0, 1), (0, 1)),
+    partial=(abs_div_backward_weights, (1,)),
+)
+
+
 COMPILED = {
-    "newton_sqrt": (newton_sqrt_example, newton_sqrt),
+    "newton_sqrt": (
+        newton_sqrt_example,
+        _autograd.ForAutograd(newton_sqrt_autograd),
+        newton_sqrt,
+    ),
     "shrink_until": shrink_until,
 }

@@ -18,7 +18,8 @@ group's torch ops (`eager`) instead and differentiates them, so it is recorded a
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -40,7 +41,11 @@ class Pointwise:
         self.partial = partial  # (a backward giving fewer gradients, the inputs it gives them of)
 
     def __call__(self, *args: Any) -> Any:
-        return _Fused.apply(self, *args)
+        fused_from = _gate.fused_from
+        for a in args:
+            if isinstance(a, Tensor) and a.numel() >= fused_from:
+                return _Fused.apply(self, *args)
+        return self.eager(*args)  # (small: eager's ops, which autograd records as eager's)
 
 
 def _tuple(out: Any) -> tuple:
@@ -88,4 +93,40 @@ class _Fused(torch.autograd.Function):
         return tuple(result)
 
 
-__all__ = ["Pointwise"]
+class _Gate:
+    """Below `fused_from` elements in its largest tensor, a group runs its torch ops instead of
+    its kernels: a custom autograd Function costs some 30 us more per call than eager's nodes of
+    a two-op chain (its forward and backward run Python), which the bytes its kernels save repay
+    from between 16k and 64k float32 elements (rnn_cell's add and tanh, forward and backward,
+    one thread: slower than eager at 16k elements, faster at 64k; measured in turns on a loaded
+    two-core host). Longer chains pay earlier: a simple bound, not a cost model."""
+
+    fused_from = 32768
+
+
+_gate = _Gate()
+
+
+@contextlib.contextmanager
+def fused_from(elements: int) -> Iterator[None]:
+    """Groups of fewer elements run their torch ops, for the block (tests: 0, kernels always)."""
+    saved, _gate.fused_from = _gate.fused_from, elements
+    try:
+        yield
+    finally:
+        _gate.fused_from = saved
+
+
+class ForAutograd:
+    """A COMPILED entry's code for the calls autograd records, compiled from an example as its
+    specialisation is and beside it (`"Cell.forward": (Cell_forward_example,
+    _autograd.ForAutograd(Cell_forward_autograd), Cell_forward)`): runtime/dispatch.py tries it
+    for those calls before the generic code, and never for the others, which the kernels serve."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.fn = fn
+
+
+__all__ = ["ForAutograd", "Pointwise", "fused_from"]

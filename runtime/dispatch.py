@@ -32,7 +32,8 @@ from torch import nn
 
 from runtime import loader, stats
 from runtime.errors import TorchscribeError, TorchscribeWarning
-from runtime.call_inputs import records_autograd
+from runtime.autograd_kernels import ForAutograd
+from runtime.call_inputs import parameters_require_grad, requires_grad_in
 from runtime.guards import GuardFailure
 from runtime.modes import current_mode
 from runtime.source_hash import file_source_hash
@@ -517,18 +518,30 @@ def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, m
     first specialisation whose entry checks accept the call runs, else the generic code (counted:
     `runtime.generic_counts()`), whose own failed checks send the call to eager code, as does a
     generic of None (an entry compiled from its example alone). Kernels record no autograd
-    graph: a call that autograd records runs the generic code, eager's torch ops in eager's order
-    (ir/passes.AUTOGRAD_PASSES), which autograd records as it records eager's."""
+    graph: a call that autograd records runs the entry's code for autograd compiled from its
+    example (`ForAutograd`: eager's ops, its pointwise groups kernels with backward kernels,
+    ir/passes.AUTOGRAD_PASSES) where its entry checks accept the call, else the generic code,
+    eager's torch ops in eager's order, which autograd records as it records eager's."""
     *special, generic = choices
+    recording = tuple(fn.fn for fn in special if isinstance(fn, ForAutograd))
+    special = [fn for fn in special if not isinstance(fn, ForAutograd)]
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        refused = None
-        # (grad mode first: records_autograd's cheapest test, on every call's path)
-        if _grad_enabled() and records_autograd(args[0] if method and args else None,
-                                                args[1:] if method else args, kwargs):
-            refused = GuardFailure("grad is enabled and an input or parameter requires grad; the "
-                                   "specialisations' kernels record no autograd graph")
+        # (records_autograd inline: grad mode first, its cheapest test; then the parameters, which
+        # answer at the first one in training)
+        if _grad_enabled() and (method and args and parameters_require_grad(args[0]) or requires_grad_in(args)
+                                or kwargs and requires_grad_in(kwargs.values())):
+            refused = None
+            for fn in recording:
+                try:
+                    return fn(*args, **kwargs)
+                except GuardFailure as failure:
+                    refused = failure.with_traceback(None)
+            if generic is None:
+                raise refused or GuardFailure("grad is enabled and an input or parameter requires grad; the "
+                                              "specialisations' kernels record no autograd graph")
         else:
+            refused = None
             for fn in special:
                 try:
                     return fn(*args, **kwargs)
@@ -536,8 +549,8 @@ def specialised(choices: tuple[Callable[..., Any] | None, ...], qualname: str, m
                     # (the reason the last one gave; without its traceback, which holds this
                     # frame: a cycle that left garbage on every refused call, 1.6 us a call)
                     refused = failure.with_traceback(None)
-        if generic is None:
-            raise refused  # type: ignore[misc]
+            if generic is None:
+                raise refused  # type: ignore[misc]
         stats.count_generic(qualname)
         return generic(*args, **kwargs)
 

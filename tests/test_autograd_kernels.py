@@ -24,6 +24,7 @@ from ir.core.graph import Program  # noqa: E402
 from ir.passes.autograd_kernels import autograd_kernels  # noqa: E402
 from ir.passes.derivatives import DERIVATIVES  # noqa: E402
 from pass_text import after  # noqa: E402
+from runtime.autograd_kernels import fused_from  # noqa: E402
 from transpiler import script  # noqa: E402
 
 
@@ -31,6 +32,14 @@ from transpiler import script  # noqa: E402
 def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "autograd_kernels_cache"))
     runtime.reset()
+
+
+@pytest.fixture(autouse=True)
+def _kernels_at_any_size() -> Any:
+    """Groups run their kernels on these small tensors too (below `fused_from` they run their
+    torch ops: test_small_groups_run_their_torch_ops)."""
+    with fused_from(0):
+        yield
 
 
 def fused(out: Any) -> bool:
@@ -399,3 +408,29 @@ def test_without_the_arguments_gradients_a_partial_backward_runs() -> None:
     with runtime.mode("strict"):
         assert torch.autograd.gradcheck(lambda s: torch.func.functional_call(compiled, {"scale": s}, (x,)),
                                         (model.scale.detach().clone().requires_grad_(),))
+
+
+def cell(x: Tensor, h: Tensor) -> Tensor:
+    return torch.tanh(x * 2.0 + h)
+
+
+def test_small_groups_run_their_torch_ops() -> None:
+    """Below the gate's size a group runs its torch ops (autograd records eager's nodes, which
+    cost less than a custom Function on a few elements), from it its kernels; the values and
+    gradients are eager's either way."""
+    from runtime import autograd_kernels
+
+    small = (torch.randn(2, 3), torch.randn(2, 3))
+    compiled = script(cell, example_inputs=small)
+    at = autograd_kernels._Gate.fused_from  # (the default; the fixture has set the gate to 0)
+    for rows, want_fused in ((2, False), (-(-at // 3), True)):  # (2 rows: 6 elements; then the gate)
+        x, h = leaves(torch.randn(rows, 3), torch.randn(rows, 3))
+        with fused_from(at), runtime.mode("strict"):
+            out = compiled(x, h)
+        assert fused(out) == want_fused, rows
+        out.sum().backward()
+        x0, h0 = leaves(x.detach(), h.detach())
+        cell(x0, h0).sum().backward()
+        torch.testing.assert_close(out.detach(), torch.tanh(x0 * 2.0 + h0).detach(), rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(x.grad, x0.grad, rtol=1e-4, atol=1e-6)
+        torch.testing.assert_close(h.grad, h0.grad, rtol=1e-4, atol=1e-6)

@@ -9,6 +9,7 @@ import copy
 
 import importlib
 import itertools
+import re
 import subprocess
 import sys
 import textwrap
@@ -182,7 +183,9 @@ def function_and_inputs():
     code, output = compile_cli(path, capsys)
     assert code == 0, output
     text = loader.compiled_path_for(path).read_text()
-    assert '"mix": (mix_inputs_only, mix)' in text and '"scale": (scale_function_and_inputs, scale)' in text
+    # (each with its code for autograd, where its pointwise chain is a kernel with a backward kernel)
+    assert '"mix": (mix_inputs_only, _autograd.ForAutograd(mix_autograd), mix)' in text
+    assert '"scale": (scale_function_and_inputs, _autograd.ForAutograd(scale_autograd), scale)' in text
     module = load(path)
     dispatch.reset()
     x, y = module.inputs_only()
@@ -439,7 +442,9 @@ def make_example_train():
     code, output = compile_cli(path, capsys)
     assert code == 0, output
     text = loader.compiled_path_for(path).read_text()
-    assert "(Norm_forward_example, Norm_forward_example_train, Norm_forward)" in text
+    # (the code for autograd compiled from the first example after them: the calls autograd records)
+    assert "(Norm_forward_example,Norm_forward_example_train,_autograd.ForAutograd(Norm_forward_autograd)," \
+           "Norm_forward)" in re.sub(r"\s+|,(?=\s*\))", "", text)
     # in training, what BatchNorm's forward does, not a call of the module: the count, then
     # F.batch_norm with the batch's statistics (which updates the running ones)
     train = text.split("def Norm_forward_example_train(", 1)[1].split("\ndef ", 1)[0]
@@ -528,3 +533,57 @@ class Outer(nn.Module):
     after = loader.compiled_path_for(path).read_text()
     assert after[after.index("def Outer_forward"):] == outer
     dispatch.reset()
+
+
+def test_code_for_autograd_runs_where_its_example_checks_accept_the_call(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An eval() example with batch norm and dropout: its code for autograd (a pointwise group
+    with a backward kernel) runs the calls autograd records in eval() mode, and the generic code
+    those in train() mode, which its checks (`training`) refuse; both give eager's gradients and
+    batch norm statistics, in strict mode."""
+    from runtime.autograd_kernels import fused_from
+
+    source = '''\
+import torch
+from torch import Tensor, nn
+from transpiler import script
+
+
+@script(example="make_example")
+class Norm(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.bn = nn.BatchNorm1d(16)
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.drop(torch.relu(self.bn(x) * 2.0 + 1.0))
+
+
+def make_example():
+    torch.manual_seed(0)
+    return Norm().eval(), (torch.randn(8, 16),)
+'''
+    path = write_model(tmp_path)
+    path.write_text(source)
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    module = load(path)
+    key = f"{module.__name__}.Norm.forward"
+    for train, runs_generic in ((False, 0), (True, 1)):
+        dispatch.reset()
+        model, (x,) = module.make_example()
+        model.train(train)
+        eager = copy.deepcopy(model)
+        results = []
+        for m, mode in ((eager, "off"), (model, "strict")):
+            leaf = x.clone().requires_grad_()
+            torch.manual_seed(1)
+            with runtime.mode(mode), fused_from(0):
+                out = m(leaf)
+            (out * torch.linspace(-1, 1, out.numel()).view(out.shape)).sum().backward()
+            results.append((out, leaf.grad, m.bn.weight.grad, m.bn.running_mean.clone()))
+        for got, want in zip(results[1], results[0]):
+            torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-5, atol=1e-6)
+        assert runtime.generic_counts().get(key, 0) == runs_generic, train
+        assert ("_FusedBackward" in type(results[1][0].grad_fn).__name__) == (not train)

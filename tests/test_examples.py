@@ -114,8 +114,8 @@ def test_compiled_code_really_runs() -> None:
 
     calls = []
     original = rnn_cell_compiled.COMPILED["MyCell.forward"]
-    specialised, generic = original
-    rnn_cell_compiled.COMPILED["MyCell.forward"] = (lambda *a, **k: calls.append(1) or specialised(*a, **k), generic)
+    specialised, *rest = original
+    rnn_cell_compiled.COMPILED["MyCell.forward"] = (lambda *a, **k: calls.append(1) or specialised(*a, **k), *rest)
     try:
         model, inputs = rnn_cell.make_example()
         with runtime.mode("strict"), torch.no_grad():

@@ -30,6 +30,7 @@ from test_examples import CASES  # noqa: E402
 from test_programs import SETTINGS, generated_module  # noqa: E402
 
 import runtime  # noqa: E402
+from runtime.autograd_kernels import ForAutograd, fused_from  # noqa: E402
 from transpiler import script  # noqa: E402
 
 
@@ -38,6 +39,14 @@ def _cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyP
     """script() writes into a cache of this module's; counts start from zero."""
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "training_cache"))
     runtime.reset()
+
+
+@pytest.fixture(autouse=True)
+def _kernels_at_any_size() -> Any:
+    """Pointwise groups run their kernels on the tests' small tensors too (the size below which
+    they run their torch ops has a test of its own)."""
+    with fused_from(0):
+        yield
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -120,16 +129,32 @@ def compare_training(eager_model: Any, compiled_model: Any, inputs: tuple, seed:
 # -- the examples: checked-in modules ----------------------------------------------------------
 @pytest.mark.parametrize("stem,variant,factory", CASES, ids=[f"{s}[{v}]" if v else s for s, v, _ in CASES])
 def test_examples_train_compiled(stem: str, variant: str, factory) -> None:
-    """Each example's training step through its checked-in module: the generic code runs (the
-    kernels of the specialisations record no graph), autograd records it, and every gradient
-    matches eager's."""
-    model, inputs = factory()
-    eager_model = copy.deepcopy(model)
-    compare_training(eager_model, model, inputs)
-    key = f"{type(model).__name__}.forward" if isinstance(model, nn.Module) else model.__name__
-    entry = importlib.import_module(f"examples.{stem}_compiled").COMPILED[key]
-    if isinstance(entry, tuple):  # (specialisations passed over: the generic code ran)
-        assert runtime.generic_counts().get(f"examples.{stem}.{key}") == 1
+    """Each example's training step through its checked-in module, in the mode its factory
+    leaves it and in train() mode: the code for autograd compiled from its example runs where
+    the module has one and its entry checks accept the call (its pointwise groups kernels with
+    backward kernels), else the generic code (the specialisations' kernels record no graph);
+    autograd records it, and every gradient matches eager's (to float32 rounding where the
+    kernels' math is not eager's op for op)."""
+    for train in (False, True):
+        model, inputs = factory()
+        if train and isinstance(model, nn.Module):
+            model.train()
+        runtime.reset()
+        compare_training(copy.deepcopy(model), model, inputs, rtol=1e-4, atol=1e-5)
+        key = f"{type(model).__name__}.forward" if isinstance(model, nn.Module) else model.__name__
+        entry = importlib.import_module(f"examples.{stem}_compiled").COMPILED[key]
+        if not isinstance(entry, tuple):
+            continue
+        recording = [f for f in entry if isinstance(f, ForAutograd)]
+        ran_generic = runtime.generic_counts().get(f"examples.{stem}.{key}", 0)
+        if recording and not variant:  # (an example whose layers read `training` would refuse train())
+            assert ran_generic == 0, "the code for autograd refused the example's own call"
+            if stem in FUSED_EXAMPLES:  # (optional_args' group is in a branch its example does not take)
+                leaves, args = leaves_and_args(inputs)
+                with runtime.mode("strict"):
+                    assert "_FusedBackward" in recorded_nodes(model(*args))
+        elif not recording:
+            assert ran_generic == 1
 
 
 def recorded_nodes(out: Any) -> set[str]:
@@ -185,6 +210,47 @@ def test_example_in_strict_mode_from_the_environment(monkeypatch: pytest.MonkeyP
     # (BasicBlock has no specialisation: its entry is its generic code alone, and not counted)
     assert runtime.generic_counts() == {"examples.residual_block.ResNetStage.forward": 1}
     assert all(p.grad is not None for p in model.parameters())
+
+
+def test_records_autograd_finds_a_parameter_anywhere_in_the_tree() -> None:
+    """The test every training call of an entry with specialisations makes: a parameter that
+    requires grad anywhere below the module (a grandchild's, a module reached twice), none when
+    all are frozen or grad is off, and a cycle of modules does not hang it."""
+    from runtime.call_inputs import records_autograd
+
+    inner = nn.Sequential(nn.Identity(), nn.Linear(2, 2))
+    model = nn.Sequential(nn.ReLU(), nn.Sequential(nn.Identity(), inner), inner)
+    x = torch.randn(1, 2)
+    assert records_autograd(model, (x,), {})
+    inner[1].weight.requires_grad_(False)
+    assert records_autograd(model, (x,), {})  # (the bias still does)
+    inner[1].bias.requires_grad_(False)
+    assert not records_autograd(model, (x,), {})
+    assert records_autograd(model, (x.requires_grad_(),), {})
+    assert records_autograd(model, (), {"h": [torch.zeros(1, requires_grad=True)]})
+    with torch.no_grad():
+        assert not records_autograd(model, (x,), {})
+    model[1].register_module("back", model)  # (a cycle: modules(), with its memo, ends it)
+    assert not records_autograd(model, (x.detach(),), {})
+    model[0].register_parameter("p", nn.Parameter(torch.zeros(1)))
+    assert records_autograd(model, (x.detach(),), {})
+
+
+def test_a_frozen_model_without_grad_inputs_runs_its_kernels() -> None:
+    """Grad enabled but nothing requires grad (every parameter frozen, a plain input): autograd
+    records nothing, so the specialisation's kernels run, not the code for autograd."""
+    from examples.rnn_cell import make_example
+
+    model, inputs = make_example()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    with runtime.mode("strict"):
+        out, _ = model(*inputs)
+    assert runtime.generic_counts() == {} and not out.requires_grad
+    model.linear.bias.requires_grad_(True)  # (now it records: its code for autograd runs)
+    with runtime.mode("strict"):
+        out, _ = model(*inputs)
+    assert runtime.generic_counts() == {} and "_FusedBackward" in recorded_nodes(out)
 
 
 # -- script(model, example_inputs=...) ---------------------------------------------------------

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from codegen.module import emit_module
+from codegen.module import ForAutograd, emit_module
 from ir.core.graph import Program
 from transpiler import annotated
 from transpiler import examples as _examples
@@ -83,15 +83,20 @@ def compile_path(path: Path, display: str | None = None,
         notes.append(f"{source.display}: note: the `{spec.label}` specialisation of {spec.entry} has no kernel and "
                      "calls only what the generic code calls: it is left out")
     found = from_examples + annotated.specialisations(source, targets, program, entries, settings, permissive,
-                                                      from_examples)
+                                                      [s for s in from_examples if not s.beside_generic])
     table: dict[str, Any] = {**entries, **generic_entries(program)}
     if found:
         program, table = merge(program, entries, found)
     header = module_header(source, regenerate, path.name, program, permissive,
                            tuple((spec.entry, spec.model) for spec in found if spec.model and not spec.autograd), project.header())
-    return CompiledFile(program, {key: syms[0] if isinstance(syms[0], str) else syms[0][0]
-                                  for key, syms in table.items()} if found else entries,
+    return CompiledFile(program, {key: _first_function(syms) for key, syms in table.items()} if found else entries,
                         emit_module(program, header, table, program.source_lines), notes=tuple(notes))
+
+
+def _first_function(syms: tuple[Any, ...]) -> str:
+    """The sym_name of the first function of a COMPILED entry's tuple."""
+    first = syms[0]
+    return first if isinstance(first, str) else first.sym if isinstance(first, ForAutograd) else first[0]
 
 
 def _inside(d: Diagnostic, source: SourceFile, target: Target) -> bool:

@@ -53,7 +53,29 @@ def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
             found.append(_specialise(source, module, target, str(name), permissive))
         if target.name in without_generic:
             found.append(_specialise(source, module, target, str(names[0]), permissive, autograd=True))
+        elif (beside := _autograd_beside_generic(source, module, target, str(names[0]), permissive)) is not None:
+            found.append(beside)
     return found
+
+
+def _autograd_beside_generic(source: SourceFile, module: Any, target: Target, factory_name: str,
+                             permissive: bool) -> Specialisation | None:
+    """Code for the calls autograd records, compiled from the target's (first) example, for an
+    entry that has generic code too: kept where one of its pointwise groups is a kernel with a
+    backward kernel (ir/passes/autograd_kernels.py), which the generic code, knowing no types,
+    cannot have; else it would call what the generic code calls, with more entry checks. One
+    that does not compile leaves such calls to the generic code, as before it."""
+    from ir.kernel.ops import AutogradKernelOp
+    from transpiler.diagnostics import CompileError
+
+    try:
+        spec = _specialise(source, module, target, factory_name, permissive, autograd=True)
+    except CompileError:
+        return None
+    if not any(isinstance(op, AutogradKernelOp) for op in spec.program.walk()):
+        return None
+    spec.beside_generic = True
+    return spec
 
 
 def example_label(factory: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from codegen.module import ForAutograd
 from ir.core.graph import Program
 from ir.core.ops import BuiltinCallOp, ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
 from ir.kernel.ops import AutogradKernelOp, Kernel
@@ -30,6 +31,9 @@ class Specialisation:
     # example for an entry without generic code (a script_model factory's; a class whose generic
     # compile failed): the entry's last resort in place of the generic code.
     autograd: bool = False
+    # ... or, for an entry with generic code, tried before it for those calls alone (where its
+    # pointwise groups are kernels with backward kernels: transpiler/examples.py)
+    beside_generic: bool = False
 
     @property
     def entry(self) -> str:
@@ -49,16 +53,19 @@ def pays(spec: Specialisation) -> bool:
 def merge(generic: Program, entries: dict[str, str], specialisations: list[Specialisation]) \
         -> tuple[Program, dict[str, tuple[str | None, ...]]]:
     """`generic` with the functions of every specialisation added after its own, and the
-    COMPILED table: key -> (specialised sym_names..., generic sym_name, or None for an entry
-    without generic code)."""
+    COMPILED table: key -> (specialised sym_names..., code for autograd beside the generic code
+    (ForAutograd), generic sym_name, or None for an entry without generic code)."""
     specialised: dict[str, list[str]] = {key: [] for key in entries}
     last = dict(entries)  # key -> the function tried last: the generic one, else the code for autograd
+    recording: dict[str, list[ForAutograd]] = {}  # key -> code for autograd beside the generic one
     taken_syms = {f.sym_name for f in generic.funcs if isinstance(f, FuncOp)}
     for spec in specialisations:
         renamed = _rename_functions(spec.program, spec.label, taken_syms)
         generic.funcs.extend(spec.program.funcs)
         for key, sym in spec.entries.items():
-            if spec.autograd:
+            if spec.autograd and spec.beside_generic:
+                recording.setdefault(key, []).append(ForAutograd(renamed[sym]))
+            elif spec.autograd:
                 last.setdefault(key, renamed[sym])
                 specialised.setdefault(key, [])
             else:
@@ -70,7 +77,9 @@ def merge(generic: Program, entries: dict[str, str], specialisations: list[Speci
         generic.dependencies.extend(p for p in spec.program.dependencies if p not in generic.dependencies)
     # (tried in the order given: the specialisations, then the generic function)
     # (an entry with Union parameters: its variants, one per member, stand for the generic function)
-    table = {key: (*syms, generic.alternatives.get(key, last.get(key))) for key, syms in specialised.items()}
+    # (the code for autograd after the specialisations: it serves only the calls they cannot)
+    table = {key: (*syms, *recording.get(key, ()), generic.alternatives.get(key, last.get(key)))
+             for key, syms in specialised.items()}
     return generic, table
 
 
