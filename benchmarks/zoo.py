@@ -117,14 +117,19 @@ def {name}():
 '''
 
 
+def factory_text(zoo: ZooModel, batch: int) -> str:
+    # (the corpus by identity: both have a `resnet18`, torchvision's and timm's)
+    corpus = timm_models if timm_models.BY_NAME.get(zoo.name) is zoo else zoo_models
+    return FACTORY_FILE.format(corpus=corpus.__name__, name=zoo.name, batch=batch)
+
+
 def build_checked_in(zoo: ZooModel, batch: int, directory: Path, model: Any, inputs: tuple) -> Built:
     """The `checked-in` backend: `torchscribe FILE.py` on a file declaring the model at this batch
     with `@script_model(freeze=True)` (written into `directory`, which is on sys.path), then the
     factory's `load(model)`. Compiled for the batch it is timed at, as `frozen` is."""
     stem = f"{zoo.name}_b{batch}"
     path = directory / f"{stem}.py"
-    corpus = timm_models if zoo.name in timm_models.BY_NAME else zoo_models
-    path.write_text(FACTORY_FILE.format(corpus=corpus.__name__, name=zoo.name, batch=batch), encoding="utf-8")
+    path.write_text(factory_text(zoo, batch), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run([sys.executable, "-m", "transpiler.cli", "-q", str(path)], env=env,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True)

@@ -107,3 +107,18 @@ def test_checked_in_module_matches_eager(model: ZooModel, tmp_path: Path, monkey
             with runtime.mode("strict"):
                 problem = mismatch(model, expected, fast(*args))
         assert problem is None, f"batch {batch}: {problem}"
+
+
+def test_the_checked_in_benchmark_builds_each_corpus_own_model(tmp_path: Path) -> None:
+    """benchmarks.zoo's `checked-in` backend writes a factory file naming the model's corpus:
+    torchvision's and timm's corpora both have a `resnet18`, and the torchvision row once timed
+    a module compiled for timm's (which its entry checks refused)."""
+    pytest.importorskip("timm")
+    from benchmarks import zoo
+
+    model = next(m for m in MODELS if m.name == "resnet18")
+    text = zoo.factory_text(model, 1)
+    assert "from benchmarks.zoo_models import BY_NAME" in text
+    from benchmarks.timm_models import BY_NAME as TIMM
+
+    assert "from benchmarks.timm_models import BY_NAME" in zoo.factory_text(TIMM["resnet18"], 1)
