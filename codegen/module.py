@@ -53,9 +53,9 @@ def unique_kernel_names(program: Program, taken: set[str]) -> None:
     reserved, taken = set(taken), set(taken)
     for func in program.funcs:
         kernels = [op for op in func.walk() if isinstance(op, Kernel)]
-        own = {k.attributes["name"] for k in kernels}
+        own = {k.kernel_name for k in kernels}
         for k in kernels:
-            name = k.attributes["name"]
+            name = k.kernel_name
             if name in taken:
                 # another function's kernel: the source's function (`b`, `Block.forward`), then
                 # the specialisation's own (`b:float32_cpu`), then a number; a module-level name
@@ -63,7 +63,7 @@ def unique_kernel_names(program: Program, taken: set[str]) -> None:
                 owners = (func.sym_name.partition(":")[0], func.sym_name) if name not in reserved else ()
                 base = name
                 for owner in dict.fromkeys(owners):
-                    base = name = f"{function_name(owner)}_{k.attributes['name']}"
+                    base = name = f"{function_name(owner)}_{k.kernel_name}"
                     if name not in taken and name not in own:
                         break
                 n = 1
@@ -71,8 +71,8 @@ def unique_kernel_names(program: Program, taken: set[str]) -> None:
                     n += 1
                     name = f"{base}_{n}"
                 own.add(name)
-                k.attributes["name"] = name
-        taken |= {k.attributes["name"] for k in kernels}
+                k.kernel_name = name
+        taken |= {k.kernel_name for k in kernels}
 
 
 def _entry_text(sym: str | tuple[str, ...] | None) -> str:
@@ -99,14 +99,13 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     unique_kernel_names(program, reserved)
     share_identical_kernels(kernels, source_lines, program.devices)
-    reserved |= {k.attributes["name"] for k in grouped} | ({"_autograd"} if grouped else set())
-    reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
+    reserved |= {k.kernel_name for k in grouped} | ({"_autograd"} if grouped else set())
+    reserved |= {k.kernel_name for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
     # Kept Python code (permissive mode) reads module-level names through the model's modules.
-    model_modules = sorted({op.attributes["module"] for op in program.walk() if isinstance(op, OpaqueOp)
-                            and any(o[4] in ("global", "super") for o in op.attributes["occurrences"])}
-                           | {m for op in program.walk() if isinstance(op, CheckLookupOp)
-                              for m in (op.attributes["module"], op.attributes["returns"][0])}
-                           | {op.attributes["module"] for op in program.walk() if isinstance(op, CheckGlobalOp)})
+    model_modules = sorted({op.module for op in program.walk() if isinstance(op, OpaqueOp)
+                            and any(o[4] in ("global", "super") for o in op.occurrences)}
+                           | {m for op in program.walk() if isinstance(op, CheckLookupOp) for m in (op.module, op.returns[0])}
+                           | {op.module for op in program.walk() if isinstance(op, CheckGlobalOp)})
     reserved |= {model_module_name(m) for m in model_modules}
     bodies: list[list[str]] = []
     needs: set[str] = set()
