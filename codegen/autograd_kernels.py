@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from codegen.names import function_name
 from codegen.writer import Writer
+from ir.core.helpers import AUTOGRAD
 from ir.kernel import ops as kernel_ops
 
 
@@ -28,5 +29,5 @@ def emit_autograd_functions(w: Writer, groups: list[kernel_ops.AutogradKernelOp]
         depends = "(" + ", ".join(_tuple_text(d) for d in k.depends) + ("," if len(k.depends) == 1 else "") + ")"
         partial = k.partial_backward
         tail = "" if partial is None else f", partial=({partial.kernel_name}, {_tuple_text(k.partial)})"
-        w.line(f"{name} = _autograd.Pointwise({k.forward.kernel_name}, {k.backward.kernel_name}, "
+        w.line(f"{name} = {AUTOGRAD.alias}.Pointwise({k.forward.kernel_name}, {k.backward.kernel_name}, "
                f"{function_name(k.eager)}, grads={_tuple_text(k.grads)}, depends={depends}{tail})")

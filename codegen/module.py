@@ -14,6 +14,7 @@ from codegen.pyformat import format_python
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from ir.core.graph import Program
+from ir.core.helpers import AUTOGRAD, GUARDS, KERNELS, MODULES
 from ir.core.ops import CheckGlobalOp, CheckLookupOp, FuncOp, OpaqueOp
 from ir.kernel.ops import AutogradKernelOp, Kernel
 from runtime.loader import with_body_hash
@@ -99,8 +100,8 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     unique_kernel_names(program, reserved)
     share_identical_kernels(kernels, source_lines, program.devices)
-    reserved |= {k.kernel_name for k in grouped} | ({"_autograd"} if grouped else set())
-    reserved |= {k.kernel_name for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
+    reserved |= {k.kernel_name for k in grouped} | ({AUTOGRAD.alias} if grouped else set())
+    reserved |= {k.kernel_name for k in kernels} | ({"KERNELS_CPP", KERNELS.alias, "_lib"} if kernels else set())
     # Kept Python code (permissive mode) reads module-level names through the model's modules.
     model_modules = sorted({op.module for op in program.walk() if isinstance(op, OpaqueOp)
                             and any(o[4] in ("global", "super") for o in op.occurrences)}
@@ -132,17 +133,10 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
         w.line("import torch.nn.functional as F")
     w.line("from torch import Tensor")
     w.blank()
-    w.line("from runtime import guards as _guards")
-    if grouped:
-        w.line("from runtime import autograd_kernels as _autograd")
-    if kernels:
-        w.line("from runtime import kernels as _kernels")
-    if "_prepacked" in needs:
-        w.line("from runtime import prepacked as _prepacked")
-    if "_stacking" in needs:
-        w.line("from runtime import stacking as _stacking")
-    if "_buffers" in needs:
-        w.line("from runtime import buffers as _buffers")
+    needs |= {GUARDS.alias} | ({AUTOGRAD.alias} if grouped else set()) | ({KERNELS.alias} if kernels else set())
+    for module in MODULES:
+        if module.alias in needs:
+            w.line(module.import_line)
     w.blank()
     w.line(f"TORCHSCRIBE_FORMAT = {FORMAT}")
     w.line(f'TORCHSCRIBE_VERSION = "{header.torchscribe_version}"')

@@ -1,8 +1,10 @@
 """Op attributes are declared on the op classes (ir/core/attrs.py): read through typed fields,
-checked by the verifier, printed in declaration order and read back by the declared type."""
+checked by the verifier, printed in declaration order and read back by the declared type. The
+runtime helpers the IR calls are named once (ir/core/helpers.py)."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -12,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from ir.core import ops  # noqa: E402
+from ir.core import helpers, ops  # noqa: E402
 from ir.core.attrs import INTS, Attr, Opt, Tup  # noqa: E402
 from ir.core.builder import Builder  # noqa: E402
 from ir.core.graph import Operation, Program  # noqa: E402
@@ -117,3 +119,12 @@ def test_every_op_kind_declares_what_its_fields_read() -> None:
     assert ops.FuncOp.attrs["defaults"].required and not ops.FuncOp.attrs["star"].required
     assert kernel_ops.AutogradKernelOp.attrs["partial"].type == Opt(Tup(int))
 
+
+def test_each_runtime_helper_the_ir_names_exists_in_its_runtime_module() -> None:
+    for helper in helpers.HELPERS.values():
+        module = importlib.import_module(f"runtime.{helper.home.module}")
+        assert callable(getattr(module, helper.attr)), helper.name
+        assert helper.home in helpers.MODULES
+    assert helpers.helper("_prepacked.conv2d") is helpers.PACKED_CONV and helpers.helper("len") is None
+    assert helpers.home_of("_guards.plain_module") is helpers.GUARDS and helpers.home_of("math.sqrt") is None
+    assert helpers.PREPACKED.import_line == "from runtime import prepacked as _prepacked"
