@@ -13,7 +13,8 @@ that handles any op reads it by key.
 
 The types are a few small checkers: a Python class (`int`, `str`, `Type`, ...), `Tup(of)` a tuple
 of elements of a type, `Opt(t)` t or None, `Union(...)`, `OneOf(...)` literal choices, `Dict(k, v)`,
-and `LITERAL`, any value the IR text can write (None, bool, int, float, str, Type, and tuples, lists
+`PINNED`, any Python value (what a module attribute held when compiling), and `LITERAL`, any
+value the IR text can write (None, bool, int, float, str, Type, and tuples, lists
 and dicts of those: a list stays one, as a pinned list attribute is).
 """
 
@@ -169,7 +170,16 @@ def _as_attr_type(spec: AttrType | type) -> AttrType:
     return spec if isinstance(spec, AttrType) else Is(spec)
 
 
+class _Pinned(AttrType):
+    def check(self, value: Any) -> bool:
+        return True
+
+    def __str__(self) -> str:
+        return "any value"
+
+
 LITERAL = _Literal()
+PINNED = _Pinned()  # a value compiled code took from a module or model file as it found it (a numpy scalar too)
 INTS, STRS = Tup(int), Tup(str)
 
 

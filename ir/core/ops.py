@@ -23,8 +23,8 @@ from ir.core.graph import (  # noqa: F401  (ops.OpResult: front end and tests bu
     Trait,
     Value,
 )
-from ir.core.attrs import INTS, LITERAL, STRS, Attr, Dict, OneOf, Opt, Tup, Union
-from ir.core.types import BOOL, TensorValues, Type, fits
+from ir.core.attrs import INTS, LITERAL, PINNED, STRS, Attr, Dict, OneOf, Opt, Tup, Union
+from ir.core.types import BOOL, Type, fits
 
 
 # -- functions -------------------------------------------------------------------------------
@@ -649,11 +649,11 @@ class CheckGlobalOp(Operation):
     traits = frozenset({OPAQUE})
     module = Attr(str)
     symbol = Attr(str)
-    expected = Attr(LITERAL)
+    expected = Attr(PINNED)
 
 
 class CheckValueOp(EntryCheck):
     """The Python value (a module attribute the code was specialised to) equals `expected`."""
 
     name = "py.check_value"
-    expected = Attr(Union((LITERAL, TensorValues)))  # (TensorValues: a dict of tensors a module fills)
+    expected = Attr(PINNED)  # (TensorValues for a dict of tensors a module fills)
