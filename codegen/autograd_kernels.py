@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from codegen.names import function_name
 from codegen.writer import Writer
+from ir.core.helpers import AUTOGRAD
 from ir.kernel import ops as kernel_ops
 
 
@@ -21,14 +22,12 @@ def emit_autograd_functions(w: Writer, groups: list[kernel_ops.AutogradKernelOp]
     w.line("# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel")
     w.line("# and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).")
     for k in groups:
-        name = k.attributes["name"]
+        name = k.kernel_name
         if name in done:
             continue
         done.add(name)
-        a = k.attributes
-        depends = "(" + ", ".join(_tuple_text(d) for d in a["depends"]) + ("," if len(a["depends"]) == 1 else "") + ")"
+        depends = "(" + ", ".join(_tuple_text(d) for d in k.depends) + ("," if len(k.depends) == 1 else "") + ")"
         partial = k.partial_backward
-        tail = "" if partial is None else \
-            f", partial=({partial.attributes['name']}, {_tuple_text(a['partial'])})"
-        w.line(f"{name} = _autograd.Pointwise({k.forward.attributes['name']}, {k.backward.attributes['name']}, "
-               f"{function_name(a['eager'])}, grads={_tuple_text(a['grads'])}, depends={depends}{tail})")
+        tail = "" if partial is None else f", partial=({partial.kernel_name}, {_tuple_text(k.partial)})"
+        w.line(f"{name} = {AUTOGRAD.alias}.Pointwise({k.forward.kernel_name}, {k.backward.kernel_name}, "
+               f"{function_name(k.eager)}, grads={_tuple_text(k.grads)}, depends={depends}{tail})")

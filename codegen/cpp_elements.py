@@ -147,7 +147,7 @@ class Body:
     def __init__(self, op: kernel_ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> None:
         self.op = op
         self.source_lines = source_lines
-        self.n_in = op.attributes["inputs"]
+        self.n_in = op.inputs
         self.names: dict[Value, str] = {}
         for k, a in enumerate(op.body.args):
             self.names[a] = f"a{k}" if k < self.n_in else f"s{k - self.n_in}"
@@ -207,7 +207,7 @@ class Body:
                     and _same_line(op, uses[0].op):
                 inside.add(op)
         args = self.op.body.args
-        written = {k for _, k in self.op.attributes.get("reuse", ())}
+        written = {k for _, k in self.op.reuse}
         for k, at in list((loads or {}).items()):
             uses = args[k].uses
             if len(uses) == 1 and uses[0].op in listed and k not in written and not isinstance(uses[0].op, kernel_ops.ReduceOp):

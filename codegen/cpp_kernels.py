@@ -72,11 +72,11 @@ def emit_kernel(op: kernel_ops.KernelOp, source_lines: dict[str, list[str]] | No
     lines of each source file) for the comments quoting the source line of each statement."""
     shape = kernel_shape(op)
     rank = len(shape)
-    n_in = op.attributes["inputs"]
+    n_in = op.inputs
     tensors, scalars = op.operands[:n_in], op.scalar_inputs
     strided = [strided_dims(k, v.type, shape) for k, v in enumerate(tensors)]  # type: ignore[arg-type]
-    name = op.attributes["name"]
-    aliased = {j: k for k, j in op.attributes.get("reuse", ())}  # input -> the output over it
+    name = op.kernel_name
+    aliased = {j: k for k, j in op.reuse}  # input -> the output over it
     into = op.views_written  # outputs written into a view: their strides are parameters
     assert not into or (rank > 0 and isinstance(op, kernel_ops.PointwiseKernelOp))  # (ir/passes/concat.py)
     params = [("int64_t", f"n{i}") for i in range(rank)]  # (C++ type, name)

@@ -133,7 +133,7 @@ def row_function(w: Writer, name: str, rank: int, op: kernel_ops.ReductionKernel
     pass is one vectorised loop."""
     inner = rank - 1
     n = f"n{inner}"
-    n_in = op.attributes["inputs"]
+    n_in = op.inputs
     varies = {k for k in range(n_in) if inner in strided[k]}
     params = [f"int64_t {n}"]
     params += [f"ts_out<{CTYPE[r.type.dtype]}> out{k}" for k, r in enumerate(op.results)]  # type: ignore[union-attr]
@@ -188,7 +188,7 @@ def _row_body(w: Writer, n: str, op: kernel_ops.ReductionKernelOp, plan: RowPlan
             w.extend(plan.row_statements(d, varies))
         depth_done = p
         reds = plan.reductions.get(p, [])
-        what = ", ".join([f"{r.attributes['kind']} {names[r.result]}" for r in reds]
+        what = ", ".join([f"{r.kind} {names[r.result]}" for r in reds]
                          + [f"out{k}" for k in plan.element_outputs.get(p, [])])
         w.line(f"// pass {plan.passes.index(p) + 1} over the row: {what}")
         if not reds:
@@ -232,7 +232,7 @@ def row_driver(w: Writer, name: str, rank: int, op: kernel_ops.ReductionKernelOp
     1.8x eager's time, which copies the tensor to a contiguous one first). Where every stride
     along the row is 1 (`unit`, ts_rows_of's), the gatherers pass the pointers through."""
     inner = rank - 1
-    n_in = op.attributes["inputs"]
+    n_in = op.inputs
     outer = list(range(inner))
     row_outputs = set(plan.row_outputs)
     args = [f"n{inner}"]
@@ -276,7 +276,7 @@ def _reduction_pass(w: Writer, n: str, p: int, reds: list[kernel_ops.ReduceOp], 
     with one takes the exact NaN-propagating loop."""
     clauses, updates, blocked = [], [], []
     for r in reds:
-        acc, x, kind = f"acc{names[r.result][1:]}", names[r.operands[0]], r.attributes["kind"]
+        acc, x, kind = f"acc{names[r.result][1:]}", names[r.operands[0]], r.kind
         if kind == "sum":
             w.line(f"double {acc} = 0;")
             if r.result.type.dtype == "float64":  # type: ignore[union-attr]
@@ -303,18 +303,18 @@ def _reduction_pass(w: Writer, n: str, p: int, reds: list[kernel_ops.ReduceOp], 
             w.extend(element_lines(p) + updates)
         w.extend(f"acc{names[r.result][1:]} += part{names[r.result][1:]};" for r in blocked)
     for r in reds:
-        if r.attributes["kind"] == "sum":
+        if r.kind == "sum":
             continue
         acc, x = f"acc{names[r.result][1:]}", names[r.operands[0]]
         with w.block(f"if ({acc}_check != 0) {{  // a NaN in the row: the exact, NaN-propagating loop"):
-            w.line(f"{acc} = {_IDENTITY[r.attributes['kind']]};")
+            w.line(f"{acc} = {_IDENTITY[r.kind]};")
             with w.block(f"for (int64_t j = 0; j < {n}; ++j) {{"):
                 w.extend(element_lines(p, [r.operands[0]], effects=False))
-                w.line(f"{acc} = {'ts_max' if r.attributes['kind'] == 'amax' else 'ts_min'}({acc}, {x});")
+                w.line(f"{acc} = {'ts_max' if r.kind == 'amax' else 'ts_min'}({acc}, {x});")
     for r in reds:
         dtype = r.result.type.dtype  # type: ignore[union-attr]
         v, acc, ct = names[r.result], f"acc{names[r.result][1:]}", VALUE[dtype]
-        if r.attributes["kind"] == "sum" and ct != "double":  # (a 16-bit sum is rounded from its float)
+        if r.kind == "sum" and ct != "double":  # (a 16-bit sum is rounded from its float)
             w.line(f"const {ct} {v} = {rounded_to(dtype, f'static_cast<{ct}>({acc})')};")
         else:  # (a maximum or minimum is one of the row's values)
             w.line(f"const {ct} {v} = {acc};")

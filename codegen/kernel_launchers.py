@@ -40,11 +40,11 @@ def share_identical_kernels(kernels: list[kernel_ops.Kernel], source_lines: dict
     it once."""
     first: dict[str, str] = {}
     for k in kernels:
-        name = k.attributes["name"]
-        k.attributes["name"] = "kernel"
+        name = k.kernel_name
+        k.kernel_name = "kernel"
         w = Writer()
         emit_kernels(w, [k], source_lines, devices)
-        k.attributes["name"] = first.setdefault(w.text(), name)
+        k.kernel_name = first.setdefault(w.text(), name)
 
 
 def emit_kernels(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[str, list[str]] | None,
@@ -53,7 +53,7 @@ def emit_kernels(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict
     on CUDA. Kernels that share a name (`share_identical_kernels`) are written once."""
     once: dict[str, kernel_ops.Kernel] = {}
     for k in kernels:
-        once.setdefault(k.attributes["name"], k)
+        once.setdefault(k.kernel_name, k)
     kernels = list(once.values())
     cpu = [k for k in kernels if kernel_device(k) == "cpu"]
     triton = "cuda" in devices or len(cpu) < len(kernels)
@@ -66,7 +66,7 @@ def emit_kernels(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict
     w.line("# The launcher each kernel runs, chosen now (runtime/kernels.py): C++ for CPU tensors,")
     w.line("# Triton for CUDA tensors, unless TORCHSCRIBE_BACKEND names one.")
     for k in kernels:
-        name = k.attributes["name"]
+        name = k.kernel_name
         w.line(f'{name} = _kernels.launcher(globals(), "{name}", "{kernel_device(k)}")')
 
 
@@ -125,11 +125,11 @@ def _launcher(w: Writer, k: kernel_ops.KernelOp, sig: Signature, suffix: str) ->
     (`sig.args`; the library passes each tensor's data pointer and the strides the kernel
     declares after it), and returns what the library returns: the outputs. No docstring: the
     kernel's C++ quotes the source line of each statement."""
-    n_in = k.attributes["inputs"]
+    n_in = k.inputs
     passed = kernel_args(k)
     params = list(passed.params)
     params += [f"s{i}: {'float' if t == 'double' else 'int'}" for i, t in enumerate(sig.scalars)]
-    given = list(k.attributes.get("into", ()))  # outputs written into a tensor passed in, in operand order
+    given = list(k.into)  # outputs written into a tensor passed in, in operand order
     params += [f"into{m}" for m in range(len(given))]
     result = "Tensor" if len(sig.outputs) == 1 else f"tuple[{', '.join(['Tensor'] * len(sig.outputs))}]"
     w.line(f"def {sig.name}{suffix}({', '.join(params)}) -> {result}:")
@@ -137,7 +137,7 @@ def _launcher(w: Writer, k: kernel_ops.KernelOp, sig: Signature, suffix: str) ->
         for line in module_reads(passed):
             w.line(line)
         shape = kernel_shape(k)
-        over = {o: i for o, i in k.attributes.get("reuse", ())}
+        over = {o: i for o, i in k.reuse}
         fresh = [o for o in range(len(sig.outputs)) if o not in over and o not in given]
         sizes = _sizes(w, k, shape, passed.padded, spread=bool(fresh))
         outs = []
@@ -164,7 +164,7 @@ def _sizes(w: Writer, k: kernel_ops.KernelOp, shape: tuple, padded: dict[int, in
     names = [f"n{i}" for i in range(len(shape))]
     if all(type(d) is int for d in shape):
         return [str(d) for d in shape]
-    n_in = k.attributes["inputs"]
+    n_in = k.inputs
     full = next((j for j, v in enumerate(k.operands[:n_in]) if j not in padded and v.type.shape == shape), None)  # type: ignore[union-attr]
     parts = size_texts(k, shape)
     if full is None and parts is None:

@@ -17,7 +17,7 @@ from ir.kernel.vocabulary import kernel_shape
 def size_texts(k: kernel_ops.KernelOp, shape: tuple) -> list[str] | None:
     """The sizes of `shape` as Python: literals, symbolic ones (`B`, `64*B`) read from an input
     that has that size there; None when no input has it."""
-    n_in = k.attributes["inputs"]
+    n_in = k.inputs
     rank = len(shape)
     parts = []
     for i, d in enumerate(shape):
@@ -63,7 +63,7 @@ def kernel_args(k: kernel_ops.Kernel) -> KernelArgs:
     module (a batch norm's weight, bias and statistics) are that module, whose launcher reads
     them (`out = bn1_relu(bn1, out)`). Only views and reads that print inside the call anyway
     (`_absorbed`)."""
-    n_in = k.attributes["inputs"] if isinstance(k, kernel_ops.KernelOp) else len(k.operands)
+    n_in = k.inputs if isinstance(k, kernel_ops.KernelOp) else len(k.operands)
     passed = list(k.operands)
     padded: dict[int, int] = {}
     reads: dict[int, tuple[Value, str]] = {}

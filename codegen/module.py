@@ -14,6 +14,7 @@ from codegen.pyformat import format_python
 from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from ir.core.graph import Program
+from ir.core.helpers import AUTOGRAD, GUARDS, KERNELS, MODULES
 from ir.core.ops import CheckGlobalOp, CheckLookupOp, FuncOp, OpaqueOp
 from ir.kernel.ops import AutogradKernelOp, Kernel
 from runtime.loader import with_body_hash
@@ -53,9 +54,9 @@ def unique_kernel_names(program: Program, taken: set[str]) -> None:
     reserved, taken = set(taken), set(taken)
     for func in program.funcs:
         kernels = [op for op in func.walk() if isinstance(op, Kernel)]
-        own = {k.attributes["name"] for k in kernels}
+        own = {k.kernel_name for k in kernels}
         for k in kernels:
-            name = k.attributes["name"]
+            name = k.kernel_name
             if name in taken:
                 # another function's kernel: the source's function (`b`, `Block.forward`), then
                 # the specialisation's own (`b:float32_cpu`), then a number; a module-level name
@@ -63,7 +64,7 @@ def unique_kernel_names(program: Program, taken: set[str]) -> None:
                 owners = (func.sym_name.partition(":")[0], func.sym_name) if name not in reserved else ()
                 base = name
                 for owner in dict.fromkeys(owners):
-                    base = name = f"{function_name(owner)}_{k.attributes['name']}"
+                    base = name = f"{function_name(owner)}_{k.kernel_name}"
                     if name not in taken and name not in own:
                         break
                 n = 1
@@ -71,8 +72,8 @@ def unique_kernel_names(program: Program, taken: set[str]) -> None:
                     n += 1
                     name = f"{base}_{n}"
                 own.add(name)
-                k.attributes["name"] = name
-        taken |= {k.attributes["name"] for k in kernels}
+                k.kernel_name = name
+        taken |= {k.kernel_name for k in kernels}
 
 
 @dataclass(frozen=True)
@@ -137,14 +138,13 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     unique_kernel_names(program, reserved)
     share_identical_kernels(kernels, source_lines, program.devices)
-    reserved |= {k.attributes["name"] for k in grouped} | ({"_autograd"} if grouped else set())
-    reserved |= {k.attributes["name"] for k in kernels} | ({"KERNELS_CPP", "_kernels", "_lib"} if kernels else set())
+    reserved |= {k.kernel_name for k in grouped} | ({AUTOGRAD.alias} if grouped else set())
+    reserved |= {k.kernel_name for k in kernels} | ({"KERNELS_CPP", KERNELS.alias, "_lib"} if kernels else set())
     # Kept Python code (permissive mode) reads module-level names through the model's modules.
-    model_modules = sorted({op.attributes["module"] for op in program.walk() if isinstance(op, OpaqueOp)
-                            and any(o[4] in ("global", "super") for o in op.attributes["occurrences"])}
-                           | {m for op in program.walk() if isinstance(op, CheckLookupOp)
-                              for m in (op.attributes["module"], op.attributes["returns"][0])}
-                           | {op.attributes["module"] for op in program.walk() if isinstance(op, CheckGlobalOp)})
+    model_modules = sorted({op.module for op in program.walk() if isinstance(op, OpaqueOp)
+                            and any(o[4] in ("global", "super") for o in op.occurrences)}
+                           | {m for op in program.walk() if isinstance(op, CheckLookupOp) for m in (op.module, op.returns[0])}
+                           | {op.module for op in program.walk() if isinstance(op, CheckGlobalOp)})
     reserved |= {model_module_name(m) for m in model_modules}
     bodies: list[list[str]] = []
     needs: set[str] = set()
@@ -173,17 +173,10 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
         w.line("import torch.nn.functional as F")
     w.line("from torch import Tensor")
     w.blank()
-    w.line("from runtime import guards as _guards")
-    if grouped:
-        w.line("from runtime import autograd_kernels as _autograd")
-    if kernels:
-        w.line("from runtime import kernels as _kernels")
-    if "_prepacked" in needs:
-        w.line("from runtime import prepacked as _prepacked")
-    if "_stacking" in needs:
-        w.line("from runtime import stacking as _stacking")
-    if "_buffers" in needs:
-        w.line("from runtime import buffers as _buffers")
+    needs |= {GUARDS.alias} | ({AUTOGRAD.alias} if grouped else set()) | ({KERNELS.alias} if kernels else set())
+    for module in MODULES:
+        if module.alias in needs:
+            w.line(module.import_line)
     w.blank()
     w.line(f"TORCHSCRIBE_FORMAT = {FORMAT}")
     w.line(f'TORCHSCRIBE_VERSION = "{header.torchscribe_version}"')

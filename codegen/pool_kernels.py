@@ -37,12 +37,11 @@ class _Pool:
 
     def __init__(self, op: kernel_ops.PoolKernelOp) -> None:
         self.op = op
-        self.name: str = op.attributes["name"]
+        self.name: str = op.kernel_name
         x, r = op.operands[0].type, op.result.type
         assert isinstance(x, TensorType) and isinstance(r, TensorType) and x.shape and r.shape
         self.dtype: str = x.dtype  # type: ignore[assignment]
-        (self.kh, self.kw), (self.sh, self.sw), (self.ph, self.pw) = (
-            op.attributes[k] for k in ("kernel_size", "stride", "padding"))
+        (self.kh, self.kw), (self.sh, self.sw), (self.ph, self.pw) = op.kernel_size, op.stride, op.padding
         self.h, self.w = x.shape[1], x.shape[2]
         self.oh, self.ow = r.shape[1], r.shape[2]
         # N and C as the launchers pass them: literals, or read into n0 / n3

@@ -14,6 +14,7 @@ from codegen.python_emitter import PythonEmitter, Rules
 from codegen.python_text import PREC, Expr, string_literal
 from ir.core import ops
 from ir.core.graph import Operation, Value
+from ir.core.helpers import COMPUTED_ONCE, GIVE_BUFFERS, TAKE_BUFFERS, helper
 from ir.core.types import INT
 from ir.kernel import ops as kernel_ops
 from ir.torchapi.schemas import Param, schemas
@@ -71,8 +72,9 @@ def builtin_call(em: PythonEmitter, op: Operation) -> Expr:
     a = op.attributes
     if a["callee"].startswith("math."):
         em.needs.add("math")
-    if a["callee"].startswith(("_prepacked.", "_stacking.")):
-        em.needs.add(a["callee"].partition(".")[0])
+    called = helper(a["callee"])
+    if called is not None:
+        em.needs.add(called.home.alias)
     return Expr(f"{a['callee']}({em.args_text(op.operands, ())})", PREC["atom"])
 
 
@@ -95,19 +97,19 @@ def kernel_statement(em: PythonEmitter, op: Operation) -> None:
 @RULES.expression(ops.ComputedOnceOp)  # (ir/passes/hoist.py)
 def computed_once(em: PythonEmitter, op: Operation) -> Expr:
     a = op.attributes
-    em.needs.add("_prepacked")
+    em.needs.add(COMPUTED_ONCE.home.alias)
     n = a["sources"]
     parts = [function_name(a["callee"]), em.tuple_display(op.operands[:n])]
     if op.operands[n:]:
         parts.append(em.tuple_display(op.operands[n:]))
-    return Expr(f"_prepacked.computed_once({', '.join(parts)})", PREC["atom"])
+    return Expr(f"{COMPUTED_ONCE}({', '.join(parts)})", PREC["atom"])
 
 
 @RULES.expression(kernel_ops.TakeBuffersOp)  # (ir/passes/plan.py: buffers kept between calls)
 def take_buffers(em: PythonEmitter, op: Operation) -> Expr:
     a = op.attributes
-    em.needs.add("_buffers")
-    return Expr(f"_buffers.take({string_literal(a['key'])})", PREC["atom"])
+    em.needs.add(TAKE_BUFFERS.home.alias)
+    return Expr(f"{TAKE_BUFFERS}({string_literal(a['key'])})", PREC["atom"])
 
 
 @RULES.expression(kernel_ops.BufferOp)
@@ -119,7 +121,7 @@ def buffer(em: PythonEmitter, op: Operation) -> Expr:
 
 @RULES.expression(kernel_ops.GiveBuffersOp)
 def give_buffers(em: PythonEmitter, op: Operation) -> Expr:
-    return Expr(f"_buffers.give({em.expr(op.operands[0]).text})", PREC["atom"])
+    return Expr(f"{GIVE_BUFFERS}({em.expr(op.operands[0]).text})", PREC["atom"])
 
 
 def spread_sizes(em: PythonEmitter, op: Operation) -> str | None:

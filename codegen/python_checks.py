@@ -21,6 +21,7 @@ from codegen.python_emitter import PythonEmitter, Rules
 from codegen.python_text import PREC, Expr, attribute_path, python_literal, string_literal
 from ir.core import ops
 from ir.core.graph import Operation, Value
+from ir.core.helpers import PLAIN_MODULE
 from ir.core.types import ModuleType, OptionalType, TensorType, TupleType, Type
 from ir.passes.inline import guard_prefix_end
 
@@ -136,7 +137,7 @@ def module_check(em: PythonEmitter, cond: Value) -> str | None:
 
 def module_check_call(em: PythonEmitter, cond: Value) -> Operation | None:
     call = cond.owner
-    if isinstance(call, ops.BuiltinCallOp) and call.attributes["callee"] == "_guards.plain_module" \
+    if isinstance(call, ops.BuiltinCallOp) and call.callee == PLAIN_MODULE.name \
             and call in em.folded:
         return call
     return None

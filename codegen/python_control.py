@@ -30,10 +30,10 @@ def terminator(em: PythonEmitter, op: Operation) -> None:
 
 
 @RULES.statement(ops.RaiseOp)
-def raise_statement(em: PythonEmitter, op: Operation) -> None:
-    exc = op.attributes["exc"]
-    if op.attributes.get("called", True):
-        exc += f"({em.args_text(op.operands, op.attributes.get('kwnames', ()))})"
+def raise_statement(em: PythonEmitter, op: ops.RaiseOp) -> None:
+    exc = op.exc
+    if op.called:
+        exc += f"({em.args_text(op.operands, op.kwnames)})"
     em.w.line(f"raise {exc}")
 
 

@@ -25,7 +25,7 @@ class FunctionEmitter(PythonEmitter):
         self.in_table = {guard for group in self.tables.values() for guard in group}
         f = self.func
         params = []
-        defaults = f.attributes["defaults"]
+        defaults = f.defaults
         for arg in f.args:
             text = self.var[arg]
             ann = annotation(arg.type) if not isinstance(arg.type, ModuleType) else None
@@ -35,8 +35,8 @@ class FunctionEmitter(PythonEmitter):
             if arg.name in defaults:
                 text += (" = " if ann else "=") + self.literal(defaults[arg.name]).text
             params.append(text)
-        star, kwstar = f.attributes.get("star"), f.attributes.get("kwstar")
-        positional = f.attributes.get("positional", len(params))
+        star, kwstar = f.star, f.kwstar
+        positional = len(params) if f.positional is None else f.positional
         if star is not None or positional < len(params):
             params.insert(positional, f"*{star}" if star is not None else "*")
         if kwstar is not None:
@@ -46,10 +46,10 @@ class FunctionEmitter(PythonEmitter):
             self._note_annotation(ret)
         tail = (f" -> {ret}" if ret else "") + ":"
         head = f"def {function_name(f.sym_name)}({', '.join(params)}){tail}"
-        if f.attributes.get("grad_off"):  # (code for autograd: transpiler/lower_stmt.py)
+        if f.grad_off:  # (code for autograd: transpiler/lower_stmt.py)
             self.w.line("@torch.no_grad()")
-        if f.attributes.get("rows"):  # compiled for (rows, last) views (ir/kernel/rows.py)
-            self.w.line(f"@_guards.over_rows({', '.join(string_literal(n) for n in f.attributes['rows'])})")
+        if f.rows:  # compiled for (rows, last) views (ir/kernel/rows.py)
+            self.w.line(f"@_guards.over_rows({', '.join(string_literal(n) for n in f.rows)})")
         if len(head) <= LINE_LENGTH:
             self.w.line(head)
         else:  # one parameter a line, as formatters lay out long signatures
@@ -59,8 +59,8 @@ class FunctionEmitter(PythonEmitter):
                     self.w.line(p + ",")
             self.w.line(")" + tail)
         with self.w.indent():
-            expected = f.attributes.get("kwstar_expected")
-            checked = (star, None if f.attributes.get("kwstar_passed") or expected else kwstar)
+            expected = f.kwstar_expected
+            checked = (star, None if f.kwstar_passed or expected else kwstar)
             extra = " or ".join(n for n in checked if n is not None)
             if extra:  # compiled code is specialised to calls that pass them nothing
                 self.w.line(f"if {extra}:")

@@ -53,7 +53,7 @@ def kept_python(em: PythonEmitter, op: ops.OpaqueOp) -> None:
         # a value the source names keeps its name, used or not: `d = {...}` reads as written
         named = op.result.uses or op.result.name is not None
         lines[0] = f"{em.name_of(op.result, 'value')} = {lines[0]}" if named else lines[0]
-    raw = set(a["raw_lines"])
+    raw = set(op.raw_lines)
     for i, text in enumerate(lines):
         if i in raw:
             em.w.lines.append(text)
@@ -63,13 +63,12 @@ def kept_python(em: PythonEmitter, op: ops.OpaqueOp) -> None:
 
 def python_text(em: PythonEmitter, op: ops.OpaqueOp, read: dict[str, str], written: dict[str, str]) -> list[str]:
     """The lines of kept Python code with the variables (and module reads) put in."""
-    a = op.attributes
-    module = model_module_name(a["module"])
-    for name in a["bare"]:
+    module = model_module_name(op.module)
+    for name in op.bare:
         if name in ("F", "math"):
             em.needs.add(name)
-    lines = list(a["lines"])
-    for line, col, end, name, kind in sorted(a["occurrences"], key=lambda o: (o[0], -o[1])):
+    lines = list(op.lines)
+    for line, col, end, name, kind in sorted(op.occurrences, key=lambda o: (o[0], -o[1])):
         if kind == "super":  # super(Class, self): the generated function has no __class__ cell
             klass, first = name.split()
             text: str | None = f"super({module}.{klass}, {read.get(first, first)})"

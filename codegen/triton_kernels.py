@@ -121,15 +121,15 @@ class _Kernel:
     def __init__(self, op: kernel_ops.KernelOp, source_lines: dict[str, list[str]] | None = None) -> None:
         self.op = op
         self.source_lines = source_lines
-        self.name: str = op.attributes["name"]
+        self.name: str = op.kernel_name
         self.shape = kernel_shape(op)
         self.rank = len(self.shape)
         self.last = self.rank - 1
-        self.n_in: int = op.attributes["inputs"]
+        self.n_in: int = op.inputs
         self.tensors = op.operands[:self.n_in]
         self.scalars = op.scalar_inputs
         self.into = op.views_written  # outputs written into views, with all their strides
-        self.given = list(op.attributes.get("into", ()))  # outputs written into a tensor passed in
+        self.given = list(op.into)  # outputs written into a tensor passed in
         assert not self.into or (self.rank > 0 and isinstance(op, kernel_ops.PointwiseKernelOp))  # (ir/passes/concat.py)
         self.strided = [_strided_dims(v.type, self.shape) for v in self.tensors]  # type: ignore[arg-type]
         self.body = op.body
@@ -379,7 +379,7 @@ def _row_prologue(k: _Kernel, w: Writer, first_row: str) -> None:
 
 def _reduce_block(k: _Kernel, red: kernel_ops.ReduceOp, mask: str) -> str:
     """A `kernel.reduce` over the whole row held in one block."""
-    x, kind = k.names[red.operands[0]], red.attributes["kind"]
+    x, kind = k.names[red.operands[0]], red.kind
     if kind == "sum":
         text = f"tl.sum(tl.where({mask}, {x}, 0.0), axis=1, keep_dims=True)"
     else:
@@ -484,12 +484,12 @@ def _loop_function(k: _Kernel) -> str:
                 k.statements(w, plan.row_ops(d))
             depth_done = p
             reds = plan.reductions.get(p, [])
-            what = [f"{r.attributes['kind']} {k.names[r.result]}" for r in reds]
+            what = [f"{r.kind} {k.names[r.result]}" for r in reds]
             what += [f"out{j}" for j in plan.element_outputs.get(p, [])]
             w.line(f"# pass {number} over the row: {', '.join(what)}")
             for r in reds:
                 dtype = "float32" if r.result.type.dtype in HALF else r.result.type.dtype  # type: ignore[union-attr]
-                init = _ACC_INIT[r.attributes["kind"]]
+                init = _ACC_INIT[r.kind]
                 w.line(f"acc{k.names[r.result][1:]} = tl.full([ROWS, BLOCK], {init}, {TL[dtype]})")
             loads, computed = plan.element_ops(p)
             w.line(f"for start in range(0, {n}, BLOCK):")
@@ -500,7 +500,7 @@ def _loop_function(k: _Kernel) -> str:
                     w.line(k.load(j, row_masks))
                 k.statements(w, computed)
                 for r in reds:
-                    acc, x, kind = f"acc{k.names[r.result][1:]}", k.names[r.operands[0]], r.attributes["kind"]
+                    acc, x, kind = f"acc{k.names[r.result][1:]}", k.names[r.operands[0]], r.kind
                     masked = f"tl.where(mask, {x}, {_ACC_INIT[kind]})"
                     if kind == "sum":
                         w.line(f"{acc} += {masked}")
@@ -509,7 +509,7 @@ def _loop_function(k: _Kernel) -> str:
                 for j in plan.element_outputs.get(p, []):
                     w.line(k.store(j, "mask"))
             for r in reds:
-                acc, kind = f"acc{k.names[r.result][1:]}", r.attributes["kind"]
+                acc, kind = f"acc{k.names[r.result][1:]}", r.kind
                 text = {"sum": f"tl.sum({acc}, axis=1, keep_dims=True)", "amax": f"ts_max_rows({acc})",
                         "amin": f"ts_min_rows({acc})"}[kind]
                 w.line(f"{k.names[r.result]} = {_rounded(text, r.result.type.dtype)}")  # type: ignore[union-attr]

@@ -334,7 +334,7 @@ func @f(%x: f32[B, 5]@cpu, %w: f32[5]@cpu) -> f32[B, 5]@cpu {
 
 def test_the_pass_on_text_leaves_a_group_whose_input_is_written() -> None:
     written = GATE.replace("  func.return(%y)", """  %1 : float = py.constant() {value = 1.0}
-  %2 : f32[5]@cpu = torch.method(%w, %1) {method = "add_", aten = "aten::add_.Scalar", mutates = (0,), alias_of = 0}
+  %2 : f32[5]@cpu = torch.method(%w, %1) {method = "add_", mutates = (0,), alias_of = 0, aten = "aten::add_.Scalar"}
   func.return(%y)""")
     assert after(written, for_autograd) == written
 

@@ -15,6 +15,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ir.core import ops  # noqa: E402
+from ir.core.attrs import LITERAL, Attr, Dict, Tup  # noqa: E402
 from ir.core.builder import Builder  # noqa: E402
 from ir.core.graph import Loc, Mutates, Program  # noqa: E402
 from ir.core.parser import ParseError, parse_program, parse_type  # noqa: E402
@@ -35,6 +36,7 @@ from ir.core.types import (  # noqa: E402
     ScalarType,
     TensorType,
     TupleType,
+    Type,
 )
 from ir.core.verifier import verify  # noqa: E402
 
@@ -263,11 +265,26 @@ def test_print_nested_regions() -> None:
     assert roundtrip(LOOPS_TEXT) == LOOPS_TEXT
 
 
+class _LiteralsOp(ops.Operation):
+    """An op of this test's own: one literal attribute per kind of value the IR text writes."""
+
+    name = "test.literals"
+    value = Attr(LITERAL)
+    flags = Attr(Tup(bool))
+    one = Attr(Tup(int))
+    empty = Attr(Tup())
+    floats = Attr(Tup(float))
+    text = Attr(str)
+    table = Attr(Dict(str, LITERAL))
+    type = Attr(Type)
+    big = Attr(int)
+
+
 def test_print_attributes() -> None:
     func = ops.FuncOp.build("attrs", [], [], NONE)
     b = Builder(func.body)
     b.create(
-        ops.ConstantOp,
+        _LiteralsOp,
         [],
         [NONE],
         value=None,
@@ -284,7 +301,7 @@ def test_print_attributes() -> None:
     text = print_program(Program("attrs.py", [func]))
     line = text.splitlines()[1]
     assert line == (
-        '  %0 : None = py.constant() {value = None, flags = (True, False), one = (1,), empty = (), '
+        '  %0 : None = test.literals() {value = None, flags = (True, False), one = (1,), empty = (), '
         "floats = (1e-06, -0.0, inf, -inf, nan, 2.5e+20), "
         r'text = "say \"hi\"\\\n", table = {"a": 1, "b": (2, "c")}, type = <f32[2]>, '
         "big = -1000000000000000000000000000000}"

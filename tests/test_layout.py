@@ -82,9 +82,9 @@ def test_the_kernel_between_convs_writes_over_the_first_convs_output() -> None:
 
 @pytest.mark.parametrize("use", [
     # a Python statement (permissive mode) could read strides
-    '%9 : Any = py.opaque(%4) {source = "y.stride()", kind = "expr", reads = ("y",), writes = ()}',
+    '%9 : Any = py.opaque(%4) {kind = "expr", lines = ("y.stride()",), reads = ("y",), writes = (), reason = "kept"}',
     # so could a submodule
-    '%9 : f32[B, 8, 16, 16]@cpu = module.call(%m, %4) {attr = "opaque"}',
+    '%9 : f32[B, 8, 16, 16]@cpu = module.call(%m, %4)',
     # an op that reads strides
     '%9 : tuple[int, int, int, int] = torch.method(%4) {method = "stride", aten = "aten::stride"}',
     # a write

@@ -79,7 +79,7 @@ def _describe(value: Value) -> str:
         return f"{_describe(owner.operands[0])}.{owner.attributes.get('attr')}"
     if isinstance(owner, ops.ConstantOp):
         return repr(owner.attributes.get("value"))
-    what = "kernel " + owner.attributes["name"] if isinstance(owner, kernel_ops.Kernel) else op_name(owner)
+    what = "kernel " + owner.kernel_name if isinstance(owner, kernel_ops.Kernel) else op_name(owner)
     line = _line(owner)
     base = f"{what} (line {line})" if line is not None else what
     if value.name:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from codegen.module import ForAutograd
 from ir.core.graph import Program
+from ir.core.helpers import BUFFERS, PREPACKED, STACKING, home_of
 from ir.core.ops import BuiltinCallOp, ComputedOnceOp, FuncCallOp, FuncOp, ModuleCallOp
 from ir.kernel.ops import AutogradKernelOp, Kernel
 
@@ -46,7 +47,7 @@ def pays(spec: Specialisation) -> bool:
     oneDNN's layout, a tensor computed once, a kept buffer). One that does not is the generic code
     with more entry checks: noise in the module. (Code for autograd stands for missing generic code.)"""
     return spec.autograd or any(isinstance(op, (Kernel, ComputedOnceOp)) or isinstance(op, BuiltinCallOp)
-               and str(op.attributes.get("callee", "")).startswith(("_prepacked.", "_stacking.", "_buffers."))
+               and home_of(op.callee) in (PREPACKED, STACKING, BUFFERS)
                for op in spec.program.walk())
 
 

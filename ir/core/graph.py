@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Sequence
 
+from ir.core.attrs import Attr, declared_attrs
 from ir.core.types import Type
 
 
@@ -80,14 +81,17 @@ class Use:
 
 
 class Operation:
-    """Base class of every op. Subclasses declare `name` and `traits` and register themselves."""
+    """Base class of every op. Subclasses declare `name`, `traits` and their attributes (`Attr`
+    fields, ir/core/attrs.py) and register themselves."""
 
     name: ClassVar[str] = ""
     traits: ClassVar[frozenset[Trait]] = frozenset()
     registry: ClassVar[dict[str, type[Operation]]] = {}
+    attrs: ClassVar[dict[str, Attr]] = {}  # key -> declaration, inherited ones first
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        cls.attrs = declared_attrs(cls)
         if cls.name:
             assert cls.name not in Operation.registry, f"duplicate op {cls.name}"
             Operation.registry[cls.name] = cls

@@ -23,15 +23,26 @@ from ir.core.graph import (  # noqa: F401  (ops.OpResult: front end and tests bu
     Trait,
     Value,
 )
+from ir.core.attrs import INTS, LITERAL, PINNED, STRS, Attr, Dict, OneOf, Opt, Tup, Union
 from ir.core.types import BOOL, Type, fits
 
 
 # -- functions -------------------------------------------------------------------------------
 class FuncOp(Operation):
-    """A compiled function or method. Attributes: `sym_name` (qualified name such as
-    "MyCell.forward"), `result_type`, `defaults` (argument name -> literal default)."""
+    """A compiled function or method, `sym_name` its qualified name ("MyCell.forward")."""
 
     name = "func.func"
+    sym_name = Attr(str)
+    result_type = Attr(Type)
+    defaults = Attr(Dict(str, LITERAL))  # argument name -> literal default
+    star = Attr(Opt(str), None)  # *args, which compiled callers leave empty
+    kwstar = Attr(Opt(str), None)  # **kwargs, likewise
+    positional = Attr(Opt(int), None)  # how many arguments may be passed by position (None: all)
+    arg_classes = Attr(Tup(Tup(str)), ())  # (argument, class) as annotated
+    kwstar_expected = Attr(Tup(Tup(LITERAL)), ())
+    kwstar_passed = Attr(bool, False)
+    rows = Attr(STRS, ())  # the parameters compiled for (rows, last) views (ir/kernel/rows.py)
+    grad_off = Attr(bool, False)  # decorated @torch.no_grad(), in code for autograd (printed so)
 
     @classmethod
     def build(
@@ -44,8 +55,7 @@ class FuncOp(Operation):
         loc: Loc | None = None,
         **extra: Any,
     ) -> FuncOp:
-        """`extra`: `star` / `kwstar` (names of *args / **kwargs, which compiled callers leave
-        empty) and `positional` (how many arguments may be passed by position)."""
+        """`extra`: more of the declared attributes (`star`, `kwstar`, `positional`, ...)."""
         body = Region([Block(arg_types, arg_names)])
         return cls(
             attributes={"sym_name": sym_name, "result_type": result_type, "defaults": defaults or {}, **extra},
@@ -54,20 +64,12 @@ class FuncOp(Operation):
         )
 
     @property
-    def sym_name(self) -> str:
-        return self.attributes["sym_name"]
-
-    @property
     def body(self) -> Block:
         return self.regions[0].block
 
     @property
     def args(self) -> list:
         return self.body.args
-
-    @property
-    def result_type(self) -> Type:
-        return self.attributes["result_type"]
 
     def verify_(self) -> list[str]:
         term = self.body.terminator
@@ -82,25 +84,25 @@ class ReturnOp(Operation):
 
 
 class FuncCallOp(Operation):
-    """Call of another compiled function (attribute `callee`: its sym_name)."""
+    """Call of another compiled function."""
 
     name = "func.call"
     traits = frozenset({OPAQUE})
+    callee = Attr(str)  # its sym_name
+    guard_self = Attr(bool, False)  # calls a submodule's method (ir/passes/inline.py)
 
 
 class ComputedOnceOp(Operation):
     """`_prepacked.computed_once(<callee>, sources, like)`: the result of the function `callee`
-    (a sym_name) of the tensors `sources` (parameters and buffers), computed on the first call
-    and again only when a source changes (a frozen program: ir/passes/hoist.py). Attribute
-    `sources` counts the operands that are sources; the others are tensors of whose device and
-    dtype the result is made (`x.new_zeros(...)`), and nothing else about them is read."""
+    of the tensors `sources` (parameters and buffers), computed on the first call and again only
+    when a source changes (a frozen program: ir/passes/hoist.py). The operands after the sources
+    are tensors of whose device and dtype the result is made (`x.new_zeros(...)`), and nothing
+    else about them is read."""
 
     name = "py.computed_once"
     traits = frozenset({PURE})
-
-    @property
-    def callee(self) -> str:
-        return self.attributes["callee"]
+    callee = Attr(str)  # a sym_name
+    sources = Attr(int)  # how many operands are sources
 
 
 # -- Python values ---------------------------------------------------------------------------
@@ -109,10 +111,7 @@ class ConstantOp(Operation):
 
     name = "py.constant"
     traits = frozenset({PURE})
-
-    @property
-    def value(self) -> Any:
-        return self.attributes["value"]
+    value = Attr(LITERAL)
 
 
 class BinaryOp(Operation):
@@ -120,6 +119,7 @@ class BinaryOp(Operation):
 
     name = "py.binary"
     traits = frozenset({PURE})
+    op = Attr(str)
 
 
 class UnaryOp(Operation):
@@ -127,6 +127,7 @@ class UnaryOp(Operation):
 
     name = "py.unary"
     traits = frozenset({PURE})
+    op = Attr(str)
 
 
 class CompareOp(Operation):
@@ -134,6 +135,7 @@ class CompareOp(Operation):
 
     name = "py.compare"
     traits = frozenset({PURE})
+    op = Attr(str)
 
 
 class InplaceOp(Operation):
@@ -141,32 +143,40 @@ class InplaceOp(Operation):
 
     name = "py.inplace"
     traits = frozenset({Mutates(0), AliasOf(0)})
+    op = Attr(str)
+    reinplaced = Attr(bool, False)
+    unfunctionalized = Attr(str, "")
 
 
 class _CallTraits:
     """Effects of a torch call depend on what it calls; the front end records them as
-    attributes (`mutates`, `random`, `alias_of`) and the traits follow from those."""
+    attributes (`mutates`, `random`, `alias_of`, declared by each class) and the traits follow
+    from those."""
 
-    attributes: dict[str, Any]
+    mutates: tuple[int, ...]
+    alias_of: int | None
+    random: bool
 
     @property
     def traits(self) -> frozenset[Trait]:  # type: ignore[override]
-        mutates = self.attributes.get("mutates", ())
-        found: set[Trait] = {Mutates(i) for i in mutates}
-        alias = self.attributes.get("alias_of")
-        if alias is not None:
-            found.add(AliasOf(alias))
-        if not mutates and not self.attributes.get("random", False):
+        found: set[Trait] = {Mutates(i) for i in self.mutates}
+        if self.alias_of is not None:
+            found.add(AliasOf(self.alias_of))
+        if not self.mutates and not self.random:
             found.add(PURE)
         return frozenset(found)
 
 
 class BuiltinCallOp(_CallTraits, Operation):
-    """A call of a Python builtin or `math` function (attribute `callee`: "len", "math.sqrt"), or
-    of a runtime helper ("_prepacked.conv2d"): pure, unless `mutates` lists an operand it writes
+    """A call of a Python builtin or `math` function ("len", "math.sqrt"), or of a runtime helper
+    (ir/core/helpers.py: "_prepacked.conv2d"): pure, unless `mutates` lists an operand it writes
     (a result written into a buffer, ir/passes/plan.py)."""
 
     name = "py.call"
+    callee = Attr(str)
+    mutates = Attr(INTS, ())
+    alias_of = Attr(Opt(int), None)
+    random = Attr(bool, False)
 
 
 class GetAttrOp(Operation):
@@ -174,6 +184,8 @@ class GetAttrOp(Operation):
 
     name = "py.getattr"
     traits = frozenset({PURE})
+    attr = Attr(str)
+    after = Attr(int, 0)  # reads after Python code that may have set it: not merged (permissive)
 
 
 class SetAttrOp(Operation):
@@ -181,6 +193,7 @@ class SetAttrOp(Operation):
 
     name = "py.setattr"
     traits = frozenset({OPAQUE})
+    attr = Attr(str)
 
 
 class TupleOp(Operation):
@@ -199,6 +212,7 @@ class DictOp(Operation):
 
     name = "py.dict"
     traits = frozenset({PURE})
+    keys = Attr(STRS)
 
 
 class SpreadOp(Operation):
@@ -208,6 +222,7 @@ class SpreadOp(Operation):
 
     name = "py.spread"
     traits = frozenset({PURE})
+    starred = Attr(Tup(bool))
 
 
 class ListAppendOp(Operation):
@@ -245,21 +260,24 @@ class SliceOp(Operation):
 
 
 class FormatOp(Operation):
-    """An f-string: attribute `parts` holds, in order, ("text", literal) pieces and
+    """An f-string: `parts` holds, in order, ("text", literal) pieces and
     ("value", conversion, spec) pieces, one per operand: conversion is None, "r", "s" or "a";
     spec the format spec text ("" for none). The result is the str Python builds."""
 
     name = "py.format"
     traits = frozenset({PURE})
+    parts = Attr(Tup(Tup(Opt(str))))
 
 
 class RaiseOp(Operation):
-    """`raise <exc>(*operands)`: attribute `exc` names a builtin exception class ("ValueError");
-    `called` says whether the source called it (`raise E(...)`) or named the class (`raise E`).
-    Control never goes on past it: the rest of its block is unreachable."""
+    """`raise <exc>(*operands)` of a builtin exception class ("ValueError"). Control never goes on
+    past it: the rest of its block is unreachable."""
 
     name = "py.raise"
     traits = frozenset({OPAQUE})
+    exc = Attr(str)
+    called = Attr(bool, True)  # `raise E(...)`, not `raise E`
+    kwnames = Attr(STRS, ())
 
 
 class MethodCallOp(Operation):
@@ -269,6 +287,8 @@ class MethodCallOp(Operation):
 
     name = "py.method_call"
     traits = frozenset({OPAQUE})
+    method = Attr(str)
+    kwnames = Attr(STRS, ())
 
 
 class OpaqueOp(Operation):
@@ -281,11 +301,22 @@ class OpaqueOp(Operation):
     `reason`: why it was not compiled."""
 
     name = "py.opaque"
+    kind = Attr(OneOf(("stmt", "expr")))
+    lines = Attr(STRS)
+    raw_lines = Attr(Tup(int), ())
+    reads = Attr(STRS)
+    writes = Attr(STRS)
+    occurrences = Attr(Tup(Tup(Union((int, str)))), ())
+    bare = Attr(STRS, ())
+    module = Attr(str, "")
+    reason = Attr(str)
+    fresh = Attr(bool, False)  # it only makes a new object (the `{}` of empty **kwargs)
+    atom = Attr(bool, False)  # an expression that binds as tightly as a name
 
     @property
     def traits(self) -> frozenset[Trait]:  # type: ignore[override]
-        # `fresh`: it only makes a new object (the `{}` of empty **kwargs): removable when unused
-        return frozenset({PURE}) if self.attributes.get("fresh") else frozenset({OPAQUE})
+        # (a fresh object is removable when unused)
+        return frozenset({PURE}) if self.fresh else frozenset({OPAQUE})
 
     def verify_(self) -> list[str]:
         a = self.attributes
@@ -307,26 +338,43 @@ class GetItemOp(Operation):
 
 # -- tensor operations -----------------------------------------------------------------------
 class TorchCallOp(_CallTraits, Operation):
-    """A call of a torch function (attribute `callee`: "torch.tanh", "torch.nn.functional.gelu").
-    Operands are the positional arguments, then keyword arguments named by `kwnames`."""
+    """A call of a torch function ("torch.tanh", "torch.nn.functional.gelu"). Operands are the
+    positional arguments, then the keyword arguments `kwnames` names."""
 
     name = "torch.call"
+    callee = Attr(str)
+    kwnames = Attr(STRS, ())  # the keyword arguments' names, after the positional operands
+    mutates = Attr(INTS, ())  # the operands it writes into
+    alias_of = Attr(Opt(int), None)  # the operand its result shares storage with
+    random = Attr(bool, False)
+    aten = Attr(str, "")  # the aten overload it is (ir/torchapi/schemas.py)
+    writeback = Attr(bool, False)  # a write-back functionalize adds
+    unfunctionalized = Attr(str, "")  # why functionalize left the write as it is
 
 
 class TensorMethodOp(_CallTraits, Operation):
     """A tensor method call `self.<method>(...)`; operand 0 is the tensor."""
 
     name = "torch.method"
+    method = Attr(str)  # operand 0 is the tensor
+    kwnames = Attr(STRS, ())
+    mutates = Attr(INTS, ())
+    alias_of = Attr(Opt(int), None)
+    random = Attr(bool, False)
+    aten = Attr(str, "")
+    writeback = Attr(bool, False)
+    unfunctionalized = Attr(str, "")
 
 
 class IndexOp(Operation):
-    """`base[items]` on a tensor. Attribute `items` describes each index item, in order:
+    """`base[items]` on a tensor. `items` describes each index item, in order:
     ":" slice parts as ("slice", has_start, has_stop, has_step), ("none",), ("ellipsis",),
     ("value",) for an int / tensor / bool-mask index; the operands after `base` are the slice
     parts and values that are present, in that order."""
 
     name = "torch.index"
     traits = frozenset({PURE, AliasOf(0)})
+    items = Attr(Tup(Tup(Union((str, bool)))))
 
 
 class IndexPutOp(Operation):
@@ -334,6 +382,9 @@ class IndexPutOp(Operation):
 
     name = "torch.index_put"
     traits = frozenset({Mutates(0)})
+    items = Attr(Tup(Tup(Union((str, bool)))))
+    reinplaced = Attr(bool, False)
+    unfunctionalized = Attr(str, "")
 
 
 class ModuleCallOp(Operation):
@@ -341,6 +392,11 @@ class ModuleCallOp(Operation):
 
     name = "module.call"
     traits = frozenset({OPAQUE})
+    kwnames = Attr(STRS, ())
+    callee = Attr(Opt(str), None)  # the compiled forward (or __call__) it calls, a sym_name
+    call = Attr(Opt(str), None)  # the module class's own `__call__` the call is made from
+    opaque = Attr(bool, False)  # a class's own `__call__` left to Python
+    kept = Attr(Opt(str), None)  # why the layers pass leaves it a call
 
 
 # -- structured control flow -----------------------------------------------------------------
@@ -517,24 +573,26 @@ class AssumeClassOp(Operation):
 
     name = "py.assume_class"
     traits = frozenset({OPAQUE})
+    qualname = Attr(str)
 
 
 class GuardOp(Operation):
     """An entry check: when operand 0 (a bool) is false, the compiled code does not apply and
-    the call runs eagerly instead (attribute `reason` says why). Guards stand at the start of a
-    function, before any effect."""
+    the call runs eagerly instead (`reason` says why). Guards stand at the start of a function,
+    before any effect."""
 
     name = "py.guard"
     traits = frozenset({OPAQUE})
+    reason = Attr(str)
 
 
 class EntryCheck(Operation):
     """A check of one fact the compiled code relies on, at function entry, before any effect.
-    Operand 0 is the function argument the fact is about; attribute `path` leads from it to the
-    value (attribute names and constant indices: ("fc1", "weight"), (0,)). When the check fails,
-    the runtime helper it calls raises GuardFailure and the call runs eagerly."""
+    Operand 0 is the function argument the fact is about; `path` leads from it to the value. When
+    the check fails, the runtime helper it calls raises GuardFailure and the call runs eagerly."""
 
     traits = frozenset({OPAQUE})
+    path = Attr(Tup(Union((str, int))))  # attribute names and constant indices: ("fc1", "weight"), (0,)
 
 
 class CheckTensorOp(EntryCheck):
@@ -543,6 +601,10 @@ class CheckTensorOp(EntryCheck):
     keeps symbolic, None for anything), each None when not relied on; `optional`: None passes."""
 
     name = "py.check_tensor"
+    dtype = Attr(Opt(str), None)
+    device = Attr(Opt(str), None)
+    shape = Attr(Opt(Tup(Opt(Union((int, str))))), None)
+    optional = Attr(bool, False)
 
 
 class CheckSizeOp(EntryCheck):
@@ -550,19 +612,25 @@ class CheckSizeOp(EntryCheck):
     size symbols; `symbols` says where each is read: (name, operand index, path, dim)."""
 
     name = "py.check_size"
+    dim = Attr(int)
+    expected = Attr(str)
+    symbols = Attr(Tup(Tup(LITERAL)))
+    optional = Attr(bool, False)
 
 
 class CheckLookupOp(Operation):
     """`ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, default)`, a call
     that the compiler made when compiling and whose result, a function, it compiled in place of
-    the calls of it: the call again, and a check that it returns that function (attributes:
-    `module` the file's module, `callee` the called expression's text there, `args` each
-    ("const", value) or ("global", name), `returns` (module, qualname) of the function). Operands:
-    the arguments' values, until specialize has pinned them and moved the check to the entry.
-    The result is the function."""
+    the calls of it: the call again, and a check that it returns that function. Operands: the
+    arguments' values, until specialize has pinned them and moved the check to the entry. The
+    result is the function."""
 
     name = "py.check_lookup"
     traits = frozenset({OPAQUE})
+    module = Attr(str)  # the file's module
+    callee = Attr(str)  # the called expression's text there
+    args = Attr(Tup(Tup(LITERAL)))  # each ("const", value) or ("global", name)
+    returns = Attr(Tup(str))  # (module, qualname) of the function
 
 
 class CheckNoAutogradOp(Operation):
@@ -580,9 +648,13 @@ class CheckGlobalOp(Operation):
 
     name = "py.check_global"
     traits = frozenset({OPAQUE})
+    module = Attr(str)
+    symbol = Attr(str)
+    expected = Attr(PINNED)
 
 
 class CheckValueOp(EntryCheck):
     """The Python value (a module attribute the code was specialised to) equals `expected`."""
 
     name = "py.check_value"
+    expected = Attr(PINNED)  # (TensorValues for a dict of tensors a module fills)

@@ -5,7 +5,8 @@
       func.return(%y)
     }
 
-Ops are built through `Operation.registry`, so every registered op kind parses. Value names in
+Ops are built through `Operation.registry`, so every registered op kind parses; attributes are
+read as their op class declares them (ir/core/attrs.py). Value names in
 the text become the values' name hints (`%x_1` stays "x_1"); numeric names (`%3`) are
 temporaries without a hint, which the printer numbers again in order of appearance. A value may
 be used before the line that defines it (the verifier, not the parser, rejects that), but every
@@ -308,7 +309,7 @@ class _Parser:
                 self.expect(",", "',' or ')'")
         attributes: dict[str, Any] = {}
         if self.looking_at("{") and not self.region_opens():
-            attributes = self.attr_dict()
+            attributes = self.attr_dict(op_class)
         regions = []
         if self.accept("{"):
             loc = self.end_of_line(loc_allowed=True)
@@ -356,7 +357,9 @@ class _Parser:
         return Region([block])
 
     # -- attributes ---------------------------------------------------------------------------
-    def attr_dict(self) -> dict[str, Any]:
+    def attr_dict(self, op_class: type[Operation]) -> dict[str, Any]:
+        """`{key = value, ...}`, each value converted to the type `op_class` declares for it
+        (ir/core/attrs.py): an undeclared key or a value of another type is an error here."""
         self.expect("{")
         attributes: dict[str, Any] = {}
         while True:
@@ -365,8 +368,16 @@ class _Parser:
             key = self.match(_IDENT, "an attribute name")
             if key in attributes:
                 self.fail(f"attribute {key!r} given twice", key_pos, show_found=False)
+            spec = op_class.attrs.get(key)
+            if spec is None:
+                self.fail(f"{op_class.name} has no attribute {key!r}", key_pos, show_found=False)
             self.expect("=")
-            attributes[key] = self.attr_value()
+            self.skip_spaces()
+            value_pos = self.pos
+            value = spec.type.convert(self.attr_value())
+            if not spec.type.check(value):
+                self.fail(f"attribute {key!r} of {op_class.name} is {spec.type}", value_pos)
+            attributes[key] = value
             if self.accept("}"):
                 return attributes
             self.expect(",", "',' or '}'")

@@ -74,6 +74,14 @@ def format_attr(value: Any) -> str:
     return repr(value)
 
 
+def ordered_attrs(op: Operation) -> list[tuple[str, Any]]:
+    """The op's attributes in the order its class declares them; undeclared ones (which the
+    verifier reports) after those, as they stand."""
+    held = op.attributes
+    declared = [(k, held[k]) for k in type(op).attrs if k in held]
+    return declared + [(k, v) for k, v in held.items() if k not in type(op).attrs]
+
+
 class Printer:
     def __init__(self, with_locs: bool = True, marks: dict[Operation, str] | None = None) -> None:
         self.with_locs = with_locs
@@ -90,7 +98,7 @@ class Printer:
 
     def print_func(self, func: FuncOp) -> None:
         self.namer = Namer()
-        defaults = func.attributes["defaults"]
+        defaults = func.defaults
         params = []
         for arg in func.args:
             text = f"{self.namer(arg)}: {arg.type}"
@@ -112,7 +120,7 @@ class Printer:
         text = pad + (results + " = " if results else "")
         text += f"{op.name}({', '.join(self.namer(v) for v in op.operands)})"
         if op.attributes:
-            text += " {" + ", ".join(f"{k} = {format_attr(v)}" for k, v in op.attributes.items()) + "}"
+            text += " {" + ", ".join(f"{k} = {format_attr(v)}" for k, v in ordered_attrs(op)) + "}"
         if not op.regions:
             self.lines.append(text + self._loc(op))
             return

@@ -1,4 +1,5 @@
-"""The one IR verifier: structural checks plus each op's own `verify_`.
+"""The one IR verifier: structural checks, each op's attributes against its class's declaration
+(ir/core/attrs.py), plus each op's own `verify_`.
 
 Run between passes in tests (and on `--verify`). On failure, the error carries the printed IR
 with the offending op marked.
@@ -6,6 +7,7 @@ with the offending op marked.
 
 from __future__ import annotations
 
+from ir.core.attrs import attr_problems
 from ir.core.graph import TERMINATOR, Block, Operation, Program, Value
 from ir.core.ops import FuncOp
 from ir.core.printer import Printer
@@ -23,7 +25,7 @@ def verify(program: Program) -> None:
             problems.append((func, "top-level op must be func.func"))
             continue
         _verify_block(func.body, set(), problems)
-        problems += [(func, msg) for msg in func.verify_()]
+        problems += [(func, msg) for msg in attr_problems(func) or func.verify_()]
     if problems:
         raise VerifyError(_render(program, problems))
 
@@ -45,7 +47,9 @@ def _verify_block(block: Block, visible: set[Value], problems: list[tuple[Operat
                 problems.append((op, "structured regions hold exactly one block"))
             for inner in region.blocks:
                 _verify_block(inner, scope, problems)
-        problems += [(op, msg) for msg in op.verify_()]
+        wrong = attr_problems(op)
+        # (an op's own checks read its attributes as declared: only once they are)
+        problems += [(op, msg) for msg in wrong or op.verify_()]
         for result in op.results:
             _check_uses(result, problems)
             scope.add(result)

@@ -4,6 +4,7 @@ autograd_kernels and plan passes build them; codegen/ prints them."""
 
 from __future__ import annotations
 
+from ir.core.attrs import INTS, Attr, OneOf, Opt, Tup
 from ir.core.graph import PURE, Block, Mutates, Operation, Trait, Value
 from ir.core.ops import YieldOp
 from ir.core.types import TensorType
@@ -11,27 +12,29 @@ from ir.core.types import TensorType
 
 class Kernel(Operation):
     """An op the compiled module computes with a kernel it generates (C++ and Triton): it calls
-    the kernel's launcher, attribute `name`, with the op's operands. Each subclass has its own
+    the kernel's launcher, `kernel_name`, with the op's operands. Each subclass has its own
     emitters in codegen/."""
+
+    kernel_name = Attr(str, key="name")  # (an op's `name` is its kind)
 
 
 class PoolKernelOp(Kernel):
     """kernel.pool: the max over windows of the middle dims of a 4-d tensor [N, H, W, C] (NHWC
     rows, any strides; fastest with the channels contiguous), as `F.max_pool2d` of its NCHW view
-    computes it (ir/passes/pool.py). Attributes `kernel_size`, `stride`, `padding` (pairs of
-    ints; dilation 1); the result [N, OH, OW, C] is a fresh row-major tensor whose OH and OW (and
-    so ceil_mode) its type fixes. A window cut by the border takes the max of its elements inside
+    computes it (ir/passes/pool.py), dilation 1; the result [N, OH, OW, C] is a fresh row-major
+    tensor whose OH and OW (and so ceil_mode) its type fixes. A window cut by the border takes the max of its elements inside
     it, as torch pads with -inf; NaN propagates."""
 
     name = "kernel.pool"
     traits = frozenset({PURE})
+    kernel_size = Attr(Tup(int))  # each a pair of ints
+    stride = Attr(Tup(int))
+    padding = Attr(Tup(int))
 
     def verify_(self) -> list[str]:
         errors = []
-        a = self.attributes
         for key in ("kernel_size", "stride", "padding"):
-            value = a.get(key)
-            if not (isinstance(value, tuple) and len(value) == 2 and all(type(n) is int for n in value)):
+            if len(getattr(self, key)) != 2:
                 errors.append(f"`{key}` is a pair of ints")
         if len(self.operands) != 1 or len(self.results) != 1:
             return errors + ["kernel.pool takes one tensor and gives one"]
@@ -46,19 +49,23 @@ class KernelOp(Kernel):
     """A fused kernel (ir/passes/fuse.py): one generated loop nest in place of a group of ops.
     Operands: the input tensors, then the scalar inputs (Python numbers); results: the output
     tensors. The region computes one element: its block takes one 0-d element per tensor input
-    and the scalars, and ends in scf.yield of one element per output. Attribute `name`: the
-    kernel's name in the generated code; `inputs`: how many operands are tensors.
+    and the scalars, and ends in scf.yield of one element per output. `inputs`: how many operands
+    are tensors.
 
-    Attribute `into`, when present: for each output it lists, in order, one more operand after
-    the scalars, a tensor of that output's type that the kernel writes the output into (a view
+    `into`, when not empty: for each output it lists, in order, one more operand after the
+    scalars, a tensor of that output's type that the kernel writes the output into (a view
     of a larger buffer: ir/passes/concat.py; a kept buffer, py.buffer: ir/passes/plan.py); the
     output is then that tensor. Such a kernel writes its destinations, so it is not pure."""
 
+    inputs = Attr(int)
+    into = Attr(INTS, ())
+    reuse = Attr(Tup(INTS), ())  # (output, input) pairs: the output written over the input (ir/passes/reuse.py)
+
     @property
     def traits(self) -> frozenset[Trait]:  # type: ignore[override]
-        if not self.attributes.get("into"):
+        if not self.into:
             return frozenset({PURE})
-        first = len(self.operands) - len(self.attributes["into"])
+        first = len(self.operands) - len(self.into)
         return frozenset(Mutates(i) for i in range(first, len(self.operands)))
 
     @property
@@ -68,13 +75,12 @@ class KernelOp(Kernel):
     @property
     def scalar_inputs(self) -> list[Value]:
         """The operands after the tensor inputs that the body reads (not the destinations)."""
-        return self.operands[self.attributes["inputs"]:len(self.body.args)]
+        return self.operands[self.inputs:len(self.body.args)]
 
     @property
     def destinations(self) -> dict[int, Value]:
-        """Output index -> the tensor it is written into (attribute `into`)."""
-        into = self.attributes.get("into", ())
-        return dict(zip(into, self.operands[len(self.operands) - len(into):]))
+        """Output index -> the tensor it is written into (`into`)."""
+        return dict(zip(self.into, self.operands[len(self.operands) - len(self.into):]))
 
     @property
     def views_written(self) -> list[int]:
@@ -85,8 +91,7 @@ class KernelOp(Kernel):
 
     def verify_(self) -> list[str]:
         errors = []
-        n = self.attributes.get("inputs", 0)
-        into = self.attributes.get("into", ())
+        n, into = self.inputs, self.into
         if len(self.body.args) != len(self.operands) - len(into):
             errors.append("the body takes one argument per operand but the destinations")
         if len(set(into)) != len(into) or any(type(k) is not int or not 0 <= k < len(self.results) for k in into):
@@ -134,19 +139,21 @@ class ReductionKernelOp(KernelOp):
 class AutogradKernelOp(Kernel):
     """kernel.autograd: a group of pointwise ops in code autograd records, computed by a fused
     kernel that autograd records as one function (ir/passes/autograd_kernels.py,
-    runtime/autograd_kernels.py). Operands: the tensor inputs, then the scalars (attribute
-    `inputs`: how many tensors); results: the outputs. Its one block holds two
-    `kernel.pointwise` ops on its arguments (the operands, then one gradient per output): the
-    forward, computing the results, and the backward, computing from the inputs and the
-    gradients the gradient of each input attribute `grads` lists (tensor input indices), at the
-    iteration shape. Attribute `name`: the function object the module binds; `eager`: the
-    function holding the group's torch ops, which a backward that is itself recorded runs
-    (double backward); `depends`: per output, the inputs it is computed from; `partial`, when
-    present: the inputs a third kernel.pointwise, the backward without the gradients of the
-    function's own arguments, gives the gradients of."""
+    runtime/autograd_kernels.py). Operands: the tensor inputs (`inputs` of them), then the
+    scalars; results: the outputs. Its one block holds two `kernel.pointwise` ops on its
+    arguments (the operands, then one gradient per output): the forward, computing the results,
+    and the backward, computing from the inputs and the gradients the gradient of each input
+    `grads` lists, at the iteration shape. `kernel_name`: the function object the module binds.
+    With `partial`, a third kernel.pointwise, the backward without the gradients of the
+    function's own arguments, gives the gradients of those inputs."""
 
     name = "kernel.autograd"
     traits = frozenset({PURE})
+    inputs = Attr(int)
+    grads = Attr(INTS)  # tensor input indices
+    eager = Attr(str)  # the function of the group's torch ops, which a recorded backward runs
+    depends = Attr(Tup(INTS))  # per output, the inputs it is computed from
+    partial = Attr(Opt(INTS), None)
 
     @property
     def forward(self) -> "PointwiseKernelOp":
@@ -158,48 +165,49 @@ class AutogradKernelOp(Kernel):
 
     @property
     def partial_backward(self) -> "PointwiseKernelOp | None":
-        return self.regions[0].block.ops[2] if "partial" in self.attributes else None  # type: ignore[return-value]
+        return self.regions[0].block.ops[2] if self.partial is not None else None  # type: ignore[return-value]
 
     def verify_(self) -> list[str]:
         ops_ = self.regions[0].block.ops if self.regions else []
-        kernels = 3 if "partial" in self.attributes else 2
+        kernels = 3 if self.partial is not None else 2
         if len(ops_) != kernels + 1 or not all(isinstance(o, PointwiseKernelOp) for o in ops_[:kernels]):
             return ["kernel.autograd holds a forward and a backward kernel.pointwise (and a partial one), then scf.yield"]
         if len(self.forward.results) != len(self.results):
             return ["the forward kernel gives one result per output"]
-        if len(self.backward.results) != len(self.attributes.get("grads", ())):
+        if len(self.backward.results) != len(self.grads):
             return ["the backward kernel gives one gradient per input in `grads`"]
         partial = self.partial_backward
-        if partial is not None and len(partial.results) != len(self.attributes["partial"]):
+        if partial is not None and len(partial.results) != len(self.partial):
             return ["the partial backward kernel gives one gradient per input in `partial`"]
         return []
 
 
 class ReduceOp(Operation):
     """Inside a reduction kernel: operand 0, an element value, reduced over the kernel's row
-    (attribute `kind`: "sum", "amax" or "amin", with torch's semantics: amax and amin propagate
-    NaN). The result is the row's value."""
+    (with torch's semantics: amax and amin propagate NaN). The result is the row's value."""
 
     name = "kernel.reduce"
     traits = frozenset({PURE})
     KINDS = ("sum", "amax", "amin")
+    kind = Attr(OneOf(KINDS))
 
     def verify_(self) -> list[str]:
-        if self.attributes.get("kind") not in self.KINDS or len(self.operands) != 1:
-            return [f"kernel.reduce takes one operand and a kind in {self.KINDS}"]
+        if len(self.operands) != 1:
+            return ["kernel.reduce takes one operand"]
         return []
 
 
 # -- buffers a function keeps between calls (ir/passes/plan.py, runtime/buffers.py) ---------------
 class TakeBuffersOp(Operation):
     """`_buffers.take("<key>")`: the set of buffers this call writes its large temporaries into,
-    taken from those earlier calls of the function (attribute `key`) gave back, or new: two calls
+    taken from those earlier calls of the function (by `key`) gave back, or new: two calls
     running at once never share one. Pure as the function sees it (it reads and writes nothing
     the function can see), so code around it prints as expressions; plan runs last, so nothing
     merges or drops it."""
 
     name = "py.take_buffers"
     traits = frozenset({PURE})
+    key = Attr(str)
 
 
 class BufferOp(Operation):
@@ -210,6 +218,8 @@ class BufferOp(Operation):
 
     name = "py.buffer"
     traits = frozenset({PURE})
+    slot = Attr(int)
+    dtype = Attr(str)
 
     def verify_(self) -> list[str]:
         t = self.results[0].type if len(self.results) == 1 else None
@@ -217,8 +227,6 @@ class BufferOp(Operation):
             return ["py.buffer takes the buffers of py.take_buffers and the sizes"]
         if not (isinstance(t, TensorType) and t.dtype == self.attributes.get("dtype") and t.shape is not None):
             return ["py.buffer gives a tensor of its dtype and known rank"]
-        if type(self.attributes.get("slot")) is not int:
-            return ["py.buffer's slot is an int"]
         return []
 
 

@@ -134,7 +134,7 @@ def iteration_shape(values: list[Value]) -> tuple | None:
 
 def kernel_shape(kernel: kernel_ops.KernelOp) -> tuple:
     """A kernel's iteration shape: the broadcast of its inputs and results."""
-    n = kernel.attributes["inputs"]
+    n = kernel.inputs
     shape = iteration_shape(list(kernel.operands[:n]) + list(kernel.results))
     assert shape is not None
     return shape

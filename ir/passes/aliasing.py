@@ -21,6 +21,7 @@ from typing import Any, Iterator, Sequence
 
 from ir.core import ops
 from ir.core.graph import OPAQUE, BlockArg, Operation, Value
+from ir.core.helpers import PLAIN_MODULE
 from ir.core.types import (
     ANY,
     INT,
@@ -466,7 +467,7 @@ def guarded_layer_call(op: Operation, func: ops.FuncOp) -> tuple | None:
         return None
     text = ".".join(str(part[1]) for _, _, part in path[1])
     for guard in func.body.ops:
-        if isinstance(guard, ops.BuiltinCallOp) and guard.attributes["callee"] == "_guards.plain_module" \
+        if isinstance(guard, ops.BuiltinCallOp) and guard.callee == PLAIN_MODULE.name \
                 and guard.operands[0] is path[0] and [constant_of(v) for v in guard.operands[1:3]] == [text, qualname]:
             return ("entry", path[0].index, *(part for _, _, part in path[1]))
     return None

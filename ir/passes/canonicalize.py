@@ -436,13 +436,9 @@ def settle_random_call(op: Operation, rw: Rewriter) -> bool:
         return False
     if info.random or info.mutates:
         return False
-    attrs = {k: v for k, v in op.attributes.items() if k not in ("random", "aten")}
+    op.attributes.pop("random", None)
     if info.alias_of is not None:
-        attrs["alias_of"] = info.alias_of
-    if "aten" in op.attributes:  # (the order the front end writes them in)
-        attrs["aten"] = op.attributes["aten"]
-    op.attributes.clear()
-    op.attributes.update(attrs)
+        op.attributes["alias_of"] = info.alias_of  # (printed where its class declares it)
     return True
 
 

@@ -180,7 +180,7 @@ def _layout(p: _Part) -> str | None:
 
 
 def _inputs(parts: list[_Part]) -> list[Value]:
-    return [v for p in parts for v in p.kernel.operands[:p.kernel.attributes["inputs"]]]
+    return [v for p in parts for v in p.kernel.operands[:p.kernel.inputs]]
 
 
 def _part(v: Value, cat: Operation) -> _Part | None:
@@ -198,7 +198,7 @@ def _part(v: Value, cat: Operation) -> _Part | None:
             return None
         owner = v.owner
     if not (isinstance(owner, kernel_ops.PointwiseKernelOp) and owner.parent is cat.parent
-            and not owner.attributes.get("into") and not owner.attributes.get("reuse")):
+            and not owner.into and not owner.reuse):
         return None
     return _Part(owner, owner.results.index(v), permute)
 
@@ -275,7 +275,7 @@ def _rewrite(cat: Operation, plan: _Plan, facts: Facts) -> None:
             view.type = p.value.type
         e.commit()
         p.kernel._add_operand(view)
-        p.kernel.attributes["into"] = (*p.kernel.attributes.get("into", ()), p.output)
+        p.kernel.into = (*p.kernel.into, p.output)
     if plan.channels_last:
         replace_by_rows(cat.result, buf, cat, facts)
     else:
@@ -315,7 +315,7 @@ def _strided_read(v: Value) -> bool:
                 permutation(user.operands[1:], user.attributes.get("kwnames", ())) == TO_NHWC:
             if not _strided_read(user.result):
                 return False
-        elif not (isinstance(user, kernel_ops.KernelOp) and use.index < user.attributes["inputs"]):
+        elif not (isinstance(user, kernel_ops.KernelOp) and use.index < user.inputs):
             return False
     return True
 

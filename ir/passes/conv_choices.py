@@ -8,16 +8,16 @@ tensor on every call (`made_once`). The measurements behind each bound are besid
 
 from __future__ import annotations
 
-from ir.core import ops
+from ir.core import helpers, ops
 from ir.core.graph import PURE, AliasOf, Operation, Value
 from ir.core.types import ModuleType, TensorType
 from ir.kernel.primitives import op_name
 from ir.passes.emitter import Call, Facts, Unsupported, bind
 
 DTYPES = frozenset({"float32", "float64", "bfloat16"})
-PACKED_CONV = "_prepacked.conv2d"  # runtime/prepacked.py, as generated modules name it
-CHANNELS_LAST_WEIGHT = "_prepacked.channels_last"
-FOLDED_WEIGHTS = "_prepacked.fold_batch_norm"  # (ir/passes/freeze.py's)
+PACKED_CONV = helpers.PACKED_CONV.name
+CHANNELS_LAST_WEIGHT = helpers.CHANNELS_LAST_WEIGHT.name
+FOLDED_WEIGHTS = helpers.FOLDED_WEIGHTS.name  # (ir/passes/freeze.py's)
 # helpers whose result is made once from their tensor operands and cached against them
 MADE_ONCE_CALLS = frozenset({CHANNELS_LAST_WEIGHT, FOLDED_WEIGHTS})
 

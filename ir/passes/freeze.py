@@ -31,7 +31,7 @@ from ir.kernel.primitives import op_name
 from ir.passes.conv_choices import FOLDED_WEIGHTS, made_once, will_pack
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
 
-HELPER = FOLDED_WEIGHTS  # runtime/prepacked.py, as generated modules name it
+HELPER = FOLDED_WEIGHTS
 
 
 def fold_batch_norms(program: Program) -> None:

@@ -96,10 +96,11 @@ from ir.passes.functionalize_writes import (
     index_put_view,
     invert,
 )
+from ir.core.helpers import NO_OVERLAP
 from ir.passes.inline import guard_prefix_end
 from ir.passes.views import Step
 
-GUARD_HELPER = "_guards.no_overlap"  # runtime/call_inputs.py, as generated modules name it
+GUARD_HELPER = NO_OVERLAP.name  # runtime/call_inputs.py
 
 
 class _Trial:

@@ -77,9 +77,8 @@ class Emitter:
         if kwnames:
             attrs["kwnames"] = tuple(kwnames)
         attrs.update(effect_attributes(info))
-        writeback = attrs.pop("writeback", None)
-        if writeback:
-            attrs["writeback"] = True  # after the effects, so that it prints last
+        if not attrs.get("writeback"):
+            attrs.pop("writeback", None)  # (held only where true)
         return self.add(cls(list(operands), [t or info.result], attrs)).result
 
 

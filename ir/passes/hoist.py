@@ -30,6 +30,7 @@ from enum import Enum
 
 from ir.core import ops
 from ir.core.graph import AliasOf, Mutates, Operation, Program, Value
+from ir.core.helpers import helper
 from ir.core.ops import is_pure
 from ir.core.rewrite import clone_op
 from ir.core.types import ModuleListType, ModuleType, TensorType
@@ -106,7 +107,7 @@ def static_kinds(func: ops.FuncOp) -> dict[Value, Kind]:
 def _computable(op: Operation, kinds: dict[Value, Kind]) -> bool:
     if not is_pure(op) or isinstance(op, (ops.EntryCheck, ops.ComputedOnceOp)) or not op.results:
         return False
-    if isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"].startswith("_"):
+    if isinstance(op, ops.BuiltinCallOp) and helper(op.callee) is not None:
         return False  # (runtime helpers: _guards, _prepacked)
     if any(isinstance(r.type, _MODULES) for r in op.results):
         return False

@@ -46,10 +46,11 @@ from typing import Callable, Iterator
 from ir.core import ops
 from ir.core.builder import literal_type
 from ir.core.graph import BlockArg, Loc, Operation, Program, Value
+from ir.core.helpers import GUARDS, PLAIN_MODULE, home_of
 from ir.core.rewrite import clone_op
 from ir.core.types import BOOL, INT, STR, ModuleListType, ModuleType, OptionalType, is_subtype
 
-GUARD_HELPER = "_guards.plain_module"  # runtime/guards.py; how the generated module names it
+GUARD_HELPER = PLAIN_MODULE.name  # runtime/guards.py
 SEQUENTIAL = "torch.nn.Sequential"
 
 # What each condition a guard may name (runtime/guards.py _LAYER_CONDITIONS) means, for reasons.
@@ -261,7 +262,7 @@ def guard_prefix_end(func: ops.FuncOp) -> int:
         if isinstance(op, (ops.GuardOp, ops.EntryCheck)):
             end = i + 1
         elif isinstance(op, ops.ConstantOp) or (
-            isinstance(op, ops.BuiltinCallOp) and op.attributes["callee"].startswith("_guards.")
+            isinstance(op, ops.BuiltinCallOp) and home_of(op.callee) is GUARDS
         ):
             continue
         else:

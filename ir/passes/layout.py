@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ir.core import ops
+from ir.core import helpers, ops
 from ir.core.graph import PURE, TERMINATOR, Block, Operation, Program, Value
 from ir.core.rewrite import clone_op
 from ir.core.types import MEMORY_FORMAT, TensorType
@@ -78,7 +78,7 @@ from ir.passes.conv_choices import (
 from ir.passes.emitter import Call, Emitter, Facts, Unsupported, bind
 from ir.passes.views import permutation
 
-STACK_LAST = "_stacking.stack_last"  # runtime/stacking.py
+STACK_LAST = helpers.STACK_LAST.name
 TO_NHWC = (0, 2, 3, 1)
 TO_NCHW = (0, 3, 1, 2)
 # Ops whose result depends on strides, not only on values.

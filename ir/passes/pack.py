@@ -40,12 +40,13 @@ from collections.abc import Iterator
 
 from ir.core import ops
 from ir.core.graph import Operation, Program, Value
+from ir.core.helpers import PACKED_LINEAR
 from ir.core.types import TensorType
 from ir.kernel.primitives import op_name
 from ir.passes.conv_choices import made_once
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
 
-HELPER = "_prepacked.linear"  # runtime/prepacked.py, as generated modules name it
+HELPER = PACKED_LINEAR.name
 MIN_WEIGHT = 2**18
 MIN_WEIGHT_FOR_ROWS = 2**16
 MIN_PRODUCT = 2**22

@@ -122,11 +122,11 @@ class _Planner:
                 self.pinned.add(self.find(v))
             return
         if isinstance(op, kernel_ops.KernelOp):
-            for k, j in op.attributes.get("reuse", ()):
+            for k, j in op.reuse:
                 self.union(op.results[k], op.operands[j])
             for k, dest in op.destinations.items():
                 self.union(op.results[k], dest)
-            taken = {k for k, _ in op.attributes.get("reuse", ())} | set(op.destinations)
+            taken = {k for k, _ in op.reuse} | set(op.destinations)
             for k, r in enumerate(op.results):
                 if k not in taken:
                     self.allocate(r)
@@ -237,10 +237,10 @@ class _Planner:
                 outputs, inputs = [(0, op.result)], list(op.operands)
             elif _conv_1x1(op):  # (a 1x1 conv the runtime may run as a GEMM into the buffer)
                 outputs, inputs = [(0, op.result)], [op.operands[0]]
-            elif isinstance(op, kernel_ops.KernelOp) and not op.attributes.get("into"):
-                over = {k for k, _ in op.attributes.get("reuse", ())}
+            elif isinstance(op, kernel_ops.KernelOp) and not op.into:
+                over = {k for k, _ in op.reuse}
                 outputs = [(k, r) for k, r in enumerate(op.results) if k not in over]
-                inputs = op.operands[:op.attributes["inputs"]]
+                inputs = op.operands[:op.inputs]
             else:
                 continue
             for k, r in outputs:
@@ -264,7 +264,7 @@ class _Planner:
         self.block.insert_before(chosen[0][0], take)
         for op, k, slot in chosen:
             e = Emitter(op, Facts())
-            inputs = op.operands[:op.attributes["inputs"]] if isinstance(op, kernel_ops.KernelOp) else list(op.operands)
+            inputs = op.operands[:op.inputs] if isinstance(op, kernel_ops.KernelOp) else list(op.operands)
             t = op.results[k].type
             conv = _conv_1x1(op)
             if conv:  # (the NHWC rows of its channels-last result)
@@ -281,7 +281,7 @@ class _Planner:
                 op.attributes.update(mutates=(len(op.operands) - 1,), alias_of=len(op.operands) - 1)
             elif isinstance(op, kernel_ops.KernelOp):
                 op._add_operand(buffer.result)
-                op.attributes["into"] = (*op.attributes.get("into", ()), k)
+                op.into = (*op.into, k)
             else:
                 _gemm_into(op, buffer.result)
         end = self.block.terminator

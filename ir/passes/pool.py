@@ -49,7 +49,7 @@ def pool_kernels(program: Program) -> None:
     facts = Facts()
     for func in program.funcs:
         # (named from the source as fuse names its kernels: `pool`, `max_pool2d`)
-        namer = KernelNamer(program.source_lines, (k.attributes["name"] for k in func.walk() if isinstance(k, kernel_ops.Kernel)))
+        namer = KernelNamer(program.source_lines, (k.kernel_name for k in func.walk() if isinstance(k, kernel_ops.Kernel)))
         for op in list(func.walk()):
             if op.parent is None or op_name(op) != "max_pool2d" or op.attributes.get("aten") != "aten::max_pool2d":
                 continue
@@ -151,7 +151,7 @@ def _commuted(rows: Value, permute: Operation, pool: Operation) -> tuple[kernel_
     that may write: the pool can read input j and the kernel run on the pooled rows, a quarter
     of the elements for a 3x3/2 window."""
     kernel = rows.owner
-    if not (isinstance(kernel, kernel_ops.PointwiseKernelOp) and len(kernel.results) == 1 and not kernel.attributes.get("into")
+    if not (isinstance(kernel, kernel_ops.PointwiseKernelOp) and len(kernel.results) == 1 and not kernel.into
             and len(rows.uses) == 1 and len(permute.result.uses) == 1 and kernel.parent is pool.parent):
         return None
     block = pool.parent
@@ -162,7 +162,7 @@ def _commuted(rows: Value, permute: Operation, pool: Operation) -> tuple[kernel_
     t = rows.type
     assert isinstance(t, TensorType) and t.shape is not None
     found = None
-    for j, v in enumerate(kernel.operands[:kernel.attributes["inputs"]]):
+    for j, v in enumerate(kernel.operands[:kernel.inputs]):
         u = v.type
         assert isinstance(u, TensorType) and u.shape is not None
         if u.shape == t.shape and u.dtype == t.dtype and found is None and _monotone_in(kernel, j):

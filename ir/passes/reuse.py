@@ -28,12 +28,12 @@ def reuse_buffers(program: Program) -> None:
             if isinstance(op, kernel_ops.KernelOp):
                 pairs = reuse_pairs(op)
                 if pairs:
-                    op.attributes["reuse"] = pairs
+                    op.reuse = pairs
 
 
 def reuse_pairs(kernel: kernel_ops.KernelOp) -> tuple[tuple[int, int], ...]:
     """(output, input) pairs: output k may be written over tensor input j."""
-    n_in = kernel.attributes["inputs"]
+    n_in = kernel.inputs
     taken: set[int] = set()
     pairs = []
     outputs = kernel.body.terminator.operands  # type: ignore[union-attr]
