@@ -589,8 +589,8 @@ def test_script_instance_delegates_to_jit(monkeypatch: pytest.MonkeyPatch) -> No
 
     assert script(f, example_inputs=(X,), permissive=True) == "compiled"
     assert received == [
-        (instance, {"example_inputs": (X,), "permissive": False, "freeze": False}),
-        (instance, {"example_inputs": None, "permissive": False, "freeze": False}),
+        (instance, {"example_inputs": (X,), "permissive": False, "freeze": False, "keep_eager": (), "regions": None}),
+        (instance, {"example_inputs": None, "permissive": False, "freeze": False, "keep_eager": (), "regions": None}),
         (f, {"example_inputs": (X,), "permissive": True}),
     ]
 
