@@ -587,3 +587,63 @@ def make_example():
             torch.testing.assert_close(got.detach(), want.detach(), rtol=1e-5, atol=1e-6)
         assert runtime.generic_counts().get(key, 0) == runs_generic, train
         assert ("_FusedBackward" in type(results[1][0].grad_fn).__name__) == (not train)
+
+
+LOGGED = '''\
+import torch
+from torch import Tensor, nn
+
+SEEN = []
+
+
+def log_use(obj) -> None:
+    SEEN.append(obj)
+
+
+class Logged(nn.Module):
+    """Logs its use where TorchScript would not (torchvision's `_log_api_usage_once(fn)`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(16, 16)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not torch.jit.is_scripting():
+            log_use(torch.tanh)
+        return torch.tanh(self.lin(x)) * 2.0
+'''
+
+LOGGED_SERVING = '''\
+import torch
+from transpiler import script_model
+from .logged import Logged
+
+
+@script_model
+def logged():
+    torch.manual_seed(0)
+    return Logged().eval(), (torch.randn(4, 16),)
+'''
+
+
+def test_a_factory_model_whose_code_for_autograd_does_not_compile_gets_a_note(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Code for autograd does eager's eager-only work, which the scripted code skips; where that
+    work does not compile (a function passed as a value), the module is still written, with a
+    note: calls without grad run the compiled code, calls autograd records run eagerly."""
+    path = write_model(tmp_path)
+    (path.parent / "logged.py").write_text(LOGGED)
+    path.write_text(LOGGED_SERVING)
+    code, output = compile_cli(path, capsys)
+    assert code == 0, output
+    assert "note: `logged` has no code for calls autograd records" in output and "logged.py:" in output
+    module = load(path)
+    model, inputs = module.logged()
+    fast = module.logged.load(model)
+    with torch.no_grad():
+        expected = model(*inputs)
+        with runtime.mode("strict"):
+            torch.testing.assert_close(fast(*inputs), expected)
+    with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError):
+        fast(*inputs)  # (grad on, a parameter requires grad: eager, which strict mode refuses)
+    dispatch.reset()

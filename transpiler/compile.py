@@ -72,7 +72,7 @@ def compile_path(path: Path, display: str | None = None,
     if with_examples:
         try:
             from_examples = _examples.specialisations(source, with_examples, permissive,
-                                                      frozenset(t.name for t in failed))
+                                                      frozenset(t.name for t in failed), notes)
         except CompileError as e:
             # (a specialisation's diagnostics name the file, and others it compiled from)
             raise CompileError(e.diagnostics, {source.display: source.lines, **e.sources}) from None

@@ -12,6 +12,7 @@ that raised, never a traceback.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -35,26 +36,41 @@ def example_targets(targets: list[Target]) -> list[Target]:
 
 
 def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
-                    without_generic: frozenset[str] = frozenset()) -> list[Specialisation]:
+                    without_generic: frozenset[str] = frozenset(), notes: list[str] | None = None
+                    ) -> list[Specialisation]:
     """Each example target compiled for its factory's instance and inputs (in this process,
     which imports the file). A target without generic code (a script_model factory; a class
     named in `without_generic`, whose generic compile failed) also gets code for calls autograd
-    records, compiled from its (first) example (`Specialisation.autograd`)."""
+    records, compiled from its (first) example (`Specialisation.autograd`). Where that code does
+    not compile (code for autograd does eager's eager-only work, which TorchScript's scripting
+    skips: API-usage logging under `not torch.jit.is_scripting()`), such calls run eagerly and
+    `notes` says why."""
+    from transpiler.diagnostics import CompileError
+
     module = import_model_file(source)
     found = []
     for target in targets:
         if target.is_factory:
             found.append(_specialise_model(source, module, target, permissive))
-            found.append(_specialise_model(source, module, target, permissive, autograd=True))
-            continue
-        names = target.options["example"]
-        names = (names,) if isinstance(names, str) else names
-        for name in names:  # type: ignore[union-attr]
-            found.append(_specialise(source, module, target, str(name), permissive))
-        if target.name in without_generic:
-            found.append(_specialise(source, module, target, str(names[0]), permissive, autograd=True))
-        elif (beside := _autograd_beside_generic(source, module, target, str(names[0]), permissive)) is not None:
-            found.append(beside)
+            for_autograd = functools.partial(_specialise_model, source, module, target, permissive, autograd=True)
+        else:
+            names = target.options["example"]
+            names = (names,) if isinstance(names, str) else names
+            for name in names:  # type: ignore[union-attr]
+                found.append(_specialise(source, module, target, str(name), permissive))
+            if target.name not in without_generic:
+                if (beside := _autograd_beside_generic(source, module, target, str(names[0]), permissive)) is not None:
+                    found.append(beside)
+                continue
+            for_autograd = functools.partial(_specialise, source, module, target, str(names[0]), permissive,
+                                             autograd=True)
+        try:
+            found.append(for_autograd())
+        except CompileError as e:
+            if notes is not None:
+                first = e.diagnostics[0]
+                notes.append(f"{source.loc(target.node.name)}: note: `{target.name}` has no code for calls autograd "
+                             f"records ({first.message}, at {first.loc}): such calls run eagerly")
     return found
 
 
