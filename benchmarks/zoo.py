@@ -7,7 +7,7 @@ nn.TransformerEncoderLayer (`--corpus torchvision`, benchmarks/zoo_models.py), a
 
     python -m benchmarks.zoo [--corpus timm] [--only resnet18,vit_b_16] [--batches 1,8] [--budget 2]
                              [--backends eager,frozen,checked-in] [--first-call] [--write-results]
-                             [--merge]
+                             [--merge] [--section checked-in]
     python -m benchmarks.zoo --train [--only resnet18,encoder_layer] [--batches 8] [--budget 2]
                              [--write-results]
 
@@ -361,6 +361,12 @@ def _vs(row: dict[str, Any], result: Any, other: str) -> str:
     return f"{row[other] / row['torchscribe']:.2f}x{spread(paired_ratios(result.rounds, 'torchscribe', (other,)))}"
 
 
+# `--section checked-in`: the checked-in modules against frozen script() (issue 47) in a block of
+# their own, beside the corpus's full table, which a run of three backends would replace.
+SECTIONS = {"checked-in": ("<!-- zoo checked-in: benchmarks/zoo.py --section checked-in writes from here -->",
+                           "<!-- zoo checked-in: end -->", "through checked-in modules")}
+
+
 def write_results(text: str, start: str = ZOO_START, end: str = ZOO_END) -> None:
     old = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else ""
     block = f"{start}\n{text}{end}\n"
@@ -384,6 +390,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train", action="store_true",
                         help=f"time a training step of {', '.join(TRAIN_MODELS)} (or --only's) instead")
     parser.add_argument("--write-results", action="store_true")
+    parser.add_argument("--section", choices=sorted(SECTIONS),
+                        help="write into a block of its own (checked-in: with --backends eager,frozen,checked-in)")
     parser.add_argument("--merge", action="store_true",
                         help="keep earlier runs' rows (benchmarks/zoo_rows_<corpus>.json) for cases not run now")
     args = parser.parse_args(argv)
@@ -421,6 +429,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.first_call:
         text += "\n" + first_calls([m for m in models if not only or m.name in only], corpus.__name__)
     print("\n" + text)
+    if args.section:
+        start, end, what = SECTIONS[args.section]
+        title = text.split("\n", 1)[0]
+        text = text.replace(title, f"{title} {what}", 1)
     if args.write_results:
         write_results(text, start, end)
         print(f"wrote {RESULTS.name}")
