@@ -47,7 +47,7 @@ class FunctionEmitter(PythonEmitter):
         tail = (f" -> {ret}" if ret else "") + ":"
         head = f"def {function_name(f.sym_name)}({', '.join(params)}){tail}"
         if f.grad_off:  # (code for autograd: transpiler/lower_stmt.py)
-            self.w.line("@torch.no_grad()")
+            self.w.line(f"@torch.{f.grad_off}()")
         if f.rows:  # compiled for (rows, last) views (ir/kernel/rows.py)
             self.w.line(f"@_guards.over_rows({', '.join(string_literal(n) for n in f.rows)})")
         if len(head) <= LINE_LENGTH:

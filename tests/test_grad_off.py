@@ -125,3 +125,33 @@ def test_a_checked_in_module_calls_its_grad_off_method(on_path: Path) -> None:
         eager = copy.deepcopy(compiled)
         compare_training(eager, compiled, (torch.randn(5, 6),))
         assert not compiled.average.requires_grad
+
+
+class Measured(nn.Module):
+    """A scale taken under `@torch.inference_mode()`: an inference tensor, which autograd may
+    not save for backward (eager raises when the product records it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    @torch.inference_mode()
+    def scale(self, y: Tensor) -> Tensor:
+        return y.abs().amax(dim=0) + 1.0
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.lin(x)
+        return y * self.scale(y)
+
+
+def test_an_inference_mode_method_makes_inference_tensors_as_in_eager() -> None:
+    torch.manual_seed(0)
+    eager = Measured()
+    x = torch.randn(5, 6)
+    compiled = script(copy.deepcopy(eager), example_inputs=(x,))
+    with pytest.raises(RuntimeError, match="[Ii]nference tensors"):
+        eager(x)
+    with runtime.mode("strict"), pytest.raises(RuntimeError, match="[Ii]nference tensors"):
+        compiled(x)
+    with torch.no_grad(), runtime.mode("strict"):  # (without grad it computes, as eager does)
+        torch.testing.assert_close(compiled(x), eager(x))

@@ -120,12 +120,14 @@ class FunctionLowerer(AssignmentLowering, BranchLowering, LoopLowering, RaiseLow
     def lower(self) -> ops.FuncOp:
         if self.ctx.permissive and self.sig.sym_name in self.ctx.entry_names:
             self.note_decorators()
-        grad_off = any(turns_grad_off(self.source.global_name(d.decorator.func), d.decorator)
-                       for d in self.node.decorators if isinstance(d.decorator, cst.Call))
+        turned_off = [qual for d in self.node.decorators if isinstance(d.decorator, cst.Call)
+                      and turns_grad_off(qual := self.source.global_name(d.decorator.func), d.decorator)]
+        grad_off = bool(turned_off)
         if grad_off and self.ctx.autograd:
-            # Code for autograd: the function runs under its own `torch.no_grad()`, as in
-            # eager, and callers call it rather than inlining it (ir/passes/inline.py).
-            self.func.attributes["grad_off"] = True
+            # Code for autograd: the function runs under its own grad-off decorator, as in
+            # eager (inference_mode's results are inference tensors there too), and callers
+            # call it rather than inlining it (ir/passes/inline.py).
+            self.func.grad_off = "inference_mode" if turned_off[0].endswith("inference_mode") else "no_grad"
         elif grad_off and not self.ctx.recursive:
             with self.at(self.node):  # `@torch.no_grad()`: as a `with` around the body
                 self.op(ops.CheckNoAutogradOp, [], [])

@@ -42,7 +42,8 @@ class FuncOp(Operation):
     kwstar_expected = Attr(Tup(Tup(LITERAL)), ())
     kwstar_passed = Attr(bool, False)
     rows = Attr(STRS, ())  # the parameters compiled for (rows, last) views (ir/kernel/rows.py)
-    grad_off = Attr(bool, False)  # decorated @torch.no_grad(), in code for autograd (printed so)
+    # decorated @torch.no_grad() or @torch.inference_mode(), in code for autograd (printed so)
+    grad_off = Attr(Opt(OneOf(("no_grad", "inference_mode"))), None)
 
     @classmethod
     def build(

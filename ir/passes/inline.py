@@ -445,7 +445,7 @@ def _inline_call(func: ops.FuncOp, call: Operation, funcs: dict[str, ops.FuncOp]
     assert callee is not None
     if callee.sym_name in recursive or callee is func or not _single_return(callee):
         return False
-    if callee.attributes.get("grad_off") and not func.attributes.get("grad_off"):
+    if callee.grad_off and not func.grad_off:
         return False  # (code for autograd: it runs under its own torch.no_grad(), as eager's)
     bound = _bind(call, callee)
     if bound is None:
