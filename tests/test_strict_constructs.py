@@ -638,3 +638,26 @@ def test_permissive_mode_keeps_the_unsupported_forms_as_python(tmp_path: Path, m
                 "dict comprehensions are not supported"):
         assert f"kept as Python: {why}" in text
     assert text.count("kept as Python") == 4  # the no_grad block, the assert and list() compile
+
+
+# -- an attribute assigned a conditional expression in __init__ -------------------------------------
+def test_attribute_assigned_a_conditional_expression_is_optional(workdir: Path) -> None:
+    """`self.bias = nn.Parameter(...) if bias else None`: an Optional parameter, which `forward`
+    may pass on as one or test with `is None`; both instances run compiled."""
+    module, _ = build(workdir, """
+        @script
+        class Scale(nn.Module):
+            def __init__(self, n: int, bias: bool) -> None:
+                super().__init__()
+                self.weight = nn.Parameter(torch.rand(n) + 0.5)
+                self.bias = nn.Parameter(torch.rand(n)) if bias else None
+                self.shift = 0.5 if bias else 1.0
+
+            def forward(self, x: Tensor) -> Tensor:
+                y = torch.nn.functional.layer_norm(x, self.weight.shape, self.weight, self.bias)
+                if self.bias is not None:
+                    y = y + self.bias
+                return y * self.shift
+        """)
+    for bias in (True, False):
+        check(module.Scale(6, bias).eval(), torch.randn(3, 6))

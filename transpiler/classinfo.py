@@ -356,6 +356,14 @@ def _infer_value(
         known = info.attrs.get(value.attr.value)  # type: ignore[attr-defined]
         if known is not None:
             return known.kind, known.type
+    if isinstance(value, cst.IfExp):  # `nn.Parameter(torch.zeros(n)) if bias else None`
+        (kind, t), (other_kind, other) = (_infer_value(source, arm, params, classes, info)
+                                          for arm in (value.body, value.orelse))
+        if t == NONE:
+            kind, t, other_kind, other = other_kind, other, kind, t
+        joined = unify(t, other)
+        if "unknown" not in (kind, other_kind) and joined is not None and (kind == other_kind or other == NONE):
+            return kind, joined
     return "unknown", ANY
 
 
