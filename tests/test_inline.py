@@ -544,7 +544,7 @@ def test_layers_that_stay_module_calls() -> None:
     would reject, and a layer reached through a loop keep the call."""
     text = """\
 func @Net.forward(%self: Module[Net], %x: f32[2, 3], %n: int) -> Tensor {
-  %0 : Module[torch.nn.ConvTranspose2d] = py.getattr(%self) {attr = "up"}
+  %0 : Module[torch.nn.PixelShuffle] = py.getattr(%self) {attr = "up"}
   %1 : Tensor = module.call(%0, %x)
   %2 : Module[torch.nn.Linear] = py.getattr(%self) {attr = "fc"}
   %3 : Tensor = module.call(%2, %1) {kwnames = ("input",)}
@@ -572,6 +572,9 @@ EXPECTED_PYTHON = {
     "Conv1d": ["m = _guards.attr(self, \"m\")", "y = F.conv1d(x, _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), m.stride, m.padding, m.dilation, m.groups)"],
     "Conv2d": ["m = _guards.attr(self, \"m\")", "y = F.conv2d(x, _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), m.stride, m.padding, m.dilation, m.groups)"],
     "Conv3d": ["m = _guards.attr(self, \"m\")", "y = F.conv3d(x, _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), m.stride, m.padding, m.dilation, m.groups)"],
+    "ConvTranspose1d": ["m = _guards.attr(self, \"m\")", "y = F.conv_transpose1d(x, _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), m.stride, m.padding, m.output_padding, m.groups, m.dilation)"],
+    "ConvTranspose2d": ["m = _guards.attr(self, \"m\")", "y = F.conv_transpose2d(x, _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), m.stride, m.padding, m.output_padding, m.groups, m.dilation)"],
+    "ConvTranspose3d": ["m = _guards.attr(self, \"m\")", "y = F.conv_transpose3d(x, _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), m.stride, m.padding, m.output_padding, m.groups, m.dilation)"],
     "BatchNorm1d": ["m = _guards.attr(self, \"m\")", "if m.training:", "    y = m(x)", "else:", "    y = F.batch_norm(x, _guards.attr(m, \"running_mean\"), _guards.attr(m, \"running_var\"), _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), False, 0.0, m.eps)"],
     "BatchNorm2d": ["m = _guards.attr(self, \"m\")", "if m.training:", "    y = m(x)", "else:", "    y = F.batch_norm(x, _guards.attr(m, \"running_mean\"), _guards.attr(m, \"running_var\"), _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), False, 0.0, m.eps)"],
     "BatchNorm3d": ["m = _guards.attr(self, \"m\")", "if m.training:", "    y = m(x)", "else:", "    y = F.batch_norm(x, _guards.attr(m, \"running_mean\"), _guards.attr(m, \"running_var\"), _guards.attr(m, \"weight\"), _guards.attr(m, \"bias\"), False, 0.0, m.eps)"],

@@ -11,7 +11,7 @@ import functools
 import inspect
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -262,8 +262,18 @@ def _scan_init(source: SourceFile, init: cst.FunctionDef, info: ClassInfo, class
             t = merged
         info.attrs[name] = AttrInfo(kind, t, source.loc(node))
 
+    grown: dict[str, list[Type]] = {}  # containers __init__ adds layers to: what it adds
     for node in _walk_statements(init.body):
-        if isinstance(node, (cst.Assign, cst.AnnAssign)):
+        if isinstance(node, cst.AugAssign) and _is_self_attr(node.target):
+            grown.setdefault(node.target.attr.value, []).append(ModuleType("torch.nn.Module"))  # type: ignore[union-attr]
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute) \
+                and _is_self_attr(node.value.func.value) and node.value.func.attr.value in GROWING:
+            call = node.value
+            added = call.args[-1].value if call.args and node.value.func.attr.value != "extend" else None
+            t = _infer_value(source, added, param_types, classes, info)[1] if added is not None else ANY
+            name = call.func.value.attr.value  # type: ignore[attr-defined]
+            grown.setdefault(name, []).append(t if _is_module_type(t) else ModuleType("torch.nn.Module"))
+        elif isinstance(node, (cst.Assign, cst.AnnAssign)):
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
                 if _is_self_attr(target):
@@ -284,6 +294,17 @@ def _scan_init(source: SourceFile, init: cst.FunctionDef, info: ClassInfo, class
                     is_none = len(call.args) > 1 and literal_value(call.args[1].value) is None
                     kind = "buffer" if func.attr.value == "register_buffer" else "parameter"
                     record(name, kind, NONE if is_none else TENSOR, call)
+    for name, added in grown.items():
+        # `self.blocks = nn.ModuleList()` then `self.blocks.append(Block(c))` in a loop: as many
+        # layers as the loop makes, so its length is not known from the source
+        found = info.attrs.get(name)
+        if found is not None and name not in declared and isinstance(found.type, ModuleListType):
+            elems = tuple(dict.fromkeys((*found.type.elems, *added)))
+            info.attrs[name] = replace(found, type=ModuleListType(found.type.kind, elems, False))
+
+
+# Methods of nn.ModuleList and nn.Sequential that add layers.
+GROWING = frozenset({"append", "extend", "insert", "add_module", "register_module"})
 
 
 def _walk_statements(block: cst.BaseSuite) -> list[cst.CSTNode]:

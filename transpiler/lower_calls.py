@@ -27,6 +27,7 @@ from ir.core.types import (
     TensorType,
     TupleType,
     Type,
+    fits,
     is_subtype,
 )
 from ir.torchapi.callinfo import effect_attributes
@@ -190,13 +191,13 @@ class CallLowering:
         elem = listed.type.elem  # type: ignore[attr-defined]
         elems = [other.type.elem] if isinstance(other.type, ListType) else \
             list(other.type.elems) if isinstance(other.type, TupleType) else None
-        if elems is None or not all(is_subtype(t, elem) for t in elems):
+        if elems is None or not all(fits(t, elem) for t in elems):
             raise self.error(node, f"extending a {listed.type} by a {other.type}")
         self.op(ops.ListExtendOp, [listed, other], [])
 
     def append_to(self, listed: Value, value: Value, node: cst.CSTNode) -> None:
         elem = listed.type.elem  # type: ignore[attr-defined]
-        if not is_subtype(value.type, elem):
+        if not fits(value.type, elem):  # (Any: a module's result in generic code, as Python has it)
             raise self.error(node, f"appending a {value.type} to a list of {elem}",
                              f"an unannotated `[]` is a list of tensors, as in TorchScript: annotate it, "
                              f"e.g. `xs: list[{value.type}] = []`" if elem == TENSOR else None)

@@ -55,7 +55,47 @@ class LoopLowering:
             loop, head, elem = self.iteration(node.iter, lambda: has_jump(statements_of(node.body)))
         if loop is None:
             return self.unrolled_loop(node, head[0])
+        indices = self.unrolled_range(node, head) if loop is ops.ForRangeOp else None
+        if indices is not None:
+            return self.unrolled_loop(node, indices)
         return self.build_loop(node, loop, head, elem)
+
+    def unrolled_range(self, node: cst.For, head: list[Value]) -> Value | None:
+        """`for i in range(<constants>):` whose body calls `layers[i]` of a module list of known
+        length (script(instance, ...)): the tuple of the indices, to unroll the loop over, so
+        that each layer's call is one the inliner can follow (as a loop over the list itself)."""
+        bounds = [_known_int(v) for v in head]
+        if not self.ctx.recursive or not isinstance(node.target, cst.Name) or any(type(b) is not int for b in bounds) \
+                or bounds[2] == 0 or has_jump(statements_of(node.body)):
+            return None
+        indices = range(*bounds)  # type: ignore[arg-type]
+        if len(indices) > UNROLL_LIMIT or not self.indexes_module_list(node.body, node.target.value):
+            return None
+        consts = [self.b.constant(i) for i in indices]
+        return self.op(ops.TupleOp, consts, [TupleType((INT,) * len(consts))]).result
+
+    def indexes_module_list(self, body: cst.BaseSuite, name: str) -> bool:
+        """Whether `body` subscripts a module list of known length (a name or attribute chain
+        that names one) by `name`."""
+        found = False
+        lowerer = self
+
+        class Subscripts(cst.CSTVisitor):
+            def visit_Subscript(self, sub: cst.Subscript) -> None:
+                nonlocal found
+                index = sub.slice[0].slice if len(sub.slice) == 1 else None
+                chain = sub.value
+                while isinstance(chain, cst.Attribute):
+                    chain = chain.value
+                if found or not isinstance(index, cst.Index) or not isinstance(index.value, cst.Name) \
+                        or index.value.value != name or not isinstance(chain, cst.Name) \
+                        or not isinstance(lowerer.env.get(chain.value), Value):
+                    return
+                t = lowerer.expr(sub.value).type  # (a read of names and attributes: nothing runs)
+                found = isinstance(t, ModuleListType) and t.length_known
+
+        body.visit(Subscripts())
+        return found
 
     def iteration(self, it: cst.BaseExpression, jumps: Callable[[], bool]
                   ) -> tuple[type[ops.Operation] | None, list[Value], Type | None]:
@@ -78,14 +118,14 @@ class LoopLowering:
         if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.enumerate" \
                 and self.env.get("enumerate") is None and len(it.args) == 1 and not it.args[0].keyword \
                 and not it.args[0].star:
-            pairs = self.enumerated(self.expr(it.args[0].value))
+            inner = it.args[0].value
+            zipped = self.zip_arguments(inner)  # enumerate(zip(a, b)): over the zipped tuple
+            pairs = self.enumerated(zipped if zipped is not None else self.expr(inner))
             if pairs is not None:  # a module list or tuple: its (index, item) pairs, unrolled
                 return None, [pairs], None
-        if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.zip" \
-                and self.env.get("zip") is None and it.args and all(not a.keyword and not a.star for a in it.args):
-            tuples = self.zipped([self.expr(a.value) for a in it.args])
-            if tuples is not None:  # module lists or tuples: their items side by side, unrolled
-                return None, [tuples], None
+        tuples = self.zip_arguments(it)
+        if tuples is not None:  # module lists or tuples: their items side by side, unrolled
+            return None, [tuples], None
         iterable = self.expr(it)
         layers = self.iterated_modules(iterable)
         if layers is not None:
@@ -109,6 +149,14 @@ class LoopLowering:
             self.go_on(self.error(it, f"iterating over a value of type {t} is not supported"), it)
         return ops.ForEachOp, [iterable], ERROR  # (its body checked all the same)
 
+    def zip_arguments(self, it: cst.BaseExpression) -> Value | None:
+        """`zip(a, b, ...)` of tuples and module lists of known length: the tuple of their items
+        side by side (`zipped`); None where `it` is no such call."""
+        if isinstance(it, cst.Call) and self.source.global_name(it.func) == "builtins.zip" \
+                and self.env.get("zip") is None and it.args and all(not a.keyword and not a.star for a in it.args):
+            return self.zipped([self.expr(a.value) for a in it.args])
+        return None
+
     def unrolled_loop(self, node: cst.For, iterable: Value) -> Exits:
         """A loop over a tuple or a mixed module list runs its body once per element."""
         if has_jump(statements_of(node.body)):
@@ -116,11 +164,14 @@ class LoopLowering:
                              "loop over a list of one type instead")
         t = iterable.type
         count = len(t.elems)  # type: ignore[attr-defined]
+        display = iterable.owner if isinstance(iterable.owner, ops.TupleOp) else None
         for i in range(count):
             with self.at(node.iter):
-                index = self.b.constant(i)
-                elem_type = t.elems[i]  # type: ignore[attr-defined]
-                elem = self.op(ops.GetItemOp, [iterable, index], [elem_type]).result
+                if display is not None:  # (a tuple built here: its element itself)
+                    elem = display.operands[i]
+                else:
+                    index = self.b.constant(i)
+                    elem = self.op(ops.GetItemOp, [iterable, index], [t.elems[i]]).result  # type: ignore[attr-defined]
             self.bind_target(node.target, elem)
             exits = self.stmts(statements_of(node.body))
             assert exits.never()
@@ -441,3 +492,18 @@ class LoopLowering:
             return
         with self.at(ifs[0]):
             self.branch(cond, then, lambda: Exits())
+
+
+def _known_int(value: Value) -> int | None:
+    """An int `value` holds whatever the call: a constant, or the length of a module list of
+    known length (`range(len(self.layers))`; its length is an entry check where its layers
+    are read by position)."""
+    op = value.owner
+    if isinstance(op, ops.ConstantOp):
+        return op.value if type(op.value) is int else None
+    if isinstance(op, ops.BuiltinCallOp) and op.attributes.get("callee") == "len" and len(op.operands) == 1:
+        t = op.operands[0].type
+        if isinstance(t, ModuleListType) and t.length_known:
+            return len(t.elems)
+    return None
+

@@ -52,12 +52,12 @@ def span_text(loc: Loc, source_lines: dict[str, list[str]]) -> str | None:
     return "\n".join([lines[loc.line - 1][loc.col:], *middle, lines[loc.end_line - 1][:loc.end_col]])
 
 
-_CALLEE = re.compile(r"\s*((?:[A-Za-z_]\w*\s*\.\s*)*[A-Za-z_]\w*)\s*\(")
+_CALLEE = re.compile(r"\s*((?:[A-Za-z_]\w*\s*\.\s*)*[A-Za-z_]\w*)\s*(?:\[[^\]]*\]\s*)?\(")
 
 
 def called_name(loc: Loc | None, source_lines: dict[str, list[str]]) -> str | None:
     """The name of what the call at `loc` calls: `bn1` for `self.bn1(out)`, `gelu` for
-    `F.gelu(h)`, `softmax` for `x.softmax(-1)`; None where `loc` is no call (an operator, a
+    `F.gelu(h)`, `softmax` for `x.softmax(-1)`, `blocks` for `self.blocks[i](x)`; None where `loc` is no call (an operator, a
     statement) or its text is not known."""
     if loc is None:
         return None
@@ -73,6 +73,8 @@ def called_name(loc: Loc | None, source_lines: dict[str, list[str]]) -> str | No
         except SyntaxError:  # (a statement: `out += identity`)
             node = None
         func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Subscript):  # `self.blocks[i](x)`: the container's name
+            func = func.value
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
     name = (name or "").lstrip("_")
     return name if name.isidentifier() and name.isascii() else None

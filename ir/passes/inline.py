@@ -145,14 +145,12 @@ def tuple_element(value: Value) -> Value | None:
         position = op.results.index(value)
     else:
         return None
-    container = op.operands[0]
-    display = container.owner if isinstance(container.owner, ops.TupleOp) else None
-    if display is None:
-        inner = tuple_element(container)
-        display = inner.owner if inner is not None and isinstance(inner.owner, ops.TupleOp) else None
-    if display is None or not -len(display.operands) <= position < len(display.operands):
+    container: Value | None = op.operands[0]
+    while container is not None and not isinstance(container.owner, ops.TupleOp):
+        container = tuple_element(container)  # (an element of an element: `enumerate(zip(a, b))`)
+    if container is None or not -len(container.owner.operands) <= position < len(container.owner.operands):
         return None
-    return display.operands[position]
+    return container.owner.operands[position]
 
 
 def _is_module_like(t: object) -> bool:

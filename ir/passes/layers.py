@@ -29,7 +29,7 @@ hooks, plus the conditions under which its forward is that call:
 The guard reads the module at entry, so it must be reachable from a module argument by attribute
 reads (ir/passes/inline.py `module_path`); a layer reached through a loop over a ModuleList keeps
 its call. Layers not in the table keep their call (of the layers the front end knows: Bilinear,
-Unflatten, AlphaDropout, ConvTranspose1d/2d, InstanceNorm1d/2d, Upsample, PixelShuffle,
+Unflatten, AlphaDropout, InstanceNorm1d/2d, Upsample, PixelShuffle,
 ZeroPad2d, ConstantPad2d, MultiheadAttention; and nn.Sequential), as do calls with other
 arguments than one tensor.
 
@@ -120,6 +120,12 @@ def _conv(n: int) -> Layer:
     return Layer(Call(F + f"conv{n}d", (WEIGHT, "bias", "stride", "padding", "dilation", "groups")), ("zeros_padding",))
 
 
+def _conv_transpose(n: int) -> Layer:
+    # (ConvTranspose's forward without `output_size`: its `output_padding` setting as it is)
+    return Layer(Call(F + f"conv_transpose{n}d", (WEIGHT, "bias", "stride", "padding", "output_padding", "groups",
+                                                   "dilation")), ("zeros_padding",))
+
+
 def _batch_norm(rank: tuple[int, ...]) -> Layer:
     args = ("running_mean", "running_var", "weight", "bias", Const(False), Const(0.0), "eps")
     training = ("running_mean", "running_var", "weight", "bias", Const(True), "momentum", "eps")
@@ -138,6 +144,9 @@ LAYERS: dict[str, Layer] = {
     "torch.nn.Conv1d": _conv(1),
     "torch.nn.Conv2d": _conv(2),
     "torch.nn.Conv3d": _conv(3),
+    "torch.nn.ConvTranspose1d": _conv_transpose(1),
+    "torch.nn.ConvTranspose2d": _conv_transpose(2),
+    "torch.nn.ConvTranspose3d": _conv_transpose(3),
     "torch.nn.BatchNorm1d": _batch_norm((2, 3)),
     "torch.nn.BatchNorm2d": _batch_norm((4,)),
     "torch.nn.BatchNorm3d": _batch_norm((5,)),

@@ -1,0 +1,182 @@
+"""Loops over module lists as model code writes them: `enumerate(zip(self.ups, self.convs))`,
+`for i in range(len(self.blocks)): self.blocks[i](x)`, lists grown by `append` in `__init__`,
+and the transposed convolutions of a decoder. Compiled for an instance, each layer's call must be
+one the inliner follows (so its batch norm and ReLU fuse); ahead of time, a list whose length the
+source does not fix must never be taken as empty."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+import runtime
+from ir.core.graph import Loc
+from ir.kernel.names import called_name
+from source_module import case_directory, compiled_case, generated_jit, jit_source
+from transpiler import script
+from transpiler.diagnostics import CompileError
+from transpiler.compile import compile_path
+
+BLOCKS = '''
+import torch
+from torch import nn
+
+
+class ConvBnRelu(nn.Sequential):
+    """A Sequential subclass with its own __init__ (a UNet's double conv)."""
+
+    def __init__(self, cin: int, cout: int) -> None:
+        super().__init__(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+def _stats(model: nn.Module) -> nn.Module:
+    torch.manual_seed(0)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.2, 0.2)
+            m.running_var.uniform_(0.5, 1.5)
+    return model.eval()
+
+
+class Decoder(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ups = nn.ModuleList([nn.ConvTranspose2d(8, 4, 2, stride=2) for _ in range(2)])
+        self.convs = nn.ModuleList([ConvBnRelu(8, 8) for _ in range(2)])
+        self.squeeze = nn.Conv2d(4, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i, (up, conv) in enumerate(zip(self.ups, self.convs)):
+            x = conv(self.squeeze(up(x))) + i
+        return x
+
+
+class Indexed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([ConvBnRelu(4, 4) for _ in range(3)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(len(self.blocks)):
+            x = self.blocks[i](x)
+        for k in range(2):  # (indexes no module list: stays a loop)
+            x = x * (k + 2)
+        return x
+
+
+class Transposed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2, dilation=1)
+        self.bn = nn.BatchNorm2d(6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.bn(self.up(x)))
+
+
+class SizedUp(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = nn.ConvTranspose2d(4, 4, 3, stride=2, padding=1)
+
+    def forward(self, x: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+        return self.up(x, output_size=like.shape[-2:]) + like
+'''
+
+
+def _compiled(tmp_path: Path, monkeypatch, name: str, *inputs: torch.Tensor) -> tuple[object, str]:
+    """The model `name` of BLOCKS compiled for `inputs`, checked against eager in strict mode, and
+    the text of its generated module."""
+    with jit_source(tmp_path, monkeypatch, "blocks_case", BLOCKS) as module:
+        model = module._stats(getattr(module, name)())
+        compiled = script(model, example_inputs=inputs)
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(*inputs), model(*inputs))
+            bigger = tuple(torch.randn(3, *t.shape[1:]) for t in inputs)
+            torch.testing.assert_close(compiled(*bigger), model(*bigger))
+        return compiled, generated_jit(tmp_path, name)
+
+
+def test_items_of_enumerated_zipped_module_lists_are_inlined(tmp_path: Path, monkeypatch) -> None:
+    _, text = _compiled(tmp_path, monkeypatch, "Decoder", torch.randn(2, 8, 4, 4))
+    assert "F.conv_transpose2d(" in text  # the ups, lowered
+    assert "_guards.item(convs, 0)(" not in text and "conv(" in text  # the blocks inlined: `conv` kernels
+    assert text.count("_lib.conv_kernel(") + text.count("_lib.conv_2_kernel(") >= 2
+
+
+def test_a_range_loop_indexing_a_module_list_is_unrolled(tmp_path: Path, monkeypatch) -> None:
+    _, text = _compiled(tmp_path, monkeypatch, "Indexed", torch.randn(2, 4, 5, 5))
+    assert re.search(r"_guards\.item\(\w+, 2\)", text)  # its third layer, read by position
+    code = [line for line in text[text.index("def Indexed_forward"):].splitlines() if not line.strip().startswith("#")]
+    assert not any("[i](" in line for line in code)  # no layer picked at run time
+    assert "def blocks(" in text  # its kernels are named after the list the source calls from
+    assert "for k in range(2)" in text  # a loop that indexes no module list stays a loop
+
+
+def test_transposed_convolutions_lower_and_fuse_with_what_follows(tmp_path: Path, monkeypatch) -> None:
+    _, text = _compiled(tmp_path, monkeypatch, "Transposed", torch.randn(2, 4, 5, 5))
+    assert "F.conv_transpose2d(" in text and "_guards.attr(self, \"up\")(" not in text
+    assert "def bn_relu(" in text
+
+
+def test_a_transposed_convolution_given_an_output_size_keeps_its_call(tmp_path: Path, monkeypatch) -> None:
+    _, text = _compiled(tmp_path, monkeypatch, "SizedUp", torch.randn(2, 4, 4, 4), torch.randn(2, 4, 8, 8))
+    assert "output_size=" in text
+
+
+def test_a_call_of_a_list_item_is_named_after_the_list() -> None:
+    lines = {"m.py": ["x = self.blocks[i](x)", "y = layers[0](x, h)"]}
+    assert called_name(Loc("m.py", 1, 4, 1, 21), lines) == "blocks"
+    assert called_name(Loc("m.py", 2, 4, 2, 19), lines) == "layers"
+    assert called_name(Loc("m.py", 1, 4, 0, 0), lines) == "blocks"  # (a location without its end)
+
+
+GROWN = '''
+import torch
+from torch import Tensor, nn
+
+from transpiler import script
+
+
+@script
+class Stack(nn.Module):
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList()
+        for _ in range(n):
+            self.layers.append(nn.Linear(4, 4))
+
+    def forward(self, x: Tensor) -> Tensor:
+        for layer in self.layers:
+            x = torch.tanh(layer(x))
+        return x
+'''
+
+
+def test_a_module_list_grown_in_init_is_not_taken_as_empty(tmp_path: Path) -> None:
+    """`nn.ModuleList()` then `append` in a loop: ahead of time its length is not known. It was
+    taken as the empty list's: a loop over it compiled to nothing (`return x`), silently."""
+    with case_directory(tmp_path):
+        grown_stack, text = compiled_case(tmp_path, "grown_stack", GROWN)
+        assert "for layer in " in text
+        model = grown_stack.Stack(3).eval()
+        x = torch.randn(2, 4)
+        with torch.no_grad():
+            with runtime.mode("strict"):
+                got = model(x)
+            with runtime.mode("off"):
+                want = model(x)
+        torch.testing.assert_close(got, want)
+
+
+def test_enumerating_a_grown_module_list_ahead_of_time_is_a_diagnostic(tmp_path: Path) -> None:
+    path = tmp_path / "grown_enumerate.py"
+    path.write_text(GROWN.replace("for layer in self.layers:", "for i, layer in enumerate(self.layers):"))
+    with pytest.raises(CompileError) as error:
+        compile_path(path)
+    assert "enumerate() of a value whose length is not known" in str(error.value)
+    assert "grown_enumerate.py:17" in textwrap.dedent(str(error.value))
