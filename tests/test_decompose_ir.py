@@ -1941,6 +1941,20 @@ func @f(%x: f32[B, 8]) -> f32[B, 9] {
   func.return(%2)
 }
 """,
+    "a layer norm whose batch size is not known: its primitives could not fuse": """\
+func @f(%x: f32[?, 65, 64], %w: f32[64], %b: f32[64]) -> f32[?, 65, 64] {
+  %0 : tuple[int] = py.constant() {value = (64,)}
+  %1 : float = py.constant() {value = 1e-05}
+  %2 : f32[?, 65, 64] = torch.call(%x, %0, %w, %b, %1) {callee = "torch.nn.functional.layer_norm", aten = "aten::layer_norm"}
+  func.return(%2)
+}
+""",
+    "a sigmoid on a tensor of unknown rank": """\
+func @f(%x: f32[*]) -> f32[*] {
+  %0 : f32[*] = torch.call(%x) {callee = "torch.sigmoid", aten = "aten::sigmoid"}
+  func.return(%0)
+}
+""",
     "masked_fill whose mask is not known to be bool": """\
 func @f(%x: f32[B, 8], %m: Tensor[B, 8]) -> f32[B, 8] {
   %0 : float = py.constant() {value = 0.0}

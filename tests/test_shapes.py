@@ -1167,3 +1167,21 @@ def test_propagation_is_idempotent(stem: str) -> None:
     program2, _ = _example(stem)[:2]
     propagate_shapes(program2)  # ahead of time: no instance, no inputs
     verify(program2)
+
+
+@pytest.mark.parametrize("equation, shapes", [
+    ("bnp,pd->bnd", [(2, 5, 3), (3, 4)]),
+    ("ij,jk", [(2, 3), (3, 4)]),  # implicit output: the letters named once, sorted
+    ("ii->i", [(3, 3)]),
+    ("bij,bjk->bik", [(1, 2, 3), (4, 3, 5)]),  # a size of 1 broadcasts
+    ("...ij,...jk->...ik", [(2, 1, 2, 3), (4, 3, 5)]),
+    ("b...d,d->b...", [(2, 3, 4, 5), (5,)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("bhqd,bhkd->bhqk", [(2, 4, 6, 8), (2, 4, 7, 8)]),
+])
+def test_einsum(equation: str, shapes: list) -> None:
+    agree("function", "torch.einsum", [equation, *(rand(s) for s in shapes)], exact=True)
+
+
+def test_einsum_of_a_list_of_operands() -> None:
+    agree("function", "torch.einsum", ["ab,bc->ac", [rand((2, 3)), rand((3, 4))]], exact=True)

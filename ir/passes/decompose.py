@@ -35,11 +35,13 @@ returns its input itself (dropout in eval, flatten of one dim).
 
 from __future__ import annotations
 
+import sympy
+
 from ir.core import ops
 from ir.core.graph import AliasOf, Operation, Program, Value
 from ir.core.ops import is_pure
 from ir.core.types import TensorType, is_subtype
-from ir.kernel.primitives import op_name
+from ir.kernel.primitives import classify, op_name
 from ir.passes.decompose_rules import RULES
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
 from ir.torchapi.callinfo import SignatureError
@@ -79,6 +81,7 @@ def decompose_op(op: Operation, facts: Facts | None = None) -> bool:
         call = bind(op, facts)
         result = RULES[call.name](emitter, call)
         _check_result(op, result)
+        _check_fusible(result, emitter)
     except (Unsupported, SignatureError):
         emitter.discard()
         return False
@@ -102,6 +105,23 @@ def _check_result(op: Operation, result: Value) -> None:
         raise Unsupported(f"decomposed to {result.type}, the op gives {op.result.type}")
     if result in op.operands and op.attributes.get("alias_of") is None and not _seen_only_by(result, op):
         raise Unsupported("eager returns a new tensor")
+
+
+def _check_fusible(result: Value, emitter: Emitter) -> None:
+    """Primitives that compute (pointwise ops, reductions) are there to fuse. Where their
+    result is no tensor a kernel can take (a size that is not known: an einsum without a shape
+    rule made a ViT's layer norms so), they would stay torch calls, several where eager makes
+    one (a layer norm and GELU, ten): the op stays as it is."""
+    if not isinstance(result.type, TensorType) or _sizes_known(result.type):
+        return
+    computing = [o for o in emitter.block.ops if getattr(classify(o), "kind", None) in ("pointwise", "reduction")]
+    if len(computing) > 1:
+        raise Unsupported("its primitives could not fuse: their sizes are not known")
+
+
+def _sizes_known(t: TensorType) -> bool:
+    """Whether every size of `t` is an int or a size expression, as a kernel's sizes must be."""
+    return t.shape is not None and all(type(d) is int or isinstance(d, sympy.Expr) for d in t.shape)
 
 
 def _seen_only_by(x: Value, op: Operation) -> bool:

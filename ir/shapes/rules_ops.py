@@ -460,3 +460,42 @@ def same_dims(a: Shape | None, b: Shape | None) -> bool:
 
 __all__ = ["matmul_shape", "reduce_shape", "infer_view", "split_sizes", "merge_shapes", "agree",
            "same_dims", "is_concrete", "TensorType", "TupleType"]
+
+
+@rule("einsum", unbound_ok=True)
+def einsum(call: Call) -> AV | None:
+    """`torch.einsum("bnp,pd->bnd", a, b)` (or its operands in one list): each letter's size from
+    the operands (a size of 1 broadcasts), `...` the broadcast of what it stands for, the result
+    in the order the output names, or, without `->`, the letters named once, sorted."""
+    if not call.pos or not isinstance(call.pos[0].value, str):
+        return None
+    operands = list(call.pos[1:])
+    if len(operands) == 1 and operands[0].items is not None:
+        operands = list(operands[0].items)
+    shapes = [o.tensor.shape if o.tensor is not None else None for o in operands]
+    lhs, arrow, rhs = call.pos[0].value.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes) or any(s is None for s in shapes):
+        return None
+    sizes: dict[str, Dim] = {}
+    ellipsis: Shape | None = None
+    for term, shape in zip(terms, shapes):
+        head, dots, tail = term.partition("...")
+        if "." in tail or len(head) + len(tail) > len(shape) or not dots and len(term) != len(shape):
+            return None
+        middle = shape[len(head):len(shape) - len(tail)] if dots else ()
+        if dots:
+            ellipsis = middle if ellipsis is None else broadcast_shapes(ellipsis, middle)
+            if ellipsis is None:
+                return None
+        for letter, d in zip(head + tail, shape[:len(head)] + shape[len(shape) - len(tail):]):  # type: ignore[operator]
+            if not letter.isalpha():
+                return None
+            old = sizes.get(letter)
+            sizes[letter] = d if old is None and letter not in sizes or old == 1 else old if d == 1 else agree(old, d)
+    if not arrow:  # (the implicit output: the letters named once, in alphabetical order)
+        rhs = ("..." if ellipsis is not None else "") + "".join(sorted(c for c in sizes if lhs.count(c) == 1))
+    head, dots, tail = rhs.partition("...")
+    if any(c not in sizes for c in head + tail) or dots and ellipsis is None:
+        return None
+    return tensor_av(None, tuple(sizes[c] for c in head) + (ellipsis if dots else ()) + tuple(sizes[c] for c in tail))  # type: ignore[operator]
