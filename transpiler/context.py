@@ -142,7 +142,11 @@ class FileContext:
     # calls stay Python (compiled code would not apply its decorators).
     entry_names: set[str] = field(default_factory=set)
     entry_kwargs_empty: set[str] = field(default_factory=set)  # decorated entries whose wrappers pass none
-    entry_passed: dict[str, dict[str, str]] = field(default_factory=dict)  # parameter -> "none"/"tensor" their wrappers pass
+    # parameter -> "none"/"tensor" their wrappers pass, or "keyword": the examples give it by name
+    entry_passed: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Entries compiled from examples beside generic code: a parameter the examples leave to its
+    # None default is compiled for None (`_left_out`)
+    left_out_none: set[str] = field(default_factory=set)
     entry_kwargs_passed: dict[str, dict[str, object]] = field(default_factory=dict)  # the literal keywords they pass
     # Where lowering went: each statement it lowered (a compound one's header alone). In recursive
     # mode a branch decided when compiling is not lowered, and what the check pass says of
@@ -543,6 +547,7 @@ class FileContext:
                 # A literal default gives the type; None gives Optional[T], T read from the body.
                 defaults[name] = literal_value(p.default)
                 types.append(literal_type(defaults[name]) if defaults[name] is not None
+                             else NONE if self._left_out(sym_name, i, info, name)
                              else suggest_parameter(source, node, name).type)
                 continue
             try:
@@ -571,6 +576,8 @@ class FileContext:
                     from ir.core.types import OptionalType
 
                     t = OptionalType(t)
+                if value is None and t != ERROR and self._left_out(sym_name, i, info, name):
+                    t = NONE
             types.append(t)
         if info is not None and not names:
             raise UserError("a method needs a `self` parameter", source.loc(node.name), None)
@@ -587,6 +594,13 @@ class FileContext:
                 errors += e.diagnostics
                 result = ERROR
         return Signature(sym_name, tuple(names), tuple(types), defaults, result, source.loc(node), errors=tuple(errors))
+
+    def _left_out(self, sym_name: str, i: int, info: ClassInfo | None, name: str) -> bool:
+        """Whether parameter `i` (`name`) of entry `sym_name`, compiled from examples beside
+        generic code, is one the examples leave to its None default: compiled for None, which an
+        entry check then requires (the generic code takes other calls)."""
+        return sym_name in self.left_out_none and self.entry_examples is not None and self.entry_examples[0] == sym_name \
+            and i > self.entry_examples[1] - (info is None) and name not in self.entry_passed.get(sym_name, {})
 
     def module_result_type(self, qualname: str, at: cst.CSTNode) -> Type:
         """What calling a submodule of this class returns."""

@@ -145,7 +145,7 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
                             factory_loc, f"return e.g. `{target.name}(...), (torch.randn(8, 16),)`")
         instance, inputs = made
         program, entries, files = instance_program(instance, source, target.node, tuple(inputs), permissive,
-                                                   frozen=frozen, autograd=autograd)
+                                                   frozen=frozen, autograd=autograd, beside_generic=True)
     else:
         function = getattr(module, target.name)
         if isinstance(made, tuple) and len(made) == 2 and made[0] is function and isinstance(made[1], (tuple, list)):
@@ -154,8 +154,8 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
             raise UserError(f"the example factory `{factory_name}` must return a tuple of {target.name}'s arguments; "
                             f"it returned {_describe(made)}", factory_loc,
                             "return e.g. `(torch.randn(8, 16),)`")
-        program, entries = build_program(source, [Target(target.name, target.node)], example_inputs=tuple(made),
-                                         permissive=permissive, autograd=autograd)
+        program, entries = build_program(source, [Target(target.name, target.node, {"left_out_none": True})],
+                                         example_inputs=tuple(made), permissive=permissive, autograd=autograd)
         files = ()
     return Specialisation("autograd" if autograd else example_label(factory_name), program, entries, files,
                           autograd=autograd)

@@ -284,11 +284,13 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
 
 def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
                      permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
-                     frozen: bool = False, autograd: bool = False, kept_eager: frozenset[str] = frozenset()) \
-        -> tuple[Any, dict[str, str], tuple[str, ...]]:
+                     frozen: bool = False, autograd: bool = False, kept_eager: frozenset[str] = frozenset(),
+                     beside_generic: bool = False) -> tuple[Any, dict[str, str], tuple[str, ...]]:
     """(program after the passes, COMPILED entries, the other files compiled from) of
     `compile_instance`; `autograd`: for calls autograd records, `kept_eager`: submodules called as
-    eager calls them (pipeline.build_program)."""
+    eager calls them (pipeline.build_program); `beside_generic`: a specialisation of a checked-in
+    module, whose generic code takes the calls it refuses, so a parameter the examples leave to
+    its None default is compiled for None."""
     from transpiler.pipeline import build_program
     from transpiler.source import Target
 
@@ -299,6 +301,10 @@ def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs
     options: dict[str, object] = {}
     if permissive and example_inputs is not None:
         options.update(_what_decorators_pass(instance, example_inputs, example_kwargs))
+    if example_kwargs:  # (parameters the examples give by keyword: not left to their defaults)
+        options["example_keywords"] = tuple(sorted(example_kwargs))
+    if beside_generic:
+        options["left_out_none"] = True
     program, entries = build_program(source, [Target(cls.__name__, node, options)], infos, instance=instance,
                                      example_inputs=example_inputs, functions=sources, permissive=permissive,
                                      frozen=frozen, devices=jit_cache.program_devices(instance, example_inputs),

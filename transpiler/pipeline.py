@@ -69,6 +69,9 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     for t in targets:  # (what a decorated entry's wrappers pass the body: jit._what_decorators_pass)
         entry = f"{t.name}.forward" if t.name in source.classes else t.name
         ctx.entry_passed[entry] = {name: kind for kind in ("none", "tensor") for name in t.options.get(f"passed_{kind}", ())}
+        ctx.entry_passed[entry].update({name: "keyword" for name in t.options.get("example_keywords", ())})
+        if t.options.get("left_out_none"):
+            ctx.left_out_none.add(entry)
         if t.options.get("kwargs_passed"):
             ctx.entry_kwargs_passed[entry] = dict(t.options["kwargs_passed"])  # type: ignore[arg-type]
     if examples is not None and targets:
