@@ -661,3 +661,21 @@ def test_attribute_assigned_a_conditional_expression_is_optional(workdir: Path) 
         """)
     for bias in (True, False):
         check(module.Scale(6, bias).eval(), torch.randn(3, 6))
+
+
+def test_attribute_assigned_a_math_function_of_its_arguments(workdir: Path) -> None:
+    """`self.scale = math.sqrt(d)` is a float, `self.half = math.floor(d / 2)` an int (a size)."""
+    module, _ = build(workdir, """
+        import math
+
+        @script
+        class Scaled(nn.Module):
+            def __init__(self, d: int) -> None:
+                super().__init__()
+                self.scale = math.sqrt(d)
+                self.half = math.floor(d / 2)
+
+            def forward(self, x: Tensor) -> Tensor:
+                return x[:, : self.half] * self.scale
+        """)
+    check(module.Scaled(6).eval(), torch.randn(3, 6))

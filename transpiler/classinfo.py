@@ -303,6 +303,12 @@ def _scan_init(source: SourceFile, init: cst.FunctionDef, info: ClassInfo, class
             info.attrs[name] = replace(found, type=ModuleListType(found.type.kind, elems, False))
 
 
+# What math's functions return where it is not a float (math.sqrt, math.log, ...: a float).
+_MATH_RESULTS: dict[str, Type] = {
+    **{name: INT for name in ("floor", "ceil", "trunc", "gcd", "lcm", "factorial", "comb", "perm", "isqrt")},
+    **{name: BOOL for name in ("isnan", "isinf", "isfinite", "isclose")},
+}
+
 # Methods of nn.ModuleList and nn.Sequential that add layers.
 GROWING = frozenset({"append", "extend", "insert", "add_module", "register_module"})
 
@@ -366,6 +372,9 @@ def _infer_value(
             return "module", ModuleType(classes[callee])
         if callee is not None and callee.startswith("torch.nn."):
             return "module", ModuleType(callee)  # another torch.nn layer: an opaque call
+        if callee is not None and callee.startswith("math.") and callee.count(".") == 1:
+            kind = _MATH_RESULTS.get(callee.removeprefix("math."), FLOAT)  # `self.scale = math.sqrt(d)`
+            return "constant", kind
     if isinstance(value, cst.BinaryOperation):
         left = _infer_value(source, value.left, params, classes, info)[1]
         right = _infer_value(source, value.right, params, classes, info)[1]
