@@ -33,7 +33,7 @@ from transpiler.diagnostics import UserError
 from transpiler.env import Exits, Unbound
 from transpiler.expr_messages import a_type
 from transpiler.lower_builtins import UNROLL_LIMIT
-from transpiler.syntax import assigned_names, assignment_of, contains, has_jump, statements_of
+from transpiler.syntax import assigned_names, assignment_of, contains, statements_of
 
 
 class LoopLowering:
@@ -52,7 +52,7 @@ class LoopLowering:
 
     def for_stmt(self, node: cst.For) -> Exits:
         with self.at(node.iter):
-            loop, head, elem = self.iteration(node.iter, lambda: has_jump(statements_of(node.body)))
+            loop, head, elem = self.iteration(node.iter, lambda: leaves_loop(statements_of(node.body)))
         if loop is None:
             return self.unrolled_loop(node, head[0])
         indices = self.unrolled_range(node, head) if loop is ops.ForRangeOp else None
@@ -66,7 +66,7 @@ class LoopLowering:
         that each layer's call is one the inliner can follow (as a loop over the list itself)."""
         bounds = [_known_int(v) for v in head]
         if not self.ctx.recursive or not isinstance(node.target, cst.Name) or any(type(b) is not int for b in bounds) \
-                or bounds[2] == 0 or has_jump(statements_of(node.body)):
+                or bounds[2] == 0 or leaves_loop(statements_of(node.body)):
             return None
         indices = range(*bounds)  # type: ignore[arg-type]
         if len(indices) > UNROLL_LIMIT or not self.indexes_module_list(node.body, node.target.value):
@@ -158,9 +158,11 @@ class LoopLowering:
         return None
 
     def unrolled_loop(self, node: cst.For, iterable: Value) -> Exits:
-        """A loop over a tuple or a mixed module list runs its body once per element."""
-        if has_jump(statements_of(node.body)):
-            raise self.error(node, "break, continue and return in a loop over a tuple or a mixed module list are not supported",
+        """A loop over a tuple or a mixed module list runs its body once per element; a
+        `continue` ends the element's run (what follows it in the body is lowered under the
+        other side of its `if`, or under a flag)."""
+        if leaves_loop(statements_of(node.body)):
+            raise self.error(node, "break and return in a loop over a tuple or a mixed module list are not supported",
                              "loop over a list of one type instead")
         t = iterable.type
         count = len(t.elems)  # type: ignore[attr-defined]
@@ -173,8 +175,12 @@ class LoopLowering:
                     index = self.b.constant(i)
                     elem = self.op(ops.GetItemOp, [iterable, index], [t.elems[i]]).result  # type: ignore[attr-defined]
             self.bind_target(node.target, elem)
-            exits = self.stmts(statements_of(node.body))
-            assert exits.never()
+            self.loop_depth += 1
+            try:
+                exits = self.stmts(statements_of(node.body))
+            finally:
+                self.loop_depth -= 1
+            assert exits.returned is False and exits.broke is False  # (a `continue`: the next element)
         return Exits()
 
     def build_loop(self, node: cst.For | cst.While, op_class: type[ops.Operation], head: list[Value], elem_type: Type | None) -> Exits:
@@ -506,4 +512,10 @@ def _known_int(value: Value) -> int | None:
         if isinstance(t, ModuleListType) and t.length_known:
             return len(t.elems)
     return None
+
+
+def leaves_loop(stmts: list[cst.BaseStatement]) -> bool:
+    """Whether `stmts`, a loop's body, may leave the loop (`break`, `return`): an unrolled loop
+    cannot; a `continue` it can take."""
+    return contains(stmts, cst.Return) or contains(stmts, cst.Break, True)
 

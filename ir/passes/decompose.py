@@ -110,12 +110,12 @@ def _check_result(op: Operation, result: Value) -> None:
 def _check_fusible(result: Value, emitter: Emitter) -> None:
     """Primitives that compute (pointwise ops, reductions) are there to fuse. Where their
     result is no tensor a kernel can take (a size that is not known: an einsum without a shape
-    rule made a ViT's layer norms so), they would stay torch calls, several where eager makes
-    one (a layer norm and GELU, ten): the op stays as it is."""
+    rule made a ViT's layer norms so, `nonzero` a mixture of experts' rows), they would stay
+    torch calls, several where eager makes one (a layer norm and GELU: ten; a linear: a matmul
+    and an add): the op stays as it is."""
     if not isinstance(result.type, TensorType) or _sizes_known(result.type):
         return
-    computing = [o for o in emitter.block.ops if getattr(classify(o), "kind", None) in ("pointwise", "reduction")]
-    if len(computing) > 1:
+    if any(getattr(classify(o), "kind", None) in ("pointwise", "reduction") for o in emitter.block.ops):
         raise Unsupported("its primitives could not fuse: their sizes are not known")
 
 
