@@ -78,6 +78,29 @@ class Transposed(nn.Module):
         return torch.relu(self.bn(self.up(x)))
 
 
+class Routed(nn.Module):
+    """Each layer takes the rows routed to it; a layer with none is skipped by `continue`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.experts = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+    def forward(self, x: torch.Tensor, route: torch.Tensor) -> torch.Tensor:
+        out = x * 0
+        total = 0
+        for i, expert in enumerate(self.experts):
+            rows = (route == i).nonzero().squeeze(-1)
+            if rows.numel() == 0:
+                continue
+            total = total + rows.numel()
+            out = out.index_add(0, rows, torch.tanh(expert(x[rows])))
+        for scale in (2.0, 0.0, 3.0):
+            if scale == 0.0:
+                continue
+            out = out * scale
+        return out + total
+
+
 class SizedUp(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -180,3 +203,14 @@ def test_enumerating_a_grown_module_list_ahead_of_time_is_a_diagnostic(tmp_path:
         compile_path(path)
     assert "enumerate() of a value whose length is not known" in str(error.value)
     assert "grown_enumerate.py:17" in textwrap.dedent(str(error.value))
+
+
+def test_an_unrolled_loop_may_continue(tmp_path: Path, monkeypatch) -> None:
+    with jit_source(tmp_path, monkeypatch, "routed_case", BLOCKS) as module:
+        model = module.Routed().eval()
+        x = torch.randn(6, 4)
+        compiled = script(model, example_inputs=(x, torch.tensor([0, 2, 0, 2, 2, 0])))
+        for route in ([0, 2, 0, 2, 2, 0], [1, 1, 1, 1, 1, 1], [0, 1, 2, 0, 1, 2]):  # (experts 1, then 0 and 2, skipped)
+            with torch.no_grad(), runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x, torch.tensor(route)), model(x, torch.tensor(route)))
+
