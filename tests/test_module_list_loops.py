@@ -7,7 +7,6 @@ source does not fix must never be taken as empty."""
 from __future__ import annotations
 
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -18,8 +17,6 @@ from ir.core.graph import Loc
 from ir.kernel.names import called_name
 from source_module import case_directory, compiled_case, generated_jit, jit_source
 from transpiler import script
-from transpiler.diagnostics import CompileError
-from transpiler.compile import compile_path
 
 BLOCKS = '''
 import torch
@@ -196,13 +193,30 @@ def test_a_module_list_grown_in_init_is_not_taken_as_empty(tmp_path: Path) -> No
         torch.testing.assert_close(got, want)
 
 
-def test_enumerating_a_grown_module_list_ahead_of_time_is_a_diagnostic(tmp_path: Path) -> None:
-    path = tmp_path / "grown_enumerate.py"
-    path.write_text(GROWN.replace("for layer in self.layers:", "for i, layer in enumerate(self.layers):"))
-    with pytest.raises(CompileError) as error:
-        compile_path(path)
-    assert "enumerate() of a value whose length is not known" in str(error.value)
-    assert "grown_enumerate.py:17" in textwrap.dedent(str(error.value))
+@pytest.mark.parametrize("loop, step", [
+    ("for i, layer in enumerate(self.layers):", "x = torch.tanh(layer(x)) * (i + 1)"),
+    ("for layer, gate in zip(self.layers, self.gates):", "x = torch.tanh(layer(x)) * torch.sigmoid(gate(x))"),
+    ("for i, (layer, gate) in enumerate(zip(self.layers, self.gates)):", "x = layer(x) * gate(x) + i"),
+])
+def test_enumerate_and_zip_of_grown_module_lists_ahead_of_time(tmp_path: Path, loop: str, step: str) -> None:
+    """Over lists whose length the source does not fix, the generic code walks them as Python
+    does (`for item in enumerate(zip(...))`): the results are eager's for any length."""
+    source = GROWN.replace("            self.layers.append(nn.Linear(4, 4))",
+                           "            self.layers.append(nn.Linear(4, 4))\n            self.gates.append(nn.Linear(4, 4))")
+    source = source.replace("        self.layers = nn.ModuleList()", "        self.layers = nn.ModuleList()\n        self.gates = nn.ModuleList()")
+    source = source.replace("        for layer in self.layers:\n            x = torch.tanh(layer(x))", f"        {loop}\n            {step}")
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, f"grown_loop_{abs(hash(loop)) % 1000}", source)
+        assert loop.split(" in ")[1].rstrip(":").split("(")[0] in text  # enumerate / zip, as written
+        for n in (1, 3):
+            model = module.Stack(n).eval()
+            x = torch.randn(2, 4)
+            with torch.no_grad():
+                with runtime.mode("strict"):
+                    got = model(x)
+                with runtime.mode("off"):
+                    want = model(x)
+            torch.testing.assert_close(got, want)
 
 
 def test_an_unrolled_loop_may_continue(tmp_path: Path, monkeypatch) -> None:

@@ -120,12 +120,16 @@ class LoopLowering:
                 and not it.args[0].star:
             inner = it.args[0].value
             zipped = self.zip_arguments(inner)  # enumerate(zip(a, b)): over the zipped tuple
-            pairs = self.enumerated(zipped if zipped is not None else self.expr(inner))
+            seq = zipped if zipped is not None else None if self._builtin_call(inner, "zip") else self.expr(inner)
+            pairs = self.enumerated(seq) if seq is not None else None
             if pairs is not None:  # a module list or tuple: its (index, item) pairs, unrolled
                 return None, [pairs], None
         tuples = self.zip_arguments(it)
         if tuples is not None:  # module lists or tuples: their items side by side, unrolled
             return None, [tuples], None
+        walked = self.walked_module_lists(it)
+        if walked is not None:
+            return ops.ForEachOp, [walked], walked.type.elem  # type: ignore[attr-defined]
         iterable = self.expr(it)
         layers = self.iterated_modules(iterable)
         if layers is not None:
@@ -148,6 +152,34 @@ class LoopLowering:
         elif t != ERROR:
             self.go_on(self.error(it, f"iterating over a value of type {t} is not supported"), it)
         return ops.ForEachOp, [iterable], ERROR  # (its body checked all the same)
+
+    def _builtin_call(self, it: cst.BaseExpression, name: str) -> bool:
+        """Whether `it` calls Python's builtin `name` with plain positional arguments."""
+        return isinstance(it, cst.Call) and self.source.global_name(it.func) == f"builtins.{name}" \
+            and self.env.get(name) is None and bool(it.args) and all(not a.keyword and not a.star for a in it.args)
+
+    def walked_module_lists(self, it: cst.BaseExpression) -> Value | None:
+        """`enumerate(layers)`, `zip(a, b)` or `enumerate(zip(a, b))` of module lists whose length
+        is not known (ahead of time: built by `append` in `__init__`): the one pass Python makes
+        over them, typed as the list of the tuples it yields, for a loop to walk. None for
+        anything else (a list of tensors too: its items would alias the list's)."""
+        if self._builtin_call(it, "enumerate") and len(it.args) == 1:  # type: ignore[attr-defined]
+            inner = it.args[0].value  # type: ignore[attr-defined]
+            seq = self.walked_module_lists(inner) if self._builtin_call(inner, "zip") else self.expr(inner)
+            if seq is None:
+                return None
+            elem = seq.type.elem if isinstance(seq.type, ListType) else _layer_type(seq.type)
+            if elem is None:
+                return None
+            pairs = ListType(TupleType((INT, elem)))
+            return self.op(ops.BuiltinCallOp, [seq], [pairs], callee="enumerate").result
+        if self._builtin_call(it, "zip"):
+            seqs = [self.expr(a.value) for a in it.args]  # type: ignore[attr-defined]
+            elems = [_layer_type(s.type) for s in seqs]
+            if any(e is None for e in elems):
+                return None
+            return self.op(ops.BuiltinCallOp, seqs, [ListType(TupleType(tuple(elems)))], callee="zip").result  # type: ignore[arg-type]
+        return None
 
     def zip_arguments(self, it: cst.BaseExpression) -> Value | None:
         """`zip(a, b, ...)` of tuples and module lists of known length: the tuple of their items
@@ -518,4 +550,11 @@ def leaves_loop(stmts: list[cst.BaseStatement]) -> bool:
     """Whether `stmts`, a loop's body, may leave the loop (`break`, `return`): an unrolled loop
     cannot; a `continue` it can take."""
     return contains(stmts, cst.Return) or contains(stmts, cst.Break, True)
+
+
+def _layer_type(t: Type) -> Type | None:
+    """The type of the layers of a module list whose length is not known, else None."""
+    if not isinstance(t, ModuleListType) or t.length_known:
+        return None
+    return unify_all(t.elems) or ModuleType("torch.nn.Module")
 
