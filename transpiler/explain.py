@@ -265,7 +265,7 @@ def _adaptive_pool_lines(kernel: kernel_ops.AdaptiveAvgPoolKernelOp) -> list[str
         head += f" (line {kernel.loc.line})"
     x, r = kernel.operands[0], kernel.result
     return [head, f"  input 0: {_describe(x)}: {x.type}", f"  output 0: {r.name + ': ' if r.name else ''}{r.type}",
-            "  saves: nothing by itself (torch's adaptive_avg_pool1d, through adaptive_avg_pool2d's loop)"]
+            "  saves: no memory traffic; the time of torch's adaptive_avg_pool2d loop, which adaptive_avg_pool1d calls"]
 
 
 # -- what stayed Python ---------------------------------------------------------------------------
