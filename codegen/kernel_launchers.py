@@ -7,7 +7,7 @@
   the kernel writes into a view it is given, `into`: its last arguments) and passes the sizes and
   the tensors in the order codegen/cpp_kernels.py declares them (a tensor stands for its data
   pointer and the strides declared after it; codegen/pool_kernels.py writes both of a
-  `kernel.pool`);
+  `kernel.pool` and of a `kernel.adaptive_avg_pool`);
 - Triton, for every kernel (codegen/triton_kernels.py: `<name>_triton`), under
   `if triton is not None:`, as Triton is imported only where some kernel runs on it, with the
   helpers of runtime/triton_helpers.py they call; only in a module whose `Program.devices` holds
@@ -76,6 +76,8 @@ def _emit_triton(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict
     w.line("triton = _kernels.import_triton({" + ", ".join(f'"{d}"' for d in devices) + "})")
     w.line("if triton is not None:")
     emitted = [pool_kernels.triton_kernel(k, source_lines) if isinstance(k, kernel_ops.PoolKernelOp)
+               else pool_kernels.adaptive_triton_kernel(k, source_lines)
+               if isinstance(k, kernel_ops.AdaptiveAvgPoolKernelOp)
                else triton_kernels.emit_triton_kernel(k, source_lines) for k in kernels]  # type: ignore[arg-type]
     with w.indent():
         # (`triton` itself is bound above)
@@ -96,6 +98,8 @@ def _emit_cpp(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[st
         sig = None
         if isinstance(k, kernel_ops.PoolKernelOp):
             text = pool_kernels.cpp_kernel(k, source_lines)
+        elif isinstance(k, kernel_ops.AdaptiveAvgPoolKernelOp):
+            text = pool_kernels.adaptive_cpp_kernel(k, source_lines)
         else:
             assert isinstance(k, kernel_ops.KernelOp)
             text, sig = emit_kernel(k, source_lines)
@@ -111,7 +115,9 @@ def _emit_cpp(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[st
     w.line("_lib = _kernels.Library(KERNELS_CPP)")
     for k, sig in zip(kernels, signatures):
         w.blank(2)
-        if sig is None:
+        if isinstance(k, kernel_ops.AdaptiveAvgPoolKernelOp):
+            pool_kernels.adaptive_cpp_launcher(w, k, suffix)
+        elif sig is None:
             pool_kernels.cpp_launcher(w, k, suffix)  # type: ignore[arg-type]
         else:
             _launcher(w, k, sig, suffix)  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
 """C++ and Triton source, and launchers, for `kernel.pool` (ir/passes/pool.py): the max over
-windows of the middle dims of NHWC rows [N, H, W, C].
+windows of the middle dims of NHWC rows [N, H, W, C]; and for `kernel.adaptive_avg_pool`
+(below).
 
 Window settings, H, W and the output's OH and OW are literals of the kernel; N and C are read
 from the input at run time. Both backends compute what torch's `max_pool2d` does: the window is
@@ -165,4 +166,108 @@ def triton_kernel(op: kernel_ops.PoolKernelOp, source_lines: dict[str, list[str]
     return TritonKernel(p.name, source, w.text())
 
 
-__all__ = ["cpp_kernel", "cpp_launcher", "triton_kernel"]
+# -- kernel.adaptive_avg_pool ----------------------------------------------------------------
+# The input [N, C, L] (a 2-d one is given as [1, C, L]), L and the output size S read at run
+# time. Window i of a row: [floor(i * L / S), ceil((i + 1) * L / S)), summed in order in the
+# input's dtype and divided by its length, as torch's CPU loop (adaptive_avg_pool2d's, with a
+# window one high) computes it. Sizes torch refuses (S < 1, L == 0) and empty inputs go to torch
+# itself, from the launcher.
+
+
+def _adaptive(op: kernel_ops.AdaptiveAvgPoolKernelOp) -> tuple[str, str, int]:
+    x = op.operands[0].type
+    assert isinstance(x, TensorType) and x.shape is not None and x.dtype is not None
+    return op.kernel_name, x.dtype, len(x.shape)
+
+
+def adaptive_cpp_kernel(op: kernel_ops.AdaptiveAvgPoolKernelOp, source_lines: dict[str, list[str]] | None = None) -> str:
+    name, dtype, _ = _adaptive(op)
+    t = CTYPE[dtype]
+    w = Writer("  ")
+    comment = source_comment(op.loc, source_lines, "//")
+    if comment:
+        w.line(comment)
+    with w.block(*wrapped(f'extern "C" void {name}_kernel', [
+            "int64_t n0", "int64_t n1", "int64_t n2", "int64_t s0", f"ts_out<{t}> out0", f"ts_in<{t}> in0",
+            "int64_t in0_s0", "int64_t in0_s1", "int64_t in0_s2"], " {")):
+        w.line("// each window's first element and its end, the same in every row (two divisions each)")
+        w.line("std::unique_ptr<int64_t[]> ends(new int64_t[2 * s0]);")
+        with w.block("for (int64_t i = 0; i < s0; ++i) {"):
+            w.line("ends[2 * i] = i * n2 / s0;")
+            w.line("ends[2 * i + 1] = ((i + 1) * n2 + s0 - 1) / s0;")
+        w.line("const int64_t* window = ends.get();")
+        with w.block("const auto rows = [=](int64_t begin, int64_t end) {", close="};"):
+            with w.block("for (int64_t r = begin; r < end; ++r) {  // row r % n1 of [n1, n2] matrix r / n1"):
+                w.line(f"const {t}* __restrict x = in0 + (r / n1) * in0_s0 + (r % n1) * in0_s1;")
+                w.line(f"{t}* __restrict o = out0 + r * s0;")
+                with w.block("for (int64_t i = 0; i < s0; ++i) {"):
+                    w.line("const int64_t a = window[2 * i], b = window[2 * i + 1];")
+                    w.line(f"{t} sum = 0;")
+                    w.line("for (int64_t j = a; j < b; ++j) sum += x[j * in0_s2];")
+                    w.line(f"o[i] = sum / static_cast<{t}>(b - a);")
+        w.line(f"ts_rows(rows, n0 * n1, n0 * n1 * (n2 + s0) >= {PARALLEL_MIN});")
+    return w.text()
+
+
+def _adaptive_head(w: Writer, dtype: str, rank: int, device: str = "") -> None:
+    """The launcher's first lines: torch for what the kernel does not take; the sizes, the output."""
+    w.line("if s0 < 1 or in0.numel() == 0:  # (torch's errors, and its empty results)")
+    with w.indent():
+        w.line("return torch.adaptive_avg_pool1d(in0, s0)")
+    if rank == 3:
+        w.line("n0, n1, n2 = in0.shape")
+        w.line(f"out0 = torch.empty(n0, n1, s0, dtype=torch.{dtype}{device})")
+    else:
+        w.line("n0, (n1, n2) = 1, in0.shape")
+        w.line(f"out0 = torch.empty(n1, s0, dtype=torch.{dtype}{device})")
+        w.line("in0 = in0.unsqueeze(0)")
+
+
+def adaptive_cpp_launcher(w: Writer, op: kernel_ops.AdaptiveAvgPoolKernelOp, suffix: str = "") -> None:
+    name, dtype, rank = _adaptive(op)
+    w.line(f"def {name}{suffix}(in0, s0: int) -> Tensor:")
+    with w.indent():
+        _adaptive_head(w, dtype, rank)
+        w.line(f"return _lib.{name}_kernel(n0, n1, n2, s0, out0, in0)")
+
+
+def adaptive_triton_kernel(op: kernel_ops.AdaptiveAvgPoolKernelOp,
+                           source_lines: dict[str, list[str]] | None = None) -> TritonKernel:
+    name, dtype, rank = _adaptive(op)
+    acc = "tl.float64" if dtype == "float64" else "tl.float32"
+    w = Writer()
+    w.line("@triton.jit")
+    w.line(f"def {name}_kernel(out0, in0, n_rows, n1, n2, s0, in0_s0, in0_s1, in0_s2, widest, "
+           "ROWS: tl.constexpr, COLS: tl.constexpr):")
+    with w.indent():
+        w.line("# a tile of ROWS rows (b, c) by COLS outputs i, each the mean of its window")
+        w.line("r = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]")
+        w.line("i = tl.program_id(1).to(tl.int64) * COLS + tl.arange(0, COLS)[None, :]")
+        w.line("mask = (r < n_rows) & (i < s0)")
+        w.line("a = i * n2 // s0")
+        w.line("b = ((i + 1) * n2 + s0 - 1) // s0")
+        w.line("x = in0 + (r // n1) * in0_s0 + (r % n1) * in0_s1")
+        w.line(f"acc = tl.zeros([ROWS, COLS], {acc})")
+        w.line("for k in range(0, widest):")
+        with w.indent():
+            w.line(f"acc += tl.load(x + (a + k) * in0_s2, mask=mask & (a + k < b), other=0.0).to({acc})")
+        stored = f"acc / (b - a).to({acc})"
+        if TL[dtype] != acc:
+            stored = f"({stored}).to({TL[dtype]})"
+        w.line(f"tl.store(out0 + r * s0 + i, {stored}, mask=mask)")
+    source = w.text()
+    w = Writer()
+    w.line(f"def {name}_triton(in0, s0: int) -> Tensor:")
+    with w.indent():
+        _adaptive_head(w, dtype, rank, ", device=in0.device")
+        w.line("rows, cols, warps = ts_tile(n0 * n1, s0)")
+        w.line("grid = (triton.cdiv(n0 * n1, rows), triton.cdiv(s0, cols))")
+        w.line("widest = (n2 + s0 - 1) // s0 + 1  # (the longest window)")
+        w.line(f"{name}_kernel[grid](out0, in0, n0 * n1, n1, n2, s0, *in0.stride(), widest, ROWS=rows, COLS=cols, "
+               "num_warps=warps)")
+        w.line("return out0")
+    return TritonKernel(name, source, w.text())
+
+
+__all__ = ["adaptive_cpp_kernel", "adaptive_cpp_launcher", "adaptive_triton_kernel", "cpp_kernel", "cpp_launcher",
+           "triton_kernel"]

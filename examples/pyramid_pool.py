@@ -1,7 +1,8 @@
 """List and tuple arguments: tuple unpacking, a loop over a list[int], min/max/len, an int result.
 
-Nothing here fuses (a pad, adaptive pools of a size the loop picks, a cat: each one library
-call), so its compiled module holds the generic code alone and names no example."""
+The loop stays Python (its sizes are the caller's), and each adaptive average pool in it becomes
+a kernel of ours that reads the size the loop picks at run time (torch's goes through its 2-d
+pooling loop): so the example names a factory, whose dtype, device and sizes it specialises to."""
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -9,7 +10,7 @@ from torch import Tensor
 from transpiler import script
 
 
-@script
+@script(example="make_example")
 def pyramid_pool(x: Tensor, sizes: list[int], pad: tuple[int, int] = (0, 0)) -> tuple[Tensor, int]:
     """Average-pool a (batch, channels, length) signal at several output sizes and concatenate."""
     left, right = pad

@@ -7,13 +7,54 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
+from runtime import kernels as _kernels
 
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "pyramid_pool.py"
-SOURCE_HASH = "sha256:6269302298aa307a91f9787bc2e0f73973b7af2c04a6eeb7009276a442dfecd4"
-BODY_HASH = "sha256:ab3285f2d3e2e91e5a9f57fecccdfc7cc45e3daeaf5d90e1ff2d5f77040e9a20"
+SOURCE_HASH = "sha256:dd2211e95df821c133726377d491fc98fc32877fa1f55a35f33b54ec9bc08a49"
+BODY_HASH = "sha256:f3c308ae618dd46251aa9e29ecb9a03eb26fd64442978bb673539b216612035f"
 TORCH_VERSION = "2.13"
+
+
+KERNELS_CPP = r"""
+#include <torchscribe/kernels.h>
+
+// pooled.append(F.adaptive_avg_pool1d(x, size))
+extern "C" void adaptive_avg_pool1d_kernel(
+    int64_t n0, int64_t n1, int64_t n2, int64_t s0, ts_out<float> out0, ts_in<float> in0,
+    int64_t in0_s0, int64_t in0_s1, int64_t in0_s2) {
+  // each window's first element and its end, the same in every row (two divisions each)
+  std::unique_ptr<int64_t[]> ends(new int64_t[2 * s0]);
+  for (int64_t i = 0; i < s0; ++i) {
+    ends[2 * i] = i * n2 / s0;
+    ends[2 * i + 1] = ((i + 1) * n2 + s0 - 1) / s0;
+  }
+  const int64_t* window = ends.get();
+  const auto rows = [=](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {  // row r % n1 of [n1, n2] matrix r / n1
+      const float* __restrict x = in0 + (r / n1) * in0_s0 + (r % n1) * in0_s1;
+      float* __restrict o = out0 + r * s0;
+      for (int64_t i = 0; i < s0; ++i) {
+        const int64_t a = window[2 * i], b = window[2 * i + 1];
+        float sum = 0;
+        for (int64_t j = a; j < b; ++j) sum += x[j * in0_s2];
+        o[i] = sum / static_cast<float>(b - a);
+      }
+    }
+  };
+  ts_rows(rows, n0 * n1, n0 * n1 * (n2 + s0) >= 32768);
+}
+"""
+_lib = _kernels.Library(KERNELS_CPP)
+
+
+def adaptive_avg_pool1d(in0, s0: int) -> Tensor:
+    if s0 < 1 or in0.numel() == 0:  # (torch's errors, and its empty results)
+        return torch.adaptive_avg_pool1d(in0, s0)
+    n0, n1, n2 = in0.shape
+    out0 = torch.empty(n0, n1, s0, dtype=torch.float32)
+    return _lib.adaptive_avg_pool1d_kernel(n0, n1, n2, s0, out0, in0)
 
 
 def pyramid_pool(
@@ -31,6 +72,24 @@ def pyramid_pool(
     return torch.cat(pooled, dim=-1), len(pooled)
 
 
+def pyramid_pool_example(
+    x: Tensor,
+    sizes: list[int],
+    pad: tuple[int, int] = (0, 0),
+) -> tuple[Tensor, int]:
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 16, 50))
+    left, right = pad
+    x = F.pad(x, (left, right))  # f32[B, 16, ?]@cpu
+    length = x.size(-1)
+    # pooled: list[Tensor] = []
+    pooled = []
+    for size in sizes:
+        size = max(1, min(size, length))
+        # pooled.append(F.adaptive_avg_pool1d(x, size))
+        pooled.append(adaptive_avg_pool1d(x, size))
+    return torch.cat(pooled, dim=-1), len(pooled)
+
+
 COMPILED = {
-    "pyramid_pool": pyramid_pool,
+    "pyramid_pool": (pyramid_pool_example, pyramid_pool),
 }

@@ -12,36 +12,12 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:9b4b1d62a6e4a003c8b45054e92a58e45ab1a948595342b72a77bbf98ac32911"
+BODY_HASH = "sha256:028d811450132f182688c5d196b0c98917d6f3b5c1aeb9df7b17767b79253063"
 TORCH_VERSION = "2.13"
 
 
 KERNELS_CPP = r"""
 #include <torchscribe/kernels.h>
-
-extern "C" void var_kernel(
-    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s1, ts_in<float> in1,
-    int64_t in1_s0, int64_t in1_s1, int64_t s0) {
-  ts_fresh(out0, n0 * n1);
-  std::unique_ptr<float[]> r0(new float[n1]);
-  for (int64_t j = 0; j < n1; ++j) {
-    const float a0 = in0[j * in0_s1];
-    // batch_var = x.var(dim=0, unbiased=False)
-    const float v0 = a0 / static_cast<float>(s0);
-    r0[j] = v0;
-  }
-  ts_rows_of({in0_s1, in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
-    const auto* p1 = in1 + i0 * in1_s0;
-    const int64_t in1_step = unit ? 1 : in1_s1;
-    #pragma omp simd
-    for (int64_t j = 0; j < n1; ++j) {
-      const float v0 = r0[j];
-      // batch_var = x.var(dim=0, unbiased=False)
-      const float v1 = p1[j * in1_step] - v0;
-      out0[o + j] = v1 * v1;
-    }
-  });
-}
 
 extern "C" void sqrt_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
@@ -67,13 +43,6 @@ extern "C" void sqrt_kernel(
 }
 """
 _lib = _kernels.Library(KERNELS_CPP)
-
-
-def var(in0, in1, s0: int) -> Tensor:
-    n0, n1 = in1.shape
-    return _lib.var_kernel(
-        n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1, s0
-    )
 
 
 def sqrt(in0, m0) -> Tensor:
@@ -111,13 +80,8 @@ RunningNorm_forward_example_checks = _guards.entry_checks(
 def RunningNorm_forward_example(self, x: Tensor) -> Tensor:
     _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 32))
     _guards.check_entry(self, RunningNorm_forward_example_checks)
-    # batch_mean = x.mean(dim=0)
-    tmp = x.size(0)
-    batch_mean = torch.sum(x, 0, keepdim=False) / tmp  # f32[32]@cpu
-    # batch_var = x.var(dim=0, unbiased=False)
-    batch_var = (
-        torch.sum(var(torch.sum(x, 0, keepdim=True), x, tmp), 0, keepdim=False) / tmp
-    )  # f32[32]@cpu
+    batch_mean = x.mean(dim=0)  # f32[32]@cpu
+    batch_var = x.var(dim=0, unbiased=False)  # f32[32]@cpu
     # self.mean.mul_(1.0 - self.momentum).add_(batch_mean, alpha=self.momentum)
     _guards.attr(self, "mean").mul_(0.9).add_(batch_mean, alpha=0.1)
     del batch_mean

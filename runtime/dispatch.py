@@ -30,7 +30,7 @@ import torch
 import torch.fx._symbolic_trace as _fx_trace
 from torch import nn
 
-from runtime import loader, stats
+from runtime import loader, modes, stats
 from runtime.errors import TorchscribeError, TorchscribeWarning
 from runtime.autograd_kernels import ForAutograd
 from runtime.call_inputs import parameters_require_grad, requires_grad_in
@@ -48,6 +48,12 @@ _grad_enabled = torch._C.is_grad_enabled
 _is_fx_tracing: Callable[[], bool] = getattr(
     _fx_trace, "is_fx_symbolic_tracing", lambda: bool(getattr(_fx_trace, "_is_fx_tracing_flag", False))
 )
+# Where fx keeps its flag in a module global, the dispatcher reads it there: is_fx_symbolic_tracing
+# is that flag and not is_compiling(), which the dispatcher has tested before (each Python call
+# on its path costs 0.3-0.5 us inside a model's call).
+_FX_FLAG = hasattr(_fx_trace, "_is_fx_tracing_flag")
+_override_mode, _MODE_OF, _environ_get, _ENV_KEY, _UNSET = (modes.override, modes.MODE_OF, modes.environ_get,
+                                                             modes.KEY, modes.UNSET)
 
 Problem = tuple[str, str]  # (what is wrong, what to do), joined differently per mode
 
@@ -352,9 +358,10 @@ def _dispatcher(eager: Callable[..., Any], target: _Target, resettable: bool = T
 
     def dispatch(*args: Any, **kwargs: Any) -> Any:
         if (only is not None and type(args[0]) is not only) or _is_compiling() or _is_jit_tracing() \
-                or _is_fx_tracing():
+                or (_fx_trace._is_fx_tracing_flag if _FX_FLAG else _is_fx_tracing()):
             return eager(*args, **kwargs)
-        mode = current_mode()
+        # (current_mode(), read without calling it: see runtime/modes.py)
+        mode = _override_mode() or _MODE_OF.get(_environ_get(_ENV_KEY, _UNSET)) or current_mode()
         if mode == "off":
             return eager(*args, **kwargs)
         compiled = target.compiled

@@ -473,7 +473,7 @@ def test_a_specialisation_without_kernels_is_left_out_with_a_note(tmp_path: Path
     path = write_model(tmp_path)
     path.write_text("import torch\nfrom torch import Tensor\nfrom transpiler import script\n\n\n"
                     "@script(example=\"make_example\")\ndef pool(x: Tensor) -> Tensor:\n"
-                    "    return torch.nn.functional.adaptive_avg_pool1d(x, 4)\n\n\n"
+                    "    return torch.nn.functional.max_pool1d(x, 2)\n\n\n"
                     "def make_example():\n    return (torch.randn(2, 3, 16),)\n")
     code, output = compile_cli(path, capsys)
     assert code == 0, output

@@ -157,6 +157,35 @@ def test_a_pool_kernel_is_listed_with_its_window(tmp_path: Path, monkeypatch: py
     assert "extern calls: none" in text  # (not max_pool2d)
 
 
+ADAPTIVE_MODEL = '''\
+from typing import Annotated
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def pool(x: Annotated[Tensor, "B 4 30"], size: int) -> Tensor:
+    return F.adaptive_avg_pool1d(x, size)
+
+
+def make_example():
+    return pool, (torch.randn(2, 4, 30), 7)
+'''
+
+
+def test_an_adaptive_pool_kernel_is_listed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = _explained(tmp_path, monkeypatch, "adaptive.py", ADAPTIVE_MODEL)
+    assert "  kernels (1):\n" \
+           "    adaptive_avg_pool1d: adaptive average pool over the last dim, the output size read at run time (line 12)\n" \
+           "      input 0: x: f32[B, 4, 30]@cpu\n" \
+           "      output 0: f32[B, 4, ?]@cpu\n" in text
+    assert "extern calls: none" in text
+
+
 def test_cli_subcommand(model: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["explain", "--example", str(model)]) == 0
     out = capsys.readouterr().out

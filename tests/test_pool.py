@@ -4,6 +4,7 @@ signed zeros, cut windows) and strides, with the C++ and the Triton kernels."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import tempfile
@@ -246,3 +247,105 @@ def test_a_pool_of_one_image_has_static_sizes(backend, tmp_path, monkeypatch) ->
             got = compiled(x)
         assert_close_to_eager(got, mod.f(x))
         assert got.stride() == mod.f(x).stride()
+
+
+# -- adaptive average pooling (kernel.adaptive_avg_pool) ---------------------------------------
+ADAPTIVE = """\
+func @f(%x: f32[B, 16, ?]@cpu, %size: int) -> f32[B, 16, ?]@cpu {
+  %0 : f32[B, 16, ?]@cpu = torch.call(%x, %size) {callee = "torch.nn.functional.adaptive_avg_pool1d", aten = "aten::adaptive_avg_pool1d"}
+  func.return(%0)
+}
+"""
+
+
+def test_an_adaptive_average_pool_of_any_size_is_a_kernel() -> None:
+    """The output size need not be known: the kernel takes it as an argument."""
+    assert after(ADAPTIVE, pool_kernels) == """\
+func @f(%x: f32[B, 16, ?]@cpu, %size: int) -> f32[B, 16, ?]@cpu {
+  %0 : f32[B, 16, ?]@cpu = kernel.adaptive_avg_pool(%x, %size) {name = "adaptive_avg_pool1d"}
+  func.return(%0)
+}
+"""
+
+
+def test_a_constant_adaptive_pool_size_becomes_the_kernels_operand() -> None:
+    text = ADAPTIVE.replace("%x: f32[B, 16, ?]@cpu, %size: int", "%x: f64[16, 40]@cpu").replace(
+        "f32[B, 16, ?]@cpu = torch.call(%x, %size)", "f64[16, 5]@cpu = torch.call(%x, %size)").replace(
+        "-> f32[B, 16, ?]@cpu", "-> f64[16, 5]@cpu").replace(
+        "  %0 :", "  %size : tuple[int] = py.constant() {value = (5,)}\n  %0 :")
+    assert after(text, pool_kernels, dce) == """\
+func @f(%x: f64[16, 40]@cpu) -> f64[16, 5]@cpu {
+  %0 : int = py.constant() {value = 5}
+  %1 : f64[16, 5]@cpu = kernel.adaptive_avg_pool(%x, %0) {name = "adaptive_avg_pool1d"}
+  func.return(%1)
+}
+"""
+
+
+@pytest.mark.parametrize("change", [
+    ("f32[B, 16, ?]@cpu", "f32[B, 16, ?]@cuda"),  # (no Triton kernel for it: torch's own on CUDA)
+    ("f32[B, 16, ?]@cpu", "f16[B, 16, ?]@cpu"),  # (torch sums 16-bit floats in float32)
+    ("f32[B, 16, ?]@cpu", "f32[B, 2, 16, ?]@cpu"),  # (adaptive_avg_pool1d takes 2-d and 3-d)
+    ("%size: int", "%size: list[int]"),  # (a list whose length is not known here)
+])
+def test_adaptive_pools_that_stay(change: tuple[str, str]) -> None:
+    text = ADAPTIVE.replace(*change)
+    assert after(text, pool_kernels) == after(text)
+
+
+ADAPTIVE_SOURCE = """\
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def f(x: Tensor, sizes: list[int]) -> list[Tensor]:
+    return [F.adaptive_avg_pool1d(x, size) for size in sizes]
+"""
+
+
+def _adaptive_compiled(mod, example: torch.Tensor, cache: Path, monkeypatch) -> tuple:
+    from transpiler import script
+
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(cache))
+    compiled = script(mod.f, example_inputs=(example, [3]))
+    text = next((cache / "jit").glob("*.py")).read_text()
+    assert "adaptive_avg_pool1d_kernel(" in text
+    assert ("def adaptive_avg_pool1d_triton(" in text) == (os.environ["TORCHSCRIBE_BACKEND"] == "triton")
+    namespace: dict = {}
+    exec(compile(text, "adaptive_compiled", "exec"), namespace)
+    return compiled, namespace[re.search(r"def (adaptive_avg_pool1d\w*)\(", text)[1]]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_compiled_adaptive_pools_match_eager(dtype, backend, tmp_path, monkeypatch) -> None:
+    """Windows that overlap, that are one element, that cover the row; sizes above the length;
+    strided and 2-d inputs; torch's refusals and empty results (a size of 0) through torch. Bit for bit, but
+    a size of 1, where torch takes `mean`'s path (its own order of sums)."""
+    if backend == "triton" and not INTERPRETED:
+        pytest.skip("a GPU: test_triton_dispatch runs Triton on CUDA tensors")
+    monkeypatch.setenv("TORCHSCRIBE_BACKEND", backend)
+    sizes = [1, 2, 3, 7, 13, 49, 50, 51, 64, 200]
+    with imported_source(tmp_path, "adaptive", ADAPTIVE_SOURCE) as mod:
+        for example, calls in (
+                (torch.randn(4, 6, 50, dtype=dtype), (torch.randn(4, 6, 50, dtype=dtype), torch.randn(1, 6, 50, dtype=dtype),
+                                                      torch.randn(4, 50, 6, dtype=dtype).transpose(1, 2))),
+                (torch.randn(6, 50, dtype=dtype), (torch.randn(6, 50, dtype=dtype), torch.randn(50, 6, dtype=dtype).t()))):
+            compiled, launcher = _adaptive_compiled(mod, example, tmp_path / f"cache{example.dim()}", monkeypatch)
+            for x in calls:
+                with runtime.mode("strict"):
+                    got = compiled(x, sizes)
+                for size, g, e in zip(sizes, got, mod.f(x, sizes)):
+                    assert g.shape == e.shape and g.is_contiguous()
+                    if size == 1:
+                        assert_close_to_eager(g, e)
+                    else:
+                        assert torch.equal(g, e), size
+            empty = torch.randn(0, 6, 50, dtype=dtype) if example.dim() == 3 else torch.randn(6, 0, dtype=dtype)
+            assert launcher(example, 0).shape == example.shape[:-1] + (0,)
+            if example.dim() == 3:
+                assert launcher(empty, 7).shape == (0, 6, 7)
+            for bad in ((example, -2),) + (((empty, 3),) if example.dim() == 2 else ()):
+                with pytest.raises(RuntimeError):
+                    launcher(*bad)

@@ -413,6 +413,25 @@ def test_default_mode_values(monkeypatch: pytest.MonkeyPatch, value: str) -> Non
     assert runtime.current_mode() == "on"
 
 
+@pytest.mark.parametrize("value", [None, "", "on", "off", "strict", "fast"])
+def test_the_dispatchers_read_of_the_mode_is_current_mode(monkeypatch: pytest.MonkeyPatch, value: str | None) -> None:
+    """The dispatcher reads the mode without calling current_mode (runtime/modes.py): the same
+    answer for every setting, None where current_mode must report a bad one; an override first."""
+    from runtime import modes
+
+    if value is None:
+        monkeypatch.delenv("TORCHSCRIBE", raising=False)
+    else:
+        monkeypatch.setenv("TORCHSCRIBE", value)
+    read = modes.override() or modes.MODE_OF.get(modes.environ_get(modes.KEY, modes.UNSET))
+    if value == "fast":
+        assert read is None
+    else:
+        assert read == runtime.current_mode()
+    with runtime.mode("off"):
+        assert modes.override() == "off"
+
+
 # ----------------------------------------------------------------------------- guards
 
 

@@ -259,6 +259,15 @@ def _pool_lines(kernel: kernel_ops.PoolKernelOp) -> list[str]:
             "  saves: nothing by itself (torch's max_pool2d, without the indices torch computes)"]
 
 
+def _adaptive_pool_lines(kernel: kernel_ops.AdaptiveAvgPoolKernelOp) -> list[str]:
+    head = f"{kernel.kernel_name}: adaptive average pool over the last dim, the output size read at run time"
+    if kernel.loc is not None:
+        head += f" (line {kernel.loc.line})"
+    x, r = kernel.operands[0], kernel.result
+    return [head, f"  input 0: {_describe(x)}: {x.type}", f"  output 0: {r.name + ': ' if r.name else ''}{r.type}",
+            "  saves: no memory traffic; the time of torch's adaptive_avg_pool2d loop, which adaptive_avg_pool1d calls"]
+
+
 # -- what stayed Python ---------------------------------------------------------------------------
 def _why_python(op: Operation) -> tuple[str, str] | None:
     """(category, reason) of a tensor op left as a Python/torch call; None for no tensor op."""
@@ -366,6 +375,9 @@ def explain_function(func: ops.FuncOp, hints: bool = False, specialised: tuple[s
     for k in kernels:
         if isinstance(k, kernel_ops.PoolKernelOp):
             lines += [f"    {t}" for t in _pool_lines(k)]
+            continue
+        if isinstance(k, kernel_ops.AdaptiveAvgPoolKernelOp):
+            lines += [f"    {t}" for t in _adaptive_pool_lines(k)]
             continue
         if isinstance(k, kernel_ops.AutogradKernelOp):
             lines += [f"    {t}" for t in _autograd_lines(k)]

@@ -45,6 +45,26 @@ class PoolKernelOp(Kernel):
         return errors
 
 
+class AdaptiveAvgPoolKernelOp(Kernel):
+    """kernel.adaptive_avg_pool: `F.adaptive_avg_pool1d` of a 2-d or 3-d float tensor (any
+    strides) to the size its second operand (an int, known at run time) gives, as torch's CPU
+    kernel computes it: output i of a row is the sum, in order and in the input's dtype, of its
+    elements floor(i * L / S) to ceil((i + 1) * L / S) - 1, divided by their count. The result
+    is a fresh contiguous tensor of the input's rank (ir/passes/pool.py)."""
+
+    name = "kernel.adaptive_avg_pool"
+    traits = frozenset({PURE})
+
+    def verify_(self) -> list[str]:
+        if len(self.operands) != 2 or len(self.results) != 1:
+            return ["kernel.adaptive_avg_pool takes a tensor and an int and gives one tensor"]
+        x, r = self.operands[0].type, self.result.type
+        if not (isinstance(x, TensorType) and isinstance(r, TensorType) and x.shape is not None
+                and r.shape is not None and len(x.shape) == len(r.shape) in (2, 3) and x.dtype == r.dtype):
+            return ["kernel.adaptive_avg_pool maps a 2-d or 3-d tensor to one of its rank and dtype"]
+        return []
+
+
 class KernelOp(Kernel):
     """A fused kernel (ir/passes/fuse.py): one generated loop nest in place of a group of ops.
     Operands: the input tensors, then the scalar inputs (Python numbers); results: the output

@@ -44,7 +44,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("scales", fold_input_scales),  # a frozen program: a per-channel scale of a linear's input into its weight
     ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
     ("concat", write_into_cats),  # kernels write the parts of a cat into its result
-    ("pool", pool_kernels),  # max pooling of channels-last tensors by a kernel of our own
+    ("pool", pool_kernels),  # max pooling of channels-last tensors, adaptive average pooling: our kernels
     ("autograd_kernels", autograd_kernels),  # code autograd records: pointwise groups, kernels with backward kernels
     ("dce", dce),
     ("reinplace", reinplace),  # functional writes into new tensors nothing else reads back in place
