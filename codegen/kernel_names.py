@@ -53,12 +53,33 @@ def _eager_text(program: Program, sym: str) -> str:
     return print_op(func).replace(f"@{sym}(", "@(", 1)
 
 
+def _keys(program: Program, units: list[list[Kernel]], source_lines: dict[str, list[str]] | None) \
+        -> dict[Kernel, Hashable]:
+    """What makes two kernels one: a kernel's text but for its name; a group's, its kernels'
+    texts, the IR of its function of torch ops but for its name, and its attributes."""
+    keys: dict[Kernel, Hashable] = {}
+    for unit in units:
+        for k in unit:
+            if isinstance(k, AutogradKernelOp):
+                keys[k] = (tuple(keys[m] for m in unit[:-1]), _eager_text(program, k.eager), k.inputs, k.grads,
+                           k.depends, k.partial)
+            else:
+                keys[k] = kernel_text(k, source_lines, program.devices)
+    return keys
+
+
+def _free(base: str, fresh: list[tuple[Kernel, str]], keys: dict[Kernel, Hashable],
+          *holders: dict[str, Hashable]) -> bool:
+    """Whether each kernel of `fresh` (with its suffix) may be named `base` + suffix: no holder
+    has the name for another text (one of the same text is that kernel)."""
+    return all(h.get(base + s, keys[k]) == keys[k] for k, s in fresh for h in holders)
+
+
 def name_kernels(program: Program, taken: set[str], source_lines: dict[str, list[str]] | None) -> None:
     """Names the kernels of `program` apart and shares each kernel of one text (see the module
     docstring); `taken`: the names the module binds otherwise (its functions). Drops the
     function of torch ops of each group that shares an earlier group's."""
-    reserved = set(taken)
-    holder: dict[str, Hashable] = {name: None for name in taken}  # name -> the text of what has it
+    module: dict[str, Hashable] = {name: None for name in taken}  # name -> the text of what has it
     seen: dict[Hashable, str] = {}  # text -> its name
     eager: dict[str, str] = {}  # the text of a group's function of torch ops -> the function kept
     dropped: set[str] = set()
@@ -66,43 +87,32 @@ def name_kernels(program: Program, taken: set[str], source_lines: dict[str, list
         if not isinstance(func, FuncOp):
             continue
         units = _units(func)
-        keys: dict[Kernel, Hashable] = {}
-        for unit in units:
-            for k in unit:
-                keys[k] = kernel_text(k, source_lines, program.devices) if not isinstance(k, AutogradKernelOp) else (
-                    tuple(keys[m] for m in unit[:-1]), _eager_text(program, k.eager), k.inputs, k.grads, k.depends,
-                    k.partial)
-        own = {k.kernel_name: keys[k] for unit in units for k in unit}
+        keys = _keys(program, units, source_lines)
+        own = {k.kernel_name: keys[k] for unit in units for k in unit}  # (this function's names, as named)
         for unit in units:
             stem = unit[0].kernel_name
             suffixes = [k.kernel_name[len(stem):] if k.kernel_name.startswith(stem) else "" for k in unit]
             fresh = [(k, s) for k, s in zip(unit, suffixes) if keys[k] not in seen]
-
-            def free(base: str) -> bool:
-                # (a name held by a kernel of the same text is that kernel's: free)
-                return all(holder.get(base + s, keys[k]) == keys[k] and own.get(base + s, keys[k]) == keys[k]
-                           for k, s in fresh)
-
             base = stem
-            if not free(base):
+            if not _free(base, fresh, keys, module, own):
                 # another function's kernel: the source's function (`b`, `Block.forward`), then the
                 # specialisation's own (`b:float32_cpu`), then a number; a module-level name (the
                 # function `softmax` itself): a number
-                clash = any(stem + s in reserved for s in suffixes)
+                clash = any(module.get(stem + s, 0) is None for s in suffixes)
                 for owner in dict.fromkeys(() if clash else (func.sym_name.partition(":")[0], func.sym_name)):
                     base = f"{function_name(owner)}_{stem}"
-                    if free(base):
+                    if _free(base, fresh, keys, module, own):
                         break
                 prefix, n = base, 1
-                while not free(base):
+                while not _free(base, fresh, keys, module, own):
                     n += 1
                     base = f"{prefix}_{n}"
             for k, s in zip(unit, suffixes):
                 k.kernel_name = seen.setdefault(keys[k], base + s)
-                holder[k.kernel_name] = own[k.kernel_name] = keys[k]
+                module[k.kernel_name] = own[k.kernel_name] = keys[k]
             group = unit[-1]
             if isinstance(group, AutogradKernelOp):
-                kept = eager.setdefault(keys[group][1], group.eager)
+                kept = eager.setdefault(keys[group][1], group.eager)  # type: ignore[index]
                 if kept != group.eager:  # (an earlier group's: its function of torch ops serves both)
                     dropped.add(group.eager)
                     group.eager = kept
