@@ -93,7 +93,8 @@ def name_kernels(program: Program, taken: set[str], source_lines: dict[str, list
             stem = unit[0].kernel_name
             suffixes = [k.kernel_name[len(stem):] if k.kernel_name.startswith(stem) else "" for k in unit]
             fresh = [(k, s) for k, s in zip(unit, suffixes) if keys[k] not in seen]
-            base = stem
+            # (a group whose forward kernel is an earlier kernel: that kernel's name first)
+            base = next((b for b in (seen.get(keys[unit[0]]), stem) if b and _free(b, fresh, keys, module, own)), stem)
             if not _free(base, fresh, keys, module, own):
                 # another function's kernel: the source's function (`b`, `Block.forward`), then the
                 # specialisation's own (`b:float32_cpu`), then a number; a module-level name (the

@@ -13,8 +13,15 @@ from pathlib import Path
 import pytest
 
 from codegen.kernel_launchers import kernel_text
+from codegen.kernel_names import name_kernels
+from codegen.names import function_name
+from ir.core import ops
+from ir.core.graph import Program
 from ir.core.parser import parse_program
-from ir.kernel.ops import KernelOp
+from ir.core.rewrite import clone_op
+from ir.core.verifier import verify
+from ir.kernel.ops import AutogradKernelOp, KernelOp
+from ir.passes.autograd_kernels import autograd_kernels
 from transpiler.cli import main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -110,6 +117,72 @@ def test_the_examples_groups_keep_one_stem(path: Path) -> None:
     for name, forward, backward, *partial in groups(path.read_text()):
         assert backward == f"{forward}_backward" and partial in ([], [f"{forward}_backward_weights"]), \
             (name, forward, backward, partial)
+
+
+# -- on the IR: name_kernels ------------------------------------------------------------------------
+GATE = """func @f(%x: f32[B, 5]@cpu, %w: f32[5]@cpu) -> f32[B, 5]@cpu {
+  %0 : f32[B, 5]@cpu = torch.call(%x) {callee = "torch.sigmoid", aten = "aten::sigmoid"}
+  %y : f32[B, 5]@cpu = py.binary(%0, %w) {op = "*"}
+  func.return(%y)
+}
+"""
+
+
+def gates(*names: str) -> Program:
+    """GATE as functions `names`, each compiled for autograd: a group sigmoid_mul apiece."""
+    program = parse_program("\n".join(GATE.replace("@f(", f"@{n}(") for n in names))
+    program.autograd = True
+    autograd_kernels(program)
+    return program
+
+
+def named(program: Program) -> list[AutogradKernelOp]:
+    name_kernels(program, {function_name(f.sym_name) for f in program.funcs}, None)
+    verify(program)
+    return [op for op in program.walk() if isinstance(op, AutogradKernelOp)]
+
+
+def test_groups_of_one_text_are_one_group_with_one_function_of_torch_ops() -> None:
+    program = gates("f", "g")
+    assert [f.sym_name for f in program.funcs] == ["f.sigmoid_mul", "f", "g.sigmoid_mul", "g"]
+    first, second = named(program)
+    for k in (first, second):
+        assert (k.kernel_name, k.forward.kernel_name, k.backward.kernel_name, k.eager) == \
+            ("sigmoid_mul_autograd", "sigmoid_mul", "sigmoid_mul_backward", "f.sigmoid_mul")
+    assert [f.sym_name for f in program.funcs] == ["f.sigmoid_mul", "f", "g"]
+
+
+def test_a_group_whose_forward_kernel_is_an_earlier_kernel_takes_its_name_as_stem() -> None:
+    """A function before the group's holds its forward kernel under another name (`gate`): the
+    group calls that kernel, and its backward kernel and function object take its stem."""
+    program = gates("f")
+    [group] = [op for op in program.walk() if isinstance(op, AutogradKernelOp)]
+    h = ops.FuncOp.build("h", [v.type for v in group.operands], ["x", "w"], group.results[0].type)
+    kernel = clone_op(group.forward, dict(zip(group.forward.operands, h.body.args)))
+    kernel.kernel_name = "gate"
+    h.body.append(kernel)
+    h.body.append(ops.ReturnOp([kernel.result]))
+    program.funcs.insert(0, h)
+    [group] = named(program)
+    assert (kernel.kernel_name, group.forward.kernel_name, group.backward.kernel_name, group.kernel_name) == \
+        ("gate", "gate", "gate_backward", "gate_autograd")
+
+
+def test_a_group_moves_whole_where_another_functions_kernel_has_its_stem() -> None:
+    """g's group is named `sigmoid_mul` in g as f's is in f, but its kernels compute something
+    else: f's group keeps the name, g's moves, all its parts with it."""
+    program = gates("f", "g")
+    g = [op for op in program.walk() if isinstance(op, AutogradKernelOp)][1]
+    for kernel in (g.forward, g.backward):  # (a product made a sum: text apart, as another group's)
+        product = next(op for op in kernel.body.ops if op.attributes.get("op") == "*")
+        product.attributes["op"] = "+"
+    first, second = named(program)
+    assert (first.forward.kernel_name, first.backward.kernel_name, first.kernel_name) == \
+        ("sigmoid_mul", "sigmoid_mul_backward", "sigmoid_mul_autograd")
+    stem = second.forward.kernel_name
+    assert stem.startswith("g_sigmoid_mul")  # (`g_sigmoid_mul` itself is g's function of torch ops)
+    assert (second.backward.kernel_name, second.kernel_name) == (f"{stem}_backward", f"{stem}_autograd")
+    assert second.eager == "f.sigmoid_mul"  # (its torch ops are still f's: one function of them)
 
 
 # -- each kernel once -------------------------------------------------------------------------------
