@@ -36,7 +36,7 @@ def kernel_device(k: kernel_ops.Kernel) -> str:
 def kernel_text(k: kernel_ops.Kernel, source_lines: dict[str, list[str]] | None, devices: tuple[str, ...]) -> str:
     """The kernel's text, launchers included, but for its name: two kernels of one text are one
     kernel (resnet's blocks: the same source lines, sizes and dtypes), which the module writes
-    once under one name (codegen/module.name_kernels)."""
+    once under one name (codegen/kernel_names.name_kernels)."""
     name = k.kernel_name
     k.kernel_name = "kernel"
     try:
@@ -50,7 +50,7 @@ def kernel_text(k: kernel_ops.Kernel, source_lines: dict[str, list[str]] | None,
 def emit_kernels(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[str, list[str]] | None,
                  devices: tuple[str, ...] = ("cpu",)) -> None:
     """The three sections; Triton's where `devices` (Program.devices) or a kernel's tensors are
-    on CUDA. Kernels that share a name (one text: codegen/module.name_kernels) are written once."""
+    on CUDA. Kernels that share a name (one text: codegen/kernel_names.name_kernels) are written once."""
     once: dict[str, kernel_ops.Kernel] = {}
     for k in kernels:
         once.setdefault(k.kernel_name, k)

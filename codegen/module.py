@@ -100,8 +100,8 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     program's own file), for the comments that quote the source."""
     if isinstance(source_lines, list):
         source_lines = {program.source_file: source_lines}
-    reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
-    name_kernels(program, reserved, source_lines)
+    name_kernels(program, {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}, source_lines)
+    # (the functions left: name_kernels drops a group's function of torch ops that another's serves)
     reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     every = [op for op in program.walk() if isinstance(op, Kernel)]
     # (a group autograd records is a function object of its own kernels: bound after the functions)
