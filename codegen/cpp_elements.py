@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from codegen.cpp_text import atomic, bare_arguments
-from codegen.elements import Element, Parts, compute_dtype, divides, element_of, is_transcendental
+from codegen.elements import Element, Parts, compute_dtype, divides, element_of, is_transcendental, value_names
 from codegen.launcher_text import with_source
 from codegen.writer import Writer
 from ir.core import ops
@@ -148,14 +148,10 @@ class Body:
         self.op = op
         self.source_lines = source_lines
         self.n_in = op.inputs
-        self.names: dict[Value, str] = {}
-        for k, a in enumerate(op.body.args):
-            self.names[a] = f"a{k}" if k < self.n_in else f"s{k - self.n_in}"
-        for n, inner in enumerate(op.body.ops):
+        self.names: dict[Value, str] = value_names(op)
+        for inner in op.body.ops:
             if isinstance(inner, ops.ConstantOp):
                 self.names[inner.result] = literal(inner.attributes["value"])
-            elif inner.results:
-                self.names[inner.result] = f"v{n}"
 
     def load(self, k: int, at: str) -> str:
         dtype = self.op.body.args[k].type.dtype  # type: ignore[union-attr]

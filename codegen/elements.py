@@ -250,4 +250,17 @@ def _zero_dim_values(kernel: kernel_ops.KernelOp) -> set[Value]:
     return zero
 
 
-__all__ = ["Element", "Parts", "ELEMENTS", "FORMS", "entry", "element_of", "compute_dtype"]
+def value_names(kernel: kernel_ops.KernelOp) -> dict[Value, str]:
+    """The names both backends give a kernel's element values: `a<k>` for tensor input k,
+    `s<k>` for scalar input k, and `v0`, `v1`, ... for the results of the body's ops in order,
+    counted from the kernel's own first op and skipping constants (printed as literals): two
+    kernels of the same computation print the same text, wherever their constants were placed
+    (one shared by the whole group, or a copy per op that reads it), and so are written once
+    (codegen/kernel_names.py)."""
+    n_in = kernel.inputs
+    names = {a: f"a{k}" if k < n_in else f"s{k - n_in}" for k, a in enumerate(kernel.body.args)}
+    computed = [inner.result for inner in kernel.body.ops if inner.results and not isinstance(inner, ops.ConstantOp)]
+    return names | {v: f"v{n}" for n, v in enumerate(computed)}
+
+
+__all__ = ["Element", "Parts", "ELEMENTS", "FORMS", "entry", "element_of", "compute_dtype", "value_names"]

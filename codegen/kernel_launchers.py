@@ -33,24 +33,24 @@ def kernel_device(k: kernel_ops.Kernel) -> str:
     return k.results[0].type.device  # type: ignore[union-attr,return-value]
 
 
-def share_identical_kernels(kernels: list[kernel_ops.Kernel], source_lines: dict[str, list[str]] | None,
-                            devices: tuple[str, ...]) -> None:
-    """A kernel whose text, launchers included, is an earlier kernel's but for its name (resnet's
-    blocks: the same source lines, sizes and dtypes) takes that kernel's name, so the module holds
-    it once."""
-    first: dict[str, str] = {}
-    for k in kernels:
-        name = k.kernel_name
-        k.kernel_name = "kernel"
+def kernel_text(k: kernel_ops.Kernel, source_lines: dict[str, list[str]] | None, devices: tuple[str, ...]) -> str:
+    """The kernel's text, launchers included, but for its name: two kernels of one text are one
+    kernel (resnet's blocks: the same source lines, sizes and dtypes), which the module writes
+    once under one name (codegen/kernel_names.name_kernels)."""
+    name = k.kernel_name
+    k.kernel_name = "kernel"
+    try:
         w = Writer()
         emit_kernels(w, [k], source_lines, devices)
-        k.kernel_name = first.setdefault(w.text(), name)
+        return w.text()
+    finally:
+        k.kernel_name = name
 
 
 def emit_kernels(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[str, list[str]] | None,
                  devices: tuple[str, ...] = ("cpu",)) -> None:
     """The three sections; Triton's where `devices` (Program.devices) or a kernel's tensors are
-    on CUDA. Kernels that share a name (`share_identical_kernels`) are written once."""
+    on CUDA. Kernels that share a name (one text: codegen/kernel_names.name_kernels) are written once."""
     once: dict[str, kernel_ops.Kernel] = {}
     for k in kernels:
         once.setdefault(k.kernel_name, k)

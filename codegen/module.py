@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from codegen.autograd_kernels import emit_autograd_functions
-from codegen.kernel_launchers import emit_kernels, share_identical_kernels
+from codegen.kernel_launchers import emit_kernels
+from codegen.kernel_names import name_kernels
 from codegen.names import function_name, model_module_name
 from codegen.pyformat import format_python
 from codegen.python_function import FunctionEmitter
@@ -42,38 +43,6 @@ class Header:
     # the project's [tool.torchscribe] settings, when not the defaults: written as SETTINGS
     # (transpiler/settings.py), so that a change of them makes the module stale
     settings: dict[str, list[str]] | None = None
-
-
-def unique_kernel_names(program: Program, taken: set[str]) -> None:
-    """Kernels are named per function (ir/kernel/names.py); in the module they share, a name an
-    earlier function's kernel has is prefixed with the function's name in the source
-    (`b_softmax`), so that an edit of one function renames no kernel of another beyond the one
-    whose name it comes to share (a number would shift every later one); a module-level name in
-    `taken` (the function `softmax`) takes a number (`softmax_2`). Renames the kernel ops, so the
-    IR says what the module does."""
-    reserved, taken = set(taken), set(taken)
-    for func in program.funcs:
-        kernels = [op for op in func.walk() if isinstance(op, Kernel)]
-        own = {k.kernel_name for k in kernels}
-        for k in kernels:
-            name = k.kernel_name
-            if name in taken:
-                # another function's kernel: the source's function (`b`, `Block.forward`), then
-                # the specialisation's own (`b:float32_cpu`), then a number; a module-level name
-                # (the function `softmax` itself): a number
-                owners = (func.sym_name.partition(":")[0], func.sym_name) if name not in reserved else ()
-                base = name
-                for owner in dict.fromkeys(owners):
-                    base = name = f"{function_name(owner)}_{k.kernel_name}"
-                    if name not in taken and name not in own:
-                        break
-                n = 1
-                while name in taken or name in own:
-                    n += 1
-                    name = f"{base}_{n}"
-                own.add(name)
-                k.kernel_name = name
-        taken |= {k.kernel_name for k in kernels}
 
 
 @dataclass(frozen=True)
@@ -131,13 +100,13 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     program's own file), for the comments that quote the source."""
     if isinstance(source_lines, list):
         source_lines = {program.source_file: source_lines}
+    name_kernels(program, {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}, source_lines)
+    # (the functions left: name_kernels drops a group's function of torch ops that another's serves)
+    reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
     every = [op for op in program.walk() if isinstance(op, Kernel)]
     # (a group autograd records is a function object of its own kernels: bound after the functions)
     grouped = [op for op in every if isinstance(op, AutogradKernelOp)]
     kernels = [op for op in every if not isinstance(op, AutogradKernelOp)]
-    reserved = {function_name(f.sym_name) for f in program.funcs if isinstance(f, FuncOp)}
-    unique_kernel_names(program, reserved)
-    share_identical_kernels(kernels, source_lines, program.devices)
     reserved |= {k.kernel_name for k in grouped} | ({AUTOGRAD.alias} if grouped else set())
     reserved |= {k.kernel_name for k in kernels} | ({"KERNELS_CPP", KERNELS.alias, "_lib"} if kernels else set())
     # Kept Python code (permissive mode) reads module-level names through the model's modules.

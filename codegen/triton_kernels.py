@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 
 import runtime
-from codegen.elements import Parts, compute_dtype, element_of
+from codegen.elements import Parts, compute_dtype, element_of, value_names
 from codegen.launcher_text import kernel_args, module_reads, size_texts, with_source
 from codegen.writer import Writer
 from ir.core import ops
@@ -133,12 +133,7 @@ class _Kernel:
         assert not self.into or (self.rank > 0 and isinstance(op, kernel_ops.PointwiseKernelOp))  # (ir/passes/concat.py)
         self.strided = [_strided_dims(v.type, self.shape) for v in self.tensors]  # type: ignore[arg-type]
         self.body = op.body
-        self.names: dict[Value, str] = {}
-        for k, a in enumerate(self.body.args):
-            self.names[a] = f"a{k}" if k < self.n_in else f"s{k - self.n_in}"
-        for n, inner in enumerate(self.body.ops):
-            if inner.results and not isinstance(inner, ops.ConstantOp):
-                self.names[inner.result] = f"v{n}"
+        self.names: dict[Value, str] = value_names(op)
         self.yielded = list(self.body.terminator.operands)
         # Size arguments: the number of rows, then the sizes the kernel decomposes a row index with
         # (dims 1 .. rank-2) and the last dim's.

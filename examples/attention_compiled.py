@@ -15,7 +15,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "attention.py"
 SOURCE_HASH = "sha256:22c1d8ec14c481fe96fe7ed7ba2e9138132ebbace55078383b11685326163a84"
-BODY_HASH = "sha256:64e877db62673f070cf78a253230b550e104316d500e85295796f601e307fd25"
+BODY_HASH = "sha256:b26d9f5d9187549af33665b19a08d74cd7d5c1ada66be1d050ad2c4865d7a799"
 TORCH_VERSION = "2.13"
 
 
@@ -24,62 +24,62 @@ KERNELS_CPP = r"""
 
 static TS_NOINLINE void masked_fill_softmax_row(int64_t n3, ts_out<float> out0, ts_in<float> p1) {
   const float* p0 = out0;
-  float* b13p = out0;  // v13 along the row, in the output row until the last pass
-  // pass 1 over the row: amax v6
-  float acc6 = -INFINITY, acc6_check = 0;
-  #pragma omp simd reduction(max:acc6) reduction(+:acc6_check)
+  float* b8p = out0;  // v8 along the row, in the output row until the last pass
+  // pass 1 over the row: amax v3
+  float acc3 = -INFINITY, acc3_check = 0;
+  #pragma omp simd reduction(max:acc3) reduction(+:acc3_check)
   for (int64_t j = 0; j < n3; ++j) {
     const float a0 = p0[j], a1 = p1[j];
     // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-    const float v1 = a0 / 4.0f;
+    const float v0 = a0 / 4.0f;
     // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
-    const bool v3 = a1 == 0.0f;
-    const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
-    acc6 = v5 > acc6 ? v5 : acc6;
-    acc6_check += static_cast<float>(v5 != v5);
+    const bool v1 = a1 == 0.0f;
+    const float v2 = sel(v1, static_cast<float>(-INFINITY), v0);
+    acc3 = v2 > acc3 ? v2 : acc3;
+    acc3_check += static_cast<float>(v2 != v2);
   }
-  if (acc6_check != 0) {  // a NaN in the row: the exact, NaN-propagating loop
-    acc6 = -INFINITY;
+  if (acc3_check != 0) {  // a NaN in the row: the exact, NaN-propagating loop
+    acc3 = -INFINITY;
     for (int64_t j = 0; j < n3; ++j) {
       const float a0 = p0[j], a1 = p1[j];
       // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-      const float v1 = a0 / 4.0f;
+      const float v0 = a0 / 4.0f;
       // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
-      const bool v3 = a1 == 0.0f;
-      const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
-      acc6 = ts_max(acc6, v5);
+      const bool v1 = a1 == 0.0f;
+      const float v2 = sel(v1, static_cast<float>(-INFINITY), v0);
+      acc3 = ts_max(acc3, v2);
     }
   }
-  const float v6 = acc6;
-  // pass 2 over the row: sum v14
-  double acc14 = 0;
+  const float v3 = acc3;
+  // pass 2 over the row: sum v9
+  double acc9 = 0;
   for (int64_t j0 = 0; j0 < n3; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n3, j0 + 1024);
-    float part14 = 0;
-    #pragma omp simd reduction(+:part14)
+    float part9 = 0;
+    #pragma omp simd reduction(+:part9)
     for (int64_t j = j0; j < j1; ++j) {
       const float a0 = p0[j], a1 = p1[j];
       // scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
-      const float v1 = a0 / 4.0f;
+      const float v0 = a0 / 4.0f;
       // scores = scores.masked_fill(self.mask[:T, :T] == 0, float("-inf"))
-      const bool v3 = a1 == 0.0f;
-      const float v5 = sel(v3, static_cast<float>(-INFINITY), v1);
+      const bool v1 = a1 == 0.0f;
+      const float v2 = sel(v1, static_cast<float>(-INFINITY), v0);
       // weights = F.softmax(scores, dim=-1)
-      const float v7 = v5 - v6, v9 = ts_max(v7, -87.0f), v10 = torchscribe::ts_exp(v9);
-      const bool v11 = v7 < -87.0f;
-      const float v13 = sel(v11, 0.0f, v10);
-      b13p[j] = v13;
-      part14 += v13;
+      const float v4 = v2 - v3, v5 = ts_max(v4, -87.0f), v6 = torchscribe::ts_exp(v5);
+      const bool v7 = v4 < -87.0f;
+      const float v8 = sel(v7, 0.0f, v6);
+      b8p[j] = v8;
+      part9 += v8;
     }
-    acc14 += part14;
+    acc9 += part9;
   }
-  const float v14 = static_cast<float>(acc14);
+  const float v9 = static_cast<float>(acc9);
   // pass 3 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n3; ++j) {
     // weights = F.softmax(scores, dim=-1)
-    const float v13 = b13p[j], v15 = v13 / v14;
-    out0[j] = v15;
+    const float v8 = b8p[j], v10 = v8 / v9;
+    out0[j] = v10;
   }
 }
 

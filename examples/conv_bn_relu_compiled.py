@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:f2b391c7eaa54e466a32781043a3b6a9a0c961d189fd2e2e5b92d2b6ed5558cd"
+BODY_HASH = "sha256:263430570f367da4e15b2f8c15f4302641e66afc1c0bf235d022ba085c1f0107"
 TORCH_VERSION = "2.13"
 
 
@@ -27,12 +27,12 @@ extern "C" void bn_relu_kernel(
   ts_fold_into(n2, n3, true);
   ts_rows_of({n0, n1, n2}, n3, [&](auto i0, auto i1, auto i2, auto o) {
     // return self.relu(self.bn(self.conv(x)))
-    const float v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
-        v6 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v4);
+    const float v3 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
+        v5 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v3);
     #pragma omp simd
     for (int64_t j = 0; j < n3; ++j) {
       const float a4 = out0[o + j];
-      out0[o + j] = ts_max((a4 * v4) + v6, 0.0f);
+      out0[o + j] = ts_max((a4 * v3) + v5, 0.0f);
     }
   });
 }
@@ -88,10 +88,10 @@ extern "C" void bn_2_kernel(
     for (int64_t j = 0; j < end - o; ++j) {
       // return self.relu(self.bn(self.conv(x)))
       const float a0 = p0[j * in0_step],
-          v5 = (float(1) / std::sqrt((a0 / static_cast<float>(s0)) + 1e-05f)) * p1[j * in1_step];
-      out0[o + j] = v5;
+          v4 = (float(1) / std::sqrt((a0 / static_cast<float>(s0)) + 1e-05f)) * p1[j * in1_step];
+      out0[o + j] = v4;
       const float a2 = p2[j * in2_step];
-      out1[o + j] = p3[j * in3_step] - (a2 * v5);
+      out1[o + j] = p3[j * in3_step] - (a2 * v4);
       out2[o + j] = (a2 * 0.1f) + (p4[j * in4_step] * 0.9f);
       out3[o + j] = ((a0 / static_cast<float>(s1)) * 0.1f) + (p5[j * in5_step] * 0.9f);
     }

@@ -14,7 +14,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:ed44758602c7399c2bb322c582b5f41a08ec00fc86ccc232d3b42d7e81beb555"
+BODY_HASH = "sha256:bbf984eeaef118b163b95656434941923c6a0111f88bb46bdc5db1d45d87b8de"
 TORCH_VERSION = "2.13"
 
 
@@ -37,50 +37,18 @@ extern "C" void sigmoid_tanh_kernel(
         in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
     ts_elements<4>(n1, [&](int64_t j) TS_INLINE {
       // i = torch.sigmoid(i)
-      const float v4 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
+      const float v3 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
       // f = torch.sigmoid(f)
-      const float v8 = float(1) / (1.0f + torchscribe::ts_exp(-p1[j * in1_step]));
+      const float v7 = float(1) / (1.0f + torchscribe::ts_exp(-p1[j * in1_step]));
       // g = torch.tanh(g)
-      const float v9 = torchscribe::ts_tanh(p2[j * in2_step]);
+      const float v8 = torchscribe::ts_tanh(p2[j * in2_step]);
       // o = torch.sigmoid(o)
-      const float v13 = float(1) / (1.0f + torchscribe::ts_exp(-p3[j * in3_step]));
+      const float v12 = float(1) / (1.0f + torchscribe::ts_exp(-p3[j * in3_step]));
       // c = f * c + i * g
-      const float v16 = (v8 * p4[j * in4_step]) + (v4 * v9);
+      const float v15 = (v7 * p4[j * in4_step]) + (v3 * v8);
       // h = o * torch.tanh(c)
-      const float y1 = v13 * torchscribe::ts_tanh(v16);
-      return [=] { out0[o + j] = v16; out1[o + j] = y1; };
-    });
-  });
-}
-
-extern "C" void LSTM_forward_sigmoid_tanh_kernel(
-    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
-    int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1,
-    ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, ts_in<float> in3, int64_t in3_s0,
-    int64_t in3_s1, ts_in<float> in4, int64_t in4_s0, int64_t in4_s1) {
-  ts_fold_into(n0, n1, in0_s0 == in0_s1 * n1 && in1_s0 == in1_s1 * n1 && in2_s0 == in2_s1 * n1 && in3_s0 == in3_s1 * n1 && in4_s0 == in4_s1 * n1, in0_s0, in1_s0, in2_s0, in3_s0, in4_s0);
-  ts_rows_of({in0_s1, in1_s1, in2_s1, in3_s1, in4_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p1 = in1 + i0 * in1_s0;
-    const auto* p2 = in2 + i0 * in2_s0;
-    const auto* p3 = in3 + i0 * in3_s0;
-    const auto* p4 = in4 + i0 * in4_s0;
-    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s1,
-        in2_step = unit ? 1 : in2_s1, in3_step = unit ? 1 : in3_s1, in4_step = unit ? 1 : in4_s1;
-    ts_elements<4>(n1, [&](int64_t j) TS_INLINE {
-      // i = torch.sigmoid(i)
-      const float v4 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
-      // f = torch.sigmoid(f)
-      const float v9 = float(1) / (1.0f + torchscribe::ts_exp(-p1[j * in1_step]));
-      // g = torch.tanh(g)
-      const float v10 = torchscribe::ts_tanh(p2[j * in2_step]);
-      // o = torch.sigmoid(o)
-      const float v15 = float(1) / (1.0f + torchscribe::ts_exp(-p3[j * in3_step]));
-      // c = f * c + i * g
-      const float v18 = (v9 * p4[j * in4_step]) + (v4 * v10);
-      // h = o * torch.tanh(c)
-      const float y1 = v15 * torchscribe::ts_tanh(v18);
-      return [=] { out0[o + j] = v18; out1[o + j] = y1; };
+      const float y1 = v12 * torchscribe::ts_tanh(v15);
+      return [=] { out0[o + j] = v15; out1[o + j] = y1; };
     });
   });
 }
@@ -108,30 +76,30 @@ extern "C" void sigmoid_tanh_backward_kernel(
         in5_step = unit ? 1 : in5_s1, in6_step = unit ? 1 : in6_s1;
     ts_elements<4>(n1, [&](int64_t j) TS_INLINE {
       // i = torch.sigmoid(i)
-      const float v4 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
+      const float v3 = float(1) / (1.0f + torchscribe::ts_exp(-p0[j * in0_step]));
       // f = torch.sigmoid(f)
-      const float v9 = float(1) / (1.0f + torchscribe::ts_exp(-p1[j * in1_step]));
+      const float v7 = float(1) / (1.0f + torchscribe::ts_exp(-p1[j * in1_step]));
       // g = torch.tanh(g)
-      const float v10 = torchscribe::ts_tanh(p2[j * in2_step]);
+      const float v8 = torchscribe::ts_tanh(p2[j * in2_step]);
       // o = torch.sigmoid(o)
-      const float v15 = float(1) / (1.0f + torchscribe::ts_exp(-p3[j * in3_step]));
+      const float v12 = float(1) / (1.0f + torchscribe::ts_exp(-p3[j * in3_step]));
       // c = f * c + i * g
-      const float a4 = p4[j * in4_step], v18 = (v9 * a4) + (v4 * v10);
+      const float a4 = p4[j * in4_step], v15 = (v7 * a4) + (v3 * v8);
       // h = o * torch.tanh(c)
-      const float v19 = torchscribe::ts_tanh(v18), a6 = p6[j * in6_step], v20 = a6 * v19,
-          v26 = p5[j * in5_step] + ((a6 * v15) * (1.0f - (v19 * v19)));
+      const float v16 = torchscribe::ts_tanh(v15), a6 = p6[j * in6_step], v17 = a6 * v16,
+          v22 = p5[j * in5_step] + ((a6 * v12) * (1.0f - (v16 * v16)));
       // c = f * c + i * g
-      const float v27 = v26 * v10, v28 = v26 * v4, v29 = v26 * a4;
+      const float v23 = v22 * v8, v24 = v22 * v3, v25 = v22 * a4;
       // i = torch.sigmoid(i)
-      const float y0 = (v27 * (1.0f - v4)) * v4;
+      const float y0 = (v23 * (1.0f - v3)) * v3;
       // f = torch.sigmoid(f)
-      const float y1 = (v29 * (1.0f - v9)) * v9;
+      const float y1 = (v25 * (1.0f - v7)) * v7;
       // g = torch.tanh(g)
-      const float y2 = v28 * (1.0f - (v10 * v10));
+      const float y2 = v24 * (1.0f - (v8 * v8));
       // o = torch.sigmoid(o)
-      const float y3 = (v20 * (1.0f - v15)) * v15;
+      const float y3 = (v17 * (1.0f - v12)) * v12;
       // c = f * c + i * g
-      const float y4 = v26 * v9;
+      const float y4 = v22 * v7;
       return [=] {
         out0[o + j] = y0;
         out1[o + j] = y1;
@@ -148,20 +116,6 @@ _lib = _kernels.Library(KERNELS_CPP)
 
 def sigmoid_tanh(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
     return _lib.sigmoid_tanh_kernel(
-        8,
-        64,
-        torch.empty(8, 64, dtype=torch.float32),
-        torch.empty(8, 64, dtype=torch.float32),
-        in0,
-        in1,
-        in2,
-        in3,
-        in4,
-    )
-
-
-def LSTM_forward_sigmoid_tanh(in0, in1, in2, in3, in4) -> tuple[Tensor, Tensor]:
-    return _lib.LSTM_forward_sigmoid_tanh_kernel(
         8,
         64,
         torch.empty(8, 64, dtype=torch.float32),
@@ -305,7 +259,7 @@ def LSTM_forward_autograd(
 # Each group of pointwise ops that autograd records: its forward kernel, its backward kernel
 # and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).
 sigmoid_tanh_autograd = _autograd.Pointwise(
-    LSTM_forward_sigmoid_tanh,
+    sigmoid_tanh,
     sigmoid_tanh_backward,
     LSTM_forward_sigmoid_tanh_autograd,
     grads=(0, 1, 2, 3, 4),

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:2e0a9150e490b064033e781c3cc5ecaa75003a5d0d0ed4c0be39d00068f6913d"
+BODY_HASH = "sha256:4e12484645220177404558c2b164b05049e45f2b7153b9fd0b1fe0d0689f45d3"
 TORCH_VERSION = "2.13"
 
 
@@ -55,45 +55,45 @@ static TS_NOINLINE void fc2_norm_row(
   }
   const float v2 = static_cast<float>(acc2);
   // return self.norm(x + h)
-  const float v4 = v2 / 64.0f;
-  // pass 2 over the row: sum v6
-  double acc6 = 0;
+  const float v3 = v2 / 64.0f;
+  // pass 2 over the row: sum v5
+  double acc5 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    float part6 = 0;
-    #pragma omp simd reduction(+:part6)
+    float part5 = 0;
+    #pragma omp simd reduction(+:part5)
     for (int64_t j = j0; j < j1; ++j) {
       const float a0 = p0[j], a1 = p1[j], a2 = p2[j];
       // h = self.fc2(h)
       const float v0 = a0 + a1;
       // return self.norm(x + h)
-      const float v1 = a2 + v0, v5 = v1 - v4;
-      part6 += v5;
+      const float v1 = a2 + v0, v4 = v1 - v3;
+      part5 += v4;
     }
-    acc6 += part6;
+    acc5 += part5;
   }
-  const float v6 = static_cast<float>(acc6);
+  const float v5 = static_cast<float>(acc5);
   // return self.norm(x + h)
-  const float v7 = v6 / 64.0f, v8 = v4 + v7;
-  // pass 3 over the row: sum v11
-  double acc11 = 0;
+  const float v6 = v5 / 64.0f, v7 = v3 + v6;
+  // pass 3 over the row: sum v10
+  double acc10 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    float part11 = 0;
-    #pragma omp simd reduction(+:part11)
+    float part10 = 0;
+    #pragma omp simd reduction(+:part10)
     for (int64_t j = j0; j < j1; ++j) {
       const float a0 = p0[j], a1 = p1[j], a2 = p2[j];
       // h = self.fc2(h)
       const float v0 = a0 + a1;
       // return self.norm(x + h)
-      const float v1 = a2 + v0, v9 = v1 - v8, v10 = v9 * v9;
-      part11 += v10;
+      const float v1 = a2 + v0, v8 = v1 - v7, v9 = v8 * v8;
+      part10 += v9;
     }
-    acc11 += part11;
+    acc10 += part10;
   }
-  const float v11 = static_cast<float>(acc11);
+  const float v10 = static_cast<float>(acc10);
   // return self.norm(x + h)
-  const float v12 = v11 / 64.0f, v14 = v12 + 1e-05f, v15 = float(1) / std::sqrt(v14);
+  const float v11 = v10 / 64.0f, v12 = v11 + 1e-05f, v13 = float(1) / std::sqrt(v12);
   // pass 4 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
@@ -101,8 +101,8 @@ static TS_NOINLINE void fc2_norm_row(
     // h = self.fc2(h)
     const float v0 = a0 + a1;
     // return self.norm(x + h)
-    const float v1 = a2 + v0, v9 = v1 - v8, v16 = v9 * v15, v17 = v16 * a3, v18 = v17 + a4;
-    out0[j] = v18;
+    const float v1 = a2 + v0, v8 = v1 - v7, v14 = v8 * v13, v15 = v14 * a3, v16 = v15 + a4;
+    out0[j] = v16;
   }
 }
 

@@ -14,7 +14,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "module_list.py"
 SOURCE_HASH = "sha256:909c665c42b5fa9d4225791b93c6a27d9799ca89e0e01e3d6c64a52e4c74e80b"
-BODY_HASH = "sha256:a7944a30c0b8b611e01622859674f01f7afda55c8c7c430c853effbedfea07c5"
+BODY_HASH = "sha256:d0b6558eb0140ec06a6bc68f105120ca48fa16c27d6ed896066e0ef984230871"
 TORCH_VERSION = "2.13"
 
 
@@ -37,48 +37,48 @@ static TS_NOINLINE void norm_row(
   }
   const float v0 = static_cast<float>(acc0);
   // return F.silu(self.fc(self.norm(x)))
-  const float v2 = v0 / 64.0f;
-  // pass 2 over the row: sum v4
-  double acc4 = 0;
+  const float v1 = v0 / 64.0f;
+  // pass 2 over the row: sum v3
+  double acc3 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    float part4 = 0;
-    #pragma omp simd reduction(+:part4)
+    float part3 = 0;
+    #pragma omp simd reduction(+:part3)
     for (int64_t j = j0; j < j1; ++j) {
       const float a0 = p0[j];
       // return F.silu(self.fc(self.norm(x)))
-      const float v3 = a0 - v2;
-      part4 += v3;
+      const float v2 = a0 - v1;
+      part3 += v2;
     }
-    acc4 += part4;
+    acc3 += part3;
   }
-  const float v4 = static_cast<float>(acc4);
+  const float v3 = static_cast<float>(acc3);
   // return F.silu(self.fc(self.norm(x)))
-  const float v5 = v4 / 64.0f, v6 = v2 + v5;
-  // pass 3 over the row: sum v9
-  double acc9 = 0;
+  const float v4 = v3 / 64.0f, v5 = v1 + v4;
+  // pass 3 over the row: sum v8
+  double acc8 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    float part9 = 0;
-    #pragma omp simd reduction(+:part9)
+    float part8 = 0;
+    #pragma omp simd reduction(+:part8)
     for (int64_t j = j0; j < j1; ++j) {
       const float a0 = p0[j];
       // return F.silu(self.fc(self.norm(x)))
-      const float v7 = a0 - v6, v8 = v7 * v7;
-      part9 += v8;
+      const float v6 = a0 - v5, v7 = v6 * v6;
+      part8 += v7;
     }
-    acc9 += part9;
+    acc8 += part8;
   }
-  const float v9 = static_cast<float>(acc9);
+  const float v8 = static_cast<float>(acc8);
   // return F.silu(self.fc(self.norm(x)))
-  const float v10 = v9 / 64.0f, v12 = v10 + 1e-05f, v13 = float(1) / std::sqrt(v12);
+  const float v9 = v8 / 64.0f, v10 = v9 + 1e-05f, v11 = float(1) / std::sqrt(v10);
   // pass 4 over the row: out0
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
     const float a0 = p0[j], a1 = p1[j], a2 = p2[j];
     // return F.silu(self.fc(self.norm(x)))
-    const float v7 = a0 - v6, v14 = v7 * v13, v15 = v14 * a1, v16 = v15 + a2;
-    out0[j] = v16;
+    const float v6 = a0 - v5, v12 = v6 * v11, v13 = v12 * a1, v14 = v13 + a2;
+    out0[j] = v14;
   }
 }
 
@@ -103,74 +103,74 @@ static TS_NOINLINE void fc_silu_norm_row(
     int64_t n2, ts_out<float> out0, ts_out<float> out1, ts_in<float> p1, ts_in<float> p2,
     ts_in<float> p3, ts_in<float> p4) {
   const float* p0 = out1;
-  float* b8p = out1;  // v8 along the row, in the output row until the last pass
-  // pass 1 over the row: sum v9, out0
-  double acc9 = 0;
+  float* b6p = out1;  // v6 along the row, in the output row until the last pass
+  // pass 1 over the row: sum v7, out0
+  double acc7 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    float part9 = 0;
-    #pragma omp simd reduction(+:part9)
+    float part7 = 0;
+    #pragma omp simd reduction(+:part7)
     for (int64_t j = j0; j < j1; ++j) {
       const float a0 = p0[j], a1 = p1[j], a2 = p2[j];
       // return F.silu(self.fc(self.norm(x)))
-      const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v4 = 1.0f + v2,
-          v5 = v0 / v4;
+      const float v0 = a0 + a1, v1 = -v0, v2 = torchscribe::ts_exp(v1), v3 = 1.0f + v2,
+          v4 = v0 / v3;
       // x = x + self.residual_scale * layer(x)
-      const float v7 = 0.5f * v5, v8 = a2 + v7;
-      b8p[j] = v8;
-      out0[j] = v8;
-      part9 += v8;
+      const float v5 = 0.5f * v4, v6 = a2 + v5;
+      b6p[j] = v6;
+      out0[j] = v6;
+      part7 += v6;
     }
-    acc9 += part9;
+    acc7 += part7;
   }
-  const float v9 = static_cast<float>(acc9);
+  const float v7 = static_cast<float>(acc7);
   // return F.silu(self.fc(self.norm(x)))
-  const float v11 = v9 / 64.0f;
-  // pass 2 over the row: sum v13
-  double acc13 = 0;
+  const float v8 = v7 / 64.0f;
+  // pass 2 over the row: sum v10
+  double acc10 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    float part13 = 0;
-    #pragma omp simd reduction(+:part13)
+    float part10 = 0;
+    #pragma omp simd reduction(+:part10)
     for (int64_t j = j0; j < j1; ++j) {
       // x = x + self.residual_scale * layer(x)
-      const float v8 = b8p[j];
+      const float v6 = b6p[j];
       // return F.silu(self.fc(self.norm(x)))
-      const float v12 = v8 - v11;
-      part13 += v12;
+      const float v9 = v6 - v8;
+      part10 += v9;
     }
-    acc13 += part13;
+    acc10 += part10;
   }
-  const float v13 = static_cast<float>(acc13);
+  const float v10 = static_cast<float>(acc10);
   // return F.silu(self.fc(self.norm(x)))
-  const float v14 = v13 / 64.0f, v15 = v11 + v14;
-  // pass 3 over the row: sum v18
-  double acc18 = 0;
+  const float v11 = v10 / 64.0f, v12 = v8 + v11;
+  // pass 3 over the row: sum v15
+  double acc15 = 0;
   for (int64_t j0 = 0; j0 < n2; j0 += 1024) {  // blocks: summed in float, added in double
     const int64_t j1 = std::min(n2, j0 + 1024);
-    float part18 = 0;
-    #pragma omp simd reduction(+:part18)
+    float part15 = 0;
+    #pragma omp simd reduction(+:part15)
     for (int64_t j = j0; j < j1; ++j) {
       // x = x + self.residual_scale * layer(x)
-      const float v8 = b8p[j];
+      const float v6 = b6p[j];
       // return F.silu(self.fc(self.norm(x)))
-      const float v16 = v8 - v15, v17 = v16 * v16;
-      part18 += v17;
+      const float v13 = v6 - v12, v14 = v13 * v13;
+      part15 += v14;
     }
-    acc18 += part18;
+    acc15 += part15;
   }
-  const float v18 = static_cast<float>(acc18);
+  const float v15 = static_cast<float>(acc15);
   // return F.silu(self.fc(self.norm(x)))
-  const float v19 = v18 / 64.0f, v21 = v19 + 1e-05f, v22 = float(1) / std::sqrt(v21);
+  const float v16 = v15 / 64.0f, v17 = v16 + 1e-05f, v18 = float(1) / std::sqrt(v17);
   // pass 4 over the row: out1
   #pragma omp simd
   for (int64_t j = 0; j < n2; ++j) {
     const float a3 = p3[j], a4 = p4[j];
     // x = x + self.residual_scale * layer(x)
-    const float v8 = b8p[j];
+    const float v6 = b6p[j];
     // return F.silu(self.fc(self.norm(x)))
-    const float v16 = v8 - v15, v23 = v16 * v22, v24 = v23 * a3, v25 = v24 + a4;
-    out1[j] = v25;
+    const float v13 = v6 - v12, v19 = v13 * v18, v20 = v19 * a3, v21 = v20 + a4;
+    out1[j] = v21;
   }
 }
 
@@ -203,9 +203,9 @@ extern "C" void fc_silu_kernel(
     for (int64_t j = 0; j < n2; ++j) {
       // return F.silu(self.fc(self.norm(x)))
       const float a0 = out0[o + j], v0 = a0 + in1[j * in1_step],
-          v5 = v0 / (1.0f + torchscribe::ts_exp(-v0));
+          v4 = v0 / (1.0f + torchscribe::ts_exp(-v0));
       // x = x + self.residual_scale * layer(x)
-      out0[o + j] = p2[j * in2_step] + (0.5f * v5);
+      out0[o + j] = p2[j * in2_step] + (0.5f * v4);
     }
   });
 }
@@ -224,9 +224,9 @@ extern "C" void silu_kernel(
     #pragma omp simd
     for (int64_t j = 0; j < n2; ++j) {
       // return F.silu(self.fc(self.norm(x)))
-      const float a0 = p0[j * in0_step], v4 = a0 / (1.0f + torchscribe::ts_exp(-a0));
+      const float a0 = p0[j * in0_step], v3 = a0 / (1.0f + torchscribe::ts_exp(-a0));
       // x = x + self.residual_scale * layer(x)
-      out0[o + j] = p1[j * in1_step] + (0.5f * v4);
+      out0[o + j] = p1[j * in1_step] + (0.5f * v3);
     }
   });
 }
@@ -250,10 +250,10 @@ extern "C" void silu_backward_kernel(
     for (int64_t j = 0; j < n2; ++j) {
       const float a1 = p1[j * in1_step];
       // x = x + self.residual_scale * layer(x)
-      const float a2 = p2[j * in2_step], v1 = a2 * 0.5f;
+      const float a2 = p2[j * in2_step], v0 = a2 * 0.5f;
       // return F.silu(self.fc(self.norm(x)))
-      const float a0 = p0[j * in0_step], v6 = float(1) / (1.0f + torchscribe::ts_exp(-a0));
-      out0[o + j] = (v1 * v6) * (1.0f + (a0 * (1.0f - v6)));
+      const float a0 = p0[j * in0_step], v4 = float(1) / (1.0f + torchscribe::ts_exp(-a0));
+      out0[o + j] = (v0 * v4) * (1.0f + (a0 * (1.0f - v4)));
       out1[o + j] = a2;
     }
   });
@@ -276,10 +276,10 @@ extern "C" void silu_backward_weights_kernel(
     for (int64_t j = 0; j < n2; ++j) {
       const float a1 = p1[j * in1_step];
       // x = x + self.residual_scale * layer(x)
-      const float v1 = p2[j * in2_step] * 0.5f;
+      const float v0 = p2[j * in2_step] * 0.5f;
       // return F.silu(self.fc(self.norm(x)))
-      const float a0 = p0[j * in0_step], v6 = float(1) / (1.0f + torchscribe::ts_exp(-a0));
-      out0[o + j] = (v1 * v6) * (1.0f + (a0 * (1.0f - v6)));
+      const float a0 = p0[j * in0_step], v4 = float(1) / (1.0f + torchscribe::ts_exp(-a0));
+      out0[o + j] = (v0 * v4) * (1.0f + (a0 * (1.0f - v4)));
     }
   });
 }
@@ -428,30 +428,6 @@ def Stack_forward_silu_autograd(in0: Tensor, x: Tensor) -> Tensor:
     return x
 
 
-def Stack_forward_silu_2_autograd(in0: Tensor, x: Tensor) -> Tensor:
-    _guards.check_tensor(in0, "in0")
-    _guards.check_tensor(x, "x")
-    # x = x + self.residual_scale * layer(x)
-    x = x + 0.5 * F.silu(in0)  # f32[B, 16, 64]@cpu
-    return x
-
-
-def Stack_forward_silu_3_autograd(in0: Tensor, x: Tensor) -> Tensor:
-    _guards.check_tensor(in0, "in0")
-    _guards.check_tensor(x, "x")
-    # x = x + self.residual_scale * layer(x)
-    x = x + 0.5 * F.silu(in0)  # f32[B, 16, 64]@cpu
-    return x
-
-
-def Stack_forward_silu_4_autograd(in0: Tensor, x: Tensor) -> Tensor:
-    _guards.check_tensor(in0, "in0")
-    _guards.check_tensor(x, "x")
-    # x = x + self.residual_scale * layer(x)
-    x = x + 0.5 * F.silu(in0)  # f32[B, 16, 64]@cpu
-    return x
-
-
 Stack_forward_autograd_checks = Stack_forward_example_checks
 
 
@@ -505,7 +481,7 @@ def Stack_forward_autograd(self, x: Tensor) -> Tensor:
     norm_1 = _guards.attr(layer, "norm")
     fc = _guards.attr(layer, "fc")
     # x = x + self.residual_scale * layer(x)
-    x = silu_2_autograd(
+    x = silu_3_autograd(
         F.linear(
             F.layer_norm(
                 x,
@@ -525,7 +501,7 @@ def Stack_forward_autograd(self, x: Tensor) -> Tensor:
     norm_1 = _guards.attr(layer, "norm")
     fc = _guards.attr(layer, "fc")
     # x = x + self.residual_scale * layer(x)
-    x = silu_4_autograd(
+    x = silu_3_autograd(
         F.linear(
             F.layer_norm(
                 x,
@@ -555,13 +531,7 @@ silu_autograd = _autograd.Pointwise(
     partial=(silu_backward_weights, (0,)),
 )
 silu_3_autograd = _autograd.Pointwise(
-    silu, silu_backward, Stack_forward_silu_3_autograd, grads=(0, 1), depends=((0, 1),)
-)
-silu_2_autograd = _autograd.Pointwise(
-    silu, silu_backward, Stack_forward_silu_2_autograd, grads=(0, 1), depends=((0, 1),)
-)
-silu_4_autograd = _autograd.Pointwise(
-    silu, silu_backward, Stack_forward_silu_4_autograd, grads=(0, 1), depends=((0, 1),)
+    silu, silu_backward, Stack_forward_silu_autograd, grads=(0, 1), depends=((0, 1),)
 )
 
 

@@ -17,7 +17,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:424777f834e5ad1f544903cbaea210e7c3f9a48448fcf3b87b8a471d543a7d11"
+BODY_HASH = "sha256:54ccabd3b1496882b4a846915ec1be8926709dddc8d17861759b0fd7dfd09368"
 TORCH_VERSION = "2.13"
 
 
@@ -31,11 +31,11 @@ extern "C" void clamp_kernel(
   ts_rows_of({in1_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
     const auto* p1 = in1 + i0 * in1_s0;
     // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-    const float v1 = ts_max(in0[i0 * in0_s0], 1.0f);
+    const float v0 = ts_max(in0[i0 * in0_s0], 1.0f);
     const int64_t in1_step = unit ? 1 : in1_s1;
     #pragma omp simd
     for (int64_t j = 0; j < n1; ++j) {
-      out0[o + j] = p1[j * in1_step] / v1;
+      out0[o + j] = p1[j * in1_step] / v0;
     }
   });
 }
@@ -47,11 +47,11 @@ extern "C" void masked_fill_kernel(
   ts_rows_of({in1_s2}, {n0, n1}, n2, [&](auto unit, auto i0, auto i1, auto o) {
     const auto* p1 = in1 + i0 * in1_s0 + i1 * in1_s1;
     // pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-    const bool v1 = in0[i0 * in0_s0 + i1 * in0_s1] == 0.0f;
+    const bool v0 = in0[i0 * in0_s0 + i1 * in0_s1] == 0.0f;
     const int64_t in1_step = unit ? 1 : in1_s2;
     #pragma omp simd
     for (int64_t j = 0; j < n2; ++j) {
-      out0[o + j] = sel(v1, static_cast<float>(-INFINITY), p1[j * in1_step]);
+      out0[o + j] = sel(v0, static_cast<float>(-INFINITY), p1[j * in1_step]);
     }
   });
 }
@@ -66,14 +66,14 @@ extern "C" void clamp_backward_kernel(
     const auto* p1 = in1 + i0 * in1_s0;
     const auto* p2 = in2 + i0 * in2_s0;
     // pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-    const float a0 = in0[i0 * in0_s0], v1 = ts_max(a0, 1.0f);
-    const bool v8 = a0 >= 1.0f;
+    const float a0 = in0[i0 * in0_s0], v0 = ts_max(a0, 1.0f);
+    const bool v6 = a0 >= 1.0f;
     const int64_t in1_step = unit ? 1 : in1_s1, in2_step = unit ? 1 : in2_s1;
     #pragma omp simd
     for (int64_t j = 0; j < n1; ++j) {
       const float a2 = p2[j * in2_step];
-      out0[o + j] = sel(v8, (-a2) * ((p1[j * in1_step] / v1) / v1), 0.0f);
-      out1[o + j] = a2 / v1;
+      out0[o + j] = sel(v6, (-a2) * ((p1[j * in1_step] / v0) / v0), 0.0f);
+      out1[o + j] = a2 / v0;
     }
   });
 }

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "residual_block.py"
 SOURCE_HASH = "sha256:1205425ba3c645e4f504494115ee26a3ddc2be098a649f2dc2462b96bf8e4255"
-BODY_HASH = "sha256:d9eb28a3a5566502000cda778600d6ec2afbdf5de817caccbea613baea6ccabd"
+BODY_HASH = "sha256:7b4bdd669819ce987a8a35d0e2ae3596bb4ab0cabedb3dea22b1ca7c557277d9"
 TORCH_VERSION = "2.13"
 
 
@@ -27,13 +27,13 @@ extern "C" void bn1_relu_kernel(
   ts_fold_into(n2, n3, true);
   ts_rows_of({n0, n1, n2}, n3, [&](auto i0, auto i1, auto i2, auto o) {
     // out = self.bn1(out)
-    const float v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
-        v6 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v4);
+    const float v3 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
+        v5 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v3);
     #pragma omp simd
     for (int64_t j = 0; j < n3; ++j) {
-      const float a4 = out0[o + j], v8 = (a4 * v4) + v6;
+      const float a4 = out0[o + j], v7 = (a4 * v3) + v5;
       // out = self.relu(out)
-      out0[o + j] = ts_max(v8, 0.0f);
+      out0[o + j] = ts_max(v7, 0.0f);
     }
   });
 }
@@ -48,22 +48,22 @@ extern "C" void bn2_downsample_relu_kernel(
   ts_rows_of({in9_s3}, {n0, n1, n2}, n3, [&](auto unit, auto i0, auto i1, auto i2, auto o) {
     const auto* p9 = in9 + i0 * in9_s0 + i1 * in9_s1 + i2 * in9_s2;
     // out = self.bn2(out)
-    const float v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
-        v6 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v4);
+    const float v3 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
+        v5 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v3);
     // identity = self.downsample(x)
-    const float v12 = (float(1) / std::sqrt(in5[i1 * in5_s0] + 1e-05f)) * in6[i1 * in6_s0],
-        v14 = in8[i1 * in8_s0] - (in7[i1 * in7_s0] * v12);
+    const float v11 = (float(1) / std::sqrt(in5[i1 * in5_s0] + 1e-05f)) * in6[i1 * in6_s0],
+        v13 = in8[i1 * in8_s0] - (in7[i1 * in7_s0] * v11);
     const int64_t in9_step = unit ? 1 : in9_s3;
     #pragma omp simd
     for (int64_t j = 0; j < n3; ++j) {
       // out = self.bn2(out)
-      const float a4 = out0[o + j], v8 = (a4 * v4) + v6;
+      const float a4 = out0[o + j], v7 = (a4 * v3) + v5;
       // identity = self.downsample(x)
-      const float v16 = (p9[j * in9_step] * v12) + v14;
+      const float v15 = (p9[j * in9_step] * v11) + v13;
       // out += identity
-      const float v17 = v8 + v16;
+      const float v16 = v7 + v15;
       // out = self.relu(out)
-      out0[o + j] = ts_max(v17, 0.0f);
+      out0[o + j] = ts_max(v16, 0.0f);
     }
   });
 }
@@ -77,16 +77,16 @@ extern "C" void bn2_relu_kernel(
   ts_rows_of({in5_s3}, {n0, n1, n2}, n3, [&](auto unit, auto i0, auto i1, auto i2, auto o) {
     const auto* p5 = in5 + i0 * in5_s0 + i1 * in5_s1 + i2 * in5_s2;
     // out = self.bn2(out)
-    const float v4 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
-        v6 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v4);
+    const float v3 = (float(1) / std::sqrt(in0[i1 * in0_s0] + 1e-05f)) * in1[i1 * in1_s0],
+        v5 = in3[i1 * in3_s0] - (in2[i1 * in2_s0] * v3);
     const int64_t in5_step = unit ? 1 : in5_s3;
     #pragma omp simd
     for (int64_t j = 0; j < n3; ++j) {
-      const float a4 = out0[o + j], v8 = (a4 * v4) + v6;
+      const float a4 = out0[o + j], v7 = (a4 * v3) + v5;
       // out += identity
-      const float v9 = v8 + p5[j * in5_step];
+      const float v8 = v7 + p5[j * in5_step];
       // out = self.relu(out)
-      out0[o + j] = ts_max(v9, 0.0f);
+      out0[o + j] = ts_max(v8, 0.0f);
     }
   });
 }

@@ -14,7 +14,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "rnn_cell.py"
 SOURCE_HASH = "sha256:b0cc7a9d5c92631cfe2c923af6b7923c701e9e5d4e3e41ac9b7bd43cf0f6dfae"
-BODY_HASH = "sha256:000d485e92ebed8ea0c0e669af84eff06487123abd1c6d23387a7f68342c0a44"
+BODY_HASH = "sha256:bf745c0aa277d99981ae563b4728614ee521c0ea738cc1861e6095e667d74cc2"
 TORCH_VERSION = "2.13"
 
 
@@ -70,9 +70,9 @@ extern "C" void tanh_backward_kernel(
     for (int64_t j = 0; j < n1; ++j) {
       // new_h = torch.tanh(self.linear(x) + h)
       const float v1 = torchscribe::ts_tanh(p0[j * in0_step] + p1[j * in1_step]),
-          v5 = p2[j * in2_step] * (1.0f - (v1 * v1));
-      out0[o + j] = v5;
-      out1[o + j] = v5;
+          v4 = p2[j * in2_step] * (1.0f - (v1 * v1));
+      out0[o + j] = v4;
+      out1[o + j] = v4;
     }
   });
 }

@@ -12,7 +12,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:028d811450132f182688c5d196b0c98917d6f3b5c1aeb9df7b17767b79253063"
+BODY_HASH = "sha256:f62468ec8a1cb266714081ac926c242fc243da4d9a716db24164fa845a83f9dd"
 TORCH_VERSION = "2.13"
 
 
@@ -23,21 +23,21 @@ extern "C" void sqrt_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
     ts_in<float> in1, int64_t in1_s0, ts_in<float> in2, int64_t in2_s0) {
   ts_fresh(out0, n0 * n1);
-  std::unique_ptr<float[]> r3(new float[n1]);
+  std::unique_ptr<float[]> r2(new float[n1]);
   for (int64_t j = 0; j < n1; ++j) {
     const float a2 = in2[j * in2_s0];
     // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    const float v2 = a2 + 1e-05f, v3 = std::sqrt(v2);
-    r3[j] = v3;
+    const float v1 = a2 + 1e-05f, v2 = std::sqrt(v1);
+    r2[j] = v2;
   }
   ts_rows_of({in0_s1, in1_s0, in2_s0}, {n0}, n1, [&](auto unit, auto i0, auto o) {
     const auto* p0 = in0 + i0 * in0_s0;
     const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s0;
     #pragma omp simd
     for (int64_t j = 0; j < n1; ++j) {
-      const float v3 = r3[j];
+      const float v2 = r2[j];
       // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-      out0[o + j] = (p0[j * in0_step] - in1[j * in1_step]) / v3;
+      out0[o + j] = (p0[j * in0_step] - in1[j * in1_step]) / v2;
     }
   });
 }

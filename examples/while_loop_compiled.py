@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:14dfad4682f6bfaee7167c5649cd03e4866703179a8c762014e7c47cdb0c01be"
+BODY_HASH = "sha256:ec954d24b17f5a557ec96f0dab3980fb7d22abf28ec826bbbe90c9362f828d6d"
 TORCH_VERSION = "2.13"
 
 
@@ -51,15 +51,15 @@ extern "C" void abs_div_kernel(
     #pragma omp simd
     for (int64_t j = 0; j < n1; ++j) {
       // y_next = 0.5 * (y + x / y)
-      const float a1 = p1[j * in1_step], v3 = 0.5f * (a1 + (p0[j * in0_step] / a1));
-      out0[o + j] = v3;
+      const float a1 = p1[j * in1_step], v2 = 0.5f * (a1 + (p0[j * in0_step] / a1));
+      out0[o + j] = v2;
       // if bool(((y_next - y).abs() < tol).all()):
-      out1[o + j] = std::abs(v3 - a1) < static_cast<float>(s0);
+      out1[o + j] = std::abs(v2 - a1) < static_cast<float>(s0);
     }
   });
 }
 
-extern "C" void newton_sqrt_abs_div_kernel(
+extern "C" void newton_sqrt_autograd_abs_div_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
     int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1) {
   ts_fresh(out0, n0 * n1);
@@ -72,15 +72,15 @@ extern "C" void newton_sqrt_abs_div_kernel(
     #pragma omp simd
     for (int64_t j = 0; j < n1; ++j) {
       // y_next = 0.5 * (y + x / y)
-      const float a1 = p1[j * in1_step], v3 = 0.5f * (a1 + (p0[j * in0_step] / a1));
-      out0[o + j] = v3;
+      const float a1 = p1[j * in1_step], v2 = 0.5f * (a1 + (p0[j * in0_step] / a1));
+      out0[o + j] = v2;
       // if bool(((y_next - y).abs() < tol).all()):
-      out1[o + j] = std::abs(v3 - a1);
+      out1[o + j] = std::abs(v2 - a1);
     }
   });
 }
 
-extern "C" void abs_div_backward_kernel(
+extern "C" void newton_sqrt_autograd_abs_div_backward_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
     int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, int64_t in1_s1,
     ts_in<float> in2, int64_t in2_s0, int64_t in2_s1, ts_in<float> in3, int64_t in3_s0,
@@ -98,20 +98,20 @@ extern "C" void abs_div_backward_kernel(
     #pragma omp simd
     for (int64_t j = 0; j < n1; ++j) {
       // y_next = 0.5 * (y + x / y)
-      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], v3 = 0.5f * (a1 + (a0 / a1));
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], v2 = 0.5f * (a1 + (a0 / a1));
       // if bool(((y_next - y).abs() < tol).all()):
-      const float v4 = v3 - a1, a3 = p3[j * in3_step],
-          v11 = sel(v4 > 0.0f, a3, sel(v4 < 0.0f, -a3, a3 * 0.0f)), v12 = -v11,
-          v13 = p2[j * in2_step] + v11;
+      const float v3 = v2 - a1, a3 = p3[j * in3_step],
+          v9 = sel(v3 > 0.0f, a3, sel(v3 < 0.0f, -a3, a3 * 0.0f)), v10 = -v9,
+          v11 = p2[j * in2_step] + v9;
       // y_next = 0.5 * (y + x / y)
-      const float v15 = v13 * 0.5f;
-      out0[o + j] = v15 / a1;
-      out1[o + j] = (v12 + v15) + ((-v15) * ((a0 / a1) / a1));
+      const float v12 = v11 * 0.5f;
+      out0[o + j] = v12 / a1;
+      out1[o + j] = (v10 + v12) + ((-v12) * ((a0 / a1) / a1));
     }
   });
 }
 
-extern "C" void abs_div_backward_weights_kernel(
+extern "C" void newton_sqrt_autograd_abs_div_backward_weights_kernel(
     int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
     ts_in<float> in1, int64_t in1_s0, int64_t in1_s1, ts_in<float> in2, int64_t in2_s0,
     int64_t in2_s1, ts_in<float> in3, int64_t in3_s0, int64_t in3_s1) {
@@ -127,14 +127,14 @@ extern "C" void abs_div_backward_weights_kernel(
     #pragma omp simd
     for (int64_t j = 0; j < n1; ++j) {
       // y_next = 0.5 * (y + x / y)
-      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], v3 = 0.5f * (a1 + (a0 / a1));
+      const float a0 = p0[j * in0_step], a1 = p1[j * in1_step], v2 = 0.5f * (a1 + (a0 / a1));
       // if bool(((y_next - y).abs() < tol).all()):
-      const float v4 = v3 - a1, a3 = p3[j * in3_step],
-          v11 = sel(v4 > 0.0f, a3, sel(v4 < 0.0f, -a3, a3 * 0.0f)), v12 = -v11,
-          v13 = p2[j * in2_step] + v11;
+      const float v3 = v2 - a1, a3 = p3[j * in3_step],
+          v9 = sel(v3 > 0.0f, a3, sel(v3 < 0.0f, -a3, a3 * 0.0f)), v10 = -v9,
+          v11 = p2[j * in2_step] + v9;
       // y_next = 0.5 * (y + x / y)
-      const float v15 = v13 * 0.5f;
-      out0[o + j] = (v12 + v15) + ((-v15) * ((a0 / a1) / a1));
+      const float v12 = v11 * 0.5f;
+      out0[o + j] = (v10 + v12) + ((-v12) * ((a0 / a1) / a1));
     }
   });
 }
@@ -160,9 +160,9 @@ def abs_div(in0, in1, s0: float) -> tuple[Tensor, Tensor]:
     )
 
 
-def newton_sqrt_abs_div(in0, in1) -> tuple[Tensor, Tensor]:
+def newton_sqrt_autograd_abs_div(in0, in1) -> tuple[Tensor, Tensor]:
     n0, n1 = in0.shape
-    return _lib.newton_sqrt_abs_div_kernel(
+    return _lib.newton_sqrt_autograd_abs_div_kernel(
         n0,
         n1,
         torch.empty(n0, n1, dtype=torch.float32),
@@ -172,9 +172,9 @@ def newton_sqrt_abs_div(in0, in1) -> tuple[Tensor, Tensor]:
     )
 
 
-def abs_div_backward(in0, in1, in2, in3) -> tuple[Tensor, Tensor]:
+def newton_sqrt_autograd_abs_div_backward(in0, in1, in2, in3) -> tuple[Tensor, Tensor]:
     n0, n1 = in0.shape
-    return _lib.abs_div_backward_kernel(
+    return _lib.newton_sqrt_autograd_abs_div_backward_kernel(
         n0,
         n1,
         torch.empty(n0, n1, dtype=torch.float32),
@@ -186,9 +186,9 @@ def abs_div_backward(in0, in1, in2, in3) -> tuple[Tensor, Tensor]:
     )
 
 
-def abs_div_backward_weights(in0, in1, in2, in3) -> Tensor:
+def newton_sqrt_autograd_abs_div_backward_weights(in0, in1, in2, in3) -> Tensor:
     n0, n1 = in0.shape
-    return _lib.abs_div_backward_weights_kernel(
+    return _lib.newton_sqrt_autograd_abs_div_backward_weights_kernel(
         n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1, in2, in3
     )
 
@@ -272,7 +272,7 @@ def newton_sqrt_autograd(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> T
     i, done, returned, result = 0, False, False, None
     while not done and i < max_iter:
         # if bool(((y_next - y).abs() < tol).all()):
-        y_next, tmp = abs_div_autograd(x, y)
+        y_next, tmp = newton_sqrt_autograd_abs_div_autograd(x, y)
         done = bool((tmp < tol).all())
         if done:
             y, i, result = None, None, y_next
@@ -288,13 +288,13 @@ def newton_sqrt_autograd(x: Tensor, max_iter: int = 20, tol: float = 1e-06) -> T
 
 # Each group of pointwise ops that autograd records: its forward kernel, its backward kernel
 # and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).
-abs_div_autograd = _autograd.Pointwise(
-    newton_sqrt_abs_div,
-    abs_div_backward,
+newton_sqrt_autograd_abs_div_autograd = _autograd.Pointwise(
+    newton_sqrt_autograd_abs_div,
+    newton_sqrt_autograd_abs_div_backward,
     newton_sqrt_abs_div_autograd,
     grads=(0, 1),
     depends=((0, 1), (0, 1)),
-    partial=(abs_div_backward_weights, (1,)),
+    partial=(newton_sqrt_autograd_abs_div_backward_weights, (1,)),
 )
 
 

@@ -599,7 +599,7 @@ def test_integer_overflow_wraps_like_torch(fns, tmp_path, monkeypatch) -> None:
 
 def test_kernels_are_named_for_what_they_compute() -> None:
     """Without a source, a kernel is named after its ops; two in one function are told apart by
-    a number; each function names its own (codegen/module.py makes them unique in a module)."""
+    a number; each function names its own (codegen/kernel_names.py: apart in a module)."""
     g = CHAIN.replace("func @f(", "func @g(")
     twice = CHAIN.replace("%y: f32[8]@cpu)", "%y: f32[8]@cpu, %w: f32[8, 8]@cpu)").replace("  func.return(%3)", """\
   %4 : f32[B, 8]@cpu = torch.call(%3, %w) {callee = "torch.matmul", aten = "aten::matmul"}

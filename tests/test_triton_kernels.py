@@ -102,8 +102,8 @@ def exp_mul_add_kernel(out0, in0, in0_s0, in0_s1, in1, in1_s1, n_rows, n1, ROWS:
     a1 = tl.load(in1 + c * in1_s1, mask=col_mask)
     v0 = tl.exp(a0)
     v1 = v0 * a1
-    v3 = v1 + 0.5
-    tl.store(out0 + r * n1 + c, v3, mask=mask)
+    v2 = v1 + 0.5
+    tl.store(out0 + r * n1 + c, v2, mask=mask)
 
 def exp_mul_add_triton(in0, in1) -> Tensor:
     n0 = in0.shape[0]

@@ -6,7 +6,7 @@ with (an example factory's instance and inputs, transpiler/examples.py; a device
 the ranks the annotations give, transpiler/annotated.py), with its kernels and the entry checks
 that pin what they assume. `merge` puts them into one program: each specialisation's functions
 renamed with its label (`ResNetStage.forward` -> `ResNetStage.forward:example`; their kernels
-are named apart when the module is written, codegen/module.unique_kernel_names), and each
+are named apart when the module is written, codegen/kernel_names.py), and each
 COMPILED key mapped to its functions in the order they are tried, the generic one last
 (runtime/dispatch.py runs the first whose entry checks accept the call)."""
 

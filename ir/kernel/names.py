@@ -7,7 +7,7 @@ order the kernel computes them, at most MAX_PARTS). Operators name nothing; a ke
 operators alone, or without locations in a known source, is named after its ops
 (`mul_add`). A name that a compiled module binds otherwise (a Python builtin or keyword, a
 runtime name) takes the kernel's ops after it (`sum_div`, not `sum`); a name taken in the same
-function gets a number (`bn1_relu_2`). codegen/module.py makes names unique across a module's
+function gets a number (`bn1_relu_2`). codegen/kernel_names.py makes names unique across a module's
 functions the same way. The C++ function of kernel `k` is `k_kernel` (codegen/cpp_kernels.py),
 so no name here meets the C library's.
 
