@@ -1032,29 +1032,30 @@ func @f(%x: f32[B, 8]) -> f32[] {
     ),
     "var": (
         """\
-func @f(%x: f32[B, T, 8]) -> f32[B, 8] {
-  %0 : int = py.constant() {value = 1}
+func @f(%x: f32[B, 8, T]) -> f32[B, 8] {
+  %0 : int = py.constant() {value = 2}
   %1 : f32[B, 8] = torch.method(%x, %0) {method = "var", aten = "aten::var.dim"}
   func.return(%1)
 }
 """,
         """\
-func @f(%x: f32[B, T, 8]) -> f32[B, 8] {
-  %0 : int = py.constant() {value = 1}
-  %1 : int = py.constant() {value = 1}
+func @f(%x: f32[B, 8, T]) -> f32[B, 8] {
+  %0 : int = py.constant() {value = 2}
+  %1 : int = py.constant() {value = 2}
   %2 : bool = py.constant() {value = True}
-  %3 : f32[B, 1, 8] = torch.call(%x, %1, %2) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
+  %3 : f32[B, 8, 1] = torch.call(%x, %1, %2) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
   %4 : int = torch.method(%x, %1) {method = "size", aten = "aten::size.int"}
-  %5 : f32[B, 1, 8] = py.binary(%3, %4) {op = "/"}
-  %6 : f32[B, T, 8] = py.binary(%x, %5) {op = "-"}
-  %7 : f32[B, T, 8] = py.binary(%6, %6) {op = "*"}
+  %5 : f32[B, 8, 1] = py.binary(%3, %4) {op = "/"}
+  %6 : f32[B, 8, T] = py.binary(%x, %5) {op = "-"}
+  %7 : f32[B, 8, T] = py.binary(%6, %6) {op = "*"}
   %8 : bool = py.constant() {value = False}
   %9 : f32[B, 8] = torch.call(%7, %1, %8) {callee = "torch.sum", kwnames = ("keepdim",), aten = "aten::sum.dim_IntList"}
-  %10 : int = py.binary(%4, %1) {op = "-"}
-  %11 : int = py.constant() {value = 0}
-  %12 : int = py.call(%11, %10) {callee = "max"}
-  %13 : f32[B, 8] = py.binary(%9, %12) {op = "/"}
-  func.return(%13)
+  %10 : int = py.constant() {value = 1}
+  %11 : int = py.binary(%4, %10) {op = "-"}
+  %12 : int = py.constant() {value = 0}
+  %13 : int = py.call(%12, %11) {callee = "max"}
+  %14 : f32[B, 8] = py.binary(%9, %13) {op = "/"}
+  func.return(%14)
 }
 """,
     ),
