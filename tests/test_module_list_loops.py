@@ -177,20 +177,23 @@ class Stack(nn.Module):
 '''
 
 
+def _strict_matches_eager(model: torch.nn.Module, *inputs: torch.Tensor) -> None:
+    """The checked-in module's result in strict mode (no fallback) is eager's."""
+    with torch.no_grad():
+        with runtime.mode("strict"):
+            got = model(*inputs)
+        with runtime.mode("off"):
+            want = model(*inputs)
+    torch.testing.assert_close(got, want)
+
+
 def test_a_module_list_grown_in_init_is_not_taken_as_empty(tmp_path: Path) -> None:
     """`nn.ModuleList()` then `append` in a loop: ahead of time its length is not known. It was
     taken as the empty list's: a loop over it compiled to nothing (`return x`), silently."""
     with case_directory(tmp_path):
         grown_stack, text = compiled_case(tmp_path, "grown_stack", GROWN)
         assert "for layer in " in text
-        model = grown_stack.Stack(3).eval()
-        x = torch.randn(2, 4)
-        with torch.no_grad():
-            with runtime.mode("strict"):
-                got = model(x)
-            with runtime.mode("off"):
-                want = model(x)
-        torch.testing.assert_close(got, want)
+        _strict_matches_eager(grown_stack.Stack(3).eval(), torch.randn(2, 4))
 
 
 @pytest.mark.parametrize("loop, step", [
@@ -209,14 +212,7 @@ def test_enumerate_and_zip_of_grown_module_lists_ahead_of_time(tmp_path: Path, l
         module, text = compiled_case(tmp_path, f"grown_loop_{abs(hash(loop)) % 1000}", source)
         assert loop.split(" in ")[1].rstrip(":").split("(")[0] in text  # enumerate / zip, as written
         for n in (1, 3):
-            model = module.Stack(n).eval()
-            x = torch.randn(2, 4)
-            with torch.no_grad():
-                with runtime.mode("strict"):
-                    got = model(x)
-                with runtime.mode("off"):
-                    want = model(x)
-            torch.testing.assert_close(got, want)
+            _strict_matches_eager(module.Stack(n).eval(), torch.randn(2, 4))
 
 
 def test_an_unrolled_loop_may_continue(tmp_path: Path, monkeypatch) -> None:
