@@ -290,6 +290,39 @@ func @h(%x: Tensor) -> Tensor {
 """)
 
 
+def test_an_expand_to_the_sizes_a_tensor_has_is_the_tensor() -> None:
+    """`x.expand(y.size(0), 4)` where the types give y's dim 0 and 4 as x's sizes (or -1) is x,
+    under the same conditions as expand_as; a size not known, or more dims, keep it."""
+    check("""\
+func @f(%x: f32[B, 4], %y: f32[B, 8], %z: f32[?, 4]) -> tuple[f32[B, 4], f32[B, 4], f32[B, 4], f32[B, 3, 4]] {
+  %0 : int = py.constant() {value = 0}
+  %1 : int = torch.method(%y, %0) {method = "size", aten = "aten::size.int"}
+  %2 : int = py.constant() {value = 4}
+  %3 : f32[B, 4] = torch.method(%x, %1, %2) {method = "expand", alias_of = 0, aten = "aten::expand"}
+  %4 : int = py.constant() {value = -1}
+  %5 : f32[B, 4] = torch.method(%x, %4, %2) {method = "expand", alias_of = 0, aten = "aten::expand"}
+  %6 : int = torch.method(%z, %0) {method = "size", aten = "aten::size.int"}
+  %7 : f32[B, 4] = torch.method(%x, %6, %2) {method = "expand", alias_of = 0, aten = "aten::expand"}
+  %8 : int = py.constant() {value = 3}
+  %9 : f32[B, 3, 4] = torch.method(%x, %1, %8, %2) {method = "expand", alias_of = 0, aten = "aten::expand"}
+  %10 : tuple[f32[B, 4], f32[B, 4], f32[B, 4], f32[B, 3, 4]] = py.tuple(%3, %5, %7, %9)
+  func.return(%10)
+}
+""", """\
+func @f(%x: f32[B, 4], %y: f32[B, 8], %z: f32[?, 4]) -> tuple[f32[B, 4], f32[B, 4], f32[B, 4], f32[B, 3, 4]] {
+  %0 : int = py.constant() {value = 0}
+  %1 : int = torch.method(%y, %0) {method = "size", aten = "aten::size.int"}
+  %2 : int = py.constant() {value = 4}
+  %3 : int = torch.method(%z, %0) {method = "size", aten = "aten::size.int"}
+  %4 : f32[B, 4] = torch.method(%x, %3, %2) {method = "expand", alias_of = 0, aten = "aten::expand"}
+  %5 : int = py.constant() {value = 3}
+  %6 : f32[B, 3, 4] = torch.method(%x, %1, %5, %2) {method = "expand", alias_of = 0, aten = "aten::expand"}
+  %7 : tuple[f32[B, 4], f32[B, 4], f32[B, 4], f32[B, 3, 4]] = py.tuple(%x, %x, %4, %6)
+  func.return(%7)
+}
+""")
+
+
 def test_what_raises_or_would_change_type_or_platform_is_not_folded() -> None:
     """Division by zero, huge ints, a float result typed int (2 ** -1), a bool result typed int
     (min(True, 5)), functions of the C library (exp, float ** float), domain errors and NaN

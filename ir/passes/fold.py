@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import operator
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ir.core import ops
 from ir.core.graph import TERMINATOR, AliasOf, Block, Operation, Value
@@ -705,15 +705,19 @@ def simplify_same_dtype_cast(op: Operation, rw: Rewriter) -> bool:
 
 def simplify_same_shape_expand(op: Operation, rw: Rewriter) -> bool:
     """`x.expand_as(t)` is x where t's shape is x's (t itself, or equal shapes the types fix:
-    functionalization's `(x + y).expand_as(x)` once shapes are known). Eager makes a new view of
+    functionalization's `(x + y).expand_as(x)` once shapes are known), and so is
+    `x.expand(sizes)` of the sizes x has (`out.index_add(...).expand(out.size(0), 64)`). Eager makes a new view of
     all of x, which only its identity, or a change of metadata in place (`x.t_()`), could tell
     from x: so only in a function that changes no tensor, calls nothing it does not see into
     (functionalized code but for its write-backs) and compares no tensors with `is`."""
-    if not (isinstance(op, ops.TensorMethodOp) and op.attributes.get("method") == "expand_as" and len(op.operands) == 2
-            and not op.attributes.get("kwnames")):
+    if not (isinstance(op, ops.TensorMethodOp) and op.attributes.get("method") in ("expand_as", "expand")
+            and len(op.operands) >= 2 and not op.attributes.get("kwnames")):
         return False
-    x, t = op.operands
-    if x is not t and not _same_known_shape(x.type, t.type):
+    x = op.operands[0]
+    if op.attributes["method"] == "expand":  # `x.expand(y.size(0), 64)` of sizes x has
+        if not _own_sizes(x.type, op.operands[1:]):
+            return False
+    elif x is not op.operands[1] and not _same_known_shape(x.type, op.operands[1].type):
         return False
     func = op
     while func.parent_op() is not None:
@@ -721,6 +725,27 @@ def simplify_same_shape_expand(op: Operation, rw: Rewriter) -> bool:
     if not all(_changes_nothing(inner) for inner in func.walk()):
         return False
     rw.replace_op(op, [x])
+    return True
+
+
+def _own_sizes(t: Type, sizes: Sequence[Value]) -> bool:
+    """Whether `sizes`, an expand's, are the shape `t` has: per dim -1, the size as a constant,
+    or `y.size(d)` of a tensor whose type gives that dim the same size."""
+    if not isinstance(t, TensorType) or t.shape is None or len(sizes) != len(t.shape):
+        return False
+    for size, dim in zip(sizes, t.shape):
+        owner = size.owner
+        if isinstance(owner, ops.ConstantOp) and type(owner.value) is int:
+            if owner.value != -1 and owner.value != dim:
+                return False
+        elif isinstance(owner, ops.TensorMethodOp) and owner.attributes.get("method") == "size" \
+                and len(owner.operands) == 2 and isinstance(owner.operands[1].owner, ops.ConstantOp):
+            of, d = owner.operands[0].type, owner.operands[1].owner.value
+            if not (isinstance(of, TensorType) and of.shape is not None and type(d) is int
+                    and -len(of.shape) <= d < len(of.shape) and dim is not None and of.shape[d] == dim):
+                return False
+        else:
+            return False
     return True
 
 

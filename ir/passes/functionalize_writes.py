@@ -285,7 +285,7 @@ def _inplace_method(op: ops.TensorMethodOp, target: Value, em: Emitter) -> Value
     if not name.endswith("_"):
         raise Unsupported(f"`{name}` writes into its tensor")
     new = em.method(name[:-1], [target, *rest], kwnames)
-    return _fit(new, target, rest, em)
+    return _fit(new, target, rest, em, grows=name[:-1] not in KEEPS_SHAPE)
 
 
 def _inplace_call(op: ops.TorchCallOp, target: Value, index: int, em: Emitter) -> Value:
@@ -358,13 +358,19 @@ def _inplace_operand(callee: str, operands: list[Value], kwnames: list[str]) -> 
     return None
 
 
-def _fit(new: Value, target: Value, others: Sequence[Value], em: Emitter) -> Value:
+# Methods whose result has the shape of the tensor they are called on, whatever their other
+# operands: an index or scatter writes into a copy of it (`out.index_add(0, rows, v)`).
+KEEPS_SHAPE = frozenset({"index_add", "index_copy", "index_fill", "index_reduce", "scatter", "scatter_add",
+                         "scatter_reduce", "masked_scatter", "put"})
+
+
+def _fit(new: Value, target: Value, others: Sequence[Value], em: Emitter, grows: bool = True) -> Value:
     """`new` as an in-place op leaves its target: in the target's dtype (the op may have
     promoted), and of the target's shape (an in-place op raises where broadcasting would grow
-    it; `expand_as` raises too)."""
+    it; `expand_as` raises too). `grows`: whether the op's result may be larger than the target."""
     if _may_change_dtype(new.type, target.type, others):
         new = em.method("to", [new, _dtype_of(target, em)])
-    if _may_grow(new.type, target.type, others):
+    if grows and _may_grow(new.type, target.type, others):
         new = em.method("expand_as", [new, target])
     new.type, new.name = target.type, target.name
     return new
