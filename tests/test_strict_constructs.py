@@ -679,3 +679,26 @@ def test_attribute_assigned_a_math_function_of_its_arguments(workdir: Path) -> N
                 return x[:, : self.half] * self.scale
         """)
     check(module.Scaled(6).eval(), torch.randn(3, 6))
+
+
+def test_bodies_on_the_line_of_their_header(workdir: Path) -> None:
+    """`def forward(self, x): return ...`, `if c: return x`, `for ...: x = ...` on one line: a
+    body libcst keeps as a suite of small statements (it crashed with a KeyError)."""
+    module, _ = build(workdir, """
+        @script
+        class OneLine(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+
+            def forward(self, x: Tensor, n: int) -> Tensor: return self.step(x, n)
+
+            def step(self, x: Tensor, n: int) -> Tensor:
+                if n < 0: return x
+                for _ in range(n): x = torch.tanh(self.lin(x))
+                while n > 5: n -= 1; x = x * 0.5
+                return x
+        """)
+    model = module.OneLine().eval()
+    for n in (-1, 2, 7):
+        check(model, torch.randn(3, 4), n)

@@ -73,6 +73,11 @@ class SourceFile:
         return cls(path, path.read_text(encoding="utf-8"), display)
 
     def loc(self, node: cst.CSTNode) -> Loc:
+        if node not in self.positions and isinstance(node, cst.SimpleStatementLine) and node.body:
+            # (the line syntax.statements_of makes of a one-line body, `def f(x): return x`: the
+            # span of its statements)
+            first, last = self.positions[node.body[0]], self.positions[node.body[-1]]
+            return Loc(self.display, first.start.line, first.start.column, last.end.line, last.end.column)
         pos = self.positions[node]
         return Loc(self.display, pos.start.line, pos.start.column, pos.end.line, pos.end.column)
 
