@@ -290,6 +290,16 @@ LOWERING_CASES = {
             def forward(self, x: Tensor) -> Tensor:
                 return self.linaer(x)  # error: 21: `M` has no attribute `linaer`
         """,
+    "instance_not_named_self": """
+        @script
+        class M(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.scale = 2.0
+
+            def forward(m, x: Tensor) -> Tensor:  # error: 17: compiled methods name their instance `self`
+                return x
+        """,
     "attribute_type_not_inferable": """
         def make_scale() -> float:
             return 2.0

@@ -532,6 +532,9 @@ class FileContext:
             name = p.name.value
             names.append(name)
             if i == 0 and info is not None:
+                if name != "self":  # (the compiler reads `self.<attr>` by that name)
+                    errors += UserError(f"compiled methods name their instance `self`; `{sym_name}` names it `{name}`",
+                                        source.loc(p.name), f"rename `{name}` to `self`").diagnostics
                 types.append(ModuleType(info.name))
                 continue
             if any(p is u for u in untyped):
