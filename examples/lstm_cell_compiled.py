@@ -14,7 +14,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "lstm_cell.py"
 SOURCE_HASH = "sha256:896c87eaf8999264603a29ca839c3a57bd7181d17570e7d3a01b920ec14c5453"
-BODY_HASH = "sha256:bbf984eeaef118b163b95656434941923c6a0111f88bb46bdc5db1d45d87b8de"
+BODY_HASH = "sha256:23a0fceb8ca754897aa90ecdf2c4ea5a77e4341fbbef2b3f0693480dc4c54b8d"
 TORCH_VERSION = "2.13"
 
 
@@ -189,14 +189,13 @@ def LSTM_forward_example(
     h, c = state
     # outputs: list[Tensor] = []
     outputs = []
+    # gates = self.gates(torch.cat([x[t], h], dim=1))
+    gates_module = _guards.attr(self, "gates")
+    weight = _guards.attr(gates_module, "weight")  # f32[256, 96]@cpu
+    bias = _guards.attr(gates_module, "bias")  # f32[256]@cpu
     for t in range(x.size(0)):
         # gates = self.gates(torch.cat([x[t], h], dim=1))
-        gates_module = _guards.attr(self, "gates")
-        gates = F.linear(
-            torch.cat([x[t], h], dim=1),
-            _guards.attr(gates_module, "weight"),
-            _guards.attr(gates_module, "bias"),
-        )  # f32[8, 256]@cpu
+        gates = F.linear(torch.cat([x[t], h], dim=1), weight, bias)  # f32[8, 256]@cpu
         i, f, g, o = gates.chunk(4, dim=1)
         # h = o * torch.tanh(c)
         c, h = sigmoid_tanh(i, f, g, o, c)
@@ -241,14 +240,13 @@ def LSTM_forward_autograd(
     h, c = state
     # outputs: list[Tensor] = []
     outputs = []
+    # gates = self.gates(torch.cat([x[t], h], dim=1))
+    gates_module = _guards.attr(self, "gates")
+    weight = _guards.attr(gates_module, "weight")  # f32[256, 96]@cpu
+    bias = _guards.attr(gates_module, "bias")  # f32[256]@cpu
     for t in range(x.size(0)):
         # gates = self.gates(torch.cat([x[t], h], dim=1))
-        gates_module = _guards.attr(self, "gates")
-        gates = F.linear(
-            torch.cat([x[t], h], dim=1),
-            _guards.attr(gates_module, "weight"),
-            _guards.attr(gates_module, "bias"),
-        )  # f32[8, 256]@cpu
+        gates = F.linear(torch.cat([x[t], h], dim=1), weight, bias)  # f32[8, 256]@cpu
         i, f, g, o = gates.chunk(4, dim=1)
         # h = o * torch.tanh(c)
         c, h = sigmoid_tanh_autograd(i, f, g, o, c)

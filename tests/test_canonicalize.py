@@ -1575,3 +1575,44 @@ def test_random_python_expressions_fold_like_python(tree: tuple, arg_sets: list[
     after = [_outcome(func, args) for args in arg_sets]
     assert all(a == b or (b[0] == "raises" and a[0] == "value") for a, b in zip(after, before)), (
         f"{text}\n--- after ---\n{print_program(program)}")
+
+
+def test_a_modules_attribute_read_in_a_loop_moves_before_it() -> None:
+    """`self.cell.weight` read in a loop that assigns no attribute and runs nothing opaque is read
+    once, before the loop; a loop with a module call in it, and a module defined in the loop (a
+    loop over a module list), keep their reads."""
+    text = """\
+func @f(%self: Module[Net], %x: Tensor, %n: int) -> tuple[Tensor, Tensor] {
+  %0 : int = py.constant() {value = 0}
+  %1 : int = py.constant() {value = 1}
+  %a : Tensor = scf.for(%0, %n, %1, %x) {
+    ^(%i: int, %a_1: Tensor):
+    %cell : Module[torch.nn.Linear] = py.getattr(%self) {attr = "cell"}
+    %w : Tensor = py.getattr(%cell) {attr = "weight"}
+    %2 : Tensor = torch.call(%a_1, %w) {callee = "torch.nn.functional.linear"}
+    scf.yield(%2)
+  }
+  %b : Tensor = scf.for(%0, %n, %1, %a) {
+    ^(%j: int, %b_1: Tensor):
+    %cell_1 : Module[torch.nn.Linear] = py.getattr(%self) {attr = "cell"}
+    %3 : Tensor = module.call(%cell_1, %b_1)
+    scf.yield(%3)
+  }
+  %layers : ModuleList[Module[torch.nn.Linear], ...] = py.getattr(%self) {attr = "layers"}
+  %c : Tensor = scf.for_each(%layers, %b) {
+    ^(%layer: Module[torch.nn.Linear], %c_1: Tensor):
+    %v : Tensor = py.getattr(%layer) {attr = "weight"}
+    %4 : Tensor = torch.call(%c_1, %v) {callee = "torch.nn.functional.linear"}
+    scf.yield(%4)
+  }
+  %5 : tuple[Tensor, Tensor] = py.tuple(%a, %c)
+  func.return(%5)
+}
+"""
+    out = run(text)
+    first_loop = out.index("scf.for(")
+    assert out.index('{attr = "weight"}') < first_loop < out.index("torch.nn.functional.linear")
+    second = out[out.index("scf.for(", first_loop + 1):]
+    assert second.index('py.getattr(%self) {attr = "cell"}') < second.index("scf.yield")  # (a module call in it)
+    third = out[out.index("scf.for_each("):]
+    assert 'py.getattr(%layer) {attr = "weight"}' in third  # (the element's own attribute)

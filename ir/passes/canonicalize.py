@@ -12,7 +12,8 @@ and revisits what a rewrite may have made foldable. The rules:
   (ir/passes/lists.py), once the branches around those changes have folded;
 - control flow: an if on a constant runs one side, and so does an if whose sides do the same;
   loops that never run; a while whose condition is constant False; results that both sides of
-  an if yield alike; loop-carried values passed on unchanged or never read;
+  an if yield alike; loop-carried values passed on unchanged or never read; a module's
+  attribute read in a loop that assigns none, read once before it;
 - effects: a torch call marked random for an argument not known when lowered (dropout's
   `training`) is resolved again once it is a constant;
 - dead code: pure ops and ifs and for loops with nothing observable and no results read;
@@ -37,7 +38,7 @@ from __future__ import annotations
 from typing import Any
 
 from ir.core import ops
-from ir.core.graph import PURE, TERMINATOR, Block, Operation, Program, Value
+from ir.core.graph import OPAQUE, PURE, TERMINATOR, Block, Operation, Program, Value
 from ir.core.ops import is_pure
 from ir.core.rewrite import Rewriter, Rule, apply_rules
 from ir.core.types import (
@@ -46,6 +47,7 @@ from ir.core.types import (
     FunctionType,
     ListType,
     ModuleListType,
+    ModuleType,
     OptionalType,
     ScalarType,
     TensorType,
@@ -279,6 +281,31 @@ def forward_loop_invariant(op: Operation, rw: Rewriter) -> bool:
     return changed
 
 
+_LOOPS = (ops.ForRangeOp, ops.ForEachOp, ops.WhileOp)
+
+
+def hoist_module_attribute(op: Operation, rw: Rewriter) -> bool:
+    """A read of a module's attribute inside a loop (`self.cell`, `cell.ih.weight` in a time
+    loop) moves before the loop, where the module is defined outside it and nothing in the loop
+    could assign an attribute (no `py.setattr`, nothing opaque): it reads the same object on
+    every iteration. A loop that runs no iteration then reads it once where eager does not;
+    the attributes read are ones the class sets up, which exist."""
+    loop = op.parent_op()
+    if not isinstance(op, ops.GetAttrOp) or op.after or not isinstance(loop, _LOOPS) \
+            or not isinstance(op.operands[0].type, (ModuleType, ModuleListType)):
+        return False
+    inner = [o for o in loop.walk() if o is not loop]
+    owner = op.operands[0].owner
+    defined_by = owner.parent.parent if isinstance(owner, Block) and owner.parent is not None else owner
+    if defined_by is loop or defined_by in inner or any(o.has_trait(OPAQUE) for o in inner):
+        return False  # (defined in the loop, or something in it may assign an attribute)
+    op.parent.ops.remove(op)  # type: ignore[union-attr]
+    op.parent = None
+    rw.insert_before(loop, op)
+    rw.push(loop)
+    return True
+
+
 def drop_unused_carried(op: Operation, rw: Rewriter) -> bool:
     """A loop-carried value that nothing reads but the loop computing its next value goes."""
     layout = _loop_layout(op)
@@ -477,6 +504,7 @@ RULES: list[Rule] = [
     remove_while_false,
     condition_true_to_yield,
     forward_loop_invariant,
+    hoist_module_attribute,
     drop_unused_carried,
     erase_effect_free_loop,
 ]
