@@ -251,21 +251,25 @@ def _autograd_lines(group: kernel_ops.AutogradKernelOp) -> list[str]:
 def _pool_lines(kernel: kernel_ops.PoolKernelOp) -> list[str]:
     a = kernel.attributes
     (kh, kw), (sh, sw), (ph, pw) = a["kernel_size"], a["stride"], a["padding"]
-    head = f"{a['name']}: max pool of NHWC rows, {kh}x{kw} windows, stride {sh}x{sw}, padding {ph}x{pw}"
-    if kernel.loc is not None:
-        head += f" (line {kernel.loc.line})"
-    x, r = kernel.operands[0], kernel.result
-    return [head, f"  input 0: {_describe(x)}: {x.type}", f"  output 0: {r.name + ': ' if r.name else ''}{r.type}",
-            "  saves: nothing by itself (torch's max_pool2d, without the indices torch computes)"]
+    return _one_input_lines(kernel, f"{a['name']}: max pool of NHWC rows, {kh}x{kw} windows, stride {sh}x{sw}, "
+                                    f"padding {ph}x{pw}",
+                            "nothing by itself (torch's max_pool2d, without the indices torch computes)")
 
 
 def _adaptive_pool_lines(kernel: kernel_ops.AdaptiveAvgPoolKernelOp) -> list[str]:
-    head = f"{kernel.kernel_name}: adaptive average pool over the last dim, the output size read at run time"
+    return _one_input_lines(kernel, f"{kernel.kernel_name}: adaptive average pool over the last dim, the output size "
+                                    "read at run time",
+                            "no memory traffic; the time of torch's adaptive_avg_pool2d loop, which "
+                            "adaptive_avg_pool1d calls")
+
+
+def _one_input_lines(kernel: Operation, head: str, saves: str) -> list[str]:
+    """A kernel of one input and one output: what it is (with its line), its tensors, what it saves."""
     if kernel.loc is not None:
         head += f" (line {kernel.loc.line})"
     x, r = kernel.operands[0], kernel.result
     return [head, f"  input 0: {_describe(x)}: {x.type}", f"  output 0: {r.name + ': ' if r.name else ''}{r.type}",
-            "  saves: no memory traffic; the time of torch's adaptive_avg_pool2d loop, which adaptive_avg_pool1d calls"]
+            f"  saves: {saves}"]
 
 
 # -- what stayed Python ---------------------------------------------------------------------------
