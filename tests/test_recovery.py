@@ -269,6 +269,11 @@ def test_generated_programs_report_each_inserted_error(tmp_path_factory, prog: p
     spots = [i for i in range(start + 1, len(lines))
              if lines[i].startswith("    ") and not lines[i].startswith("     ")
              and not lines[i].lstrip().startswith(("else", "elif"))]
+    # An `if` on a condition of literals (`if 0 <= 2 < 3:`) is decided when compiling, and only
+    # the side Python takes is lowered (lower_branches.if_stmt): what follows it may be on the
+    # other side, where no error is reported. Errors go before such an `if` only.
+    decided = [i for i in spots if re.fullmatch(r"if [-+*/%<>=!()0-9. ]+:", lines[i].strip())]
+    spots = [i for i in spots if not decided or i <= decided[0]]
     chosen = data.draw(st.lists(st.sampled_from(spots), min_size=1, max_size=4), label="spots")
     kinds = data.draw(st.lists(st.sampled_from(BROKEN_STATEMENTS), min_size=len(chosen), max_size=len(chosen)),
                       label="kinds")
