@@ -40,3 +40,33 @@ def test_an_index_write_keeps_the_shape_of_what_it_writes(tmp_path: Path, monkey
         code = text[text.index("def Accumulate_forward"):]
         assert f".{method}(" in code and "expand" not in code
         assert "return tanh(out, x)" in code  # (its shape known: what follows fuses)
+
+
+MASKED = '''
+import torch
+from torch import nn
+
+
+class Scatter(nn.Module):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+        out = x.clone()
+        out.masked_scatter_(mask, src)
+        return out * 2.0
+'''
+
+
+def test_a_masked_scatter_whose_mask_is_wider_raises_as_eager(tmp_path: Path, monkeypatch) -> None:
+    """masked_scatter's mask broadcasts with the tensor: where it is wider, the in-place write
+    raises in eager, and so must the compiled code (its result is not taken for the tensor's shape)."""
+    with jit_source(tmp_path, monkeypatch, "masked_case", MASKED) as module:
+        model = module.Scatter()
+        x, src = torch.randn(1, 4), torch.randn(12)
+        ok = (x, torch.tensor([[True, False, True, False]]), src)
+        wide = (x, torch.rand(3, 4) > 0.5, src)
+        compiled = script(model, example_inputs=ok)
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(*ok), model(*ok))
+        with pytest.raises(RuntimeError):
+            model(*wide)
+        with torch.no_grad(), runtime.mode("strict"), pytest.raises(Exception):
+            compiled(*wide)

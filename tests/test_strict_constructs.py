@@ -702,3 +702,41 @@ def test_bodies_on_the_line_of_their_header(workdir: Path) -> None:
     model = module.OneLine().eval()
     for n in (-1, 2, 7):
         check(model, torch.randn(3, 4), n)
+
+
+def test_attribute_assigned_math_prod_is_not_taken_for_a_float(workdir: Path) -> None:
+    """`math.prod` of ints is an int (and `math.modf` a tuple): its type is not guessed as float;
+    the class-level annotation declares it, and it is then a size."""
+    module, _ = build(workdir, """
+        import math
+
+        @script
+        class Flat(nn.Module):
+            area: int
+
+            def __init__(self, h: int, w: int) -> None:
+                super().__init__()
+                self.area = math.prod([h, w])
+
+            def forward(self, x: Tensor) -> Tensor:
+                return x.reshape(x.size(0), self.area)
+        """)
+    check(module.Flat(2, 3).eval(), torch.randn(4, 2, 3))
+
+
+def test_attribute_assigned_math_prod_unannotated_asks_for_its_type(tmp_path: Path) -> None:
+    """Unannotated, `math.prod(...)` is not taken for a float (a reshape by it would then be a
+    type error at run time): the diagnostic asks for the attribute's type."""
+    found = diagnostics_of(tmp_path, """
+        import math
+
+        @script
+        class Flat(nn.Module):
+            def __init__(self, h: int, w: int) -> None:
+                super().__init__()
+                self.area = math.prod([h, w])
+
+            def forward(self, x: Tensor) -> Tensor:
+                return x.reshape(x.size(0), self.area)
+        """)
+    assert any("self.area" in d.message and "cannot be determined" in d.message for d in found), found

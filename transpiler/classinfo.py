@@ -309,6 +309,10 @@ _MATH_RESULTS: dict[str, Type] = {
     **{name: BOOL for name in ("isnan", "isinf", "isfinite", "isclose")},
 }
 
+# math's functions whose result is no float or depends on the arguments (prod of ints is an
+# int; modf and frexp return tuples).
+_MATH_UNKNOWN = frozenset({"prod", "modf", "frexp"})
+
 # Methods of nn.ModuleList and nn.Sequential that add layers.
 GROWING = frozenset({"append", "extend", "insert", "add_module", "register_module"})
 
@@ -373,8 +377,10 @@ def _infer_value(
         if callee is not None and callee.startswith("torch.nn."):
             return "module", ModuleType(callee)  # another torch.nn layer: an opaque call
         if callee is not None and callee.startswith("math.") and callee.count(".") == 1:
-            kind = _MATH_RESULTS.get(callee.removeprefix("math."), FLOAT)  # `self.scale = math.sqrt(d)`
-            return "constant", kind
+            name = callee.removeprefix("math.")
+            if name in _MATH_UNKNOWN:
+                return "unknown", ANY
+            return "constant", _MATH_RESULTS.get(name, FLOAT)  # `self.scale = math.sqrt(d)`
     if isinstance(value, cst.BinaryOperation):
         left = _infer_value(source, value.left, params, classes, info)[1]
         right = _infer_value(source, value.right, params, classes, info)[1]

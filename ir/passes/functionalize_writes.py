@@ -361,7 +361,7 @@ def _inplace_operand(callee: str, operands: list[Value], kwnames: list[str]) -> 
 # Methods whose result has the shape of the tensor they are called on, whatever their other
 # operands: an index or scatter writes into a copy of it (`out.index_add(0, rows, v)`).
 KEEPS_SHAPE = frozenset({"index_add", "index_copy", "index_fill", "index_reduce", "scatter", "scatter_add",
-                         "scatter_reduce", "masked_scatter", "put"})
+                         "scatter_reduce", "put"})  # (not masked_scatter: its mask broadcasts with the tensor)
 
 
 def _fit(new: Value, target: Value, others: Sequence[Value], em: Emitter, grows: bool = True) -> Value:
