@@ -247,10 +247,12 @@ LOWERING_CASES = {
         def f(x, y: Tensor) -> Tensor:  # error: 7: parameter `x` has no type annotation
             return y
         """,
-    "missing_return_annotation": """
+    "returns_of_different_types": """
         @script
-        def f(x: Tensor):  # error: 5: `f` has no return type annotation
-            return x
+        def f(x: Tensor, n: int):  # error: 5: `f` returns values of different types: Tensor, int
+            if n > 0:
+                return x
+            return n
         """,
     "unsupported_annotation": """
         @script

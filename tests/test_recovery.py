@@ -79,7 +79,7 @@ CASES = {
             return x.frob() * n  # error: 12: tensors have no method `frob`
 
         @script
-        def unannotated(x, k):  # error: 17: parameters `x`, `k` and the return type
+        def unannotated(x, k):  # error: 17: parameters `x` and `k` of `unannotated`
             return x.frob3()
 
         @script
@@ -97,7 +97,7 @@ CASES = {
             return y.frob() + n  # error: 12: no method `frob`
 
         @script
-        def g(x, k) -> Tensor:  # error: 7: parameters `x`, `k` of `g`
+        def g(x, k) -> Tensor:  # error: 7: parameters `x` and `k` of `g`
             return x.frob() + k
         """,
     # A condition that is not a bool: reported, and both sides still checked.

@@ -42,7 +42,6 @@ from transpiler.diagnostics import Diagnostic, UserError
 from transpiler.env import Signature
 from transpiler.infer_annotations import (
     missing_parameters_error,
-    missing_result_error,
     suggest_parameter,
 )
 from transpiler.source import SCRIPT_NAMES, SourceFile, is_literal, literal_value
@@ -158,6 +157,7 @@ class FileContext:
     _origins: dict[str, Pending] = field(default_factory=dict)  # sym_name -> what it was compiled from
     _variants: dict[tuple, Signature] = field(default_factory=dict)
     _inferring: set[str] = field(default_factory=set)
+    _results: dict[str, Type] = field(default_factory=dict)  # inferred_result's
     _failed: dict[str, Pending] = field(default_factory=dict)  # sym_name -> a function that did not lower
     _errors: dict[str, UserError] = field(default_factory=dict)  # strict: sym_name -> why it did not lower
 
@@ -419,6 +419,21 @@ class FileContext:
                             source.loc(node.name), "annotate its return type")
         return replace(sig, result=result)
 
+    def inferred_result(self, info: ClassInfo, method: str) -> Type:
+        """The result type of a method of `info` without a return annotation, inferred from its
+        body as `_request` infers it, where the method itself is not compiled (a submodule's
+        forward that the code calls as a module); its errors are raised."""
+        sym_name = f"{info.name}.{method}"
+        if sym_name not in self._results:
+            node = info.methods[method]
+            source = info.method_source(method) or self.source
+            sig = self.signature_of(node, sym_name, info, source)
+            if sig.errors:
+                raise UserError.of(list(sig.errors))
+            self._results[sym_name] = sig.result if sig.result is not None \
+                else self._infer_result(sig, node, info, source).result
+        return self._results[sym_name]
+
     def _permissive_signature(self, node: cst.FunctionDef, sym_name: str, info: ClassInfo | None,
                               source: SourceFile) -> Signature:
         """Permissive mode takes any parameter list: `*args` and `**kwargs` (compiled callers pass
@@ -522,9 +537,8 @@ class FileContext:
         untyped = [p for i, p in enumerate(params.params)
                    if p.annotation is None and not (i == 0 and info is not None)
                    and (not self.recursive if p.default is None else not is_literal(literal_value(p.default)))]
-        result_missing = node.returns is None and _returns_value(node) and not self.recursive
         if untyped:
-            errors += missing_parameters_error(source, node, untyped, info is not None, result_missing).diagnostics
+            errors += missing_parameters_error(source, node, untyped, info is not None).diagnostics
         names: list[str] = []
         types: list[Type] = []
         defaults: dict[str, object] = {}
@@ -585,11 +599,9 @@ class FileContext:
         if info is not None and not names:
             raise UserError("a method needs a `self` parameter", source.loc(node.name), None)
         if node.returns is None:
-            result: Type = NONE if not _returns_value(node) else None  # type: ignore[assignment]
-            if result is None and not self.recursive:
-                if not untyped:  # (else its error says so)
-                    errors += missing_result_error(source, node, sym_name).diagnostics
-                result = ERROR
+            # Inferred from what its returns return, as TorchScript infers it (`_request`); a
+            # function whose parameters could not be typed has nothing to infer it from.
+            result: Type = NONE if not _returns_value(node) else ERROR if untyped else None  # type: ignore[assignment]
         else:
             try:
                 result = annotation_type(source, node.returns.annotation, classes)
@@ -617,9 +629,8 @@ class FileContext:
             forward = info.methods["forward"]
             if self.recursive:
                 return self.method_signature(info, "forward").result or ANY
-            if forward.returns is None:
-                raise UserError(f"`{qualname}.forward` has no return type annotation",
-                                self.source.loc(forward.name), "annotate its return type")
+            if forward.returns is None:  # (its module is called, not compiled here: not requested)
+                return self.inferred_result(info, "forward")
             return annotation_type(self.source, forward.returns.annotation, module_class_names(self.source))
         return ANY
 

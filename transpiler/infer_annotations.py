@@ -557,35 +557,6 @@ def suggest_parameter(source: SourceFile, func: cst.FunctionDef, name: str) -> S
     return Suggestion(t, reason, decided)
 
 
-def suggest_result(source: SourceFile, func: cst.FunctionDef) -> Suggestion | None:
-    """The return annotation when every `return` shows its type (a tensor expression, a tuple of
-    them, a name assigned from a torch call...); None when one does not."""
-    params = _declared_params(source, func, None)
-    for p in func.params.params:
-        if p.name.value not in params and p.name.value != "self":
-            t = _plain(suggest_parameter(source, func, p.name.value).type)
-            assert t is not None
-            params[p.name.value] = t
-    body = _Body(source, func, params)
-    returned: list[tuple[cst.Return, Type | None]] = []
-
-    class Returns(_BodyVisitor):
-        def visit_Return(self, node: cst.Return) -> None:
-            returned.append((node, NONE if node.value is None else _plain(body.type_of(node.value))))
-
-    func.body.visit(Returns(func))
-    values = {t for _, t in returned if t != NONE}
-    if not returned or None in values or len(values) != 1:
-        return None
-    t = values.pop()
-    assert t is not None
-    if any(rt == NONE for _, rt in returned):
-        t = OptionalType(t)
-    first = next(node for node, rt in returned if rt != NONE)
-    assert first.value is not None
-    return Suggestion(t, f"line {body.line(first)} returns `{body.snippet(first.value)}`, {_kind_name(t)}")
-
-
 # -- how the file spells it -----------------------------------------------------------------------
 def _imported_names(source: SourceFile) -> dict[str, str]:
     """Qualified name -> the name the module binds it to, for its top-level imports."""
@@ -639,10 +610,9 @@ def _text(t: Type, names: dict[str, str]) -> str:
     return str(t)
 
 
-def suggested_signature(source: SourceFile, func: cst.FunctionDef, is_method: bool,
-                        result: Suggestion | None) -> str:
+def suggested_signature(source: SourceFile, func: cst.FunctionDef, is_method: bool) -> str:
     """The `def` line of `func` with every parameter annotated (the annotations written kept, the
-    others suggested) and, when `result` is given, the return annotation."""
+    others suggested)."""
     names = _imported_names(source)
     parts = []
     for i, p in enumerate(func.params.params):
@@ -655,21 +625,16 @@ def suggested_signature(source: SourceFile, func: cst.FunctionDef, is_method: bo
         if p.default is not None:
             text += (" = " if annotated else "=") + source.code(p.default)  # PEP 8's spacing
         parts.append(text)
-    returns = ""
-    if func.returns is not None:
-        returns = f" -> {source.code(func.returns.annotation)}"
-    elif result is not None:
-        returns = f" -> {_text(result.type, names)}"
+    returns = f" -> {source.code(func.returns.annotation)}" if func.returns is not None else ""
     return f"def {func.name.value}({', '.join(parts)}){returns}:"
 
 
 def missing_parameters_error(source: SourceFile, func: cst.FunctionDef, missing: list[cst.Param],
-                             is_method: bool, result_missing: bool) -> UserError:
-    """One error for every unannotated parameter (and the return type, when it is missing too),
-    at the first of them, with the annotation or whole signature to write."""
+                             is_method: bool) -> UserError:
+    """One error for every unannotated parameter, at the first of them, with the annotation or
+    whole signature to write (a missing return type is inferred: FileContext._request)."""
     first = missing[0]
-    listed = ", ".join(f"`{p.name.value}`" for p in missing)
-    if len(missing) == 1 and not result_missing:
+    if len(missing) == 1:
         name = first.name.value
         s = suggest_parameter(source, func, name)
         text = annotation_text(source, s.type)
@@ -678,24 +643,8 @@ def missing_parameters_error(source: SourceFile, func: cst.FunctionDef, missing:
         else:
             hint = f"annotate it, e.g. `{name}: {text}` if it is a tensor (or int, float, bool, ...)"
         return UserError(f"parameter `{name}` has no type annotation", source.loc(first.name), hint)
-    what = f"parameter{'s' if len(missing) > 1 else ''} {listed}"
-    if result_missing:
-        what += " and the return type"
-    result = suggest_result(source, func) if result_missing else None
-    signature = suggested_signature(source, func, is_method, result)
-    if result_missing and result is None:
-        tensor = annotation_text(source, TENSOR)
-        hint = f"annotate them: {signature[:-1]}, and a return type (e.g. `-> {tensor}`)"
-    else:
-        hint = f"annotate them: {signature}"
-    return UserError(f"{what} of `{func.name.value}` have no type annotations", source.loc(first.name), hint)
-
-
-def missing_result_error(source: SourceFile, func: cst.FunctionDef, sym_name: str) -> UserError:
-    result = suggest_result(source, func)
-    if result is None:
-        tensor = annotation_text(source, TENSOR)
-        hint = f"annotate the return type, e.g. `-> {tensor}` or `-> tuple[{tensor}, {tensor}]`"
-    else:
-        hint = f"annotate the return type: `-> {annotation_text(source, result.type)}` ({result.reason})"
-    return UserError(f"`{sym_name}` has no return type annotation", source.loc(func.name), hint)
+    names = [f"`{p.name.value}`" for p in missing]
+    listed = ", ".join(names[:-1]) + " and " + names[-1]
+    signature = suggested_signature(source, func, is_method)
+    return UserError(f"parameters {listed} of `{func.name.value}` have no type annotations",
+                     source.loc(first.name), f"annotate them: {signature}")
