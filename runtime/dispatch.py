@@ -318,11 +318,11 @@ def _script_class(cls: type[nn.Module], options: dict[str, Any]) -> type[nn.Modu
     if cls.__dict__.get("__torchscribe__"):  # decorated twice: keep one dispatcher
         cls.__torchscribe_options__ = options  # type: ignore[attr-defined]
         return cls
-    eager = cls.__dict__.get("forward")
+    eager = _own_or_inherited_forward(cls)
     if not inspect.isfunction(eager):
         raise TypeError(
-            f"script(): class {cls.__qualname__} does not define forward itself; decorate the "
-            f"class that defines it."
+            f"script(): class {cls.__qualname__} has no forward of its own or of a base class "
+            f"outside torch; define forward(self, ...)."
         )
     target = _Target(cls.__module__, f"{cls.__qualname__}.forward")
     # A subclass (or a class swapped in by parametrize) may override what the compiled code
@@ -333,6 +333,18 @@ def _script_class(cls: type[nn.Module], options: dict[str, Any]) -> type[nn.Modu
     cls.__torchscribe_eager__ = eager  # type: ignore[attr-defined]
     cls.__torchscribe_options__ = options  # type: ignore[attr-defined]
     return cls
+
+
+def _own_or_inherited_forward(cls: type) -> Any:
+    """The forward `cls` runs: its own, or the nearest base class's (that class's eager forward
+    where it is scripted itself); None where that is torch's (nn.Module's, a torch layer's)."""
+    for klass in cls.__mro__:
+        if "forward" in klass.__dict__:
+            if klass.__module__.split(".")[0] == "torch":
+                return None
+            return klass.__dict__.get("__torchscribe_eager__") if klass.__dict__.get("__torchscribe__") \
+                else klass.__dict__["forward"]
+    return None
 
 
 def _script_function(fn: Callable[..., Any], options: dict[str, Any]) -> Callable[..., Any]:

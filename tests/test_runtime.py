@@ -621,7 +621,8 @@ def test_script_instance_delegates_to_jit(monkeypatch: pytest.MonkeyPatch) -> No
         (lambda x: x, "cannot compile a lambda"),
         (dict, "not an nn.Module subclass"),
         (nn.Linear(2, 2).forward, "bound method"),
-        (type("NoForward", (nn.Module,), {}), "does not define forward itself"),
+        (type("NoForward", (nn.Module,), {}), "has no forward of its own or of a base class outside torch"),
+        (type("LinearKind", (nn.Linear,), {}), "has no forward of its own or of a base class outside torch"),
         (nn.Linear, "torch's own"),
     ],
 )

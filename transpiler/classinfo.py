@@ -93,9 +93,24 @@ class ClassInfo:
     call_override: tuple[SourceFile, cst.FunctionDef, str] | None = None
     # The file of each method a base class in another file defines (`source` for the others)
     method_sources: dict[str, SourceFile] = field(default_factory=dict)
+    # Each class along the MRO that has source, with the methods it defines itself and its file,
+    # in MRO order: what `super().name(...)` in a method of one of them finds (base_method)
+    lineage: list[tuple[str, dict[str, cst.FunctionDef], SourceFile]] = field(default_factory=list)
 
     def method_source(self, name: str) -> SourceFile | None:
         return self.method_sources.get(name, self.source)
+
+    def base_method(self, caller: cst.FunctionDef, name: str) -> tuple[str, cst.FunctionDef, SourceFile] | None:
+        """What `super().name` in method `caller` finds: the class after the one defining `caller`
+        in the MRO that defines `name` (its name, the method and its file); None where no class
+        with source does (torch's, or nothing)."""
+        at = next((i for i, (_, own, _) in enumerate(self.lineage) if any(m is caller for m in own.values())), None)
+        if at is None:
+            return None
+        for cls_name, own, source in self.lineage[at + 1:]:
+            if name in own:
+                return cls_name, own[name], source
+        return None
 
 
 def torch_layer_result(qualname: str) -> Type | None:
@@ -129,17 +144,27 @@ def module_class_names(source: SourceFile) -> dict[str, str]:
 
 
 def class_from_source(source: SourceFile, node: cst.ClassDef) -> ClassInfo:
+    """The class as its source shows it, with what base classes of the same file give it (their
+    methods where it does not define them; the attributes their `__init__` assigns)."""
     info = ClassInfo(node.name.value, node, source)
     classes = module_class_names(source)
     for stmt in node.body.body:
         if isinstance(stmt, cst.FunctionDef):
-            info.methods[stmt.name.value] = stmt
+            if not is_accessor(stmt):
+                info.methods[stmt.name.value] = stmt
         elif isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
                     t = annotation_type(source, small.annotation.annotation, classes)
                     kind = "module" if _is_module_type(t) else "tensor" if t == TENSOR else "constant"
                     info.attrs[small.target.value] = AttrInfo(kind, t, source.loc(small))
+                elif isinstance(small, cst.Assign) and len(small.targets) == 1 \
+                        and isinstance(small.targets[0].target, cst.Name) and is_literal(literal_value(small.value)):
+                    # `eps = 1e-6` in the class body: a constant of its literal's type, read from
+                    # the instance (which may set its own)
+                    value = literal_value(small.value)
+                    info.attrs[small.targets[0].target.value] = AttrInfo("constant", literal_type(value), source.loc(small))
+    info.lineage.append((info.name, dict(info.methods), source))
     info.attrs.setdefault("training", AttrInfo("constant", BOOL))  # every nn.Module has it
     init = info.methods.get("__init__")
     if init is not None:
@@ -150,7 +175,21 @@ def class_from_source(source: SourceFile, node: cst.ClassDef) -> ClassInfo:
         layer = _torch_layer(source.global_name(base.value))
         for name, attr in (torch_layer_attributes(layer) if layer is not None else {}).items():
             info.attrs.setdefault(name, attr)
+        own = source.classes.get(base.value.value) if isinstance(base.value, cst.Name) else None
+        if own is not None and own is not node:  # a base class of this file (depth first, as the MRO goes for one base)
+            inherited = class_from_source(source, own)
+            for name, attr in inherited.attrs.items():
+                info.attrs.setdefault(name, attr)
+            for name, method in inherited.methods.items():
+                info.methods.setdefault(name, method)
+            info.lineage += [entry for entry in inherited.lineage if entry[0] not in {n for n, _, _ in info.lineage}]
     return info
+
+
+def is_accessor(node: cst.FunctionDef) -> bool:
+    """Decorated `@name.setter` or `@name.deleter`: not the property's getter, which has its name."""
+    return any(isinstance(d.decorator, cst.Attribute) and d.decorator.attr.value in ("setter", "deleter")
+               for d in node.decorators)
 
 
 def _torch_layer(qualname: str | None) -> type | None:
@@ -531,7 +570,7 @@ def class_from_instance(module: nn.Module, source: SourceFile | None, node: cst.
             if isinstance(stmt, cst.FunctionDef):
                 if _is_overload(stmt):
                     info.overloads.setdefault(stmt.name.value, []).append(stmt)
-                else:
+                elif not is_accessor(stmt):
                     info.methods[stmt.name.value] = stmt
     for name, p in module._parameters.items():
         info.attrs[name] = AttrInfo("parameter", NONE if p is None else TENSOR)

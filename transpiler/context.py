@@ -222,6 +222,20 @@ class FileContext:
         # (a static forward is called as `module(x)`: permissive mode compiles it taking the module)
         return self._request(f"{info.name}.{method}", node, info, source)
 
+    def base_method_signature(self, info: ClassInfo, caller: cst.FunctionDef, method: str,
+                              at: cst.CSTNode) -> tuple[Signature, bool]:
+        """`super().method(...)` in `caller`, a method of (a class along the MRO of) `info`: the
+        method the next class defining it has, compiled for `info`'s instances as
+        `<info>.<that class>.<method>`; and whether it is static (called without `self`)."""
+        found = info.base_method(caller, method)
+        if found is None:
+            raise UserError(f"`super().{method}` is not a method of a base class whose source the compiler reads",
+                            self.source.loc(at), "call the method of a class of yours, or keep the call out of "
+                            "compiled code")
+        cls_name, node, source = found
+        static = is_static(source, node)
+        return self._request(f"{info.name}.{cls_name}.{method}", node, None if static else info, source), static
+
     def static_signature(self, qual: str) -> Signature | None:
         """`Cls.helper` of a `@staticmethod` of a class of this file, or None."""
         owner, _, method = qual.rpartition(".")
@@ -668,13 +682,19 @@ def _literal_default(p: cst.Param, source: SourceFile) -> object:
 # Decorators that change nothing compiled code relies on: compiled code runs only where no
 # autograd is needed (runtime.guards.check_no_autograd; ahead of time, a py.check_no_autograd the
 # lowering puts at the entry of a function decorated so), so `torch.no_grad()` is moot there.
-NEUTRAL_DECORATORS = {"builtins.staticmethod", "torch.no_grad", "torch.jit.export", "torch.jit._overload_method",
+NEUTRAL_DECORATORS = {"builtins.staticmethod", "builtins.property", "torch.no_grad", "torch.jit.export", "torch.jit._overload_method",
                       "torch.jit._overload", "typing.overload"}
 
 
 def is_static(source: SourceFile, node: cst.FunctionDef) -> bool:
     """Whether a method is decorated `@staticmethod`."""
     return any((source.global_name(d.decorator) or source.code(d.decorator)) in ("staticmethod", "builtins.staticmethod")
+               for d in node.decorators)
+
+
+def is_property(source: SourceFile, node: cst.FunctionDef) -> bool:
+    """Decorated `@property`: read as `self.name`, which calls it."""
+    return any((source.global_name(d.decorator) or source.code(d.decorator)) in ("property", "builtins.property")
                for d in node.decorators)
 
 

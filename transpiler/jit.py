@@ -563,10 +563,11 @@ def _inherited_methods(info: ClassInfo, cls: type, sources: _Sources) -> None:
     takes forward from a base in another file). A name a class without source defines first
     (torch's) is not compiled."""
     import libcst as cst
-    from transpiler.classinfo import _is_overload
+    from transpiler.classinfo import _is_overload, is_accessor
 
     methods: dict[str, Any] = {}
     where: dict[str, Any] = {}
+    info.lineage.clear()
     for klass in cls.__mro__:
         if klass is object:
             break
@@ -576,10 +577,13 @@ def _inherited_methods(info: ClassInfo, cls: type, sources: _Sources) -> None:
             for name, value in vars(klass).items():
                 methods.setdefault(name, None)
             continue
-        for stmt in node.body.body:
-            if isinstance(stmt, cst.FunctionDef) and not _is_overload(stmt) and stmt.name.value not in methods:
-                methods[stmt.name.value] = stmt
-                where[stmt.name.value] = source
+        own = {stmt.name.value: stmt for stmt in node.body.body
+               if isinstance(stmt, cst.FunctionDef) and not _is_overload(stmt) and not is_accessor(stmt)}
+        info.lineage.append((klass.__name__, own, source))
+        for name, stmt in own.items():
+            if name not in methods:
+                methods[name] = stmt
+                where[name] = source
     for name, stmt in methods.items():
         if stmt is None:
             info.methods.pop(name, None)

@@ -119,6 +119,11 @@ class CallLowering:
             if left_to_python(self.class_info.method_source(func.attr.value) or self.source, method):
                 return self.call_python_method(node, method)
             return self.call_method_of_self(node, func.attr.value)
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call) and not func.value.args \
+                and isinstance(func.value.func, cst.Name) and func.value.func.value == "super" \
+                and func.attr.value not in ("__call__", "__init__") and self.class_info is not None \
+                and self.env.get("self") is not None:
+            return self.call_base_method(node, func.attr.value)
         if isinstance(func, cst.Attribute) and func.attr.value == "__call__" and isinstance(func.value, cst.Call) \
                 and isinstance(func.value.func, cst.Name) and func.value.func.value == "super" and not func.value.args \
                 and self.class_info is not None and self.class_info.call_override is not None \

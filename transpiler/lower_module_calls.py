@@ -86,6 +86,18 @@ class ModuleCallLowering:
         static = is_static(self.class_info.method_source(method) or self.source, self.class_info.methods[method])
         return self.call_compiled(node, signature, None if static else self.self_value, args, kwnames, kwargs)
 
+    def call_base_method(self, node: cst.Call, method: str) -> Value:
+        """`super().method(...)` in a method of `self`'s class: the base class's method, compiled."""
+        assert self.class_info is not None and self.self_value is not None
+        signature, static = self.ctx.base_method_signature(self.class_info, self.node, method, node.func)  # type: ignore[arg-type]
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        return self.call_compiled(node, signature, None if static else self.self_value, args, kwnames, kwargs)
+
+    def read_property(self, node: cst.Attribute | cst.Call, obj: Value, info: ClassInfo, name: str) -> Value:
+        """`obj.name` of a `@property` of module `obj`'s class: its getter, compiled and called."""
+        signature = self.ctx.method_signature(info, name, node)
+        return self.call_compiled(node, signature, obj, [], [], [], guard_self=obj is not self.self_value)  # type: ignore[arg-type]
+
     def variant_for_call(self, info: ClassInfo, args: list[Value], kwnames: list[str],
                          kwargs: list[Value]) -> Signature | None:
         """Recursive mode: the forward of `info` compiled for this call of the module, where the

@@ -32,6 +32,7 @@ from ir.core.types import (
 )
 from ir.torchapi.signatures import SignatureError, resolve_attribute
 from runtime.guards import is_plain_object
+from transpiler.context import is_property
 from transpiler.env import Unbound
 from transpiler.source import literal_value
 
@@ -140,6 +141,8 @@ class NameLowering:
         attr = attr if attr is not None else node.attr.value  # type: ignore[union-attr]
         at = node.attr if isinstance(node, cst.Attribute) else node
         if attr in info.methods:
+            if is_property(info.method_source(attr) or self.source, info.methods[attr]):
+                return self.read_property(node, obj, info, attr)
             raise self.error(node, f"method `{attr}` can only be called here", "call it: self.method(...)")
         found = info.attrs.get(attr)
         if found is None:
