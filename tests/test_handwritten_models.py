@@ -1,6 +1,6 @@
 """Models written the way their authors write them (tests/handwritten/: a causal transformer
 block, a Llama-style block, a UNet, a small ViT, a GRU tagger with a time loop, a text classifier,
-a mixture of experts), none of them tuned for the compiler: each compiles ahead of time with its
+a mixture of experts, a WaveNet-style stack, a detector head, a gated MLP-mixer), none of them tuned for the compiler: each compiles ahead of time with its
 example factory, its checked-in module holds kernels, and in strict mode (no fallback to eager) it
 computes eager's results at the example's batch and at another."""
 
@@ -29,7 +29,11 @@ def _other_batch(value: object) -> object:
 
 
 def _same(a: object, b: object) -> None:
-    if isinstance(a, tuple):
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys()
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, tuple):
         assert isinstance(b, tuple) and len(a) == len(b)
         for x, y in zip(a, b):
             _same(x, y)
