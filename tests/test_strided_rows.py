@@ -34,6 +34,11 @@ class ChannelSoftmax(nn.Module):
         return F.softmax(x.permute(0, 2, 3, 1), dim=-1).permute(0, 3, 1, 2)
 
 
+class MaskedSoftmax(nn.Module):
+    def forward(self, x: Tensor, keep: Tensor) -> Tensor:
+        return F.softmax(x.masked_fill(~keep, -1e4), dim=-1)
+
+
 class EveryOther(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         return F.softmax(x[::2], dim=-1)
@@ -47,11 +52,11 @@ def models(tmp_path_factory: pytest.TempPathFactory):
         yield module
 
 
-def _compiled(model, x: torch.Tensor, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def _compiled(model, x: torch.Tensor | tuple, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from transpiler import script
 
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
-    out = script(model, example_inputs=(x,))
+    out = script(model, example_inputs=x if isinstance(x, tuple) else (x,))
     text = next((tmp_path / "jit").glob("*.py")).read_text()
     assert "_row(" in text and "ts_gather<0, " in text, text  # a row kernel, its input gathered
     return out
@@ -103,3 +108,17 @@ def test_one_strided_row(models, tmp_path, monkeypatch) -> None:
     f = _compiled(model, x, tmp_path, monkeypatch)
     with runtime.mode("strict"):
         assert_close_to_eager(f(x), model(x), "every other element")
+
+
+def test_a_bool_mask_along_strided_rows(models, tmp_path, monkeypatch) -> None:
+    """A mask read along strided rows is gathered as the floats are: a tile of bool
+    (std::vector<bool> has no data(), and such a kernel once failed to build)."""
+    model = models.MaskedSoftmax()
+    torch.manual_seed(2)
+    x, keep = torch.randn(6, 40), torch.rand(40, 6).t() > 0.3
+    f = _compiled(model, (x, keep), tmp_path, monkeypatch)
+    assert "bool>" in next((tmp_path / "jit").glob("*.py")).read_text()  # (the mask gathered)
+    with runtime.mode("strict"):
+        assert_close_to_eager(f(x, keep), model(x, keep), "a transposed mask")
+        keep = keep.contiguous()
+        assert_close_to_eager(f(x, keep), model(x, keep), "a contiguous mask")

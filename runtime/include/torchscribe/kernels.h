@@ -285,14 +285,16 @@ template <int K, typename T> struct ts_gather {
   const T* operator()(std::true_type, const T* p, int64_t, int64_t, int64_t, int64_t) const { return p; }
   const T* operator()(std::false_type, const T* p, int64_t n, int64_t s, int64_t step, int64_t left) const {
     if (s == 1) return p;
-    static thread_local std::vector<T> scratch;
+    // (bytes for a bool mask: std::vector<bool> packs bits and has no data())
+    using Cell = std::conditional_t<std::is_same_v<T, bool>, unsigned char, T>;
+    static thread_local std::vector<Cell> scratch;
     constexpr int64_t width = 64 / sizeof(T);  // (a line)
-    if (step == 1 && p >= base && p < base + count) return scratch.data() + (p - base) * n;
+    if (step == 1 && p >= base && p < base + count) return reinterpret_cast<const T*>(scratch.data()) + (p - base) * n;
     const int64_t most = std::min<int64_t>(width, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, n * sizeof(T))));
     count = step == 1 ? std::min(left, most) : 1;
     base = p;
     if ((int64_t)scratch.size() < count * n) scratch.resize(count * n);
-    T* __restrict q = scratch.data();
+    T* __restrict q = reinterpret_cast<T*>(scratch.data());
     int64_t t0 = 0;  // (the rows before t0 are done)
 #ifdef TS_TRANSPOSE8
     if constexpr (sizeof(T) == 4) {  // (8 x 8 blocks transposed in registers: 8 stores, not 64)
