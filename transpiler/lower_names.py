@@ -102,6 +102,8 @@ class NameLowering:
         )
 
     def attribute(self, node: cst.Attribute) -> Value:
+        if isinstance(node.value, cst.Call) and self.source.global_name(node.value.func) in DTYPE_INFO:
+            return self.dtype_info(node)
         qual = self.source.global_name(node)
         base_name = node.value.value if isinstance(node.value, cst.Name) else None
         if qual is not None and base_name is not None and self.env.get(base_name) is None:
@@ -126,6 +128,25 @@ class NameLowering:
         if obj.type == DEVICE and attr in ("type", "index"):
             return self.op(ops.GetAttrOp, [obj], [STR if attr == "type" else OptionalType(INT)], attr=attr).result
         raise self.error(node, f"attribute `{attr}` of a value of type {obj.type} is not supported")
+
+    def dtype_info(self, node: cst.Attribute) -> Value:
+        """`torch.finfo(dtype).min` (and `max`, `eps`, `tiny`, ...; `torch.iinfo(dtype).max`): read
+        at run time, a constant once the dtype is known (canonicalize's fold_dtype_info: a literal,
+        or the dtype of a tensor whose type has it, as an entry check pins it)."""
+        call = node.value
+        assert isinstance(call, cst.Call)
+        func = self.source.global_name(call.func)
+        attr = node.attr.value
+        if attr not in DTYPE_INFO[func]:  # type: ignore[index]
+            raise self.error(node.attr, f"{func}(...).{attr} is not supported",
+                             f"compiled code reads {', '.join(sorted(DTYPE_INFO[func]))}")  # type: ignore[index]
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            raise self.error(call, f"{func}() takes one dtype here", "pass the dtype (`x.dtype`)")
+        dtype = self.expr(call.args[0].value)
+        if dtype.type not in (DTYPE, ANY):
+            raise self.error(call.args[0], f"{func}() of {dtype.type}", "pass a dtype (`x.dtype`)")
+        obj = self.op(ops.BuiltinCallOp, [dtype], [ANY], callee=func).result
+        return self.op(ops.GetAttrOp, [obj], [DTYPE_INFO[func][attr]], attr=attr).result  # type: ignore[index]
 
     def self_attribute(self, node: cst.Attribute | cst.Call, attr: str | None = None) -> Value:
         """`self.attr` (`node`, or the getattr() call that reads `attr`): as refined here, or read."""
@@ -277,6 +298,14 @@ class NameLowering:
             return owner.value
         found = self.live.get(value, self._UNKNOWN)
         return self._UNKNOWN if is_plain_object(found) else found
+
+
+# What compiled code reads of torch.finfo(dtype) and torch.iinfo(dtype), and its type.
+DTYPE_INFO = {
+    "torch.finfo": {"min": FLOAT, "max": FLOAT, "eps": FLOAT, "tiny": FLOAT, "smallest_normal": FLOAT,
+                    "resolution": FLOAT, "bits": INT},
+    "torch.iinfo": {"min": INT, "max": INT, "bits": INT},
+}
 
 
 def assigned_in_method(info: ClassInfo, attr: str) -> tuple[str, int] | None:

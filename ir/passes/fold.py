@@ -22,6 +22,8 @@ import operator
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
+import torch
+
 from ir.core import ops
 from ir.core.graph import TERMINATOR, AliasOf, Block, Operation, Value
 from ir.core.ops import is_pure
@@ -625,6 +627,26 @@ def fold_tensor_size(op: Operation, rw: Rewriter) -> bool:
     if not isinstance(op, (ops.TensorMethodOp, ops.GetAttrOp)):
         return False
     return _fold_to(op, tensor_fact(op), rw)
+
+
+def fold_dtype_info(op: Operation, rw: Rewriter) -> bool:
+    """`torch.finfo(d).min` (any attribute of torch.finfo / torch.iinfo) is a constant where `d` is
+    known: a dtype constant, or `x.dtype` of a tensor whose type has its dtype."""
+    if not isinstance(op, ops.GetAttrOp):
+        return False
+    call = op.operands[0].owner
+    if not isinstance(call, ops.BuiltinCallOp) or call.attributes["callee"] not in ("torch.finfo", "torch.iinfo"):
+        return False
+    dtype = call.operands[0]
+    name = constant_value(dtype)
+    if isinstance(dtype.owner, ops.GetAttrOp) and dtype.owner.attributes.get("attr") == "dtype" \
+            and isinstance(dtype.owner.operands[0].type, TensorType):
+        name = dtype.owner.operands[0].type.dtype
+    known = getattr(torch, name.removeprefix("torch."), None) if isinstance(name, str) else None
+    if not isinstance(known, torch.dtype):
+        return False
+    info = torch.finfo(known) if call.attributes["callee"] == "torch.finfo" else torch.iinfo(known)
+    return _fold_to(op, getattr(info, op.attributes["attr"]), rw)
 
 
 # -- exact algebra on ints and bools --------------------------------------------------------------
