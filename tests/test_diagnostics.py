@@ -274,13 +274,24 @@ LOWERING_CASES = {
         def f(x: Tensor) -> Tensor:
             return torch.sum(x, dimension=0)  # error: 25: unexpected keyword argument 'dimension'
         """,
-    "undecorated_module_level_function": """
+    "module_level_function_with_a_wrapper": """
+        import functools
+
+        @functools.lru_cache
         def helper(x: Tensor) -> Tensor:
             return x
 
         @script
         def f(x: Tensor) -> Tensor:
             return helper(x)  # error: 12: `helper` is not compiled
+        """,
+    "helper_function_error_at_its_line": """
+        def helper(x: Tensor) -> Tensor:
+            return x.frobnicate()  # error: 12: tensors have no method `frobnicate`
+
+        @script
+        def f(x: Tensor) -> Tensor:
+            return helper(x)
         """,
     "unknown_self_attribute": """
         @script

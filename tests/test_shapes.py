@@ -172,7 +172,7 @@ def run_real(kind: str, name: str, args: list[Any], kwargs: dict[str, Any] | Non
     kwargs = kwargs or {}
     if kind == "method":
         return getattr(args[0], name)(*args[1:], **kwargs)
-    module = F if name.startswith("torch.nn.functional.") else torch
+    module = F if name.startswith("torch.nn.functional.") else torch.fft if name.startswith("torch.fft.") else torch
     return getattr(module, name.rsplit(".", 1)[-1])(*args, **kwargs)
 
 
@@ -1185,3 +1185,33 @@ def test_einsum(equation: str, shapes: list) -> None:
 
 def test_einsum_of_a_list_of_operands() -> None:
     agree("function", "torch.einsum", ["ab,bc->ac", [rand((2, 3)), rand((3, 4))]], exact=True)
+
+
+C64 = torch.complex64
+
+
+@pytest.mark.parametrize("name,shape,dtype,kwargs", [
+    ("fft", (2, 3, 8), torch.float32, {}),
+    ("fft", (2, 3, 8), torch.float32, {"n": 5, "dim": 1}),
+    ("ifft", (4, 6), C64, {"dim": 0}),
+    ("rfft", (2, 3, 8), torch.float32, {}),
+    ("rfft", (2, 9), torch.float32, {"n": 7}),
+    ("irfft", (2, 3, 5), C64, {}),
+    ("irfft", (2, 5), C64, {"n": 9, "dim": -1}),
+    ("hfft", (3, 4), C64, {}),
+    ("ihfft", (3, 8), torch.float32, {}),
+    ("fft2", (2, 3, 4), torch.float32, {}),
+    ("fft2", (2, 3, 4), torch.float32, {"s": (5, 2), "dim": (0, 2)}),
+    ("rfft2", (2, 6, 8), torch.float32, {}),
+    ("irfft2", (2, 6, 5), C64, {}),
+    ("fftn", (2, 3, 4), torch.float32, {}),
+    ("fftn", (2, 3, 4), torch.float32, {"s": (6, 2)}),
+    ("rfftn", (2, 3, 8), torch.float32, {"dim": (0, 2)}),
+    ("irfftn", (2, 3, 5), C64, {"s": (4, 8)}),
+    ("fftshift", (2, 5), torch.float32, {}),
+    ("ifftshift", (2, 5), torch.float32, {"dim": 1}),
+])
+def test_fft(name: str, shape: tuple, dtype: torch.dtype, kwargs: dict) -> None:
+    x = torch.randn(shape, dtype=dtype)
+    got = agree("function", f"torch.fft.{name}", [x], kwargs, exact=True)
+    assert got.tensor is not None and got.tensor.dtype == str(run_real("function", f"torch.fft.{name}", [x], kwargs).dtype).removeprefix("torch.")

@@ -194,10 +194,14 @@ class FileContext:
     # -- signatures --------------------------------------------------------------------------------
     def function_signature(self, qual: str, source: SourceFile | None = None,
                            func: cst.BaseExpression | None = None) -> Signature | None:
-        """Signature of a module-level @script function of this file (and queue it); with
+        """Signature of a module-level function of this file that is @script or, in strict mode,
+        has no decorator compiled code would have to apply (a helper, compiled where it is called,
+        as TorchScript compiles the functions scripted code calls), and queue it; with
         `recursive`, of any function `func` (written in `source`) names that has source code."""
         source = source or self.source
-        if source is self.source and qual in self.source.functions and qual in self.script_names:
+        if source is self.source and qual in self.source.functions and (
+                qual in self.script_names
+                or not self.permissive and not applied_decorators(source, self.source.functions[qual])):
             return self._request(qual, self.source.functions[qual], None, source)
         if not self.recursive or self.functions is None or func is None:
             return None
@@ -682,7 +686,7 @@ def _literal_default(p: cst.Param, source: SourceFile) -> object:
 # Decorators that change nothing compiled code relies on: compiled code runs only where no
 # autograd is needed (runtime.guards.check_no_autograd; ahead of time, a py.check_no_autograd the
 # lowering puts at the entry of a function decorated so), so `torch.no_grad()` is moot there.
-NEUTRAL_DECORATORS = {"builtins.staticmethod", "builtins.property", "torch.no_grad", "torch.jit.export", "torch.jit._overload_method",
+NEUTRAL_DECORATORS = {"builtins.staticmethod", "builtins.property", "torch.no_grad", "torch.jit.export", "torch.jit.script", "torch.jit._overload_method",
                       "torch.jit._overload", "typing.overload"}
 
 

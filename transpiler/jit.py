@@ -418,6 +418,8 @@ class _Sources:
 
     def _compilable(self, obj: Any) -> tuple[Any, Any, str] | None:
         """A module-level Python function's file, node and symbol name, or None."""
+        if isinstance(obj, torch.jit.ScriptFunction):  # `@torch.jit.script def f`: its Python function
+            obj = getattr(obj, "_torchdynamo_inline", obj)
         if not inspect.isfunction(obj) or obj.__qualname__ != obj.__name__:
             return None
         where = self.of(obj)

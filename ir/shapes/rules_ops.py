@@ -23,6 +23,7 @@ from ir.shapes.values import (
     clamp_min0,
     dims_equal,
     exact_div,
+    floor_div,
     int_av,
     is_concrete,
     norm_dim,
@@ -95,6 +96,62 @@ def glu(call: Call) -> AV | None:
 
 
 # -- reductions -------------------------------------------------------------------------------------
+# -- torch.fft --------------------------------------------------------------------------------------
+# (kind, how many dims by default: 1, 2 or all): "c" keeps each size, "r" halves the last
+# transformed one (real to complex: n // 2 + 1), "i" doubles it back (complex to real: 2 (m - 1))
+_FFT = {
+    **{f"fft_{n}": ("c", 1) for n in ("fft", "ifft")}, **{f"fft_{n}": ("c", 2) for n in ("fft2", "ifft2")},
+    **{f"fft_{n}": ("c", 0) for n in ("fftn", "ifftn")},
+    "fft_rfft": ("r", 1), "fft_rfft2": ("r", 2), "fft_rfftn": ("r", 0), "fft_ihfft": ("r", 1),
+    "fft_irfft": ("i", 1), "fft_irfft2": ("i", 2), "fft_irfftn": ("i", 0), "fft_hfft": ("i", 1),
+}
+
+
+@rule(*_FFT)
+def fft(call: Call) -> AV | None:
+    """The sizes of an FFT's result (its dtype is the front end's: complex or real): the input's,
+    but along the transformed dims the lengths `n` / `s` ask for, the last one halved plus one
+    (real to complex) or doubled less two (complex to real) where `n` / `s` leave it."""
+    shape = call.shape("self")
+    if shape is None:
+        return None
+    kind, count = _FFT[call.name]
+    rank = len(shape)
+    if count == 1:
+        n = call.value("n", default=None)
+        lengths = None if n is None else [n]
+    else:
+        lengths = call.sizes("s") if call.has("s") else None
+    if call.has("dim"):
+        dims = call.sizes("dim")
+    else:  # (fftn's default: the last len(s) dims, else all)
+        dims = [-2, -1] if count == 2 else list(range(-len(lengths), 0)) if lengths else list(range(rank))
+    if dims is None or lengths is UNKNOWN or lengths is not None and (
+            len(lengths) != len(dims) or not all(type(v) is int for v in lengths)):
+        return None
+    axes = [norm_dim(d, rank) for d in dims]
+    if None in axes or not dims:
+        return None
+    out = list(shape)
+    for i, axis in enumerate(axes):
+        last = i == len(axes) - 1
+        given = lengths[i] if lengths is not None else None
+        if kind == "i" and last:
+            size = given if given is not None else None if shape[axis] is None else simplify(2 * (shape[axis] - 1))
+        elif kind == "r" and last:
+            size = floor_div(given if given is not None else shape[axis], 2)
+            size = None if size is None else simplify(size + 1)
+        else:
+            size = given if given is not None else shape[axis]
+        out[axis] = size
+    return tensor_av(None, out)
+
+
+@rule("fft_fftshift", "fft_ifftshift")
+def fft_shift(call: Call) -> AV | None:
+    return _same(call)
+
+
 def reduce_shape(shape: Shape | None, dims: list[Dim] | None, keepdim: Any) -> Shape | None:
     """The shape after reducing `dims` (None: all of them)."""
     if keepdim is UNKNOWN:

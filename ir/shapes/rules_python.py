@@ -251,8 +251,10 @@ def tensor_attr(t: TensorType, name: str, declared: Type) -> AV:
         return AV(TensorType(t.dtype, shape[:-2] + (shape[-1], shape[-2]), t.device))
     if name == "data":
         return AV(t)
-    if name in ("real", "imag"):
-        return AV(TensorType(None, shape, t.device))
+    if name in ("real", "imag"):  # (of a complex tensor: its real dtype; `real` of a real one: itself)
+        parts = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
+        dtype = parts.get(t.dtype) if t.dtype in parts else t.dtype if name == "real" else None
+        return AV(TensorType(dtype, shape, t.device))
     return AV(declared)
 
 
