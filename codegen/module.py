@@ -16,7 +16,7 @@ from codegen.python_function import FunctionEmitter
 from codegen.writer import Writer
 from ir.core.graph import Program
 from ir.core.helpers import AUTOGRAD, GUARDS, KERNELS, MODULES
-from ir.core.ops import CheckGlobalOp, CheckLookupOp, FuncOp, OpaqueOp
+from ir.core.ops import CheckGlobalOp, CheckLookupOp, FuncOp, OpaqueOp, TupleOp
 from ir.kernel.ops import AutogradKernelOp, Kernel
 from runtime.loader import with_body_hash
 
@@ -113,7 +113,8 @@ def emit_module(program: Program, header: Header, entries: Mapping[str, str | tu
     model_modules = sorted({op.module for op in program.walk() if isinstance(op, OpaqueOp)
                             and any(o[4] in ("global", "super") for o in op.occurrences)}
                            | {m for op in program.walk() if isinstance(op, CheckLookupOp) for m in (op.module, op.returns[0])}
-                           | {op.module for op in program.walk() if isinstance(op, CheckGlobalOp)})
+                           | {op.module for op in program.walk() if isinstance(op, CheckGlobalOp)}
+                           | {op.module for op in program.walk() if isinstance(op, TupleOp) and op.named})
     reserved |= {model_module_name(m) for m in model_modules}
     bodies: list[list[str]] = []
     needs: set[str] = set()

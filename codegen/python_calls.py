@@ -135,7 +135,7 @@ def spread_sizes(em: PythonEmitter, op: Operation) -> str | None:
     if isinstance(owner, ops.ConstantOp) and isinstance(owner.value, tuple) and owner.value \
             and all(type(v) is int for v in owner.value):
         return ", ".join(em.literal(v).text for v in owner.value)
-    if isinstance(owner, ops.TupleOp) and owner.operands and owner in em.folded \
+    if isinstance(owner, ops.TupleOp) and owner.operands and owner in em.folded and not owner.named \
             and all(v.type == INT for v in owner.operands):
         return ", ".join(em.expr(v, PREC["if"]).text for v in owner.operands)
     return None

@@ -17,7 +17,8 @@ def return_statement(em: PythonEmitter, op: Operation) -> None:
     value = op.operands[0] if op.operands else None
     if value is None:
         em.w.line("return")
-    elif isinstance(value.owner, ops.TupleOp) and value.owner in em.folded and len(value.owner.operands) > 1:
+    elif isinstance(value.owner, ops.TupleOp) and value.owner in em.folded and len(value.owner.operands) > 1 \
+            and not value.owner.named:
         # (a 1-tuple goes through expr(), which keeps its trailing comma)
         em.w.line("return " + em.tuple_text(value.owner.operands))
     else:

@@ -7,6 +7,7 @@ tuple, list and dict displays, and the statements that write into them (`x += y`
 from __future__ import annotations
 
 from codegen.python_emitter import PythonEmitter, Rules
+from codegen.names import model_module_name
 from codegen.python_text import PREC, Expr, attribute_path, string_literal
 from ir.core import ops
 from ir.core.graph import Operation, Value
@@ -118,6 +119,9 @@ def past_module_getattr(op: Operation) -> bool:
 # -- displays --------------------------------------------------------------------------------------
 @RULES.expression(ops.TupleOp)
 def tuple_expr(em: PythonEmitter, op: Operation) -> Expr:
+    if op.attributes.get("named"):  # (the class, read from the model's file)
+        cls = f"{model_module_name(op.attributes['module'])}.{op.attributes['named']}"
+        return Expr(f"{cls}({em.tuple_text(op.operands)})", PREC["atom"])
     if len(op.operands) == 1:
         return Expr(f"({em.expr(op.operands[0], PREC['if']).text},)", PREC["atom"])
     return Expr(f"({em.tuple_text(op.operands)})", PREC["atom"])

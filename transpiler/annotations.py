@@ -21,6 +21,7 @@ from ir.core.types import (
     Dim,
     ListType,
     ModuleType,
+    NamedTupleType,
     OptionalType,
     TensorType,
     TupleType,
@@ -125,6 +126,9 @@ def annotation_type(source: SourceFile, node: cst.BaseExpression, module_classes
     name = source.global_name(node)
     if name in SIMPLE:
         return SIMPLE[name]
+    named = named_tuple_type(source, name, module_classes) if name is not None else None
+    if named is not None:
+        return named
     member = enum_member_type(source, node) if name is not None else None
     if member is not None:  # (compiled code holds a member as the str or int it equals)
         return member
@@ -134,6 +138,33 @@ def annotation_type(source: SourceFile, node: cst.BaseExpression, module_classes
     if alias is not None and alias is not node:
         return annotation_type(source, alias, module_classes)
     raise UserError(f"unsupported type annotation `{source.code(node)}`", source.loc(node), SUPPORTED_HINT)
+
+
+def named_tuple_type(source: SourceFile, name: str, module_classes: dict[str, str]) -> NamedTupleType | None:
+    """The type of a `class Output(NamedTuple)` of the file (`name` its qualified name: its own
+    name), its fields' annotations the items' types; None for any other name."""
+    node = source.classes.get(name)
+    if node is None or not any(source.global_name(b.value) == "typing.NamedTuple" for b in node.bases):
+        return None
+    fields, types = [], []
+    for stmt in node.body.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                    fields.append(small.target.value)
+                    types.append(annotation_type(source, small.annotation.annotation, module_classes))
+    return NamedTupleType(tuple(types), name, tuple(fields))
+
+
+def named_tuple_defaults(source: SourceFile, name: str) -> dict[str, cst.BaseExpression]:
+    """The defaults the fields of NamedTuple class `name` of the file declare (`aux: float = 0.0`)."""
+    found = {}
+    for stmt in source.classes[name].body.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name) and small.value is not None:
+                    found[small.target.value] = small.value
+    return found
 
 
 ENUM_BASES = {"enum.Enum": None, "enum.IntEnum": INT, "enum.StrEnum": STR}

@@ -24,11 +24,13 @@ from ir.core.types import (
     ListType,
     ModuleListType,
     ModuleType,
+    NamedTupleType,
     TensorType,
     TupleType,
     Type,
     fits,
     is_subtype,
+    tuple_like,
 )
 from ir.torchapi.callinfo import effect_attributes
 from ir.torchapi.signatures import (
@@ -37,7 +39,9 @@ from ir.torchapi.signatures import (
     resolve_function,
     resolve_method,
 )
+from transpiler.annotations import named_tuple_defaults, named_tuple_type
 from transpiler.check import left_to_python
+from transpiler.classinfo import module_class_names
 from transpiler.context import GlobalRef
 from transpiler.expr_messages import a_type
 
@@ -304,6 +308,9 @@ class CallLowering:
         if signature is not None:
             args, kwnames, kwargs, _ = self.call_arguments(node)
             return self.call_compiled(node, signature, None, args, kwnames, kwargs)
+        named = named_tuple_type(self.source, qual, module_class_names(self.source)) if qual in self.source.classes else None
+        if named is not None:
+            return self.named_tuple(node, named)
         if qual in self.source.functions or qual in self.source.classes:
             raise self.error(node.func, f"`{qual}` is not compiled",
                              f"decorate `{qual}` with @script, or create it outside the compiled code")
@@ -379,6 +386,31 @@ class CallLowering:
         with self.b.at_end_of(if_op.else_block):
             self.b.create(ops.YieldOp, [])
         return self.b.constant(None)
+
+    def named_tuple(self, node: cst.Call, t: NamedTupleType) -> Value:
+        """`Output(logits, tokens=x)` of a NamedTuple class of the file: its fields bound as
+        Python binds them (defaults from the class), made as that class at run time."""
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        if len(args) > len(t.fields):
+            raise self.error(node, f"{t.name}() takes {len(t.fields)} fields, {len(args)} given")
+        bound = dict(zip(t.fields, args))
+        for k, v in zip(kwnames, kwargs):
+            if k not in t.fields or k in bound:
+                raise self.error(node, f"{t.name}() has no field `{k}`" if k not in t.fields
+                                 else f"{t.name}() got two values for `{k}`")
+            bound[k] = v
+        defaults = named_tuple_defaults(self.source, t.name)
+        items = []
+        for field, declared in zip(t.fields, t.elems):
+            if field not in bound:
+                if field not in defaults:
+                    raise self.error(node, f"{t.name}() is missing the field `{field}`")
+                bound[field] = self.expr(defaults[field])
+            if not fits(bound[field].type, declared):
+                raise self.error(node, f"field `{field}` of {t.name} is {declared}, got {bound[field].type}")
+            items.append(bound[field])
+        return self.op(ops.TupleOp, items, [tuple_like(t, tuple(v.type for v in items))], named=t.name,
+                       module=self.source.module_name or "").result
 
     def jit_annotate(self, node: cst.Call) -> Value:
         """`torch.jit.annotate(T, value)`: `value` as a value of type T, as `v: T = value` is

@@ -25,6 +25,7 @@ from ir.core.types import (
     STR,
     ModuleListType,
     ModuleType,
+    NamedTupleType,
     OptionalType,
     TensorType,
     Type,
@@ -112,6 +113,9 @@ class NameLowering:
             return self.self_attribute(node)
         obj = self.expr(node.value)
         attr = node.attr.value
+        if isinstance(obj.type, NamedTupleType) and attr in obj.type.fields:  # `out.logits`: an item
+            i = obj.type.fields.index(attr)
+            return self.op(ops.GetItemOp, [obj, self.b.constant(i)], [obj.type.elems[i]]).result
         if obj in self.live and is_plain_object(self.live[obj]):
             return self.object_attribute(node, obj)
         if isinstance(obj.type, TensorType) or obj.type == ANY:

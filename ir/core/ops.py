@@ -198,8 +198,14 @@ class SetAttrOp(Operation):
 
 
 class TupleOp(Operation):
+    """`(a, b)`; with `named`, an instance of that NamedTuple class of a model's file
+    (`Output(logits, tokens)`; `module`: its import name, "" for the file the compiled module is
+    generated from), its items the operands in field order."""
+
     name = "py.tuple"
     traits = frozenset({PURE})
+    named = Attr(str, "")
+    module = Attr(str, "")
 
 
 class ListOp(Operation):

@@ -158,6 +158,22 @@ class TupleType(Type):
 
 
 @dataclass(frozen=True)
+class NamedTupleType(TupleType):
+    """A `typing.NamedTuple` class of the model's file: a tuple whose items have names."""
+
+    name: str = ""
+    fields: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def tuple_like(t: Type, elems: tuple[Type, ...]) -> TupleType:
+    """A tuple type of `elems`, named as `t` is where it names its fields."""
+    return NamedTupleType(elems, t.name, t.fields) if isinstance(t, NamedTupleType) else TupleType(elems)
+
+
+@dataclass(frozen=True)
 class ListType(Type):
     elem: Type
 

@@ -497,8 +497,8 @@ def _constant_list(value: Value) -> Any:
 
 
 def fold_constant_tuple(op: Operation, rw: Rewriter) -> bool:
-    """A tuple display of constants is a constant tuple."""
-    args = _constant_operands(op) if isinstance(op, ops.TupleOp) else None
+    """A tuple display of constants is a constant tuple (not a NamedTuple's: its class is made)."""
+    args = _constant_operands(op) if isinstance(op, ops.TupleOp) and not op.attributes.get("named") else None
     return args is not None and _fold_to(op, tuple(args), rw)
 
 

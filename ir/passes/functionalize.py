@@ -66,7 +66,7 @@ from dataclasses import dataclass
 from ir.core import ops
 from ir.core.graph import OPAQUE, Block, BlockArg, Operation, Program, Value
 from ir.core.rewrite import clone_op
-from ir.core.types import ANY, BOOL, ModuleType, TupleType
+from ir.core.types import ANY, BOOL, ModuleType, TupleType, tuple_like
 from ir.passes.aliasing import (
     ATTR,
     CONTENTS,
@@ -573,7 +573,8 @@ class _Trial:
             items = [self.returned_value(e, at) for e in owner.operands]
             if all(a is b for a, b in zip(items, owner.operands)):
                 return v
-            new = em.add(ops.TupleOp(items, [TupleType(tuple(i.type for i in items))], result_names=[v.name])).result
+            new = em.add(ops.TupleOp(items, [tuple_like(v.type, tuple(i.type for i in items))], dict(owner.attributes),
+                                     result_names=[v.name])).result
             self.erased_inputs.append(v)
             return new
         if v not in self.pushed:
