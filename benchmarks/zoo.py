@@ -459,12 +459,18 @@ def merge_rows(corpus: str, models: list[ZooModel], rows: dict[tuple[str, int], 
                   key=lambda key: (order.get(key[0], len(order)), key[0], key[1]))
     merged = {key: stored[f"{key[0]} {key[1]}"] for key in keys}
     runs: dict[str, list[str]] = {}
+    # (rows measured on other hosts: each run names its machine; a row's ratios are its own run's)
+    machines = {dict(map(tuple, row["header"])).get("machine") for row in merged.values()}
     for (name, batch), row in merged.items():
         labels = dict(map(tuple, row["header"]))
-        runs.setdefault(f"{labels['date']} (load {labels['load']})", []).append(f"{name} B={batch}")
+        where = f" on {labels.get('machine')}, {labels.get('OS')}" if len(machines) > 1 else ""
+        runs.setdefault(f"{labels['date']}{where} (load {labels['load']})", []).append(f"{name} B={batch}")
     timed = tuple(b for b in BACKENDS if b in backends or any(b in row for row in merged.values()))
     if len(runs) > 1:
-        header = [(k, v) for k, v in header if k not in ("date", "load")]
+        # (each run's command named its models, which the run lines list; the timing the rows share)
+        dropped = ("date", "load", "command") + (("machine", "OS") if len(machines) > 1 else ())
+        timings = {dict(map(tuple, row["header"])).get("timing") for row in merged.values()}
+        header = [(k, timings.pop() if k == "timing" and len(timings) == 1 else v) for k, v in header if k not in dropped]
         header += [(f"run {i + 1}", f"{run}: {len(runs[run])} cases ({', '.join(runs[run])})")
                    for i, run in enumerate(sorted(runs))]
     return merged, header, timed
