@@ -75,3 +75,14 @@ def test_an_unknown_limit_is_a_diagnostic(tmp_path: Path, capsys: pytest.Capture
     err = capsys.readouterr().err
     assert "error: torch.finfo(...).epsilon is not supported" in err
     assert "compiled code reads bits, eps, max, min, resolution, smallest_normal, tiny" in err
+
+
+def test_a_limit_of_a_dtype_without_one_raises_as_eager_does(tmp_path: Path) -> None:
+    """torch.iinfo of a float dtype is not folded (the compiler does not fail): the call raises."""
+    source = SOURCE.replace("top = torch.iinfo(torch.int16).max", "top = torch.iinfo(counts.dtype).max")
+    with case_directory(tmp_path):
+        module, _ = compiled_case(tmp_path, "limits_bad", source)
+    with runtime.mode("off"), pytest.raises(TypeError):
+        module.saturate(torch.ones(3))
+    with runtime.mode("strict"), pytest.raises(TypeError):
+        module.saturate(torch.ones(3))

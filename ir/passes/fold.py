@@ -645,7 +645,10 @@ def fold_dtype_info(op: Operation, rw: Rewriter) -> bool:
     known = getattr(torch, name.removeprefix("torch."), None) if isinstance(name, str) else None
     if not isinstance(known, torch.dtype):
         return False
-    info = torch.finfo(known) if call.attributes["callee"] == "torch.finfo" else torch.iinfo(known)
+    try:
+        info = torch.finfo(known) if call.attributes["callee"] == "torch.finfo" else torch.iinfo(known)
+    except TypeError:  # (finfo of an integer dtype, iinfo of a float one: the call raises as eager's does)
+        return False
     return _fold_to(op, getattr(info, op.attributes["attr"]), rw)
 
 
