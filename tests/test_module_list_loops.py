@@ -65,6 +65,22 @@ class Indexed(nn.Module):
         return x
 
 
+class Named(nn.Module):
+    """Blocks added under numbered names, picked in a loop by a name built from the index."""
+
+    def __init__(self, depth: int = 3) -> None:
+        super().__init__()
+        self.depth = depth
+        for i in range(depth):
+            self.add_module(f"block{i}", ConvBnRelu(4, 4))
+            setattr(self, f"scale_{i:02d}", nn.Conv2d(4, 4, 1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for i in range(self.depth):
+            x = getattr(self, f"block{i}")(x) + getattr(self, f"scale_{i:02d}")(x)
+        return x
+
+
 class Transposed(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -135,6 +151,21 @@ def test_a_range_loop_indexing_a_module_list_is_unrolled(tmp_path: Path, monkeyp
     assert not any("[i](" in line for line in code)  # no layer picked at run time
     assert "def blocks(" in text  # its kernels are named after the list the source calls from
     assert "for k in range(2)" in text  # a loop that indexes no module list stays a loop
+
+
+def test_a_range_loop_picking_modules_by_built_names_is_unrolled(tmp_path: Path, monkeypatch) -> None:
+    """`getattr(self, f"block{i}")` in `for i in range(self.depth)`: the loop unrolls on the
+    depth, which an entry check pins, and each block is inlined (it was a diagnostic)."""
+    compiled, text = _compiled(tmp_path, monkeypatch, "Named", torch.randn(2, 4, 5, 5))
+    assert '"depth": 3' in text
+    assert '_guards.attr(self, "block2")' in text and '_guards.attr(self, "scale_02")' in text
+    code = [line for line in text[text.index("def Named_forward"):].splitlines() if not line.strip().startswith("#")]
+    assert not any("getattr(" in line for line in code)  # no block picked at run time
+    # A depth changed after compiling fails that check: the call is eager's, not the unrolled code.
+    compiled.depth = 2
+    x = torch.randn(2, 4, 5, 5)
+    with torch.no_grad(), runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="depth: expected 3, got 2"):
+        compiled(x)
 
 
 def test_transposed_convolutions_lower_and_fuse_with_what_follows(tmp_path: Path, monkeypatch) -> None:

@@ -61,26 +61,50 @@ class LoopLowering:
         return self.build_loop(node, loop, head, elem)
 
     def unrolled_range(self, node: cst.For, head: list[Value]) -> Value | None:
-        """`for i in range(<constants>):` whose body calls `layers[i]` of a module list of known
-        length (script(instance, ...)): the tuple of the indices, to unroll the loop over, so
-        that each layer's call is one the inliner can follow (as a loop over the list itself)."""
-        bounds = [_known_int(v) for v in head]
+        """`for i in range(<constants>):` whose body picks a module by the index (script(instance,
+        ...)), `layers[i]` of a module list of known length or `getattr(self, f"block{i}")`: the
+        tuple of the indices, to unroll the loop over, so that each layer's call is one the
+        inliner can follow (as a loop over the list itself)."""
+        bounds = [self.known_bound(v) for v in head]
         if not self.ctx.recursive or not isinstance(node.target, cst.Name) or any(type(b) is not int for b in bounds) \
                 or bounds[2] == 0 or leaves_loop(statements_of(node.body)):
             return None
         indices = range(*bounds)  # type: ignore[arg-type]
-        if len(indices) > UNROLL_LIMIT or not self.indexes_module_list(node.body, node.target.value):
+        if len(indices) > UNROLL_LIMIT or not self.picks_module_by(node.body, node.target.value):
             return None
         consts = [self.b.constant(i) for i in indices]
         return self.op(ops.TupleOp, consts, [TupleType((INT,) * len(consts))]).result
 
-    def indexes_module_list(self, body: cst.BaseSuite, name: str) -> bool:
+    def known_bound(self, value: Value) -> int | None:
+        """A bound of range() known whatever the call: `_known_int`'s, or an int attribute of a
+        module that the entry checks pin (`range(self.blocks)`)."""
+        bound = _known_int(value)
+        op = value.owner
+        if bound is None and isinstance(op, ops.GetAttrOp) and "after" not in op.attributes \
+                and isinstance(op.operands[0].type, ModuleType):
+            info = self.ctx.class_named(op.operands[0].type.qualname)
+            found = info.attrs.get(op.attributes["attr"]) if info is not None else None
+            if found is not None and found.has_value and type(found.value) is int:
+                bound = found.value
+        return bound
+
+    def picks_module_by(self, body: cst.BaseSuite, name: str) -> bool:
         """Whether `body` subscripts a module list of known length (a name or attribute chain
-        that names one) by `name`."""
+        that names one) by `name`, or reads a module's attribute with getattr() by a name built
+        from `name`."""
         found = False
         lowerer = self
 
         class Subscripts(cst.CSTVisitor):
+            def visit_Call(self, call: cst.Call) -> None:
+                nonlocal found
+                if found or not isinstance(call.func, cst.Name) or call.func.value not in ("getattr", "hasattr") \
+                        or len(call.args) < 2 or not isinstance(call.args[0].value, cst.Name):
+                    return
+                owner = lowerer.env.get(call.args[0].value.value)
+                found = isinstance(owner, Value) and isinstance(owner.type, ModuleType) \
+                    and _mentions(call.args[1].value, name)
+
             def visit_Subscript(self, sub: cst.Subscript) -> None:
                 nonlocal found
                 index = sub.slice[0].slice if len(sub.slice) == 1 else None
@@ -544,6 +568,18 @@ def _known_int(value: Value) -> int | None:
         if isinstance(t, ModuleListType) and t.length_known:
             return len(t.elems)
     return None
+
+
+def _mentions(node: cst.CSTNode, name: str) -> bool:
+    """Whether the expression `node` reads the variable `name`."""
+    return any(isinstance(n, cst.Name) and n.value == name for n in _walk(node))
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    found = [node]
+    for child in node.children:
+        found.extend(_walk(child))
+    return found
 
 
 def leaves_loop(stmts: list[cst.BaseStatement]) -> bool:

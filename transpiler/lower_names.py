@@ -244,11 +244,16 @@ class NameLowering:
         variants of their own) and its class's."""
         args = node.args
         n = 2 if name == "hasattr" else len(args)
-        if n not in (2, 3) or len(args) != n or any(a.keyword is not None or a.star for a in args) \
-                or not isinstance(args[1].value, cst.SimpleString):
-            raise self.error(node, f"{name}() is supported with a module and a literal attribute name",
-                             f"write {name}(self, \"name\"{', default' if name == 'getattr' else ''})")
-        attr = literal_value(args[1].value)
+        attr: Any = self._UNKNOWN
+        if n in (2, 3) and len(args) == n and not any(a.keyword is not None or a.star for a in args):
+            if isinstance(args[1].value, cst.SimpleString):
+                attr = literal_value(args[1].value)
+            else:  # a name known when compiling: f"block{i}" in an unrolled loop
+                attr = self.known_text(self.expr(args[1].value))
+        if not isinstance(attr, str):
+            raise self.error(node, f"{name}() is supported with a module and an attribute name known when compiling",
+                             f"write {name}(self, \"name\"{', default' if name == 'getattr' else ''}), or build the "
+                             "name from constants and the index of a loop over range(<constant>)")
         obj = self.expr(args[0].value)
         info = self.ctx.class_named(obj.type.qualname) if isinstance(obj.type, ModuleType) else None
         if info is None or info.instance is None or not isinstance(attr, str):
@@ -302,6 +307,25 @@ class NameLowering:
             return owner.value
         found = self.live.get(value, self._UNKNOWN)
         return self._UNKNOWN if is_plain_object(found) else found
+
+    def known_text(self, value: Value) -> Any:
+        """The str `value` has when compiling: a constant, or an f-string of known values (the
+        text Python would build), else `_UNKNOWN`."""
+        owner = value.owner
+        if not isinstance(owner, ops.FormatOp):
+            return self.known(value)
+        pieces, operands = [], iter(owner.operands)
+        for part in owner.parts:
+            if part[0] == "text":
+                pieces.append(part[1])
+                continue
+            known = self.known(next(operands))
+            if known is self._UNKNOWN or not isinstance(known, (int, str, bool)):
+                return self._UNKNOWN
+            conversion, spec = part[1], part[2]
+            shown = {"r": repr, "s": str, "a": ascii}[conversion](known) if conversion else known
+            pieces.append(format(shown, spec))
+        return "".join(pieces)
 
 
 # What compiled code reads of torch.finfo(dtype) and torch.iinfo(dtype), and its type.

@@ -131,6 +131,20 @@ def leaky_relu(e: Emitter, c: Call) -> Value:
     return e.cast(e.call("torch.where", e.binary(">", xc, 0), xc, e.binary("*", xc, slope)), d)
 
 
+@rule("prelu")
+def prelu(e: Emitter, c: Call) -> Value:
+    """x > 0 ? x : w * x, the weight (one slope, or one per channel, dim 1) broadcast against x."""
+    x, w = c.tensor(), c.tensor("weight")
+    rank, wshape = _rank(x), _shape(w)
+    if rank == 0 or len(wshape) != 1 or type(wshape[0]) is not int:
+        raise Unsupported("needs a 1-d weight of known size and an input of rank >= 1")
+    if wshape[0] != 1 and rank < 2:
+        raise Unsupported("one slope per channel needs (N, C, ...)")  # (eager raises)
+    (xc, wc), d = _opmath(e, x, w)
+    slope = wc if wshape[0] == 1 or rank == 2 else e.method("reshape", wc, (wshape[0],) + (1,) * (rank - 2))
+    return e.cast(e.call("torch.where", e.binary(">", xc, 0), xc, e.binary("*", slope, xc)), d)
+
+
 @rule("softplus")
 def softplus(e: Emitter, c: Call) -> Value:
     """x * beta > threshold: x; else log1p(exp(x * beta)) / beta."""
