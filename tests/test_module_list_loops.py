@@ -81,6 +81,27 @@ class Named(nn.Module):
         return x
 
 
+class Pyramid(nn.Module):
+    """Features collected in a list, then zipped with a module list of heads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stages = nn.ModuleList([nn.Conv2d(4, 4, 3, stride=2, padding=1) for _ in range(3)])
+        self.heads = nn.ModuleList([nn.Conv2d(4, 2, 1) for _ in range(3)])
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        features: list[torch.Tensor] = []
+        for stage in self.stages:
+            x = torch.relu(stage(x))
+            features.append(x)
+        outs = []
+        for head, f in zip(self.heads, features):
+            outs.append(torch.sigmoid(head(f)))
+        for i, (head, f) in enumerate(zip(self.heads, features[1:])):
+            outs.append(head(f) * i)
+        return outs
+
+
 class Transposed(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -166,6 +187,60 @@ def test_a_range_loop_picking_modules_by_built_names_is_unrolled(tmp_path: Path,
     x = torch.randn(2, 4, 5, 5)
     with torch.no_grad(), runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="depth: expected 3, got 2"):
         compiled(x)
+
+
+def test_zip_of_a_module_list_and_a_list_of_features_unrolls(tmp_path: Path, monkeypatch) -> None:
+    """`zip(self.heads, features)`, features a list the code appended to: unrolled over the
+    heads, each item read while the list has one (here known, so no test is left)."""
+    compiled, text = _compiled(tmp_path, monkeypatch, "Pyramid", torch.randn(2, 4, 16, 16))
+    code = [line for line in text[text.index("def Pyramid_forward"):].splitlines() if not line.strip().startswith("#")]
+    assert not any("zip(" in line or "len(" in line or line.strip().startswith("for ") for line in code)
+    assert "def relu(" in text and "def sigmoid(" in text
+
+
+ZIPPED = '''
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def weighted(feats: list[Tensor], x: Tensor) -> Tensor:
+    for scale, f in zip((1.0, 2.0, 3.0), feats):
+        x = x + torch.tanh(f) * scale
+    for i, (f, k) in enumerate(zip(feats, (3, 4, 5, 6))):
+        if i == 0:
+            continue
+        x = x - f * k
+    parts = [torch.sigmoid(f) * s for f, s in zip(feats, (1.5, 2.5))]
+    for part in parts:
+        x = x * part
+    for f, scale in zip(feats, (0.5, 0.25)):
+        feats.append(f * scale)  # (the list grows while zipped: Python's iterator sees it)
+    return x
+'''
+
+
+def test_zip_of_a_tuple_and_a_list_of_any_length_ahead_of_time(tmp_path: Path) -> None:
+    """A list shorter than the tuple ends the loop, as in Python; longer, the tuple does."""
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "zipped_lists", ZIPPED)
+        code = [line for line in text[text.index("def weighted"):].splitlines() if not line.strip().startswith("#")]
+        assert any("len(feats)" in line for line in code) and not any("zip(" in line for line in code)
+        for n in (0, 1, 2, 3, 5):
+            feats = [torch.randn(3, 4) for _ in range(n)]
+            x = torch.randn(3, 4)
+            with torch.no_grad():
+                with runtime.mode("strict"):
+                    got_feats = list(feats)
+                    got = module.weighted(got_feats, x)
+                with runtime.mode("off"):
+                    want_feats = list(feats)
+                    want = module.weighted(want_feats, x)
+            torch.testing.assert_close(got, want)
+            assert len(got_feats) == len(want_feats)
+            torch.testing.assert_close(got_feats, want_feats)
 
 
 def test_transposed_convolutions_lower_and_fuse_with_what_follows(tmp_path: Path, monkeypatch) -> None:

@@ -8,7 +8,7 @@ of mixed classes (and small `range(<constant>)` comprehensions) are unrolled."""
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -51,6 +51,10 @@ class LoopLowering:
         return [n for n in self.env.names() if n in assigned and isinstance(self.env.get(n), Value)]
 
     def for_stmt(self, node: cst.For) -> Exits:
+        with self.at(node.iter):
+            zipped = self.zip_with_lists(node.iter)
+        if zipped is not None:
+            return self.unrolled_zip(node, *zipped)
         with self.at(node.iter):
             loop, head, elem = self.iteration(node.iter, lambda: leaves_loop(statements_of(node.body)))
         if loop is None:
@@ -212,6 +216,74 @@ class LoopLowering:
                 and self.env.get("zip") is None and it.args and all(not a.keyword and not a.star for a in it.args):
             return self.zipped([self.expr(a.value) for a in it.args])
         return None
+
+    def zip_with_lists(self, it: cst.BaseExpression) -> tuple[list[Value], bool] | None:
+        """`zip(heads, features)` (or `enumerate` of it) where tuples or module lists of known
+        length bound the number of items and lists, whose length is known only when running,
+        take part: the zipped values, and whether enumerated. None for anything else."""
+        enumerated = self._builtin_call(it, "enumerate") and len(it.args) == 1  # type: ignore[attr-defined]
+        inner = it.args[0].value if enumerated else it  # type: ignore[attr-defined]
+        if not self._builtin_call(inner, "zip"):
+            return None
+        mark = self.mark()
+        seqs = [self.expr(a.value) for a in inner.args]  # type: ignore[attr-defined]
+        fixed = [_fixed_length(s.type) for s in seqs]
+        if all(n is None for n in fixed) or all(n is not None for n in fixed) \
+                or any(n is None and not isinstance(s.type, ListType) for n, s in zip(fixed, seqs)) \
+                or min(n for n in fixed if n is not None) > UNROLL_LIMIT:
+            self.rollback(mark)
+            return None
+        return seqs, enumerated
+
+    def unrolled_zip(self, node: cst.For, seqs: list[Value], enumerated: bool) -> Exits:
+        """A loop over `zip_with_lists`, unrolled (`zip_items`)."""
+        if leaves_loop(statements_of(node.body)):
+            raise self.error(node, "break and return in a loop over a tuple or a module list are not supported",
+                             "loop over a list of one type instead")
+        for cond, item in self.zip_items(seqs, enumerated, node.iter):
+            def element(item: Callable[[], Value] = item) -> Exits:
+                self.bind_target(node.target, item())
+                self.loop_depth += 1
+                try:
+                    return self.stmts(statements_of(node.body))
+                finally:
+                    self.loop_depth -= 1
+
+            with self.at(node):
+                exits = self.branch(cond, element, Exits)
+            assert exits.returned is False and exits.broke is False
+        return Exits()
+
+    def zip_items(self, seqs: list[Value], enumerated: bool, at: cst.CSTNode
+                  ) -> Iterator[tuple[Value, Callable[[], Value]]]:
+        """The items of `zip_with_lists`, one per item of the shortest fixed-length sequence: the
+        condition that every list has one there (`len(features) > i`, read before each, as
+        Python's list iterator reads it, so a shorter list ends the loop as in Python), and what
+        reads the item, for the side of the branch it holds on."""
+        count = min(n for n in map(_fixed_length, (s.type for s in seqs)) if n is not None)
+        for i in range(count):
+            with self.at(at):
+                index = self.b.constant(i)
+                lists = [s for s in seqs if isinstance(s.type, ListType)]
+                cond = self.has_item(lists[0], index)
+                for more in lists[1:]:
+                    cond = self.short_circuit("and", cond, lambda more=more: self.has_item(more, index), at)
+
+            def item(i: int = i, index: Value = index) -> Value:
+                with self.at(at):
+                    items = [self.op(ops.GetItemOp, [s, index], [s.type.elem if isinstance(s.type, ListType)
+                                                                  else s.type.elems[i]]).result  # type: ignore[attr-defined]
+                             for s in seqs]
+                    elem = self.op(ops.TupleOp, items, [TupleType(tuple(v.type for v in items))]).result
+                    if enumerated:
+                        elem = self.op(ops.TupleOp, [index, elem], [TupleType((INT, elem.type))]).result
+                return elem
+
+            yield cond, item
+
+    def has_item(self, seq: Value, index: Value) -> Value:
+        length = self.op(ops.BuiltinCallOp, [seq], [INT], callee="len").result
+        return self.op(ops.CompareOp, [length, index], [BOOL], op=">").result
 
     def unrolled_loop(self, node: cst.For, iterable: Value) -> Exits:
         """A loop over a tuple or a mixed module list runs its body once per element; a
@@ -495,6 +567,18 @@ class LoopLowering:
             self.comprehension_ifs(node, comp, list(comp.ifs), result, appended)
 
         with self.at(comp.iter):
+            zipped = self.zip_with_lists(comp.iter)
+        if zipped is not None:
+            for cond, item in self.zip_items(*zipped, comp.iter):
+                def element(item: Callable[[], Value] = item) -> Exits:
+                    self.bind_target(comp.target, item())
+                    body()
+                    return Exits()
+
+                with self.at(comp):
+                    self.branch(cond, element, Exits)
+            return
+        with self.at(comp.iter):
             loop, head, elem = self.iteration(comp.iter, lambda: False)
             bounds = [self.constant_int(v) for v in head] if loop is ops.ForRangeOp else []
             if bounds and all(b is not None for b in bounds) and bounds[2] != 0 \
@@ -567,6 +651,13 @@ def _known_int(value: Value) -> int | None:
         t = op.operands[0].type
         if isinstance(t, ModuleListType) and t.length_known:
             return len(t.elems)
+    return None
+
+
+def _fixed_length(t: Type) -> int | None:
+    """How many items a tuple or a module list of known length holds; None for other types."""
+    if isinstance(t, TupleType) or isinstance(t, ModuleListType) and t.length_known:
+        return len(t.elems)
     return None
 
 
