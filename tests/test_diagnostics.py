@@ -90,9 +90,9 @@ CHECK_CASES = {
             first, *others = (x, x, x)  # error: 12: starred expressions
             return first
         """,
-    "keyword_only_and_positional_only_parameters": """
+    "positional_only_parameters": """
         @script
-        def f(x: Tensor, /, y: Tensor, *, z: Tensor) -> Tensor:  # error: 18: positional-only parameters # error: 32: keyword-only parameters
+        def f(x: Tensor, /, y: Tensor, *, z: Tensor) -> Tensor:  # error: 18: positional-only parameters
             return x
         """,
     "try_statement": """
@@ -528,7 +528,7 @@ def test_diagnostics_are_sorted_and_underline_the_construct(tmp_path: Path) -> N
     ("try_statement", "try"),
     ("with_statement_body_is_still_checked", 'with open("log.txt")'),
     ("for_else_and_while_else", "else"),
-    ("keyword_only_and_positional_only_parameters", "/"),
+    ("positional_only_parameters", "/"),
 ])
 def test_compound_statements_underline_their_header(tmp_path: Path, name: str, header: str) -> None:
     first = check_markers(tmp_path, CHECK_CASES[name])[0]

@@ -315,10 +315,6 @@ class SubsetChecker(cst.CSTVisitor):
         if params.posonly_params:
             self.report(params.posonly_ind if isinstance(params.posonly_ind, cst.ParamSlash) else params.posonly_params[0],
                         "positional-only parameters are not supported", "remove the `/` and use ordinary parameters")
-        if params.kwonly_params:
-            marker = params.star_arg if isinstance(params.star_arg, cst.ParamStar) else params.kwonly_params[0]
-            self.report(marker, "keyword-only parameters are not supported",
-                        "remove the `*` and use ordinary parameters")
         for p in [*params.posonly_params, *params.params, *params.kwonly_params]:
             if p.default is not None and not is_literal(literal_value(p.default)):
                 self.report(p.default, "default values must be literals",

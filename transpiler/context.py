@@ -543,16 +543,19 @@ class FileContext:
             if isinstance(bad, cst.Param):
                 raise UserError(f"{what} parameters are not supported", source.loc(bad),
                                 "declare each parameter with its type")
-        if params.posonly_params or params.kwonly_params:
-            first = (list(params.posonly_params) + list(params.kwonly_params))[0]
-            raise UserError("positional-only and keyword-only parameters are not supported",
-                            source.loc(first), "use ordinary parameters")
+        if params.posonly_params:
+            raise UserError("positional-only parameters are not supported", source.loc(params.posonly_params[0]),
+                            "use ordinary parameters")
+        # Keyword-only parameters (after `*`) are parameters a call must name: `positional` says
+        # where they start, for the callers' binding and the generated `def`.
+        ordinary = [*params.params, *params.kwonly_params]
+        positional = len(params.params) if params.kwonly_params else None
         # Unannotated parameters the signature cannot type: without a default (strict mode) or
         # with a default that is not a literal. One error names them all, with what to write.
         # What the annotations do not type is reported with the signature (`errors`), which is
         # still lowered (transpiler/recover.py): ERROR, where callers report nothing more.
         errors: list[Diagnostic] = []
-        untyped = [p for i, p in enumerate(params.params)
+        untyped = [p for i, p in enumerate(ordinary)
                    if p.annotation is None and not (i == 0 and info is not None)
                    and (not self.recursive if p.default is None else not is_literal(literal_value(p.default)))]
         if untyped:
@@ -560,7 +563,7 @@ class FileContext:
         names: list[str] = []
         types: list[Type] = []
         defaults: dict[str, object] = {}
-        for i, p in enumerate(params.params):
+        for i, p in enumerate(ordinary):
             name = p.name.value
             names.append(name)
             if i == 0 and info is not None:
@@ -626,7 +629,8 @@ class FileContext:
             except UserError as e:
                 errors += e.diagnostics
                 result = ERROR
-        return Signature(sym_name, tuple(names), tuple(types), defaults, result, source.loc(node), errors=tuple(errors))
+        return Signature(sym_name, tuple(names), tuple(types), defaults, result, source.loc(node), positional=positional,
+                         errors=tuple(errors))
 
     def _left_out(self, sym_name: str, i: int, info: ClassInfo | None, name: str) -> bool:
         """Whether parameter `i` (`name`) of entry `sym_name`, compiled from examples beside

@@ -179,7 +179,10 @@ class ModuleCallLowering:
         if len(args) > len(params):
             raise self.error(node, f"{sig.sym_name}() takes {len(params)} arguments, {len(args)} given")
         if sig.positional is not None and len(args) > sig.positional - (self_value is not None):
-            raise self.error(node, f"{sig.sym_name}() takes {sig.positional} positional arguments")
+            takes = sig.positional - (self_value is not None)
+            named = params[takes:len(args)]
+            raise self.error(node, f"{sig.sym_name}() takes {takes} positional argument{'s' * (takes != 1)}, "
+                             f"{len(args)} given", "pass " + ", ".join(f"{n}=..." for n in named) + " by keyword")
         for p, a in zip(params, args):
             bound[p] = a
         for k, v in zip(kwnames, kwargs):
