@@ -477,6 +477,42 @@ def test_attributes_assigned_in_methods_init_calls(workdir: Path) -> None:
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
 
 
+def test_attributes_of_torchs_layers_ahead_of_time(workdir: Path) -> None:
+    """`self.fc.weight`, `self.embed.embedding_dim`, `self.norm.eps` of torch's own layers, read
+    by generic code (no instance when compiling): typed as their `__init__` assigns them."""
+    module, text = build(workdir, """
+        import math
+
+        import torch.nn.functional as F
+
+        @script
+        class M(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.embed = nn.Embedding(10, 8)
+                self.norm = nn.LayerNorm(8)
+                self.conv = nn.Conv2d(2, 2, 3, stride=2)
+
+            def forward(self, ids: Tensor, img: Tensor) -> Tensor:
+                x = self.embed(ids) * math.sqrt(self.embed.embedding_dim)
+                x = F.layer_norm(x, self.norm.normalized_shape, self.norm.weight, self.norm.bias, self.norm.eps)
+                logits = x @ self.embed.weight.t()  # (tied weights)
+                bias = self.conv.bias
+                if bias is not None:
+                    logits = logits + bias.sum()
+                return logits.sum(-1) + self.conv.stride[0] * self.conv.kernel_size[1] + img.sum()
+        """)
+    assert ".embedding_dim" in text and ".eps" in text  # (read when the call runs)
+    model = module.M().eval()
+    ids, img = torch.randint(0, 10, (2, 5)), torch.randn(1, 2, 5, 5)
+    with torch.no_grad():
+        with runtime.mode("off"):
+            expected = model(ids, img)
+        with runtime.mode("strict"):
+            got = model(ids, img)
+    torch.testing.assert_close(got, expected, rtol=0, atol=0)
+
+
 def test_next_parameter_and_static_helper_through_script_instance(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
     with imported_source(tmp_path, "next_model", '''

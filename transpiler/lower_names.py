@@ -126,6 +126,10 @@ class NameLowering:
             return self.op(ops.GetAttrOp, [obj], [t], attr=attr).result
         if isinstance(obj.type, ModuleType) and self.ctx.class_named(obj.type.qualname) is not None:
             return self.module_attribute(node, obj, self.ctx.class_named(obj.type.qualname))
+        if isinstance(obj.type, ModuleType):
+            found = self.torch_layer_attribute(obj.type.qualname, attr)
+            if found is not None:  # `self.fc.weight`, `self.embed.embedding_dim` of torch's layers
+                return self.op(ops.GetAttrOp, [obj], [found], attr=attr).result
         layer = self.named_layer(obj, attr)
         if layer is not None:
             return layer
@@ -274,6 +278,20 @@ class NameLowering:
         if n == 3:
             return self.expr(args[2].value)
         raise self.error(node, f"`{info.name}` has no attribute `{attr}`", None)
+
+    @staticmethod
+    def torch_layer_attribute(qualname: str, attr: str) -> Type | None:
+        """The type of attribute `attr` of torch's layer `qualname` ("torch.nn.Linear"): what its
+        `__init__` assigns, as a subclass has it (transpiler/classinfo.py), where every instance
+        has that one type; None otherwise (another class, a setting that is a str or a tuple)."""
+        from transpiler.classinfo import _torch_layer, torch_layer_attributes
+
+        cls = _torch_layer(qualname)
+        found = torch_layer_attributes(cls).get(attr) if cls is not None else None
+        if found is None or isinstance(found.type, UnionType) or found.kind not in ("constant", "parameter", "buffer",
+                                                                                      "tensor"):
+            return None
+        return found.type
 
     def object_attribute(self, node: cst.Attribute, obj: Value) -> Value:
         """`self.config.num_layers`: read from the live object now. A literal is what the code is
