@@ -65,10 +65,13 @@ from ir.passes.fold import (
     fold_compare,
     fold_constant_tuple,
     fold_is_none_by_type,
+    fold_is_none_of_display,
     fold_len,
+    forward_refined_display,
     fold_tensor_size,
     fold_dtype_info,
     fold_unary,
+    inline_constant_if,
     forward_tuple_item,
     forward_tuple_unpack,
     known_elements,
@@ -81,6 +84,7 @@ from ir.passes.fold import (
     simplify_same_dtype_cast,
     simplify_same_shape_expand,
     slice_known_list,
+    concat_known_lists,
 )
 from ir.passes.lists import snapshot, updated_in_place
 
@@ -106,18 +110,6 @@ def snapshot_updated_list(op: Operation, rw: Rewriter) -> bool:
 
 
 # -- control flow ---------------------------------------------------------------------------------
-def inline_constant_if(op: Operation, rw: Rewriter) -> bool:
-    """An if on a constant runs one side: its ops move before the if, its yields replace the results."""
-    if not isinstance(op, ops.IfOp):
-        return False
-    cond = constant_value(op.cond)
-    if type(cond) is not bool:
-        return False
-    values = rw.inline_before(op.then_block if cond else op.else_block, op, [])
-    rw.replace_op(op, values)
-    return True
-
-
 def forward_if_same_yields(op: Operation, rw: Rewriter) -> bool:
     """A result that both sides yield alike (one outer value, or equal constants) is that value."""
     if not isinstance(op, ops.IfOp):
@@ -483,10 +475,13 @@ RULES: list[Rule] = [
     fold_builtin,
     fold_constant_tuple,
     fold_is_none_by_type,
+    fold_is_none_of_display,
+    forward_refined_display,
     forward_tuple_item,
     forward_tuple_unpack,
     fold_len,
     slice_known_list,
+    concat_known_lists,
     snapshot_updated_list,
     fold_tensor_size,
     fold_dtype_info,

@@ -522,6 +522,40 @@ def fold_is_none_by_type(op: Operation, rw: Rewriter) -> bool:
     return _fold_to(op, is_none == (op.attributes["op"] == "is"), rw)
 
 
+def fold_is_none_of_display(op: Operation, rw: Rewriter) -> bool:
+    """`xs is None` of None, or of a list, tuple or dict display, is decided (an inlined call of
+    DLA's tree, `if children is None: children = []`, passed None or its caller's list)."""
+    if not isinstance(op, ops.CompareOp) or op.attributes["op"] not in ("is", "is not"):
+        return False
+    a, b = op.operands
+    if b.type != NONE:
+        a, b = b, a
+    if b.type != NONE or not (a.type == NONE or isinstance(a.owner, (ops.ListOp, ops.TupleOp, ops.DictOp))):
+        return False
+    return _fold_to(op, (a.type == NONE) == (op.attributes["op"] == "is"), rw)
+
+
+def forward_refined_display(op: Operation, rw: Rewriter) -> bool:
+    """A display refined from Optional (`children` after `is None` in an inlined call) is the
+    display itself, so the folds of displays see it."""
+    if not isinstance(op, ops.RefineOp) or not isinstance(op.operands[0].owner, (ops.ListOp, ops.TupleOp, ops.DictOp)):
+        return False
+    rw.replace_op(op, [op.operands[0]])
+    return True
+
+
+def inline_constant_if(op: Operation, rw: Rewriter) -> bool:
+    """An if on a constant runs one side: its ops move before the if, its yields replace the results."""
+    if not isinstance(op, ops.IfOp):
+        return False
+    cond = constant_value(op.cond)
+    if type(cond) is not bool:
+        return False
+    values = rw.inline_before(op.then_block if cond else op.else_block, op, [])
+    rw.replace_op(op, values)
+    return True
+
+
 def _surely_tensor(value: Value) -> bool:
     """A tensor-typed argument (checked on entry), the result of a tensor operation, or a
     module's tensor that an entry check pins as one (`self.bn.num_batches_tracked`)."""
@@ -617,6 +651,20 @@ def slice_known_list(op: Operation, rw: Rewriter) -> bool:
     if not private(op.operands[0]) or not all(b is None or type(b) is int for b in bounds) or bounds[2] == 0:
         return False  # (a zero step raises)
     items = op.operands[0].owner.operands[slice(*bounds)]
+    display = rw.insert_before(op, ops.ListOp(items, [op.result.type], {}, [], op.loc, [op.result.name]))
+    rw.replace_op(op, [display.result])
+    return True
+
+
+def concat_known_lists(op: Operation, rw: Rewriter) -> bool:
+    """`a + b` of list displays that nothing changes or keeps is one display of their elements
+    (DLA's `self.root([x2, x1] + children)`): torch.cat of it then has a shape."""
+    if not isinstance(op, ops.BinaryOp) or op.attributes["op"] != "+" or not isinstance(op.result.type, ListType):
+        return False
+    lists = op.operands
+    if not all(isinstance(v.owner, ops.ListOp) and private(v) for v in lists):
+        return False
+    items = [item for v in lists for item in v.owner.operands]  # type: ignore[union-attr]
     display = rw.insert_before(op, ops.ListOp(items, [op.result.type], {}, [], op.loc, [op.result.name]))
     rw.replace_op(op, [display.result])
     return True

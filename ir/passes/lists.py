@@ -18,13 +18,20 @@ range, or passed to a call that might keep it is left as it is.
 
 Canonicalization applies the same rewrite (`snapshot`) once branches have folded: swin's
 `shift_size = shift_size.copy()`, set to 0 under an `if` that specialization decides.
+
+Before it, the pass decides what needs no facts: `xs is None` of None or of a display (a list
+passed down to an inlined call that starts `if children is None: children = []`, DLA's trees),
+and a display refined from Optional is the display. After it, `a + b` of two displays nothing
+keeps is one display, so that shape propagation (next) sizes the `torch.cat` of it.
 """
 
 from __future__ import annotations
 
 from ir.core import ops
 from ir.core.graph import Block, Operation, Program, Use
+from ir.core.rewrite import apply_rules
 from ir.core.types import ListType
+from ir.passes.fold import concat_known_lists, fold_is_none_of_display, forward_refined_display, inline_constant_if
 
 # Builtins that consume the whole list before they return (not `enumerate`, `zip`, `iter` or
 # `reversed`, which return iterators that would see later appends).
@@ -33,9 +40,13 @@ CONSUMING_BUILTINS = frozenset({"len", "bool", "sum", "min", "max", "any", "all"
 
 def snapshot_lists(program: Program) -> None:
     for func in program.funcs:
+        # (a list passed down to an inlined call that starts `if xs is None: xs = []` is then
+        # the caller's display, grown in straight-line code)
+        apply_rules(func, [fold_is_none_of_display, inline_constant_if, forward_refined_display])
         for op in list(func.walk()):
             if isinstance(op, ops.ListOp) and updated_in_place(op):
                 snapshot(op)
+        apply_rules(func, [concat_known_lists])  # (before shape propagation: `torch.cat` of it has a shape)
 
 
 def _reads_now(use: Use) -> bool:
