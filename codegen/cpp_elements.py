@@ -166,19 +166,24 @@ class Body:
         before)."""
         return with_source(items, self.source_lines, "//", last)
 
-    def placed(self, items: list[tuple[Operation | None, str, set[Value]]], loads: dict[int, str]) \
-            -> list[tuple[Operation | None, str]]:
+    def placed(self, items: list[tuple[Operation | None, str, set[Value]]], loads: dict[int, str],
+               first_store: int | None = None) -> list[tuple[Operation | None, str]]:
         """`items` (statements with the op each computes and the values it reads) with the load
         of each input of `loads` (input -> where it is read) just before the first statement
         that reads it, under that statement's source line (`const float a4 = out0[o + j], v7 = a4
         * v4, ...`); the loads no statement here reads (a value the kernel stores as it is, or
-        sums) first."""
+        sums) first. An input an output is written over is loaded before the first store
+        (`first_store`, an index of `items`) at the latest: with several outputs, another's
+        store may come before the statement that reads it."""
         args = self.op.body.args
+        written = {j for _, j in self.op.reuse}
         first: dict[int, int] = {}
         for i, (_, _, reads) in enumerate(items):
             for k in loads:
                 if k not in first and args[k] in reads:
                     first[k] = i
+        if first_store is not None:
+            first.update({k: first_store for k, i in first.items() if k in written and i > first_store})
         out: list[tuple[Operation | None, str]] = [(None, self.load(k, at)) for k, at in loads.items() if k not in first]
         for i, (op, text, _) in enumerate(items):
             out += [(op, self.load(k, loads[k])) for k in loads if first.get(k) == i]
@@ -243,6 +248,7 @@ class Body:
             else:
                 items.append((op, text, reads))
         later: list[str] = []  # (deferred: the stores)
+        first_store = None if deferred else len(items)
         for k, v in enumerate(self.op.body.terminator.operands):
             target = stores.get(k, f"out{k}[{index}]")
             if v.owner in stored:
@@ -260,7 +266,7 @@ class Body:
                 later.append(f"{target} = y{k};")
             else:
                 later.append(f"{target} = {value};")
-        w.extend(self.quoted(self.placed(items, loads), last))
+        w.extend(self.quoted(self.placed(items, loads, first_store), last))
         if deferred:
             stored_later = f"return [=] {{ {' '.join(later)} }};"
             if len(stored_later) <= 80:

@@ -155,6 +155,12 @@ def chained(x: Tensor) -> Tensor:
     a = torch.exp(x) * 3.0
     b = a.sum(-1, keepdim=True)
     return (a / b).sigmoid() - 1.0
+
+
+def two_outputs(x: Tensor, w: Tensor) -> Tensor:
+    y = x * 2.0  # (an output of the kernel below, stored before the conv's result is read)
+    z = torch.relu(F.conv2d(x, w, padding=1)) + y
+    return F.conv2d(y, w, padding=1) + z
 '''
 
 
@@ -215,6 +221,19 @@ def test_a_kernel_writes_over_an_earlier_kernels_output(fns, tmp_path, monkeypat
     for shape in ((6, 33), (1, 33), (3000, 33)):
         x = torch.randn(shape)
         assert_close_to_eager(f(x), fns.chained(x), str(shape))
+
+
+def test_a_kernel_with_two_outputs_reads_the_input_it_writes_over_first(fns, tmp_path, monkeypatch) -> None:
+    """Output 0 (`x * 2`) is written over the conv's result, which output 1 reads: the element's
+    load of it comes before any store (it came after output 0's store: silently wrong results,
+    found in hrnet's branch fusion)."""
+    x, w = torch.randn(2, 4, 6, 6), torch.randn(4, 4, 3, 3)
+    f = compiled(fns.two_outputs, (x, w), tmp_path, monkeypatch)
+    text = generated(tmp_path)
+    assert "out1[o + j]" in text and ".contiguous()," in text  # (two outputs, one over the conv's result)
+    for b in (1, 3):
+        x = torch.randn(b, 4, 6, 6)
+        assert_close_to_eager(f(x, w), fns.two_outputs(x, w), f"batch {b}")
 
 
 LINEAR_BIAS = """\
