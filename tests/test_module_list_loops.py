@@ -102,6 +102,38 @@ class Pyramid(nn.Module):
         return outs
 
 
+class Branches(nn.Module):
+    """Two branches that each read the other's input: a module taking and returning a list."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = nn.ModuleList([nn.Conv2d(4, 4, 3, padding=1) for _ in range(2)])
+        self.bns = nn.ModuleList([nn.BatchNorm2d(4) for _ in range(2)])
+
+    def forward(self, x: list[torch.Tensor]) -> list[torch.Tensor]:
+        out = []
+        for i, (conv, bn) in enumerate(zip(self.convs, self.bns)):
+            out.append(torch.relu(bn(conv(x[i]))) + x[1 - i])
+        return out
+
+
+class ListChain(nn.Sequential):
+    def forward(self, x):  # (unannotated: TorchScript's rule makes it a Tensor; a list is passed)
+        for module in self:
+            x = module(x)
+        return x
+
+
+class Streams(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.stage = ListChain(Branches(), Branches())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ys = self.stage([x, x * 2])
+        return ys[0] + ys[1]
+
+
 class Transposed(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -241,6 +273,16 @@ def test_zip_of_a_tuple_and_a_list_of_any_length_ahead_of_time(tmp_path: Path) -
             torch.testing.assert_close(got, want)
             assert len(got_feats) == len(want_feats)
             torch.testing.assert_close(got_feats, want_feats)
+
+
+def test_an_unannotated_parameter_passed_a_list_is_compiled_for_the_list(tmp_path: Path, monkeypatch) -> None:
+    """hrnet's `SequentialList.forward(self, x)` called with a list of branches: compiled for the
+    list the call passes (it ran as an eager module call, for a Tensor parameter), so the
+    branches inline and fuse."""
+    _, text = _compiled(tmp_path, monkeypatch, "Streams", torch.randn(2, 4, 6, 6))
+    code = [line for line in text[text.index("def Streams_forward"):].splitlines() if not line.strip().startswith("#")]
+    assert not any("_guards.attr(self, \"stage\")(" in line for line in code)
+    assert "def bn_relu(" in text
 
 
 def test_transposed_convolutions_lower_and_fuse_with_what_follows(tmp_path: Path, monkeypatch) -> None:

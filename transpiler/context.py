@@ -563,6 +563,7 @@ class FileContext:
         names: list[str] = []
         types: list[Type] = []
         defaults: dict[str, object] = {}
+        untyped_names: list[str] = []
         for i, p in enumerate(ordinary):
             name = p.name.value
             names.append(name)
@@ -580,6 +581,7 @@ class FileContext:
                 continue
             if p.annotation is None and p.default is None:
                 types.append(TENSOR)  # TorchScript's rule for unannotated parameters (recursive only)
+                untyped_names.append(name)
                 continue
             if p.annotation is None:
                 # A literal default gives the type; None gives Optional[T], T read from the body.
@@ -630,7 +632,7 @@ class FileContext:
                 errors += e.diagnostics
                 result = ERROR
         return Signature(sym_name, tuple(names), tuple(types), defaults, result, source.loc(node), positional=positional,
-                         errors=tuple(errors))
+                         errors=tuple(errors), untyped=tuple(untyped_names))
 
     def _left_out(self, sym_name: str, i: int, info: ClassInfo | None, name: str) -> bool:
         """Whether parameter `i` (`name`) of entry `sym_name`, compiled from examples beside

@@ -95,3 +95,7 @@ class Signature:
     # class) per such parameter ("list", "Tensor"), checked at entry (FileContext.entry_variants)
     arg_classes: tuple[tuple[str, str], ...] = ()
     attr_types: tuple[tuple[str, object], ...] = ()  # and the member each `self.<attr>` Union is
+    # Recursive mode: parameters without an annotation, typed Tensor by TorchScript's rule; a call
+    # that passes another type (hrnet's `SequentialList.forward(self, x)` of a list) gets a
+    # variant for what it passes, as Python does not check
+    untyped: tuple[str, ...] = ()

@@ -156,7 +156,8 @@ class ModuleCallLowering:
                     widened[p] = NONE
         if not self.ctx.permissive and (extras or positional or any(
                 not (types[p] == FLOAT and t in (INT, BOOL)) and not tuple_for_list(t, types[p])
-                and not (isinstance(types[p], UnionType) and is_subtype(t, types[p])) for p, t in widened.items())):
+                and not (isinstance(types[p], UnionType) and is_subtype(t, types[p])) and p not in sig.untyped
+                for p, t in widened.items())):
             return None
         if not widened and not extras and not positional:
             return None
