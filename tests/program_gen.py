@@ -155,6 +155,7 @@ UNARY_ANY_RANK = [
     "{a}.double()", "{a}.to(torch.float64)", "{a}.half().float()", "{a}.bfloat16().float()",
     "{a}.to(dtype=torch.float32)",
 ]
+WIDENING = ("{a}.double()", "{a}.to(torch.float64)")  # (not in module programs, whose layers are float32)
 UNARY_RANKED = [  # need rank >= 1
     "torch.softmax({}, dim=-1)", "F.softmax({}, dim=0)", "{a}.cumsum(0)", "{a}.flip(0)",
     "torch.log_softmax({}, dim=-1)", "{a}.roll(1, 0)",
@@ -253,6 +254,8 @@ class Gen:
             t = self.pick(templates)
             if t == "{a}.float()" and not self.dtype_float32:
                 t = "{a}.clone()"
+            if t in WIDENING and self.module:
+                t = "{a}.clone()"  # (a float64 value would reach the float32 layers: eager raises)
             arg = self.texpr(shape, d)
             self.features.add("unary")
             return E(t.replace("{a}", arg.at(P_ATOM)).replace("{u}", arg.at(P_UNARY)).replace("{}", arg.text),
