@@ -544,7 +544,7 @@ def test_layers_that_stay_module_calls() -> None:
     would reject, and a layer reached through a loop keep the call."""
     text = """\
 func @Net.forward(%self: Module[Net], %x: f32[2, 3], %n: int) -> Tensor {
-  %0 : Module[torch.nn.PixelShuffle] = py.getattr(%self) {attr = "up"}
+  %0 : Module[torch.nn.Unflatten] = py.getattr(%self) {attr = "up"}
   %1 : Tensor = module.call(%0, %x)
   %2 : Module[torch.nn.Linear] = py.getattr(%self) {attr = "fc"}
   %3 : Tensor = module.call(%2, %1) {kwnames = ("input",)}
@@ -595,6 +595,11 @@ EXPECTED_PYTHON = {
     "AdaptiveAvgPool1d": ["y = F.adaptive_avg_pool1d(x, _guards.attr(self, \"m\").output_size)"],
     "AdaptiveAvgPool2d": ["y = F.adaptive_avg_pool2d(x, _guards.attr(self, \"m\").output_size)"],
     "AdaptiveMaxPool2d": ["y = F.adaptive_max_pool2d(x, _guards.attr(self, \"m\").output_size, False)"],
+    "Upsample": ["m = _guards.attr(self, \"m\")", "y = F.interpolate(x, m.size, m.scale_factor, m.mode, m.align_corners, "
+                 "recompute_scale_factor=m.recompute_scale_factor)"],
+    "PixelShuffle": ["y = F.pixel_shuffle(x, _guards.attr(self, \"m\").upscale_factor)"],
+    "ZeroPad2d": ["m = _guards.attr(self, \"m\")", "y = F.pad(x, m.padding, \"constant\", m.value)"],
+    "ConstantPad2d": ["m = _guards.attr(self, \"m\")", "y = F.pad(x, m.padding, \"constant\", m.value)"],
     "ReLU": ["if _guards.attr(self, \"m\").inplace:", "    y = F.relu(x, inplace=True)", "else:", "    y = F.relu(x)"],
     "ReLU6": ["m = _guards.attr(self, \"m\")", "if m.inplace:", "    y = F.hardtanh(x, m.min_val, m.max_val, inplace=True)", "else:",
               "    y = F.hardtanh(x, m.min_val, m.max_val)"],
@@ -722,13 +727,17 @@ class Vision(nn.Module):
         self.flat = nn.Flatten()
         self.fc = nn.Linear(8, 4)
         self.lsm = nn.LogSoftmax(dim=1)
+        self.pad = nn.ZeroPad2d((1, 0, 2, 0))
+        self.fill = nn.ConstantPad2d(1, 0.5)
+        self.up = nn.Upsample(scale_factor=2.0, mode="nearest")
+        self.shuffle = nn.PixelShuffle(2)
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         h = self.relu(self.bn(self.conv(x)))
         h = self.gn(self.conv_same(h))
         h = self.avg(self.pool(self.drop2d(h)))
         h = self.relu6(self.hsw(h))
-        m = self.amax(h)
+        m = self.amax(self.shuffle(self.up(self.fill(self.pad(h)))))
         return self.lsm(self.fc(self.flat(self.apool(h)))), m
 
 

@@ -134,6 +134,38 @@ class Streams(nn.Module):
         return ys[0] + ys[1]
 
 
+class MultiBranch(nn.Module):
+    """hrnet's module: an int setting decides an early return; branches updated in a list."""
+
+    def __init__(self, num_branches: int) -> None:
+        super().__init__()
+        self.num_branches = num_branches
+        self.branches = nn.ModuleList([ConvBnRelu(4, 4) for _ in range(num_branches)])
+
+    def forward(self, x: list[torch.Tensor]) -> list[torch.Tensor]:
+        if self.num_branches == 1:
+            return [self.branches[0](x[0])]
+        for i, branch in enumerate(self.branches):
+            x[i] = branch(x[i])
+        return [x[0] + x[1], x[1] * 2.0]
+
+
+class Streams2(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.one = MultiBranch(1)
+        self.two = MultiBranch(2)
+        self.down = nn.ModuleList([ConvBnRelu(4, 4) for _ in range(2)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ys = self.two([self.one([x])[0], x * 2])
+        y = ys[0]
+        for i, _ in enumerate(self.down):
+            if i > 0:
+                y = ys[1] + self.down[i - 1].forward(y)
+        return y
+
+
 class Transposed(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -285,6 +317,20 @@ def test_an_unannotated_parameter_passed_a_list_is_compiled_for_the_list(tmp_pat
     assert "def bn_relu(" in text
 
 
+def test_int_settings_and_item_arithmetic_are_decided_when_compiling(tmp_path: Path, monkeypatch) -> None:
+    """`if self.num_branches == 1:` is decided per instance (instances with other int settings
+    are variants of their own), so the list the branches update stays one the lists pass follows
+    and every branch fuses; `self.down[i - 1].forward(y)` in an unrolled loop is that layer,
+    inlined. A setting changed after compiling fails the entry check that pins it."""
+    compiled, text = _compiled(tmp_path, monkeypatch, "Streams2", torch.randn(2, 4, 5, 5))
+    code = [line for line in text[text.index("def Streams2_forward"):].splitlines() if not line.strip().startswith("#")]
+    assert not any(".append(" in line or "] = " in line or "[i - 1]" in line for line in code)
+    assert "def down(" in text and '"num_branches": 1' in text and '"num_branches": 2' in text
+    compiled.one.num_branches = 2
+    with torch.no_grad(), runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="num_branches"):
+        compiled(torch.randn(2, 4, 5, 5))
+
+
 def test_transposed_convolutions_lower_and_fuse_with_what_follows(tmp_path: Path, monkeypatch) -> None:
     _, text = _compiled(tmp_path, monkeypatch, "Transposed", torch.randn(2, 4, 5, 5))
     assert "F.conv_transpose2d(" in text and "_guards.attr(self, \"up\")(" not in text
@@ -301,6 +347,9 @@ def test_a_call_of_a_list_item_is_named_after_the_list() -> None:
     assert called_name(Loc("m.py", 1, 4, 1, 21), lines) == "blocks"
     assert called_name(Loc("m.py", 2, 4, 2, 19), lines) == "layers"
     assert called_name(Loc("m.py", 1, 4, 0, 0), lines) == "blocks"  # (a location without its end)
+    lines = {"m.py": ["y = down.forward(y)"]}
+    assert called_name(Loc("m.py", 1, 4, 1, 19), lines) == "down"  # (the module, not its method)
+    assert called_name(Loc("m.py", 1, 4, 0, 0), lines) == "down"
 
 
 GROWN = '''

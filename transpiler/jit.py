@@ -534,10 +534,11 @@ def _collect_infos(root: nn.Module, sources: _Sources, infos: dict) -> None:
         shape = tuple((k, a.kind, a.type) for k, a in sorted(info.attrs.items()))
         # (and the names of its other attributes: hasattr() is decided per variant)
         others = tuple(sorted(k for k in vars(module) if not k.startswith("_") and k not in info.attrs))
-        # The lowering takes a bool flag (`use_res_connect`, `training`) and a settings object
-        # (`config`) from the variant's ClassInfo: instances that differ in them are variants too.
+        # The lowering takes a bool flag (`use_res_connect`, `training`), an int or str setting
+        # (`num_branches`) and a settings object (`config`) from the variant's ClassInfo:
+        # instances that differ in them are variants too.
         fixed = tuple((k, a.value if a.kind == "constant" else id(a.value)) for k, a in sorted(info.attrs.items())
-                      if a.kind == "object" or (a.has_value and type(a.value) is bool))
+                      if a.kind == "object" or (a.has_value and type(a.value) in (bool, int, str)))
         key = (cls, shape, others, fixed)
         if key in variants and module is not root:
             _keep_shared_values(infos[variants[key]], info)

@@ -210,9 +210,11 @@ class NameLowering:
         # with earlier ones, and not assumed to hold what the entry checked (ir/shape_rules_python).
         after = {"after": self.epoch} if self.epoch else {}
         result = self.op(ops.GetAttrOp, [obj], [found.type], attr=attr, **after).result
-        if not after and found.has_value and type(found.value) is bool:
-            # a flag of every instance of this class variant (`self.training`): a branch on it
-            # lowers one side, as on a setting; the read stays, and an entry check pins it
+        if not after and found.has_value and (type(found.value) is bool or type(found.value) in (int, str)
+                                              and not assigned_after_init(info, attr)):
+            # a setting of every instance of this class variant (`self.training`, hrnet's
+            # `self.num_branches`): a branch on it lowers one side; the read stays, and an entry
+            # check pins it. (Not one a method sets: the value would not stay what it was.)
             self.live[result] = found.value
         return result
 
@@ -318,11 +320,17 @@ class NameLowering:
     _UNKNOWN = object()
 
     def known(self, value: Value) -> Any:
-        """The Python value `value` has when compiling (a constant, or a literal read from the
-        instance), else `_UNKNOWN`."""
+        """The Python value `value` has when compiling (a constant, a literal read from the
+        instance, or an item of a tuple display of such: the index of a loop unrolled over
+        `enumerate`), else `_UNKNOWN`."""
         owner = value.owner
         if isinstance(owner, ops.ConstantOp):
             return owner.value
+        if isinstance(owner, (ops.GetItemOp, ops.UnpackOp)) and isinstance(owner.operands[0].owner, ops.TupleOp):
+            items = owner.operands[0].owner.operands
+            index = self.known(owner.operands[1]) if isinstance(owner, ops.GetItemOp) else owner.results.index(value)
+            if type(index) is int and -len(items) <= index < len(items):
+                return self.known(items[index])
         found = self.live.get(value, self._UNKNOWN)
         return self._UNKNOWN if is_plain_object(found) else found
 
@@ -363,6 +371,14 @@ def assigned_in_method(info: ClassInfo, attr: str) -> tuple[str, int] | None:
             if node.attr.value == attr:
                 return name, info.source.loc(node).line
     return None
+
+
+def assigned_after_init(info: ClassInfo, attr: str) -> bool:
+    """Whether a method of the class other than `__init__` assigns `self.<attr>` (for a class
+    read from source; torch's layers set their settings in `__init__` only)."""
+    return info.source is not None and any(
+        node.attr.value == attr for name, method in info.methods.items() if name != "__init__"
+        for node in _self_assignments(method))
 
 
 def _self_assignments(method: cst.FunctionDef) -> list[cst.Attribute]:

@@ -47,6 +47,8 @@ COMPARE_OPS: dict[type, str] = {
 }
 UNARY_OPS: dict[type, str] = {cst.Minus: "-", cst.Plus: "+", cst.BitInvert: "~", cst.Not: "not"}
 
+INT_ARITHMETIC: dict[str, Callable[[int, int], int]] = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "//": operator.floordiv, "%": operator.mod}
 PYTHON_COMPARE: dict[str, Callable[[Any, Any], bool]] = {
     "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 
@@ -66,7 +68,11 @@ class OperatorLowering:
             t = binary_result_type(op, lhs.type, rhs.type)
         except SignatureError as e:
             raise self.error(node, str(e), getattr(e, "hint", None)) from None
-        return self.op(ops.BinaryOp, [lhs, rhs], [t], op=op).result
+        result = self.op(ops.BinaryOp, [lhs, rhs], [t], op=op).result
+        a, b = self.known(lhs), self.known(rhs)  # type: ignore[attr-defined]
+        if t == INT and type(a) is int and type(b) is int and op in INT_ARITHMETIC and not (op in ("//", "%") and b == 0):
+            self.live[result] = INT_ARITHMETIC[op](a, b)  # (`self.blocks[i - 1]` in an unrolled loop)
+        return result
 
     def unary(self, node: cst.UnaryOperation) -> Value:
         op = UNARY_OPS[type(node.operator)]

@@ -64,6 +64,8 @@ class SubscriptLowering:
             position = self.constant_int(index)
             if t.length_known and position is not None:
                 elem = t.elems[position]
+                if not isinstance(index.owner, ops.ConstantOp):  # (`self.blocks[i - 1]`: the layer's
+                    index = self.b.constant(position)  # path, for the inliner to follow)
             else:
                 elem = unify_all(t.elems) or ANY
         elif t == ANY:

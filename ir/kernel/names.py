@@ -57,7 +57,8 @@ _CALLEE = re.compile(r"\s*((?:[A-Za-z_]\w*\s*\.\s*)*[A-Za-z_]\w*)\s*(?:\[[^\]]*\
 
 def called_name(loc: Loc | None, source_lines: dict[str, list[str]]) -> str | None:
     """The name of what the call at `loc` calls: `bn1` for `self.bn1(out)`, `gelu` for
-    `F.gelu(h)`, `softmax` for `x.softmax(-1)`, `blocks` for `self.blocks[i](x)`; None where `loc` is no call (an operator, a
+    `F.gelu(h)`, `softmax` for `x.softmax(-1)`, `blocks` for `self.blocks[i](x)`, `down` for
+    `down.forward(y)`; None where `loc` is no call (an operator, a
     statement) or its text is not known."""
     if loc is None:
         return None
@@ -66,13 +67,16 @@ def called_name(loc: Loc | None, source_lines: dict[str, list[str]]) -> str | No
         return None
     if loc.end_line < loc.line:  # (a location without its end: the text runs to the end of the line)
         match = _CALLEE.match(text)
-        name = match[1].rsplit(".", 1)[-1].strip() if match else None
+        parts = [part.strip() for part in match[1].split(".")] if match else []
+        name = parts[-2] if len(parts) > 1 and parts[-1] == "forward" else parts[-1] if parts else None
     else:
         try:
             node = ast.parse(text.strip(), mode="eval").body
         except SyntaxError:  # (a statement: `out += identity`)
             node = None
         func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Attribute) and func.attr == "forward":  # `down.forward(y)`: the module's name
+            func = func.value
         if isinstance(func, ast.Subscript):  # `self.blocks[i](x)`: the container's name
             func = func.value
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None

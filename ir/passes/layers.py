@@ -29,9 +29,8 @@ hooks, plus the conditions under which its forward is that call:
 The guard reads the module at entry, so it must be reachable from a module argument by attribute
 reads (ir/passes/inline.py `module_path`); a layer reached through a loop over a ModuleList keeps
 its call. Layers not in the table keep their call (of the layers the front end knows: Bilinear,
-Unflatten, AlphaDropout, InstanceNorm1d/2d, Upsample, PixelShuffle,
-ZeroPad2d, ConstantPad2d, MultiheadAttention; and nn.Sequential), as do calls with other
-arguments than one tensor.
+Unflatten, AlphaDropout, InstanceNorm1d/2d, MultiheadAttention; and nn.Sequential), as do calls
+with other arguments than one tensor.
 
 Nothing is lowered in ahead-of-time generic code (`Program.generic`: no instance, no input
 types), where nothing would fuse: `self.conv1(x)` stays the layer's call, eager's own code in one
@@ -171,6 +170,11 @@ LAYERS: dict[str, Layer] = {
     "torch.nn.AdaptiveAvgPool1d": Layer(Call(F + "adaptive_avg_pool1d", ("output_size",))),
     "torch.nn.AdaptiveAvgPool2d": Layer(Call(F + "adaptive_avg_pool2d", ("output_size",))),
     "torch.nn.AdaptiveMaxPool2d": Layer(Call(F + "adaptive_max_pool2d", ("output_size", Const(False))), ("no_indices",)),
+    "torch.nn.Upsample": Layer(Call(F + "interpolate", ("size", "scale_factor", "mode", "align_corners"),
+                                    kwargs=(("recompute_scale_factor", "recompute_scale_factor"),))),
+    "torch.nn.PixelShuffle": Layer(Call(F + "pixel_shuffle", ("upscale_factor",))),
+    "torch.nn.ZeroPad2d": Layer(Call(F + "pad", ("padding", Const("constant"), "value"))),
+    "torch.nn.ConstantPad2d": Layer(Call(F + "pad", ("padding", Const("constant"), "value"))),
     # Activations, as each forward calls its function.
     "torch.nn.ReLU": Layer(Call(F + "relu", inplace=True)),
     "torch.nn.ReLU6": Layer(Call(F + "hardtanh", ("min_val", "max_val"), inplace=True)),  # Hardtanh.forward

@@ -21,7 +21,9 @@ Canonicalization applies the same rewrite (`snapshot`) once branches have folded
 
 Before it, the pass decides what needs no facts: `xs is None` of None or of a display (a list
 passed down to an inlined call that starts `if children is None: children = []`, DLA's trees),
-and a display refined from Optional is the display. After it, `a + b` of two displays nothing
+a display refined from Optional is the display, and an item of a tuple display is the item (the
+index of a loop unrolled over `enumerate`, so that hrnet's `x[i] = branch(x[i])` stores at a
+constant). After it, `a + b` of two displays nothing
 keeps is one display, so that shape propagation (next) sizes the `torch.cat` of it.
 """
 
@@ -29,9 +31,16 @@ from __future__ import annotations
 
 from ir.core import ops
 from ir.core.graph import Block, Operation, Program, Use
-from ir.core.rewrite import apply_rules
+from ir.core.rewrite import Rewriter, apply_rules
 from ir.core.types import ListType
-from ir.passes.fold import concat_known_lists, fold_is_none_of_display, forward_refined_display, inline_constant_if
+from ir.passes.fold import (
+    concat_known_lists,
+    fold_is_none_of_display,
+    forward_refined_display,
+    forward_tuple_item,
+    forward_tuple_unpack,
+    inline_constant_if,
+)
 
 # Builtins that consume the whole list before they return (not `enumerate`, `zip`, `iter` or
 # `reversed`, which return iterators that would see later appends).
@@ -41,12 +50,20 @@ CONSUMING_BUILTINS = frozenset({"len", "bool", "sum", "min", "max", "any", "all"
 def snapshot_lists(program: Program) -> None:
     for func in program.funcs:
         # (a list passed down to an inlined call that starts `if xs is None: xs = []` is then
-        # the caller's display, grown in straight-line code)
-        apply_rules(func, [fold_is_none_of_display, inline_constant_if, forward_refined_display])
+        # the caller's display, grown in straight-line code; `xs[i] = v` in a loop unrolled over
+        # `enumerate(...)` stores at the constant its pair holds)
+        apply_rules(func, [fold_is_none_of_display, inline_constant_if, forward_refined_display, _forward_tuple_item])
         for op in list(func.walk()):
             if isinstance(op, ops.ListOp) and updated_in_place(op):
                 snapshot(op)
         apply_rules(func, [concat_known_lists])  # (before shape propagation: `torch.cat` of it has a shape)
+
+
+def _forward_tuple_item(op: Operation, rw: Rewriter) -> bool:
+    """An item of a tuple display (not of a list: the snapshots below decide those) is the item."""
+    if not isinstance(op, (ops.GetItemOp, ops.UnpackOp)) or not isinstance(op.operands[0].owner, ops.TupleOp):
+        return False
+    return forward_tuple_item(op, rw) if isinstance(op, ops.GetItemOp) else forward_tuple_unpack(op, rw)
 
 
 def _reads_now(use: Use) -> bool:
