@@ -614,6 +614,25 @@ func @f(%x: f16[B, 8]) -> f16[B, 8] {
 }
 """,
     ),
+    "prelu": (
+        """\
+func @f(%x: f32[B, 3, 4, 5], %w: f32[3]) -> f32[B, 3, 4, 5] {
+  %0 : f32[B, 3, 4, 5] = torch.call(%x, %w) {callee = "torch.nn.functional.prelu", aten = "aten::prelu"}
+  func.return(%0)
+}
+""",
+        """\
+func @f(%x: f32[B, 3, 4, 5], %w: f32[3]) -> f32[B, 3, 4, 5] {
+  %0 : tuple[int, int, int] = py.constant() {value = (3, 1, 1)}
+  %1 : f32[3, 1, 1] = torch.method(%w, %0) {method = "reshape", alias_of = 0, aten = "aten::reshape"}
+  %2 : int = py.constant() {value = 0}
+  %3 : bool[B, 3, 4, 5] = py.compare(%x, %2) {op = ">"}
+  %4 : f32[B, 3, 4, 5] = py.binary(%1, %x) {op = "*"}
+  %5 : f32[B, 3, 4, 5] = torch.call(%3, %x, %4) {callee = "torch.where", aten = "aten::where.self"}
+  func.return(%5)
+}
+""",
+    ),
     "softplus": (
         """\
 func @f(%x: f32[B, 8]) -> f32[B, 8] {
