@@ -166,6 +166,24 @@ class Streams2(nn.Module):
         return y
 
 
+class Counted(nn.Module):
+    """Int settings that forward changes (`+=`, a tuple assignment): never taken as values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+        self.a, self.b = 1, 2
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.calls > 1:
+            x = x * 3.0
+        if self.b == 2:
+            x = x + 1.0
+        self.a, self.b = self.b, self.a
+        return torch.relu(x)
+
+
 class Transposed(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -329,6 +347,18 @@ def test_int_settings_and_item_arithmetic_are_decided_when_compiling(tmp_path: P
     compiled.one.num_branches = 2
     with torch.no_grad(), runtime.mode("strict"), pytest.raises(runtime.TorchscribeError, match="num_branches"):
         compiled(torch.randn(2, 4, 5, 5))
+
+
+def test_int_settings_forward_changes_are_read_when_the_call_runs(tmp_path: Path, monkeypatch) -> None:
+    """`self.calls += 1` then `if self.calls > 1:`: taken as its value when compiling, the second
+    call returned the first call's result (no error, in strict mode)."""
+    with jit_source(tmp_path, monkeypatch, "counted_case", BLOCKS) as module:
+        model, eager = module.Counted(), module.Counted()
+        compiled = script(model, example_inputs=(torch.randn(2, 3),))
+        for _ in range(3):
+            x = torch.randn(2, 3)
+            with torch.no_grad(), runtime.mode("strict"):
+                torch.testing.assert_close(compiled(x), eager(x))
 
 
 def test_transposed_convolutions_lower_and_fuse_with_what_follows(tmp_path: Path, monkeypatch) -> None:

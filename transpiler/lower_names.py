@@ -386,8 +386,19 @@ def _self_assignments(method: cst.FunctionDef) -> list[cst.Attribute]:
 
     class Finder(cst.CSTVisitor):
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            t = node.target
-            if isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
+            self.target(node.target)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:  # (`self.calls += 1`)
+            self.target(node.target)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            self.target(node.target)
+
+        def target(self, t: cst.BaseExpression) -> None:
+            if isinstance(t, (cst.Tuple, cst.List)):  # (`self.a, self.b = ...`)
+                for element in t.elements:
+                    self.target(element.value)
+            elif isinstance(t, cst.Attribute) and isinstance(t.value, cst.Name) and t.value.value == "self":
                 found.append(t)
 
     method.body.visit(Finder())
