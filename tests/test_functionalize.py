@@ -746,6 +746,46 @@ func @f(%y: f32[4]) -> f32[8] {
     assert '%ws : list[Tensor] = py.list(%w_1, %y)' in out and '%w_1 : f32[4] = torch.method(%w) {method = "neg"' in out
 
 
+SPLIT_THEN_LIST = """\
+func @f(%self: Module[M], %x: f32[4, 4]) -> f32[4, 4] {
+  %0 : int = py.constant() {value = 2}
+  %1 : int = py.constant() {value = 1}
+  %i : int = py.constant() {value = 0}
+  %parts : list[f32[4, 2]] = torch.call(%x, %0, %1) {callee = "torch.split", alias_of = 0, aten = "aten::split.Tensor"}
+  %a : f32[4, 2] = py.getitem(%parts, %i)
+  %b : f32[4, 2] = torch.method(%a) {method = "exp", aten = "aten::exp"}
+  %c : f32[4, 2] = torch.method(%b) {method = "relu_", mutates = (0,), alias_of = 0, aten = "aten::relu_"}
+  %d : f32[4, 2] = py.getitem(%parts, %1)
+  %e : f32[4, 2] = py.binary(%c, %d) {op = "+"}
+  %outs : list[Tensor] = py.list(%c, %e)
+  %r : f32[4, 4] = torch.call(%outs, %1) {callee = "torch.cat", aten = "aten::cat"}
+  func.return(%r)
+}
+"""
+
+
+def test_an_item_of_a_split_is_not_what_another_list_holds() -> None:
+    """Res2Net's branches: items of `torch.split(x, w)` read after an in-place activation of a
+    tensor that goes into another list. Each list the function makes and keeps to itself holds
+    only what is put into it, so the read is not of the written tensor: the write is functional."""
+    out = run(SPLIT_THEN_LIST)
+    assert "unfunctionalized" not in out and "relu_" not in out, out
+
+
+def test_lists_another_name_can_reach_may_hold_what_the_other_holds() -> None:
+    """The same, with the split's list passed to a module call and the list of results put in a
+    tuple: through other names either may gain the other's items, so the call may reach the
+    written tensor, and the write stays."""
+    text = SPLIT_THEN_LIST.replace(
+        '  %a : f32[4, 2] = py.getitem(%parts, %i)\n',
+        '  %m : Module[Block] = py.getattr(%self) {attr = "block"}\n'
+        '  %n : f32[4, 2] = module.call(%m, %parts)\n'
+        '  %a : f32[4, 2] = py.getitem(%parts, %i)\n').replace(
+        '  %r : f32[4, 4]', '  %t : tuple[list[Tensor]] = py.tuple(%outs)\n  %r : f32[4, 4]')
+    out = run(text)
+    assert 'aten = "aten::relu_", unfunctionalized = "`b` is passed to `module.call`' in out, out
+
+
 def test_notes_say_where_and_why_writes_were_left() -> None:
     notes = functionalize_function(parse_program(LEFT_ALONE).funcs[0]).notes  # type: ignore[arg-type]
     assert notes == [
@@ -901,6 +941,18 @@ def pair(p: tuple[Tensor, Tensor]) -> Tensor:
 
 
 @script
+def split_branches(x: Tensor) -> Tensor:
+    parts = torch.split(x, 2, 1)
+    outs: list[Tensor] = []
+    h = F.relu(parts[0] * 2.0, inplace=True)
+    outs.append(h)
+    h = F.relu(h + parts[1], inplace=True)
+    outs.append(h)
+    outs.append(parts[2])
+    return torch.cat(outs, 1)
+
+
+@script
 def left_alone(x: Tensor, y: Tensor, c: bool) -> Tensor:
     t = x if c else y
     t.mul_(2)
@@ -949,6 +1001,7 @@ FUNCTIONS: dict[str, tuple[Callable[[], list[Any]], bool]] = {
     "early_return": (lambda: [randn(3, 4), 0], True),
     "returned_aliases": (lambda: [randn(3, 4), randn(3, 4, seed=1)], True),
     "pair": (lambda: [(randn(3, 4), randn(3, 4, seed=1))], True),
+    "split_branches": (lambda: [randn(3, 6)], True),
     "left_alone": (lambda: [randn(3, 4), randn(3, 4, seed=1), True], False),
 }
 

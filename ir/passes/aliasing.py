@@ -3,10 +3,12 @@
 Every tensor value shares storage with one or more *roots*: a tensor argument (or a tensor in a
 tuple argument), a tensor attribute of a module argument reached by a static path of attribute
 reads (`self.count`, `self.bn.running_mean`), a tensor an op makes fresh, what a list may hold,
-or a tensor the compiler cannot name. `Aliasing` gives every value the roots it may share
-storage with and, where that is certain, its *exact alias*: one root and the chain of view ops
-from it (`y[:, 0]` is `y` then `[:, 0]`; views: ir/passes/views.py). `reshape`, `contiguous`,
-`to` may copy, so their results only may alias. If results and loop-carried values are exact
+or a tensor the compiler cannot name. A list the function makes and no other name reaches
+(`private_lists`) holds what is put into it; any other list may hold whatever is put into a list
+that is not one of those. `Aliasing` gives every value the roots it may share storage with and,
+where that is certain, its *exact alias*: one root and the chain of view ops from it (`y[:, 0]`
+is `y` then `[:, 0]`; views: ir/passes/views.py). `reshape`, `contiguous`, `to` may copy, so
+their results only may alias. If results and loop-carried values are exact
 when every incoming value is the same alias (an optimistic fixpoint: `acc += x` in a loop). An
 if result made of fresh tensors that nothing reads after the if is a fresh root of its own (the
 output of `nn.ReLU(inplace=True)`, which the layer lowering makes an if on `inplace`): `analyse`.
@@ -40,6 +42,31 @@ from ir.torchapi.signatures import UNANNOTATED_ALIASES
 
 # Root kinds. Inputs and attributes are what the caller can observe.
 INPUT, ATTR, FRESH, CONTENTS, UNKNOWN = "input", "attribute", "fresh", "list contents", "unknown"
+
+
+def private_lists(order: Sequence[Operation]) -> list[Value]:
+    """The lists a function makes (a display, `torch.split`'s result) that no other name can
+    reach: each use reads its items, changes it in place, or passes it to a torch op (which keeps
+    no reference to a Python list). A list stored elsewhere, passed to a call or carried by a
+    loop or an if may be changed through the other name, so it is not one of them."""
+    found = []
+    for op in order:
+        if not isinstance(op, (ops.ListOp, ops.TorchCallOp, ops.TensorMethodOp)):
+            continue
+        for r in op.results:
+            if isinstance(r.type, ListType) and all(_private_use(u.op, u.index) for u in r.uses):
+                found.append(r)
+    return found
+
+
+def _private_use(op: Operation, index: int) -> bool:
+    if isinstance(op, (ops.GetItemOp, ops.UnpackOp, ops.ListAppendOp, ops.ListSetItemOp)):
+        return index == 0
+    if isinstance(op, ops.ListExtendOp):
+        return True  # the target, or the list its items are copied from
+    if isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp)):
+        return index not in op.attributes.get("mutates", ())
+    return isinstance(op, ops.BuiltinCallOp) and op.attributes.get("callee") == "len"
 
 
 # -- roots and aliases ---------------------------------------------------------------------------
@@ -132,7 +159,11 @@ class Aliasing:
         self.merged_from: dict[Value, frozenset[tuple]] = {}  # a merge root's incoming roots
         self.steps: dict[Operation, Step] = {}
         self.list_roots: frozenset[tuple] = frozenset()  # what any list may hold
+        self.shared_roots: frozenset[tuple] = frozenset()  # what a list not in `contents` may hold
         self.order = list(func.walk())
+        # What each list of the function's own making holds that no other name can reach: an item
+        # read from `torch.split(out, w)` is not what another list holds.
+        self.contents: dict[Value, frozenset[tuple]] = {v: frozenset() for v in private_lists(self.order)}
         self.position = {op: i for i, op in enumerate(self.order)}
         self.assigned = {op.attributes["attr"]: op for op in self.order if isinstance(op, ops.SetAttrOp)}
         self._args()
@@ -146,7 +177,8 @@ class Aliasing:
     # -- queries --------------------------------------------------------------------------------
     def may_of(self, v: Value) -> frozenset[tuple]:
         if isinstance(v.type, ListType):
-            return self.list_roots | self.may.get(v, frozenset())
+            held = self.contents.get(v)
+            return (self.shared_roots if held is None else held) | self.may.get(v, frozenset())
         return self.may.get(v, frozenset())
 
     def exact_of(self, v: Value) -> Alias | None:
@@ -206,6 +238,7 @@ class Aliasing:
         if isinstance(t, ListType) and holds_tensors(t):
             key = self._root(("contents", arg.index, *parts), CONTENTS, f"{name}[...]", t, arg, entry)
             self.list_roots |= {key}
+            self.shared_roots |= {key}
             return frozenset({key})
         if isinstance(t, (TensorType, OptionalType)) and holds_tensors(t):
             return frozenset({self._root(("entry", arg.index, *parts), INPUT, name, t, arg, entry)})
@@ -237,10 +270,15 @@ class Aliasing:
         elif isinstance(op, ops.TupleOp):
             self._set(op.result, self._union(op.operands), None)
         elif isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp, ops.DictOp, ops.DictSetItemOp)):
-            held = op.operands if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[1:]
-            new = self.list_roots | self._union(held)
-            self.changed |= new != self.list_roots
-            self.list_roots = new
+            held = self._union(op.operands if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[1:])
+            target = op.result if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[0]
+            old = self.list_roots, self.shared_roots, self.contents.get(target)
+            self.list_roots |= held
+            if target in self.contents:
+                self.contents[target] |= held
+            else:
+                self.shared_roots |= held
+            self.changed |= old != (self.list_roots, self.shared_roots, self.contents.get(target))
         elif op.has_trait(OPAQUE) or isinstance(op, ops.BuiltinCallOp):
             self._opaque(op)
         else:
