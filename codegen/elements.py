@@ -101,6 +101,19 @@ def _pow_form(op: Operation) -> str | None:
 _POW_FORMS = {2: "square", 0.5: "sqrt", 1: "pow_one", -1: "reciprocal"}
 
 
+def _erf_form(op: Operation) -> str | None:
+    """erf whose every use is `1 + erf(x)` (GELU, the normal CDF): the sum keeps erf's error
+    relative to 1 only, so a cheaper erf accurate to that serves (vecmath.h's ts_erf_fast)."""
+    uses = op.results[0].uses
+    return "erf_in_one_plus" if uses and all(_adds_one(u.op) for u in uses) else None
+
+
+def _adds_one(op: Operation) -> bool:
+    if op_name(op) != "add" or len(op.operands) != 2:
+        return False
+    return any(isinstance(v.owner, ops.ConstantOp) and v.owner.attributes.get("value") == 1 for v in op.operands)
+
+
 def _div_form(op: Operation) -> str | None:
     # `c / x` is x.__rtruediv__(c), which is reciprocal(x) * c in eager: two ops, two roundings
     return None if isinstance(op.operands[0].type, TensorType) else "rdiv"
@@ -147,7 +160,8 @@ ELEMENTS: dict[str, Element] = {
     "log": _math("torchscribe::ts_log({0})", "tl.log({0})", transcendental=True),
     "log1p": _math("torchscribe::ts_log1p({0})", "ts_log1p({0})", transcendental=True),
     "tanh": _math("torchscribe::ts_tanh({0})", "ts_tanh({0})", transcendental=True),
-    "erf": _math("torchscribe::ts_erf({0})", "tl.math.erf({0})", transcendental=True),
+    "erf": Element(("value",), "torchscribe::ts_erf({0})", "tl.math.erf({0})", floats_only=True, transcendental=True,
+                   form=_erf_form),
     "sin": _math("torchscribe::ts_sin({0})", "tl.sin({0})", transcendental=True),
     "cos": _math("torchscribe::ts_cos({0})", "tl.cos({0})", transcendental=True),
     "sqrt": _math("std::sqrt({0})", "ts_sqrt({0})", divides=True),
@@ -183,6 +197,7 @@ FORMS: dict[str, Element] = {
     "sqrt": ELEMENTS["sqrt"],
     "reciprocal": ELEMENTS["reciprocal"],
     "rdiv": Element(("value", "value"), _rdiv, _rdiv, in_float=(1,), numbers_in_float=(0, 1)),
+    "erf_in_one_plus": _math("torchscribe::ts_erf_fast({0})", "tl.math.erf({0})", transcendental=True),
 }
 
 

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "mlp.py"
 SOURCE_HASH = "sha256:edb519b61d43380a74467ac96d0489fc6d0f195ff2d6d5cdc1a7f0382cb9d91a"
-BODY_HASH = "sha256:4e12484645220177404558c2b164b05049e45f2b7153b9fd0b1fe0d0689f45d3"
+BODY_HASH = "sha256:33a4b37b05f9117376939abd29c5429ca84498cdff92f0a9d7eba25e06f5ed25"
 TORCH_VERSION = "2.13"
 
 
@@ -28,7 +28,7 @@ extern "C" void fc1_gelu_kernel(
     for (int64_t j = 0; j < n2; ++j) {
       // h = F.gelu(self.fc1(x))
       const float a0 = out0[o + j], v0 = a0 + in1[j * in1_step];
-      out0[o + j] = (v0 * 0.5f) * (1.0f + torchscribe::ts_erf(v0 * 0.7071067811865476f));
+      out0[o + j] = (v0 * 0.5f) * (1.0f + torchscribe::ts_erf_fast(v0 * 0.7071067811865476f));
     }
   });
 }

@@ -318,7 +318,33 @@ def test_every_loop_is_vectorised_with_avx2_only() -> None:
     assert set(where) <= vectorised, sorted(set(where) - vectorised)
 
 
+def test_erf_fast_is_within_its_absolute_bound_and_exact_where_erf_rounds_to_one() -> None:
+    """ts_erf_fast (an erf for `1 + erf(x)`): its absolute error bound, +-1 exactly from 3.92 on
+    (so `1 + erf(x)` is 0 where eager's is), the special values as erf's, and a vectorised loop."""
+    what, bounds = cpp_math.ABSOLUTE["ts_erf_fast"]
+    fn = cpp_math.MathFunction("ts_erf_fast", what, 1, {}, {})
+    source = cpp_math.MATH_HEADER + cpp_math.kernel_source(fn, "float32", "k_erf_fast") + "\n"
+    lib = native.load(source)
+    dense = np.arange(np.float32(1.5).view(np.int32), np.float32(4.0).view(np.int32), dtype=np.int32).view(np.float32)
+    rng = np.random.default_rng(5)
+    x = np.concatenate([dense, rng.uniform(-8, 8, 1_000_000).astype(np.float32)])
+    out = np.empty_like(x)
+    lib.k_erf_fast(ctypes.c_void_p(x.ctypes.data), ctypes.c_void_p(out.ctypes.data), ctypes.c_int64(x.size))
+    error = np.abs(out.astype(np.float64) - torch.special.erf(torch.from_numpy(x).double()).numpy())
+    assert error.max() <= bounds["float32"], (x[np.argmax(error)], error.max())
+    assert (np.abs(out[np.abs(x) >= 3.92]) == 1).all()
+    special = np.array([INF, -INF, NAN, 0.0, -0.0, 10.0, -10.0, 3.92, -1e30], dtype=np.float32)
+    got = np.empty_like(special)
+    lib.k_erf_fast(ctypes.c_void_p(special.ctypes.data), ctypes.c_void_p(got.ctypes.data), ctypes.c_int64(special.size))
+    want = np.array([1.0, -1.0, NAN, 0.0, -0.0, 1.0, -1.0, 1.0, -1.0], dtype=np.float32)
+    assert same(got, want).all(), list(zip(special, got))
+    line = source.splitlines().index(cpp_math.kernel_source(fn, "float32", "k_erf_fast")) + 1
+    assert line in cpp_math.vectorized_lines(cpp_math.vectorization_report(source))
+
+
 def test_listing_matches_the_header() -> None:
+    for name in cpp_math.ABSOLUTE:
+        assert f"{name}(" in cpp_math.MATH_HEADER
     for f in cpp_math.functions():
         assert f"{f.name}(" in cpp_math.MATH_HEADER
         for dtype in f.dtypes:

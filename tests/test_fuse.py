@@ -381,6 +381,15 @@ def ints(x: Tensor, y: Tensor) -> Tensor:
     return (x * 3 + y - 1) * (x > 0).to(x.dtype)
 
 
+def gelu_by_hand(x: Tensor) -> Tensor:
+    return x * 0.5 * (1 + torch.erf(x * 0.7071067811865476))
+
+
+def erf_and_cdf(x: Tensor) -> tuple[Tensor, Tensor]:
+    e = torch.erf(x)
+    return e, 0.5 * (1 + e)
+
+
 def trig(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
     a = torch.sin(x) * torch.tanh(y) + torch.exp(-x.abs())
     return a, torch.cos(a) + y
@@ -431,6 +440,24 @@ def test_elements_four_at_a_time_match_eager(fns, width, tmp_path, monkeypatch) 
     assert_close_to_eager(f(x, y), fns.trig(x, y), "contiguous")
     x, y = torch.randn(width, 5).t() * 3, torch.randn(width, 5).t()  # (rows not folded into one)
     assert_close_to_eager(f(x, y), fns.trig(x, y), "transposed")
+
+
+def test_an_erf_only_added_to_one_is_the_cheaper_erf(fns, tmp_path, monkeypatch) -> None:
+    """`1 + erf(x)` keeps erf's error relative to 1 only, so an erf whose every use is that sum is
+    vecmath.h's ts_erf_fast (absolute error 4e-7); an erf also used as itself stays ts_erf. Both
+    against eager, with the tails where `1 + erf` is 0 and the special values."""
+    x = torch.cat([torch.linspace(-12, 12, 4001), torch.tensor([float("nan"), float("inf"), -float("inf"), -0.0, -1e30])])
+    f = compiled(fns.gelu_by_hand, (x,), tmp_path, monkeypatch)
+    text = next((tmp_path / "jit").glob("*.py")).read_text()
+    assert "ts_erf_fast(" in text and "ts_erf(" not in text, text
+    assert_close_to_eager(f(x), fns.gelu_by_hand(x), "gelu")
+    assert (f(x)[(x < -6) & (x > -float("inf"))] == 0).all()
+    for old in (tmp_path / "jit").glob("*.py"):
+        old.unlink()
+    g = compiled(fns.erf_and_cdf, (x,), tmp_path, monkeypatch)
+    text = next((tmp_path / "jit").glob("*.py")).read_text()
+    assert "ts_erf(" in text and "ts_erf_fast(" not in text, text
+    assert_close_to_eager(g(x), fns.erf_and_cdf(x), "erf and the CDF")
 
 
 def test_elements_one_at_a_time_without_transcendentals(fns, tmp_path, monkeypatch) -> None:

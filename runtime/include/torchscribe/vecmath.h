@@ -426,6 +426,25 @@ TS_MATH_INLINE float ts_erf(float x) {
 }
 TS_MATH_INLINE double ts_erf(double x) { return ts_erf_impl(x); }
 
+// erf(x) to an absolute error of 4e-7 (float), for `1 + erf(x)` (the GELU, the normal CDF): the
+// sum keeps erf's error relative to 1, not to erf, so ts_erf's accuracy near 0 and in the tails
+// is lost there anyway. One rational x P(x^2) / Q(x^2) on |x| < 3.92, a minimax fit of the
+// absolute error (2e-8 with these coefficients; the rest is float rounding in P, Q and the
+// division); +-1 exactly from 3.92 on, so that 1 + erf(-x) is 0 where erf rounds to -1. 3x
+// cheaper than ts_erf: no exp, no second branch. double: ts_erf.
+TS_MATH_INLINE float ts_erf_fast(float x) {
+    using namespace math_detail;
+    float a = std::fabs(x);
+    float c = sel(a < 3.92f, a, 3.92f);  // (NaN: 3.92, replaced below)
+    float z = c * c;
+    float p = horner(z, 0x1.20dd72p+0f, 0x1.8d9768p-3f, 0x1.b40ed8p-5f, 0x1.012776p-8f, 0x1.2e2946p-12f,
+                     0x1.0eafa4p-19f);
+    float q = horner(z, 1.0f, 0x1.02c134p-1f, 0x1.d9aa52p-4f, 0x1.f4d220p-7f, 0x1.3ab670p-10f, 0x1.3e1940p-15f);
+    float r = sel(a < 3.92f, c * (p / q), 1.0f);
+    return sel(a != a, x, std::copysign(r, x));
+}
+TS_MATH_INLINE double ts_erf_fast(double x) { return ts_erf_impl(x); }
+
 // erfc: 1 - erf(x) below 0.75 (1 - x summed exactly), erfc(|x|) or 2 - erfc(|x|) above, so
 // both tails keep their relative accuracy.
 template <class T> TS_MATH_INLINE T ts_erfc_impl(T x) {
