@@ -421,11 +421,13 @@ def test_an_interrupted_parallel_run_leaves_no_process_and_no_temporary(tmp_path
         (models / f"cell_{k}.py").write_text(MODEL.replace("nn.Linear(4, 4)", f"nn.Linear(4, {k + 4})"))
     run = subprocess.Popen([sys.executable, "-m", "transpiler.cli", "-j", "2", str(models)], cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                           env={**os.environ, "PYTHONPATH": str(ROOT)})
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "TORCHSCRIBE_CACHE_DIR": str(tmp_path / "cache")})
     deadline = time.monotonic() + 120
     pool: set[int] = set()
     while time.monotonic() < deadline and run.poll() is None:  # until the pool's workers are there
-        pool = _descendants(run.pid)
+        # (live ones: a run that has finished its files still has its forkserver and tracker, and
+        # workers not yet reaped; the cache of its own, so that the files are compiled, not found)
+        pool = _alive(_descendants(run.pid))
         if len(pool) >= 4:  # forkserver, resource tracker, two workers
             break
         time.sleep(0.05)
