@@ -953,6 +953,18 @@ def split_branches(x: Tensor) -> Tensor:
 
 
 @script
+def listed_then_written(x: Tensor, n: int) -> Tensor:
+    a = x * 2.0
+    outs: list[Tensor] = [a]
+    for i in range(n):
+        outs.append(x[i] * 1.0)
+    a.mul_(3.0)
+    b = outs[-1]
+    b.add_(1.0)
+    return outs[0] + torch.stack(outs[1:]).sum(0)
+
+
+@script
 def left_alone(x: Tensor, y: Tensor, c: bool) -> Tensor:
     t = x if c else y
     t.mul_(2)
@@ -1002,6 +1014,7 @@ FUNCTIONS: dict[str, tuple[Callable[[], list[Any]], bool]] = {
     "returned_aliases": (lambda: [randn(3, 4), randn(3, 4, seed=1)], True),
     "pair": (lambda: [(randn(3, 4), randn(3, 4, seed=1))], True),
     "split_branches": (lambda: [randn(3, 6)], True),
+    "listed_then_written": (lambda: [randn(3, 4), 3], False),
     "left_alone": (lambda: [randn(3, 4), randn(3, 4, seed=1), True], False),
 }
 
