@@ -419,8 +419,18 @@ def test_an_interrupted_parallel_run_leaves_no_process_and_no_temporary(tmp_path
     models.mkdir()
     for k in range(12):
         (models / f"cell_{k}.py").write_text(MODEL.replace("nn.Linear(4, 4)", f"nn.Linear(4, {k + 4})"))
+    # The run starts as from a shell: Ctrl-C not ignored and not blocked. This test process may
+    # have either from earlier tests of its pytest worker (an ignored signal stays ignored across
+    # exec, and a blocked one blocked: the run then finished its files and exited 0).
+    inherited = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []))
+
+    def as_from_a_shell() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
     run = subprocess.Popen([sys.executable, "-m", "transpiler.cli", "-j", "2", str(models)], cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=as_from_a_shell,
                            env={**os.environ, "PYTHONPATH": str(ROOT), "TORCHSCRIBE_CACHE_DIR": str(tmp_path / "cache")})
     deadline = time.monotonic() + 120
     pool: set[int] = set()
@@ -437,7 +447,7 @@ def test_an_interrupted_parallel_run_leaves_no_process_and_no_temporary(tmp_path
     else:
         run.send_signal(getattr(signal, how))
     _, err = run.communicate(timeout=60)
-    assert run.returncode == {"SIGKILL": -9, "SIGTERM": 143, "SIGINT": 130}[how], err
+    assert run.returncode == {"SIGKILL": -9, "SIGTERM": 143, "SIGINT": 130}[how], (err, inherited)
     if how != "SIGKILL":
         assert "Traceback" not in err, err
     deadline = time.monotonic() + 30
