@@ -419,18 +419,15 @@ def test_an_interrupted_parallel_run_leaves_no_process_and_no_temporary(tmp_path
     models.mkdir()
     for k in range(12):
         (models / f"cell_{k}.py").write_text(MODEL.replace("nn.Linear(4, 4)", f"nn.Linear(4, {k + 4})"))
-    # The run starts as from a shell: Ctrl-C not ignored and not blocked. This test process may
-    # have either from earlier tests of its pytest worker (an ignored signal stays ignored across
-    # exec, and a blocked one blocked: the run then finished its files and exited 0).
+    # The run starts as from a shell, Ctrl-C neither ignored nor blocked: this process may have
+    # either from earlier tests of its pytest worker, and an exec keeps both (the run then never
+    # saw Ctrl-C and exited 0). A launcher resets them and execs the run in its place.
     inherited = (signal.getsignal(signal.SIGINT), signal.pthread_sigmask(signal.SIG_BLOCK, []))
-
-    def as_from_a_shell() -> None:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-
-    run = subprocess.Popen([sys.executable, "-m", "transpiler.cli", "-j", "2", str(models)], cwd=ROOT,
+    as_from_a_shell = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                       "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM}); "
+                       "os.execv(sys.executable, [sys.executable, '-m', 'transpiler.cli'] + sys.argv[1:])")
+    run = subprocess.Popen([sys.executable, "-c", as_from_a_shell, "-j", "2", str(models)], cwd=ROOT,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                           preexec_fn=as_from_a_shell,
                            env={**os.environ, "PYTHONPATH": str(ROOT), "TORCHSCRIBE_CACHE_DIR": str(tmp_path / "cache")})
     deadline = time.monotonic() + 120
     pool: set[int] = set()
