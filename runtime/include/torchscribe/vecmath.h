@@ -291,20 +291,29 @@ TS_MATH_INLINE double tanh_poly(double x, double z) {
 }
 }  // namespace math_detail
 
-// |x| >= 0.55: tanh|x| = t / (t + 2), t = expm1(2|x|); |x| clamped to 10 (float) / 20 (double)
-// where tanh rounds to 1.
-template <class T> TS_MATH_INLINE T ts_tanh_impl(T x, T big) {
+// float: from |x| = 0.55 on, tanh|x| = 1 - 2 / (e^(2|x|) + 1) with a plain exp. There the quotient
+// is at most 0.5 and the result at least 0.5, so the exp's and the division's rounding errors
+// reach the result halved: within one float of the correctly rounded one, as with expm1 in two
+// words, and a quarter cheaper (AVX2: 1.0 against 1.32 ms per 1e6).
+TS_MATH_INLINE float ts_tanh(float x) {
     using namespace math_detail;
-    T a = std::fabs(x);
-    T small = tanh_poly(x, x * x);
-    T ac = sel(a > big, big, a);
-    bool k0; T p;
-    T t = expm1_core(T(2) * ac, k0, p);
-    T large = std::copysign(t / (t + T(2)), x);
-    return sel(x == T(0), x, sel(a < T(0.55), small, large));  // tanh(-0) = -0
+    float a = std::fabs(x);
+    float small = tanh_poly(x, x * x);
+    float e = exp_core(2.0f * sel(a > 10.0f, 10.0f, a));
+    float large = std::copysign(1.0f - 2.0f / (e + 1.0f), x);
+    return sel(x == 0.0f, x, sel(a < 0.55f, small, large));  // tanh(-0) = -0
 }
-TS_MATH_INLINE float ts_tanh(float x) { return ts_tanh_impl(x, 10.0f); }
-TS_MATH_INLINE double ts_tanh(double x) { return ts_tanh_impl(x, 20.0); }
+// double: from |x| = 0.55 on, tanh|x| = t / (t + 2), t = expm1(2|x|); |x| clamped to 20 where
+// tanh rounds to 1.
+TS_MATH_INLINE double ts_tanh(double x) {
+    using namespace math_detail;
+    double a = std::fabs(x);
+    double small = tanh_poly(x, x * x);
+    bool k0; double p;
+    double t = expm1_core(2.0 * sel(a > 20.0, 20.0, a), k0, p);
+    double large = std::copysign(t / (t + 2.0), x);
+    return sel(x == 0.0, x, sel(a < 0.55, small, large));  // tanh(-0) = -0
+}
 
 // sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, e = exp(-|x|) (never overflows,
 // and subnormal results for very negative x are kept, where torch's 1 / (1 + exp(-x)) gives 0).
