@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ir.core.graph import PURE, Operation
 from ir.core.types import (
+    DataclassType,
     DictType,
     ListType,
     OptionalType,
@@ -41,6 +42,8 @@ def annotation(t: Type) -> str | None:
     if isinstance(t, OptionalType):
         inner = annotation(t.elem)
         return None if inner is None else f"Optional[{inner}]"
+    if isinstance(t, DataclassType):
+        return None  # (not a tuple; the class's name is not one the module defines)
     if isinstance(t, TupleType):
         parts = [annotation(e) for e in t.elems]
         if any(p is None for p in parts):

@@ -11,7 +11,7 @@ from codegen.names import model_module_name
 from codegen.python_text import PREC, Expr, attribute_path, string_literal
 from ir.core import ops
 from ir.core.graph import Operation, Value
-from ir.core.types import ModuleListType, ModuleType, OptionalType, ScalarType, TensorType
+from ir.core.types import DataclassType, ModuleListType, ModuleType, OptionalType, ScalarType, TensorType
 
 RULES = Rules()
 
@@ -64,6 +64,9 @@ def attribute(em: PythonEmitter, op: Operation) -> Expr:
 def item(em: PythonEmitter, op: Operation) -> Expr:
     if module_item(op):  # a layer of a Sequential: the fast read
         return module_read(em, op)
+    record = op.operands[0].type
+    if isinstance(record, DataclassType):  # a field, by name: a dataclass is not a tuple
+        return Expr(f"{em.expr(op.operands[0], PREC['atom']).text}.{record.fields[op.operands[1].owner.value]}", PREC["atom"])
     return Expr(f"{em.expr(op.operands[0], PREC['atom']).text}[{em.expr(op.operands[1]).text}]", PREC["atom"])
 
 
@@ -121,6 +124,10 @@ def past_module_getattr(op: Operation) -> bool:
 def tuple_expr(em: PythonEmitter, op: Operation) -> Expr:
     if op.attributes.get("named"):  # (the class, read from the model's file)
         cls = f"{model_module_name(op.attributes['module'])}.{op.attributes['named']}"
+        record = op.result.type
+        if isinstance(record, DataclassType):  # by keyword, as a keyword-only dataclass needs
+            fields = ", ".join(f"{f}={em.expr(v, PREC['if']).text}" for f, v in zip(record.fields, op.operands))
+            return Expr(f"{cls}({fields})", PREC["atom"])
         return Expr(f"{cls}({em.tuple_text(op.operands)})", PREC["atom"])
     if len(op.operands) == 1:
         return Expr(f"({em.expr(op.operands[0], PREC['if']).text},)", PREC["atom"])

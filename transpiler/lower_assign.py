@@ -14,16 +14,19 @@ from ir.core.types import (
     ANY,
     BOOL,
     INT,
+    DataclassType,
     DictType,
     ListType,
     OptionalType,
     TensorType,
     TupleType,
     Type,
+    fits,
     is_subtype,
+    tuple_like,
     unify,
 )
-from transpiler.annotations import annotation_type
+from transpiler.annotations import annotation_type, named_tuple_type
 from transpiler.classinfo import module_class_names
 from transpiler.diagnostics import UserError
 from transpiler.env import Exits
@@ -176,7 +179,64 @@ class AssignmentLowering:
             self.op(ops.SetAttrOp, [self.self_value, value], [], attr=attr)
             self.env.values.pop(f"self.{attr}", None)
             return
+        if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name):
+            record = self.env.get(target.value.value)
+            if isinstance(record, Value) and isinstance(record.type, DataclassType):
+                self.set_field(target, record, value)
+                return
         raise self.error(target, "unsupported assignment target")
+
+    def set_field(self, target: cst.Attribute, record: Value, value: Value) -> None:
+        """`out.aux = v` on a dataclass that this function made and that nothing else refers to yet
+        (no other name, no container, no call, no other function's code): the name is bound to a
+        new record with that field replaced, which is the same as changing the one object. Any
+        other object, which some other reference may read, is refused."""
+        t = record.type
+        name, attr = target.value.value, target.attr.value  # type: ignore[attr-defined]
+        if t.frozen:
+            raise self.error(target, f"`{t.name}` is a frozen dataclass: assigning `{name}.{attr}` raises",
+                             f"construct a new `{t.name}` with the value instead")
+        if attr not in t.fields:
+            raise self.error(target.attr, f"`{attr}` is not a field of dataclass `{t.name}`",
+                             "compiled code assigns declared fields only: declare it in the class")
+        shared = [n for n, v in self.env.values.items() if v is record and n != name]
+        made_here = _private_record(record, t.name, None)
+        in_loop = made_here and self._loop_between(record)
+        if not made_here or shared or in_loop:
+            why = (f"`{name}` is also `{shared[0]}`" if shared else
+                   f"`{name}` was made before the loop this assignment is in" if in_loop else
+                   f"`{name}` was passed on or stored, or not made by `{t.name}(...)` in this function")
+            raise self.error(target, f"assigning a field of `{name}` is supported only on a dataclass this "
+                             f"function made and has not passed on: {why}",
+                             f"assign the field before `{name}` is passed on, or construct `{t.name}` with it")
+        i = t.fields.index(attr)
+        declared = named_tuple_type(self.source, t.name, module_class_names(self.source))
+        if declared is not None and not fits(value.type, declared.elems[i]):
+            raise self.error(target, f"field `{attr}` of {t.name} is {declared.elems[i]}, got {value.type}")
+        items = []
+        for j, e in enumerate(t.elems):
+            if j == i:
+                items.append(value)
+                continue
+            read = self.op(ops.GetItemOp, [record, self.b.constant(j)], [e])
+            self.field_reads.add(read)
+            items.append(read.result)
+        updated = self.op(ops.TupleOp, items, [tuple_like(t, tuple(v.type for v in items))], named=t.name,
+                          module=self.source.module_name or "").result
+        updated.name = name
+        self.env.set(name, updated)
+
+    def _loop_between(self, record: Value) -> bool:
+        """Whether a loop encloses the block being lowered but not the op that made `record` (a
+        loop carries the names its body assigns, and `out.aux = v` assigns none)."""
+        made = record.owner
+        block = self.b.block
+        while block is not None and block is not made.parent:
+            owner = block.parent.parent if block.parent is not None else None
+            if isinstance(owner, (ops.ForRangeOp, ops.ForEachOp, ops.WhileOp)):
+                return True
+            block = owner.parent if owner is not None else None
+        return False
 
     def extend_list(self, listed: Value, items: cst.BaseExpression) -> None:
         """`xs += [a, b]` appends each element, which the lists pass can make SSA; `xs += ys`
@@ -211,3 +271,20 @@ def _single_name(targets: Sequence[cst.AssignTarget]) -> str | None:
     if len(targets) == 1 and isinstance(targets[0].target, cst.Name):
         return targets[0].target.value
     return None
+
+
+def _private_record(record: Value, name: str, merge: ops.Operation | None) -> bool:
+    """Whether dataclass value `record` is an object this function made with `name(...)` (in each
+    branch, for a value an `if` merges) that nothing but field reads has used: no container,
+    call or other merge holds it (`merge`: the yield that makes the value being checked)."""
+    if any(not isinstance(u.op, ops.GetItemOp) and u.op is not merge for u in record.uses):
+        return False
+    owner = record.owner
+    if isinstance(owner, ops.TupleOp):
+        return owner.named == name
+    if isinstance(owner, ops.IfOp):
+        k = owner.results.index(record)
+        yields = [b.ops[-1] for r in owner.regions for b in r.blocks]
+        return bool(yields) and all(isinstance(y, ops.YieldOp) and _private_record(y.operands[k], name, y)
+                                    for y in yields)
+    return False

@@ -115,7 +115,9 @@ class NameLowering:
         attr = node.attr.value
         if isinstance(obj.type, NamedTupleType) and attr in obj.type.fields:  # `out.logits`: an item
             i = obj.type.fields.index(attr)
-            return self.op(ops.GetItemOp, [obj, self.b.constant(i)], [obj.type.elems[i]]).result
+            read = self.op(ops.GetItemOp, [obj, self.b.constant(i)], [obj.type.elems[i]])
+            self.field_reads.add(read)
+            return read.result
         if obj in self.live and is_plain_object(self.live[obj]):
             return self.object_attribute(node, obj)
         if isinstance(obj.type, TensorType) or obj.type == ANY:

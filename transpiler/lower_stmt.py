@@ -22,7 +22,7 @@ import libcst as cst
 from ir.core import ops
 from ir.core.builder import Builder
 from ir.core.graph import Loc, Value
-from ir.core.types import ANY, BOOL, NONE, TupleType, Type, is_subtype
+from ir.core.types import ANY, BOOL, NONE, DataclassType, TupleType, Type, is_subtype
 from transpiler.check import turns_grad_off
 from transpiler.context import Break, Lookup, applied_decorators
 from transpiler.diagnostics import UserError
@@ -54,6 +54,7 @@ class FunctionLowerer(AssignmentLowering, BranchLowering, LoopLowering, RaiseLow
         self.node = node
         self.sig = sig
         self.class_info = class_info
+        self.field_reads: set[ops.Operation] = set()  # `out.logits` of a dataclass (dataclass_misuse)
         extra = {k: v for k, v in (("star", sig.star), ("kwstar", sig.kwstar), ("positional", sig.positional),
                                    ("arg_classes", sig.arg_classes or None)) if v is not None}
         self.func = ops.FuncOp.build(
@@ -165,6 +166,12 @@ class FunctionLowerer(AssignmentLowering, BranchLowering, LoopLowering, RaiseLow
         else:
             with self.b.located(exits.ret_loc or self.b.loc):
                 self.b.create(ops.ReturnOp, [exits.ret_value])
+        misuse = dataclass_misuse(self.func, self.field_reads)
+        if misuse is not None:
+            t = next(v.type for v in misuse.operands if isinstance(v.type, DataclassType))
+            raise UserError(f"`{t.name}` is a dataclass, not a tuple: it cannot be indexed, unpacked, iterated, "
+                            "measured or used as an operand here", misuse.loc or self.source.loc(self.node),
+                            f"read its fields by name (`.{t.fields[0] if t.fields else 'field'}`)")
         return self.func
 
     def note_decorators(self) -> None:
@@ -330,3 +337,23 @@ SMALL_STATEMENTS: dict[type, Rule] = {
     cst.ImportFrom: _refused("imports inside compiled functions are not supported", "import at module level"),
     cst.Del: _refused("del statements are not supported", "let the name go out of use"),
 }
+
+
+# What a dataclass value may be used by, beyond its field reads: ops that hold or pass the object
+# whole (containers, calls, returns, merges, `is None`). A tuple's operations (an index, unpacking,
+# len(), iteration, + and ==) would run on a tuple in compiled code and raise in Python.
+PASSES_OBJECT = (ops.TupleOp, ops.ListOp, ops.DictOp, ops.ListAppendOp, ops.ListSetItemOp, ops.DictSetItemOp,
+                 ops.FuncCallOp, ops.ModuleCallOp, ops.MethodCallOp, ops.ReturnOp, ops.YieldOp, ops.SetAttrOp,
+                 ops.RefineOp, ops.OpaqueOp)
+
+
+def dataclass_misuse(func: ops.FuncOp, field_reads: set[ops.Operation]) -> ops.Operation | None:
+    """The first op of `func` that uses a dataclass value as a tuple, or None."""
+    for op in func.walk():
+        if op in field_reads or isinstance(op, PASSES_OBJECT):
+            continue
+        if isinstance(op, ops.CompareOp) and op.op in ("is", "is not"):
+            continue
+        if any(isinstance(v.type, DataclassType) for v in op.operands):
+            return op
+    return None

@@ -168,8 +168,20 @@ class NamedTupleType(TupleType):
         return self.name
 
 
+@dataclass(frozen=True)
+class DataclassType(NamedTupleType):
+    """A `@dataclass` class of the model's file, held in the IR as a record of its fields: made by
+    its constructor, its fields read by name. It is not a tuple in Python (no indexing, unpacking
+    or len), which the front end refuses; a field assigned makes a new record (transpiler/
+    lower_assign.py says when that is the same as changing the one object)."""
+
+    frozen: bool = False
+
+
 def tuple_like(t: Type, elems: tuple[Type, ...]) -> TupleType:
     """A tuple type of `elems`, named as `t` is where it names its fields."""
+    if isinstance(t, DataclassType):
+        return DataclassType(elems, t.name, t.fields, t.frozen)
     return NamedTupleType(elems, t.name, t.fields) if isinstance(t, NamedTupleType) else TupleType(elems)
 
 
@@ -336,11 +348,16 @@ def unify(a: Type, b: Type) -> Type | None:
         eb = b.elem if isinstance(b, OptionalType) else b
         inner = unify(ea, eb)
         return None if inner is None else OptionalType(inner)
+    if isinstance(a, DataclassType) != isinstance(b, DataclassType) and isinstance(a, TupleType) \
+            and isinstance(b, TupleType):
+        return None
     if isinstance(a, TupleType) and isinstance(b, TupleType) and len(a.elems) == len(b.elems):
         parts = [unify(x, y) for x, y in zip(a.elems, b.elems)]
         if any(p is None for p in parts):
             return None
-        return TupleType(tuple(p for p in parts if p is not None))
+        elems = tuple(p for p in parts if p is not None)
+        same_class = isinstance(a, NamedTupleType) and type(a) is type(b) and a.name == b.name  # type: ignore[attr-defined]
+        return tuple_like(a, elems) if same_class else TupleType(elems)
     if isinstance(a, ListType) and isinstance(b, ListType):
         inner = unify(a.elem, b.elem)
         return None if inner is None else ListType(inner)

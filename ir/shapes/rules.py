@@ -38,6 +38,7 @@ from ir.core.types import (
     TensorType,
     TupleType,
     Type,
+    tuple_like,
     unify_all,
 )
 from ir.shapes import rules_nn, rules_ops, rules_views
@@ -299,7 +300,7 @@ def _with_input_dtype(found: AV, operands: list[AV]) -> AV:
             return AV(TensorType(dtype, t.shape, t.device), av.value, av.items, av.origin)
         if av.items is not None:
             items = tuple(fill(i) for i in av.items)
-            return AV(TupleType(tuple(i.type for i in items)) if isinstance(av.type, TupleType)
+            return AV(tuple_like(av.type, tuple(i.type for i in items)) if isinstance(av.type, TupleType)
                       else ListType(unify_all([i.type for i in items]) or TensorType()), av.value, items)
         if isinstance(av.type, ListType) and isinstance(av.type.elem, TensorType):
             return AV(ListType(fill(AV(av.type.elem)).type))
@@ -354,7 +355,7 @@ def refine_type(old: Type, new: Type) -> Type:
             return old
         return OptionalType(refine_type(old.elem, new))
     if isinstance(old, TupleType) and isinstance(new, TupleType) and len(old.elems) == len(new.elems):
-        return TupleType(tuple(refine_type(o, n) for o, n in zip(old.elems, new.elems)))
+        return tuple_like(old, tuple(refine_type(o, n) for o, n in zip(old.elems, new.elems)))
     if isinstance(old, ListType) and isinstance(new, ListType):
         return ListType(refine_type(old.elem, new.elem))
     if isinstance(old, ListType) and isinstance(new, TupleType):
@@ -424,7 +425,7 @@ def _fill_dtypes(t: Type, oracle: Type) -> Type:
             return t
         return TensorType(t.dtype or o.dtype, t.shape, t.device or o.device)
     if isinstance(t, TupleType) and isinstance(oracle, TupleType) and len(t.elems) == len(oracle.elems):
-        return TupleType(tuple(_fill_dtypes(a, b) for a, b in zip(t.elems, oracle.elems)))
+        return tuple_like(t, tuple(_fill_dtypes(a, b) for a, b in zip(t.elems, oracle.elems)))
     if isinstance(t, ListType) and isinstance(oracle, ListType):
         return ListType(_fill_dtypes(t.elem, oracle.elem))
     if isinstance(t, OptionalType) and isinstance(oracle, OptionalType):

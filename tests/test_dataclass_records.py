@@ -1,0 +1,190 @@
+"""Dataclasses of the model's file as values of compiled code (`@dataclass class Output`): made by
+their constructor, fields read by name, fields assigned on an object the function made and has
+not passed on, returned and passed between compiled functions. The compiled code makes the
+object with the class's own constructor, by keyword; what it cannot make as the class makes it
+(a base class, `__post_init__`, `field(...)` defaults) and what Python would refuse (a tuple's
+operations on it, assigning a frozen field) are diagnostics at the line."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import torch
+
+import runtime
+from source_module import case_directory, compiled_case
+from transpiler.compile import compile_path
+from transpiler.diagnostics import CompileError, UserError
+
+SOURCE = '''
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from transpiler import script
+
+
+@dataclass
+class Prediction:
+    scores: Tensor
+    features: Tensor
+    extra: Optional[Tensor] = None
+    calls: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pair:
+    left: Tensor
+    right: Tensor
+
+
+def split_halves(x: Tensor) -> Pair:
+    a, b = x.chunk(2, dim=-1)
+    return Pair(left=a, right=b)
+
+
+@script
+class Classifier(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Linear(12, 8)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x: Tensor, with_extra: bool = False) -> Prediction:
+        halves = split_halves(torch.relu(self.body(x)))
+        out = Prediction(self.head(halves.left * halves.right), halves.left)
+        if with_extra:
+            out.extra = halves.right.sum(-1)
+        out.calls = 1
+        out.scores = out.scores.softmax(-1)
+        return out
+
+
+@script
+def rescale(p: Prediction, w: float) -> Tensor:
+    return p.scores * w + p.features.mean(-1, keepdim=True)
+'''
+
+
+def _same(got, want) -> None:
+    assert type(got) is type(want)
+    for f in dataclasses.fields(want):
+        a, b = getattr(got, f.name), getattr(want, f.name)
+        if isinstance(b, torch.Tensor):
+            torch.testing.assert_close(a, b)
+        else:
+            assert a == b, f.name
+
+
+def test_a_dataclass_made_read_changed_and_returned_matches_eager(tmp_path: Path) -> None:
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "records", SOURCE)
+        model = module.Classifier().eval()
+        x = torch.randn(5, 12)
+        for extra in (False, True):
+            with torch.no_grad():
+                with runtime.mode("strict"):
+                    got = model(x, extra)
+                with runtime.mode("off"):
+                    want = model(x, extra)
+            _same(got, want)
+            assert isinstance(got, module.Prediction)
+            assert (got.extra is None) == (not extra)
+        # a dataclass passed in: its fields read by name (it is not a tuple)
+        p = module.Prediction(torch.randn(5, 3), torch.randn(5, 4))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(module.rescale(p, 2.0), p.scores * 2.0 + p.features.mean(-1, keepdim=True))
+    # made by keyword (Pair is keyword-only), fields read as attributes, never by index
+    assert "Prediction(scores=" in text and ".Pair(left=" not in text.split("def Classifier_forward")[0]
+    assert "p.scores * w" in text or "p.scores" in text
+    assert "p[0]" not in text and "out[0]" not in text
+
+
+def test_assigning_a_field_rebuilds_the_record_in_the_generated_code(tmp_path: Path) -> None:
+    with case_directory(tmp_path):
+        _, text = compiled_case(tmp_path, "records_text", SOURCE)
+    forward = text[text.index("def Classifier_forward("):]
+    forward = forward[:forward.index("\n\n\n")]
+    assert "if with_extra:" in forward
+    assert "calls=1" in forward  # the later assignments folded into one constructor call
+    assert forward.count("_source.Prediction(") == 3, forward
+
+
+MODEL = '''
+from dataclasses import dataclass, field
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from transpiler import script
+
+
+@dataclass
+class Out:
+    a: Tensor
+    b: Optional[Tensor] = None
+
+
+@dataclass(frozen=True)
+class Frozen:
+    a: Tensor
+
+
+@script
+class Net(nn.Module):
+    def forward(self, x: Tensor) -> Tensor:
+{body}
+'''
+
+
+def _diagnostic(tmp_path: Path, body: str, prelude: str = "") -> tuple[str, int]:
+    text = MODEL.replace("@script\nclass Net", prelude + "@script\nclass Net").format(
+        body="\n".join("        " + line for line in body.strip().splitlines()))
+    path = tmp_path / "model.py"
+    path.write_text(text)
+    try:
+        compile_path(path, "model.py")
+    except CompileError as e:
+        d = e.diagnostics[0]
+    except UserError as e:
+        d = e.diagnostic
+    else:
+        raise AssertionError("compiled without a diagnostic")
+    assert d.hint
+    return d.message, text.splitlines()[d.loc.line - 1].strip()
+
+
+@pytest.mark.parametrize("body, message, line", [
+    ("o = Out(x)\nreturn o[0]", "is a dataclass, not a tuple", "return o[0]"),
+    ("o = Out(x, x)\na, b = o\nreturn a", "is a dataclass, not a tuple", "a, b = o"),
+    ("o = Out(x)\nreturn x * len(o)", "is a dataclass, not a tuple", "return x * len(o)"),
+    ("f = Frozen(x)\nf.a = x + 1\nreturn f.a", "frozen dataclass", "f.a = x + 1"),
+    ("o = Out(x)\no.c = x\nreturn o.a", "not a field", "o.c = x"),
+    ("o = Out(x)\np = o\no.b = x\nreturn p.a", "`o` is also `p`", "o.b = x"),
+    ("o = Out(x)\nkeep = [o]\no.b = x\nreturn keep[0].a", "passed on or stored", "o.b = x"),
+    ("o = Out(x)\nfor i in range(2):\n    o.b = x * i\nreturn o.a", "made before the loop", "o.b = x * i"),
+])
+def test_what_python_would_refuse_or_another_reference_would_see_is_a_diagnostic(
+        tmp_path: Path, body: str, message: str, line: str) -> None:
+    got, at = _diagnostic(tmp_path, body)
+    assert message in got
+    assert at == line
+
+
+@pytest.mark.parametrize("cls, message", [
+    ("@dataclass\nclass Post:\n    a: Tensor\n\n    def __post_init__(self) -> None:\n        self.a = self.a * 2\n",
+     "defines `__post_init__`"),
+    ("@dataclass\nclass Post(Out):\n    c: int = 0\n", "has a base class"),
+    ("@dataclass\nclass Post:\n    a: Tensor\n    tags: list = field(default_factory=list)\n", "`field(...)` default"),
+    ("@dataclass(init=False)\nclass Post:\n    a: Tensor\n", "is not supported in compiled code"),
+])
+def test_dataclasses_made_other_than_by_their_plain_constructor_are_refused(
+        tmp_path: Path, cls: str, message: str) -> None:
+    got, _ = _diagnostic(tmp_path, "return Post(x).a", prelude=cls + "\n\n")
+    assert message in got
