@@ -188,3 +188,70 @@ def test_dataclasses_made_other_than_by_their_plain_constructor_are_refused(
         tmp_path: Path, cls: str, message: str) -> None:
     got, _ = _diagnostic(tmp_path, "return Post(x).a", prelude=cls + "\n\n")
     assert message in got
+
+
+IDENTITY = '''
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@dataclass
+class Box:
+    a: Tensor
+    n: int = 0
+
+
+@script
+def one_twice(x: Tensor) -> tuple[Box, Box]:
+    o = Box(x)
+    return o, o
+
+
+@script
+def two_alike(x: Tensor) -> tuple[Box, Box]:
+    return Box(x), Box(x)
+
+
+@script
+def listed(x: Tensor) -> list[Box]:
+    out = [Box(x)]
+    out.append(Box(x))
+    return out
+
+
+@script
+def written_then_boxed(x: Tensor) -> tuple[Box, Box]:
+    x.mul_(2)
+    o = Box(x[0])
+    return o, o
+'''
+
+
+def test_each_constructor_call_is_one_object_as_in_eager(tmp_path: Path) -> None:
+    """A dataclass is mutable: two equal constructions stay two objects (common subexpressions
+    never merge them), one object returned twice stays one, also where functionalization remakes
+    the returned tuple around a view of a written input."""
+    with case_directory(tmp_path):
+        module, _ = compiled_case(tmp_path, "identity", IDENTITY)
+        for mode in ("strict", "off"):
+            x = torch.randn(3, 2)
+            with runtime.mode(mode):
+                a, b = module.one_twice(x)
+                assert a is b
+                a, b = module.two_alike(x)
+                assert a is not b
+                a.n = 5
+                assert b.n == 0
+                first, second = module.listed(x)
+                assert first is not second
+                before = x.clone()
+                a, b = module.written_then_boxed(x)
+                assert a is b
+                torch.testing.assert_close(x, before * 2)
+                assert a.a.data_ptr() == x.data_ptr()  # a view of the caller's tensor, as eager's

@@ -44,6 +44,7 @@ from ir.core.rewrite import Rewriter, Rule, apply_rules
 from ir.core.types import (
     BOOL,
     INT,
+    DataclassType,
     FunctionType,
     ListType,
     ModuleListType,
@@ -618,6 +619,8 @@ def _reads_mutable(op: Operation) -> bool:
 def _makes_new_object(op: Operation) -> bool:
     """Whether the op's results may hold a mutable object made by the op (a tensor, a view, a
     list), rather than one that exists already (an item, an attribute of a module)."""
+    if isinstance(op, ops.TupleOp) and isinstance(op.result.type, DataclassType):
+        return True  # a dataclass instance: mutable, one object per constructor call
     if isinstance(op, (ops.RefineOp, ops.GetItemOp, ops.UnpackOp, ops.TupleOp, ops.ConstantOp)):
         return False  # the same objects (a tuple of them is immutable)
     if isinstance(op, ops.GetAttrOp) and not isinstance(op.operands[0].type, TensorType):

@@ -122,6 +122,7 @@ class _Trial:
         self.erased_inputs: list[Value] = []
         self.added_slots: list[tuple[Operation, int]] = []
         self.pushed: set[Value] = set()
+        self.rebuilt: dict[tuple[Operation, Value], Value] = {}  # returned tuples remade with returned views
         self.returned: set[tuple[Operation, int]] = set()
         self.pool = ConstantPool(func)
         self.opaque_reach: frozenset[tuple] = frozenset()  # what calls the compiler does not see into reach
@@ -570,12 +571,15 @@ class _Trial:
             return self.current(v, at)
         owner = v.owner
         if isinstance(owner, ops.TupleOp) and v not in self.pushed:
+            if (at, v) in self.rebuilt:  # (one object, returned twice: `return out, out`)
+                return self.rebuilt[at, v]
             items = [self.returned_value(e, at) for e in owner.operands]
             if all(a is b for a, b in zip(items, owner.operands)):
                 return v
             new = em.add(ops.TupleOp(items, [tuple_like(v.type, tuple(i.type for i in items))], dict(owner.attributes),
                                      result_names=[v.name])).result
             self.erased_inputs.append(v)
+            self.rebuilt[at, v] = new
             return new
         if v not in self.pushed:
             for k in sorted(self.may_of(v), key=repr):
