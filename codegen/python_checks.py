@@ -22,7 +22,7 @@ from codegen.python_text import PREC, Expr, attribute_path, python_literal, stri
 from ir.core import ops
 from ir.core.graph import Operation, Value
 from ir.core.helpers import PLAIN_MODULE
-from ir.core.types import ModuleType, OptionalType, TensorType, TupleType, Type
+from ir.core.types import DataclassType, ModuleType, OptionalType, TensorType, TupleType, Type
 from ir.passes.inline import guard_prefix_end
 
 RULES = Rules()
@@ -408,12 +408,26 @@ def read_text(em: PythonEmitter, root: Value, path: tuple, plain_last: bool = Fa
     attributes read with `_guards.attr` (`_guards.at` for several), or the last one with a
     plain read when `plain_last` (a Python attribute of the instance, which Python finds
     first); indices print as indexing."""
-    if not _reads_attributes(path):
+    if not _reads_attributes(path) or _through_records(root.type, path):
         return path_text(em, root, path)
     base, rest = _nearest(em, root, path)
     if plain_last and rest and isinstance(rest[-1], str):
         return f"{attribute_path(base, rest[:-1])}.{rest[-1]}"
     return attribute_path(base, rest)
+
+
+def _through_records(t: Type, path: tuple) -> bool:
+    """Whether `path` reads fields of dataclasses and items of tuples only (plain reads: no
+    module's `__getattr__` on the way)."""
+    for part in path:
+        t = t.elem if isinstance(t, OptionalType) else t
+        if isinstance(t, DataclassType) and part in t.fields:
+            t = t.elems[t.fields.index(part)]
+        elif isinstance(t, TupleType) and isinstance(part, int) and 0 <= part < len(t.elems):
+            t = t.elems[part]
+        else:
+            return False
+    return True
 
 
 def path_text(em: PythonEmitter, root: Value, path: tuple) -> str:

@@ -255,3 +255,119 @@ def test_each_constructor_call_is_one_object_as_in_eager(tmp_path: Path) -> None
                 assert a is b
                 torch.testing.assert_close(x, before * 2)
                 assert a.a.data_ptr() == x.data_ptr()  # a view of the caller's tensor, as eager's
+
+
+BATCH = '''
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from transpiler import script
+
+
+@dataclass
+class Batch:
+    tokens: Tensor
+    mask: Optional[Tensor] = None
+
+
+@script(example="make_example")
+class Scorer(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(16, 16)
+
+    def forward(self, batch: Batch) -> Tensor:
+        h = torch.tanh(self.proj(batch.tokens)) * 0.5 + 1.0
+        if batch.mask is not None:
+            h = h * batch.mask
+        return h
+
+
+def make_example():
+    torch.manual_seed(0)
+    return Scorer().eval(), (Batch(torch.randn(4, 16), torch.rand(4, 16)),)
+'''
+
+
+def test_a_dataclass_argument_is_specialised_from_the_example(tmp_path: Path) -> None:
+    """An entry taking a dataclass gets code for its example: each field checked by name at
+    entry (`batch.tokens`), kernels for what it computes; another batch size runs it too."""
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "batch_record", BATCH)
+        model, (batch,) = module.make_example()
+        example = text[text.index("def Scorer_forward_example("):]
+        assert '_guards.check_tensor(batch.tokens, "batch.tokens", torch.float32, "cpu", ("B", 16))' in example
+        assert "_kernel(" in text
+        for b in (4, 9):
+            given = module.Batch(torch.randn(b, 16), torch.rand(b, 16))
+            with torch.no_grad():
+                with runtime.mode("strict"):
+                    got = model(given)
+                with runtime.mode("off"):
+                    want = model(given)
+            torch.testing.assert_close(got, want)
+
+
+REFINED = '''
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple, Optional
+
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@dataclass
+class Out:
+    a: Tensor
+    b: Optional[Tensor] = None
+
+
+class Pair(NamedTuple):
+    a: Tensor
+    b: Optional[Tensor]
+
+
+@script
+def early_exit(x: Tensor, p: Out) -> Tensor:
+    if p.b is None:
+        return x
+    return x * p.b
+
+
+@script
+def named(x: Tensor, p: Pair) -> Tensor:
+    y = x + p.a
+    if p.b is not None:
+        y = y * p.b
+    return y
+'''
+
+
+def test_a_field_checked_against_none_is_narrowed_as_a_name_is(tmp_path: Path) -> None:
+    """`if batch.mask is not None:` narrows that field of that record, also after an early return,
+    for dataclasses and NamedTuples alike."""
+    with case_directory(tmp_path):
+        module, _ = compiled_case(tmp_path, "refined", REFINED)
+        x = torch.randn(3)
+        for b in (None, torch.randn(3)):
+            with runtime.mode("strict"):
+                got = (module.early_exit(x, module.Out(x, b)), module.named(x, module.Pair(x, b)))
+            with runtime.mode("off"):
+                want = (module.early_exit(x, module.Out(x, b)), module.named(x, module.Pair(x, b)))
+            torch.testing.assert_close(got, want)
+
+
+def test_a_narrowed_field_is_forgotten_when_its_name_is_rebound(tmp_path: Path) -> None:
+    got, at = _diagnostic(tmp_path, "o = Out(x, x)\nq = Out(x)\nif o.b is not None:\n    o = q\n    return x * o.b\n"
+                                    "return x")
+    assert "Tensor and None" in got  # q's field, not o's narrowed one
+    assert at == "return x * o.b"

@@ -225,6 +225,7 @@ class AssignmentLowering:
                           module=self.source.module_name or "").result
         updated.name = name
         self.env.set(name, updated)
+        self.env.values.pop(f"{name}.{attr}", None)  # (a refinement of the field's old value)
 
     def _loop_between(self, record: Value) -> bool:
         """Whether a loop encloses the block being lowered but not the op that made `record` (a

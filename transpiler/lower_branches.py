@@ -12,7 +12,7 @@ import libcst as cst
 
 from ir.core import ops
 from ir.core.graph import Block, Region, Value
-from ir.core.types import ANY, BOOL, ERROR, OptionalType, Type, unify
+from ir.core.types import ANY, BOOL, ERROR, NamedTupleType, OptionalType, Type, unify
 from transpiler.diagnostics import UserError
 from transpiler.env import FLAG_NAMES, Env, Exits, Raises, Unbound
 from transpiler.expr_messages import a_type
@@ -92,7 +92,7 @@ class BranchLowering:
             types.append(t)
             keys.append(key)
             flag_name = {"%ret": "result"}.get(key, key[1:])  # %returned -> returned
-            names.append(None if key.startswith("self.") else flag_name if key.startswith("%") else key)
+            names.append(None if "." in key else flag_name if key.startswith("%") else key)
 
         # Names: a side that always returns contributes nothing; one that breaks or continues
         # carries its values to the end of the loop body.
@@ -128,7 +128,7 @@ class BranchLowering:
                     t = ERROR
                 add(key, va, vb, t)
             elif isinstance(va, Value) or isinstance(vb, Value):
-                if key.startswith("self."):
+                if "." in key:
                     merged_env.values.pop(key, None)  # a refinement that holds on one side only
                 else:
                     merged_env.set(key, Unbound(f"it is assigned on only one side of the if at line {if_op.loc.line if if_op.loc else '?'}"))
@@ -209,6 +209,11 @@ class BranchLowering:
             key = test.left.value
         elif isinstance(test.left, cst.Attribute) and isinstance(test.left.value, cst.Name) and test.left.value.value == "self":
             key = f"self.{test.left.attr.value}"
+        elif isinstance(test.left, cst.Attribute) and isinstance(test.left.value, cst.Name):
+            record = self.env.get(test.left.value.value)  # `batch.mask`: a field of a NamedTuple or dataclass
+            if isinstance(record, Value) and isinstance(record.type, NamedTupleType) \
+                    and test.left.attr.value in record.type.fields:
+                key = f"{test.left.value.value}.{test.left.attr.value}"
         if key is None:
             return [], []
         if isinstance(target.operator, cst.Is):
@@ -223,6 +228,10 @@ class BranchLowering:
                 attr_node = comparison.left
                 with self.at(attr_node):
                     current = self.self_attribute(attr_node)
+            elif "." in key:  # a record's field, refined while its name holds that record
+                with self.at(comparison.left):
+                    current = self.expr(comparison.left)
+                self.field_bases[key] = self.env.get(key.split(".")[0])  # type: ignore[assignment]
             else:
                 found = self.env.get(key)
                 if not isinstance(found, Value):
@@ -234,5 +243,5 @@ class BranchLowering:
                 if is_none:
                     refined = self.b.constant(None)
                 else:
-                    refined = self.op(ops.RefineOp, [current], [current.type.elem], name=None if key.startswith("self.") else key).result
+                    refined = self.op(ops.RefineOp, [current], [current.type.elem], name=None if "." in key else key).result
             self.env.set(key, refined)

@@ -113,6 +113,11 @@ class NameLowering:
             return self.self_attribute(node)
         obj = self.expr(node.value)
         attr = node.attr.value
+        if isinstance(node.value, cst.Name) and isinstance(obj.type, NamedTupleType):
+            key = f"{node.value.value}.{attr}"  # as an `if ... is not None` refined it, for that record
+            refined = self.env.get(key)
+            if isinstance(refined, Value) and self.field_bases.get(key) is obj:
+                return refined
         if isinstance(obj.type, NamedTupleType) and attr in obj.type.fields:  # `out.logits`: an item
             i = obj.type.fields.index(attr)
             read = self.op(ops.GetItemOp, [obj, self.b.constant(i)], [obj.type.elems[i]])

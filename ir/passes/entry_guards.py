@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import sympy
 
 from ir.core import ops
-from ir.core.types import NONE, DictType, OptionalType, TensorType, TensorValues, TupleType, Type
+from ir.core.types import NONE, DataclassType, DictType, OptionalType, TensorType, TensorValues, TupleType, Type
 from ir.shapes.frame import Path
 from ir.shapes.values import UNKNOWN, literal_of
 
@@ -163,6 +163,9 @@ def shape_guards(func: ops.FuncOp, facts: ShapeFacts | None = None) -> list[Shap
             tensor(t, path, optional)
         elif isinstance(t, OptionalType):
             walk(t.elem, path, True)
+        elif isinstance(t, DataclassType):  # its fields, by name
+            for f, e in zip(t.fields, t.elems):
+                walk(e, path + (f,), optional)
         elif isinstance(t, TupleType):
             for i, e in enumerate(t.elems):
                 walk(e, path + (i,), optional)

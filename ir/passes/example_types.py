@@ -5,13 +5,14 @@ and, optionally, the batch size made one symbol.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import sympy
 import torch
 
 from ir.core import ops
-from ir.core.types import ListType, ModuleType, OptionalType, TensorType, TupleType, Type, sym
+from ir.core.types import DataclassType, ListType, ModuleType, OptionalType, TensorType, TupleType, Type, sym, tuple_like
 from ir.shapes.values import tensor_type_of
 
 
@@ -47,6 +48,8 @@ def _tensors(values: Sequence[Any]) -> list[torch.Tensor]:
             out.append(v)
         elif isinstance(v, (tuple, list)):
             out.extend(_tensors(v))
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            out.extend(_tensors([getattr(v, f.name) for f in dataclasses.fields(v)]))
     return out
 
 
@@ -94,6 +97,9 @@ def _example_type(declared: Type, value: Any, batch: int | None, batch_sym: symp
                 dims[0] = batch_sym
         out: Type = TensorType(t.dtype, tuple(dims), t.device)
         return OptionalType(out) if isinstance(declared, OptionalType) else out
+    if isinstance(declared, DataclassType) and dataclasses.is_dataclass(value) and type(value).__name__ == declared.name:
+        items = [getattr(value, f) for f in declared.fields]  # (its fields by name: not a tuple)
+        return tuple_like(declared, tuple(_example_type(d, v, batch, batch_sym) for d, v in zip(declared.elems, items)))
     if isinstance(value, (tuple, list)) and isinstance(declared, TupleType) and len(declared.elems) == len(value):
         return TupleType(tuple(_example_type(d, v, batch, batch_sym) for d, v in zip(declared.elems, value)))
     return declared

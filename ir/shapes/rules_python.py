@@ -162,6 +162,10 @@ def _getitem(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
         return [_with_declared(op, value) if value is not None else AV(declared)]
     if container.items:
         return [_with_declared(op, join_all(container.items))]
+    t = container.type
+    if isinstance(t, TupleType) and index.known and type(size_of(index)) is int \
+            and -len(t.elems) <= size_of(index) < len(t.elems):  # type: ignore[operator]
+        return [_with_declared(op, AV(t.elems[size_of(index)]))]  # an argument's item: its type's
     return [AV(declared)]
 
 
