@@ -144,7 +144,8 @@ def annotation_type(source: SourceFile, node: cst.BaseExpression, module_classes
 def named_tuple_type(source: SourceFile, name: str, module_classes: dict[str, str]) -> NamedTupleType | None:
     """The type of a `class Output(NamedTuple)` or a `@dataclass class Output` of the file (`name`
     its qualified name: its own name), its fields' annotations the items' types; None for any
-    other name."""
+    other name. A dataclass's fields are what an instance holds (not its ClassVars or InitVars);
+    whether compiled code may also construct one is `dataclass_construction_error`'s question."""
     node = source.classes.get(name)
     if node is None:
         return None
@@ -152,16 +153,16 @@ def named_tuple_type(source: SourceFile, name: str, module_classes: dict[str, st
     if dataclass is None and not any(source.global_name(b.value) == "typing.NamedTuple" for b in node.bases):
         return None
     if dataclass is not None:
-        _check_dataclass(source, node, name)
+        hook = next((s for s in node.body.body if isinstance(s, cst.FunctionDef) and s.name.value == "__getattribute__"), None)
+        if hook is not None:  # (its fields would not be plain reads)
+            raise UserError(f"dataclass `{name}` defines `__getattribute__`, which compiled code does not run",
+                            source.loc(hook.name), "read the values outside the compiled code and pass them in")
     fields, types = [], []
     for small in _class_statements(node):
         if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
             kind = source.global_name(_subscripted(small.annotation.annotation))
             if dataclass is not None and kind in ("typing.ClassVar", "dataclasses.InitVar"):
-                if kind == "typing.ClassVar":
-                    continue  # a class attribute, not a field
-                raise UserError(f"the init-only field `{small.target.value}` of dataclass `{name}` is not supported",
-                                source.loc(small), "compute it before constructing the dataclass")
+                continue  # a class attribute, or an argument of the constructor alone: not a field
             fields.append(small.target.value)
             types.append(annotation_type(source, small.annotation.annotation, module_classes))
     if dataclass is None:
@@ -178,53 +179,64 @@ def _subscripted(annotation: cst.BaseExpression) -> cst.BaseExpression:
 
 
 # Dataclass options that change only comparison, printing or hashing (or add keywords-only
-# construction, which the compiled code's keyword arguments satisfy): a class with any other is
-# refused, not guessed at.
+# construction, which the compiled code's keyword arguments satisfy): a class made with any
+# other is refused, not guessed at.
 DATACLASS_OPTIONS = frozenset({"frozen", "eq", "repr", "order", "unsafe_hash", "kw_only", "slots", "match_args",
                                "weakref_slot"})
-# Methods that change how an instance is made or its attributes set: the compiled code makes the
-# object with the constructor the decorator writes and sets fields as plain attributes.
-DATACLASS_METHODS = ("__init__", "__post_init__", "__new__", "__setattr__", "__getattribute__", "__getattr__")
+# Methods that change how an instance is made: the compiled code makes the object with the
+# constructor the decorator writes.
+DATACLASS_METHODS = ("__init__", "__post_init__", "__new__", "__setattr__")
 
 
 def _dataclass_decorator(source: SourceFile, node: cst.ClassDef) -> bool | None:
     """Whether `node` is decorated `@dataclass` (also `@dataclasses.dataclass(...)`): its
-    `frozen` option, or None for a class that is not a dataclass."""
+    `frozen` option (a literal True), or None for a class that is not a dataclass."""
     for decorator in node.decorators:
         d = decorator.decorator
         call = d if isinstance(d, cst.Call) else None
         if source.global_name(call.func if call is not None else d) != "dataclasses.dataclass":
             continue
-        frozen = False
-        for arg in call.args if call is not None else ():
-            key = arg.keyword.value if arg.keyword is not None else None
-            value = literal_value(arg.value) if key is not None else None
-            if key not in DATACLASS_OPTIONS or key == "frozen" and not isinstance(value, bool):
-                raise UserError(f"`{source.code(arg)}` of dataclass `{node.name.value}` is not supported in compiled code",
-                                source.loc(arg), "the supported options: " + ", ".join(sorted(DATACLASS_OPTIONS))
-                                + " (frozen as a literal True or False)")
-            if key == "frozen":
-                frozen = bool(value)
-        return frozen
+        frozen = [literal_value(a.value) for a in (call.args if call is not None else ())
+                  if a.keyword is not None and a.keyword.value == "frozen"]
+        return frozen == [True]
     return None
 
 
-def _check_dataclass(source: SourceFile, node: cst.ClassDef, name: str) -> None:
-    """Refuses what the compiled code would not make as the class makes it: bases (inherited
-    fields), a constructor or attribute hooks of its own, `field(...)` defaults."""
+def dataclass_construction_error(source: SourceFile, name: str) -> UserError | None:
+    """Why compiled code cannot make dataclass `name` of the file as the class makes it (bases
+    with inherited fields, a constructor or hook of its own, `field(...)` defaults, init-only
+    fields, options such as `init=False`), or None."""
+    node = source.classes[name]
     if node.bases:
-        raise UserError(f"dataclass `{name}` has a base class, which compiled code does not support",
-                        source.loc(node.bases[0]), "declare every field in the one class")
+        return UserError(f"dataclass `{name}` has a base class, which compiled code does not construct",
+                         source.loc(node.bases[0]), "declare every field in the one class")
+    for decorator in node.decorators:
+        call = decorator.decorator
+        if isinstance(call, cst.Call) and source.global_name(call.func) == "dataclasses.dataclass":
+            for arg in call.args:
+                key = arg.keyword.value if arg.keyword is not None else None
+                if key not in DATACLASS_OPTIONS or key == "frozen" and not isinstance(literal_value(arg.value), bool):
+                    return UserError(f"`{source.code(arg)}` of dataclass `{name}` is not supported where compiled "
+                                     "code constructs it", source.loc(arg),
+                                     "the supported options: " + ", ".join(sorted(DATACLASS_OPTIONS))
+                                     + " (frozen as a literal True or False)")
     for stmt in node.body.body:
         if isinstance(stmt, cst.FunctionDef) and stmt.name.value in DATACLASS_METHODS:
-            raise UserError(f"dataclass `{name}` defines `{stmt.name.value}`, which compiled code does not run",
-                            source.loc(stmt.name), "compute the values before constructing the dataclass")
+            return UserError(f"dataclass `{name}` defines `{stmt.name.value}`, which compiled code does not run",
+                             source.loc(stmt.name), "compute the values before constructing the dataclass")
     for small in _class_statements(node):
-        if isinstance(small, cst.AnnAssign) and isinstance(small.value, cst.Call):
-            if source.global_name(small.value.func) == "dataclasses.field":
-                raise UserError(f"a `field(...)` default of dataclass `{name}` is not supported in compiled code",
-                                source.loc(small.value), "give the field a plain default (`aux: Optional[Tensor] = None`) "
-                                "or pass its value to the constructor")
+        if not isinstance(small, cst.AnnAssign):
+            continue
+        if source.global_name(_subscripted(small.annotation.annotation)) == "dataclasses.InitVar":
+            return UserError(f"the init-only field `{source.code(small.target)}` of dataclass `{name}` is not "
+                             "supported where compiled code constructs it", source.loc(small),
+                             "compute it before constructing the dataclass")
+        if isinstance(small.value, cst.Call) and source.global_name(small.value.func) == "dataclasses.field":
+            return UserError(f"a `field(...)` default of dataclass `{name}` is not supported where compiled code "
+                             "constructs it", source.loc(small.value),
+                             "give the field a plain default (`aux: Optional[Tensor] = None`) or pass its value "
+                             "to the constructor")
+    return None
 
 
 def named_tuple_defaults(source: SourceFile, name: str) -> dict[str, cst.BaseExpression]:

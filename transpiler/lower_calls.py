@@ -20,6 +20,7 @@ from ir.core.types import (
     NONE,
     STR,
     TENSOR,
+    DataclassType,
     FunctionType,
     ListType,
     ModuleListType,
@@ -39,7 +40,7 @@ from ir.torchapi.signatures import (
     resolve_function,
     resolve_method,
 )
-from transpiler.annotations import named_tuple_defaults, named_tuple_type
+from transpiler.annotations import dataclass_construction_error, named_tuple_defaults, named_tuple_type
 from transpiler.check import left_to_python
 from transpiler.classinfo import module_class_names
 from transpiler.context import GlobalRef
@@ -390,6 +391,10 @@ class CallLowering:
     def named_tuple(self, node: cst.Call, t: NamedTupleType) -> Value:
         """`Output(logits, tokens=x)` of a NamedTuple class of the file: its fields bound as
         Python binds them (defaults from the class), made as that class at run time."""
+        if isinstance(t, DataclassType):
+            problem = dataclass_construction_error(self.source, t.name)
+            if problem is not None:
+                raise problem
         args, kwnames, kwargs, _ = self.call_arguments(node)
         if len(args) > len(t.fields):
             raise self.error(node, f"{t.name}() takes {len(t.fields)} fields, {len(args)} given")
