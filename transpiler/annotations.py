@@ -276,6 +276,22 @@ def enum_member_type(source: SourceFile, node: cst.BaseExpression) -> Type | Non
     return STR if issubclass(obj, str) else INT if issubclass(obj, int) else None
 
 
+def file_enum_value(source: SourceFile, node: cst.BaseExpression) -> str | int | None:
+    """The value of member `Cls.NAME` of a str or int Enum class of the file whose body assigns
+    NAME a literal (`MEAN = "mean"`), which the member equals; None for anything else."""
+    if not (isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name)
+            and node.value.value in source.classes and enum_member_type(source, node.value) is not None):
+        return None
+    for stmt in source.classes[node.value.value].body.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name) \
+                    and small.targets[0].target.value == node.attr.value:
+                value = literal_value(small.value)
+                kind = enum_member_type(source, node.value)
+                return value if type(value) is (str if kind == STR else int) else None  # type: ignore[return-value]
+    return None
+
+
 def union_type(source: SourceFile, node: cst.BaseExpression, module_classes: dict[str, str]) -> UnionType | None:
     """`Union[A, B, ...]` (or `A | B | ...`) of two or more types besides None, as a UnionType of
     its members (None among them where it is one); None for any other annotation."""

@@ -242,6 +242,9 @@ class SubsetChecker(cst.CSTVisitor):
             names = {q.name for q in (found() if callable(found) else found)}
             if names & UNROLLED_REDUCTIONS:
                 self.unrolled.add(node.args[0].value)  # lowering unrolls it (or says why not)
+        if isinstance(node, cst.AssignTarget) and isinstance(node.target, (cst.Tuple, cst.List)):
+            # `*lead, h, w = x.shape`: lowering binds it (transpiler/lower_assign.py)
+            self.unrolled.update(e for e in node.target.elements if isinstance(e, cst.StarredElement))
         kind = type(node)
         if kind in EXPRESSIONS and node not in self.unrolled:
             self.report(node, *EXPRESSIONS[kind])
@@ -300,7 +303,7 @@ class SubsetChecker(cst.CSTVisitor):
             expr = deco.decorator.func if isinstance(deco.decorator, cst.Call) else deco.decorator
             found = self.get_metadata(QualifiedNameProvider, expr, set())
             names = {q.name for q in (found() if callable(found) else found)}
-            if not is_method and names & SCRIPT_NAMES or is_method and "builtins.staticmethod" in names \
+            if not is_method and names & SCRIPT_NAMES or is_method and names & {"builtins.staticmethod", "builtins.property"} \
                     or any(turns_grad_off(n, deco.decorator) for n in names):
                 continue
             known = sorted(names & DECORATOR_HINTS.keys())

@@ -14,6 +14,7 @@ from ir.core.types import (
     ANY,
     BOOL,
     INT,
+    STR,
     DataclassType,
     DictType,
     ListType,
@@ -25,6 +26,7 @@ from ir.core.types import (
     is_subtype,
     tuple_like,
     unify,
+    unify_all,
 )
 from transpiler.annotations import annotation_type, named_tuple_type
 from transpiler.classinfo import module_class_names
@@ -118,7 +120,8 @@ class AssignmentLowering:
         if isinstance(target, (cst.Tuple, cst.List)):
             elements = target.elements
             if any(isinstance(e, cst.StarredElement) for e in elements):
-                raise self.error(target, "starred assignment targets are not supported")
+                self.bind_starred(target, value)
+                return
             t = value.type
             n = len(elements)
             if isinstance(t, TupleType):
@@ -185,6 +188,47 @@ class AssignmentLowering:
                 self.set_field(target, record, value)
                 return
         raise self.error(target, "unsupported assignment target")
+
+    def bind_starred(self, target: cst.Tuple | cst.List, value: Value) -> None:
+        """`*lead, h, w = x.shape`: the names around the starred one bound to the first and last
+        items, the starred one to a list of the rest, as Python binds them; a sequence too short
+        raises Python's ValueError (checked when it runs where its length is not known)."""
+        elements = target.elements
+        stars = [i for i, e in enumerate(elements) if isinstance(e, cst.StarredElement)]
+        if len(stars) > 1:
+            raise self.error(target, "multiple starred expressions in assignment")
+        k = stars[0]
+        before, after = k, len(elements) - k - 1
+        t = value.type
+        if isinstance(t, TupleType):
+            n = len(t.elems)
+            if n < before + after:
+                raise self.error(target, f"not enough values to unpack (expected at least {before + after}, got {n})")
+            items = [self.op(ops.GetItemOp, [value, self.b.constant(i)], [e]).result for i, e in enumerate(t.elems)]
+            rest = items[before:n - after]
+            starred = self.op(ops.ListOp, rest, [ListType(unify_all([v.type for v in rest]) or ANY)]).result
+            head, tail = items[:before], items[n - after:]
+        elif isinstance(t, ListType):
+            length = self.op(ops.BuiltinCallOp, [value], [INT], callee="len").result
+            short = self.op(ops.CompareOp, [length, self.b.constant(before + after)], [BOOL], op="<").result
+            if_op = ops.IfOp([short], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
+            self.b.insert(if_op)
+            with self.b.at_end_of(if_op.then_block):
+                message = self.op(ops.FormatOp, [length], [STR],
+                                  parts=(("text", f"not enough values to unpack (expected at least {before + after}, got "),
+                                         ("value", None, ""), ("text", ")"))).result
+                self.op(ops.RaiseOp, [message], [], exc="ValueError", called=True)
+                self.b.create(ops.YieldOp, [])
+            with self.b.at_end_of(if_op.else_block):
+                self.b.create(ops.YieldOp, [])
+            head = [self.op(ops.GetItemOp, [value, self.b.constant(i)], [t.elem]).result for i in range(before)]
+            tail = [self.op(ops.GetItemOp, [value, self.b.constant(i - after)], [t.elem]).result for i in range(after)]
+            stop = self.b.constant(-after if after else None)
+            starred = self.op(ops.SliceOp, [value, self.b.constant(before), stop, self.b.constant(None)], [t]).result
+        else:
+            raise self.error(target, f"cannot unpack a value of type {t}")
+        for e, v in zip(elements, head + [starred] + tail):
+            self.bind_target(e.value, v)
 
     def set_field(self, target: cst.Attribute, record: Value, value: Value) -> None:
         """`out.aux = v` on a dataclass that this function made and that nothing else refers to yet

@@ -201,8 +201,12 @@ class BuiltinLowering:
         return result
 
     def sum_of_list(self, seq: Value, node: cst.CSTNode) -> Value:
-        """`sum(xs)` of a list of numbers (of tensors it would be the int 0 when empty)."""
+        """`sum(xs)` of a list of numbers, or of tensors: Python's own sum when it runs (`0 + x0 +
+        x1 ...`, so the int 0 of an empty list), typed a tensor; shape propagation gives it the
+        items' type where they are known and alike."""
         elem = seq.type.elem  # type: ignore[attr-defined]
+        if isinstance(elem, TensorType):
+            return self.op(ops.BuiltinCallOp, [seq], [TensorType()], callee="sum").result
         if elem not in (INT, FLOAT, BOOL):
             raise self.error(node, f"sum() of a list of {elem} is not supported",
                              "sum() takes numbers here; add tensors in a for loop, or torch.stack(xs).sum(0)")

@@ -33,6 +33,7 @@ from ir.core.types import (
 )
 from ir.torchapi.signatures import SignatureError, resolve_attribute
 from runtime.guards import is_plain_object
+from transpiler.annotations import file_enum_value
 from transpiler.context import is_property
 from transpiler.env import Unbound
 from transpiler.source import literal_value
@@ -89,6 +90,9 @@ class NameLowering:
             return self.b.constant(qual, DTYPE)
         if qual in ("builtins.True", "builtins.False"):
             return self.b.constant(qual == "builtins.True")
+        member = file_enum_value(self.source, node)  # type: ignore[arg-type]
+        if member is not None:  # (`Pool.MEAN` of a `class Pool(str, Enum)` of the file: the str it equals)
+            return self.b.constant(member, literal_type(member))
         if self.ctx.functions is not None:
             member = self.ctx.functions.enum_value(self.source, node)
             if member is not None:  # (`Format.NCHW` of a str Enum: the str it equals)

@@ -432,6 +432,13 @@ def _builtin(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
         if a.items is not None and op.operands[0] not in interp.appends and op.operands[0] not in interp.escaped:
             return [AV(BOOL, bool(a.items))]
         return [AV(declared)]
+    if callee == "sum" and len(args) == 1 and isinstance(declared, TensorType):
+        a = args[0]  # (a list of tensors: 0 + x0 + x1 ..., of one type where the items are alike)
+        if a.items and op.operands[0] not in interp.appends and op.operands[0] not in interp.escaped \
+                and all(isinstance(i.type, TensorType) and i.type == a.items[0].type for i in a.items) \
+                and a.items[0].type.dtype not in (None, "bool"):  # type: ignore[attr-defined]
+            return [AV(a.items[0].type)]
+        return [AV(declared)]
     if callee in ("min", "max") and len(args) >= 2 and all(a.known and a.type in (INT, BOOL) for a in args):
         vals = [a.value for a in args]
         if all(type(v) is int for v in vals):

@@ -1,0 +1,145 @@
+"""Idioms of everyday model code that strict mode refused: a `@property` of the decorated class,
+starred unpacking (`*lead, h, w = x.shape`), a member of an Enum of the file as a value
+(`Pool.MEAN`), and `sum()` of a list of tensors. Each compiled ahead of time and, where an
+example makes kernels, through `script(model, example_inputs=...)`, against eager in strict mode."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+import runtime
+from source_module import case_directory, compiled_case, imported_source
+from transpiler import script
+from transpiler.compile import compile_path
+from transpiler.diagnostics import CompileError, UserError
+
+SOURCE = '''
+from __future__ import annotations
+
+from enum import Enum, IntEnum
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from transpiler import script
+
+
+class Reduce(str, Enum):
+    MEAN = "mean"
+    PEAK = "peak"
+
+
+class Level(IntEnum):
+    LOW = 1
+    HIGH = 3
+
+
+@script
+class Pyramid(nn.Module):
+    def __init__(self, reduce: Reduce = Reduce.MEAN) -> None:
+        super().__init__()
+        self.reduce = reduce
+        self.proj = nn.Linear(6, 6)
+
+    @property
+    def channels(self) -> int:
+        return self.proj.out_features
+
+    def forward(self, x: Tensor) -> Tensor:
+        *lead, h, w = x.shape
+        levels = []
+        for k in range(Level.HIGH):
+            levels.append(torch.tanh(self.proj(x)) * (k + Level.LOW))
+        y = sum(levels) / (h * w * self.channels)
+        if self.reduce == Reduce.MEAN:
+            return y.mean(dim=-1) + len(lead)
+        return y.amax(dim=-1) - len(lead)
+
+
+@script
+def middle(x: Tensor) -> Tensor:
+    first, *rest, last = x.shape
+    return x.flatten(1).sum(-1) * first + len(rest) + last
+
+
+@script
+def total(xs: list[Tensor]) -> Tensor:
+    return sum(xs) * 2
+'''
+
+
+def _strict_and_eager(call):
+    with torch.no_grad():
+        with runtime.mode("strict"):
+            got = call()
+        with runtime.mode("off"):
+            want = call()
+    torch.testing.assert_close(got, want)
+    return got
+
+
+def test_idioms_compile_ahead_of_time_and_match_eager(tmp_path: Path) -> None:
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "idioms", SOURCE)
+        for reduce in module.Reduce:
+            model = module.Pyramid(reduce).eval()
+            for shape in ((5, 6), (2, 5, 6), (3, 2, 5, 6)):
+                x = torch.randn(*shape)
+                _strict_and_eager(lambda: model(x))
+        for shape in ((4, 3), (4, 3, 2), (2, 3, 4, 5)):
+            x = torch.randn(*shape)
+            _strict_and_eager(lambda: module.middle(x))
+        xs = [torch.randn(3), torch.randn(3)]
+        _strict_and_eager(lambda: module.total(xs))
+        for mode in ("strict", "off"):  # Python's own: the int 0 for an empty list
+            with runtime.mode(mode):
+                assert module.total([]) == 0
+    forward = text[text.index("def Pyramid_forward("):]
+    assert 'self.reduce == "mean"' in forward  # the member as the str it equals
+    assert "sum(levels)" in forward
+
+
+def test_starred_unpacking_of_too_few_raises_pythons_error(tmp_path: Path) -> None:
+    with case_directory(tmp_path):
+        module, _ = compiled_case(tmp_path, "idioms_short", SOURCE)
+        for mode in ("strict", "off"):
+            with runtime.mode(mode), pytest.raises(ValueError, match="not enough values to unpack"):
+                module.middle(torch.randn(4))
+
+
+def test_idioms_under_an_example_get_kernels(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "idioms_jit", SOURCE.replace("@script\nclass", "class")) as mod:
+        model = mod.Pyramid().eval()
+        x = torch.randn(2, 5, 6)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))
+        (path,) = (tmp_path / "cache" / "jit").glob("Pyramid_*.py")
+        text = path.read_text()
+        assert "_kernel(" in text  # the linears' tanh epilogues
+        assert "/ 180" in text  # h * w * channels: the property and the unpacked sizes known
+
+
+def _diagnostic(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "model.py"
+    path.write_text(text)
+    try:
+        compile_path(path, "model.py")
+    except CompileError as e:
+        return e.diagnostics[0].message
+    except UserError as e:
+        return e.diagnostic.message
+    raise AssertionError("compiled without a diagnostic")
+
+
+def test_two_starred_names_and_members_without_a_literal_are_diagnostics(tmp_path: Path) -> None:
+    header = "from enum import Enum, auto\nimport torch\nfrom torch import Tensor\nfrom transpiler import script\n\n"
+    assert "multiple starred" in _diagnostic(tmp_path, header + "@script\ndef f(x: Tensor) -> Tensor:\n"
+                                             "    *a, *b = x.shape\n    return x\n")
+    message = _diagnostic(tmp_path, header + "class Mode(str, Enum):\n    A = auto()\n\n\n@script\n"
+                          "def f(x: Tensor, m: str) -> Tensor:\n    return x if m == Mode.A else -x\n")
+    assert "cannot be used as a value" in message
