@@ -143,3 +143,33 @@ def test_two_starred_names_and_members_without_a_literal_are_diagnostics(tmp_pat
     message = _diagnostic(tmp_path, header + "class Mode(str, Enum):\n    A = auto()\n\n\n@script\n"
                           "def f(x: Tensor, m: str) -> Tensor:\n    return x if m == Mode.A else -x\n")
     assert "cannot be used as a value" in message
+
+
+SPREAD = '''
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def gather(x: Tensor, feats: list[Tensor]) -> Tensor:
+    parts = [x, *feats, x * 2]
+    parts = [*parts[1:], *(x + 1, x - 1)]
+    return torch.cat(parts, dim=0).reshape((*x.shape[:1], -1))
+'''
+
+
+def test_starred_elements_spread_in_list_and_tuple_displays(tmp_path: Path) -> None:
+    """`[x, *feats, y]` builds a new list as Python does (the list passed in is not changed);
+    `(*shape, -1)` spreads a shape."""
+    with case_directory(tmp_path):
+        module, _ = compiled_case(tmp_path, "spread", SPREAD)
+        x = torch.randn(2, 3)
+        for n in (0, 1, 3):
+            feats = [torch.randn(2, 3) for _ in range(n)]
+            got = _strict_and_eager(lambda: module.gather(x, feats))
+            assert got.shape == (2, 3 * (n + 3))
+            assert len(feats) == n

@@ -197,7 +197,7 @@ class SubsetChecker(cst.CSTVisitor):
         self.failed: set[cst.FunctionDef] = set()
         self.rejected: set[cst.FunctionDef] = set()  # (check_definition reported it)
         self.current: cst.FunctionDef | None = None
-        self.unrolled: set[cst.CSTNode] = set()
+        self.unrolled: set[cst.CSTNode] = set()  # expressions lowering takes on itself (unrolls, spreads)
 
     # -- reporting ------------------------------------------------------------------------------
     def loc(self, node: cst.CSTNode) -> Loc:
@@ -242,9 +242,10 @@ class SubsetChecker(cst.CSTVisitor):
             names = {q.name for q in (found() if callable(found) else found)}
             if names & UNROLLED_REDUCTIONS:
                 self.unrolled.add(node.args[0].value)  # lowering unrolls it (or says why not)
-        if isinstance(node, cst.AssignTarget) and isinstance(node.target, (cst.Tuple, cst.List)):
-            # `*lead, h, w = x.shape`: lowering binds it (transpiler/lower_assign.py)
-            self.unrolled.update(e for e in node.target.elements if isinstance(e, cst.StarredElement))
+        if isinstance(node, (cst.Tuple, cst.List)):
+            # `[*feats, x]`, `(*shape, -1)`, `*lead, h, w = x.shape`: lowering spreads or binds
+            # them, or says why it cannot (transpiler/lower_expr.py, lower_assign.py)
+            self.unrolled.update(e for e in node.elements if isinstance(e, cst.StarredElement))
         kind = type(node)
         if kind in EXPRESSIONS and node not in self.unrolled:
             self.report(node, *EXPRESSIONS[kind])

@@ -158,13 +158,33 @@ class ExpressionLowering(NameLowering, OperatorLowering, SubscriptLowering, Call
         return self.op(ops.SpreadOp, values, [ListType(INT)], starred=tuple(starred)).result
 
     def list_display(self, node: cst.List) -> Value:
-        values = [self.element(e) for e in node.elements]
-        return self.make_list(values, None, node)
+        if not any(isinstance(e, cst.StarredElement) for e in node.elements):
+            return self.make_list([self.expr(e.value) for e in node.elements], None, node)
+        return self.spread_list(node)
 
-    def element(self, e: cst.BaseElement) -> Value:
-        if isinstance(e, cst.StarredElement):
-            raise self.error(e, "starred expressions are not supported", "list the elements one by one")
-        return self.expr(e.value)
+    def spread_list(self, node: cst.List) -> Value:
+        """`[*feats, x]`: a new list of the elements before the first starred one, then each
+        starred list or tuple's items (as `extend`) and each later element (as `append`), in
+        order, which is how Python builds it."""
+        parts = [(self.expr(e.value), isinstance(e, cst.StarredElement), e) for e in node.elements]
+        types: list[Type] = []
+        for v, star, e in parts:
+            if star and not isinstance(v.type, (ListType, TupleType)):
+                raise self.error(e, f"starred {a_type(v.type)} in a list is not supported", "spread a list or a tuple")
+            types.extend((list(v.type.elems) if isinstance(v.type, TupleType) else [v.type.elem]) if star  # type: ignore[attr-defined]
+                         else [v.type])
+        elem = unify_all(types) if types else None
+        if elem is None:
+            raise self.error(node, "list elements have different types", "a list holds one type; use a tuple")
+        first = next(i for i, (_, star, _) in enumerate(parts) if star)
+        result = self.make_list([v for v, _, _ in parts[:first]], ListType(TENSOR if isinstance(elem, TensorType) else elem),
+                                node)
+        for v, star, e in parts[first:]:
+            if star:
+                self.extend_by(result, v, e)  # type: ignore[attr-defined]
+            else:
+                self.append_to(result, v, e)  # type: ignore[attr-defined]
+        return result
 
     def make_list(self, values: list[Value], declared: Type | None, node: cst.CSTNode) -> Value:
         elem: Type | None = declared.elem if isinstance(declared, ListType) else None
