@@ -75,6 +75,13 @@ def builtin_call(em: PythonEmitter, op: Operation) -> Expr:
     called = helper(a["callee"])
     if called is not None:
         em.needs.add(called.home.alias)
+    if a["callee"].startswith(("dict.", "str.")):  # a dict's or str's own method: `d.get(k)`, `s.startswith(p)`
+        obj = em.expr(op.operands[0], PREC["atom"]).text
+        method = a["callee"].partition(".")[2]
+        called = f"{obj}.{method}({em.args_text(op.operands[1:], ())})"
+        if a["callee"] in ("dict.items", "dict.keys", "dict.values"):  # a list, as the IR types it
+            return Expr(f"list({called})", PREC["atom"])
+        return Expr(called, PREC["atom"])
     return Expr(f"{a['callee']}({em.args_text(op.operands, ())})", PREC["atom"])
 
 

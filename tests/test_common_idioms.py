@@ -173,3 +173,64 @@ def test_starred_elements_spread_in_list_and_tuple_displays(tmp_path: Path) -> N
             got = _strict_and_eager(lambda: module.gather(x, feats))
             assert got.shape == (2, 3 * (n + 3))
             assert len(feats) == n
+
+
+READS = '''
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from transpiler import script
+
+
+@script
+class Mixer(nn.Module):
+    def __init__(self, mode: str = "add_all") -> None:
+        super().__init__()
+        self.mode = mode
+
+    def forward(self, x: Tensor, extras: dict[str, Tensor]) -> Tensor:
+        for name, t in extras.items():
+            if name.startswith("add_") and self.mode.endswith("all"):
+                x = x + t
+        for t in extras.values():
+            x = x * 0.5 + t.mean()
+        scale = extras.get("scale")
+        if scale is not None:
+            x = x * scale
+        return x * len(list(extras.keys())) + extras.get("bias", torch.zeros(()))
+'''
+
+
+def test_dict_and_str_methods_are_pythons_own(tmp_path: Path) -> None:
+    """`d.items()`, `d.values()`, `d.keys()`, `d.get(k[, default])` of a dict argument and
+    `s.startswith(p)` run as Python's own methods; the dict passed in is not changed."""
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "reads", READS)
+        x = torch.randn(3)
+        cases = [{}, {"add_a": torch.randn(3), "scale": torch.tensor(2.0)},
+                 {"bias": torch.randn(3), "other": torch.randn(3), "add_b": torch.randn(3)}]
+        for mode in ("add_all", "none"):
+            model = module.Mixer(mode)
+            for extras in cases:
+                kept = dict(extras)
+                _strict_and_eager(lambda: model(x, extras))
+                assert extras.keys() == kept.keys() and all(extras[k] is kept[k] for k in kept)
+    assert "list(extras.items())" in text and 'extras.get("scale")' in text and 'name.startswith("add_")' in text
+
+
+def test_a_str_method_of_a_known_setting_is_decided_when_compiling(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "reads_jit", READS.replace("@script\nclass", "class")) as mod:
+        model = mod.Mixer("add_all")
+        x, extras = torch.randn(3), {"add_a": torch.randn(3)}
+        compiled = script(model, example_inputs=(x, extras))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x, extras), model(x, extras))
+        (path,) = (tmp_path / "cache" / "jit").glob("Mixer_*.py")
+        code = [line for line in path.read_text().split("def Mixer_forward")[1].splitlines()
+                if not line.strip().startswith("#")]
+        assert not any("endswith" in line for line in code)  # the setting's test folded

@@ -21,17 +21,20 @@ from ir.core.types import (
     STR,
     TENSOR,
     DataclassType,
+    DictType,
     FunctionType,
     ListType,
     ModuleListType,
     ModuleType,
     NamedTupleType,
+    OptionalType,
     TensorType,
     TupleType,
     Type,
     fits,
     is_subtype,
     tuple_like,
+    unify,
 )
 from ir.torchapi.callinfo import effect_attributes
 from ir.torchapi.signatures import (
@@ -183,6 +186,14 @@ class CallLowering:
                     return called
                 raise self.error(func, f"calling a method of submodule ({obj.type}) is not supported",
                                  "call the submodule itself, or move the code into this module")
+            if isinstance(obj.type, DictType) and func.attr.value in DICT_READS:
+                return self.dict_read(node, obj, func.attr.value)
+            if obj.type == STR and func.attr.value in STR_METHODS:
+                args, kwnames, kwargs, _ = self.call_arguments(node)
+                if kwnames or not all(a.type in (STR, INT) for a in args):
+                    raise self.error(node, f"str.{func.attr.value}() takes str or int arguments, by position")
+                return self.op(ops.BuiltinCallOp, [obj, *args], [STR_METHODS[func.attr.value]],
+                               callee=f"str.{func.attr.value}").result
             if obj.type == ANY:
                 raise self.error(func, "calling a method of a value whose type is not known")
             raise self.error(func, f"method `{func.attr.value}` of a value of type {obj.type} is not supported")
@@ -196,6 +207,28 @@ class CallLowering:
         raise self.error(func, f"a value of type {callee.type} cannot be called")
 
     # -- lists and dicts ---------------------------------------------------------------------------
+    def dict_read(self, node: cst.Call, d: Value, method: str) -> Value:
+        """`d.items()`, `d.keys()`, `d.values()` (a list of what Python's view yields, as
+        TorchScript types them) and `d.get(k[, default])` of a dict: Python's own methods when
+        they run, their tensors anything the dict may hold (the alias analysis takes a call's
+        results to be what its operands reach)."""
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        t: DictType = d.type  # type: ignore[assignment]
+        if kwnames or len(args) != (0 if method != "get" else len(args)) or method == "get" and len(args) not in (1, 2):
+            raise self.error(node, f"dict.{method}() takes " + ("a key and an optional default" if method == "get"
+                                                                else "no arguments"))
+        if method == "get":
+            if not fits(args[0].type, t.key):
+                raise self.error(node.args[0], f"a key of type {args[0].type} for a dict of {t.key} keys")
+            default = args[1].type if len(args) == 2 else NONE
+            result = unify(t.value, default) if default != NONE else OptionalType(t.value)
+            if result is None:
+                raise self.error(node, f"dict.get() of {t.value} values with a {default} default",
+                                 "give a default of the values' type, or None")
+        else:
+            result = ListType({"items": TupleType((t.key, t.value)), "keys": t.key, "values": t.value}[method])
+        return self.op(ops.BuiltinCallOp, [d, *args], [result], callee=f"dict.{method}").result
+
     def extend_by(self, listed: Value, other: Value, node: cst.CSTNode) -> None:
         """`xs.extend(other)`, `xs += other`: a list or a tuple of elements the list holds."""
         elem = listed.type.elem  # type: ignore[attr-defined]
@@ -507,3 +540,13 @@ def tuple_for_list(given: Type, declared: Type) -> bool:
     """A tuple whose items are all of the list's element type, passed for a `list[T]`."""
     return isinstance(given, TupleType) and isinstance(declared, ListType) \
         and all(is_subtype(e, declared.elem) for e in given.elems)
+
+
+# The dict methods compiled code calls as Python's own (reads: nothing in the dict changes).
+DICT_READS = ("items", "keys", "values", "get")
+# str methods compiled code calls as Python's own, by what they return (folded where the str is
+# known when compiling: ir/shapes/rules_python.py).
+STR_METHODS: dict[str, Type] = {
+    "startswith": BOOL, "endswith": BOOL, "isdigit": BOOL, "isalpha": BOOL, "lower": STR, "upper": STR,
+    "strip": STR, "lstrip": STR, "rstrip": STR, "replace": STR, "split": ListType(STR), "find": INT, "count": INT,
+}
