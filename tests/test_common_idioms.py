@@ -234,3 +234,41 @@ def test_a_str_method_of_a_known_setting_is_decided_when_compiling(tmp_path: Pat
         code = [line for line in path.read_text().split("def Mixer_forward")[1].splitlines()
                 if not line.strip().startswith("#")]
         assert not any("endswith" in line for line in code)  # the setting's test folded
+
+
+WRITES = '''
+import torch
+from torch import Tensor, nn
+
+
+class Bump(nn.Module):
+    def forward(self, x: Tensor, d: dict[str, Tensor]) -> Tensor:
+        t = d.get("x")
+        if t is not None:
+            t.add_(1.0)
+            x = x * t
+        for k, v in d.items():
+            v.mul_(2.0)
+        return x + 1
+'''
+
+
+def test_writes_through_a_dicts_values_reach_the_callers_tensors(tmp_path: Path, monkeypatch) -> None:
+    """A tensor read with `d.get` or `d.items()` may be the caller's: written in place, the
+    caller sees the write, as in eager (functionalization must not take it for a fresh one)."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "dict_writes", WRITES) as mod:
+        model, x = mod.Bump(), torch.randn(4)
+
+        def made() -> dict[str, torch.Tensor]:
+            return {"x": torch.ones(4), "y": torch.full((4,), 3.0)}
+
+        compiled = script(model, example_inputs=(x, made()))
+        mine, theirs = made(), made()
+        with torch.no_grad():
+            with runtime.mode("strict"):
+                got = compiled(x, mine)
+            want = model(x, theirs)
+        torch.testing.assert_close(got, want)
+        for key in mine:
+            torch.testing.assert_close(mine[key], theirs[key])
