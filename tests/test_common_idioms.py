@@ -272,3 +272,62 @@ def test_writes_through_a_dicts_values_reach_the_callers_tensors(tmp_path: Path,
         torch.testing.assert_close(got, want)
         for key in mine:
             torch.testing.assert_close(mine[key], theirs[key])
+
+
+TABLE = '''
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transpiler import script
+
+ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+
+
+@script
+class Gated(nn.Module):
+    def __init__(self, act: str = "gelu") -> None:
+        super().__init__()
+        self.act = act
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        y = ACTIVATIONS[self.act](self.fc(x))
+        best = torch.stack([y, -y]).max(dim=0).values
+        top = best.topk(2, dim=-1).indices
+        return best, top, torch.sort(y, dim=-1).values
+'''
+
+
+def test_a_module_level_table_of_functions_is_called_through(tmp_path: Path, monkeypatch) -> None:
+    """`ACTS[self.act](x)`: ahead of time the key is compared with each entry's (Python's KeyError
+    for none); for an instance whose setting is known, the one function is called. torch's named
+    results (`.values`, `.indices`) are read by name."""
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "table", TABLE)
+        x = torch.randn(3, 6)
+        for act in ("relu", "gelu", "silu"):
+            model = module.Gated(act)
+            got = _strict_and_eager(lambda: model(x))
+            assert len(got) == 3
+        for mode in ("strict", "off"):
+            with runtime.mode(mode), pytest.raises(KeyError, match="tanh"):
+                module.Gated("tanh")(x)
+    assert 'if act == "relu":' in text and "raise KeyError(act)" in text
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "table_jit", TABLE.replace("@script\nclass", "class")) as mod:
+        model = mod.Gated("silu")
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            for a, b in zip(compiled(x), model(x)):
+                torch.testing.assert_close(a, b)
+        (path,) = (tmp_path / "cache" / "jit").glob("Gated_*.py")
+        assert "KeyError" not in path.read_text()  # the setting known: the one entry called
+
+
+def test_a_table_changed_anywhere_is_not_called_through(tmp_path: Path) -> None:
+    text = TABLE.replace('ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}',
+                         'ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}\nACTIVATIONS["tanh"] = torch.tanh')
+    assert "cannot be used as a value" in _diagnostic(tmp_path, text)

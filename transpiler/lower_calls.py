@@ -137,6 +137,11 @@ class CallLowering:
                 and self.class_info is not None and self.class_info.call_override is not None \
                 and self.node.name.value == "__call__":  # type: ignore[attr-defined]
             return self.super_call(node)
+        if isinstance(func, cst.Subscript) and isinstance(func.value, cst.Name) and self.env.get(func.value.value) is None \
+                and len(func.slice) == 1 and isinstance(func.slice[0].slice, cst.Index):
+            table = self.source.function_table(func.value.value)
+            if table is not None:
+                return self.table_call(node, table, func.slice[0].slice.value)
         qual = self.source.global_name(func)
         base_is_local = isinstance(func, (cst.Name, cst.Attribute)) and self._root_is_local(func)
         if qual is not None and not base_is_local:
@@ -207,6 +212,49 @@ class CallLowering:
         raise self.error(func, f"a value of type {callee.type} cannot be called")
 
     # -- lists and dicts ---------------------------------------------------------------------------
+    def table_call(self, node: cst.Call, table: list[tuple[str, cst.BaseExpression]], key_node: cst.BaseExpression) -> Value:
+        """`ACTS[self.act](x)` of a module-level table of functions (SourceFile.function_table):
+        the entry's function called, where the key is known when compiling; else the key compared
+        with each entry's in turn, the matching one called, and Python's KeyError for none. The
+        key is read before the arguments, as Python reads the callee first."""
+        key = self.expr(key_node)
+        known = self.known(key)  # type: ignore[attr-defined]
+        quals = [(k, self.source.global_name(v), v) for k, v in table]
+        for k, qual, v in quals:
+            if qual is None:
+                raise self.error(v, f"`{self.source.code(v)}` of the table is not a function compiled code can call")
+        if type(known) is str:
+            entry = next((qual for k, qual, _ in quals if k == known), None)
+            if entry is None:
+                raise self.error(key_node, f"{known!r} is not a key of the table", "use one of " + ", ".join(
+                    repr(k) for k, _, _ in quals))
+            return self.call_global(node, entry)  # type: ignore[arg-type]
+        if key.type not in (STR, ANY):
+            raise self.error(key_node, f"a key of type {key.type} for a table of str keys")
+        return self._table_branch(node, quals, 0, key)
+
+    def _table_branch(self, node: cst.Call, quals: list, i: int, key: Value) -> Value | None:
+        if i == len(quals):
+            self.op(ops.RaiseOp, [key], [], exc="KeyError", called=True)
+            return None
+        cond = self.op(ops.CompareOp, [key, self.b.constant(quals[i][0])], [BOOL], op="==").result
+        if_op = ops.IfOp([cond], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
+        self.b.insert(if_op)
+        with self.b.at_end_of(if_op.then_block):
+            a = self.call_global(node, quals[i][1])
+        with self.b.at_end_of(if_op.else_block):
+            c = self._table_branch(node, quals, i + 1, key)
+        t = a.type if c is None else unify(a.type, c.type)
+        if t is None:
+            raise self.error(node, f"the table's functions return {a.type} and {c.type}")  # type: ignore[union-attr]
+        with self.b.at_end_of(if_op.then_block):
+            self.b.create(ops.YieldOp, [a])
+        with self.b.at_end_of(if_op.else_block):
+            self.b.create(ops.YieldOp, [c if c is not None else self.uninitialized(t)])  # type: ignore[attr-defined]
+        result = ops.OpResult(t, if_op, 0)
+        if_op.results = [result]
+        return result
+
     def dict_read(self, node: cst.Call, d: Value, method: str) -> Value:
         """`d.items()`, `d.keys()`, `d.values()` (a list of what Python's view yields, as
         TorchScript types them) and `d.get(k[, default])` of a dict: Python's own methods when

@@ -105,6 +105,57 @@ class SourceFile:
         value = getattr(module, name)
         return value if value is None or type(value) in (bool, int, float, str) else _NOT_LITERAL
 
+    def function_table(self, name: str) -> list[tuple[str, cst.BaseExpression]] | None:
+        """The entries of module-level `name = {"relu": F.relu, "gelu": F.gelu}` (distinct literal
+        str keys, each value a name or dotted name) when the file binds it once, never declares it
+        `global`, and uses it nowhere but as `name[key]` read: a table compiled code may call
+        through (`ACTS[self.act](x)`). None for anything else."""
+        value = self._table_displays().get(name)
+        scope = self.scopes()[0].get(self.module) if value is not None else None
+        if scope is None or len(scope.assignments[name]) != 1 or name in self._declared_global():
+            return None
+        loads = sum(len(a.references) for a in scope.assignments[name])  # (in every scope)
+        reads = self._table_reads().get(name, 0)
+        if loads != reads:
+            return None
+        return [(e.key.evaluated_value, e.value) for e in value.elements]  # type: ignore[union-attr]
+
+    def _table_displays(self) -> dict[str, cst.Dict]:
+        found: dict[str, cst.Dict] = {}
+        for stmt in self.module.body:
+            for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+                target, value = _simple_assignment(small)
+                if target is None or not isinstance(value, cst.Dict) or not value.elements:
+                    continue
+                keys = [e.key.evaluated_value if isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString)
+                        else None for e in value.elements]
+                if all(isinstance(k, str) for k in keys) and len(set(keys)) == len(keys) \
+                        and all(isinstance(e.value, (cst.Name, cst.Attribute)) for e in value.elements):
+                    found[target] = value
+        return found
+
+    def _table_reads(self) -> dict[str, int]:
+        """How many times each module-level name is read as `name[key]` (not assigned to)."""
+        counts: dict[str, int] = {}
+        stored: set[int] = set()
+
+        class Visitor(cst.CSTVisitor):
+            def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+                stored.add(id(node.target))
+
+            def visit_AugAssign(self, node: cst.AugAssign) -> None:
+                stored.add(id(node.target))
+
+            def visit_Del(self, node: cst.Del) -> None:
+                stored.add(id(node.target))
+
+            def visit_Subscript(self, node: cst.Subscript) -> None:
+                if isinstance(node.value, cst.Name) and id(node) not in stored:
+                    counts[node.value.value] = counts.get(node.value.value, 0) + 1
+
+        self.module.visit(Visitor())
+        return counts
+
     def alias(self, name: str) -> cst.BaseExpression | None:
         """The type expression module-level `name` is bound to once (`Size_ = Tuple[int, int]`),
         or None."""
