@@ -331,3 +331,38 @@ def test_a_table_changed_anywhere_is_not_called_through(tmp_path: Path) -> None:
     text = TABLE.replace('ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}',
                          'ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}\nACTIVATIONS["tanh"] = torch.tanh')
     assert "cannot be used as a value" in _diagnostic(tmp_path, text)
+
+
+MODULE_DICT = '''
+import torch
+from torch import Tensor, nn
+
+
+class Tower(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts = nn.ModuleDict(dict(
+            embed=nn.Linear(4, 8),
+            blocks=nn.ModuleList([nn.Linear(8, 8) for _ in range(2)]),
+            norm=nn.LayerNorm(8),
+        ))
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.parts.embed(x)
+        for block in self.parts.blocks:
+            h = h + torch.relu(block(h))
+        return self.parts.norm(h)
+'''
+
+
+def test_an_entry_of_a_module_dict_is_called_by_attribute(tmp_path: Path, monkeypatch) -> None:
+    """`self.transformer.wte(idx)` (nanoGPT's style): an nn.ModuleDict's entry read as an
+    attribute and called, compiled for an instance."""
+    monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path / "cache"))
+    with imported_source(tmp_path, "module_dict", MODULE_DICT) as mod:
+        torch.manual_seed(0)
+        model = mod.Tower().eval()
+        x = torch.randn(3, 4)
+        compiled = script(model, example_inputs=(x,))
+        with torch.no_grad(), runtime.mode("strict"):
+            torch.testing.assert_close(compiled(x), model(x))

@@ -185,6 +185,10 @@ class CallLowering:
                 # `down.forward(y)` (hrnet): the call without hooks, which the compiled call of a
                 # module has too, its entry check finding the module unhooked
                 return self.module_call(node, obj)
+            info = self.ctx.class_named(obj.type.qualname) if isinstance(obj.type, ModuleType) else None
+            held = info.attrs.get(func.attr.value) if info is not None else None
+            if held is not None and held.kind == "module":  # `self.transformer.wte(idx)`: a submodule's call
+                return self.module_call(node, self.module_attribute(func, obj, info))  # type: ignore[arg-type]
             if isinstance(obj.type, ModuleType):
                 called = self.submodule_method(node, obj, func.attr.value)
                 if called is not None:
