@@ -178,6 +178,18 @@ def list_append(em: PythonEmitter, op: Operation) -> None:
     em.w.line(f"{em.expr(op.operands[0], PREC['atom']).text}.{method}({em.expr(op.operands[1]).text})")
 
 
+@RULES.statement(ops.ListInsertOp)
+def list_insert(em: PythonEmitter, op: Operation) -> None:
+    em.w.line(f"{em.expr(op.operands[0], PREC['atom']).text}.insert({em.expr(op.operands[1]).text}, "
+              f"{em.expr(op.operands[2]).text})")
+
+
+@RULES.expression(ops.ListPopOp)
+def list_pop(em: PythonEmitter, op: Operation) -> Expr:
+    index = em.expr(op.operands[1]).text if len(op.operands) > 1 else ""
+    return Expr(f"{em.expr(op.operands[0], PREC['atom']).text}.pop({index})", PREC["atom"])
+
+
 @RULES.statement(ops.ListSetItemOp, ops.DictSetItemOp)
 def set_item(em: PythonEmitter, op: Operation) -> None:
     seq, index, value = (em.expr(v).text for v in op.operands)

@@ -366,3 +366,57 @@ def test_an_entry_of_a_module_dict_is_called_by_attribute(tmp_path: Path, monkey
         compiled = script(model, example_inputs=(x,))
         with torch.no_grad(), runtime.mode("strict"):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+STACKS = '''
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def unwind(x: Tensor, n: int) -> Tensor:
+    skips: list[Tensor] = []
+    for i in range(n):
+        x = x * 2 + i
+        skips.append(x)
+    skips.insert(0, x - 1)
+    last = skips.pop()
+    first = skips.pop(0)
+    for _ in range(len(skips)):
+        last = last + skips.pop()
+    return last * first
+
+
+@script
+def bump_popped(xs: list[Tensor]) -> Tensor:
+    t = xs.pop()
+    t.add_(1.0)
+    return t * 2
+'''
+
+
+def test_list_insert_and_pop_are_pythons_own(tmp_path: Path) -> None:
+    """`skips.pop()` (a U-Net's decoder), `insert`, `pop(i)`; an empty pop is Python's
+    IndexError; a popped tensor written in place is the caller's tensor, as in eager."""
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "stacks", STACKS)
+        x = torch.randn(3)
+        for n in (1, 2, 4):
+            _strict_and_eager(lambda: module.unwind(x, n))
+        for mode in ("strict", "off"):
+            with runtime.mode(mode), pytest.raises(IndexError):
+                module.bump_popped([])
+        mine, theirs = [torch.zeros(2), torch.ones(2)], [torch.zeros(2), torch.ones(2)]
+        kept_mine, kept_theirs = mine[1], theirs[1]
+        with runtime.mode("strict"):
+            got = module.bump_popped(mine)
+        with runtime.mode("off"):
+            want = module.bump_popped(theirs)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(kept_mine, kept_theirs)  # the caller's tensor, written
+        assert len(mine) == len(theirs) == 1
+    assert "skips.insert(0, " in text and "skips.pop(0)" in text

@@ -168,6 +168,8 @@ class CallLowering:
             if isinstance(obj.type, ListType) and func.attr.value == "copy" and not node.args:
                 none = self.b.constant(None)
                 return self.op(ops.SliceOp, [obj, none, none, none], [obj.type]).result
+            if isinstance(obj.type, ListType) and func.attr.value in ("insert", "pop"):
+                return self.insert_or_pop(node, obj, func.attr.value)
             if isinstance(obj.type, ListType) and func.attr.value in ("append", "extend"):
                 args, kwnames, kwargs, _ = self.call_arguments(node)
                 if len(args) != 1 or kwnames:
@@ -258,6 +260,22 @@ class CallLowering:
         result = ops.OpResult(t, if_op, 0)
         if_op.results = [result]
         return result
+
+    def insert_or_pop(self, node: cst.Call, listed: Value, method: str) -> Value:
+        """`xs.insert(i, v)` and `xs.pop([i])` of a list, as Python's own (an IndexError of pop
+        stays Python's). The list is then not one the lists pass follows item by item."""
+        args, kwnames, kwargs, _ = self.call_arguments(node)
+        elem = listed.type.elem  # type: ignore[attr-defined]
+        if kwnames or (len(args) != 2 if method == "insert" else len(args) > 1) \
+                or not all(a.type in (INT, BOOL) for a in args[:1]):
+            raise self.error(node, "list.insert takes an index and a value" if method == "insert"
+                             else "list.pop takes an optional index")
+        if method == "pop":
+            return self.op(ops.ListPopOp, [listed, *args], [elem]).result
+        if not fits(args[1].type, elem):
+            raise self.error(node.args[1], f"inserting a {args[1].type} into a list of {elem}")
+        self.op(ops.ListInsertOp, [listed, *args], [])
+        return self.b.constant(None)
 
     def dict_read(self, node: cst.Call, d: Value, method: str) -> Value:
         """`d.items()`, `d.keys()`, `d.values()` (a list of what Python's view yields, as

@@ -343,7 +343,7 @@ SMALL_STATEMENTS: dict[type, Rule] = {
 # What a dataclass value may be used by, beyond its field reads: ops that hold or pass the object
 # whole (containers, calls, returns, merges, `is None`). A tuple's operations (an index, unpacking,
 # len(), iteration, + and ==) would run on a tuple in compiled code and raise in Python.
-PASSES_OBJECT = (ops.TupleOp, ops.ListOp, ops.DictOp, ops.ListAppendOp, ops.ListSetItemOp, ops.DictSetItemOp,
+PASSES_OBJECT = (ops.TupleOp, ops.ListOp, ops.DictOp, ops.ListAppendOp, ops.ListSetItemOp, ops.ListInsertOp, ops.DictSetItemOp,
                  ops.FuncCallOp, ops.ModuleCallOp, ops.MethodCallOp, ops.ReturnOp, ops.YieldOp, ops.SetAttrOp,
                  ops.RefineOp, ops.OpaqueOp)
 

@@ -251,6 +251,20 @@ class ListSetItemOp(Operation):
     traits = frozenset({Mutates(0)})
 
 
+class ListInsertOp(Operation):
+    """`xs.insert(i, v)` (operands: list, index, value): the items from i on move one place up."""
+
+    name = "py.list_insert"
+    traits = frozenset({Mutates(0)})
+
+
+class ListPopOp(Operation):
+    """`xs.pop()` / `xs.pop(i)` (operands: list[, index]): the item, taken out of the list."""
+
+    name = "py.list_pop"
+    traits = frozenset({Mutates(0)})
+
+
 class DictSetItemOp(Operation):
     """`d[k] = v` on a dict (operands: dict, key, value)."""
 

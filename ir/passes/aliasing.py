@@ -265,11 +265,12 @@ class Aliasing:
             self._index(op)
         elif isinstance(op, ops.GetAttrOp):
             self._getattr(op)
-        elif isinstance(op, (ops.GetItemOp, ops.UnpackOp)):
+        elif isinstance(op, (ops.GetItemOp, ops.UnpackOp, ops.ListPopOp)):
             self._extract(op)
         elif isinstance(op, ops.TupleOp):
             self._set(op.result, self._union(op.operands), None)
-        elif isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp, ops.DictOp, ops.DictSetItemOp)):
+        elif isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp, ops.ListInsertOp, ops.DictOp,
+                             ops.DictSetItemOp)):
             held = self._union(op.operands if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[1:])
             target = op.result if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[0]
             old = self.list_roots, self.shared_roots, self.contents.get(target)

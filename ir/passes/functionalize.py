@@ -206,7 +206,8 @@ class _Trial:
         stores: dict[tuple, list[Operation]] = {}
         writes: dict[tuple, list[int]] = {}
         for op in self.a.order:
-            if isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp, ops.DictOp, ops.DictSetItemOp)):
+            if isinstance(op, (ops.ListOp, ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp, ops.ListInsertOp, ops.DictOp,
+                               ops.DictSetItemOp)):
                 held = op.operands if isinstance(op, (ops.ListOp, ops.DictOp)) else op.operands[1:]
                 for k in self.a._union(held):
                     stores.setdefault(k, []).append(op)

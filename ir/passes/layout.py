@@ -169,10 +169,10 @@ def _follow(body: list[Operation], changed: set[Value], shuffles: bool = False) 
             continue
         if isinstance(op, (ops.GuardOp, ops.EntryCheck)):
             continue
-        if isinstance(op, (ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp)):
+        if isinstance(op, (ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp, ops.ListInsertOp)):
             listed = op.operands[0]  # (the list now holds such a value: each of its readers must be pure)
             if any(u.op.parent is not op.parent or not (u.op.has_trait(PURE) or isinstance(
-                    u.op, (ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp))) for u in listed.uses):
+                    u.op, (ops.ListAppendOp, ops.ListExtendOp, ops.ListSetItemOp, ops.ListInsertOp))) for u in listed.uses):
                 return False
             changed.add(listed)
             continue
