@@ -84,12 +84,6 @@ CHECK_CASES = {
         def f(x: Tensor, *rest: Tensor, **options: int) -> Tensor:  # error: 18: `*rest` parameters # error: 33: `**options` parameters
             return x
         """,
-    "starred_expression": """
-        @script
-        def f(x: Tensor) -> Tensor:
-            first, *others = (x, x, x)  # error: 12: starred expressions
-            return first
-        """,
     "positional_only_parameters": """
         @script
         def f(x: Tensor, /, y: Tensor, *, z: Tensor) -> Tensor:  # error: 18: positional-only parameters
@@ -189,14 +183,14 @@ CHECK_CASES = {
                 self.k = 2
 
             def forward(self, x: Tensor) -> Tensor:
-                return self.scale(x) * self.factor
+                return self.scale(x) * self.factor()
 
             @staticmethod
             def scale(x: Tensor) -> Tensor:
                 return x
 
-            @property  # error: 5: decorator `@property` on a compiled method
-            def factor(self) -> float:
+            @classmethod  # error: 5: decorator `@classmethod` on a compiled method
+            def factor(cls) -> float:
                 return 2.0
         """,
     "decorator_on_a_function": """

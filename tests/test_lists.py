@@ -537,3 +537,56 @@ def test_a_tree_passing_its_outputs_down_in_a_list_is_functional_and_sized(tmp_p
     # (the roots' conv of the cat, batch norm, add and ReLU: one kernel after the conv, which
     # needs the cat's sizes)
     assert "torch.channels_last" in text and "def bn_relu(" in text and text.count("torch.cat([") == 3
+
+
+def test_pops_and_inserts_at_known_places_are_followed() -> None:
+    """A U-Net's skips: appended, then popped from the end and inserted at the front in
+    straight-line code. Each pop is the item the list held there; the list then holds the rest."""
+    check(
+        """\
+func @f(%x: Tensor, %y: Tensor, %z: Tensor) -> Tensor {
+  %0 : int = py.constant() {value = 0}
+  %xs : list[Tensor] = py.list(%x)
+  py.list_append(%xs, %y)
+  %a : Tensor = py.list_pop(%xs)
+  py.list_insert(%xs, %0, %z)
+  %b : Tensor = py.list_pop(%xs, %0)
+  %c : Tensor = torch.call(%xs, %0) {callee = "torch.cat", aten = "aten::cat"}
+  %1 : Tensor = torch.call(%a, %b) {callee = "torch.add", aten = "aten::add"}
+  %2 : Tensor = torch.call(%1, %c) {callee = "torch.add", aten = "aten::add"}
+  func.return(%2)
+}
+""",
+        """\
+func @f(%x: Tensor, %y: Tensor, %z: Tensor) -> Tensor {
+  %0 : int = py.constant() {value = 0}
+  %xs : list[Tensor] = py.list(%x)
+  %c : Tensor = torch.call(%xs, %0) {callee = "torch.cat", aten = "aten::cat"}
+  %1 : Tensor = torch.call(%y, %z) {callee = "torch.add", aten = "aten::add"}
+  %2 : Tensor = torch.call(%1, %c) {callee = "torch.add", aten = "aten::add"}
+  func.return(%2)
+}
+""",
+    )
+
+
+def test_a_pop_of_an_empty_list_or_at_an_unknown_place_stays() -> None:
+    unchanged(
+        """\
+func @f(%x: Tensor, %i: int) -> Tensor {
+  %xs : list[Tensor] = py.list(%x)
+  %a : Tensor = py.list_pop(%xs)
+  %b : Tensor = py.list_pop(%xs)
+  func.return(%b)
+}
+""")
+    unchanged(
+        """\
+func @f(%x: Tensor, %i: int) -> Tensor {
+  %xs : list[Tensor] = py.list(%x, %x)
+  %a : Tensor = py.list_pop(%xs, %i)
+  %0 : int = py.constant() {value = 0}
+  %c : Tensor = torch.call(%xs, %0) {callee = "torch.cat", aten = "aten::cat"}
+  func.return(%c)
+}
+""")

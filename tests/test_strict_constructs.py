@@ -376,12 +376,11 @@ def test_comprehension_diagnostics(tmp_path: Path) -> None:
             return xs[0]
         """)
     assert [d.message for d in got] == ["dict comprehensions are not supported", "set comprehensions are not supported"]
-    (d,) = diagnostics_of(tmp_path, """
+    assert not diagnostics_of(tmp_path, """
         @script
         def f(xs: List[Tensor]) -> Tensor:
             return sum(x * 2 for x in xs)
-        """)
-    assert d.message == "sum() of a list of Tensor is not supported" and "torch.stack" in d.hint
+        """)  # (Python's sum of the tensors: tests/test_common_idioms.py)
     assert all(d.hint for d in got)
 
 
@@ -670,10 +669,9 @@ def test_permissive_mode_keeps_the_unsupported_forms_as_python(tmp_path: Path, m
             expected = model(x)
     torch.testing.assert_close(got, expected)
     text = next((tmp_path / "cache" / "jit").glob("M_*.py")).read_text()
-    for why in ("with statements are not supported here", "next() of a Python object (Any) is not supported",
-                "dict comprehensions are not supported"):
+    for why in ("with statements are not supported here", "dict comprehensions are not supported"):
         assert f"kept as Python: {why}" in text
-    assert text.count("kept as Python") == 4  # the no_grad block, the assert and list() compile
+    assert text.count("kept as Python") == 3  # the no_grad block, the assert, list() and next() of .values() compile
 
 
 # -- an attribute assigned a conditional expression in __init__ -------------------------------------

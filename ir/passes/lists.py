@@ -8,8 +8,9 @@ elements at once (`f32[1, ?, 56, 56]` for the `torch.cat` of it); after this pas
 exactly the tensors it concatenates, so sizes are known and the ops on them can be fused.
 
 The rewrite applies only where the list cannot be observed as one object: it is changed only
-in the block that made it (not in a loop body or a branch), by appends and by `xs[i] = v` with a
-constant `i` in range there, and every other use is an op that reads the elements there and then
+in the block that made it (not in a loop body or a branch), by appends, `xs[i] = v` with a
+constant `i` in range there, `xs.insert(i, v)` with a constant `i`, and `xs.pop()` or
+`xs.pop(i)` with a constant `i` of a list that holds one there (a U-Net's skips), and every other use is an op that reads the elements there and then
 (a torch call, an index, an unpack, a slice, `len`, `bool`, a concatenation `xs + [x]`, a `for`
 over it), in that block or inside an
 op of it (a read in a branch sees what the list held when the branch ran). A list that is
@@ -89,8 +90,19 @@ def _store_index(op: Operation) -> int | None:
 def _is_update(use: Use) -> bool:
     if use.index != 0:
         return False
+    if isinstance(use.op, ops.ListPopOp):  # `xs.pop()`, `xs.pop(0)`
+        return len(use.op.operands) == 1 or _store_index(use.op) is not None
     return isinstance(use.op, ops.ListAppendOp) or (
-        isinstance(use.op, ops.ListSetItemOp) and _store_index(use.op) is not None)
+        isinstance(use.op, (ops.ListSetItemOp, ops.ListInsertOp)) and _store_index(use.op) is not None)
+
+
+def _insert_at(index: int, length: int) -> int:
+    """Where `xs.insert(index, v)` puts v in a list of `length` items (Python clamps)."""
+    return min(max(index + length if index < 0 else index, 0), length)
+
+
+def _pop_at(op: Operation) -> int:
+    return _store_index(op) if len(op.operands) > 1 else -1  # type: ignore[return-value]
 
 
 def updated_in_place(listed: Operation) -> bool:
@@ -109,13 +121,14 @@ def updated_in_place(listed: Operation) -> bool:
             return False
     length = len(listed.operands)
     for op, _ in _users_in_order(listed):
-        if isinstance(op, ops.ListAppendOp):
+        if isinstance(op, (ops.ListAppendOp, ops.ListInsertOp)):
             length += 1
-        elif isinstance(op, ops.ListSetItemOp):
-            index = _store_index(op)
+        elif isinstance(op, (ops.ListSetItemOp, ops.ListPopOp)):
+            index = _store_index(op) if isinstance(op, ops.ListSetItemOp) else _pop_at(op)
             assert index is not None
             if not -length <= index < length:
-                return False
+                return False  # (an IndexError stays Python's)
+            length -= isinstance(op, ops.ListPopOp)
     return True
 
 
@@ -156,6 +169,15 @@ def snapshot(listed: Operation) -> list[Operation]:
             index = _store_index(op)
             assert index is not None
             held[index] = op.operands[2]
+            op.erase()
+            changed = True
+        elif isinstance(op, ops.ListInsertOp):
+            held.insert(_insert_at(_store_index(op), len(held)), op.operands[2])  # type: ignore[arg-type]
+            op.erase()
+            changed = True
+        elif isinstance(op, ops.ListPopOp):
+            item = held.pop(_pop_at(op))
+            op.result.replace_all_uses_with(item)
             op.erase()
             changed = True
         elif changed:
