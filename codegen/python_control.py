@@ -54,17 +54,50 @@ def if_statement(em: PythonEmitter, op: ops.IfOp) -> None:
     if before:  # `identity = x` then `if ...: identity = f(x)`, as the source reads, no `else:`
         copies(em, targets, op.else_block.terminator.operands)  # type: ignore[union-attr]
     em.w.line(f"if {em.expr(op.cond).text}:")
-    for i, block in enumerate((op.then_block, op.else_block)):
-        if i == 1:
-            if before or not _has_code(em, block, targets):
-                break
-            em.w.line("else:")
-        with em.suite():
-            em.block(block)
-            term = block.terminator
-            assert term is not None
-            if not any(isinstance(o, ops.RaiseOp) for o in block.ops):
-                copies(em, targets, term.operands)
+    _sides(em, op, targets, before)
+
+
+def _sides(em: PythonEmitter, op: ops.IfOp, targets: list[str], before: bool) -> None:
+    """The then side, and the else side unless `before` (or it has nothing to do): as `elif`
+    where it is one more if that gives the same variables (a source's `elif`, a table's keys)."""
+    _side(em, op.then_block, targets)
+    if before or not _has_code(em, op.else_block, targets):
+        return
+    inner = _chained_if(em, op)
+    if inner is not None and any(em.var.get(r, t) != t for r, t in zip(inner.results, targets)):
+        inner = None  # (its results hold other variables)
+    if inner is None:
+        em.w.line("else:")
+        _side(em, op.else_block, targets)
+        return
+    for r, t in zip(inner.results, targets):
+        em.var[r] = t
+    for block in (inner.then_block, inner.else_block):
+        adopt_yields(em, block, targets)
+    em.w.line(f"elif {em.expr(inner.cond).text}:")
+    _sides(em, inner, targets, False)
+
+
+def _side(em: PythonEmitter, block: Block, targets: list[str]) -> None:
+    with em.suite():
+        em.block(block)
+        term = block.terminator
+        assert term is not None
+        if not any(isinstance(o, ops.RaiseOp) for o in block.ops):
+            copies(em, targets, term.operands)
+
+
+def _chained_if(em: PythonEmitter, op: ops.IfOp) -> ops.IfOp | None:
+    """The if that is all `op`'s else side does, yielding its results as `op`'s, in order."""
+    block = op.else_block
+    printed = [o for o in block.ops if o not in em.folded and not isinstance(o, (ops.YieldOp, ops.ConstantOp))]
+    if len(printed) != 1 or not isinstance(printed[0], ops.IfOp) or printed[0] in em.folded:
+        return None
+    inner = printed[0]
+    term = block.terminator
+    if not isinstance(term, ops.YieldOp) or list(term.operands) != list(inner.results):
+        return None
+    return inner
 
 
 @RULES.expression(ops.IfOp)

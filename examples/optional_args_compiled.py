@@ -17,7 +17,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "optional_args.py"
 SOURCE_HASH = "sha256:834f75b0ddb82bb7c8dfc521c5219ef97a1fd789746736032e8d19a3d4f42088"
-BODY_HASH = "sha256:54ccabd3b1496882b4a846915ec1be8926709dddc8d17861759b0fd7dfd09368"
+BODY_HASH = "sha256:f88a366bfb3ebc07a658e75e6b07db36e28f248111110a705efd83f66af7ef82"
 TORCH_VERSION = "2.13"
 
 
@@ -122,13 +122,11 @@ def MaskedPool_forward(
     # if reduction == "sum":
     if reduction == "sum":
         pooled = (x * weights).sum(dim=1)
+    elif reduction == "mean":
+        pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
     else:
-        # elif reduction == "mean":
-        if reduction == "mean":
-            pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-        else:
-            # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-            pooled = x.masked_fill(weights == 0, -math.inf).amax(dim=1)
+        # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
+        pooled = x.masked_fill(weights == 0, -math.inf).amax(dim=1)
     del weights
     out = _guards.attr(self, "proj")(pooled)
     if temperature is not None:
@@ -162,14 +160,12 @@ def MaskedPool_forward_example(
     # if reduction == "sum":
     if reduction == "sum":
         pooled = (x * weights).sum(dim=1)  # f32[B, 32]@cpu
+    elif reduction == "mean":
+        # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        pooled = clamp(weights.sum(dim=1), (x * weights).sum(dim=1))
     else:
-        # elif reduction == "mean":
-        if reduction == "mean":
-            # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-            pooled = clamp(weights.sum(dim=1), (x * weights).sum(dim=1))
-        else:
-            # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-            pooled = masked_fill(weights, x).amax(dim=1)
+        # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
+        pooled = masked_fill(weights, x).amax(dim=1)
     del weights
     # out = self.proj(pooled)
     proj = _guards.attr(self, "proj")
@@ -211,14 +207,12 @@ def MaskedPool_forward_autograd(
     # if reduction == "sum":
     if reduction == "sum":
         pooled = (x * weights).sum(dim=1)  # f32[B, 32]@cpu
+    elif reduction == "mean":
+        # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
+        pooled = clamp_autograd(weights.sum(dim=1), (x * weights).sum(dim=1))
     else:
-        # elif reduction == "mean":
-        if reduction == "mean":
-            # pooled = (x * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1.0)
-            pooled = clamp_autograd(weights.sum(dim=1), (x * weights).sum(dim=1))
-        else:
-            # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
-            pooled = x.masked_fill(weights == 0, -math.inf).amax(dim=1)
+        # pooled = x.masked_fill(weights == 0, float("-inf")).amax(dim=1)
+        pooled = x.masked_fill(weights == 0, -math.inf).amax(dim=1)
     del weights
     # out = self.proj(pooled)
     proj = _guards.attr(self, "proj")

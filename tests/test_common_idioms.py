@@ -420,3 +420,32 @@ def test_list_insert_and_pop_are_pythons_own(tmp_path: Path) -> None:
         torch.testing.assert_close(kept_mine, kept_theirs)  # the caller's tensor, written
         assert len(mine) == len(theirs) == 1
     assert "skips.insert(0, " in text and "skips.pop(0)" in text
+
+
+def test_an_elif_chain_prints_as_one(tmp_path: Path) -> None:
+    """A source's `elif`s (and a table's keys) print as `elif`, not as `else:` holding an `if`."""
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "chain", '''
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def pick(x: Tensor, mode: str) -> Tensor:
+    if mode == "a":
+        y = x + 1
+    elif mode == "b":
+        y = x * 2
+    elif mode == "c":
+        y = x - 3
+    else:
+        y = x
+    return y
+''')
+        x = torch.randn(3)
+        for mode in ("a", "b", "c", "d"):
+            _strict_and_eager(lambda: module.pick(x, mode))
+    body = text[text.index("def pick("):]
+    assert '    elif mode == "b":\n        y = x * 2\n    elif mode == "c":\n        y = x - 3\n    else:\n        y = x\n' in body
