@@ -53,8 +53,17 @@ def if_statement(em: PythonEmitter, op: ops.IfOp) -> None:
     before = _assigned_before(em, op, targets)
     if before:  # `identity = x` then `if ...: identity = f(x)`, as the source reads, no `else:`
         copies(em, targets, op.else_block.terminator.operands)  # type: ignore[union-attr]
-    em.w.line(f"if {em.expr(op.cond).text}:")
+    em.w.line(f"if {_condition(em, op.cond)}:")
     _sides(em, op, targets, before)
+
+
+def _condition(em: PythonEmitter, cond: Value) -> str:
+    """An if's test: `bool(v)` prints as `v`, which `if` tests the same way."""
+    owner = cond.owner
+    if isinstance(owner, ops.BuiltinCallOp) and owner.attributes.get("callee") == "bool" and owner in em.folded \
+            and len(owner.operands) == 1:
+        return em.expr(owner.operands[0]).text
+    return em.expr(cond).text
 
 
 def _sides(em: PythonEmitter, op: ops.IfOp, targets: list[str], before: bool) -> None:
@@ -74,7 +83,7 @@ def _sides(em: PythonEmitter, op: ops.IfOp, targets: list[str], before: bool) ->
         em.var[r] = t
     for block in (inner.then_block, inner.else_block):
         adopt_yields(em, block, targets)
-    em.w.line(f"elif {em.expr(inner.cond).text}:")
+    em.w.line(f"elif {_condition(em, inner.cond)}:")
     _sides(em, inner, targets, False)
 
 
@@ -111,6 +120,11 @@ def if_expr(em: PythonEmitter, op: ops.IfOp) -> Expr:
         return Expr(f"{em.expr(cond, PREC['and']).text} and {em.expr(then_v, PREC['and'] + 1).text}", PREC["and"])
     if then_const is not None and then_const.value is True and else_v.type == cond.type:
         return Expr(f"{em.expr(cond, PREC['or']).text} or {em.expr(else_v, PREC['or'] + 1).text}", PREC["or"])
+    truth = cond.owner if isinstance(cond.owner, ops.BuiltinCallOp) and cond.owner.attributes.get("callee") == "bool" else None
+    if truth is not None and truth.operands[0] is then_v and truth in em.folded:
+        # `a or b` of values that are not bools (`pad_r or pad_b`): Python's own, which gives a
+        # when it is true, else b
+        return Expr(f"{em.expr(then_v, PREC['or']).text} or {em.expr(else_v, PREC['or'] + 1).text}", PREC["or"])
     return Expr(
         f"{em.expr(then_v, PREC['if'] + 1).text} if {em.expr(cond, PREC['if'] + 1).text} else {em.expr(else_v, PREC['if']).text}",
         PREC["if"],

@@ -13,7 +13,7 @@ TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "while_loop.py"
 SOURCE_HASH = "sha256:5aa316dc038e3acb3edd7ce7a3679386ca88f678098a44839cecb4fb2de3d899"
-BODY_HASH = "sha256:ec954d24b17f5a557ec96f0dab3980fb7d22abf28ec826bbbe90c9362f828d6d"
+BODY_HASH = "sha256:f3051ca62e59d8950bec9e537203f4fe6f5204ee856a20e9aaef1136f24b9c91"
 TORCH_VERSION = "2.13"
 
 
@@ -228,7 +228,7 @@ def shrink_until(x: Tensor, limit: float, max_steps: int = 64) -> tuple[Tensor, 
             # steps += 1
             steps = steps + 1
             # if bool(peak > 4.0 * limit):
-            if bool(peak > 4.0 * limit):
+            if peak > 4.0 * limit:
                 x = x * 0.25
             else:
                 x = x * 0.5

@@ -449,3 +449,29 @@ def pick(x: Tensor, mode: str) -> Tensor:
             _strict_and_eager(lambda: module.pick(x, mode))
     body = text[text.index("def pick("):]
     assert '    elif mode == "b":\n        y = x * 2\n    elif mode == "c":\n        y = x - 3\n    else:\n        y = x\n' in body
+
+
+def test_or_of_numbers_prints_as_written(tmp_path: Path) -> None:
+    """`if pad_r or pad_b:` of ints (Python's `or`: the first true value, else the last) prints as
+    the source writes it, not as `bool(a if bool(a) else b)`."""
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "pads", '''
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def pad_to(x: Tensor, size: int) -> Tensor:
+    pad_r = (size - x.shape[-1] % size) % size
+    pad_b = (size - x.shape[-2] % size) % size
+    if pad_r or pad_b:
+        x = F.pad(x, (0, pad_r, 0, pad_b))
+    return x * 2
+''')
+        for shape in ((2, 7, 7), (2, 6, 9), (2, 8, 8)):
+            x = torch.randn(*shape)
+            _strict_and_eager(lambda: module.pad_to(x, 4))
+    assert "    if pad_r or pad_b:\n" in text
