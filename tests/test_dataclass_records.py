@@ -422,3 +422,44 @@ def test_a_dataclass_only_read_may_be_made_in_any_way(tmp_path: Path) -> None:
                 want = model(x)
         torch.testing.assert_close(got, want)
     assert "self.cfg.scale" in text
+
+
+LOOPS = '''
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@dataclass
+class State:
+    h: Tensor
+    steps: int = 0
+
+
+@script
+def run(x: Tensor, k: int) -> State:
+    s = State(x)
+    for _ in range(k):
+        s = State(torch.tanh(s.h * 2), s.steps + 1)
+    while s.steps < 5:
+        s = State(s.h + 1, s.steps + 1)
+    return s
+'''
+
+
+def test_a_dataclass_carried_through_loops_matches_eager(tmp_path: Path) -> None:
+    """A record rebound in a `for` and a `while` is a loop-carried value, not a use as a tuple."""
+    with case_directory(tmp_path):
+        module, _ = compiled_case(tmp_path, "loop_records", LOOPS)
+        x = torch.randn(3)
+        for k in (0, 2, 7):
+            with runtime.mode("strict"):
+                got = module.run(x, k)
+            with runtime.mode("off"):
+                want = module.run(x, k)
+            _same(got, want)

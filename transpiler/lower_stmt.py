@@ -345,7 +345,7 @@ SMALL_STATEMENTS: dict[type, Rule] = {
 # len(), iteration, + and ==) would run on a tuple in compiled code and raise in Python.
 PASSES_OBJECT = (ops.TupleOp, ops.ListOp, ops.DictOp, ops.ListAppendOp, ops.ListSetItemOp, ops.ListInsertOp, ops.DictSetItemOp,
                  ops.FuncCallOp, ops.ModuleCallOp, ops.MethodCallOp, ops.ReturnOp, ops.YieldOp, ops.SetAttrOp,
-                 ops.RefineOp, ops.OpaqueOp)
+                 ops.RefineOp, ops.OpaqueOp, ops.ForRangeOp, ops.WhileOp, ops.ConditionOp)  # (loops: carried values)
 
 
 def dataclass_misuse(func: ops.FuncOp, field_reads: set[ops.Operation]) -> ops.Operation | None:
@@ -355,6 +355,7 @@ def dataclass_misuse(func: ops.FuncOp, field_reads: set[ops.Operation]) -> ops.O
             continue
         if isinstance(op, ops.CompareOp) and op.op in ("is", "is not"):
             continue
-        if any(isinstance(v.type, DataclassType) for v in op.operands):
+        used = op.operands[:1] if isinstance(op, ops.ForEachOp) else op.operands  # (the iterable; the rest carried)
+        if any(isinstance(v.type, DataclassType) for v in used):
             return op
     return None
