@@ -463,3 +463,31 @@ def test_a_dataclass_carried_through_loops_matches_eager(tmp_path: Path) -> None
             with runtime.mode("off"):
                 want = module.run(x, k)
             _same(got, want)
+
+
+def test_a_dataclass_is_not_an_instance_of_tuple(tmp_path: Path) -> None:
+    """`isinstance(out, tuple)`, decided when compiling, is False for a dataclass (True for a
+    NamedTuple), as Python has it."""
+    source = IDENTITY + '''
+
+class Pair(NamedTuple):
+    a: Tensor
+    b: Tensor
+
+
+@script
+def kinds(x: Tensor) -> Tensor:
+    y = x
+    if isinstance(Box(x), tuple):
+        y = y * 100
+    if isinstance(Pair(x, x), tuple):
+        y = y - 3
+    return y
+'''
+    source = source.replace("from dataclasses import dataclass\n", "from dataclasses import dataclass\nfrom typing import NamedTuple\n")
+    with case_directory(tmp_path):
+        module, _ = compiled_case(tmp_path, "kinds", source)
+        x = torch.zeros(1)
+        for mode in ("strict", "off"):
+            with runtime.mode(mode):
+                torch.testing.assert_close(module.kinds(x), torch.full((1,), -3.0))

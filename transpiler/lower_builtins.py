@@ -20,6 +20,7 @@ from ir.core.types import (
     NONE,
     STR,
     TENSOR,
+    DataclassType,
     DictType,
     ListType,
     ModuleListType,
@@ -352,7 +353,7 @@ class BuiltinLowering:
                 raise self.error(node, "isinstance on a value whose type is not fixed is not supported",
                                  "use `is None` / `is not None` for Optional values")
             if qual == "builtins.tuple":
-                result = result or isinstance(t, TupleType) or tuple_when_run(value)
+                result = result or isinstance(t, TupleType) and not isinstance(t, DataclassType) or tuple_when_run(value)
             elif qual == "builtins.list":
                 result = result or isinstance(t, ListType) and not tuple_when_run(value)
             elif want == INT:
