@@ -2,7 +2,7 @@
 block, a Llama-style block, a UNet, a small ViT, a GRU tagger with a time loop, a text classifier,
 a mixture of experts, a WaveNet-style stack, a detector head, a gated MLP-mixer, an FNet-style
 recurrent model, a decoder configured by a dataclass, a small GPT whose blocks sit in an
-nn.ModuleDict called by attribute), none of them tuned for the compiler: each
+nn.ModuleDict called by attribute, a diffusion-style denoiser with a timestep embedding), none of them tuned for the compiler: each
 compiles ahead of time with its example factory, its checked-in module holds kernels, and in
 strict mode (no fallback to eager) it computes eager's results at the example's batch and at
 another."""
