@@ -22,3 +22,19 @@ def assert_close_to_eager(got, expected, msg: str = "") -> None:
             assert g == e, msg
 
     check(got, expected)
+
+
+def strict_and_eager(call):
+    """`call()` compiled in strict run mode (a fallback to eager is an error) and in eager mode,
+    without grad: the results must match (assert_close_to_eager); the compiled one is returned."""
+    import torch
+
+    import runtime
+
+    with torch.no_grad():
+        with runtime.mode("strict"):
+            got = call()
+        with runtime.mode("off"):
+            want = call()
+    assert_close_to_eager(got, want)
+    return got

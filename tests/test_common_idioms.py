@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import runtime
+from closeness import strict_and_eager
 from source_module import case_directory, compiled_case, imported_source
 from transpiler import script
 from transpiler.compile import compile_path
@@ -71,16 +72,6 @@ def total(xs: list[Tensor]) -> Tensor:
 '''
 
 
-def _strict_and_eager(call):
-    with torch.no_grad():
-        with runtime.mode("strict"):
-            got = call()
-        with runtime.mode("off"):
-            want = call()
-    torch.testing.assert_close(got, want)
-    return got
-
-
 def test_idioms_compile_ahead_of_time_and_match_eager(tmp_path: Path) -> None:
     with case_directory(tmp_path):
         module, text = compiled_case(tmp_path, "idioms", SOURCE)
@@ -88,12 +79,12 @@ def test_idioms_compile_ahead_of_time_and_match_eager(tmp_path: Path) -> None:
             model = module.Pyramid(reduce).eval()
             for shape in ((5, 6), (2, 5, 6), (3, 2, 5, 6)):
                 x = torch.randn(*shape)
-                _strict_and_eager(lambda: model(x))
+                strict_and_eager(lambda: model(x))
         for shape in ((4, 3), (4, 3, 2), (2, 3, 4, 5)):
             x = torch.randn(*shape)
-            _strict_and_eager(lambda: module.middle(x))
+            strict_and_eager(lambda: module.middle(x))
         xs = [torch.randn(3), torch.randn(3)]
-        _strict_and_eager(lambda: module.total(xs))
+        strict_and_eager(lambda: module.total(xs))
         for mode in ("strict", "off"):  # Python's own: the int 0 for an empty list
             with runtime.mode(mode):
                 assert module.total([]) == 0
@@ -170,7 +161,7 @@ def test_starred_elements_spread_in_list_and_tuple_displays(tmp_path: Path) -> N
         x = torch.randn(2, 3)
         for n in (0, 1, 3):
             feats = [torch.randn(2, 3) for _ in range(n)]
-            got = _strict_and_eager(lambda: module.gather(x, feats))
+            got = strict_and_eager(lambda: module.gather(x, feats))
             assert got.shape == (2, 3 * (n + 3))
             assert len(feats) == n
 
@@ -217,7 +208,7 @@ def test_dict_and_str_methods_are_pythons_own(tmp_path: Path) -> None:
             model = module.Mixer(mode)
             for extras in cases:
                 kept = dict(extras)
-                _strict_and_eager(lambda: model(x, extras))
+                strict_and_eager(lambda: model(x, extras))
                 assert extras.keys() == kept.keys() and all(extras[k] is kept[k] for k in kept)
     assert "list(extras.items())" in text and 'extras.get("scale")' in text and 'name.startswith("add_")' in text
 
@@ -310,7 +301,7 @@ def test_a_module_level_table_of_functions_is_called_through(tmp_path: Path, mon
         x = torch.randn(3, 6)
         for act in ("relu", "gelu", "silu"):
             model = module.Gated(act)
-            got = _strict_and_eager(lambda: model(x))
+            got = strict_and_eager(lambda: model(x))
             assert len(got) == 3
         for mode in ("strict", "off"):
             with runtime.mode(mode), pytest.raises(KeyError, match="tanh"):
@@ -406,7 +397,7 @@ def test_list_insert_and_pop_are_pythons_own(tmp_path: Path) -> None:
         module, text = compiled_case(tmp_path, "stacks", STACKS)
         x = torch.randn(3)
         for n in (1, 2, 4):
-            _strict_and_eager(lambda: module.unwind(x, n))
+            strict_and_eager(lambda: module.unwind(x, n))
         for mode in ("strict", "off"):
             with runtime.mode(mode), pytest.raises(IndexError):
                 module.bump_popped([])
@@ -446,7 +437,7 @@ def pick(x: Tensor, mode: str) -> Tensor:
 ''')
         x = torch.randn(3)
         for mode in ("a", "b", "c", "d"):
-            _strict_and_eager(lambda: module.pick(x, mode))
+            strict_and_eager(lambda: module.pick(x, mode))
     body = text[text.index("def pick("):]
     assert '    elif mode == "b":\n        y = x * 2\n    elif mode == "c":\n        y = x - 3\n    else:\n        y = x\n' in body
 
@@ -473,5 +464,29 @@ def pad_to(x: Tensor, size: int) -> Tensor:
 ''')
         for shape in ((2, 7, 7), (2, 6, 9), (2, 8, 8)):
             x = torch.randn(*shape)
-            _strict_and_eager(lambda: module.pad_to(x, 4))
+            strict_and_eager(lambda: module.pad_to(x, 4))
     assert "    if pad_r or pad_b:\n" in text
+
+
+def test_a_starred_name_holds_a_list_as_in_python(tmp_path: Path) -> None:
+    """`first, *rest = x.shape` binds `rest` to a list (not the torch.Size a slice of the shape
+    is): `rest == [3, 4]` holds as in eager."""
+    with case_directory(tmp_path):
+        module, _ = compiled_case(tmp_path, "starred_list", '''
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def tail_is(x: Tensor) -> Tensor:
+    first, *rest = x.shape
+    if rest == [3, 4]:
+        return x * first
+    return x
+''')
+        for shape in ((2, 3, 4), (2, 4, 3)):
+            x = torch.ones(*shape)
+            got = strict_and_eager(lambda: module.tail_is(x))
+            assert bool((got == 2).all()) == (shape == (2, 3, 4))

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import runtime
+from closeness import strict_and_eager
 from source_module import case_directory, compiled_case
 
 SOURCE = '''
@@ -55,15 +56,6 @@ def blend(x: Tensor, y: Tensor, *, w: float) -> Tensor:
 '''
 
 
-def _strict_and_eager(call):
-    with torch.no_grad():
-        with runtime.mode("strict"):
-            got = call()
-        with runtime.mode("off"):
-            want = call()
-    torch.testing.assert_close(got, want)
-
-
 def test_keyword_only_parameters_ahead_of_time(tmp_path: Path) -> None:
     with case_directory(tmp_path):
         module, text = compiled_case(tmp_path, "keyword_only", SOURCE)
@@ -71,9 +63,9 @@ def test_keyword_only_parameters_ahead_of_time(tmp_path: Path) -> None:
         block = module.Block().eval()
         x, y = torch.randn(4, 8), torch.randn(4, 8)
         mask = torch.rand(4, 8) > 0.5
-        _strict_and_eager(lambda: block(x))
-        _strict_and_eager(lambda: block(x, mask=mask))
-        _strict_and_eager(lambda: module.blend(x, y, w=0.25))
+        strict_and_eager(lambda: block(x))
+        strict_and_eager(lambda: block(x, mask=mask))
+        strict_and_eager(lambda: module.blend(x, y, w=0.25))
         for mode in ("strict", "off"):
             with runtime.mode(mode), pytest.raises(TypeError, match="positional argument"):
                 module.blend(x, y, 0.25)

@@ -32,7 +32,7 @@ from transpiler.annotations import annotation_type, named_tuple_type
 from transpiler.classinfo import module_class_names
 from transpiler.diagnostics import UserError
 from transpiler.env import Exits
-from transpiler.lower_operators import AUG_OPS
+from transpiler.lower_operators import AUG_OPS, tuple_when_run
 
 
 class AssignmentLowering:
@@ -211,20 +211,16 @@ class AssignmentLowering:
         elif isinstance(t, ListType):
             length = self.op(ops.BuiltinCallOp, [value], [INT], callee="len").result
             short = self.op(ops.CompareOp, [length, self.b.constant(before + after)], [BOOL], op="<").result
-            if_op = ops.IfOp([short], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
-            self.b.insert(if_op)
-            with self.b.at_end_of(if_op.then_block):
-                message = self.op(ops.FormatOp, [length], [STR],
-                                  parts=(("text", f"not enough values to unpack (expected at least {before + after}, got "),
-                                         ("value", None, ""), ("text", ")"))).result
-                self.op(ops.RaiseOp, [message], [], exc="ValueError", called=True)
-                self.b.create(ops.YieldOp, [])
-            with self.b.at_end_of(if_op.else_block):
-                self.b.create(ops.YieldOp, [])
+            self.raise_when(short, "ValueError", lambda: [self.op(  # type: ignore[attr-defined]
+                ops.FormatOp, [length], [STR], parts=(
+                    ("text", f"not enough values to unpack (expected at least {before + after}, got "),
+                    ("value", None, ""), ("text", ")"))).result])
             head = [self.op(ops.GetItemOp, [value, self.b.constant(i)], [t.elem]).result for i in range(before)]
             tail = [self.op(ops.GetItemOp, [value, self.b.constant(i - after)], [t.elem]).result for i in range(after)]
             stop = self.b.constant(-after if after else None)
             starred = self.op(ops.SliceOp, [value, self.b.constant(before), stop, self.b.constant(None)], [t]).result
+            if tuple_when_run(value):  # (a torch.Size's slice is one too; Python's starred name holds a list)
+                starred = self.op(ops.BuiltinCallOp, [starred], [t], callee="list").result
         else:
             raise self.error(target, f"cannot unpack a value of type {t}")
         for e, v in zip(elements, head + [starred] + tail):

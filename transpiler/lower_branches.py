@@ -22,6 +22,36 @@ from transpiler.syntax import else_statements, statements_of
 class BranchLowering:
     """Mixin of FunctionLowerer: `if` statements, and the `scf.if` other statements build."""
 
+    def raise_when(self, cond: Value, exc: str, args: Callable[[], list[Value]] = list, called: bool = True) -> None:
+        """`if cond: raise exc(*args())`: the arguments computed only where it raises."""
+        if_op = self.new_if(cond, [])
+        with self.b.at_end_of(if_op.then_block):
+            self.op(ops.RaiseOp, args(), [], exc=exc, called=called)
+            self.b.create(ops.YieldOp, [])
+        with self.b.at_end_of(if_op.else_block):
+            self.b.create(ops.YieldOp, [])
+
+    def either(self, cond: Value, then_side: Callable[[], Value | None], else_side: Callable[[], Value | None],
+               node: cst.CSTNode, mismatch: str) -> Value:
+        """The value `then_side()` gives where `cond` holds, else `else_side()`'s, each lowered in
+        its own side of an scf.if; a side that gives None raised there. `mismatch` is the error
+        where their types do not mix ("{a}" and "{c}" stand for them)."""
+        if_op = self.new_if(cond, [])
+        with self.b.at_end_of(if_op.then_block):
+            a = then_side()
+        with self.b.at_end_of(if_op.else_block):
+            c = else_side()
+        assert a is not None or c is not None
+        t = a.type if c is None else c.type if a is None else unify(a.type, c.type)
+        if t is None:
+            raise self.error(node, mismatch.format(a=a.type, c=c.type))  # type: ignore[union-attr]
+        for block, v in ((if_op.then_block, a), (if_op.else_block, c)):
+            with self.b.at_end_of(block):
+                self.b.create(ops.YieldOp, [v if v is not None else self.uninitialized(t)])
+        result = ops.OpResult(t, if_op, 0)
+        if_op.results = [result]
+        return result
+
     def select(self, cond: Value, a: Value, c: Value, t: Type) -> Value:
         if_op = self.new_if(cond, [t])
         with self.b.at_end_of(if_op.then_block):

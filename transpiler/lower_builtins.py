@@ -300,13 +300,7 @@ class BuiltinLowering:
             return self._getter(seq, 0)()
         if isinstance(seq.type, ListType):
             empty = self.op(ops.UnaryOp, [seq], [BOOL], op="not").result
-            if_op = ops.IfOp([empty], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
-            self.b.insert(if_op)
-            with self.b.at_end_of(if_op.then_block):
-                self.op(ops.RaiseOp, [], [], exc="StopIteration", called=False)
-                self.b.create(ops.YieldOp, [])
-            with self.b.at_end_of(if_op.else_block):
-                self.b.create(ops.YieldOp, [])
+            self.raise_when(empty, "StopIteration", called=False)  # type: ignore[attr-defined]
             return self.op(ops.GetItemOp, [seq, self.b.constant(0)], [seq.type.elem]).result
         raise self.error(node, f"next() of {a_type(seq.type)} is not supported", NEXT_HINT)
 

@@ -36,6 +36,7 @@ from ir.core.types import (
     tuple_like,
     unify,
 )
+from ir.core.pymethods import DICT_READS, STR_METHODS
 from ir.torchapi.callinfo import effect_attributes
 from ir.torchapi.signatures import (
     SignatureError,
@@ -244,22 +245,9 @@ class CallLowering:
             self.op(ops.RaiseOp, [key], [], exc="KeyError", called=True)
             return None
         cond = self.op(ops.CompareOp, [key, self.b.constant(quals[i][0])], [BOOL], op="==").result
-        if_op = ops.IfOp([cond], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
-        self.b.insert(if_op)
-        with self.b.at_end_of(if_op.then_block):
-            a = self.call_global(node, quals[i][1])
-        with self.b.at_end_of(if_op.else_block):
-            c = self._table_branch(node, quals, i + 1, key)
-        t = a.type if c is None else unify(a.type, c.type)
-        if t is None:
-            raise self.error(node, f"the table's functions return {a.type} and {c.type}")  # type: ignore[union-attr]
-        with self.b.at_end_of(if_op.then_block):
-            self.b.create(ops.YieldOp, [a])
-        with self.b.at_end_of(if_op.else_block):
-            self.b.create(ops.YieldOp, [c if c is not None else self.uninitialized(t)])  # type: ignore[attr-defined]
-        result = ops.OpResult(t, if_op, 0)
-        if_op.results = [result]
-        return result
+        return self.either(cond, lambda: self.call_global(node, quals[i][1]),  # type: ignore[attr-defined]
+                           lambda: self._table_branch(node, quals, i + 1, key), node,
+                           "the table's functions return {a} and {c}")
 
     def insert_or_pop(self, node: cst.Call, listed: Value, method: str) -> Value:
         """`xs.insert(i, v)` and `xs.pop([i])` of a list, as Python's own (an IndexError of pop
@@ -284,7 +272,7 @@ class CallLowering:
         results to be what its operands reach)."""
         args, kwnames, kwargs, _ = self.call_arguments(node)
         t: DictType = d.type  # type: ignore[assignment]
-        if kwnames or len(args) != (0 if method != "get" else len(args)) or method == "get" and len(args) not in (1, 2):
+        if kwnames or (len(args) not in (1, 2) if method == "get" else bool(args)):
             raise self.error(node, f"dict.{method}() takes " + ("a key and an optional default" if method == "get"
                                                                 else "no arguments"))
         if method == "get":
@@ -480,15 +468,8 @@ class CallLowering:
         lazy = isinstance(message_node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
         message = None if lazy else self.expr(message_node)
         failed = self.op(ops.UnaryOp, [cond], [BOOL], op="not").result
-        if_op = ops.IfOp([failed], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
-        self.b.insert(if_op)
-        with self.b.at_end_of(if_op.then_block):
-            if message is None:
-                message = self.expr(message_node)
-            self.op(ops.RaiseOp, [message], [], exc="AssertionError", called=True)
-            self.b.create(ops.YieldOp, [])
-        with self.b.at_end_of(if_op.else_block):
-            self.b.create(ops.YieldOp, [])
+        self.raise_when(failed, "AssertionError",  # type: ignore[attr-defined]
+                        lambda: [message if message is not None else self.expr(message_node)])
         return self.b.constant(None)
 
     def named_tuple(self, node: cst.Call, t: NamedTupleType) -> Value:
@@ -580,6 +561,8 @@ class CallLowering:
         attrs.update(effect_attributes(info))
         result_types = [] if info.result == NONE else [info.result]
         op = self.op(cls, operands, result_types, **attrs)
+        if info.result_fields and op.results:  # (`.values`, `.indices` of a torch.return_types tuple)
+            self.result_fields[op.result] = info.result_fields
         return op.result if op.results else self.b.constant(None)
 
     def constant_arguments(self, args: list[Value], kwnames: list[str], kwargs: list[Value]) -> dict:
@@ -611,12 +594,3 @@ def tuple_for_list(given: Type, declared: Type) -> bool:
     return isinstance(given, TupleType) and isinstance(declared, ListType) \
         and all(is_subtype(e, declared.elem) for e in given.elems)
 
-
-# The dict methods compiled code calls as Python's own (reads: nothing in the dict changes).
-DICT_READS = ("items", "keys", "values", "get")
-# str methods compiled code calls as Python's own, by what they return (folded where the str is
-# known when compiling: ir/shapes/rules_python.py).
-STR_METHODS: dict[str, Type] = {
-    "startswith": BOOL, "endswith": BOOL, "isdigit": BOOL, "isalpha": BOOL, "lower": STR, "upper": STR,
-    "strip": STR, "lstrip": STR, "rstrip": STR, "replace": STR, "split": ListType(STR), "find": INT, "count": INT,
-}

@@ -28,11 +28,9 @@ from ir.core.types import (
     NamedTupleType,
     OptionalType,
     TensorType,
-    TupleType,
     Type,
     UnionType,
 )
-from ir.torchapi.schemas import schemas
 from ir.torchapi.signatures import SignatureError, resolve_attribute
 from runtime.guards import is_plain_object
 from transpiler.annotations import file_enum_value
@@ -124,7 +122,7 @@ class NameLowering:
             refined = self.env.get(key)
             if isinstance(refined, Value) and self.field_bases.get(key) is obj:
                 return refined
-        fields = torch_result_fields(obj)
+        fields = self.result_fields.get(obj, ())
         if attr in fields:  # `x.max(dim=1).values`: torch's named result, an item
             i = fields.index(attr)
             return self.op(ops.GetItemOp, [obj, self.b.constant(i)], [obj.type.elems[i]]).result  # type: ignore[attr-defined]
@@ -421,16 +419,3 @@ def _self_assignments(method: cst.FunctionDef) -> list[cst.Attribute]:
     method.body.visit(Finder())
     return found
 
-
-def torch_result_fields(value: Value) -> tuple[str, ...]:
-    """The field names of a torch call's result that torch returns as a named tuple
-    (`torch.return_types.max`: values, indices), read off the overload's schema; () otherwise."""
-    owner = value.owner
-    aten = owner.attributes.get("aten") if isinstance(owner, (ops.TorchCallOp, ops.TensorMethodOp)) else None
-    if not aten or not isinstance(value.type, TupleType):
-        return ()
-    name = aten.removeprefix("aten::").partition(".")[0]
-    sig = next((s for s in schemas(name) if s.aten == aten), None)
-    if sig is None or len(sig.returns) != len(value.type.elems) or not all(r.name for r in sig.returns):
-        return ()
-    return tuple(r.name for r in sig.returns)

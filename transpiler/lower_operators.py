@@ -243,22 +243,8 @@ class OperatorLowering:
         known = self.known_bool(cond)  # type: ignore[attr-defined]
         if known is not None:  # (only the side Python takes: the other may not lower for this setting)
             return side(refine_then, node.body) if known else side(refine_else, node.orelse)
-        if_op = ops.IfOp([cond], [], regions=[ops.Region([ops.Block()]), ops.Region([ops.Block()])])
-        self.b.insert(if_op)
-        with self.b.at_end_of(if_op.then_block):
-            a = side(refine_then, node.body)
-        with self.b.at_end_of(if_op.else_block):
-            c = side(refine_else, node.orelse)
-        t = unify(a.type, c.type)
-        if t is None:
-            raise self.error(node, f"the two sides of the conditional expression have types {a.type} and {c.type}")
-        with self.b.at_end_of(if_op.then_block):
-            self.b.create(ops.YieldOp, [a])
-        with self.b.at_end_of(if_op.else_block):
-            self.b.create(ops.YieldOp, [c])
-        result = ops.OpResult(t, if_op, 0)
-        if_op.results = [result]
-        return result
+        return self.either(cond, lambda: side(refine_then, node.body), lambda: side(refine_else, node.orelse), node,  # type: ignore[attr-defined]
+                           "the two sides of the conditional expression have types {a} and {c}")
 
 
 def tuple_when_run(value: Value) -> bool:

@@ -56,6 +56,7 @@ class FunctionLowerer(AssignmentLowering, BranchLowering, LoopLowering, RaiseLow
         self.class_info = class_info
         self.field_reads: set[ops.Operation] = set()  # `out.logits` of a dataclass (dataclass_misuse)
         self.field_bases: dict[str, Value] = {}  # "batch.mask" refined -> the record `batch` held then
+        self.result_fields: dict[Value, tuple[str, ...]] = {}  # a torch call's named results (CallInfo)
         extra = {k: v for k, v in (("star", sig.star), ("kwstar", sig.kwstar), ("positional", sig.positional),
                                    ("arg_classes", sig.arg_classes or None)) if v is not None}
         self.func = ops.FuncOp.build(

@@ -27,6 +27,7 @@ import torch
 from ir.core import ops
 from ir.core.graph import TERMINATOR, AliasOf, Block, Operation, Value
 from ir.core.ops import is_pure
+from ir.core.pymethods import str_method_value
 from ir.core.rewrite import Rewriter
 from ir.core.types import (
     BOOL,
@@ -229,11 +230,6 @@ _MATH: dict[str, Callable[..., Any]] = {
 }
 
 
-# str methods folded on constants: those whose result is a str, an int or a bool.
-STR_FOLDS = frozenset({"startswith", "endswith", "isdigit", "isalpha", "lower", "upper", "strip", "lstrip", "rstrip",
-                       "find", "count"})
-
-
 def eval_builtin(callee: str, args: list[Any]) -> Any:
     """A call of a builtin or math function on constants; UNKNOWN when not folded."""
     if callee.startswith("math."):
@@ -263,10 +259,9 @@ def eval_builtin(callee: str, args: list[Any]) -> Any:
         if len(args) != 1 or type(args[0]) is not tuple or not all(_is_number(x) for x in args[0]):
             return UNKNOWN
         return _attempt(sum, args[0])
-    if callee.startswith("str.") and callee[4:] in STR_FOLDS and args and type(args[0]) is str \
-            and all(type(a) in (str, int) for a in args) and sum(len(a) for a in args if type(a) is str) < 4096:
-        found = _attempt(getattr(str, callee[4:]), *args)  # (`"add_all".endswith("all")`: a setting's test)
-        return found if type(found) is not str or len(found) < 4096 else UNKNOWN
+    if callee.startswith("str."):
+        folded, value = str_method_value(callee, args)
+        return value if folded else UNKNOWN
     if callee in ("min", "max"):
         items = args[0] if len(args) == 1 and type(args[0]) is tuple else args
         if not items or not (all(_is_number(x) for x in items) or all(type(x) is str for x in items)):

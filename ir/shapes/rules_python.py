@@ -16,6 +16,7 @@ import torch
 
 from ir.core import ops
 from ir.core.graph import OPAQUE, Block, Operation
+from ir.core.pymethods import str_method_value
 from ir.core.types import (
     ANY,
     BOOL,
@@ -24,7 +25,6 @@ from ir.core.types import (
     FLOAT,
     INT,
     NONE,
-    STR,
     DictType,
     ListType,
     OptionalType,
@@ -454,9 +454,9 @@ def _builtin(interp: Interpreter, frame: Frame, op: Operation) -> list[AV]:
             return [AV(declared, {"int": int, "float": float, "bool": bool, "abs": abs}[callee](vals[0]))]
         if callee in ("min", "max") and vals and all(isinstance(v, (int, float)) for v in vals):
             return [AV(declared, (min if callee == "min" else max)(vals))]
-        if isinstance(callee, str) and callee.startswith("str.") and vals and type(vals[0]) is str \
-                and all(type(v) in (str, int) for v in vals) and declared in (STR, INT, BOOL):
-            return [AV(declared, getattr(str, callee[4:])(*vals))]  # (the str known: folded)
+        if isinstance(callee, str) and callee.startswith("str."):
+            folded, value = str_method_value(callee, vals)
+            return [AV(declared, value) if folded else AV(declared)]
         if isinstance(callee, str) and callee.startswith("math.") and all(isinstance(v, (int, float)) for v in vals):
             fn = getattr(math, callee[5:], None)
             if callable(fn):
