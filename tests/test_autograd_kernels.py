@@ -5,6 +5,8 @@ autograd's errors and requires_grad flags stay eager's."""
 
 from __future__ import annotations
 
+import copy
+
 import os
 import sys
 from pathlib import Path
@@ -249,6 +251,39 @@ def unrelated_write(x: Tensor) -> tuple[Tensor, Tensor]:
 
 def test_a_write_elsewhere_keeps_the_group() -> None:
     check_gradients(unrelated_write, (torch.randn(4, 5, dtype=torch.float64),))
+
+
+class NormedGate(torch.nn.Module):
+    """A batch norm in training (it writes its running statistics and returns a new tensor),
+    then a pointwise chain of its result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = torch.nn.BatchNorm1d(6)
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.norm(x)
+        return y * torch.sigmoid(y * 1.5)
+
+
+def test_a_group_after_a_training_batch_norm() -> None:
+    """The batch norm's result is a new tensor, though the op writes the running statistics:
+    the chain after it is a group; values, gradients and statistics are eager's."""
+    torch.manual_seed(0)
+    eager = NormedGate().double().train()
+    x = torch.randn(8, 6, dtype=torch.float64)
+    with torch.no_grad():
+        compiled = script(copy.deepcopy(eager), example_inputs=(x,))
+    xe, xc = leaves(x, x)
+    with runtime.mode("strict"):
+        out = compiled(xc)
+    assert fused(out)
+    want = eager(xe)
+    torch.testing.assert_close(out, want)
+    out.sum().backward(), want.sum().backward()
+    torch.testing.assert_close(xc.grad, xe.grad)
+    torch.testing.assert_close(compiled.norm.weight.grad, eager.norm.weight.grad)
+    torch.testing.assert_close(compiled.norm.running_var, eager.norm.running_var)
 
 
 def written_through_a_view(x: Tensor) -> Tensor:

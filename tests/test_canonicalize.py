@@ -1328,6 +1328,26 @@ func @f(%self: Module[M]) -> tuple[bool, bool] {
     assert unchecked.count("py.compare") == 2, unchecked
 
 
+def test_a_module_tensor_reached_through_a_sequential_item_is_not_none() -> None:
+    """`self.features[0].count is not None`: the entry check's path holds the item's index
+    (an nn.Sequential's batch norm in training decides its branch on it)."""
+    text = """\
+func @f(%self: Module[M]) -> bool {
+  py.check_tensor(%self) {path = ("features", 0, "count"), dtype = "int64", device = "cpu", shape = (), optional = False}
+  %0 : None = py.constant() {value = None}
+  %features : Module[torch.nn.Sequential] = py.getattr(%self) {attr = "features"}
+  %1 : int = py.constant() {value = 0}
+  %bn : Module[B] = py.getitem(%features, %1)
+  %2 : i64[]@cpu = py.getattr(%bn) {attr = "count"}
+  %3 : bool = py.compare(%2, %0) {op = "is not"}
+  func.return(%3)
+}
+"""
+    out = run(text)
+    assert "py.compare" not in out and "{value = True}" in out, out
+    assert "py.compare" in run(text.replace('("features", 0, "count")', '("features", 1, "count")'))
+
+
 # -- examples: compiled through canonicalize vs eager --------------------------------------------
 def _compile_with_canonicalize(path: Path) -> str | None:
     """transpiler.compile.compile_path, with canonicalize as the pipeline."""

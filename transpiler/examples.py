@@ -78,17 +78,20 @@ def _autograd_beside_generic(source: SourceFile, module: Any, target: Target, fa
                              permissive: bool) -> Specialisation | None:
     """Code for the calls autograd records, compiled from the target's (first) example, for an
     entry that has generic code too: kept where one of its pointwise groups is a kernel with a
-    backward kernel (ir/passes/autograd_kernels.py), which the generic code, knowing no types,
-    cannot have; else it would call what the generic code calls, with more entry checks. One
-    that does not compile leaves such calls to the generic code, as before it."""
+    backward kernel (ir/passes/autograd_kernels.py) or its convs read channels-last inputs
+    (ir/passes/layout_autograd.py), which the generic code, knowing no types, cannot do; else it
+    would call what the generic code calls, with more entry checks. One that does not compile
+    leaves such calls to the generic code, as before it."""
     from ir.kernel.ops import AutogradKernelOp
+    from ir.passes.layout_autograd import lays_out_channels_last
     from transpiler.diagnostics import CompileError
 
     try:
         spec = _specialise(source, module, target, factory_name, permissive, autograd=True)
     except CompileError:
         return None
-    if not any(isinstance(op, AutogradKernelOp) for op in spec.program.walk()):
+    if not any(isinstance(op, AutogradKernelOp) for op in spec.program.walk()) \
+            and not lays_out_channels_last(spec.program):
         return None
     spec.beside_generic = True
     return spec

@@ -18,6 +18,7 @@ from ir.passes.hoist import hoist_constants
 from ir.passes.inline import inline
 from ir.passes.layers import lower_layers
 from ir.passes.layout import channels_last
+from ir.passes.layout_autograd import autograd_channels_last
 from ir.passes.lists import snapshot_lists
 from ir.passes.pack import pack_linears
 from ir.passes.plan import plan_memory
@@ -45,6 +46,7 @@ PIPELINE: list[tuple[str, Pass]] = [
     ("fuse", fuse),  # chains of pointwise primitives into C++ kernels
     ("concat", write_into_cats),  # kernels write the parts of a cat into its result
     ("pool", pool_kernels),  # max pooling of channels-last tensors, adaptive average pooling: our kernels
+    ("autograd_layout", autograd_channels_last),  # code autograd records: convs on channels-last inputs
     ("autograd_kernels", autograd_kernels),  # code autograd records: pointwise groups, kernels with backward kernels
     ("dce", dce),
     ("reinplace", reinplace),  # functional writes into new tensors nothing else reads back in place
@@ -64,7 +66,8 @@ STANDARD_PIPELINE = tuple(PIPELINE)
 # saved for backward). So its pipeline stops after canonicalize: no functionalize, no kernels but
 # its own: chains of pointwise ops become kernels that autograd records as one function, with a
 # generated backward kernel (ir/passes/autograd_kernels.py, which does nothing elsewhere).
-AUTOGRAD_PASSES = ("inline", "lower_layers", "lists", "specialize", "canonicalize", "autograd_kernels", "dce")
+AUTOGRAD_PASSES = ("inline", "lower_layers", "lists", "specialize", "canonicalize", "autograd_layout", "autograd_kernels",
+                   "dce")
 
 
 def autograd_skips() -> frozenset[str]:

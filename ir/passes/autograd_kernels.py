@@ -30,6 +30,8 @@ results), a tensor that an op of the function writes; an argument, a module's te
 tensor whose origin the analysis does not follow (an item of a list, a loop-carried value)
 count as one and the same where the function writes such a tensor; and a function with a write
 whose target is not known (a call of code the compiler does not see into) forms no group.
+Nor do tensors that may be channels-last (ir/passes/layout_autograd.py): the kernels read and
+write row-major tensors, so they would copy them and hand the next conv a row-major one.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ir.passes.decompose_rules import RULES as DECOMPOSITIONS
 from ir.passes.derivatives import DERIVATIVES, DIFFERENTIABLE, Args
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
 from ir.passes.fuse import replace_group
+from ir.passes.layout_autograd import may_be_channels_last
 from ir.shapes.values import UNKNOWN
 
 DTYPES = ("float32", "float64")  # what gradcheck (float64) and training (float32) run in
@@ -66,10 +69,11 @@ def autograd_kernels(program: Program) -> None:
         if written is None:
             continue
         namer = KernelNamer(program.source_lines)
+        strided = may_be_channels_last(func)
         for op in [func, *func.walk()]:
             if not isinstance(op, (kernel_ops.KernelOp, kernel_ops.AutogradKernelOp)):
                 for block in [b for r in op.regions for b in r.blocks]:
-                    _fuse_block(program, func, block, written, namer)
+                    _fuse_block(program, func, block, written, strided, namer)
 
 
 # -- which tensors the function writes --------------------------------------------------------
@@ -92,6 +96,8 @@ def _root(v: Value) -> object | None:
             v = owner.operands[0]  # (x.T, x.mT, x.data: views of x; x.grad counted as x)
         elif owner.has_trait(PURE) and not owner.regions and not isinstance(owner, (ops.GetItemOp, ops.UnpackOp)):
             return v  # a new tensor
+        elif isinstance(owner, (ops.TorchCallOp, ops.TensorMethodOp)) and "out" not in owner.attributes.get("kwnames", ()):
+            return v  # a new tensor of an op that writes others (batch norm's running statistics)
         else:
             return None
 
@@ -188,7 +194,8 @@ class _Group:
     closed: bool = False
 
 
-def _fuse_block(program: Program, func: ops.FuncOp, block: Block, written: set[object], namer: KernelNamer) -> None:
+def _fuse_block(program: Program, func: ops.FuncOp, block: Block, written: set[object], strided: set[Value],
+                namer: KernelNamer) -> None:
     facts = Facts()
     groups: list[_Group] = []
     owner: dict[Value, _Group] = {}
@@ -197,7 +204,7 @@ def _fuse_block(program: Program, func: ops.FuncOp, block: Block, written: set[o
             # (no group spans a random op either: kept simple, though no kernel draws numbers)
             for g in groups:
                 g.closed = True
-        args = _candidate(op, facts)
+        args = _candidate(op, facts) if not any(v in strided for v in op.operands) else None
         if args is not None:
             joined = [g for g in dict.fromkeys(owner[v] for v in op.operands if v in owner) if not g.closed]
             target = joined[0] if joined else _Group()

@@ -36,6 +36,8 @@ from ir.core.types import (
     NONE,
     STR,
     ListType,
+    ModuleListType,
+    ModuleType,
     TensorType,
     TupleType,
     Type,
@@ -576,13 +578,20 @@ def _surely_tensor(value: Value) -> bool:
 
 
 def _checked_tensor(value: Value) -> bool:
-    """Whether `value` is read by attributes from a function argument along a path that a
+    """Whether `value` is read by attributes (and items of module lists) from a function argument along a path that a
     `py.check_tensor` at entry pins as a tensor (not optional), in a function that assigns no
     attribute and keeps no Python code (which could change what the path holds after entry)."""
-    path: list[str] = []
-    while isinstance(value.owner, ops.GetAttrOp):
-        path.insert(0, value.owner.attributes["attr"])
-        value = value.owner.operands[0]
+    path: list[str | int] = []
+    while True:
+        owner = value.owner
+        if isinstance(owner, ops.GetAttrOp):
+            path.insert(0, owner.attributes["attr"])
+        elif isinstance(owner, ops.GetItemOp) and isinstance(owner.operands[0].type, (ModuleType, ModuleListType)) \
+                and type(index := constant_value(owner.operands[1])) is int:
+            path.insert(0, index)  # (an item of an nn.Sequential or nn.ModuleList: `features[0][1]`)
+        else:
+            break
+        value = owner.operands[0]
     block = value.owner
     func = block.parent.parent if isinstance(block, Block) and block.parent is not None else None
     if not isinstance(func, ops.FuncOp) or block is not func.regions[0].block:

@@ -164,7 +164,7 @@ def _follow(body: list[Operation], changed: set[Value], shuffles: bool = False) 
         if isinstance(op, ops.YieldOp) and isinstance(op.parent_op(), ops.IfOp):
             continue
         if op.has_trait(TERMINATOR):
-            if not isinstance(op, ops.ReturnOp) or not all(_returnable(v, op) for v in op.operands if v in changed):
+            if not isinstance(op, ops.ReturnOp) or not all(returnable(v, op) for v in op.operands if v in changed):
                 return False
             continue
         if isinstance(op, (ops.GuardOp, ops.EntryCheck)):
@@ -192,7 +192,7 @@ def _follow(body: list[Operation], changed: set[Value], shuffles: bool = False) 
     return True
 
 
-def _returnable(v: Value, ret: Operation) -> bool:
+def returnable(v: Value, ret: Operation) -> bool:
     """A tensor, or a tuple of them built for the return alone (in its block): what it returns
     can be made row-major."""
     if isinstance(v.type, TensorType):
@@ -604,7 +604,7 @@ class _Rewriter:
     def row_major_results(self, ret: Operation) -> None:
         made: dict[Value, Value] = {}  # one copy per value: `return y, y` returns one tensor twice, as eager
         tuples = [v.owner for v in ret.operands if v in self.changed and isinstance(v.owner, ops.TupleOp)]
-        tuples.sort(key=ret.parent.ops.index)  # type: ignore[union-attr]  (_returnable: in the return's block)
+        tuples.sort(key=ret.parent.ops.index)  # type: ignore[union-attr]  (returnable: in the return's block)
         for op in (*tuples, ret):  # (in program order: a copy made for one is seen by the later ones)
             e = self.emit(op)  # type: ignore[arg-type]
             for i, v in enumerate(list(op.operands)):  # type: ignore[union-attr]
