@@ -230,6 +230,35 @@ def trainable_problem(model: Any) -> str | None:
     return None
 
 
+def first_step(backend: str, model: nn.Module, inputs: tuple, loss: Callable[[Any], Tensor],
+               builders: dict[str, Callable[[Any, tuple], Built]] = BUILDERS) -> tuple[Step, dict[str, Tensor]]:
+    """The backend built on its own copy of `model` and one step of it from SEED: the step (to
+    time) and the state after it. Raises what building or stepping raises."""
+    with torch.no_grad(), calling_mode(backend):
+        built = builders[backend](copy.deepcopy(model), inputs)
+    owner = built.owner if isinstance(built.owner, nn.Module) else None
+    if owner is None:
+        raise TypeError(f"{backend} gives no module holding the parameters")
+    step = Step(built.fn, owner, copy.deepcopy(inputs), loss)
+    torch.manual_seed(SEED)
+    with training_calls(backend):
+        step()
+    return step, state(owner)
+
+
+def step_mismatch(model: nn.Module, inputs: tuple, loss: Callable[[Any], Tensor], backend: str = "torchscribe",
+                  builders: dict[str, Callable[[Any, tuple], Built]] = BUILDERS) -> str | None:
+    """Why one step of `backend` (torchscribe: strict mode) is not eager's, as `measure` checks it
+    before timing, or None; nothing timed (tests/corpus/test_training.py)."""
+    model = model.train()
+    initial = state(model)
+    with torch._inductor.config.patch(fallback_random=True):
+        _, expected = first_step("eager", model, inputs, loss, builders)
+        _, after = first_step(backend, model, inputs, loss, builders)
+    return update_mismatch(initial, expected, after, float64_state(model, inputs, loss, builders["eager"]),
+                           channels_last_state(model, inputs, loss, builders["eager"]))
+
+
 def measure(model: nn.Module, inputs: tuple, loss: Callable[[Any], Tensor], budget_s: float,
             backends: Sequence[str] = BACKENDS,
             builders: dict[str, Callable[[Any, tuple], Built]] = BUILDERS) -> Result:
@@ -248,17 +277,8 @@ def measure(model: nn.Module, inputs: tuple, loss: Callable[[Any], Tensor], budg
         for backend in ("eager", *(b for b in backends if b != "eager")):
             try:
                 start = time.perf_counter()
-                with torch.no_grad(), calling_mode(backend):
-                    built = builders[backend](copy.deepcopy(model), inputs)
-                owner = built.owner if isinstance(built.owner, nn.Module) else None
-                if owner is None:
-                    raise TypeError(f"{backend} gives no module holding the parameters")
-                step = Step(built.fn, owner, copy.deepcopy(inputs), loss)
-                torch.manual_seed(SEED)
-                with training_calls(backend):
-                    step()
+                step, after = first_step(backend, model, inputs, loss, builders)
                 result.first_s[backend] = time.perf_counter() - start
-                after = state(owner)
             except Exception as exc:  # one backend failing is a result, not the end of the run
                 result.problems[backend] = short_error(exc)
                 if backend == "eager":
