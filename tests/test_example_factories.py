@@ -626,17 +626,19 @@ def logged():
 '''
 
 
-def test_a_factory_model_whose_code_for_autograd_does_not_compile_gets_a_note(
+def test_eager_only_work_that_does_not_compile_is_skipped_in_code_for_autograd(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Code for autograd does eager's eager-only work, which the scripted code skips; where that
-    work does not compile (a function passed as a value), the module is still written, with a
-    note: calls without grad run the compiled code, calls autograd records run eagerly."""
+    work does not compile (a function passed as a value), the code for autograd skips it too, as
+    TorchScript does, and a note says so: calls autograd records run compiled code, with eager's
+    values and gradients, without the logging call."""
     path = write_model(tmp_path)
     (path.parent / "logged.py").write_text(LOGGED)
     path.write_text(LOGGED_SERVING)
     code, output = compile_cli(path, capsys)
     assert code == 0, output
-    assert "note: `logged` has no code for calls autograd records" in output and "logged.py:" in output
+    assert "note: `logged`'s code for calls autograd records skips the eager-only work" in output, output
+    assert "logged.py:" in output
     module = load(path)
     model, inputs = module.logged()
     fast = module.logged.load(model)
@@ -644,6 +646,15 @@ def test_a_factory_model_whose_code_for_autograd_does_not_compile_gets_a_note(
         expected = model(*inputs)
         with runtime.mode("strict"):
             torch.testing.assert_close(fast(*inputs), expected)
-    with runtime.mode("strict"), pytest.raises(runtime.TorchscribeError):
-        fast(*inputs)  # (grad on, a parameter requires grad: eager, which strict mode refuses)
+    logged = sys.modules[type(model).__module__].SEEN
+    before = len(logged)
+    with runtime.mode("strict"):
+        out = fast(*inputs)  # (grad on, a parameter requires grad: its code for autograd)
+    assert len(logged) == before
+    torch.testing.assert_close(out, expected)
+    out.sum().backward()  # (into the model's parameters, which the compiled code reads)
+    compiled_grad = model.lin.weight.grad.clone()
+    model.zero_grad()
+    model(*inputs).sum().backward()
+    torch.testing.assert_close(compiled_grad, model.lin.weight.grad)
     dispatch.reset()

@@ -754,3 +754,37 @@ def test_transformer_encoder_layer_draws_eagers_dropout_masks(batch_first: bool)
     with torch.no_grad():
         compiled = script(copy.deepcopy(eager), example_inputs=(x,))
     compare_training(eager, compiled, (x,), seed=5, atol=1e-5, rtol=1e-5)
+
+
+LOGGED: list[Any] = []
+
+
+def log_use(obj: Any) -> None:
+    LOGGED.append(obj)
+
+
+class LogsItsUse(nn.Module):
+    """Eager-only work that does not compile (a function passed as a value to a Python helper,
+    torchvision's API-usage logging) under `not torch.jit.is_scripting()`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not torch.jit.is_scripting():
+            log_use(torch.tanh)
+        return torch.tanh(self.lin(x)) * 2.0
+
+
+def test_eager_only_work_that_does_not_compile_is_skipped_for_autograd() -> None:
+    """script()'s code for autograd is compiled again without it, as TorchScript skips it: the
+    call autograd records runs compiled code (strict mode), with eager's values and gradients."""
+    torch.manual_seed(0)
+    eager = LogsItsUse()
+    x = torch.randn(3, 6)
+    with torch.no_grad():
+        compiled = script(copy.deepcopy(eager), example_inputs=(x,))
+    before = len(LOGGED)
+    compare_training(eager, compiled, (x,))
+    assert len(LOGGED) == before + 1  # (eager's call logged; the compiled one skipped it)

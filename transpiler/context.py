@@ -126,6 +126,10 @@ class FileContext:
     # torch.no_grad():` block keeps its entry check in recursive mode too, where script()'s
     # no-grad code leaves it to the caller's check of every call.
     autograd: bool = False
+    # Code for autograd does eager's eager-only work under `not torch.jit.is_scripting()` (it is
+    # False there); with `skip_eager_only` (a target's option: that work did not compile) it is
+    # True, as under TorchScript and in script()'s other code.
+    skip_eager_only: bool = False
     # Permissive mode: what the compiler does not understand stays Python (transpiler/opaque.py);
     # `breaks` lists each such place and why, for the report.
     permissive: bool = False

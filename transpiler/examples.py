@@ -41,10 +41,10 @@ def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
     """Each example target compiled for its factory's instance and inputs (in this process,
     which imports the file). A target without generic code (a script_model factory; a class
     named in `without_generic`, whose generic compile failed) also gets code for calls autograd
-    records, compiled from its (first) example (`Specialisation.autograd`). Where that code does
-    not compile (code for autograd does eager's eager-only work, which TorchScript's scripting
-    skips: API-usage logging under `not torch.jit.is_scripting()`), such calls run eagerly and
-    `notes` says why."""
+    records, compiled from its (first) example (`Specialisation.autograd`). Code for autograd does
+    eager's eager-only work under `not torch.jit.is_scripting()`; where that does not compile
+    (torchvision's API-usage logging) it skips it, as TorchScript does, and `notes` says so; where
+    the code does not compile either way, such calls run eagerly and `notes` says why."""
     from transpiler.diagnostics import CompileError
 
     module = import_model_file(source)
@@ -67,10 +67,18 @@ def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
         try:
             found.append(for_autograd())
         except CompileError as e:
+            first = e.diagnostics[0]
+            try:
+                found.append(for_autograd(skip_eager_only=True))
+            except CompileError:
+                if notes is not None:
+                    notes.append(f"{source.loc(target.node.name)}: note: `{target.name}` has no code for calls "
+                                 f"autograd records ({first.message}, at {first.loc}): such calls run eagerly")
+                continue
             if notes is not None:
-                first = e.diagnostics[0]
-                notes.append(f"{source.loc(target.node.name)}: note: `{target.name}` has no code for calls autograd "
-                             f"records ({first.message}, at {first.loc}): such calls run eagerly")
+                notes.append(f"{source.loc(target.node.name)}: note: `{target.name}`'s code for calls autograd "
+                             f"records skips the eager-only work under `not torch.jit.is_scripting()`, as "
+                             f"TorchScript does: it does not compile ({first.message}, at {first.loc})")
     return found
 
 
@@ -89,7 +97,10 @@ def _autograd_beside_generic(source: SourceFile, module: Any, target: Target, fa
     try:
         spec = _specialise(source, module, target, factory_name, permissive, autograd=True)
     except CompileError:
-        return None
+        try:  # (eager-only work that does not compile: skipped, as TorchScript does)
+            spec = _specialise(source, module, target, factory_name, permissive, autograd=True, skip_eager_only=True)
+        except CompileError:
+            return None
     if not any(isinstance(op, AutogradKernelOp) for op in spec.program.walk()) \
             and not lays_out_channels_last(spec.program):
         return None
@@ -123,7 +134,7 @@ def import_model_file(source: SourceFile) -> Any:
 
 
 def _specialise(source: SourceFile, module: Any, target: Target, factory_name: str,
-                permissive: bool, autograd: bool = False) -> Specialisation:
+                permissive: bool, autograd: bool = False, skip_eager_only: bool = False) -> Specialisation:
     from transpiler.jit import instance_program
     from transpiler.pipeline import build_program
 
@@ -148,7 +159,8 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
                             factory_loc, f"return e.g. `{target.name}(...), (torch.randn(8, 16),)`")
         instance, inputs = made
         program, entries, files = instance_program(instance, source, target.node, tuple(inputs), permissive,
-                                                   frozen=frozen, autograd=autograd, beside_generic=True)
+                                                   frozen=frozen, autograd=autograd, beside_generic=True,
+                                                   skip_eager_only=skip_eager_only)
     else:
         function = getattr(module, target.name)
         if isinstance(made, tuple) and len(made) == 2 and made[0] is function and isinstance(made[1], (tuple, list)):
@@ -157,7 +169,8 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
             raise UserError(f"the example factory `{factory_name}` must return a tuple of {target.name}'s arguments; "
                             f"it returned {_describe(made)}", factory_loc,
                             "return e.g. `(torch.randn(8, 16),)`")
-        program, entries = build_program(source, [Target(target.name, target.node, {"left_out_none": True})],
+        options = {"left_out_none": True, **({"skip_eager_only": True} if skip_eager_only else {})}
+        program, entries = build_program(source, [Target(target.name, target.node, options)],
                                          example_inputs=tuple(made), permissive=permissive, autograd=autograd)
         files = ()
     return Specialisation("autograd" if autograd else example_label(factory_name), program, entries, files,
@@ -165,7 +178,7 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
 
 
 def _specialise_model(source: SourceFile, module: Any, target: Target, permissive: bool,
-                      autograd: bool = False) -> Specialisation:
+                      autograd: bool = False, skip_eager_only: bool = False) -> Specialisation:
     """A `script_model` factory's model, compiled from the files that define its classes
     (torchvision's, installed), as `script(model, example_inputs=...)` compiles it."""
     from torch import nn
@@ -200,7 +213,7 @@ def _specialise_model(source: SourceFile, module: Any, target: Target, permissiv
                         "module level of a file with source", factory_loc)
     frozen = target.options.get("freeze") is True and not autograd
     program, entries, files = jit.instance_program(instance, defining, node, tuple(inputs), permissive, frozen=frozen,
-                                                   autograd=autograd)
+                                                   autograd=autograd, skip_eager_only=skip_eager_only)
     return Specialisation(f"{target.name}_autograd" if autograd else target.name, program,
                           {target.name: entries[f"{cls.__name__}.forward"]}, files,
                           model=f"{cls.__module__}.{cls.__qualname__}", autograd=autograd)

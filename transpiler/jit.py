@@ -111,10 +111,10 @@ def _compile_module(instance: nn.Module, example_inputs: Sequence[Any] | None, o
     forward = inside_wrappers(source_forward, module.COMPILED[f"{cls.__name__}.forward"], qualname)
     bound: Callable[..., Any] = types.MethodType(forward, scripted)  # (a staticmethod's too: context.py)
 
-    def compile_for_autograd(inputs: Sequence[Any] | None) -> Callable[..., Any]:
+    def compile_for_autograd(inputs: Sequence[Any] | None, skip_eager_only: bool) -> Callable[..., Any]:
         now = copy.copy(scripted)  # as it is now (train() sets `training` on scripted alone) ...
         del now.forward  # ... without the dispatcher
-        code = _module_code(now, inputs, {"permissive": options["permissive"], "autograd": True}, example_kwargs)
+        code = _module_code(now, inputs, _autograd_options(options, skip_eager_only), example_kwargs)
         return types.MethodType(inside_wrappers(source_forward, code.COMPILED[f"{cls.__name__}.forward"], qualname),
                                 scripted)
 
@@ -156,7 +156,8 @@ def _module_code(instance: nn.Module, example_inputs: Sequence[Any] | None, opti
         source.module_name = module_name
         compiled = compile_instance(instance, source, node, example_inputs, "script(instance, example_inputs=...)",
                                     options["permissive"], example_kwargs or {}, options.get("freeze", False),
-                                    options.get("autograd", False), frozenset(options.get("keep_eager", ())))
+                                    options.get("autograd", False), frozenset(options.get("keep_eager", ())),
+                                    skip_eager_only=options.get("skip_eager_only", False))
         module = _load(compiled.text, cls.__name__, key, compiled.files)
     return module
 
@@ -198,8 +199,8 @@ def _compile_through_holder(instance: nn.Module, example_inputs: Sequence[Any] |
     body = _module_code(holder, example_inputs, options).COMPILED["RootCall.forward"]
     cls = type(instance)
 
-    def compile_for_autograd(inputs: Sequence[Any] | None) -> Callable[..., Any]:
-        code = _module_code(holder, inputs, {"permissive": options["permissive"], "autograd": True})
+    def compile_for_autograd(inputs: Sequence[Any] | None, skip_eager_only: bool) -> Callable[..., Any]:
+        code = _module_code(holder, inputs, _autograd_options(options, skip_eager_only))
         return functools.partial(code.COMPILED["RootCall.forward"], holder)
 
     autograd = AutogradCode(compile_for_autograd, example_inputs)
@@ -269,15 +270,17 @@ def _replace_submodule(root: nn.Module, where: str, new: nn.Module) -> None:
 
 def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
                      regenerate: str, permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
-                     frozen: bool = False, autograd: bool = False, kept_eager: frozenset[str] = frozenset()) -> Any:
+                     frozen: bool = False, autograd: bool = False, kept_eager: frozenset[str] = frozenset(),
+                     skip_eager_only: bool = False) -> Any:
     """Compile the class of `instance` (`node` in `source`) for this instance, recursively: the
     classes of its submodules and the functions the code calls, from whichever file defines
-    them (TorchScript's recursive scripting), so that inlining sees them."""
+    them (TorchScript's recursive scripting), so that inlining sees them. `skip_eager_only`:
+    see `instance_program`."""
     from codegen.module import emit_module
     from transpiler.pipeline import CompiledFile, module_header
 
     program, entries, files = instance_program(instance, source, node, example_inputs, permissive, example_kwargs,
-                                               frozen, autograd, kept_eager)
+                                               frozen, autograd, kept_eager, skip_eager_only=skip_eager_only)
     header = module_header(source, regenerate, Path(source.path).name, program, permissive)
     return CompiledFile(program, entries, emit_module(program, header, entries, program.source_lines), files)
 
@@ -285,12 +288,14 @@ def compile_instance(instance: nn.Module, source: Any, node: Any, example_inputs
 def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs: Sequence[Any] | None,
                      permissive: bool = False, example_kwargs: dict[str, Any] = {},  # noqa: B006
                      frozen: bool = False, autograd: bool = False, kept_eager: frozenset[str] = frozenset(),
-                     beside_generic: bool = False) -> tuple[Any, dict[str, str], tuple[str, ...]]:
+                     beside_generic: bool = False, skip_eager_only: bool = False
+                     ) -> tuple[Any, dict[str, str], tuple[str, ...]]:
     """(program after the passes, COMPILED entries, the other files compiled from) of
     `compile_instance`; `autograd`: for calls autograd records, `kept_eager`: submodules called as
     eager calls them (pipeline.build_program); `beside_generic`: a specialisation of a checked-in
     module, whose generic code takes the calls it refuses, so a parameter the examples leave to
-    its None default is compiled for None."""
+    its None default is compiled for None; `skip_eager_only`: code for autograd that skips the
+    eager-only work under `not torch.jit.is_scripting()` as TorchScript does (context.py)."""
     from transpiler.pipeline import build_program
     from transpiler.source import Target
 
@@ -305,6 +310,8 @@ def instance_program(instance: nn.Module, source: Any, node: Any, example_inputs
         options["example_keywords"] = tuple(sorted(example_kwargs))
     if beside_generic:
         options["left_out_none"] = True
+    if skip_eager_only:
+        options["skip_eager_only"] = True
     program, entries = build_program(source, [Target(cls.__name__, node, options)], infos, instance=instance,
                                      example_inputs=example_inputs, functions=sources, permissive=permissive,
                                      frozen=frozen, devices=jit_cache.program_devices(instance, example_inputs),
@@ -637,8 +644,9 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
             node = source.functions.get(fn.__name__)
             if node is None or fn.__qualname__ != fn.__name__:
                 raise TypeError(f"{fn.__qualname__} is not defined at module level of {path}; it cannot be compiled")
+            target_options = {"skip_eager_only": True} if options.get("skip_eager_only") else {}
             compiled = compile_source(source, "script(function, example_inputs=...)", Path(path).name,
-                                      [Target(fn.__name__, node)], example_inputs=inputs,
+                                      [Target(fn.__name__, node, target_options)], example_inputs=inputs,
                                       permissive=options["permissive"],
                                       devices=jit_cache.program_devices(None, inputs),
                                       autograd=options.get("autograd", False))
@@ -646,7 +654,8 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
         return inside_wrappers(decorated, module.COMPILED[fn.__name__], qualname)
 
     compiled = function_code(example_inputs, options)
-    autograd = AutogradCode(lambda inputs: function_code(inputs, {**options, "autograd": True}), example_inputs)
+    autograd = AutogradCode(lambda inputs, skip: function_code(
+        inputs, {**options, "autograd": True, **({"skip_eager_only": True} if skip else {})}), example_inputs)
 
     def compiled_fn(*args: Any, **kwargs: Any) -> Any:
         if records_autograd(None, args, kwargs):
@@ -656,6 +665,12 @@ def _compile_function(fn: Callable[..., Any], example_inputs: Sequence[Any] | No
     return compiled_dispatcher(decorated, compiled_fn, qualname)
 
 
+def _autograd_options(options: dict[str, Any], skip_eager_only: bool) -> dict[str, Any]:
+    """The options of script()'s code for calls autograd records (the cache key's too)."""
+    return {"permissive": options["permissive"], "autograd": True,
+            **({"skip_eager_only": True} if skip_eager_only else {})}
+
+
 class AutogradCode:
     """The code of a `script()` result for calls that autograd records (grad enabled, and an
     input or parameter that requires grad): its program again without kernels, eager's torch
@@ -663,11 +678,15 @@ class AutogradCode:
     records eager's. Compiled at the first such call, for the example inputs of `script()`; a
     call its entry checks refuse (the module switched to train(), inputs of another rank) is
     compiled for again, for the module as it is now and the call's inputs, up to LIMIT
-    variants; past that, or where compiling fails, GuardFailure (the call runs eagerly)."""
+    variants; past that, or where compiling fails, GuardFailure (the call runs eagerly). Code for
+    autograd does eager's eager-only work under `not torch.jit.is_scripting()` (densenet's and
+    timm's checkpointing); where that work does not compile (torchvision's API-usage logging,
+    `_log_api_usage_once(stochastic_depth)`), it is compiled again skipping it, as TorchScript
+    and script()'s other code do."""
 
     LIMIT = 4
 
-    def __init__(self, compile: Callable[[Sequence[Any] | None], Callable[..., Any]],
+    def __init__(self, compile: Callable[[Sequence[Any] | None, bool], Callable[..., Any]],
                  example_inputs: Sequence[Any] | None) -> None:
         self._compile = compile
         self._example_inputs = example_inputs
@@ -689,12 +708,15 @@ class AutogradCode:
         # The first variant for script()'s examples; later ones for the call that needs them.
         inputs = self._example_inputs if not self._variants or kwargs or self._example_inputs is None \
             else [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+        from transpiler.diagnostics import CompileError
+
         try:
             with torch.no_grad():  # (compiling may run the model's code: nothing to record)
-                variant = self._compile(inputs)
+                try:
+                    variant = self._compile(inputs, False)
+                except CompileError:  # (eager-only work that does not compile: TorchScript's code)
+                    variant = self._compile(inputs, True)
         except Exception as error:  # noqa: BLE001 - what no-grad code compiled from must compile here
-            from transpiler.diagnostics import CompileError
-
             if not isinstance(error, (CompileError, TypeError)):
                 raise
             self._failed = f"its code for autograd did not compile ({str(error).splitlines()[0]})"

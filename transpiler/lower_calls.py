@@ -387,8 +387,9 @@ class CallLowering:
             # written for it keeps eager-only work (API-usage logging, checkpointing) under
             # `not torch.jit.is_scripting()`, so there it is True, as under TorchScript. Not in
             # code for autograd, which must do eager's eager-only work (densenet's checkpointing,
-            # which under TorchScript raises).
-            scripting = self.ctx.recursive and not self.ctx.autograd and qual.endswith("is_scripting")
+            # which under TorchScript raises), unless that work does not compile (skip_eager_only).
+            scripting = self.ctx.recursive and (not self.ctx.autograd or self.ctx.skip_eager_only) \
+                and qual.endswith("is_scripting")
             return self.b.constant(True if scripting else CONSTANT_CALLS[qual], BOOL)
         if qual.startswith("builtins."):
             return self.call_builtin(node, qual[len("builtins."):])

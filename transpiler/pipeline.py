@@ -63,6 +63,7 @@ def lower_file(source: SourceFile, targets: list[Target] | None = None,
     ctx = FileContext(source, {t.name for t in targets} | {t.name for t in source.targets() if not t.is_factory},
                       recursive=functions is not None, functions=functions, permissive=permissive,
                       autograd=autograd, lowerer=FunctionLowerer)
+    ctx.skip_eager_only = any(t.options.get("skip_eager_only") is True for t in targets)
     ctx.entry_names = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets}
     ctx.entry_kwargs_empty = {f"{t.name}.forward" if t.name in source.classes else t.name for t in targets
                               if t.options.get("kwargs_empty")}
