@@ -155,16 +155,11 @@ def float64_state(model: nn.Module, inputs: tuple, loss: Callable[[Any], Tensor]
     as64 = copy.deepcopy(model).double()
     inputs64 = tuple(map_floating(copy.deepcopy(inputs), lambda t: t.double()))
     try:
-        with torch.no_grad():
-            built = builder(as64, inputs64)
-        step = Step(built.fn, built.owner, inputs64, loss)
-        torch.manual_seed(SEED)
-        with training_calls("eager"):
-            step()
+        _, after = first_step("eager", as64, inputs64, loss, {"eager": builder})
     except Exception as exc:  # noqa: BLE001 - a model written for float32 only
         log(f"eager's step in float64 failed ({short_error(exc)}): checking without its rounding error")
         return None
-    return {k: v.double() for k, v in state(built.owner).items()}
+    return {k: v.double() for k, v in after.items()}
 
 
 def channels_last_state(model: nn.Module, inputs: tuple, loss: Callable[[Any], Tensor],
@@ -180,16 +175,10 @@ def channels_last_state(model: nn.Module, inputs: tuple, loss: Callable[[Any], T
     model = copy.deepcopy(model).to(memory_format=torch.channels_last)
     inputs = tuple(map_floating(copy.deepcopy(inputs), to_channels_last))
     try:
-        with torch.no_grad():
-            built = builder(model, inputs)
-        step = Step(built.fn, built.owner, inputs, loss)
-        torch.manual_seed(SEED)
-        with training_calls("eager"):
-            step()
+        return first_step("eager", model, inputs, loss, {"eager": builder})[1]
     except Exception as exc:  # noqa: BLE001
         log(f"eager's step on channels-last tensors failed ({short_error(exc)})")
         return None
-    return state(built.owner)
 
 
 def map_floating(obj: Any, fn: Callable[[Tensor], Tensor]) -> Any:
