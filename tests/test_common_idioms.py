@@ -359,6 +359,50 @@ def test_an_entry_of_a_module_dict_is_called_by_attribute(tmp_path: Path, monkey
             torch.testing.assert_close(compiled(x), model(x))
 
 
+AOT_MODULE_DICT = '''
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from transpiler import script
+
+
+@script
+class Tower(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.parts = nn.ModuleDict(dict(
+            embed=nn.Linear(4, 8),
+            blocks=nn.ModuleList([nn.Linear(8, 8) for _ in range(2)]),
+        ))
+        self.heads = nn.ModuleDict({"norm": nn.LayerNorm(8), "out": nn.Linear(8, 3)})
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.parts.embed(x)
+        for block in self.parts.blocks:
+            h = h + torch.relu(block(h))
+        return self.heads.out(self.heads.norm(h))
+'''
+
+
+def test_module_dict_entries_called_by_attribute_ahead_of_time(tmp_path: Path) -> None:
+    """The entries of an nn.ModuleDict built in __init__ from `dict(k=...)` or a `{"k": ...}`
+    display are known ahead of time, so the generic code calls them by attribute (it was not
+    written: "calling a method of submodule"), in strict mode at any shape."""
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "aot_module_dict", AOT_MODULE_DICT)
+        assert 'def Tower_forward(' in text and '_guards.attr(heads, "out")' in text
+        torch.manual_seed(0)
+        model = module.Tower().eval()
+        for shape in ((3, 4), (2, 5, 4)):
+            x = torch.randn(*shape)
+            with torch.no_grad():
+                expected = module.Tower.__torchscribe_eager__(model, x)
+                with runtime.mode("strict"):
+                    torch.testing.assert_close(model(x), expected)
+
+
 STACKS = '''
 from __future__ import annotations
 

@@ -96,6 +96,9 @@ class ClassInfo:
     # Each class along the MRO that has source, with the methods it defines itself and its file,
     # in MRO order: what `super().name(...)` in a method of one of them finds (base_method)
     lineage: list[tuple[str, dict[str, cst.FunctionDef], SourceFile]] = field(default_factory=list)
+    # `self.body = nn.ModuleDict(dict(tok=nn.Embedding(...), ...))` in `__init__` (ahead of time):
+    # what its entries are, as a class of its own named "<class>.<attribute>" (FileContext.class_named)
+    module_dicts: dict[str, "ClassInfo"] = field(default_factory=dict)
 
     def method_source(self, name: str) -> SourceFile | None:
         return self.method_sources.get(name, self.source)
@@ -316,6 +319,17 @@ def _scan_init(source: SourceFile, init: cst.FunctionDef, info: ClassInfo, class
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             for target in targets:
                 if _is_self_attr(target):
+                    entries = _module_dict_entries(source, node.value)
+                    if entries is not None:
+                        name = target.attr.value  # type: ignore[union-attr]
+                        held = ClassInfo(f"{info.name}.{name}", None, source)
+                        for key, value in entries.items():
+                            kind, t = _infer_value(source, value, param_types, classes, info)
+                            held.attrs[key] = AttrInfo(kind if _is_module_type(t) else "unknown",
+                                                       t if _is_module_type(t) else ANY, source.loc(value))
+                        info.module_dicts[name] = held
+                        record(name, "module", ModuleType(held.name), target)
+                        continue
                     kind, t = _infer_value(source, node.value, param_types, classes, info)
                     record(target.attr.value, kind, t, target)  # type: ignore[union-attr]
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
@@ -354,6 +368,30 @@ _MATH_UNKNOWN = frozenset({"prod", "modf", "frexp"})
 
 # Methods of nn.ModuleList and nn.Sequential that add layers.
 GROWING = frozenset({"append", "extend", "insert", "add_module", "register_module"})
+
+
+def _module_dict_entries(source: SourceFile, value: cst.BaseExpression | None) -> dict[str, cst.BaseExpression] | None:
+    """The entries of `nn.ModuleDict(dict(k=v, ...))` or `nn.ModuleDict({"k": v, ...})` by key;
+    None for anything else (another call, keys that are not string literals, `**` spreads)."""
+    if not (isinstance(value, cst.Call) and source.global_name(value.func) == "torch.nn.ModuleDict"
+            and len(value.args) == 1 and value.args[0].keyword is None and not value.args[0].star):
+        return None
+    arg = value.args[0].value
+    entries: dict[str, cst.BaseExpression] = {}
+    if isinstance(arg, cst.Call) and source.global_name(arg.func) == "builtins.dict":
+        for a in arg.args:
+            if a.keyword is None or a.star:
+                return None
+            entries[a.keyword.value] = a.value
+        return entries
+    if isinstance(arg, cst.Dict):
+        for element in arg.elements:
+            key = literal_value(element.key) if isinstance(element, cst.DictElement) else None
+            if not isinstance(key, str):
+                return None
+            entries[key] = element.value
+        return entries
+    return None
 
 
 def _walk_statements(block: cst.BaseSuite) -> list[cst.CSTNode]:

@@ -190,7 +190,11 @@ class FileContext:
             return self.classes[qualname]
         node = self.source.classes.get(qualname)
         if node is None:
-            return None
+            owner, _, attr = qualname.rpartition(".")  # (an nn.ModuleDict of a class's __init__)
+            held = self.class_named(owner).module_dicts.get(attr) if owner and self.class_named(owner) else None
+            if held is not None:
+                self.classes[qualname] = held
+            return held
         info = class_from_source(self.source, node)
         self.classes[qualname] = info
         return info
