@@ -403,6 +403,46 @@ def test_module_dict_entries_called_by_attribute_ahead_of_time(tmp_path: Path) -
                     torch.testing.assert_close(model(x), expected)
 
 
+WALRUS = '''
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from transpiler import script
+
+
+@script
+def gate(x: Tensor, mask: Optional[Tensor] = None) -> Tensor:
+    if (m := mask) is not None:  # (narrowed as `mask is not None` would be)
+        x = x * m
+    if (n := x.shape[-1]) > 4:
+        x = x[..., :4] * n
+    acc = x
+    for i in range(3):
+        if bool((y := acc * i).sum() > 0):  # (bound in a loop body, read in it)
+            acc = acc + y
+    return acc + (s := x.sum()) * s
+'''
+
+
+def test_assignment_expressions_bind_where_python_evaluates_them_once(tmp_path: Path) -> None:
+    """`(m := mask) is not None`, `(n := x.shape[-1]) > 4`, a tensor named in a loop's test and
+    read in its body, and one inside a return: each binds its name as an assignment before
+    the statement would (the check pass refuses `:=` where Python evaluates it only sometimes:
+    test_diagnostics). Against eager in strict mode, with and without the mask, at two widths."""
+    with case_directory(tmp_path):
+        module, text = compiled_case(tmp_path, "walrus", WALRUS)
+        assert "    n = x.shape[-1]\n    if n > 4:" in text
+        for shape in ((2, 3), (2, 6)):
+            x = torch.randn(*shape)
+            for mask in (None, torch.rand(*shape)):
+                with runtime.mode("strict"):
+                    torch.testing.assert_close(module.gate(x, mask), module.gate.__wrapped__(x, mask))
+
+
 STACKS = '''
 from __future__ import annotations
 

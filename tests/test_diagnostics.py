@@ -155,12 +155,15 @@ CHECK_CASES = {
         def g(x: Tensor) -> Tensor:
             yield x  # error: 5: yield is not supported
         """,
-    "walrus": """
+    "walrus_evaluated_sometimes": """
         @script
         def f(x: Tensor, n: int) -> Tensor:
-            if (m := n + 1) > 2:  # error: 9: assignment expressions (:=) are not supported
+            if n > 0 and (m := n + 1) > 2:  # error: 19: an assignment expression (:=) in `and`/`or`, a conditional expression, a while condition or a comprehension is not supported
                 return x
-            return -x
+            y = x if n > 1 else (z := -x)  # error: 26: an assignment expression (:=) in `and`/`or`
+            while (k := n - 1) > 0:  # error: 12: an assignment expression (:=) in `and`/`or`
+                n -= 1
+            return -y
         """,
     "for_else_and_while_else": """
         @script

@@ -78,7 +78,6 @@ EXPRESSIONS: dict[type, tuple[str, str]] = {
     cst.Await: ("await is not supported", "compiled functions are synchronous; await outside the model"),
     cst.Yield: ("yield is not supported: compiled functions cannot be generators",
                 "build a list in a for loop and return it"),
-    cst.NamedExpr: ("assignment expressions (:=) are not supported", "assign to the name in a statement before"),
     cst.Imaginary: ("complex literals are not supported", "build complex tensors with torch.complex(real, imag)"),
 }
 
@@ -198,6 +197,11 @@ class SubsetChecker(cst.CSTVisitor):
         self.rejected: set[cst.FunctionDef] = set()  # (check_definition reported it)
         self.current: cst.FunctionDef | None = None
         self.unrolled: set[cst.CSTNode] = set()  # expressions lowering takes on itself (unrolls, spreads)
+        # Parts of expressions Python evaluates only sometimes or again and again (`and`/`or`'s
+        # right side, a conditional expression's sides, a while condition, a comprehension): an
+        # assignment expression there would bind a name on some paths only. How deep inside one.
+        self.sometimes: set[cst.CSTNode] = set()
+        self.inside_sometimes = 0
 
     # -- reporting ------------------------------------------------------------------------------
     def loc(self, node: cst.CSTNode) -> Loc:
@@ -246,6 +250,19 @@ class SubsetChecker(cst.CSTVisitor):
             # `[*feats, x]`, `(*shape, -1)`, `*lead, h, w = x.shape`: lowering spreads or binds
             # them, or says why it cannot (transpiler/lower_expr.py, lower_assign.py)
             self.unrolled.update(e for e in node.elements if isinstance(e, cst.StarredElement))
+        if isinstance(node, cst.BooleanOperation):
+            self.sometimes.add(node.right)
+        elif isinstance(node, cst.IfExp):
+            self.sometimes.update((node.body, node.orelse))
+        elif isinstance(node, cst.While):
+            self.sometimes.add(node.test)
+        elif isinstance(node, (cst.ListComp, cst.GeneratorExp, cst.DictComp, cst.SetComp)):
+            self.sometimes.add(node)
+        if node in self.sometimes:
+            self.inside_sometimes += 1
+        if isinstance(node, cst.NamedExpr) and self.inside_sometimes:
+            self.report(node, "an assignment expression (:=) in `and`/`or`, a conditional expression, a while "
+                        "condition or a comprehension is not supported", "assign to the name in a statement before")
         kind = type(node)
         if kind in EXPRESSIONS and node not in self.unrolled:
             self.report(node, *EXPRESSIONS[kind])
@@ -265,6 +282,8 @@ class SubsetChecker(cst.CSTVisitor):
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if original_node is self.current:
             self.current = None
+        if original_node in self.sometimes:
+            self.inside_sometimes -= 1
 
     # -- rules ----------------------------------------------------------------------------------
     def check_node(self, node: cst.CSTNode) -> None:

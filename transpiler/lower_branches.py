@@ -235,8 +235,9 @@ class BranchLowering:
         if not (isinstance(target.comparator, cst.Name) and target.comparator.value == "None"):
             return [], []
         key = None
-        if isinstance(test.left, cst.Name):
-            key = test.left.value
+        left = test.left.target if isinstance(test.left, cst.NamedExpr) else test.left  # (`(m := self.mask) is None`)
+        if isinstance(left, cst.Name):
+            key = left.value
         elif isinstance(test.left, cst.Attribute) and isinstance(test.left.value, cst.Name) and test.left.value.value == "self":
             key = f"self.{test.left.attr.value}"
         elif isinstance(test.left, cst.Attribute) and isinstance(test.left.value, cst.Name):

@@ -130,6 +130,13 @@ class ExpressionLowering(NameLowering, OperatorLowering, SubscriptLowering, Call
     def imaginary(self, node: cst.Imaginary) -> Value:
         raise self.error(node, "complex literals are not supported")
 
+    def named_expression(self, node: cst.NamedExpr) -> Value:
+        """`(n := value)`: the value, bound to the name from here on as an assignment binds it
+        (the check pass refuses it where Python evaluates it only sometimes)."""
+        value = self.expr(node.value, node.target.value if isinstance(node.target, cst.Name) else None)
+        self.bind_target(node.target, value)  # type: ignore[attr-defined]
+        return value
+
     def tuple_display(self, node: cst.Tuple) -> Value:
         return self.sequence([(e.value, isinstance(e, cst.StarredElement)) for e in node.elements])
 
@@ -298,6 +305,7 @@ EXPRESSIONS: dict[type, Callable[[ExpressionLowering, Any], Value]] = {
     cst.UnaryOperation: ExpressionLowering.unary,
     cst.Comparison: ExpressionLowering.comparison,
     cst.BooleanOperation: ExpressionLowering.boolean,
+    cst.NamedExpr: ExpressionLowering.named_expression,
     cst.IfExp: ExpressionLowering.if_expression,
     cst.Subscript: ExpressionLowering.subscript,
     cst.Tuple: ExpressionLowering.tuple_display,

@@ -81,6 +81,9 @@ def assignment_targets(stmts: list[cst.BaseStatement]) -> list[tuple[str, cst.Na
         def visit_For(self, node: cst.For) -> None:
             add_target(node.target)
 
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            add_target(node.target)
+
     for s in stmts:
         s.visit(Collector())
     return found
