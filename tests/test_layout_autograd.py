@@ -140,6 +140,20 @@ class RowsWrittenAfter(nn.Module):
         return rows * 2, y
 
 
+class CrossStage(nn.Module):
+    """CSPNet's split: a conv's output unpacked into two halves along channels (an op of several
+    results), one through another conv, concatenated back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(8, 8, 3, 1, 1, groups=8)
+        self.b = nn.Conv2d(4, 4, 3, 1, 1, groups=4)
+
+    def forward(self, x: Tensor) -> tuple[Tensor]:
+        left, right = self.a(x).chunk(2, dim=1)
+        return (torch.cat([F.relu(self.b(left)), right], 1),)
+
+
 def train_step(model: nn.Module, x: Tensor, mode: str) -> tuple[tuple[Tensor, ...], dict[str, Tensor]]:
     x = x.clone().requires_grad_()
     torch.manual_seed(7)
@@ -151,8 +165,9 @@ def train_step(model: nn.Module, x: Tensor, mode: str) -> tuple[tuple[Tensor, ..
     return out, grads
 
 
-@pytest.mark.parametrize("cls,shape", [(lambda: Stage(8, 0.5), (3, 3, 16, 16)), (RowsWrittenAfter, (2, 4, 16, 16))],
-                         ids=["stage", "rows-written-after"])
+@pytest.mark.parametrize("cls,shape", [(lambda: Stage(8, 0.5), (3, 3, 16, 16)), (RowsWrittenAfter, (2, 4, 16, 16)),
+                                       (CrossStage, (2, 8, 16, 16))],
+                         ids=["stage", "rows-written-after", "cross-stage"])
 def test_trains_as_eager(cls, shape, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TORCHSCRIBE_CACHE_DIR", str(tmp_path))
     torch.manual_seed(0)

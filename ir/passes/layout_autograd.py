@@ -192,8 +192,8 @@ class _Rewriter:
         """Whether `op`'s result is channels-last as its input is: an in-place op's target, a
         batch norm's or pool's input, every operand of a pointwise op's full shape (a per-channel
         operand broadcasts into any layout)."""
-        if not op.results or not isinstance(op.result.type, TensorType) or not op.operands:
-            return False
+        if len(op.results) != 1 or not isinstance(op.result.type, TensorType) or not op.operands:
+            return False  # (an unpack's several results: not followed as one layout)
         alias = op.attributes.get("alias_of")
         if isinstance(op, ops.InplaceOp) or (alias == 0 and op.attributes.get("mutates")):
             return op.operands[0] in self.channels_last
