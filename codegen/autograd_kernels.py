@@ -16,7 +16,9 @@ def _tuple_text(items: tuple) -> str:
 
 def emit_autograd_functions(w: Writer, groups: list[kernel_ops.AutogradKernelOp]) -> None:
     """`<name> = _autograd.Pointwise(<forward>, <backward>, <eager>, grads=..., depends=...)`
-    (and `partial=(<backward without the arguments' gradients>, its inputs)`), once per name."""
+    (and `partial=(<backward without the arguments' gradients>, its inputs)`), once per name; a
+    group a batch norm heads, `<name> = _autograd.BatchNorm(<forward>, <backward>, <eager>,
+    others=..., depends=...)`."""
     done: set[str] = set()
     w.blank(2)
     w.line("# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel")
@@ -27,6 +29,10 @@ def emit_autograd_functions(w: Writer, groups: list[kernel_ops.AutogradKernelOp]
             continue
         done.add(name)
         depends = "(" + ", ".join(_tuple_text(d) for d in k.depends) + ("," if len(k.depends) == 1 else "") + ")"
+        if k.batch_norm:  # (x, weight, bias, the running statistics, then the other tensors)
+            w.line(f"{name} = {AUTOGRAD.alias}.BatchNorm({k.forward.kernel_name}, {k.backward.kernel_name}, "
+                   f"{function_name(k.eager)}, others={k.inputs - 5}, depends={depends})")
+            continue
         partial = k.partial_backward
         tail = "" if partial is None else f", partial=({partial.kernel_name}, {_tuple_text(k.partial)})"
         w.line(f"{name} = {AUTOGRAD.alias}.Pointwise({k.forward.kernel_name}, {k.backward.kernel_name}, "

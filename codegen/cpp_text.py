@@ -42,12 +42,13 @@ def _wrapped(head: str, items: list[str], tail: str, column: int) -> list[str]:
 
 
 @contextmanager
-def lambda_call(w: Writer, callee: str, items: list[str], params: list[str], own: list[str] = []) -> Iterator[None]:
+def lambda_call(w: Writer, callee: str, items: list[str], params: list[str], own: list[str] = [],
+                after: str = "") -> Iterator[None]:
     """`callee(items, [&](params) {`, what is written inside, `});`: the kernel's code as the
     lambda a helper of kernels.h runs (and inlines: TS_ROWS), the call wrapped at WIDTH columns,
     the lambda's brace ending it; `own`, what it captures by value (a gatherer `g0`: each
-    thread's copy its own)."""
-    head = _wrapped(callee, items + [f"[{', '.join(['&', *own])}]({', '.join(params)})"], " {", len(w.prefix))
+    thread's copy its own); `after`, what follows the lambda's parameters (` TS_INLINE -> float`)."""
+    head = _wrapped(callee, items + [f"[{', '.join(['&', *own])}]({', '.join(params)}){after}"], " {", len(w.prefix))
     head[-1] = head[-1][:-len(") {")] + " {"
     with w.block(*head, close="});"):
         yield

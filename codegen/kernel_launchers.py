@@ -7,7 +7,8 @@
   the kernel writes into a view it is given, `into`: its last arguments) and passes the sizes and
   the tensors in the order codegen/cpp_kernels.py declares them (a tensor stands for its data
   pointer and the strides declared after it; codegen/pool_kernels.py writes both of a
-  `kernel.pool` and of a `kernel.adaptive_avg_pool`);
+  `kernel.pool` and of a `kernel.adaptive_avg_pool`, codegen/norm_kernels.py of a
+  `kernel.batch_norm_chain`);
 - Triton, for every kernel (codegen/triton_kernels.py: `<name>_triton`), under
   `if triton is not None:`, as Triton is imported only where some kernel runs on it, with the
   helpers of runtime/triton_helpers.py they call; only in a module whose `Program.devices` holds
@@ -20,7 +21,7 @@ A module whose kernels all run on CUDA tensors has no C++ section, so it needs n
 
 from __future__ import annotations
 
-from codegen import pool_kernels, triton_kernels
+from codegen import norm_kernels, pool_kernels, triton_kernels
 from codegen.cpp_kernels import PRELUDE, Signature, emit_kernel
 from codegen.launcher_text import kernel_args, module_reads, size_texts
 from codegen.writer import Writer
@@ -96,7 +97,9 @@ def _emit_cpp(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[st
     sources, signatures = [], []
     for k in kernels:
         sig = None
-        if isinstance(k, kernel_ops.PoolKernelOp):
+        if isinstance(k, kernel_ops.BatchNormChainOp):
+            text = norm_kernels.cpp_kernel(k, source_lines)
+        elif isinstance(k, kernel_ops.PoolKernelOp):
             text = pool_kernels.cpp_kernel(k, source_lines)
         elif isinstance(k, kernel_ops.AdaptiveAvgPoolKernelOp):
             text = pool_kernels.adaptive_cpp_kernel(k, source_lines)
@@ -115,7 +118,9 @@ def _emit_cpp(w: Writer, kernels: list[kernel_ops.Kernel], source_lines: dict[st
     w.line("_lib = _kernels.Library(KERNELS_CPP)")
     for k, sig in zip(kernels, signatures):
         w.blank(2)
-        if isinstance(k, kernel_ops.AdaptiveAvgPoolKernelOp):
+        if isinstance(k, kernel_ops.BatchNormChainOp):
+            norm_kernels.cpp_launcher(w, k, suffix)
+        elif isinstance(k, kernel_ops.AdaptiveAvgPoolKernelOp):
             pool_kernels.adaptive_cpp_launcher(w, k, suffix)
         elif sig is None:
             pool_kernels.cpp_launcher(w, k, suffix)  # type: ignore[arg-type]

@@ -7,13 +7,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from runtime import guards as _guards
+from runtime import autograd_kernels as _autograd
 from runtime import kernels as _kernels
 
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "conv_bn_relu.py"
 SOURCE_HASH = "sha256:91318eee26df9e56edfd6580a0441fcc935a47d89a773d9618179780dd6fa94a"
-BODY_HASH = "sha256:263430570f367da4e15b2f8c15f4302641e66afc1c0bf235d022ba085c1f0107"
+BODY_HASH = "sha256:3ff53bec7e03b07b11fd9fb602644535cca0839357b53b473a9d241dfa61af97"
 TORCH_VERSION = "2.13"
 
 
@@ -115,6 +116,31 @@ extern "C" void ConvBNReLU_forward_bn_relu_kernel(
     }
   });
 }
+
+extern "C" void ConvBNReLU_forward_example_train_autograd_bn_relu_kernel(
+    int64_t n0, int64_t n1, int64_t n2, int64_t interleaved, ts_out<float> out0, ts_out<float> out1,
+    ts_out<float> out2, ts_in<float> in0, ts_in<float> in1, ts_in<float> in2, ts_out<float> in3,
+    ts_out<float> in4, double momentum, double eps) {
+  ts_batch_norm_train<float>(
+      {n0, n1, n2, interleaved != 0}, in0, in1, in2, in3, in4, momentum, eps, out1, out2,
+      [&](int64_t o, int64_t c, float a0) TS_INLINE {
+    // return self.relu(self.bn(self.conv(x)))
+    out0[o] = ts_max(a0, 0.0f);
+  });
+}
+
+extern "C" void ConvBNReLU_forward_example_train_autograd_bn_relu_backward_kernel(
+    int64_t n0, int64_t n1, int64_t n2, int64_t interleaved, ts_out<float> out0, ts_out<float> out1,
+    ts_out<float> out2, ts_in<float> in0, ts_in<float> in1, ts_in<float> in2, ts_in<float> mean,
+    ts_in<float> rstd, ts_in<float> in5) {
+  ts_batch_norm_train_backward<float>(
+      {n0, n1, n2, interleaved != 0}, in0, in1, in2, mean, rstd, out0, out1, out2,
+      [&](int64_t o, int64_t c, float a0, auto store) TS_INLINE -> float {
+    // return self.relu(self.bn(self.conv(x)))
+    const float gy = sel(ts_max(a0, 0.0f) <= 0.0f, 0.0f, in5[o]);
+    return gy;
+  });
+}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
@@ -156,6 +182,49 @@ def ConvBNReLU_forward_bn_relu(in0, in1, in2) -> Tensor:
     n0, n1, n2, n3 = in0.shape
     return _lib.ConvBNReLU_forward_bn_relu_kernel(
         n0, n1, n2, n3, torch.empty(n0, n1, n2, n3, dtype=torch.float32), in0, in1, in2
+    )
+
+
+def ConvBNReLU_forward_example_train_autograd_bn_relu(
+    dims, in0, in1, in2, in3, in4, momentum, eps
+) -> tuple[Tensor, Tensor, Tensor]:
+    n0, n1, n2, interleaved = dims
+    return _lib.ConvBNReLU_forward_example_train_autograd_bn_relu_kernel(
+        n0,
+        n1,
+        n2,
+        interleaved,
+        torch.empty_like(in0),
+        torch.empty(n1, dtype=torch.float32),
+        torch.empty(n1, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+        in3,
+        in4,
+        momentum,
+        eps,
+    )
+
+
+def ConvBNReLU_forward_example_train_autograd_bn_relu_backward(
+    dims, in0, in1, in2, mean, rstd, in5
+) -> tuple[Tensor, Tensor, Tensor]:
+    n0, n1, n2, interleaved = dims
+    return _lib.ConvBNReLU_forward_example_train_autograd_bn_relu_backward_kernel(
+        n0,
+        n1,
+        n2,
+        interleaved,
+        torch.empty_like(in0),
+        torch.empty(n1, dtype=torch.float32),
+        torch.empty(n1, dtype=torch.float32),
+        in0,
+        in1,
+        in2,
+        mean,
+        rstd,
+        in5,
     )
 
 
@@ -233,10 +302,64 @@ def ConvBNReLU_forward_example_train(self, x: Tensor) -> Tensor:
     return ConvBNReLU_forward_bn_relu(tmp, tmp_5, tmp_6)
 
 
+def ConvBNReLU_forward_bn_relu_example_train_autograd(
+    in0: Tensor,
+    in1: Tensor,
+    in2: Tensor,
+    in3: Tensor,
+    in4: Tensor,
+    in5: float,
+    in6: float,
+) -> Tensor:
+    _guards.check_tensor(in0, "in0")
+    _guards.check_tensor(in1, "in1")
+    _guards.check_tensor(in2, "in2")
+    _guards.check_tensor(in3, "in3")
+    _guards.check_tensor(in4, "in4")
+    # return self.relu(self.bn(self.conv(x)))
+    return F.relu(F.batch_norm(in0, in3, in4, in1, in2, True, in5, in6))
+
+
+ConvBNReLU_forward_example_train_autograd_checks = (
+    ConvBNReLU_forward_example_train_checks
+)
+
+
+def ConvBNReLU_forward_example_train_autograd(self, x: Tensor) -> Tensor:
+    _guards.check_entry(self, ConvBNReLU_forward_example_train_autograd_checks)
+    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 3, 32, 32))
+    # return self.relu(self.bn(self.conv(x)))
+    # tmp: f32[B, 16, 32, 32]@cpu
+    tmp = F.conv2d(x, _guards.at(self, "conv.weight"), None, (1, 1), (1, 1))
+    bn_1 = _guards.attr(self, "bn")
+    _guards.attr(bn_1, "num_batches_tracked").add_(1)
+    return ConvBNReLU_forward_example_train_autograd_bn_relu_autograd(
+        tmp,
+        _guards.attr(bn_1, "weight"),
+        _guards.attr(bn_1, "bias"),
+        _guards.attr(bn_1, "running_mean"),
+        _guards.attr(bn_1, "running_var"),
+        0.1,
+        1e-05,
+    )
+
+
+# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel
+# and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).
+ConvBNReLU_forward_example_train_autograd_bn_relu_autograd = _autograd.BatchNorm(
+    ConvBNReLU_forward_example_train_autograd_bn_relu,
+    ConvBNReLU_forward_example_train_autograd_bn_relu_backward,
+    ConvBNReLU_forward_bn_relu_example_train_autograd,
+    others=0,
+    depends=((0, 1, 2),),
+)
+
+
 COMPILED = {
     "ConvBNReLU.forward": (
         ConvBNReLU_forward_example,
         ConvBNReLU_forward_example_train,
+        _autograd.ForAutograd(ConvBNReLU_forward_example_train_autograd),
         ConvBNReLU_forward,
     ),
 }

@@ -93,6 +93,102 @@ class _Fused(torch.autograd.Function):
         return tuple(result)
 
 
+class BatchNorm:
+    """A group that a batch norm in train mode heads (`F.batch_norm(x, running_mean, running_var,
+    weight, bias, True, momentum, eps)` and the pointwise ops on its result), called as
+    `(x, weight, bias, running_mean, running_var, *others, *scalars, momentum, eps)`. The
+    forward kernel computes the batch's statistics, moves the running ones and writes the
+    outputs; it saves x, the weight, the batch's mean and 1 / sqrt(var + eps) and the other
+    tensors (eager's batch norm saves x and the weight too). The backward kernel gives the
+    gradients of x, weight, bias and the others. The kernels read x dense, row-major or
+    channels-last, and every other tensor laid out as x: a call with another layout, with one
+    value per channel (eager raises) or below `fused_from` elements runs the group's torch ops.
+    `others`: how many tensors follow the running statistics; `depends`: per output, the inputs
+    (x 0, weight 1, bias 2, the others from 5) it is computed from."""
+
+    __slots__ = ("forward", "backward", "eager", "others", "depends")
+
+    def __init__(self, forward: Callable[..., Any], backward: Callable[..., Any], eager: Callable[..., Any], *,
+                 others: int, depends: tuple[tuple[int, ...], ...]) -> None:
+        self.forward, self.backward, self.eager = forward, backward, eager
+        self.others, self.depends = others, depends
+
+    def __call__(self, x: Tensor, weight: Tensor, bias: Tensor, running_mean: Tensor, running_var: Tensor,
+                 *rest: Any) -> Any:
+        dims = channel_dims(x, rest[:self.others]) if x.numel() >= _gate.fused_from else None
+        if dims is None:
+            return self.eager(x, weight, bias, running_mean, running_var, *rest)
+        return _NormFused.apply(self, dims, x, weight, bias, running_mean, running_var, *rest)
+
+
+def channel_dims(x: Tensor, others: tuple = ()) -> tuple[int, int, int, int] | None:
+    """(N, C, S, interleaved) of x as the batch-norm kernels read it ([N, C, S], S the product of
+    the dims after the channels; interleaved: channels-last), or None where they cannot: not
+    dense row-major nor channels-last, one value per channel, or another tensor laid out
+    otherwise."""
+    if x.dim() < 2 or x.numel() == 0:
+        return None
+    n, c = x.shape[0], x.shape[1]
+    s = x.numel() // (n * c)
+    if n * s <= 1:
+        return None
+    if x.is_contiguous():
+        interleaved = s == 1
+    elif x.dim() == 4 and x.is_contiguous(memory_format=torch.channels_last) \
+            or x.dim() == 5 and x.is_contiguous(memory_format=torch.channels_last_3d):
+        interleaved = True
+    else:
+        return None
+    strides = x.stride()
+    if any(o.stride() != strides for o in others):
+        return None
+    return n, c, s, int(interleaved)
+
+
+class _NormFused(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, group: BatchNorm, dims: tuple, x: Tensor, weight: Tensor, bias: Tensor,  # type: ignore[override]
+                running_mean: Tensor, running_var: Tensor, *rest: Any) -> Any:
+        others = rest[:group.others]
+        *outputs, mean, rstd = group.forward(dims, x, weight, bias, running_mean, running_var, *rest)
+        ctx.save_for_backward(x, weight, bias, mean, rstd, *others)
+        ctx.group, ctx.dims, ctx.rest = group, dims, rest
+        need = ctx.needs_input_grad[2:]
+        for o, inputs in zip(outputs, group.depends):
+            if not any(need[i] for i in inputs):
+                ctx.mark_non_differentiable(o)
+        return tuple(outputs) if len(outputs) > 1 else outputs[0]
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor) -> tuple:
+        group: BatchNorm = ctx.group
+        x, weight, bias, mean, rstd, *others = ctx.saved_tensors
+        need = ctx.needs_input_grad[2:]
+        result: list[Tensor | None] = [None] * (2 + len(need))
+        if not any(need):
+            return tuple(result)
+        inputs = [x, weight, bias, None, None, *others]
+        if torch.is_grad_enabled():  # (create_graph: the gradient is recorded too, as eager's; throwaway running statistics)
+            stats = [torch.zeros_like(mean), torch.ones_like(mean)]
+            outputs = _tuple(group.eager(x, weight, bias, *stats, *others, *ctx.rest[group.others:]))
+            pairs = [(o, g) for o, g in zip(outputs, grads) if o.requires_grad]
+            wanted = [i for i, v in enumerate(inputs) if v is not None and need[i]]
+            found = torch.autograd.grad([o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs],
+                                        create_graph=True, allow_unused=True)
+            for i, g in zip(wanted, found):
+                result[2 + i] = g if g is not None else torch.zeros_like(inputs[i])
+            return tuple(result)
+        strides = x.stride()
+        grads = tuple(g if g.stride() == strides else torch.empty_like(x).copy_(g) for g in grads)
+        scalars = ctx.rest[group.others:-2]
+        grad_x, grad_weight, grad_bias, *grad_others = group.backward(ctx.dims, x, weight, bias, mean, rstd, *others,
+                                                                      *grads, *scalars)
+        for i, g in enumerate([grad_x, grad_weight, grad_bias, None, None, *grad_others]):
+            if g is not None and need[i]:
+                result[2 + i] = g
+        return tuple(result)
+
+
 class _Gate:
     """Below `fused_from` elements in its largest tensor, a group runs its torch ops instead of
     its kernels: a custom autograd Function costs some 30 us more per call than eager's nodes of
@@ -129,4 +225,4 @@ class ForAutograd:
         self.fn = fn
 
 
-__all__ = ["ForAutograd", "Pointwise", "fused_from"]
+__all__ = ["BatchNorm", "ForAutograd", "Pointwise", "channel_dims", "fused_from"]

@@ -45,8 +45,9 @@ def _kernels_at_any_size() -> Any:
 
 
 def fused(out: Any) -> bool:
-    """Whether `out` was made by a fused group (its grad_fn is the group's function)."""
-    return type(out.grad_fn).__name__ == "_FusedBackward"
+    """Whether `out` was made by a fused group (its grad_fn is the group's function; a batch
+    norm's group's, where one heads it)."""
+    return type(out.grad_fn).__name__ in ("_FusedBackward", "_NormFusedBackward")
 
 
 def leaves(*tensors: Tensor) -> list[Tensor]:
@@ -140,7 +141,7 @@ def test_where_and_clamp_at_their_boundaries() -> None:
 
 
 def activations(x: Tensor, y: Tensor) -> Tensor:
-    a = F.silu(x) * F.gelu(y) + F.gelu(x, approximate="tanh")
+    a = F.silu(x) * F.gelu(y) + F.gelu(x, approximate="tanh") + F.hardtanh(x, -0.5, 0.75) * F.relu6(y * 4.0)
     return torch.abs(a) ** 1.5 / (torch.sqrt(y * y + 1.0) - torch.rsqrt(x * x + 2.0))
 
 
@@ -153,7 +154,8 @@ def test_gradcheck_every_rule() -> None:
     check_gradients(activations, (torch.randn(4, 9, dtype=torch.float64), torch.randn(4, 9, dtype=torch.float64)))
     check_gradients(transcendentals, (torch.randn(4, 9, dtype=torch.float64),))
     covered = {"add", "sub", "mul", "div", "neg", "exp", "expm1", "log", "log1p", "tanh", "sigmoid", "silu", "relu",
-               "clamp", "where", "abs", "pow", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "erf", "gelu"}
+               "clamp", "where", "abs", "pow", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "erf", "gelu", "hardtanh",
+               "relu6"}
     assert set(DERIVATIVES) - covered == {"clamp_min", "clamp_max"}
 
 
@@ -267,8 +269,8 @@ class NormedGate(torch.nn.Module):
 
 
 def test_a_group_after_a_training_batch_norm() -> None:
-    """The batch norm's result is a new tensor, though the op writes the running statistics:
-    the chain after it is a group; values, gradients and statistics are eager's."""
+    """The batch norm heads the group of the chain after it (its kernels compute the statistics
+    and write the running ones); values, gradients and statistics are eager's."""
     torch.manual_seed(0)
     eager = NormedGate().double().train()
     x = torch.randn(8, 6, dtype=torch.float64)

@@ -56,11 +56,18 @@ def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
         else:
             names = target.options["example"]
             names = (names,) if isinstance(names, str) else names
-            for name in names:  # type: ignore[union-attr]
-                found.append(_specialise(source, module, target, str(name), permissive))
+            made = [_specialise(source, module, target, str(name), permissive) for name in names]  # type: ignore[union-attr]
+            found += made
             if target.name not in without_generic:
-                if (beside := _autograd_beside_generic(source, module, target, str(names[0]), permissive)) is not None:
-                    found.append(beside)
+                # (from the first example, and from the first in the other mode, train() or
+                # eval(), if any: its checks refuse the other mode's calls)
+                modes = {made[0].training: str(names[0])}
+                for name, spec in zip(names[1:], made[1:]):  # type: ignore[index]
+                    modes.setdefault(spec.training, str(name))
+                for k, name in enumerate(modes.values()):
+                    beside = _autograd_beside_generic(source, module, target, name, permissive, first=k == 0)
+                    if beside is not None:
+                        found.append(beside)
                 continue
             for_autograd = functools.partial(_specialise, source, module, target, str(names[0]), permissive,
                                              autograd=True)
@@ -83,9 +90,10 @@ def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
 
 
 def _autograd_beside_generic(source: SourceFile, module: Any, target: Target, factory_name: str,
-                             permissive: bool) -> Specialisation | None:
+                             permissive: bool, first: bool = True) -> Specialisation | None:
     """Code for the calls autograd records, compiled from the target's (first) example, for an
-    entry that has generic code too: kept where one of its pointwise groups is a kernel with a
+    entry that has generic code too (`first`: from its first example; else from the first in
+    the other mode, train() or eval()): kept where one of its groups is a kernel with a
     backward kernel (ir/passes/autograd_kernels.py) or its convs read channels-last inputs
     (ir/passes/layout_autograd.py), which the generic code, knowing no types, cannot do; else it
     would call what the generic code calls, with more entry checks. One that does not compile
@@ -105,6 +113,8 @@ def _autograd_beside_generic(source: SourceFile, module: Any, target: Target, fa
             and not lays_out_channels_last(spec.program):
         return None
     spec.beside_generic = True
+    if not first:  # (named for its example: `_example_train_autograd`)
+        spec.label = f"{example_label(factory_name)}_autograd"
     return spec
 
 
@@ -174,7 +184,8 @@ def _specialise(source: SourceFile, module: Any, target: Target, factory_name: s
                                          example_inputs=tuple(made), permissive=permissive, autograd=autograd)
         files = ()
     return Specialisation("autograd" if autograd else example_label(factory_name), program, entries, files,
-                          autograd=autograd)
+                          autograd=autograd, training=getattr(made[0], "training", None)
+                          if target.name in source.classes else None)
 
 
 def _specialise_model(source: SourceFile, module: Any, target: Target, permissive: bool,

@@ -35,6 +35,7 @@ class Specialisation:
     # ... or, for an entry with generic code, tried before it for those calls alone (where its
     # pointwise groups are kernels with backward kernels: transpiler/examples.py)
     beside_generic: bool = False
+    training: bool | None = None  # the example instance's mode (a class's; None for a function)
 
     @property
     def entry(self) -> str:

@@ -156,6 +156,22 @@ class ReductionKernelOp(KernelOp):
         return errors
 
 
+class BatchNormChainOp(PointwiseKernelOp):
+    """kernel.batch_norm_chain: a kernel of a kernel.autograd group headed by a batch norm in
+    train mode (`batch_norm` of AutogradKernelOp): the group's pointwise ops after the batch
+    norm, on the element it normalised. Its block takes the normalised element of the first
+    tensor input (x) in place of x's, then one element per other tensor input as a
+    kernel.pointwise does (the batch norm's weight, bias and running statistics, which it does
+    not read, then the tensors of x's shape the ops read) and the scalars. The forward yields
+    the group's outputs; the backward (`backward`) also takes one gradient per output after the
+    tensors and yields the gradient of the normalised element, then of each tensor of x's shape.
+    Its C++ (codegen/norm_kernels.py) runs the block inside runtime/include's batch-norm loops,
+    which compute the statistics, x's gradient and the weight's and bias's."""
+
+    name = "kernel.batch_norm_chain"
+    backward = Attr(bool, False)
+
+
 class AutogradKernelOp(Kernel):
     """kernel.autograd: a group of pointwise ops in code autograd records, computed by a fused
     kernel that autograd records as one function (ir/passes/autograd_kernels.py,
@@ -165,7 +181,12 @@ class AutogradKernelOp(Kernel):
     and the backward, computing from the inputs and the gradients the gradient of each input
     `grads` lists, at the iteration shape. `kernel_name`: the function object the module binds.
     With `partial`, a third kernel.pointwise, the backward without the gradients of the
-    function's own arguments, gives the gradients of those inputs."""
+    function's own arguments, gives the gradients of those inputs.
+
+    With `batch_norm`, the group is a batch norm in train mode (`F.batch_norm(x, running_mean,
+    running_var, weight, bias, True, momentum, eps)`) and the pointwise ops after it: operands
+    x, weight, bias, running_mean, running_var, the other tensors, the scalars, then momentum
+    and eps; its kernels are kernel.batch_norm_chain (ir/passes/autograd_kernels.py)."""
 
     name = "kernel.autograd"
     traits = frozenset({PURE})
@@ -174,6 +195,7 @@ class AutogradKernelOp(Kernel):
     eager = Attr(str)  # the function of the group's torch ops, which a recorded backward runs
     depends = Attr(Tup(INTS))  # per output, the inputs it is computed from
     partial = Attr(Opt(INTS), None)
+    batch_norm = Attr(bool, False)
 
     @property
     def forward(self) -> "PointwiseKernelOp":
@@ -194,7 +216,9 @@ class AutogradKernelOp(Kernel):
             return ["kernel.autograd holds a forward and a backward kernel.pointwise (and a partial one), then scf.yield"]
         if len(self.forward.results) != len(self.results):
             return ["the forward kernel gives one result per output"]
-        if len(self.backward.results) != len(self.grads):
+        if len(self.backward.results) != len(self.grads) - (2 if self.batch_norm else 0):
+            # (a batch norm's backward kernel gives the gradient of x, whose C++ gives the
+            # weight's and bias's beside it: kernel.batch_norm_chain)
             return ["the backward kernel gives one gradient per input in `grads`"]
         partial = self.partial_backward
         if partial is not None and len(partial.results) != len(self.partial):

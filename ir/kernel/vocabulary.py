@@ -133,7 +133,10 @@ def iteration_shape(values: list[Value]) -> tuple | None:
 
 
 def kernel_shape(kernel: kernel_ops.KernelOp) -> tuple:
-    """A kernel's iteration shape: the broadcast of its inputs and results."""
+    """A kernel's iteration shape: the broadcast of its inputs and results; a batch norm's
+    group's kernel (kernel.batch_norm_chain), the shape of its input x, whose elements it walks."""
+    if isinstance(kernel, kernel_ops.BatchNormChainOp):
+        return tuple(kernel.operands[0].type.shape)  # type: ignore[union-attr]
     n = kernel.inputs
     shape = iteration_shape(list(kernel.operands[:n]) + list(kernel.results))
     assert shape is not None

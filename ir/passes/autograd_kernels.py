@@ -37,6 +37,7 @@ write row-major tensors, so they would copy them and hand the next conv a row-ma
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ir.core import ops
 from ir.core.graph import PURE, AliasOf, Block, BlockArg, Mutates, Operation, Program, Region, Value
@@ -50,13 +51,15 @@ from ir.passes.canonicalize import may_write, writes_in
 from ir.passes.decompose_rules import RULES as DECOMPOSITIONS
 from ir.passes.derivatives import DERIVATIVES, DIFFERENTIABLE, Args
 from ir.passes.emitter import Emitter, Facts, Unsupported, bind
+from ir.passes import functionalize_writes as writes
+from ir.passes.functionalize_writes import out_of_place
 from ir.passes.fuse import replace_group
 from ir.passes.layout_autograd import may_be_channels_last
 from ir.shapes.values import UNKNOWN
 
 DTYPES = ("float32", "float64")  # what gradcheck (float64) and training (float32) run in
 SCALARS = (INT, FLOAT)
-OUTSIDE = "outside"  # the root of every tensor the caller may hold (arguments, module tensors)
+OUTSIDE = "outside"  # the root of the tensors the caller may hold (arguments; module tensors: _module_path)
 
 
 def autograd_kernels(program: Program) -> None:
@@ -65,6 +68,7 @@ def autograd_kernels(program: Program) -> None:
     for func in list(program.funcs):
         if not isinstance(func, ops.FuncOp):
             continue
+        _out_of_place_activations(func)
         written = _written(func)
         if written is None:
             continue
@@ -91,23 +95,41 @@ def _root(v: Value) -> object | None:
         elif isinstance(owner, ops.RefineOp):
             v = owner.operands[0]
         elif isinstance(owner, ops.GetAttrOp) and not isinstance(owner.operands[0].type, TensorType):
-            return OUTSIDE  # a module's tensor
+            return _module_path(owner)  # a module's tensor
         elif isinstance(owner, ops.GetAttrOp):
             v = owner.operands[0]  # (x.T, x.mT, x.data: views of x; x.grad counted as x)
-        elif owner.has_trait(PURE) and not owner.regions and not isinstance(owner, (ops.GetItemOp, ops.UnpackOp)):
-            return v  # a new tensor
+        elif owner.has_trait(PURE) and not owner.regions and not isinstance(owner, (ops.GetItemOp, ops.UnpackOp)) \
+                or isinstance(owner, kernel_ops.AutogradKernelOp):
+            return v  # a new tensor (a group built before: its kernels' outputs are)
         elif isinstance(owner, (ops.TorchCallOp, ops.TensorMethodOp)) and "out" not in owner.attributes.get("kwnames", ()):
             return v  # a new tensor of an op that writes others (batch norm's running statistics)
         else:
             return None
 
 
-def _written(func: ops.FuncOp) -> set[object] | None:
-    """The roots of the tensors the function may write; None when it may write one it does not
-    know (a call it does not see into, a write through an item of a list)."""
+def _module_path(read: ops.GetAttrOp) -> object:
+    """A module tensor's root: its attribute path from an argument of the function
+    (`("bn2", "running_mean")`), or OUTSIDE where the module is not reached by attributes alone.
+    Two paths are taken to be two tensors, and an argument not to share storage with a module's
+    tensor that the function writes (batch norm writes its running statistics, which a caller
+    would not pass in)."""
+    path: list[str] = []
+    v: Value = read.result
+    while isinstance(v.owner, ops.GetAttrOp):
+        path.insert(0, v.owner.attributes["attr"])
+        v = v.owner.operands[0]
+    owner = v.owner
+    if isinstance(owner, Block) and owner.parent is not None and isinstance(owner.parent.parent, ops.FuncOp):
+        return (v.index, *path)  # type: ignore[attr-defined]
+    return OUTSIDE
+
+
+def _written(func: ops.FuncOp, skip: frozenset[Operation] = frozenset()) -> set[object] | None:
+    """The roots of the tensors the function may write (but by the ops `skip`); None when it may
+    write one it does not know (a call it does not see into, a write through an item of a list)."""
     written: set[object] = set()
     for op in func.walk():
-        if not may_write(op):
+        if op in skip or not may_write(op):
             continue
         targets = [op.operands[t.index] for t in op.traits if isinstance(t, Mutates)]  # type: ignore[attr-defined]
         if not targets:
@@ -127,7 +149,48 @@ def _safe(v: Value, written: set[object]) -> bool:
     if not written:
         return True
     root = _root(v)
-    return root is not None and root not in written
+    # (a module's tensor may be an argument's storage: written where an argument may be)
+    return root is not None and root not in written and not (isinstance(root, tuple) and OUTSIDE in written)
+
+
+def _out_of_place_activations(func: ops.FuncOp) -> None:
+    """An in-place pointwise op on a new tensor nothing else reads (`F.relu(bn(x), inplace=True)`,
+    torchvision's ReLU6(inplace=True) after each batch norm) becomes its out-of-place form, so
+    that a group can take it (no group spans a write): the same values, and the same gradients
+    (eager's in-place op saves its result where the other saves its input; their backward
+    formulas agree on both). Not where the function writes the tensor again afterwards: then
+    which tensor eager saved decides whether its backward raises."""
+    found = []
+    for op in func.walk():
+        if not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp)) or op.attributes.get("mutates") != (0,) \
+                or op.attributes.get("alias_of") != 0 or op.attributes.get("random") or op.regions:
+            continue
+        target = op.operands[0]
+        if isinstance(target.type, TensorType) and len(target.uses) == 1 and _root(target) is target \
+                and isinstance(target.owner, Operation) and target.owner.parent is op.parent:
+            found.append(op)
+    if not found:
+        return
+    others = _written(func, frozenset(found))
+    if others is None:
+        return
+    for op in found:
+        if op.operands[0] in others:
+            continue
+        block = op.parent
+        before = set(block.ops)  # type: ignore[union-attr]
+        try:
+            new: Value | None = out_of_place(op, writes.Emitter(op))
+        except writes.Unsupported:
+            new = None
+        if new is None or new.type != op.result.type or not isinstance(new.owner, (ops.TorchCallOp, ops.TensorMethodOp)) \
+                or op_name(new.owner) not in DERIVATIVES:  # (only what a group can take)
+            for made in reversed([o for o in block.ops if o not in before]):  # type: ignore[union-attr]
+                made.erase()
+            continue
+        new.name = op.result.name
+        op.result.replace_all_uses_with(new)
+        op.erase()
 
 
 # -- which ops ----------------------------------------------------------------------------------
@@ -192,6 +255,12 @@ class _Group:
     ops: list[Operation] = field(default_factory=list)
     args: dict[Operation, Args] = field(default_factory=dict)
     closed: bool = False
+    head: Operation | None = None  # a batch norm in train mode, whose result the ops read
+    head_call: Any = None  # its arguments, bound (emitter.Call)
+
+    @property
+    def last(self) -> Operation:
+        return self.ops[-1] if self.ops else self.head  # type: ignore[return-value]
 
 
 def _fuse_block(program: Program, func: ops.FuncOp, block: Block, written: set[object], strided: set[Value],
@@ -204,9 +273,19 @@ def _fuse_block(program: Program, func: ops.FuncOp, block: Block, written: set[o
             # (no group spans a random op either: kept simple, though no kernel draws numbers)
             for g in groups:
                 g.closed = True
-        args = _candidate(op, facts) if not any(v in strided for v in op.operands) else None
+        head = _batch_norm_head(op, facts, program)
+        if head is not None:
+            g = _Group(head=op, head_call=head)
+            groups.append(g)
+            owner[op.result] = g
+            continue
+        joined = [g for g in dict.fromkeys(owner[v] for v in op.operands if v in owner) if not g.closed]
+        norm = [g for g in joined if g.head is not None]
+        # (a batch norm's group takes channels-last values: its kernels read either layout)
+        args = _candidate(op, facts) if norm or not any(v in strided for v in op.operands) else None
+        if args is not None and norm and (len(joined) > 1 or not _fits_norm(op, norm[0])):
+            args = None
         if args is not None:
-            joined = [g for g in dict.fromkeys(owner[v] for v in op.operands if v in owner) if not g.closed]
             target = joined[0] if joined else _Group()
             if not joined:
                 groups.append(target)
@@ -225,7 +304,9 @@ def _fuse_block(program: Program, func: ops.FuncOp, block: Block, written: set[o
             if v in owner:
                 owner[v].closed = True
     for g in groups:
-        if len(g.ops) >= 2:
+        if g.head is not None:
+            _build_norm(program, func, block, g, written, namer)
+        elif len(g.ops) >= 2:
             _build(program, func, block, g, written, namer)
 
 
@@ -284,6 +365,126 @@ def _build(program: Program, func: ops.FuncOp, block: Block, g: _Group, written:
     replace_group(block, last, kernel, outputs, g.ops)
 
 
+# -- groups headed by a batch norm in train mode -------------------------------------------------
+NORM_TENSORS = ("weight", "bias", "running_mean", "running_var")  # (after x, in the group's operands)
+
+
+def _batch_norm_head(op: Operation, facts: Facts, program: Program) -> Any:
+    """The bound arguments of `F.batch_norm(x, running_mean, running_var, weight, bias, True,
+    momentum, eps)` on a CPU float tensor of 2 dims or more (the weight, bias and running
+    statistics tensors of its dtype, momentum and eps numbers), which heads a group whose
+    kernels compute its statistics and normalise (runtime/include's ts_batch_norm_train); else
+    None. Not in a module compiled for CUDA too: those kernels are C++ alone."""
+    if not isinstance(op, ops.TorchCallOp) or op_name(op) != "batch_norm" or len(op.results) != 1 or op.regions \
+            or "cuda" in program.devices:
+        return None
+    try:
+        call = bind(op, facts)
+    except (Unsupported, TypeError, ValueError, KeyError):
+        return None
+    if call.const("training") is not True:
+        return None
+    x = call.operands.get("self")  # (bound as aten names it)
+    if x is None or not known_tensor(x.type) or x.type.dtype not in DTYPES or x.type.device != "cpu" \
+            or len(x.type.shape) < 2 or op.result.type != x.type:  # type: ignore[union-attr]
+        return None
+    for name in NORM_TENSORS:
+        v = call.operands.get(name)
+        if v is None or not isinstance(v.type, TensorType) or v.type.dtype != x.type.dtype \
+                or v.type.device != "cpu" or v.type.shape is None or len(v.type.shape) != 1:  # type: ignore[union-attr]
+            return None
+    for name in ("momentum", "eps"):
+        v = call.operands.get(name)
+        if v is None or not (v.type in SCALARS or isinstance(v.owner, ops.ConstantOp)
+                             and isinstance(v.owner.attributes["value"], (int, float))
+                             and not isinstance(v.owner.attributes["value"], bool)):
+            return None
+    return call
+
+
+def _fits_norm(op: Operation, g: _Group) -> bool:
+    """Whether a batch norm's group can take `op`: each tensor it reads is a value of the group
+    or a tensor of the batch norm's input's shape (its kernels index every tensor as the input)."""
+    values = {g.head.result} | {o.result for o in g.ops}  # type: ignore[union-attr]
+    shape = tuple(g.head_call.operands["self"].type.shape)
+    return all(v in values or not isinstance(v.type, TensorType) or tuple(v.type.shape) == shape  # type: ignore[union-attr]
+               for v in op.operands)
+
+
+def _build_norm(program: Program, func: ops.FuncOp, block: Block, g: _Group, written: set[object],
+                namer: KernelNamer) -> None:
+    """The group of a batch norm in train mode and the pointwise ops on its result (none, where
+    its result goes straight to a conv): one function that autograd records, whose kernels
+    (kernel.batch_norm_chain) run the ops on each element the batch norm normalises, and in
+    backward differentiate them on the way to the batch norm's own gradients. Eager's batch norm
+    saves its input and weight, as this one does; the other tensors the ops read and the
+    group's outputs must not be written by the function (as for any group)."""
+    head, call = g.head, g.head_call
+    assert head is not None
+    x = call.operands["self"]
+    norm = [call.operands[name] for name in NORM_TENSORS]
+    members = set(g.ops) | {head}
+    values = {head.result} | {op.result for op in g.ops}
+    others: list[Value] = []
+    scalars: list[Value] = []
+    for op in g.ops:
+        for v in op.operands:
+            if v in values or isinstance(v.owner, ops.ConstantOp):
+                continue
+            target = others if isinstance(v.type, TensorType) else scalars
+            if v not in target:
+                target.append(v)
+    outputs = [v for v in [head.result, *(op.result for op in g.ops)] if any(u.op not in members for u in v.uses)]
+    shape = tuple(x.type.shape)  # type: ignore[union-attr]
+    if not outputs or any(tuple(v.type.shape) != shape or v.type.dtype != x.type.dtype  # type: ignore[union-attr]
+                          for v in outputs + others):
+        return
+    if not all(_safe(v, written) for v in others + outputs):
+        return
+    last = g.last
+    # (the running statistics are written where the group's last op was: nothing between may
+    # read a tensor the caller holds)
+    for op in block.ops[block.ops.index(head) + 1:block.ops.index(last)]:
+        if op not in members and any(isinstance(v.type, TensorType) and _root(v) in (OUTSIDE, None)
+                                     or isinstance(_root(v), tuple) for inner in op.walk() for v in inner.operands):
+            return
+    settings = [call.operands["momentum"], call.operands["eps"]]
+    # (in the kernels' blocks the batch norm's result stands for x: its normalised element)
+    tensors = [head.result, *norm, *others]
+    n_norm = 1 + len(norm)
+    chain_grads = (0, *(n_norm + i for i, v in enumerate(others) if v.type.dtype in DTYPES))  # type: ignore[union-attr]
+    try:
+        forward = _forward_body(g, tensors, scalars, outputs, "cpu")
+        backward = _backward_body(g, tensors, scalars, outputs, chain_grads, "cpu")
+    except Unsupported:
+        return
+    name = namer.take([head, *g.ops], [op_name(op) for op in [head, *g.ops]])
+    n_in, n_out = len(tensors), len(outputs)
+    operands = [x, *norm, *others]
+    region = Block([v.type for v in operands + scalars + settings] + [o.type for o in outputs],
+                   [v.name for v in operands + scalars + settings] + [f"grad_{o.name}" if o.name else None for o in outputs])
+    inputs = region.args[:n_in]
+    numbers = region.args[n_in:n_in + len(scalars)]
+    output_grads = region.args[n_in + len(scalars) + len(settings):]
+    region.append(kernel_ops.BatchNormChainOp(inputs + numbers, [o.type for o in outputs], {"name": name, "inputs": n_in},
+                                              regions=[Region([forward])], loc=last.loc))
+    grad_types = [tensors[i].type for i in chain_grads]
+    region.append(kernel_ops.BatchNormChainOp(inputs + output_grads + numbers, grad_types,
+                                              {"name": name + "_backward", "inputs": n_in + n_out, "backward": True},
+                                              regions=[Region([backward])], loc=last.loc))
+    region.append(ops.YieldOp([], [], {}, loc=last.loc))
+    group = _Group(ops=[head, *g.ops], args=g.args)
+    eager = _eager_function(program, func, group, operands, scalars + settings, outputs, name)
+    grads = (0, 1, 2, *chain_grads[1:])
+    depends = tuple(tuple(sorted(set(d) | ({1, 2} if 0 in d else set())))
+                    for d in _depends(g, tensors, outputs, (0, *chain_grads[1:])))
+    attributes = {"name": f"{name}_autograd", "inputs": n_in, "grads": grads, "eager": eager.sym_name,
+                  "depends": depends, "batch_norm": True}
+    kernel = kernel_ops.AutogradKernelOp(operands + scalars + settings, [o.type for o in outputs], attributes,
+                                         regions=[Region([region])], loc=last.loc)
+    replace_group(block, last, kernel, outputs, [head, *g.ops])
+
+
 def _depends(g: _Group, tensors: list[Value], outputs: list[Value], grads: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
     """For each output, the inputs in `grads` it is computed from."""
     reach: dict[Value, set[int]] = {v: {i} for i, v in enumerate(tensors) if i in grads}
@@ -332,7 +533,7 @@ def _forward_body(g: _Group, tensors: list[Value], scalars: list[Value], outputs
     body = Block(_element_types(tensors + scalars, device), [v.name for v in tensors + scalars])
     mapping = dict(zip(tensors + scalars, body.args))
     _elements(body, g, mapping, device, Facts())
-    body.append(ops.YieldOp([mapping[o] for o in outputs], [], {}, loc=g.ops[-1].loc))
+    body.append(ops.YieldOp([mapping[o] for o in outputs], [], {}, loc=g.last.loc))
     _checked(body)
     return body
 
@@ -370,7 +571,7 @@ def _backward_body(g: _Group, tensors: list[Value], scalars: list[Value], output
     missing = [i for i in grads if tensors[i] not in adjoint]
     if missing:
         raise Unsupported("an input without a gradient")
-    body.append(ops.YieldOp([adjoint[tensors[i]] for i in grads], [], {}, loc=g.ops[-1].loc))
+    body.append(ops.YieldOp([adjoint[tensors[i]] for i in grads], [], {}, loc=g.last.loc))
     _dead_code(body)
     _checked(body)
     return body

@@ -113,6 +113,16 @@ def _relu(e: Emitter, a: Args, r: Value, g: Value) -> Grads:
     return {"self": e.call("torch.where", e.binary("<=", r, 0), 0, g)}
 
 
+def _hardtanh(e: Emitter, a: Args, r: Value, g: Value) -> Grads:
+    # (hardtanh_backward: 0 where x <= min_val or x >= max_val, both bounds excluded; NaN's kept)
+    x, low, high = a["self"], a.get("min_val", -1.0), a.get("max_val", 1.0)
+    return {"self": e.call("torch.where", e.binary("<=", x, low), 0, e.call("torch.where", e.binary(">=", x, high), 0, g))}
+
+
+def _relu6(e: Emitter, a: Args, r: Value, g: Value) -> Grads:
+    return _hardtanh(e, {"self": a["self"], "min_val": 0.0, "max_val": 6.0}, r, g)
+
+
 def _clamp(e: Emitter, a: Args, r: Value, g: Value) -> Grads:
     # (clamp_backward: grad where min <= x <= max, both bounds included; 0 at NaN)
     x = a["self"]
@@ -229,6 +239,10 @@ DERIVATIVES: dict[str, Derivative] = {
     "silu": Derivative(_silu, lambda a: _one_tensor(a) and a.get("inplace") in (None, False)),
     "relu": Derivative(_relu, lambda a: _one_tensor(a) and a.get("inplace") in (None, False)),
     "clamp": Derivative(_clamp, _clamp_bounds),
+    "hardtanh": Derivative(_hardtanh, lambda a: _one_tensor(a) and a.get("inplace") in (None, False)
+                           and _number(a.get("min_val", -1.0)) and _number(a.get("max_val", 1.0))
+                           and a.get("min_val", -1.0) <= a.get("max_val", 1.0)),
+    "relu6": Derivative(_relu6, lambda a: _one_tensor(a) and a.get("inplace") in (None, False)),
     "clamp_min": Derivative(_clamp_min, lambda a: _one_tensor(a) and _number(a.get("min"))),
     "clamp_max": Derivative(_clamp_max, lambda a: _one_tensor(a) and _number(a.get("max"))),
     "where": Derivative(_where, lambda a: isinstance(a.get("condition"), Value)

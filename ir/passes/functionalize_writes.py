@@ -262,6 +262,18 @@ def functional_value(op: Operation, alias: Alias, trial: Contents, em: Emitter) 
     return alias.chain, new
 
 
+def out_of_place(op: Operation, em: Emitter) -> Value:
+    """The value an in-place op (`F.relu(x, inplace=True)`, `x.mul_(2)`, `x += y`) writes into
+    its one target, computed out of place (the op itself is left as it is)."""
+    index = written_operands(op)[0]
+    target = op.operands[index]
+    if isinstance(op, ops.InplaceOp):
+        return _inplace_operator(op, target, em)
+    if isinstance(op, ops.TensorMethodOp):
+        return _inplace_method(op, target, em)
+    return _inplace_call(op, target, index, em)  # type: ignore[arg-type]
+
+
 def _inplace_operator(op: ops.InplaceOp, target: Value, em: Emitter) -> Value:
     """`x += y` is `x + y` kept in x's dtype and shape."""
     rhs, sym = op.operands[1], op.attributes["op"]

@@ -450,4 +450,215 @@ static inline void ts_pool_block(T* __restrict o, const T* __restrict x, int64_t
   __builtin_memcpy(o, m, sizeof(m));
 }
 
+// ---- batch norm in train mode, with the pointwise ops after it (kernel.autograd groups headed
+// by a batch norm: ir/passes/autograd_kernels.py, codegen/norm_kernels.py) ----------------------
+// The input x is [N, C, S] (S: the product of the dims after the channels), dense, in one of two
+// layouts: planar (row-major: element (n, c, s) at (n C + c) S + s) or interleaved (channels
+// last, and a 2-d [N, C]: (n S + s) C + c). Every other full-size tensor of the group has x's
+// layout (runtime/autograd_kernels.py runs eager's ops otherwise), so one offset `o` reaches an
+// element in all of them. The arithmetic is torch's CPU kernel's for a row-major tensor, in its
+// order (batch_norm_kernel.cpp): sums in double of float terms, the mean and the sum of squares
+// rounded to float, the variance's (x - mean)^2 in float, y = fma(x, alpha, beta) (torch's
+// vectorised x * alpha + beta, contracted), so that an element normalised to about 0 falls on
+// the same side of a ReLU as in eager (a different rounding flips its gradient): the forward
+// gives eager's bits, for a channels-last tensor too, whose statistics torch sums in float per
+// thread (ts_channel_sums_by_rows). The backward's sums are in double throughout (torch's
+// are partly in float): its results differ from eager's by rounding.
+struct ts_bn_dims {
+  int64_t n, c, s;
+  bool interleaved;
+  int64_t count() const { return n * s; }  // (elements per channel)
+  bool parallel() const { return n * c * s >= 32768; }
+};
+
+// For each channel c, the sums over its elements of a(o, c) and b(o, c), the pair `value`
+// returns (doubles), into s1[c] and s2[c]. Planar: the channels shared among the threads, each
+// summing its runs of S contiguous elements in a vectorised loop; interleaved: the rows of C
+// channels shared, each thread summing its rows into its own C pairs (vectorised along the
+// channels), added up after.
+template <class Value>
+static inline void ts_channel_sums(const ts_bn_dims& d, double* __restrict s1, double* __restrict s2,
+                                   const Value& value) {
+  if (!d.interleaved) {
+    ts_rows([&](int64_t begin, int64_t end) TS_INLINE {
+      for (int64_t c = begin; c < end; ++c) {
+        double a = 0, b = 0;
+        for (int64_t n = 0; n < d.n; ++n) {
+          const int64_t o = (n * d.c + c) * d.s;
+          #pragma omp simd reduction(+ : a, b)
+          for (int64_t j = 0; j < d.s; ++j) {
+            const auto v = value(o + j, c);
+            a += v.first;
+            b += v.second;
+          }
+        }
+        s1[c] = a;
+        s2[c] = b;
+      }
+    }, d.c, d.parallel());
+    return;
+  }
+  const int64_t rows = d.count();
+  const int64_t parts = d.parallel() ? std::max<int64_t>(1, std::min<int64_t>(ts_threads(), rows)) : 1;
+  std::vector<double> partial(2 * parts * d.c, 0.0);
+  ts_rows([&](int64_t begin, int64_t end) TS_INLINE {
+    for (int64_t p = begin; p < end; ++p) {
+      double* __restrict a = partial.data() + 2 * p * d.c;
+      double* __restrict b = a + d.c;
+      for (int64_t r = rows * p / parts; r < rows * (p + 1) / parts; ++r) {
+        #pragma omp simd
+        for (int64_t c = 0; c < d.c; ++c) {
+          const auto v = value(r * d.c + c, c);
+          a[c] += v.first;
+          b[c] += v.second;
+        }
+      }
+    }
+  }, parts, parts > 1);
+  for (int64_t c = 0; c < d.c; ++c) {
+    double a = 0, b = 0;
+    for (int64_t p = 0; p < parts; ++p) {
+      a += partial[2 * p * d.c + c];
+      b += partial[(2 * p + 1) * d.c + c];
+    }
+    s1[c] = a;
+    s2[c] = b;
+  }
+}
+
+// A channels-last tensor's statistic as torch sums it (batch_norm_cpu_collect_stats_channels_
+// last_impl): the rows split into ts_threads() chunks of ceil(rows / threads) as at::parallel_for
+// splits them, each chunk summed row by row into C values of type T (acc = step(acc, o, c)),
+// the chunks' sums then added in double in order, into s[c]. The same split however many
+// threads run it, so the sums do not depend on the scheduling. Where there are no more rows than
+// threads, torch sums each channel in double, as ts_channel_sums does.
+template <typename T, class Step>
+static inline void ts_channel_sums_by_rows(const ts_bn_dims& d, double* __restrict s, const Step& step) {
+  const int64_t rows = d.count(), parts = ts_threads(), chunk = (rows + parts - 1) / parts;
+  std::vector<T> partial(parts * d.c, T(0));
+  ts_rows([&](int64_t begin, int64_t end) TS_INLINE {
+    for (int64_t p = begin; p < end; ++p) {
+      T* __restrict acc = partial.data() + p * d.c;
+      for (int64_t r = p * chunk; r < std::min(rows, (p + 1) * chunk); ++r) {
+        #pragma omp simd
+        for (int64_t c = 0; c < d.c; ++c) acc[c] = step(acc[c], r * d.c + c, c);
+      }
+    }
+  }, parts, d.parallel() && parts > 1);
+  for (int64_t c = 0; c < d.c; ++c) {
+    double sum = 0;
+    for (int64_t p = 0; p < parts; ++p) sum += partial[p * d.c + c];
+    s[c] = sum;
+  }
+}
+
+// element(o, c) for every element of x: planar, the threads share the (n, c) runs of S
+// elements; interleaved, the rows of C. The inner loop is vectorised.
+template <class Element> static inline void ts_channel_elements(const ts_bn_dims& d, const Element& element) {
+  if (!d.interleaved) {
+    ts_rows([&](int64_t begin, int64_t end) TS_INLINE {
+      for (int64_t row = begin; row < end; ++row) {
+        const int64_t c = row % d.c, o = row * d.s;
+        #pragma omp simd
+        for (int64_t j = 0; j < d.s; ++j) element(o + j, c);
+      }
+    }, d.n * d.c, d.parallel());
+    return;
+  }
+  ts_rows([&](int64_t begin, int64_t end) TS_INLINE {
+    for (int64_t r = begin; r < end; ++r) {
+      #pragma omp simd
+      for (int64_t c = 0; c < d.c; ++c) element(r * d.c + c, c);
+    }
+  }, d.count(), d.parallel());
+}
+
+// The forward: the batch's mean and 1 / sqrt(var + eps) per channel (into mean and rstd, which
+// the backward reads), the running statistics moved by `momentum` as eager moves them (the
+// unbiased variance), then chain(o, c, y) for every element, y = x alpha + beta (alpha = rstd
+// w, beta = b - mean alpha): the group's pointwise ops on it, which store the outputs at o.
+// Two passes for the statistics (the sum, then the squares about the mean), as torch takes.
+template <typename T, class Chain>
+static inline void ts_batch_norm_train(const ts_bn_dims& d, const T* __restrict x, const T* __restrict weight,
+                                       const T* __restrict bias, T* __restrict running_mean,
+                                       T* __restrict running_var, double momentum, double eps,
+                                       T* __restrict mean, T* __restrict rstd, const Chain& chain) {
+  const int64_t m = d.count();
+  std::vector<double> s1(d.c), s2(d.c);
+  if (d.interleaved && m > ts_threads()) {
+    ts_channel_sums_by_rows<T>(d, s1.data(), [&](T acc, int64_t o, int64_t) TS_INLINE { return acc + x[o]; });
+  } else {
+    ts_channel_sums(d, s1.data(), s2.data(), [&](int64_t o, int64_t) TS_INLINE {
+      return std::pair<double, double>(x[o], 0.0);
+    });
+  }
+  for (int64_t c = 0; c < d.c; ++c) mean[c] = T(s1[c] / double(m));
+  if (d.interleaved && m > ts_threads()) {
+    ts_channel_sums_by_rows<T>(d, s1.data(), [&](T acc, int64_t o, int64_t c) TS_INLINE {
+      const T centred = x[o] - mean[c];
+      return std::fma(centred, centred, acc);
+    });
+  } else {
+    ts_channel_sums(d, s1.data(), s2.data(), [&](int64_t o, int64_t c) TS_INLINE {
+      const T centred = x[o] - mean[c];
+      return std::pair<double, double>(centred * centred, 0.0);
+    });
+  }
+  std::vector<T> alpha(d.c), beta(d.c);
+  for (int64_t c = 0; c < d.c; ++c) {
+    const T squares = T(s1[c]);
+    rstd[c] = T(1.0 / std::sqrt(double(squares / T(m)) + eps));
+    alpha[c] = rstd[c] * weight[c];
+    beta[c] = std::fma(-mean[c], alpha[c], bias[c]);
+    // (torch 2.13 moves the running mean in float and the running variance in double: measured
+    // bit for bit against its kernel, tests/test_autograd_batch_norm.py)
+    running_mean[c] = T(momentum) * mean[c] + T(1 - momentum) * running_mean[c];
+    running_var[c] = T(momentum * double(squares / T(m - 1)) + (1 - momentum) * double(running_var[c]));
+  }
+  const T* __restrict a = alpha.data();
+  const T* __restrict b = beta.data();
+  ts_channel_elements(d, [&](int64_t o, int64_t c) TS_INLINE { chain(o, c, std::fma(x[o], a[c], b[c])); });
+}
+
+// The backward, from what the forward saved (mean, rstd): chain(o, c, y, store) gives the
+// gradient gy of the normalised value y at o from the outputs' gradients (the group's pointwise
+// ops differentiated), and with `store` a std::true_type also stores the gradients of the
+// group's other inputs at o. Then torch's formulas (batch_norm_backward, train mode), in its
+// order: with the channel's sums of gy and of (x - mean) gy, grad_bias = sum gy, grad_weight =
+// sum (x - mean) gy * rstd, grad_x = (gy - sum gy / M - (x - mean) k) rstd w, k = sum (x - mean)
+// gy rstd^2 / M.
+template <typename T, class Chain>
+static inline void ts_batch_norm_train_backward(const ts_bn_dims& d, const T* __restrict x,
+                                                const T* __restrict weight, const T* __restrict bias,
+                                                const T* __restrict mean, const T* __restrict rstd,
+                                                T* __restrict grad_x, T* __restrict grad_weight,
+                                                T* __restrict grad_bias, const Chain& chain) {
+  const int64_t m = d.count();
+  std::vector<T> alpha(d.c), beta(d.c);
+  for (int64_t c = 0; c < d.c; ++c) {
+    alpha[c] = rstd[c] * weight[c];
+    beta[c] = std::fma(-mean[c], alpha[c], bias[c]);
+  }
+  const T* __restrict a = alpha.data();
+  const T* __restrict b = beta.data();
+  std::vector<double> s1(d.c), s2(d.c);
+  ts_channel_sums(d, s1.data(), s2.data(), [&](int64_t o, int64_t c) TS_INLINE {
+    const T gy = chain(o, c, std::fma(x[o], a[c], b[c]), std::false_type{});
+    return std::pair<double, double>(gy, (x[o] - mean[c]) * gy);
+  });
+  std::vector<T> mean_g(d.c), k(d.c);
+  for (int64_t c = 0; c < d.c; ++c) {
+    grad_bias[c] = T(s1[c]);
+    grad_weight[c] = T(s2[c] * double(rstd[c]));
+    mean_g[c] = T(s1[c] / double(m));
+    k[c] = T(s2[c]) * rstd[c] * rstd[c] / T(m);
+  }
+  const T* __restrict g0 = mean_g.data();
+  const T* __restrict k0 = k.data();
+  ts_channel_elements(d, [&](int64_t o, int64_t c) TS_INLINE {
+    const T gy = chain(o, c, std::fma(x[o], a[c], b[c]), std::true_type{});
+    grad_x[o] = (gy - g0[c] - (x[o] - mean[c]) * k0[c]) * rstd[c] * weight[c];
+  });
+}
+
 #endif  // TORCHSCRIBE_KERNELS_H
