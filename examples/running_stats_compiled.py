@@ -6,14 +6,13 @@ import torch
 from torch import Tensor
 
 from runtime import guards as _guards
-from runtime import autograd_kernels as _autograd
 from runtime import kernels as _kernels
 
 TORCHSCRIBE_FORMAT = 1
 TORCHSCRIBE_VERSION = "0.1.0"
 SOURCE_FILE = "running_stats.py"
 SOURCE_HASH = "sha256:bc74877ef94fb3de601094e1370e258c68782dddf8baddafec4bebcf484c330c"
-BODY_HASH = "sha256:933a896fde496959445c68bf664636be680a2eadf3f2f1b1e9bb32fd5e42c365"
+BODY_HASH = "sha256:f62468ec8a1cb266714081ac926c242fc243da4d9a716db24164fa845a83f9dd"
 TORCH_VERSION = "2.13"
 
 
@@ -42,93 +41,6 @@ extern "C" void sqrt_kernel(
     }
   });
 }
-
-extern "C" void RunningNorm_forward_sqrt_kernel(
-    int64_t n0, int64_t n1, ts_out<float> out0, ts_in<float> in0, int64_t in0_s0, int64_t in0_s1,
-    ts_in<float> in1, int64_t in1_s0, ts_in<float> in2, int64_t in2_s0) {
-  ts_fresh(out0, n0 * n1);
-  std::unique_ptr<float[]> r2(new float[n1]);
-  for (int64_t j = 0; j < n1; ++j) {
-    const float a2 = in2[j * in2_s0];
-    // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    const float v1 = a2 + 1e-05f, v2 = std::sqrt(v1);
-    r2[j] = v2;
-  }
-  ts_rows_of({in0_s1, in1_s0, in2_s0}, {n0}, n1, [&](auto unit, auto i0, auto o) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s0;
-    #pragma omp simd
-    for (int64_t j = 0; j < n1; ++j) {
-      const float v2 = r2[j];
-      // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-      out0[o + j] = (p0[j * in0_step] - in1[j * in1_step]) / v2;
-    }
-  });
-}
-
-extern "C" void RunningNorm_forward_sqrt_backward_kernel(
-    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_out<float> out2,
-    ts_in<float> in0, int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0,
-    ts_in<float> in2, int64_t in2_s0, ts_in<float> in3, int64_t in3_s0, int64_t in3_s1) {
-  ts_fresh(out0, n0 * n1);
-  ts_fresh(out1, n0 * n1);
-  ts_fresh(out2, n0 * n1);
-  std::unique_ptr<float[]> r2(new float[n1]);
-  std::unique_ptr<float[]> r8(new float[n1]);
-  for (int64_t j = 0; j < n1; ++j) {
-    const float a2 = in2[j * in2_s0];
-    // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    const float v1 = a2 + 1e-05f, v2 = std::sqrt(v1), v8 = 2.0f * v2;
-    r2[j] = v2;
-    r8[j] = v8;
-  }
-  ts_rows_of({in0_s1, in1_s0, in2_s0, in3_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p3 = in3 + i0 * in3_s0;
-    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s0,
-        in3_step = unit ? 1 : in3_s1;
-    #pragma omp simd
-    for (int64_t j = 0; j < n1; ++j) {
-      const float v2 = r2[j], v8 = r8[j];
-      // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-      const float a3 = p3[j * in3_step], v3 = a3 / v2;
-      out0[o + j] = v3;
-      out1[o + j] = -v3;
-      out2[o + j] = ((-a3) * (((p0[j * in0_step] - in1[j * in1_step]) / v2) / v2)) / v8;
-    }
-  });
-}
-
-extern "C" void RunningNorm_forward_sqrt_backward_weights_kernel(
-    int64_t n0, int64_t n1, ts_out<float> out0, ts_out<float> out1, ts_in<float> in0,
-    int64_t in0_s0, int64_t in0_s1, ts_in<float> in1, int64_t in1_s0, ts_in<float> in2,
-    int64_t in2_s0, ts_in<float> in3, int64_t in3_s0, int64_t in3_s1) {
-  ts_fresh(out0, n0 * n1);
-  ts_fresh(out1, n0 * n1);
-  std::unique_ptr<float[]> r2(new float[n1]);
-  std::unique_ptr<float[]> r8(new float[n1]);
-  for (int64_t j = 0; j < n1; ++j) {
-    const float a2 = in2[j * in2_s0];
-    // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    const float v1 = a2 + 1e-05f, v2 = std::sqrt(v1), v8 = 2.0f * v2;
-    r2[j] = v2;
-    r8[j] = v8;
-  }
-  ts_rows_of({in0_s1, in1_s0, in2_s0, in3_s1}, {n0}, n1, [&](auto unit, auto i0, auto o) {
-    const auto* p0 = in0 + i0 * in0_s0;
-    const auto* p3 = in3 + i0 * in3_s0;
-    const int64_t in0_step = unit ? 1 : in0_s1, in1_step = unit ? 1 : in1_s0,
-        in3_step = unit ? 1 : in3_s1;
-    #pragma omp simd
-    for (int64_t j = 0; j < n1; ++j) {
-      const float v2 = r2[j], v8 = r8[j];
-      // return (x - self.mean) / torch.sqrt(self.var + self.eps)
-      const float a3 = p3[j * in3_step];
-      out0[o + j] = -(a3 / v2);
-      out1[o + j] = ((-a3) * (((p0[j * in0_step] - in1[j * in1_step]) / v2) / v2)) / v8;
-    }
-  });
-}
 """
 _lib = _kernels.Library(KERNELS_CPP)
 
@@ -138,46 +50,6 @@ def sqrt(in0, m0) -> Tensor:
     n0, n1 = in0.shape
     return _lib.sqrt_kernel(
         n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1, in2
-    )
-
-
-def RunningNorm_forward_sqrt(in0, in1, in2) -> Tensor:
-    n0, n1 = in0.shape
-    return _lib.RunningNorm_forward_sqrt_kernel(
-        n0, n1, torch.empty(n0, n1, dtype=torch.float32), in0, in1, in2
-    )
-
-
-def RunningNorm_forward_sqrt_backward(
-    in0, in1, in2, in3
-) -> tuple[Tensor, Tensor, Tensor]:
-    n0, n1 = in0.shape
-    return _lib.RunningNorm_forward_sqrt_backward_kernel(
-        n0,
-        n1,
-        torch.empty(n0, n1, dtype=torch.float32),
-        torch.empty(n0, n1, dtype=torch.float32),
-        torch.empty(n0, n1, dtype=torch.float32),
-        in0,
-        in1,
-        in2,
-        in3,
-    )
-
-
-def RunningNorm_forward_sqrt_backward_weights(
-    in0, in1, in2, in3
-) -> tuple[Tensor, Tensor]:
-    n0, n1 = in0.shape
-    return _lib.RunningNorm_forward_sqrt_backward_weights_kernel(
-        n0,
-        n1,
-        torch.empty(n0, n1, dtype=torch.float32),
-        torch.empty(n0, n1, dtype=torch.float32),
-        in0,
-        in1,
-        in2,
-        in3,
     )
 
 
@@ -234,47 +106,10 @@ def RunningNorm_forward_example_eval(self, x: Tensor) -> Tensor:
     return sqrt(x, self)
 
 
-def RunningNorm_forward_sqrt_example_eval_autograd(
-    x: Tensor, in1: Tensor, in2: Tensor
-) -> Tensor:
-    _guards.check_tensor(x, "x")
-    _guards.check_tensor(in1, "in1")
-    _guards.check_tensor(in2, "in2")
-    # return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    return (x - in1) / torch.sqrt(in2 + 1e-05)
-
-
-RunningNorm_forward_example_eval_autograd_checks = (
-    RunningNorm_forward_example_eval_checks
-)
-
-
-def RunningNorm_forward_example_eval_autograd(self, x: Tensor) -> Tensor:
-    _guards.check_tensor(x, "x", torch.float32, "cpu", ("B", 32))
-    _guards.check_entry(self, RunningNorm_forward_example_eval_autograd_checks)
-    # return (x - self.mean) / torch.sqrt(self.var + self.eps)
-    return RunningNorm_forward_sqrt_autograd(
-        x, _guards.attr(self, "mean"), _guards.attr(self, "var")
-    )
-
-
-# Each group of pointwise ops that autograd records: its forward kernel, its backward kernel
-# and its torch ops, for a backward that is itself recorded (runtime/autograd_kernels.py).
-RunningNorm_forward_sqrt_autograd = _autograd.Pointwise(
-    RunningNorm_forward_sqrt,
-    RunningNorm_forward_sqrt_backward,
-    RunningNorm_forward_sqrt_example_eval_autograd,
-    grads=(0, 1, 2),
-    depends=((0, 1, 2),),
-    partial=(RunningNorm_forward_sqrt_backward_weights, (1, 2)),
-)
-
-
 COMPILED = {
     "RunningNorm.forward": (
         RunningNorm_forward_example,
         RunningNorm_forward_example_eval,
-        _autograd.ForAutograd(RunningNorm_forward_example_eval_autograd),
         RunningNorm_forward,
     ),
 }

@@ -271,3 +271,15 @@ def test_the_pass_on_text() -> None:
     # (the group's torch ops, for a backward that autograd records, with the ReLU out of place)
     assert '{callee = "torch.nn.functional.relu", aten = "aten::relu"}' in text[:text.index("func @f(%self")]
     assert "kernel.autograd" not in after(NORM_RELU, autograd_kernels)  # (only in code for autograd)
+
+
+def test_explain_says_what_the_group_is() -> None:
+    from ir.core.parser import parse_program
+    from transpiler.explain import explain_function
+
+    program = parse_program(after(NORM_RELU, for_autograd))
+    func = next(f for f in program.funcs if f.sym_name == "f")
+    text = explain_function(func, False, ())
+    assert "batch_norm_relu_add_autograd: a train-mode batch norm and the pointwise ops after it, which autograd " \
+           "records as one function, over [B, 4, 3]" in text
+    assert "forward kernel batch_norm_relu_add fuses: clamp_min, add" in text

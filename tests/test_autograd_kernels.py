@@ -399,7 +399,7 @@ def test_explain_names_the_groups_kernels() -> None:
     program = parse_program(after(GATE, for_autograd))
     func = next(f for f in program.funcs if f.sym_name == "f")
     text = explain_function(func, False, ())
-    assert "sigmoid_mul_autograd: a pointwise group autograd records, over [B, 5]" in text
+    assert "sigmoid_mul_autograd: a pointwise group, which autograd records as one function, over [B, 5]" in text
     assert "forward kernel sigmoid_mul fuses: neg, exp, add, reciprocal, mul" in text
     assert "backward kernel sigmoid_mul_backward: the gradients of inputs 0, 1" in text
 

@@ -442,9 +442,12 @@ def make_example_train():
     code, output = compile_cli(path, capsys)
     assert code == 0, output
     text = loader.compiled_path_for(path).read_text()
-    # (the code for autograd compiled from the first example after them: the calls autograd records)
+    # (the code for autograd compiled from the first example after them, then from the train()
+    # example, whose batch norm and ReLU are one group: the calls autograd records)
     assert "(Norm_forward_example,Norm_forward_example_train,_autograd.ForAutograd(Norm_forward_autograd)," \
-           "Norm_forward)" in re.sub(r"\s+|,(?=\s*\))", "", text)
+           "_autograd.ForAutograd(Norm_forward_example_train_autograd),Norm_forward)" \
+           in re.sub(r"\s+|,(?=\s*\))", "", text)
+    assert "_autograd.BatchNorm(" in text
     # in training, what BatchNorm's forward does, not a call of the module: the count, then
     # F.batch_norm with the batch's statistics (which updates the running ones)
     train = text.split("def Norm_forward_example_train(", 1)[1].split("\ndef ", 1)[0]

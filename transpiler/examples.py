@@ -59,11 +59,13 @@ def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
             made = [_specialise(source, module, target, str(name), permissive) for name in names]  # type: ignore[union-attr]
             found += made
             if target.name not in without_generic:
-                # (from the first example, and from the first in the other mode, train() or
-                # eval(), if any: its checks refuse the other mode's calls)
+                # (from the first example, and where that is in eval() mode, from the first in
+                # train() mode if any: the first's checks refuse training calls, the calls autograd
+                # records most)
                 modes = {made[0].training: str(names[0])}
                 for name, spec in zip(names[1:], made[1:]):  # type: ignore[index]
-                    modes.setdefault(spec.training, str(name))
+                    if spec.training:
+                        modes.setdefault(True, str(name))
                 for k, name in enumerate(modes.values()):
                     beside = _autograd_beside_generic(source, module, target, name, permissive, first=k == 0)
                     if beside is not None:
@@ -92,8 +94,8 @@ def specialisations(source: SourceFile, targets: list[Target], permissive: bool,
 def _autograd_beside_generic(source: SourceFile, module: Any, target: Target, factory_name: str,
                              permissive: bool, first: bool = True) -> Specialisation | None:
     """Code for the calls autograd records, compiled from the target's (first) example, for an
-    entry that has generic code too (`first`: from its first example; else from the first in
-    the other mode, train() or eval()): kept where one of its groups is a kernel with a
+    entry that has generic code too (`first`: from its first example; else from its first in
+    train() mode, where the first is in eval()): kept where one of its groups is a kernel with a
     backward kernel (ir/passes/autograd_kernels.py) or its convs read channels-last inputs
     (ir/passes/layout_autograd.py), which the generic code, knowing no types, cannot do; else it
     would call what the generic code calls, with more entry checks. One that does not compile

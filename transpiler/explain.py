@@ -237,7 +237,8 @@ def _autograd_lines(group: kernel_ops.AutogradKernelOp) -> list[str]:
     """A pointwise group of code for autograd (ir/passes/autograd_kernels.py): its kernels and
     what they fuse; no savings estimate (the backward's traffic is autograd's to compare)."""
     forward, backward = group.forward, group.backward
-    head = (f"{group.attributes['name']}: a pointwise group autograd records, over "
+    kind = "a train-mode batch norm and the pointwise ops after it" if group.batch_norm else "a pointwise group"
+    head = (f"{group.attributes['name']}: {kind}, which autograd records as one function, over "
             f"[{', '.join(str(d) for d in kernel_shape(forward))}]")
     if group.loc is not None:
         head += f" (line {group.loc.line})"

@@ -42,7 +42,7 @@ from typing import Any
 from ir.core import ops
 from ir.core.graph import PURE, AliasOf, Block, BlockArg, Mutates, Operation, Program, Region, Value
 from ir.core.rewrite import clone_op
-from ir.core.types import BOOL, FLOAT, INT, DictType, ListType, TensorType, TupleType
+from ir.core.types import BOOL, FLOAT, INT, DictType, ListType, ModuleListType, ModuleType, TensorType, TupleType
 from ir.kernel import ops as kernel_ops
 from ir.kernel.names import KernelNamer
 from ir.kernel.primitives import op_name
@@ -113,11 +113,18 @@ def _module_path(read: ops.GetAttrOp) -> object:
     Two paths are taken to be two tensors, and an argument not to share storage with a module's
     tensor that the function writes (batch norm writes its running statistics, which a caller
     would not pass in)."""
-    path: list[str] = []
+    path: list[object] = []
     v: Value = read.result
-    while isinstance(v.owner, ops.GetAttrOp):
-        path.insert(0, v.owner.attributes["attr"])
-        v = v.owner.operands[0]
+    while True:
+        owner = v.owner
+        if isinstance(owner, ops.GetAttrOp):
+            path.insert(0, owner.attributes["attr"])
+        elif isinstance(owner, ops.GetItemOp) and isinstance(owner.operands[0].type, (ModuleType, ModuleListType)) \
+                and isinstance(owner.operands[1].owner, ops.ConstantOp):  # (an nn.Sequential's item)
+            path.insert(0, owner.operands[1].owner.attributes["value"])
+        else:
+            break
+        v = owner.operands[0]
     owner = v.owner
     if isinstance(owner, Block) and owner.parent is not None and isinstance(owner.parent.parent, ops.FuncOp):
         return (v.index, *path)  # type: ignore[attr-defined]
@@ -417,8 +424,9 @@ def _build_norm(program: Program, func: ops.FuncOp, block: Block, g: _Group, wri
     its result goes straight to a conv): one function that autograd records, whose kernels
     (kernel.batch_norm_chain) run the ops on each element the batch norm normalises, and in
     backward differentiate them on the way to the batch norm's own gradients. Eager's batch norm
-    saves its input and weight, as this one does; the other tensors the ops read and the
-    group's outputs must not be written by the function (as for any group)."""
+    saves its input and weight, as this one does; the other tensors the ops read, the group's
+    outputs and the bias (saved here, not by eager) must not be written by the function (as for
+    any group)."""
     head, call = g.head, g.head_call
     assert head is not None
     x = call.operands["self"]
@@ -439,7 +447,9 @@ def _build_norm(program: Program, func: ops.FuncOp, block: Block, g: _Group, wri
     if not outputs or any(tuple(v.type.shape) != shape or v.type.dtype != x.type.dtype  # type: ignore[union-attr]
                           for v in outputs + others):
         return
-    if not all(_safe(v, written) for v in others + outputs):
+    # (the backward recomputes the normalised values from the bias, which eager's batch norm
+    # does not save: the function must not write it)
+    if not all(_safe(v, written) for v in [*others, *outputs, call.operands["bias"]]):
         return
     last = g.last
     # (the running statistics are written where the group's last op was: nothing between may
