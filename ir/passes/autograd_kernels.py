@@ -161,28 +161,35 @@ def _safe(v: Value, written: set[object]) -> bool:
 
 
 def _out_of_place_activations(func: ops.FuncOp) -> None:
-    """An in-place pointwise op on a new tensor nothing else reads (`F.relu(bn(x), inplace=True)`,
-    torchvision's ReLU6(inplace=True) after each batch norm) becomes its out-of-place form, so
-    that a group can take it (no group spans a write): the same values, and the same gradients
-    (eager's in-place op saves its result where the other saves its input; their backward
-    formulas agree on both). Not where the function writes the tensor again afterwards: then
-    which tensor eager saved decides whether its backward raises."""
+    """An in-place op on a train-mode batch norm's result that nothing else reads, and the
+    in-place ops after it on what it returns (`F.relu(bn(x), inplace=True)`, torchvision's
+    ReLU6(inplace=True) after each batch norm, a ResNet block's `out += identity` then ReLU),
+    becomes its out-of-place form, so that the batch norm's group can take it (no group spans a
+    write): the same values, and the same gradients (eager's in-place op saves its result where
+    the other saves its input; their backward formulas agree on both). Not where the function
+    writes the tensor again afterwards: then which tensor eager saved decides whether its
+    backward raises. (Only there: elsewhere it would form groups of a size a call seldom runs
+    kernels for, in code a checked-in module then holds: an eval() example's residual add.)"""
     found = []
+    results: set[Value] = set()  # (a chain, `out += identity; out = F.relu(out, inplace=True)`)
     for op in func.walk():
-        if not isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp)) or op.attributes.get("mutates") != (0,) \
-                or op.attributes.get("alias_of") != 0 or op.attributes.get("random") or op.regions:
+        call = isinstance(op, (ops.TorchCallOp, ops.TensorMethodOp)) and op.attributes.get("mutates") == (0,) \
+            and op.attributes.get("alias_of") == 0 and not op.attributes.get("random") and not op.regions
+        if not (call or isinstance(op, ops.InplaceOp)):  # (`out += identity`: a ResNet block's)
             continue
         target = op.operands[0]
-        if isinstance(target.type, TensorType) and len(target.uses) == 1 and _root(target) is target \
-                and isinstance(target.owner, Operation) and target.owner.parent is op.parent:
+        if isinstance(target.type, TensorType) and len(target.uses) == 1 and isinstance(target.owner, Operation) \
+                and target.owner.parent is op.parent and (_trains_batch_norm(target.owner) or target in results):
             found.append(op)
+            results.add(op.result)
     if not found:
         return
     others = _written(func, frozenset(found))
     if others is None:
         return
+    roots = {op: _root(op.operands[0]) for op in found}
     for op in found:
-        if op.operands[0] in others:
+        if roots[op] in others:
             continue
         block = op.parent
         before = set(block.ops)  # type: ignore[union-attr]
@@ -190,7 +197,8 @@ def _out_of_place_activations(func: ops.FuncOp) -> None:
             new: Value | None = out_of_place(op, writes.Emitter(op))
         except writes.Unsupported:
             new = None
-        if new is None or new.type != op.result.type or not isinstance(new.owner, (ops.TorchCallOp, ops.TensorMethodOp)) \
+        if new is None or new.type != op.result.type \
+                or not isinstance(new.owner, (ops.TorchCallOp, ops.TensorMethodOp, ops.BinaryOp)) \
                 or op_name(new.owner) not in DERIVATIVES:  # (only what a group can take)
             for made in reversed([o for o in block.ops if o not in before]):  # type: ignore[union-attr]
                 made.erase()
@@ -198,6 +206,16 @@ def _out_of_place_activations(func: ops.FuncOp) -> None:
         new.name = op.result.name
         op.result.replace_all_uses_with(new)
         op.erase()
+
+
+def _trains_batch_norm(op: Operation) -> bool:
+    """`F.batch_norm(..., training=True, ...)` as the front end and ir/passes/layers.py write it."""
+    if not isinstance(op, ops.TorchCallOp) or op_name(op) != "batch_norm":
+        return False
+    try:
+        return bind(op, Facts()).const("training") is True
+    except (Unsupported, TypeError, ValueError, KeyError):
+        return False
 
 
 # -- which ops ----------------------------------------------------------------------------------

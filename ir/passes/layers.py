@@ -7,8 +7,9 @@ module at run time: `Linear` -> `F.linear(x, m.weight, m.bias)`, and so on. Each
 entry guard (`runtime.guards.plain_module`) that the module is exactly that torch class without
 hooks, plus the conditions under which its forward is that call:
 
-- BatchNorm and Dropout: `scf.if m.training` keeps the module call in training (Dropout draws
-  random numbers) and lowers the eval side: BatchNorm with running statistics (a guard
+- BatchNorm and Dropout: `scf.if m.training` keeps the module call in training (nn.Dropout's
+  training side is `F.dropout(x, m.p, True)`, in place where `m.inplace`, which draws from torch's
+  generator as its forward does; Dropout1d/2d stay module calls) and lowers the eval side: BatchNorm with running statistics (a guard
   condition) to F.batch_norm, the momentum unused and passed as 0.0; Dropout to its input itself
   (`p` outside [0, 1] raises in eager, so the guard checks it too). BatchNorm's training side is
   what its forward does when it tracks running statistics with a momentum and a count
@@ -152,7 +153,8 @@ LAYERS: dict[str, Layer] = {
     "torch.nn.LayerNorm": Layer(Call(F + "layer_norm", ("normalized_shape", "weight", "bias", "eps"))),
     "torch.nn.GroupNorm": Layer(Call(F + "group_norm", ("num_groups", "weight", "bias", "eps"))),
     "torch.nn.RMSNorm": Layer(Call(F + "rms_norm", ("normalized_shape", "weight", "eps"))),
-    "torch.nn.Dropout": Layer(None, ("eval", "valid_p")),
+    # (in training, what its forward calls: F.dropout draws from torch's generator as the layer does)
+    "torch.nn.Dropout": Layer(None, ("eval", "valid_p"), training=Call(F + "dropout", ("p", Const(True)), inplace=True)),
     "torch.nn.Dropout1d": Layer(None, ("eval", "valid_p"), (3,)),  # 2-d: eager returns a view
     "torch.nn.Dropout2d": Layer(None, ("eval", "valid_p"), (4,)),  # other ranks: eager warns
     "torch.nn.Identity": Layer(None),
@@ -301,14 +303,15 @@ class _Site:
         return b
 
     def build_eval_only(self, spec: Call | None, training: Call | None = None) -> Value:
-        """`module.training` picks: in training the module call itself (what eager runs: a
-        Dropout draws), or for a BatchNorm `build_training`; the lowering (or the input itself
-        when `spec` is None) in eval mode."""
+        """`module.training` picks: in training the module call itself (what eager runs), or
+        `training` (a Dropout's F.dropout, which draws as the layer does; for a BatchNorm
+        `build_training`); the lowering (or the input itself when `spec` is None) in eval mode."""
         b = self.builder(self.scratch)
         cond = self.read(b, "training", BOOL)
         train, evaluate = Block(), Block()
         self.blocks += [train, evaluate]
-        trained = self.kept_call(train) if training is None else self.build_training(training, train)
+        trained = self.kept_call(train) if training is None else self.build_training(training, train) \
+            if training.callee == F + "batch_norm" else self.build(training, train)
         self.builder(train).create(ops.YieldOp, [trained])
         result = self.x if spec is None else self.build(spec, evaluate)
         self.builder(evaluate).create(ops.YieldOp, [result])
