@@ -118,6 +118,58 @@ def test_conv_block_trains_as_eager(channels_last: bool) -> None:
     assert_trained_alike(compiled, eager, got, want, rtol=1e-4, atol=1e-5)
 
 
+class ResidualBlock(nn.Module):
+    """torchvision's BasicBlock as written there: in-place adds and ReLUs, then a dropout (in
+    train(), F.dropout: a call the passes see into, where a module call left the whole forward
+    without a group)."""
+
+    def __init__(self, c: int = 8) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, x: Tensor) -> Tensor:
+        identity = x
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += identity
+        out = self.relu(out)
+        return self.drop(out)
+
+
+def test_a_residual_blocks_in_place_ops_join_the_batch_norms_group() -> None:
+    """`out += identity` and the in-place ReLU after bn2 become out of place and join its group
+    (bn2, add, ReLU: one function); the dropout draws eager's mask under one seed."""
+    torch.manual_seed(0)
+    model = ResidualBlock().train()
+    x = torch.randn(4, 8, 10, 10)
+    eager = copy.deepcopy(model)
+    compiled = script(model, example_inputs=(x,))
+    xc, xe = x.clone().requires_grad_(), x.clone().requires_grad_()
+    torch.manual_seed(7)
+    with runtime.mode("strict"):
+        out = compiled(xc)
+    torch.manual_seed(7)
+    want = eager(xe)
+    assert torch.equal(out, want)
+    names = set()
+    todo = [out.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is not None and type(node).__name__ not in names:
+            names.add(type(node).__name__)
+            todo += [n for n, _ in node.next_functions]
+    assert "_NormFusedBackward" in names and not names & {"AddBackward0", "ReluBackward0", "NativeBatchNormBackward0"}
+    ramp = torch.linspace(-1, 2, out.numel()).reshape(out.shape)
+    (out * ramp).sum().backward()
+    (want * ramp).sum().backward()
+    assert_trained_alike(compiled, eager, [((out,), [xc.grad])], [((want,), [xe.grad])], rtol=1e-4, atol=1e-5)
+
+
 class Norms(nn.Module):
     """Batch norms on 3-d and 2-d input (planar and, at one value per row, interleaved), one
     followed by nothing the group takes (its result is returned and also read by the chain)."""
