@@ -195,7 +195,14 @@ def test_a_whole_tensor_row_of_symbolic_length(fns, tmp_path, monkeypatch) -> No
     with runtime.mode("strict"):
         for n in (1, 17, 5000):
             x = torch.randn(n)
-            assert_close_to_eager(f(x), fns.centered(x), f"length {n}")
+            got, want = f(x), fns.centered(x)
+            try:
+                assert_close_to_eager(got, want, f"length {n}")
+            except AssertionError:
+                # (eager sums 5000 floats in float, the kernel in double: where the two differ by
+                # more than the tolerance, the kernel must be the nearer to float64's result)
+                exact = fns.centered(x.double())
+                assert (got.double() - exact).abs().max() <= (want.double() - exact).abs().max() + 1e-6, f"length {n}"
 
 
 def test_sizes_that_are_expressions_of_the_batch(fns, tmp_path, monkeypatch) -> None:

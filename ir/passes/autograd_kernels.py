@@ -335,19 +335,25 @@ def _fuse_block(program: Program, func: ops.FuncOp, block: Block, written: set[o
             _build(program, func, block, g, written, namer)
 
 
-def _build(program: Program, func: ops.FuncOp, block: Block, g: _Group, written: set[object],
-           namer: KernelNamer) -> None:
-    members = set(g.ops)
-    values = {op.result for op in g.ops}
+def _operands(group: list[Operation], values: set[Value]) -> tuple[list[Value], list[Value]]:
+    """The tensors and the scalars the ops of a group read from outside it (not `values`, its
+    own; constants stay the kernels' literals), each once, in order of first use."""
     tensors: list[Value] = []
     scalars: list[Value] = []
-    for op in g.ops:
+    for op in group:
         for v in op.operands:
             if v in values or isinstance(v.owner, ops.ConstantOp):
                 continue
             target = tensors if isinstance(v.type, TensorType) else scalars
             if v not in target:
                 target.append(v)
+    return tensors, scalars
+
+
+def _build(program: Program, func: ops.FuncOp, block: Block, g: _Group, written: set[object],
+           namer: KernelNamer) -> None:
+    members = set(g.ops)
+    tensors, scalars = _operands(g.ops, {op.result for op in g.ops})
     outputs = [op.result for op in g.ops if any(u.op not in members for u in op.result.uses)]
     shape = iteration_shape(tensors + [op.result for op in g.ops])
     if not outputs or shape is None or any(tuple(o.type.shape) != shape for o in outputs):  # type: ignore[union-attr]
@@ -450,16 +456,7 @@ def _build_norm(program: Program, func: ops.FuncOp, block: Block, g: _Group, wri
     x = call.operands["self"]
     norm = [call.operands[name] for name in NORM_TENSORS]
     members = set(g.ops) | {head}
-    values = {head.result} | {op.result for op in g.ops}
-    others: list[Value] = []
-    scalars: list[Value] = []
-    for op in g.ops:
-        for v in op.operands:
-            if v in values or isinstance(v.owner, ops.ConstantOp):
-                continue
-            target = others if isinstance(v.type, TensorType) else scalars
-            if v not in target:
-                target.append(v)
+    others, scalars = _operands(g.ops, {head.result} | {op.result for op in g.ops})
     outputs = [v for v in [head.result, *(op.result for op in g.ops)] if any(u.op not in members for u in v.uses)]
     shape = tuple(x.type.shape)  # type: ignore[union-attr]
     if not outputs or any(tuple(v.type.shape) != shape or v.type.dtype != x.type.dtype  # type: ignore[union-attr]
