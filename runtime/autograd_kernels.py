@@ -48,6 +48,15 @@ class Pointwise:
         return self.eager(*args)  # (small: eager's ops, which autograd records as eager's)
 
 
+def _recorded_grads(outputs: tuple, grads: tuple, inputs: list[Tensor]) -> list[Tensor]:
+    """The gradients of `inputs` through the group's torch ops run again (`outputs`), recorded
+    (create_graph: a gradient of a gradient, as eager's); zeros where an input is not used."""
+    pairs = [(o, g) for o, g in zip(outputs, grads) if o.requires_grad]
+    found = torch.autograd.grad([o for o, _ in pairs], inputs, [g for _, g in pairs], create_graph=True,
+                                allow_unused=True)
+    return [g if g is not None else torch.zeros_like(t) for g, t in zip(found, inputs)]
+
+
 def _tuple(out: Any) -> tuple:
     return out if isinstance(out, tuple) else (out,)
 
@@ -76,11 +85,8 @@ class _Fused(torch.autograd.Function):
             return tuple(result)
         if torch.is_grad_enabled():  # (create_graph: the gradient is recorded too, as eager's)
             outputs = _tuple(group.eager(*inputs, *ctx.scalars))
-            pairs = [(o, g) for o, g in zip(outputs, grads) if o.requires_grad]
-            found = torch.autograd.grad([o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs],
-                                        create_graph=True, allow_unused=True)
-            for i, g in zip(wanted, found):
-                result[1 + i] = g if g is not None else torch.zeros_like(inputs[i])
+            for i, g in zip(wanted, _recorded_grads(outputs, grads, [inputs[i] for i in wanted])):
+                result[1 + i] = g
             return tuple(result)
         backward, given = group.backward, group.grads
         if group.partial is not None and all(i in group.partial[1] for i in wanted):
@@ -171,12 +177,9 @@ class _NormFused(torch.autograd.Function):
         if torch.is_grad_enabled():  # (create_graph: the gradient is recorded too, as eager's; throwaway running statistics)
             stats = [torch.zeros_like(mean), torch.ones_like(mean)]
             outputs = _tuple(group.eager(x, weight, bias, *stats, *others, *ctx.rest[group.others:]))
-            pairs = [(o, g) for o, g in zip(outputs, grads) if o.requires_grad]
             wanted = [i for i, v in enumerate(inputs) if v is not None and need[i]]
-            found = torch.autograd.grad([o for o, _ in pairs], [inputs[i] for i in wanted], [g for _, g in pairs],
-                                        create_graph=True, allow_unused=True)
-            for i, g in zip(wanted, found):
-                result[2 + i] = g if g is not None else torch.zeros_like(inputs[i])
+            for i, g in zip(wanted, _recorded_grads(outputs, grads, [inputs[i] for i in wanted])):
+                result[2 + i] = g
             return tuple(result)
         strides = x.stride()
         grads = tuple(g if g.stride() == strides else torch.empty_like(x).copy_(g) for g in grads)

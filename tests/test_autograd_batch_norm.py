@@ -211,10 +211,15 @@ def test_the_forward_is_eagers_bit_for_bit(channels_last: bool) -> None:
         x = x.contiguous(memory_format=torch.channels_last)
     eager = copy.deepcopy(model)
     compiled = script(model, example_inputs=(x,))
+    versions = [(b._version, e._version) for b, e in zip(compiled[0].buffers(), eager[0].buffers())]
     with runtime.mode("strict"):
         got = compiled(x.clone().requires_grad_())
     assert norm_fused(got)
     assert torch.equal(got, eager(x.clone().requires_grad_()))
+    # (side effects: the running statistics' version counters move as eager's do, which leaves
+    # them; num_batches_tracked's add_ counts one)
+    assert [b._version - v for b, (v, _) in zip(compiled[0].buffers(), versions)] == \
+        [e._version - v for e, (_, v) in zip(eager[0].buffers(), versions)]
     assert torch.equal(compiled[0].running_mean, eager[0].running_mean)
     assert torch.equal(compiled[0].running_var, eager[0].running_var)
 
